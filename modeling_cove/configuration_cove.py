@@ -1,0 +1,225 @@
+"""CoveConfig: one configuration for the CoVe encoder and every head (MT decoder, BCN, DCN).
+
+As with `BertConfig`, a single config class serves the base model and all heads. Fields are grouped by the
+part of the model that reads them; every field has a default and is documented below.
+"""
+
+from transformers import PreTrainedConfig
+
+COVE_OUTPUT_CHOICES = ("top", "both")
+BCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove", "scalar_mix")
+BCN_POOLING_CHOICES = ("max", "mean", "min", "self")
+
+
+class CoveConfig(PreTrainedConfig):
+    r"""
+    Configuration of a CoVe model (McCann et al. 2017, "Learned in Translation: Contextualized Word Vectors").
+
+    Encoder (MT-LSTM, PAPER.md §1):
+        vocab_size (`int`, *optional*, defaults to 50000):
+            Number of rows of the (frozen) word-vector table, i.e. the size of the source vocabulary including
+            the `[PAD]` (id 0) and `[UNK]` (id 1) rows, which are always zero vectors.
+        word_vector_dim (`int`, *optional*, defaults to 300):
+            Width of the word vectors (GloVe 840B: 300). The MT-LSTM reads exactly these vectors.
+        hidden_size (`int`, *optional*, defaults to 300):
+            Hidden size per direction of each MT-LSTM layer; a layer's output is `2 * hidden_size` wide.
+        num_hidden_layers (`int`, *optional*, defaults to 2):
+            Number of biLSTM layers of the MT-LSTM (the released CoVe has 2).
+        encoder_dropout (`float`, *optional*, defaults to 0.0):
+            Dropout between the MT-LSTM layers (`nn.LSTM(dropout=...)`); active only in training mode.
+        cove_output (`str`, *optional*, defaults to `"top"`):
+            Which MT-LSTM layers make up `last_hidden_state`: `"top"` = the last layer (600-d, the CoVe vectors
+            of eq. 5); `"both"` = first and last layer concatenated (the original `layer0=True`, 1200-d).
+        include_word_vectors (`bool`, *optional*, defaults to `False`):
+            Prepend the word vector to the output, giving eq. 6's `[GloVe(w); CoVe(w)]` (the original
+            `residual_embeddings=True`).
+        char_ngram_dim (`int`, *optional*, defaults to 0):
+            Width of the character n-gram embeddings (Hashimoto et al. 2016; 100 in the paper). 0 disables them.
+            When > 0 the model holds a frozen `(vocab_size, char_ngram_dim)` table (one precomputed mean n-gram
+            vector per word) appended to `last_hidden_state`. Char n-grams never enter the MT-LSTM.
+        freeze_embeddings (`bool`, *optional*, defaults to `True`):
+            Keep the word vectors (and char n-gram table) fixed (`requires_grad=False`), as in the paper.
+        freeze_encoder (`bool`, *optional*, defaults to `True`):
+            Keep the MT-LSTM fixed. Downstream heads train with a frozen encoder (paper §5); MT pretraining
+            sets this to `False`.
+        initializer_range (`float`, *optional*, defaults to 0.1):
+            Half-width of the uniform initialisation U(-r, r) of all trainable weights (PAPER.md §2).
+        lowercase (`bool`, *optional*, defaults to `True`):
+            Informational: whether the vocabulary was built from lower-cased text (the released MT-LSTM was).
+            The tokenizer carries the behaviour; this mirrors it for model cards.
+
+    MT decoder (eqs. 2–4, PAPER.md §2; read by `CoveForMachineTranslation`):
+        target_vocab_size (`int`, *optional*, defaults to 50000):
+            Size of the target (German) vocabulary.
+        decoder_embedding_dim (`int`, *optional*, defaults to 300):
+            Width of the randomly initialised target embeddings.
+        decoder_hidden_size (`int`, *optional*, defaults to 600):
+            Hidden size of the 2-layer decoder LSTM; equals the encoder output width (2 * hidden_size).
+        decoder_num_layers (`int`, *optional*, defaults to 2):
+            Number of decoder LSTM layers.
+        decoder_dropout (`float`, *optional*, defaults to 0.2):
+            Dropout on the inputs and outputs of all decoder layers (paper: 0.2).
+        attention_bias (`bool`, *optional*, defaults to `False`):
+            Whether the attention linears W1 and W2 of eqs. 3–4 have biases (the 2017 code had none).
+        max_source_length (`int`, *optional*, defaults to 75):
+            Longest source/target sentence (tokens) used for MT training; longer pairs are dropped.
+        length_penalty_alpha (`float`, *optional*, defaults to 1.0):
+            Length normalisation exponent used by beam search (`generate(length_penalty=...)` default).
+
+    BCN classifier (eqs. 7–16, PAPER.md §3; read by `CoveForSequenceClassification`):
+        bcn_input (`str`, *optional*, defaults to `"vectors+cove"`):
+            What the BCN reads per token: `"vectors+cove"` (eq. 6), `"vectors"` (the GloVe-only baseline),
+            `"cove"` (CoVe only) or `"scalar_mix"` (ELMo-style mix over {[g; g], layer 1, layer 2}, §6).
+        bcn_feedforward_dim (`int`, *optional*, defaults to 300):
+            Width of the ReLU feed-forward layer f applied to each input vector (eqs. 7–8).
+        bcn_hidden_size (`int`, *optional*, defaults to 300):
+            Hidden size per direction of the BCN encoder and integrator biLSTMs.
+        bcn_pooling (`list[str]`, *optional*, defaults to `["max", "mean", "min", "self"]`):
+            Pooling operations over time (eqs. 13–16), concatenated in this order.
+        bcn_maxout_reductions (`list[int]`, *optional*, defaults to `[4, 2]`):
+            Dimensionality reductions of the first two maxout layers of the classifier (paper: first 2, 4 or 8,
+            then 2); the third layer projects to the classes.
+        bcn_maxout_pool (`int`, *optional*, defaults to 4):
+            Number of maxout channels per unit.
+        bcn_batch_norm (`bool`, *optional*, defaults to `True`):
+            Batch-normalise the maxout layers (paper); `False` gives AllenNLP's variant.
+        bcn_dropout (`float`, *optional*, defaults to 0.2):
+            Dropout before every feed-forward layer (paper searched 0.1/0.2/0.3).
+
+    DCN question answering (PAPER.md §4; read by `CoveForQuestionAnswering`):
+        dcn_hidden_size (`int`, *optional*, defaults to 200):
+            Hidden size ℓ of the document/question encoders, coattention, decoder LSTM and highway maxout network.
+        dcn_pool_size (`int`, *optional*, defaults to 16):
+            Maxout pool size p of the highway maxout networks.
+        dcn_max_iterations (`int`, *optional*, defaults to 4):
+            Maximum number of dynamic pointing decoder iterations (early stop when the span stops changing).
+        dcn_max_answer_length (`int`, *optional*, defaults to 15):
+            Longest answer span in tokens at inference (s <= e < s + max_answer_length).
+        dcn_dropout (`float`, *optional*, defaults to 0.2):
+            Dropout on the encoder outputs and the highway maxout network inputs.
+
+    Special token ids (shared with the tokenizer): `pad_token_id` (0), `unk_token_id` (1), and for the MT target
+    side `bos_token_id` / `decoder_start_token_id` (2), `eos_token_id` (3).
+    """
+
+    model_type = "cove"
+
+    def __init__(
+        self,
+        # encoder
+        vocab_size=50000,
+        word_vector_dim=300,
+        hidden_size=300,
+        num_hidden_layers=2,
+        encoder_dropout=0.0,
+        cove_output="top",
+        include_word_vectors=False,
+        char_ngram_dim=0,
+        freeze_embeddings=True,
+        freeze_encoder=True,
+        initializer_range=0.1,
+        lowercase=True,
+        # MT decoder
+        target_vocab_size=50000,
+        decoder_embedding_dim=300,
+        decoder_hidden_size=600,
+        decoder_num_layers=2,
+        decoder_dropout=0.2,
+        attention_bias=False,
+        max_source_length=75,
+        length_penalty_alpha=1.0,
+        # BCN
+        bcn_input="vectors+cove",
+        bcn_feedforward_dim=300,
+        bcn_hidden_size=300,
+        bcn_pooling=("max", "mean", "min", "self"),
+        bcn_maxout_reductions=(4, 2),
+        bcn_maxout_pool=4,
+        bcn_batch_norm=True,
+        bcn_dropout=0.2,
+        # DCN
+        dcn_hidden_size=200,
+        dcn_pool_size=16,
+        dcn_max_iterations=4,
+        dcn_max_answer_length=15,
+        dcn_dropout=0.2,
+        # special tokens
+        pad_token_id=0,
+        unk_token_id=1,
+        bos_token_id=2,
+        eos_token_id=3,
+        decoder_start_token_id=2,
+        **kwargs,
+    ):
+        if cove_output not in COVE_OUTPUT_CHOICES:
+            raise ValueError(f"cove_output must be one of {COVE_OUTPUT_CHOICES}, got {cove_output!r}")
+        if bcn_input not in BCN_INPUT_CHOICES:
+            raise ValueError(f"bcn_input must be one of {BCN_INPUT_CHOICES}, got {bcn_input!r}")
+        bad_pool = [p for p in bcn_pooling if p not in BCN_POOLING_CHOICES]
+        if bad_pool or not bcn_pooling:
+            raise ValueError(f"bcn_pooling must be a non-empty list of {BCN_POOLING_CHOICES}, got {list(bcn_pooling)}")
+        for name, value in (("vocab_size", vocab_size), ("word_vector_dim", word_vector_dim),
+                            ("hidden_size", hidden_size), ("num_hidden_layers", num_hidden_layers)):
+            if int(value) < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if char_ngram_dim < 0:
+            raise ValueError(f"char_ngram_dim must be >= 0, got {char_ngram_dim}")
+        self.vocab_size = vocab_size
+        self.word_vector_dim = word_vector_dim
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.encoder_dropout = encoder_dropout
+        self.cove_output = cove_output
+        self.include_word_vectors = include_word_vectors
+        self.char_ngram_dim = char_ngram_dim
+        self.freeze_embeddings = freeze_embeddings
+        self.freeze_encoder = freeze_encoder
+        self.initializer_range = initializer_range
+        self.lowercase = lowercase
+
+        self.target_vocab_size = target_vocab_size
+        self.decoder_embedding_dim = decoder_embedding_dim
+        self.decoder_hidden_size = decoder_hidden_size
+        self.decoder_num_layers = decoder_num_layers
+        self.decoder_dropout = decoder_dropout
+        self.attention_bias = attention_bias
+        self.max_source_length = max_source_length
+        self.length_penalty_alpha = length_penalty_alpha
+
+        self.bcn_input = bcn_input
+        self.bcn_feedforward_dim = bcn_feedforward_dim
+        self.bcn_hidden_size = bcn_hidden_size
+        self.bcn_pooling = list(bcn_pooling)
+        self.bcn_maxout_reductions = list(bcn_maxout_reductions)
+        self.bcn_maxout_pool = bcn_maxout_pool
+        self.bcn_batch_norm = bcn_batch_norm
+        self.bcn_dropout = bcn_dropout
+
+        self.dcn_hidden_size = dcn_hidden_size
+        self.dcn_pool_size = dcn_pool_size
+        self.dcn_max_iterations = dcn_max_iterations
+        self.dcn_max_answer_length = dcn_max_answer_length
+        self.dcn_dropout = dcn_dropout
+
+        self.unk_token_id = unk_token_id
+        super().__init__(
+            pad_token_id=pad_token_id,
+            bos_token_id=bos_token_id,
+            eos_token_id=eos_token_id,
+            decoder_start_token_id=decoder_start_token_id,
+            **kwargs,
+        )
+
+    @property
+    def encoder_output_size(self) -> int:
+        """Width of a single MT-LSTM layer's output (both directions): 2 * hidden_size."""
+        return 2 * self.hidden_size
+
+    @property
+    def output_size(self) -> int:
+        """Width of `CoveModel(...).last_hidden_state`:
+        word_vector_dim·include_word_vectors + 2h·(1 + [cove_output == 'both']) + char_ngram_dim."""
+        size = self.encoder_output_size * (2 if self.cove_output == "both" else 1)
+        if self.include_word_vectors:
+            size += self.word_vector_dim
+        return size + self.char_ngram_dim

@@ -1,0 +1,272 @@
+"""CoVe encoder: frozen word vectors + MT-LSTM (McCann et al. 2017, eqs. 1, 5, 6).
+
+Parameter names are chosen so that the released Salesforce state dict (`wmtlstm-*.pth`, the state dict of
+`nn.LSTM(300, 300, num_layers=2, bidirectional=True)`) maps onto this model by a plain prefix rename:
+`weight_ih_l0` -> `encoder.rnn.weight_ih_l0` (and `cove.encoder.rnn.weight_ih_l0` inside a head).
+"""
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from transformers import PreTrainedModel
+from transformers.modeling_outputs import BaseModelOutput
+
+from .configuration_cove import CoveConfig
+
+
+@dataclass
+class CoveModelOutput(BaseModelOutput):
+    """`BaseModelOutput` of the CoVe encoder.
+
+    Args:
+        last_hidden_state (`torch.FloatTensor` of shape `(batch, time, config.output_size)`):
+            Per `config`: `[word vectors]; [layer 1]; layer 2; [char n-grams]`. Zero at padded positions.
+        hidden_states (`tuple(torch.FloatTensor)`, returned with `output_hidden_states=True`):
+            `(word vectors (B, T, 300), MT-LSTM layer 1 (B, T, 600), MT-LSTM layer 2 (B, T, 600))`.
+        final_hidden_state (`torch.FloatTensor` of shape `(batch, num_layers, 2 * hidden_size)`):
+            Final `h` of each MT-LSTM layer, forward and backward directions concatenated (decoder init, §2).
+        final_cell_state (`torch.FloatTensor` of shape `(batch, num_layers, 2 * hidden_size)`):
+            Final `c` of each layer, same layout.
+        attention_mask (`torch.LongTensor` of shape `(batch, time)`): the mask the encoder used (1 = token).
+    """
+
+    final_hidden_state: Optional[torch.FloatTensor] = None
+    final_cell_state: Optional[torch.FloatTensor] = None
+    attention_mask: Optional[torch.LongTensor] = None
+
+
+def lengths_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Number of tokens per row of a right-padded `(B, T)` mask. Raises on left padding or holes."""
+    mask = attention_mask.bool()
+    lengths = mask.sum(dim=1)
+    positions = torch.arange(mask.shape[1], device=mask.device)
+    if not torch.equal(positions.unsqueeze(0) < lengths.unsqueeze(1), mask):
+        raise ValueError(
+            "attention_mask must be right-padded (a run of 1s followed by 0s in every row); got left padding or "
+            "holes. Use a tokenizer with padding_side='right'."
+        )
+    return lengths
+
+
+class CoveEncoder(nn.Module):
+    """The MT-LSTM (eq. 1): a 2-layer biLSTM, 300 per direction. `self.rnn` holds exactly the released weights.
+
+    The layers are run one at a time (with `torch.lstm` on the layer's own weights) so that the first layer's
+    output is available (`cove_output="both"`, `hidden_states`) without running anything twice. Padded batches
+    are packed, so padding never changes a result; batches of equal lengths skip packing.
+    """
+
+    def __init__(self, config: CoveConfig):
+        super().__init__()
+        self.num_layers = config.num_hidden_layers
+        self.hidden_size = config.hidden_size
+        self.dropout = config.encoder_dropout
+        self.rnn = nn.LSTM(
+            config.word_vector_dim,
+            config.hidden_size,
+            num_layers=config.num_hidden_layers,
+            bidirectional=True,
+            batch_first=True,
+        )
+
+    def layer_weights(self, layer: int) -> list:
+        """The 8 tensors of one layer (both directions), in the order `torch.lstm` expects."""
+        names = []
+        for suffix in ("", "_reverse"):
+            names += [f"weight_ih_l{layer}{suffix}", f"weight_hh_l{layer}{suffix}",
+                      f"bias_ih_l{layer}{suffix}", f"bias_hh_l{layer}{suffix}"]
+        return [getattr(self.rnn, name) for name in names]
+
+    def run_layer(self, layer: int, inputs: torch.Tensor, batch_sizes: Optional[torch.Tensor]):
+        """One biLSTM layer on padded `(B, T, C)` inputs (batch_sizes None) or packed data `(N, C)`.
+        Returns (output, h_n (2, B, H), c_n (2, B, H))."""
+        num_rows = inputs.shape[0] if batch_sizes is None else int(batch_sizes[0])
+        zeros = inputs.new_zeros(2, num_rows, self.hidden_size)
+        weights = self.layer_weights(layer)
+        if batch_sizes is None:
+            output, h_n, c_n = torch.lstm(inputs, (zeros, zeros), weights, True, 1, 0.0, False, True, True)
+        else:
+            output, h_n, c_n = torch.lstm(inputs, batch_sizes, (zeros, zeros), weights, True, 1, 0.0, False, True)
+        return output, h_n, c_n
+
+    def forward(self, vectors: torch.Tensor, lengths: torch.Tensor):
+        """vectors: (B, T, 300) word vectors, zero at padding; lengths: (B,) tokens per row (>= 1).
+
+        Returns a list with each layer's output (B, T, 2H) (zero at padding), and final h and c as (B, L, 2H).
+        """
+        batch, time, _ = vectors.shape
+        uniform = bool((lengths == time).all())
+        if uniform:  # equal lengths: nothing to pack
+            layer_input, batch_sizes = vectors, None
+        else:
+            packed = pack_padded_sequence(vectors, lengths.cpu(), batch_first=True, enforce_sorted=False)
+            layer_input, batch_sizes = packed.data, packed.batch_sizes
+        outputs, final_h, final_c = [], [], []
+        for layer in range(self.num_layers):
+            if layer > 0 and self.dropout > 0 and self.training:
+                layer_input = nn.functional.dropout(layer_input, self.dropout, training=True)
+            layer_output, h_n, c_n = self.run_layer(layer, layer_input, batch_sizes)
+            if uniform:
+                outputs.append(layer_output)
+            else:
+                repacked = packed._replace(data=layer_output)
+                outputs.append(pad_packed_sequence(repacked, batch_first=True, total_length=time)[0])
+                # packed h_n/c_n are in sorted order; put them back in the batch order
+                h_n = h_n.index_select(1, packed.unsorted_indices)
+                c_n = c_n.index_select(1, packed.unsorted_indices)
+            final_h.append(torch.cat([h_n[0], h_n[1]], dim=-1))  # [forward; backward] (B, 2H)
+            final_c.append(torch.cat([c_n[0], c_n[1]], dim=-1))
+            layer_input = layer_output
+        return outputs, torch.stack(final_h, dim=1), torch.stack(final_c, dim=1)
+
+
+class CovePreTrainedModel(PreTrainedModel):
+    config_class = CoveConfig
+    base_model_prefix = "cove"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = False
+    # Trainer must not pass `num_items_in_batch`: our heads compute mean losses themselves (HF_NOTES.md).
+    accepts_loss_kwargs = False
+    _no_split_modules = []
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """Uniform U(-r, r) for LSTM/linear weights (PAPER.md §2), N(0, 1) word vectors with zero PAD/UNK rows."""
+        r = self.config.initializer_range
+        if isinstance(module, (nn.LSTM, nn.LSTMCell)):
+            for param in module.parameters():
+                nn.init.uniform_(param, -r, r)
+        elif isinstance(module, nn.Linear):
+            nn.init.uniform_(module.weight, -r, r)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, 0.0, 1.0)
+            if isinstance(module, CoveWordEmbeddings):
+                module.zero_special_rows()
+        elif isinstance(module, (nn.BatchNorm1d, nn.LayerNorm)):
+            if module.weight is not None:
+                nn.init.ones_(module.weight)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+
+
+class CoveWordEmbeddings(nn.Embedding):
+    """Fixed word-vector table (GloVe). Rows `pad_token_id` and `unk_token_id` are zero: OOV words get a zero
+    vector, as in the paper."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, pad_token_id: int, unk_token_id: int):
+        super().__init__(num_embeddings, embedding_dim, padding_idx=pad_token_id)
+        self.special_rows = [i for i in (pad_token_id, unk_token_id) if i is not None and 0 <= i < num_embeddings]
+
+    @torch.no_grad()
+    def zero_special_rows(self):
+        for row in self.special_rows:
+            self.weight[row].zero_()
+
+
+class CoveModel(CovePreTrainedModel):
+    """The CoVe encoder: word vectors (frozen) -> MT-LSTM. `last_hidden_state` is CoVe(w) (eq. 5), or eq. 6's
+    `[GloVe(w); CoVe(w)]` with `config.include_word_vectors`, optionally with both layers and char n-grams."""
+
+    def __init__(self, config: CoveConfig):
+        super().__init__(config)
+        self.embeddings = CoveWordEmbeddings(
+            config.vocab_size, config.word_vector_dim, config.pad_token_id, config.unk_token_id
+        )
+        self.char_ngram_embeddings = (
+            nn.Embedding(config.vocab_size, config.char_ngram_dim, padding_idx=config.pad_token_id)
+            if config.char_ngram_dim > 0
+            else None
+        )
+        self.encoder = CoveEncoder(config)
+        self.post_init()
+        if config.freeze_embeddings:
+            self.embeddings.weight.requires_grad_(False)
+            if self.char_ngram_embeddings is not None:
+                self.char_ngram_embeddings.weight.requires_grad_(False)
+        if config.freeze_encoder:
+            self.encoder.requires_grad_(False)
+
+    def get_input_embeddings(self):
+        return self.embeddings
+
+    def set_input_embeddings(self, value):
+        self.embeddings = value
+
+    def check_inputs(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor]) -> torch.Tensor:
+        """Up-front checks with clear messages; returns the (B, T) attention mask."""
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must have shape (batch, time), got {tuple(input_ids.shape)}")
+        if input_ids.dtype not in (torch.long, torch.int, torch.int16, torch.int8, torch.uint8):
+            raise TypeError(f"input_ids must be integer token ids, got dtype {input_ids.dtype}")
+        if input_ids.shape[0] == 0 or input_ids.shape[1] == 0:
+            raise ValueError(
+                f"input_ids is empty (shape {tuple(input_ids.shape)}): the input text produced no tokens"
+            )
+        if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size):
+            raise ValueError(
+                f"input_ids contain ids outside [0, {self.config.vocab_size}) (min {int(input_ids.min())}, "
+                f"max {int(input_ids.max())}): tokenizer and checkpoint do not match"
+            )
+        if attention_mask is None:
+            return torch.ones_like(input_ids, dtype=torch.long)
+        if attention_mask.shape != input_ids.shape:
+            raise ValueError(
+                f"attention_mask shape {tuple(attention_mask.shape)} != input_ids shape {tuple(input_ids.shape)}"
+            )
+        return attention_mask
+
+    def forward(
+        self,
+        input_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        token_type_ids: Optional[torch.Tensor] = None,
+        output_hidden_states: Optional[bool] = None,
+        return_dict: Optional[bool] = None,
+        **kwargs,
+    ) -> CoveModelOutput:
+        """
+        input_ids: (B, T) token ids, right-padded. attention_mask: (B, T), 1 = token (default: all tokens).
+        token_type_ids: accepted (tokenizers return them) and ignored by the encoder.
+        A row with no tokens (all-zero mask) gives zero outputs (a defined result, not an error).
+        """
+        if input_ids is None:
+            raise ValueError("CoveModel needs input_ids")
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        attention_mask = self.check_inputs(input_ids, attention_mask)
+        lengths = lengths_from_mask(attention_mask)
+        mask = attention_mask.unsqueeze(-1).to(self.embeddings.weight.dtype)  # (B, T, 1)
+
+        vectors = self.embeddings(input_ids) * mask  # GloVe(w), (B, T, 300)
+        # eq. 1/5: CoVe(w) = MT-LSTM(GloVe(w)); empty rows run on one pad step and are masked to zero below
+        layers, final_h, final_c = self.encoder(vectors, lengths.clamp(min=1))
+        layers = [layer * mask for layer in layers]  # (B, T, 600) each
+
+        # eq. 6: w~ = [GloVe(w); CoVe(w)] (+ first layer, + char n-grams, per config)
+        parts = []
+        if self.config.include_word_vectors:
+            parts.append(vectors)
+        if self.config.cove_output == "both":
+            parts.append(layers[0])
+        parts.append(layers[-1])
+        if self.char_ngram_embeddings is not None:
+            parts.append(self.char_ngram_embeddings(input_ids) * mask)
+        last_hidden_state = torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+
+        hidden_states = (vectors, *layers) if output_hidden_states else None
+        if not return_dict:
+            return tuple(v for v in (last_hidden_state, hidden_states, final_h, final_c) if v is not None)
+        return CoveModelOutput(
+            last_hidden_state=last_hidden_state,
+            hidden_states=hidden_states,
+            final_hidden_state=final_h,
+            final_cell_state=final_c,
+            attention_mask=attention_mask,
+        )
