@@ -1,0 +1,333 @@
+"""Dataset adapters: every task as a `datasets.DatasetDict` with standard columns, from local files or Hub ids.
+
+- `load_translation` -> train/validation/test with columns `src`, `tgt` (raw text, English -> German).
+- `load_classification(task)` -> train/validation/test with `text`, [`text_pair`], `label` (a `ClassLabel`).
+- `load_squad` -> train/validation with `id`, `title`, `context`, `question`, `answers` (SQuAD v1.1 layout).
+
+`data_dir` is a folder laid out like this workplace's `shared/data` (see its README); with `data_dir=None` the Hub
+datasets named in HF_NOTES.md are used. Splits that the local data lacks are documented where they are made:
+
+- TREC, IMDb: no validation split exists; 10% of train (fixed seed 13) is held out as validation.
+- SST-2 (SentEval, phrase-level train, as the paper), SST-5 (sentence-level trees): official train/dev/test.
+- SNLI: only dev and test exist locally. We train on 90% of dev, validate on the other 10%, and test on test.
+- SQuAD: only dev exists locally. It is split by article (seed 0): ~80% of the articles train, the rest evaluate.
+"""
+
+import gzip
+import json
+import lzma
+import random
+import re
+from pathlib import Path
+from typing import Optional
+
+from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
+
+VALIDATION_SEED = 13
+VALIDATION_FRACTION = 0.1
+SQUAD_SPLIT_SEED = 0
+SQUAD_TRAIN_FRACTION = 0.8
+
+TASKS = ("sst2", "sst5", "trec6", "trec50", "imdb", "snli")
+LABEL_NAMES = {
+    "sst2": ["negative", "positive"],
+    "sst5": ["very negative", "negative", "neutral", "positive", "very positive"],
+    "imdb": ["negative", "positive"],
+    "trec6": ["ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM"],
+    "snli": ["entailment", "neutral", "contradiction"],
+}
+HUB_IDS = {
+    "sst2": "stanfordnlp/sst2",
+    "sst5": "SetFit/sst5",
+    "imdb": "stanfordnlp/imdb",
+    "trec6": "CogComp/trec",
+    "trec50": "CogComp/trec",
+    "snli": "stanfordnlp/snli",
+    "multi30k": "bentrevett/multi30k",
+    "iwslt": "IWSLT/iwslt2017",
+    "wmt17": "wmt/wmt17",
+    "squad": "rajpurkar/squad",
+}
+PTB_UNESCAPE = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}",
+                "``": '"', "''": '"', "`": "'"}
+
+
+def _open_text(path: Path, encoding: str = "utf-8"):
+    if not path.exists():
+        raise FileNotFoundError(f"data file not found: {path}")
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding=encoding)
+    if path.suffix == ".xz":
+        return lzma.open(path, "rt", encoding=encoding)
+    return open(path, encoding=encoding)
+
+
+def _read_lines(path: Path, encoding: str = "utf-8") -> list:
+    with _open_text(path, encoding) as f:
+        return [line.rstrip("\n").rstrip("\r") for line in f]
+
+
+def _check_data_dir(data_dir, sub: str) -> Path:
+    root = Path(data_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"--data-dir {root} does not exist or is not a directory")
+    folder = root / sub
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} not found: the data dir must contain '{sub}/' (see shared/data/README.md)")
+    return folder
+
+
+def _split_off_validation(train: Dataset, fraction: float = VALIDATION_FRACTION, seed: int = VALIDATION_SEED):
+    """Hold out a fixed random `fraction` of train as validation (deterministic)."""
+    parts = train.train_test_split(test_size=fraction, seed=seed, shuffle=True)
+    return parts["train"], parts["test"]
+
+
+def _classification_features(names: list, pair: bool = False) -> Features:
+    columns = {"text": Value("string")}
+    if pair:
+        columns["text_pair"] = Value("string")
+    columns["label"] = ClassLabel(names=names)
+    return Features(columns)
+
+
+def first_words(text: str, n: int) -> str:
+    """The first `n` whitespace-separated words of `text` (IMDb reviews are cut at 200 words, PAPER.md §3)."""
+    words = text.split()
+    return " ".join(words[:n]) if len(words) > n else " ".join(words)
+
+
+def ptb_tree_leaves(tree: str) -> str:
+    """Sentence of a PTB-format SST tree, with PTB escapes undone."""
+    leaves = re.findall(r"\(\d+ ([^()]+)\)", tree)
+    return " ".join(PTB_UNESCAPE.get(w, w).replace("\\/", "/").replace("\\*", "*") for w in leaves)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# translation
+
+
+def load_translation(data_dir: Optional[str] = None, name: str = "multi30k") -> DatasetDict:
+    """English->German pairs as DatasetDict(train, validation, test) with columns `src`, `tgt` (raw text).
+
+    Local: `data_dir/multi30k/{train,val,test_2016_flickr}.{en,de}.gz`. Hub: `bentrevett/multi30k`,
+    `IWSLT/iwslt2017` (iwslt2017-en-de), `wmt/wmt17` (de-en).
+    """
+    features = Features({"src": Value("string"), "tgt": Value("string")})
+    if data_dir is not None:
+        if name != "multi30k":
+            raise ValueError(f"local translation data is only available for multi30k, not {name!r}")
+        folder = _check_data_dir(data_dir, "multi30k")
+        splits = {}
+        for split, stem in (("train", "train"), ("validation", "val"), ("test", "test_2016_flickr")):
+            src = _read_lines(folder / f"{stem}.en.gz")
+            tgt = _read_lines(folder / f"{stem}.de.gz")
+            if len(src) != len(tgt):
+                raise ValueError(f"{folder}/{stem}: {len(src)} English vs {len(tgt)} German lines")
+            splits[split] = Dataset.from_dict({"src": src, "tgt": tgt}, features=features)
+        return DatasetDict(splits)
+
+    from datasets import load_dataset
+
+    if name == "multi30k":
+        raw = load_dataset(HUB_IDS["multi30k"])
+        return DatasetDict({s: Dataset.from_dict({"src": raw[s]["en"], "tgt": raw[s]["de"]}, features=features)
+                            for s in ("train", "validation", "test")})
+    if name in ("iwslt", "wmt17"):
+        raw = (load_dataset(HUB_IDS["iwslt"], "iwslt2017-en-de") if name == "iwslt"
+               else load_dataset(HUB_IDS["wmt17"], "de-en"))
+        out = {}
+        for split in ("train", "validation", "test"):
+            pairs = raw[split]["translation"]
+            out[split] = Dataset.from_dict({"src": [p["en"] for p in pairs], "tgt": [p["de"] for p in pairs]},
+                                           features=features)
+        return DatasetDict(out)
+    raise ValueError(f"unknown translation dataset {name!r}; choose multi30k, iwslt or wmt17")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# classification
+
+
+def _local_classification(task: str, root: Path, imdb_words: int) -> DatasetDict:
+    if task == "sst2":
+        folder = _check_data_dir(root, "sst/senteval")
+        splits = {}
+        for split, stem in (("train", "train"), ("validation", "dev"), ("test", "test")):
+            texts, labels = [], []
+            for line in _read_lines(folder / f"binary.sentiment-{stem}"):
+                if line.strip():
+                    text, label = line.rsplit("\t", 1)
+                    texts.append(text.strip())
+                    labels.append(int(label))
+            splits[split] = Dataset.from_dict({"text": texts, "label": labels},
+                                              features=_classification_features(LABEL_NAMES["sst2"]))
+        return DatasetDict(splits)
+    if task == "sst5":
+        folder = _check_data_dir(root, "sst/trees")
+        splits = {}
+        for split, stem in (("train", "train"), ("validation", "dev"), ("test", "test")):
+            texts, labels = [], []
+            for line in _read_lines(folder / f"{stem}.txt"):
+                if line.strip():
+                    texts.append(ptb_tree_leaves(line))
+                    labels.append(int(line[1]))  # root label: "(3 (2 ..."
+            splits[split] = Dataset.from_dict({"text": texts, "label": labels},
+                                              features=_classification_features(LABEL_NAMES["sst5"]))
+        return DatasetDict(splits)
+    if task in ("trec6", "trec50"):
+        folder = _check_data_dir(root, "trec")
+        raw = {}
+        for split, name in (("train", "train_5500.label"), ("test", "TREC_10.label")):
+            rows = []
+            for line in _read_lines(folder / name, encoding="latin-1"):
+                if line.strip():
+                    label, text = line.split(" ", 1)
+                    rows.append((label, text.strip()))
+            raw[split] = rows
+        if task == "trec6":
+            names = LABEL_NAMES["trec6"]
+            key = lambda label: label.split(":")[0]  # noqa: E731
+        else:
+            names = sorted({label for rows in raw.values() for label, _ in rows})
+            key = lambda label: label  # noqa: E731
+        features = _classification_features(names)
+        full = {s: Dataset.from_dict({"text": [t for _, t in rows], "label": [names.index(key(l)) for l, _ in rows]},
+                                     features=features) for s, rows in raw.items()}
+        train, validation = _split_off_validation(full["train"])
+        return DatasetDict({"train": train, "validation": validation, "test": full["test"]})
+    if task == "imdb":
+        folder = _check_data_dir(root, "imdb")
+        features = _classification_features(LABEL_NAMES["imdb"])
+        full = {}
+        for split in ("train", "test"):
+            texts, labels = [], []
+            with _open_text(folder / f"{split}.jsonl.xz") as f:
+                for line in f:
+                    row = json.loads(line)
+                    texts.append(first_words(row["text"].replace("<br />", " "), imdb_words))
+                    labels.append(1 if row["label"] == "pos" else 0)
+            full[split] = Dataset.from_dict({"text": texts, "label": labels}, features=features)
+        train, validation = _split_off_validation(full["train"])
+        return DatasetDict({"train": train, "validation": validation, "test": full["test"]})
+    if task == "snli":
+        folder = _check_data_dir(root, "snli")
+        features = _classification_features(LABEL_NAMES["snli"], pair=True)
+        full = {}
+        for split in ("dev", "test"):
+            s1, s2, labels = (_read_lines(folder / f"{p}.{split}") for p in ("s1", "s2", "labels"))
+            n = len(labels) - (labels[-1] == "")
+            full[split] = Dataset.from_dict(
+                {"text": [s.strip() for s in s1[:n]], "text_pair": [s.strip() for s in s2[:n]],
+                 "label": [LABEL_NAMES["snli"].index(label) for label in labels[:n]]},
+                features=features,
+            )
+        train, validation = _split_off_validation(full["dev"])  # no SNLI train here: train on 90% of dev
+        return DatasetDict({"train": train, "validation": validation, "test": full["test"]})
+    raise AssertionError(task)
+
+
+def _hub_classification(task: str, imdb_words: int) -> DatasetDict:
+    from datasets import load_dataset
+
+    if task == "sst2":  # GLUE SST-2: phrase-level train; the Hub test labels are hidden, so validation = test
+        raw = load_dataset(HUB_IDS["sst2"])
+        features = _classification_features(LABEL_NAMES["sst2"])
+        conv = lambda d: Dataset.from_dict({"text": d["sentence"], "label": d["label"]}, features=features)  # noqa
+        train, validation = _split_off_validation(conv(raw["train"]))
+        return DatasetDict({"train": train, "validation": validation, "test": conv(raw["validation"])})
+    if task == "sst5":
+        raw = load_dataset(HUB_IDS["sst5"])
+        features = _classification_features(LABEL_NAMES["sst5"])
+        return DatasetDict({s: Dataset.from_dict({"text": raw[s]["text"], "label": raw[s]["label"]}, features=features)
+                            for s in ("train", "validation", "test")})
+    if task == "imdb":
+        raw = load_dataset(HUB_IDS["imdb"])
+        features = _classification_features(LABEL_NAMES["imdb"])
+        conv = lambda d: Dataset.from_dict(  # noqa: E731
+            {"text": [first_words(t.replace("<br />", " "), imdb_words) for t in d["text"]], "label": d["label"]},
+            features=features)
+        train, validation = _split_off_validation(conv(raw["train"]))
+        return DatasetDict({"train": train, "validation": validation, "test": conv(raw["test"])})
+    if task in ("trec6", "trec50"):
+        raw = load_dataset(HUB_IDS[task], revision="refs/convert/parquet")
+        column = "coarse_label" if task == "trec6" else "fine_label"
+        names = raw["train"].features[column].names
+        features = _classification_features(names)
+        conv = lambda d: Dataset.from_dict({"text": d["text"], "label": d[column]}, features=features)  # noqa
+        train, validation = _split_off_validation(conv(raw["train"]))
+        return DatasetDict({"train": train, "validation": validation, "test": conv(raw["test"])})
+    if task == "snli":
+        raw = load_dataset(HUB_IDS["snli"]).filter(lambda row: row["label"] != -1)  # -1 = no gold label
+        features = _classification_features(LABEL_NAMES["snli"], pair=True)
+        return DatasetDict({s: Dataset.from_dict({"text": raw[s]["premise"], "text_pair": raw[s]["hypothesis"],
+                                                  "label": raw[s]["label"]}, features=features)
+                            for s in ("train", "validation", "test")})
+    raise AssertionError(task)
+
+
+def load_classification(task: str, data_dir: Optional[str] = None, imdb_words: int = 200) -> DatasetDict:
+    """A classification task as DatasetDict(train, validation, test); columns `text`, [`text_pair`], `label`."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    if data_dir is not None:
+        return _local_classification(task, Path(data_dir), imdb_words)
+    return _hub_classification(task, imdb_words)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# SQuAD
+
+
+SQUAD_FEATURES = Features({
+    "id": Value("string"),
+    "title": Value("string"),
+    "context": Value("string"),
+    "question": Value("string"),
+    "answers": {"text": Sequence(Value("string")), "answer_start": Sequence(Value("int32"))},
+})
+
+
+def squad_rows(squad_json: dict, titles: Optional[set] = None) -> dict:
+    columns = {name: [] for name in SQUAD_FEATURES}
+    for article in squad_json["data"]:
+        if titles is not None and article["title"] not in titles:
+            continue
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                columns["id"].append(qa["id"])
+                columns["title"].append(article["title"])
+                columns["context"].append(paragraph["context"])
+                columns["question"].append(qa["question"])
+                columns["answers"].append({"text": [a["text"] for a in qa["answers"]],
+                                           "answer_start": [a["answer_start"] for a in qa["answers"]]})
+    return columns
+
+
+def squad_article_split(titles: list, train_fraction: float = SQUAD_TRAIN_FRACTION, seed: int = SQUAD_SPLIT_SEED):
+    """Deterministic split of article titles: (train titles, evaluation titles)."""
+    shuffled = sorted(titles)
+    random.Random(seed).shuffle(shuffled)
+    cut = round(len(shuffled) * train_fraction)
+    return set(shuffled[:cut]), set(shuffled[cut:])
+
+
+def load_squad(data_dir: Optional[str] = None) -> DatasetDict:
+    """SQuAD v1.1 as DatasetDict(train, validation).
+
+    Local (`data_dir/squad/dev-v1.1.json.xz`, dev only): split by ARTICLE, ~80% of the 48 articles (seed 0) for
+    training and the rest for evaluation, so no context is shared between the two. Hub: `rajpurkar/squad` train/validation.
+    """
+    if data_dir is not None:
+        folder = _check_data_dir(data_dir, "squad")
+        with _open_text(folder / "dev-v1.1.json.xz") as f:
+            squad_json = json.load(f)
+        train_titles, eval_titles = squad_article_split([a["title"] for a in squad_json["data"]])
+        return DatasetDict({
+            "train": Dataset.from_dict(squad_rows(squad_json, train_titles), features=SQUAD_FEATURES),
+            "validation": Dataset.from_dict(squad_rows(squad_json, eval_titles), features=SQUAD_FEATURES),
+        })
+    from datasets import load_dataset
+
+    raw = load_dataset(HUB_IDS["squad"])
+    return DatasetDict({s: raw[s].cast(SQUAD_FEATURES) for s in ("train", "validation")})
