@@ -5,7 +5,9 @@ Parameter names are chosen so that the released Salesforce state dict (`wmtlstm-
 `weight_ih_l0` -> `encoder.rnn.weight_ih_l0` (and `cove.encoder.rnn.weight_ih_l0` inside a head).
 """
 
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 import torch
@@ -123,6 +125,28 @@ class CoveEncoder(nn.Module):
         return outputs, torch.stack(final_h, dim=1), torch.stack(final_c, dim=1)
 
 
+# Every Auto class a CoVe checkpoint can be loaded with, and the flat file defining it. A saved checkpoint carries
+# all of them (and the code files), so any head can be loaded from any CoVe checkpoint with trust_remote_code=True.
+AUTO_MAP = {
+    "AutoConfig": "configuration_cove.CoveConfig",
+    "AutoModel": "modeling_cove.CoveModel",
+    "AutoModelForSeq2SeqLM": "modeling_cove_mt.CoveForMachineTranslation",
+    "AutoModelForSequenceClassification": "modeling_cove_bcn.CoveForSequenceClassification",
+    "AutoModelForQuestionAnswering": "modeling_cove_dcn.CoveForQuestionAnswering",
+}
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def remote_code_files() -> list:
+    """The flat code files shipped with every checkpoint (all of the package's modules except `__init__.py`)."""
+    return sorted(p for p in PACKAGE_DIR.glob("*.py") if p.name != "__init__.py")
+
+
+def full_auto_map() -> dict:
+    """AUTO_MAP restricted to the classes whose file exists here (all of them in a complete install)."""
+    return {auto: ref for auto, ref in AUTO_MAP.items() if (PACKAGE_DIR / f"{ref.split('.')[0]}.py").exists()}
+
+
 class CovePreTrainedModel(PreTrainedModel):
     config_class = CoveConfig
     base_model_prefix = "cove"
@@ -131,6 +155,18 @@ class CovePreTrainedModel(PreTrainedModel):
     # Trainer must not pass `num_items_in_batch`: our heads compute mean losses themselves (HF_NOTES.md).
     accepts_loss_kwargs = False
     _no_split_modules = []
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """`PreTrainedModel.save_pretrained` (safetensors) plus Hub remote code: the full `auto_map` in config.json
+        and the flat code files next to the weights, so that a process without `modeling_cove` installed loads the
+        checkpoint through every Auto class with `trust_remote_code=True`."""
+        self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **full_auto_map()}
+        kwargs.setdefault("safe_serialization", True)
+        result = super().save_pretrained(save_directory, *args, **kwargs)
+        if kwargs.get("is_main_process", True):
+            for path in remote_code_files():
+                shutil.copyfile(path, Path(save_directory) / path.name)
+        return result
 
     @torch.no_grad()
     def _init_weights(self, module):
