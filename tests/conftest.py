@@ -1,0 +1,28 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DATA_DIR = REPO.parent / "shared" / "data"
+sys.path.insert(0, str(REPO / "scripts"))
+
+# Tests never reach the network.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("HF_EVALUATE_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def require_data(*parts) -> Path:
+    """Path under ../shared/data, or skip the test with a clear reason where that folder is absent."""
+    path = DATA_DIR.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"real data not available: {path} (the tests expect ../shared/data beside the repo)")
+    return path
+
+
+@pytest.fixture
+def data_dir() -> Path:
+    return require_data()

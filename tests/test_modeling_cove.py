@@ -1,0 +1,364 @@
+"""Foundation tests: CoveModel against a hand-written reference of the original encoder, conversion of weights in the
+original Salesforce layout, padding consistency, save/load, Auto classes (offline Hub cache, remote code), bad input."""
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+import modeling_cove  # noqa: F401  (registers the Auto classes)
+from modeling_cove import CoveConfig, CoveModel
+from modeling_cove.build import convert_salesforce_state_dict, create_cove_checkpoint, salesforce_shapes
+from modeling_cove.tokenization_cove import SPECIAL_TOKENS
+
+from conftest import REPO
+
+WORDS = ["the", "cat", "sat", "on", "mat", ".", "a", "dog", "ran", "far", "away", "!"]
+
+
+def original_layout_state_dict(seed=0, dim=300, hidden=300):
+    """Random tensors in exactly the released `wmtlstm-*.pth` layout: the state dict of nn.LSTM(300, 300, 2, bidir)."""
+    torch.manual_seed(seed)
+    lstm = nn.LSTM(dim, hidden, num_layers=2, bidirectional=True)
+    for p in lstm.parameters():
+        nn.init.uniform_(p, -0.3, 0.3)
+    return {k: v.clone() for k, v in lstm.state_dict().items()}
+
+
+def reference_forward(state_dict, vectors, lengths, residual=False, layer0=False):
+    """The original encoder, written out: sort by length -> pack -> nn.LSTM -> unpack -> unsort; zero padding.
+    layer0 runs layer 1 alone as a 1-layer LSTM with the layer-0 weights (what salesforce/cove did in 2018)."""
+    dim = vectors.shape[-1]
+    hidden = state_dict["weight_hh_l0"].shape[1]
+    full = nn.LSTM(dim, hidden, num_layers=2, bidirectional=True, batch_first=True)
+    full.load_state_dict(state_dict)
+    first = nn.LSTM(dim, hidden, num_layers=1, bidirectional=True, batch_first=True)
+    first.load_state_dict({k: v for k, v in state_dict.items() if "_l0" in k})
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    sorted_vectors = vectors[order]
+    sorted_lengths = [lengths[i] for i in order]
+    total = vectors.shape[1]
+
+    def run(lstm):
+        packed = pack_padded_sequence(sorted_vectors, sorted_lengths, batch_first=True)
+        out, _ = lstm(packed)
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=total)
+        unsorted = torch.empty_like(out)
+        unsorted[order] = out
+        return unsorted
+
+    outputs = []
+    if residual:
+        outputs.append(vectors)
+    if layer0:
+        outputs.append(run(first))
+    outputs.append(run(full))
+    return torch.cat(outputs, dim=-1)
+
+
+def write_vectors(path, words, dim, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    table = torch.randn(len(words), dim, generator=g)
+    with open(path, "w", encoding="utf-8") as f:
+        for word, row in zip(words, table):
+            f.write(word + " " + " ".join(f"{v:.5f}" for v in row.tolist()) + "\n")
+    return {w: torch.tensor([float(f"{v:.5f}") for v in row.tolist()]) for w, row in zip(words, table)}
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+    """A small CoVe checkpoint (8-d vectors, hidden 4) saved with the tokenizer."""
+    torch.manual_seed(0)
+    vectors = torch.randn(len(SPECIAL_TOKENS) + len(WORDS), 8)
+    model, tokenizer = create_cove_checkpoint(WORDS, vectors, hidden_size=4, include_word_vectors=True,
+                                              cove_output="both")
+    path = tmp_path_factory.mktemp("ckpt") / "cove-tiny"
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path, model, tokenizer
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# conversion of the original weights
+
+
+@pytest.mark.parametrize("mode", ["top", "both", "with_word_vectors"])
+def test_conversion_matches_reference_encoder(tmp_path, mode):
+    from convert_salesforce_cove import main as convert
+
+    state = original_layout_state_dict()
+    assert len(state) == 16 and sum(v.numel() for v in state.values()) == 3_609_600
+    weights = tmp_path / "wmtlstm-test.pth"
+    torch.save(state, weights)
+    words = ["the", "cat", "sat", "on", "mat", ".", "unseen"]
+    table = write_vectors(tmp_path / "glove.txt", words[:-1], 300)  # "unseen" has no vector -> zero row
+    (tmp_path / "vocab.txt").write_text("\n".join(words) + "\n")
+    out = tmp_path / "hf"
+    args = ["--weights", str(weights), "--vectors", str(tmp_path / "glove.txt"), "--vocab-file",
+            str(tmp_path / "vocab.txt"), "--output-dir", str(out)]
+    if mode == "both":
+        args += ["--cove-output", "both"]
+    if mode == "with_word_vectors":
+        args += ["--include-word-vectors"]
+    convert(args)
+
+    from transformers import AutoModel, AutoTokenizer
+
+    model = AutoModel.from_pretrained(out).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    sentences = ["the cat sat on the mat .", "the cat", "unseen cat sat ."]
+    batch = tokenizer(sentences, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        ours = model(**batch).last_hidden_state
+
+    ids = [tokenizer(s)["input_ids"] for s in sentences]
+    lengths = [len(i) for i in ids]
+    vectors = torch.zeros(len(sentences), max(lengths), 300)
+    for b, sentence_ids in enumerate(ids):
+        for t, token_id in enumerate(sentence_ids):
+            word = tokenizer.convert_ids_to_tokens(token_id)
+            vectors[b, t] = table.get(word, torch.zeros(300))
+    reference = reference_forward(state, vectors, lengths, residual=mode == "with_word_vectors", layer0=mode == "both")
+    assert ours.shape == reference.shape == (3, 7, model.config.output_size)
+    assert (ours - reference).abs().max().item() <= 1e-6
+
+
+def test_conversion_rejects_wrong_keys_and_shapes():
+    config = CoveConfig()
+    state = original_layout_state_dict()
+    bad_shape = dict(state, weight_ih_l1=torch.zeros(1200, 300))
+    with pytest.raises(ValueError, match=r"weight_ih_l1: checkpoint shape \(1200, 300\) != expected shape \(1200, 600\)"):
+        convert_salesforce_state_dict(bad_shape, config)
+    missing = {k: v for k, v in state.items() if k != "bias_hh_l0_reverse"}
+    with pytest.raises(ValueError, match="missing keys \\['bias_hh_l0_reverse'\\]"):
+        convert_salesforce_state_dict(missing, config)
+    extra = dict(state, **{"decoder.weight": torch.zeros(3)})
+    with pytest.raises(ValueError, match="unexpected keys \\['decoder.weight'\\]"):
+        convert_salesforce_state_dict(extra, config)
+    # DataParallel / module prefixes are accepted and renamed to the plain `encoder.rnn.` prefix
+    renamed = convert_salesforce_state_dict({"module." + k: v for k, v in state.items()}, config)
+    assert sorted(renamed) == sorted("encoder.rnn." + k for k in salesforce_shapes())
+    assert set(renamed) <= set(CoveModel(CoveConfig(vocab_size=5)).state_dict())
+
+
+def test_corrupted_weight_files_give_clear_errors(tmp_path):
+    from modeling_cove.build import load_salesforce_state_dict
+
+    bad = tmp_path / "broken.pth"
+    bad.write_bytes(b"this is not a torch file")
+    with pytest.raises(ValueError, match="could not read .*broken.pth"):
+        load_salesforce_state_dict(bad)
+    # a pickled module object is refused by weights_only=True
+    torch.save(nn.LSTM(3, 3), tmp_path / "module.pth")
+    with pytest.raises(ValueError, match="weights_only=True"):
+        load_salesforce_state_dict(tmp_path / "module.pth")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the encoder itself
+
+
+def test_batch_of_mixed_lengths_equals_each_sentence_alone(tiny_checkpoint):
+    _, model, tokenizer = tiny_checkpoint
+    sentences = ["the cat sat on the mat .", "a dog", "the dog ran far away !", "cat"]
+    batch = tokenizer(sentences, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        together = model(**batch, output_hidden_states=True)
+        for i, sentence in enumerate(sentences):
+            alone = model(**tokenizer([sentence], return_tensors="pt"), output_hidden_states=True)
+            n = alone.last_hidden_state.shape[1]
+            assert (together.last_hidden_state[i, :n] - alone.last_hidden_state[0]).abs().max() <= 1e-5
+            assert together.last_hidden_state[i, n:].abs().max() == 0  # padding is zero
+            for layer_batch, layer_alone in zip(together.hidden_states, alone.hidden_states):
+                assert (layer_batch[i, :n] - layer_alone[0]).abs().max() <= 1e-5
+            assert (together.final_hidden_state[i] - alone.final_hidden_state[0]).abs().max() <= 1e-5
+            assert (together.final_cell_state[i] - alone.final_cell_state[0]).abs().max() <= 1e-5
+
+
+def test_output_layout_and_hidden_states(tiny_checkpoint):
+    _, model, tokenizer = tiny_checkpoint
+    batch = tokenizer(["the cat sat ."], return_tensors="pt")
+    with torch.no_grad():
+        out = model(**batch, output_hidden_states=True)
+    vectors, layer1, layer2 = out.hidden_states
+    # include_word_vectors + cove_output="both": [GloVe; layer 1; layer 2] (eq. 6 with the original layer0 option)
+    assert torch.equal(out.last_hidden_state, torch.cat([vectors, layer1, layer2], dim=-1))
+    assert model.config.output_size == 8 + 8 + 8
+    assert torch.equal(vectors[0], model.embeddings.weight[batch["input_ids"][0]])
+    # the MT-LSTM is the plain 2-layer biLSTM
+    with torch.no_grad():
+        reference, _ = model.encoder.rnn(vectors)
+    assert (reference - layer2).abs().max() <= 1e-6
+    # final states = last forward step and first backward step of each layer
+    assert torch.allclose(out.final_hidden_state[0, 1, :4], layer2[0, -1, :4], atol=1e-6)
+    assert torch.allclose(out.final_hidden_state[0, 1, 4:], layer2[0, 0, 4:], atol=1e-6)
+
+
+def test_oov_and_padding_rows_are_zero_and_frozen(tiny_checkpoint):
+    _, model, tokenizer = tiny_checkpoint
+    assert model.embeddings.weight[tokenizer.pad_token_id].abs().sum() == 0
+    assert model.embeddings.weight[tokenizer.unk_token_id].abs().sum() == 0
+    assert not model.embeddings.weight.requires_grad  # freeze_embeddings=True by default
+    assert not any(p.requires_grad for p in model.encoder.parameters())  # freeze_encoder=True by default
+    trainable = CoveModel(CoveConfig(vocab_size=10, word_vector_dim=4, hidden_size=3, freeze_encoder=False))
+    assert all(p.requires_grad for p in trainable.encoder.parameters())
+
+
+def test_save_load_bit_exact_and_deterministic(tiny_checkpoint, tmp_path):
+    path, model, tokenizer = tiny_checkpoint
+    from transformers import AutoModel
+
+    loaded = AutoModel.from_pretrained(path).eval()
+    assert type(loaded) is CoveModel
+    for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+        assert torch.equal(a, b), name
+    batch = tokenizer(["the cat sat on the mat .", "a dog ran"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        first = loaded(**batch).last_hidden_state
+        second = loaded(**batch).last_hidden_state
+        original = model(**batch).last_hidden_state
+    assert torch.equal(first, second) and torch.equal(first, original)
+    assert (path / "model.safetensors").exists() and not list(path.glob("*.bin"))
+
+
+def test_feature_extraction_pipeline(tiny_checkpoint):
+    path, model, tokenizer = tiny_checkpoint
+    from transformers import pipeline
+
+    extractor = pipeline("feature-extraction", model=str(path))
+    features = extractor("the cat sat .", return_tensors=True)
+    with torch.no_grad():
+        expected = model(**tokenizer(["the cat sat ."], return_tensors="pt")).last_hidden_state
+    assert torch.allclose(features, expected, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# loading as users type it
+
+
+def build_offline_cache(hf_home: Path, repo_id: str, files_dir: Path, commit: str = "0123456789abcdef" * 2 + "01234567"):
+    """$HF_HOME/hub/models--org--name/{refs/main, snapshots/<commit>/...}: what the Hub client leaves behind."""
+    repo = hf_home / "hub" / ("models--" + repo_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / commit
+    shutil.copytree(files_dir, snapshot)
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    return snapshot
+
+
+def run_python(code: str, env_extra: dict, cwd: Path) -> subprocess.CompletedProcess:
+    import os
+
+    env = dict(os.environ, **env_extra)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=240)
+
+
+def test_auto_model_from_hub_id_offline_cache_with_and_without_package(tiny_checkpoint, tmp_path):
+    path, model, tokenizer = tiny_checkpoint
+    hf_home = tmp_path / "hf_home"
+    build_offline_cache(hf_home, "org/cove-test", path)
+    batch = tokenizer(["the cat sat on the mat .", "a dog"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = model(**batch).last_hidden_state
+    torch.save(expected, tmp_path / "expected.pt")
+    env = {"HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1"}
+    common = f"""
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+        tok = AutoTokenizer.from_pretrained("org/cove-test")
+        batch = tok(["the cat sat on the mat .", "a dog"], padding=True, return_tensors="pt")
+        with torch.no_grad():
+            out = enc(**batch).last_hidden_state
+        expected = torch.load({str(tmp_path / 'expected.pt')!r}, weights_only=True)
+        assert torch.equal(out, expected), (out - expected).abs().max()
+        print("OK", type(enc).__module__)
+    """
+    code_pkg = ("import modeling_cove\nfrom transformers import AutoModel\n"
+                "enc = AutoModel.from_pretrained('org/cove-test').eval()\n") + textwrap.dedent(common)
+    result = run_python(code_pkg, env, tmp_path)
+    assert result.returncode == 0 and "OK modeling_cove.modeling_cove" in result.stdout, result.stderr[-3000:]
+    # a fresh process in which modeling_cove cannot be imported: only trust_remote_code
+    code_remote = ("import sys\nsys.modules['modeling_cove'] = None\nfrom transformers import AutoModel\n"
+                   "enc = AutoModel.from_pretrained('org/cove-test', trust_remote_code=True).eval()\n"
+                   ) + textwrap.dedent(common)
+    result = run_python(code_remote, env, tmp_path)
+    assert result.returncode == 0 and "OK transformers_modules" in result.stdout, result.stderr[-3000:]
+
+
+def test_saved_config_carries_full_auto_map(tiny_checkpoint):
+    path, _, _ = tiny_checkpoint
+    config = json.loads((path / "config.json").read_text())
+    assert config["model_type"] == "cove"
+    auto_map = config["auto_map"]
+    assert auto_map["AutoConfig"] == "configuration_cove.CoveConfig"
+    assert auto_map["AutoModel"] == "modeling_cove.CoveModel"
+    for ref in auto_map.values():  # every advertised class ships with its code file
+        assert (path / (ref.split(".")[0] + ".py")).exists(), ref
+    for head in ("modeling_cove_bcn.py", "modeling_cove_dcn.py", "modeling_cove_mt.py"):
+        if (REPO / "modeling_cove" / head).exists():
+            assert any(ref.startswith(head[:-3] + ".") for ref in auto_map.values()), head
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# bad input
+
+
+def test_bad_inputs_give_clear_errors_or_documented_results(tiny_checkpoint):
+    _, model, tokenizer = tiny_checkpoint
+    # empty string / whitespace only: the tokenizer gives no tokens and the model refuses an empty batch clearly
+    for text in ["", "   \t "]:
+        encoded = tokenizer([text], return_tensors="pt")
+        assert encoded["input_ids"].shape == (1, 0)
+        with pytest.raises(ValueError, match="produced no tokens"):
+            model(**encoded)
+    # a batch with one empty item: that row is all zeros (documented), the others are unchanged
+    batch = tokenizer(["the cat sat .", ""], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = model(**batch).last_hidden_state
+        alone = model(**tokenizer(["the cat sat ."], return_tensors="pt")).last_hidden_state
+    assert out[1].abs().max() == 0 and torch.allclose(out[0], alone[0], atol=1e-6)
+    # all-OOV sentence: every token is <unk> with a zero vector; CoVe still runs (the LSTM sees zero inputs)
+    oov = tokenizer(["zyzzyva quux"], return_tensors="pt")
+    assert oov["input_ids"].tolist() == [[tokenizer.unk_token_id] * 2]
+    with torch.no_grad():
+        oov_out = model(**oov, output_hidden_states=True)
+    assert oov_out.hidden_states[0].abs().max() == 0 and oov_out.hidden_states[2].abs().max() > 0
+    # longer than model_max_length: truncation=True cuts to the limit; the encoder itself has no length limit
+    long_text = " ".join(["cat"] * (tokenizer.model_max_length + 10))
+    truncated = tokenizer([long_text], truncation=True, return_tensors="pt")
+    assert truncated["input_ids"].shape[1] == tokenizer.model_max_length
+    # ids outside the vocabulary (tokenizer/checkpoint mismatch), wrong rank, left padding
+    with pytest.raises(ValueError, match="outside \\[0, 16\\)"):
+        model(input_ids=torch.tensor([[1, 99]]))
+    with pytest.raises(ValueError, match="shape \\(batch, time\\)"):
+        model(input_ids=torch.tensor([1, 2]))
+    with pytest.raises(ValueError, match="right-padded"):
+        model(input_ids=torch.tensor([[0, 5, 6]]), attention_mask=torch.tensor([[0, 1, 1]]))
+    with pytest.raises(TypeError, match="integer token ids"):
+        model(input_ids=torch.tensor([[0.5, 1.0]]))
+
+
+def test_wrong_vector_dimension_and_corrupted_checkpoint(tiny_checkpoint, tmp_path):
+    path, _, _ = tiny_checkpoint
+    from modeling_cove.vectors import build_embedding_matrix
+
+    (tmp_path / "v.txt").write_text("cat 0.1 0.2 0.3\ndog 0.4 0.5 0.6\n")
+    with pytest.raises(ValueError, match="line 1"):
+        build_embedding_matrix(tmp_path / "v.txt", ["cat", "dog"], dim=300)
+    broken = tmp_path / "broken"
+    shutil.copytree(path, broken)
+    data = (broken / "model.safetensors").read_bytes()
+    (broken / "model.safetensors").write_bytes(data[: len(data) // 2])
+    from transformers import AutoModel
+
+    with pytest.raises(Exception) as info:
+        AutoModel.from_pretrained(broken)
+    assert "safetensors" in (type(info.value).__module__ + str(info.value)).lower() or "deserializ" in str(info.value).lower()
