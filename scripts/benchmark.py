@@ -1,0 +1,230 @@
+#!/usr/bin/env python
+"""Speed figures of the CoVe encoder, measured side by side in one process (ratios are what count; absolute
+numbers move with the machine and its load). Writes benchmarks/results/encoder.json.
+
+    python scripts/benchmark.py --data-dir ../shared/data            # full run (~5-10 min on 2 cores)
+    python scripts/benchmark.py --data-dir ../shared/data --quick    # smoke run (~1 min)
+
+Figures (real tokens/s = tokens of the real sentences, padding not counted):
+- ours: `CoveModel.encode` on token ids (length-sorted batches, equal-length batches unpacked, inference_mode);
+- roofline: raw `nn.LSTM(300, 300, 2, bidirectional)` forward on uniform-length batches holding the same number
+  of tokens (no embedding lookup, no padding, no packing) — the most the LSTM kernels can give;
+- reference: the original Salesforce encoder's way — batches in arrival order, sort -> pack -> nn.LSTM -> unpack ->
+  unsort per batch;
+- end-to-end text -> vectors: `encode` on raw strings (tokenization included), and `pipeline("feature-extraction")`;
+- bf16 autocast on CPU vs fp32: speed and max relative error.
+Each measurement is repeated (`--repeats`) in interleaved order and the best time is kept.
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def machine_info() -> dict:
+    cpu = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    flags = ""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        pass
+    return {"cpu": cpu, "logical_cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "avx512_bf16": "avx512_bf16" in flags, "torch": torch.__version__, "python": platform.python_version()}
+
+
+def git_commit() -> str:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, cwd=REPO).stdout.strip()
+        return commit + ("-dirty" if dirty else "")
+    except OSError:
+        return "unknown"
+
+
+def load_texts(data_dir: str, quick: bool) -> dict:
+    from modeling_cove.data import load_classification
+
+    sst = load_classification("sst5", data_dir)["test"]["text"]
+    imdb = load_classification("imdb", data_dir)["test"]["text"]  # cut at 200 words by the loader
+    imdb = imdb[:: max(1, len(imdb) // (200 if quick else 1000))]  # spread over pos/neg
+    if quick:
+        sst = sst[:500]
+    return {"sst_test": list(sst), "imdb_test_200w": list(imdb)}
+
+
+def best_time(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def make_model(tokenizer_words, dim=300, hidden=300):
+    from modeling_cove.build import create_cove_checkpoint
+    from modeling_cove.tokenization_cove import SPECIAL_TOKENS
+
+    torch.manual_seed(0)
+    vectors = torch.randn(len(SPECIAL_TOKENS) + len(tokenizer_words), dim) * 0.3
+    model, tokenizer = create_cove_checkpoint(tokenizer_words, vectors, hidden_size=hidden)
+    return model.eval(), tokenizer
+
+
+def reference_encode(model, ids, batch_size):
+    """The original encoder: batches in arrival order; sort -> pack -> LSTM -> unpack -> unsort."""
+    lstm = nn.LSTM(300, 300, num_layers=2, bidirectional=True, batch_first=True)
+    lstm.load_state_dict(model.encoder.rnn.state_dict())
+    lstm.eval()
+    embedding = model.embeddings
+
+    def run():
+        with torch.inference_mode():
+            outs = []
+            for start in range(0, len(ids), batch_size):
+                batch = ids[start:start + batch_size]
+                lengths = torch.tensor([len(x) for x in batch])
+                padded = torch.zeros(len(batch), int(lengths.max()), dtype=torch.long)
+                for row, x in enumerate(batch):
+                    padded[row, : len(x)] = torch.tensor(x)
+                sorted_lengths, order = lengths.sort(descending=True)
+                packed = pack_padded_sequence(embedding(padded[order]), sorted_lengths, batch_first=True)
+                out, _ = lstm(packed)
+                out, _ = pad_packed_sequence(out, batch_first=True)
+                outs.append(out[order.argsort()])
+            return outs
+
+    return run
+
+
+def roofline(total_tokens, mean_length, batch_size):
+    """Raw nn.LSTM forward on uniform (batch_size, mean_length) batches holding `total_tokens` tokens."""
+    lstm = nn.LSTM(300, 300, num_layers=2, bidirectional=True, batch_first=True).eval()
+    length = max(1, round(mean_length))
+    num_batches = max(1, round(total_tokens / (batch_size * length)))
+    x = torch.randn(batch_size, length, 300)
+
+    def run():
+        with torch.inference_mode():
+            for _ in range(num_batches):
+                lstm(x)
+
+    return run, num_batches * batch_size * length
+
+
+def bench_dataset(name, texts, model, tokenizer, args) -> dict:
+    from transformers import pipeline
+
+    ids = tokenizer(texts)["input_ids"]
+    ids = [x for x in ids if x]
+    tokens = sum(len(x) for x in ids)
+    mean_length = tokens / len(ids)
+    ours = lambda: model.encode(ids, batch_size=args.batch_size)  # noqa: E731
+    text_end_to_end = lambda: model.encode(texts, tokenizer, batch_size=args.batch_size)  # noqa: E731
+    extractor = pipeline("feature-extraction", model=model, tokenizer=tokenizer, device=-1)
+    pipe_texts = [t for t in texts if t.strip()]
+    pipe = lambda: extractor(pipe_texts, batch_size=args.batch_size, return_tensors=True)  # noqa: E731
+    reference = reference_encode(model, ids, args.batch_size)
+    roof, roof_tokens = roofline(tokens, mean_length, args.batch_size)
+
+    def bf16():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return model.encode(ids, batch_size=args.batch_size)
+
+    # check correctness of what is timed: ours == reference (fp32) and bf16 error
+    ref_out = reference()
+    ours_out = ours()
+    max_diff = 0.0
+    for start in range(0, len(ids), args.batch_size):
+        batch_out = ref_out[start // args.batch_size]
+        for row, i in enumerate(range(start, min(start + args.batch_size, len(ids)))):
+            n = len(ids[i])
+            max_diff = max(max_diff, (batch_out[row, :n] - ours_out[i]).abs().max().item())
+    bf16_out = bf16()
+    rel_err = max(((b.float() - o).abs().max() / o.abs().max()).item() for b, o in zip(bf16_out, ours_out))
+
+    timings = {k: float("inf") for k in ("ours", "roofline", "reference", "text_encode", "pipeline", "bf16")}
+    fns = {"ours": ours, "roofline": roof, "reference": reference, "text_encode": text_end_to_end,
+           "pipeline": pipe, "bf16": bf16}
+    for _ in range(args.repeats):  # interleaved repeats, best of
+        for key, fn in fns.items():
+            timings[key] = min(timings[key], best_time(fn, 1))
+    tps = {k: (roof_tokens if k == "roofline" else tokens) / v for k, v in timings.items()}
+    result = {
+        "sentences": len(ids),
+        "real_tokens": tokens,
+        "mean_length": round(mean_length, 2),
+        "max_length": max(len(x) for x in ids),
+        "tokens_per_s": {k: round(v, 1) for k, v in tps.items()},
+        "seconds": {k: round(v, 3) for k, v in timings.items()},
+        "ratio_ours_to_roofline": round(tps["ours"] / tps["roofline"], 3),
+        "ratio_ours_to_reference": round(tps["ours"] / tps["reference"], 3),
+        "ratio_text_encode_to_roofline": round(tps["text_encode"] / tps["roofline"], 3),
+        "ratio_pipeline_to_roofline": round(tps["pipeline"] / tps["roofline"], 3),
+        "ratio_bf16_to_fp32_ours": round(tps["bf16"] / tps["ours"], 3),
+        "ratio_bf16_to_roofline": round(tps["bf16"] / tps["roofline"], 3),
+        "bf16_max_relative_error": round(rel_err, 5),
+        "max_abs_diff_ours_vs_reference": max_diff,
+    }
+    print(name, json.dumps(result, indent=1))
+    return result
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--repeats", type=int, default=None)
+    p.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "encoder.json"))
+    args = p.parse_args(argv)
+    args.repeats = args.repeats or (1 if args.quick else 3)
+    torch.set_num_threads(args.threads)
+
+    from modeling_cove.tokenization_cove import moses_tokenize
+
+    texts = load_texts(args.data_dir, args.quick)
+    vocab = {}
+    for group in texts.values():
+        for text in group:
+            for token in moses_tokenize(text):
+                vocab[token] = vocab.get(token, 0) + 1
+    model, tokenizer = make_model(sorted(vocab, key=lambda w: -vocab[w]))
+    results = {name: bench_dataset(name, group, model, tokenizer, args) for name, group in texts.items()}
+    report = {
+        "command": "python " + " ".join([os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:]),
+        "commit": git_commit(),
+        "machine": machine_info(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "quick": args.quick,
+        "batch_size": args.batch_size,
+        "results": results,
+    }
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
