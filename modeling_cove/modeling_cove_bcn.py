@@ -1,0 +1,504 @@
+"""BCN: the biattentive classification network on CoVe inputs (McCann et al. 2017, §3, eqs. 6–16).
+
+`CoveForSequenceClassification` reads one right-padded token sequence per example. A single sentence is duplicated
+(x = y); a pair (premise, hypothesis) arrives as ONE concatenated sequence, as tokenizers and the
+`text-classification` pipeline produce it, and is split inside `forward` with `token_type_ids` (0 = first text,
+1 = second text; padding may have either) and `attention_mask`. Each text goes through the CoVe encoder on its own.
+
+Data flow (shapes: B batch, T time, H = config.bcn_hidden_size):
+    tokens -> w~ = [GloVe(w); CoVe(w)] (eq. 6, or the variant `config.bcn_input` names)          (B, T, D_in)
+    -> split into x (B, Tx, D_in) and y (B, Ty, D_in)
+    -> f = ReLU feed-forward, X = biLSTM(f(x)), Y = biLSTM(f(y))                    (eqs. 7–8)  (B, T*, 2H)
+    -> biattention C_x, C_y                                                        (eqs. 9–10)
+    -> X|y = biLSTM([X; X - C_y; X * C_y]), Y|x = biLSTM([Y; Y - C_x; Y * C_x])    (eqs. 11–12) (B, T*, 2H)
+    -> pool max / mean / min / self-attentive over time, both sides                (eqs. 13–16) (B, 2 * P * 2H)
+    -> batch-normalised maxout network -> logits                                                (B, num_labels)
+
+The encoder is frozen when training the BCN (as in the paper), so its per-token outputs can be computed once per
+dataset and passed back in as `cove_hidden_states` (see `compute_cove_hidden_states`); the result is identical to
+running the encoder inside `forward`. All LSTMs run on packed sequences and every softmax and pooling is masked, so
+padding never changes a result.
+"""
+
+from typing import Optional, Sequence
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from transformers.modeling_outputs import SequenceClassifierOutput
+
+from .configuration_cove import CoveConfig
+from .modeling_cove import CoveModel, CovePreTrainedModel, lengths_from_mask
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# small masked building blocks (plain functions so the tests can check them one by one)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
+    """Softmax over `dim` ignoring positions where `mask` is False (mask broadcasts against scores).
+    Every slice must have at least one unmasked position (guaranteed: empty texts are rejected up front)."""
+    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    return torch.softmax(scores, dim=dim)
+
+
+def run_bilstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """A batch-first biLSTM over right-padded `inputs` (B, T, C) with `lengths` (B,) >= 1.
+    Returns (B, T, 2H), zero at padded positions. Packed, so a row's result does not depend on the padding."""
+    time = inputs.shape[1]
+    if bool((lengths == time).all()):  # nothing to pack
+        output, _ = lstm(inputs)
+    else:
+        packed = pack_padded_sequence(inputs, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        output, _ = lstm(packed)
+        output, _ = pad_packed_sequence(output, batch_first=True, total_length=time)
+    mask = (torch.arange(time, device=inputs.device)[None, :] < lengths[:, None]).unsqueeze(-1)
+    return output * mask.to(output.dtype)
+
+
+def take_segment(sequence: torch.Tensor, start: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
+    """Cut per-row segments `sequence[b, start[b] : start[b] + length[b]]` out of a (B, T, ...) tensor and left-align
+    them in a right-padded (B, max(length), ...) tensor whose padding is zero."""
+    batch, time = sequence.shape[:2]
+    width = max(int(length.max()), 1)
+    steps = torch.arange(width, device=sequence.device)
+    index = (start[:, None] + steps[None, :]).clamp(max=time - 1)  # (B, W)
+    valid = steps[None, :] < length[:, None]  # (B, W)
+    gather_index = index.view(batch, width, *([1] * (sequence.dim() - 2))).expand(batch, width, *sequence.shape[2:])
+    segment = sequence.gather(1, gather_index)
+    valid = valid.view(batch, width, *([1] * (sequence.dim() - 2)))
+    return segment * valid.to(segment.dtype) if segment.is_floating_point() else segment * valid.long()
+
+
+def split_pair(attention_mask: torch.Tensor, token_type_ids: Optional[torch.Tensor]):
+    """Lengths of the first (x) and second (y) text in each row of one concatenated, right-padded sequence.
+
+    Expected layout per row: `lx` tokens of type 0, then `ly` tokens of type 1, then padding (any type id).
+    `ly == 0` means a single text (it is then duplicated, x = y). Returns (lx, ly), each (B,) long.
+    """
+    lengths = lengths_from_mask(attention_mask)  # raises on left padding / holes
+    empty = (lengths == 0).nonzero().flatten().tolist()
+    if empty:
+        raise ValueError(
+            f"row(s) {empty} have no tokens (empty text): there is nothing to classify. Filter out empty texts."
+        )
+    if token_type_ids is None:
+        return lengths, torch.zeros_like(lengths)
+    if token_type_ids.shape != attention_mask.shape:
+        raise ValueError(
+            f"token_type_ids shape {tuple(token_type_ids.shape)} != attention_mask shape {tuple(attention_mask.shape)}"
+        )
+    tokens = attention_mask.bool()
+    types = token_type_ids.masked_fill(~tokens, 0)
+    if bool(((types != 0) & (types != 1)).any()):
+        raise ValueError("token_type_ids must be 0 (first text) or 1 (second text) at every token")
+    second = types == 1
+    ly = second.sum(dim=1)
+    lx = lengths - ly
+    positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)[None, :]
+    expected = (positions >= lx[:, None]) & (positions < lengths[:, None])
+    if not torch.equal(second, expected):
+        raise ValueError(
+            "token_type_ids must mark the first text with 0 and then the second text with 1 in one contiguous run "
+            "(layout: text 0 tokens, text 1 tokens, padding), as `tokenizer(text, text_pair)` returns them"
+        )
+    no_first = ((ly > 0) & (lx == 0)).nonzero().flatten().tolist()
+    if no_first:
+        raise ValueError(f"row(s) {no_first} are pairs with an empty first text: nothing to classify")
+    return lx, ly
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# BCN modules
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class CoveScalarMix(nn.Module):
+    """ELMo-style scalar mix (PAPER.md §6): gamma * sum_k softmax(w)_k * h_k, with w initialised to 0 and gamma to 1."""
+
+    def __init__(self, num_layers: int):
+        super().__init__()
+        self.scalar_weights = nn.Parameter(torch.zeros(num_layers))
+        self.gamma = nn.Parameter(torch.ones(1))
+
+    def forward(self, layers: Sequence[torch.Tensor]) -> torch.Tensor:
+        if len(layers) != self.scalar_weights.shape[0]:
+            raise ValueError(f"scalar mix expects {self.scalar_weights.shape[0]} layers, got {len(layers)}")
+        weights = torch.softmax(self.scalar_weights, dim=0)
+        return self.gamma * sum(weight * layer for weight, layer in zip(weights, layers))
+
+
+def biattention(x: torch.Tensor, x_mask: torch.Tensor, y: torch.Tensor, y_mask: torch.Tensor):
+    """Eqs. 9–10. x: X (B, n, d), y: Y (B, m, d); masks (B, n) / (B, m) bool.
+
+    A = X Yᵀ (B, n, m); A_x = softmax(A) column-wise (over the x positions), A_y = softmax(Aᵀ) column-wise (over
+    the y positions); C_x = A_xᵀ X (B, m, d) (x summarised for every y token), C_y = A_yᵀ Y (B, n, d) (y summarised
+    for every x token). Padded positions get no attention weight; C rows at padded positions are zero.
+    """
+    affinity = torch.bmm(x, y.transpose(1, 2))  # eq. 9: A = X Yᵀ, (B, n, m)
+    attention_x = masked_softmax(affinity, x_mask[:, :, None], dim=1)  # A_x, columns sum to 1 over x, (B, n, m)
+    attention_y = masked_softmax(affinity.transpose(1, 2), y_mask[:, :, None], dim=1)  # A_y, (B, m, n)
+    context_x = torch.bmm(attention_x.transpose(1, 2), x) * y_mask[:, :, None].to(x.dtype)  # eq. 10: C_x (B, m, d)
+    context_y = torch.bmm(attention_y.transpose(1, 2), y) * x_mask[:, :, None].to(x.dtype)  # eq. 10: C_y (B, n, d)
+    return context_x, context_y
+
+
+class CoveBCNPooling(nn.Module):
+    """Eqs. 13–16: max, mean, min and self-attentive pooling over time (all masked), concatenated in
+    `config.bcn_pooling` order. Self-attentive: beta = softmax(X|y v + d), x_self = X|yᵀ beta."""
+
+    def __init__(self, dim: int, poolings: Sequence[str]):
+        super().__init__()
+        self.poolings = list(poolings)
+        self.self_attention = nn.Linear(dim, 1) if "self" in self.poolings else None  # v and d of eq. 13
+
+    def forward(self, states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """states (B, T, C), zero at padding; mask (B, T) bool, >= 1 token per row -> (B, len(poolings) * C)."""
+        valid = mask.unsqueeze(-1)  # (B, T, 1)
+        pooled = []
+        for name in self.poolings:
+            if name == "max":
+                pooled.append(states.masked_fill(~valid, float("-inf")).max(dim=1).values)
+            elif name == "min":
+                pooled.append(states.masked_fill(~valid, float("inf")).min(dim=1).values)
+            elif name == "mean":
+                count = mask.sum(dim=1, keepdim=True).to(states.dtype)
+                pooled.append((states * valid.to(states.dtype)).sum(dim=1) / count)
+            elif name == "self":
+                scores = self.self_attention(states).squeeze(-1)  # eq. 13: X|y v + d, (B, T)
+                beta = masked_softmax(scores, mask, dim=1)  # eq. 13: beta, (B, T)
+                pooled.append(torch.bmm(beta.unsqueeze(1), states).squeeze(1))  # eq. 15: X|yᵀ beta, (B, C)
+            else:  # CoveConfig validates the names already
+                raise ValueError(f"unknown pooling {name!r}")
+        return torch.cat(pooled, dim=-1)
+
+
+class CoveMaxout(nn.Module):
+    """One maxout layer: dropout -> linear to `out_dim * pool` channels -> [batch norm] -> max over each group of
+    `pool` channels. With batch norm, a training batch of ONE example uses the running statistics (batch statistics
+    of a single example are undefined) instead of failing."""
+
+    def __init__(self, in_dim: int, out_dim: int, pool: int, dropout: float, batch_norm: bool):
+        super().__init__()
+        self.out_dim, self.pool = out_dim, pool
+        self.dropout = nn.Dropout(dropout)
+        self.linear = nn.Linear(in_dim, out_dim * pool)
+        self.norm = nn.BatchNorm1d(out_dim * pool) if batch_norm else None
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        hidden = self.linear(self.dropout(inputs))  # (B, out * pool)
+        if self.norm is not None:
+            if self.training and hidden.shape[0] == 1:
+                norm = self.norm
+                hidden = nn.functional.batch_norm(
+                    hidden, norm.running_mean, norm.running_var, norm.weight, norm.bias, False, 0.0, norm.eps
+                )
+            else:
+                hidden = self.norm(hidden)
+        return hidden.view(hidden.shape[0], self.out_dim, self.pool).max(dim=-1).values  # (B, out)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the model
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def bcn_layer_indices(config: CoveConfig) -> list:
+    """Indices into `CoveModel(...).hidden_states` (0 = word vectors, k = MT-LSTM layer k) of the MT-LSTM layers that
+    `config.bcn_input` reads. Empty for "vectors" (the MT-LSTM is not run at all)."""
+    last = config.num_hidden_layers
+    if config.bcn_input == "vectors":
+        return []
+    if config.bcn_input == "scalar_mix":
+        return list(range(1, last + 1))
+    return [1, last] if config.cove_output == "both" and last > 1 else [last]
+
+
+def bcn_input_size(config: CoveConfig) -> int:
+    """Width D_in of the per-token BCN input w~ for `config.bcn_input` (plus char n-grams when present)."""
+    layer = config.encoder_output_size
+    if config.bcn_input == "vectors":
+        size = config.word_vector_dim
+    elif config.bcn_input == "scalar_mix":
+        size = layer
+    else:
+        size = layer * len(bcn_layer_indices(config))
+        if config.bcn_input == "vectors+cove":
+            size += config.word_vector_dim
+    return size + config.char_ngram_dim
+
+
+class CoveForSequenceClassification(CovePreTrainedModel):
+    """CoVe + BCN for single-sentence and sentence-pair classification (McCann et al. 2017, §3).
+
+    `config.bcn_input` chooses what the BCN reads per token:
+      - "vectors+cove": eq. 6, [GloVe(w); CoVe(w)] (CoVe = last MT-LSTM layer, or first and last with
+        `cove_output="both"`);
+      - "vectors": the GloVe-only baseline (the MT-LSTM is not run);
+      - "cove": CoVe(w) only;
+      - "scalar_mix": gamma * sum_k softmax(w)_k h_k over {[g; g], layer 1, ..., layer L} (ELMo style, PAPER.md §6;
+        needs 2 * word_vector_dim == 2 * hidden_size).
+    With `char_ngram_dim > 0` the char n-gram vectors are appended in every mode.
+    """
+
+    def __init__(self, config: CoveConfig):
+        super().__init__(config)
+        if config.num_labels < 2:
+            raise ValueError(f"CoveForSequenceClassification needs num_labels >= 2, got {config.num_labels}")
+        if config.problem_type not in (None, "single_label_classification"):
+            raise ValueError(
+                f"CoveForSequenceClassification supports problem_type='single_label_classification' only, "
+                f"got {config.problem_type!r}"
+            )
+        if config.bcn_input == "scalar_mix" and config.word_vector_dim != config.hidden_size:
+            raise ValueError(
+                "bcn_input='scalar_mix' mixes [g; g] with the MT-LSTM layers, so 2 * word_vector_dim "
+                f"({2 * config.word_vector_dim}) must equal 2 * hidden_size ({2 * config.hidden_size})"
+            )
+        self.num_labels = config.num_labels
+        hidden = config.bcn_hidden_size
+        self.cove = CoveModel(config)
+        self.layer_indices = bcn_layer_indices(config)
+        self.scalar_mix = (
+            CoveScalarMix(config.num_hidden_layers + 1) if config.bcn_input == "scalar_mix" else None
+        )
+        self.input_dropout = nn.Dropout(config.bcn_dropout)
+        self.feedforward = nn.Linear(bcn_input_size(config), config.bcn_feedforward_dim)  # f of eqs. 7–8
+        self.encoder = nn.LSTM(config.bcn_feedforward_dim, hidden, batch_first=True, bidirectional=True)
+        self.integrator_x = nn.LSTM(6 * hidden, hidden, batch_first=True, bidirectional=True)  # eq. 11
+        self.integrator_y = nn.LSTM(6 * hidden, hidden, batch_first=True, bidirectional=True)  # eq. 12
+        self.pool_x = CoveBCNPooling(2 * hidden, config.bcn_pooling)  # v1, d1
+        self.pool_y = CoveBCNPooling(2 * hidden, config.bcn_pooling)  # v2, d2
+        # three-layer (by default) batch-normalised maxout network: reduce by r1, then r2, then project to classes
+        dims = [2 * len(config.bcn_pooling) * 2 * hidden]
+        for reduction in config.bcn_maxout_reductions:
+            if int(reduction) < 1 or dims[-1] // int(reduction) < 1:
+                raise ValueError(f"bad bcn_maxout_reductions {config.bcn_maxout_reductions} for input width {dims[0]}")
+            dims.append(dims[-1] // int(reduction))
+        layers = [
+            CoveMaxout(d_in, d_out, config.bcn_maxout_pool, config.bcn_dropout, config.bcn_batch_norm)
+            for d_in, d_out in zip(dims[:-1], dims[1:])
+        ]
+        layers.append(CoveMaxout(dims[-1], config.num_labels, config.bcn_maxout_pool, config.bcn_dropout, False))
+        self.classifier = nn.ModuleList(layers)
+        self.post_init()
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        if isinstance(module, CoveScalarMix):
+            nn.init.zeros_(module.scalar_weights)
+            nn.init.ones_(module.gamma)
+        elif isinstance(module, nn.BatchNorm1d):
+            module.reset_running_stats()
+
+    def freeze_frozen_parts(self):
+        """Apply `config.freeze_embeddings` / `config.freeze_encoder` (`requires_grad=False`)."""
+        if self.config.freeze_embeddings:
+            self.cove.embeddings.weight.requires_grad_(False)
+            if self.cove.char_ngram_embeddings is not None:
+                self.cove.char_ngram_embeddings.weight.requires_grad_(False)
+        if self.config.freeze_encoder:
+            self.cove.encoder.requires_grad_(False)
+        return self
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        # transformers 5.x loads checkpoint tensors as new `nn.Parameter`s with requires_grad=True, which undoes the
+        # freezing done in `CoveModel.__init__`; apply it again so Trainer/optimizers never update the encoder.
+        model = super().from_pretrained(*args, **kwargs)
+        if isinstance(model, tuple):  # output_loading_info=True
+            return (model[0].freeze_frozen_parts(), *model[1:])
+        return model.freeze_frozen_parts()
+
+    def train(self, mode: bool = True):
+        """A frozen encoder stays in eval mode (no encoder dropout), so cached features equal live ones."""
+        super().train(mode)
+        if self.config.freeze_encoder:
+            self.cove.encoder.eval()
+        return self
+
+    # ------------------------------------------------------------------------------------------------------------
+    # CoVe features
+    # ------------------------------------------------------------------------------------------------------------
+
+    def _encoder_needs_grad(self) -> bool:
+        return torch.is_grad_enabled() and any(p.requires_grad for p in self.cove.encoder.parameters())
+
+    def compute_cove_hidden_states(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: Optional[torch.Tensor] = None,
+        token_type_ids: Optional[torch.Tensor] = None,
+    ) -> tuple:
+        """The MT-LSTM outputs this model reads, laid out like `input_ids`: a tuple like `CoveModel.hidden_states`
+        `(None, layer 1 (B, T, 2h) or None, ..., layer L (B, T, 2h) or None)` with only the layers
+        `config.bcn_input` needs filled in (the word vectors, entry 0, are a cheap lookup and left to `forward`).
+        For a pair, each text is encoded on its own (as in the paper) and its states are put back at its positions.
+        Zero at padding. Pass the result as `forward(..., cove_hidden_states=...)`, e.g. after caching it.
+        """
+        attention_mask = self.cove.check_inputs(input_ids, attention_mask)
+        lx, ly = split_pair(attention_mask, token_type_ids)
+        states = [None] * (self.config.num_hidden_layers + 1)
+        if not self.layer_indices:
+            return tuple(states)
+        with torch.set_grad_enabled(self._encoder_needs_grad()):
+            if not bool((ly > 0).any()):  # single texts: one encoder pass
+                hidden = self.cove(input_ids, attention_mask, output_hidden_states=True).hidden_states
+                for k in self.layer_indices:
+                    states[k] = hidden[k]
+                return tuple(states)
+            # pairs: encode the first and the second text separately (rows without a second text give zeros)
+            starts = torch.zeros_like(lx)
+            parts = []
+            for start, length in ((starts, lx), (lx, ly)):
+                ids = take_segment(input_ids, start, length)
+                mask = (torch.arange(ids.shape[1], device=ids.device)[None, :] < length[:, None]).long()
+                parts.append(self.cove(ids, mask, output_hidden_states=True).hidden_states)
+            time = input_ids.shape[1]
+            positions = torch.arange(time, device=input_ids.device)[None, :]  # (1, T)
+            in_first = (positions < lx[:, None]).unsqueeze(-1)  # (B, T, 1)
+            for k in self.layer_indices:
+                first, second = parts[0][k], parts[1][k]
+                index_first = positions.clamp(max=first.shape[1] - 1).expand(len(lx), time)
+                index_second = (positions - lx[:, None]).clamp(min=0, max=second.shape[1] - 1)
+                width = first.shape[-1]
+                from_first = first.gather(1, index_first.unsqueeze(-1).expand(-1, -1, width))
+                from_second = second.gather(1, index_second.unsqueeze(-1).expand(-1, -1, width))
+                merged = torch.where(in_first, from_first, from_second)
+                states[k] = merged * attention_mask.unsqueeze(-1).to(merged.dtype)
+            return tuple(states)
+
+    def bcn_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, cove_hidden_states: tuple):
+        """Eq. 6 (or the `bcn_input` variant): the per-token BCN input w~, (B, T, D_in), zero at padding."""
+        mask = attention_mask.unsqueeze(-1).to(self.cove.embeddings.weight.dtype)  # (B, T, 1)
+        vectors = self.cove.embeddings(input_ids) * mask  # GloVe(w), (B, T, 300)
+        layers = [cove_hidden_states[k] for k in self.layer_indices]
+        if self.config.bcn_input == "vectors":
+            parts = [vectors]
+        elif self.config.bcn_input == "cove":
+            parts = layers
+        elif self.config.bcn_input == "vectors+cove":
+            parts = [vectors, *layers]  # eq. 6: [GloVe(w); CoVe(w)]
+        else:  # PAPER.md §6: gamma * sum_k softmax(w)_k h_k over {[g; g], layer 1, ..., layer L}
+            parts = [self.scalar_mix([torch.cat([vectors, vectors], dim=-1), *layers])]
+        if self.cove.char_ngram_embeddings is not None:
+            parts.append(self.cove.char_ngram_embeddings(input_ids) * mask)
+        return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+
+    def check_cove_hidden_states(self, cove_hidden_states, input_ids: torch.Tensor) -> tuple:
+        expected = self.config.num_hidden_layers + 1
+        if not isinstance(cove_hidden_states, (tuple, list)) or len(cove_hidden_states) != expected:
+            raise ValueError(
+                f"cove_hidden_states must be a tuple of {expected} entries like CoveModel(...).hidden_states "
+                "(word vectors, layer 1, ..., layer L; unused entries may be None)"
+            )
+        batch, time = input_ids.shape
+        for k in self.layer_indices:
+            state = cove_hidden_states[k]
+            shape = (batch, time, self.config.encoder_output_size)
+            if state is None or tuple(state.shape) != shape:
+                got = None if state is None else tuple(state.shape)
+                raise ValueError(
+                    f"cove_hidden_states[{k}] (MT-LSTM layer {k}) must have shape {shape} for "
+                    f"bcn_input={self.config.bcn_input!r}, got {got}"
+                )
+        return tuple(cove_hidden_states)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # forward
+    # ------------------------------------------------------------------------------------------------------------
+
+    def forward(
+        self,
+        input_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        token_type_ids: Optional[torch.Tensor] = None,
+        labels: Optional[torch.Tensor] = None,
+        cove_hidden_states: Optional[tuple] = None,
+        return_dict: Optional[bool] = None,
+    ) -> SequenceClassifierOutput:
+        r"""
+        input_ids (`torch.LongTensor` of shape `(batch, time)`): token ids, right-padded. A pair is ONE concatenated
+            sequence (first text, then second text), as `tokenizer(text, text_pair)` returns it.
+        attention_mask (`torch.LongTensor` of shape `(batch, time)`, *optional*): 1 = token, 0 = padding.
+        token_type_ids (`torch.LongTensor` of shape `(batch, time)`, *optional*): 0 = first text, 1 = second text.
+            A row without type-1 tokens is a single text and is duplicated (x = y, as in the paper) — so a pair with
+            an EMPTY second text is classified as its first text alone.
+        labels (`torch.LongTensor` of shape `(batch,)`, *optional*): class ids in `[0, num_labels)`; gives the mean
+            cross-entropy `loss`.
+        cove_hidden_states (`tuple`, *optional*): precomputed encoder states from `compute_cove_hidden_states`
+            (or `CoveModel(..., output_hidden_states=True).hidden_states` for single texts), laid out like
+            `input_ids`; skips the MT-LSTM. Gives the same logits as computing them here.
+
+        Empty texts (rows without tokens) and pairs with an empty first text raise a `ValueError`. A text of only
+        out-of-vocabulary words is classified from zero word vectors (the paper's OOV rule). There is no length limit
+        (LSTMs): texts longer than the tokenizer's `model_max_length` are read in full unless the caller truncates.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        if input_ids is None:
+            raise ValueError("CoveForSequenceClassification needs input_ids (also when cove_hidden_states are given)")
+        attention_mask = self.cove.check_inputs(input_ids, attention_mask)
+        lx, ly = split_pair(attention_mask, token_type_ids)
+        if labels is not None:
+            if labels.dim() != 1 or labels.shape[0] != input_ids.shape[0]:
+                raise ValueError(f"labels must have shape ({input_ids.shape[0]},), got {tuple(labels.shape)}")
+            if labels.is_floating_point():
+                raise TypeError(f"labels must be integer class ids, got dtype {labels.dtype}")
+            if bool(((labels < 0) | (labels >= self.num_labels)).any()):
+                raise ValueError(
+                    f"labels must be class ids in [0, {self.num_labels}), got min {int(labels.min())}, "
+                    f"max {int(labels.max())} (config.id2label: {self.config.id2label})"
+                )
+
+        if cove_hidden_states is None:
+            cove_hidden_states = self.compute_cove_hidden_states(input_ids, attention_mask, token_type_ids)
+        else:
+            cove_hidden_states = self.check_cove_hidden_states(cove_hidden_states, input_ids)
+        inputs = self.bcn_inputs(input_ids, attention_mask, cove_hidden_states)  # eq. 6: w~, (B, T, D_in)
+
+        # eqs. 7–8: f = ReLU feed-forward, then the BCN encoder biLSTM; x = first text, y = second text (or x again)
+        features = torch.relu(self.feedforward(self.input_dropout(inputs)))  # f(w~), (B, T, F)
+        single = not bool((ly > 0).any())
+        x_len = lx
+        x_feat = features[:, : int(lx.max())] if single else take_segment(features, torch.zeros_like(lx), lx)
+        x_states = run_bilstm(self.encoder, x_feat, x_len)  # X, (B, Tx, 2H)
+        x_mask = torch.arange(x_states.shape[1], device=x_states.device)[None, :] < x_len[:, None]  # (B, Tx)
+        if single:  # x = y: the same sequence through the same biLSTM
+            y_states, y_mask = x_states, x_mask
+        else:
+            y_start = torch.where(ly > 0, lx, torch.zeros_like(lx))
+            y_len = torch.where(ly > 0, ly, lx)  # rows without a second text: y = x
+            y_states = run_bilstm(self.encoder, take_segment(features, y_start, y_len), y_len)  # Y, (B, Ty, 2H)
+            y_mask = torch.arange(y_states.shape[1], device=y_states.device)[None, :] < y_len[:, None]
+        y_len = y_mask.sum(dim=1)
+
+        # eqs. 9–10: biattention
+        context_x, context_y = biattention(x_states, x_mask, y_states, y_mask)  # C_x (B, Ty, 2H), C_y (B, Tx, 2H)
+
+        # eqs. 11–12: integrate, two separate one-layer biLSTMs over [X; X - C_y; X * C_y] and [Y; Y - C_x; Y * C_x]
+        x_given_y = run_bilstm(
+            self.integrator_x, torch.cat([x_states, x_states - context_y, x_states * context_y], dim=-1), x_len
+        )  # X|y, (B, Tx, 2H)
+        y_given_x = run_bilstm(
+            self.integrator_y, torch.cat([y_states, y_states - context_x, y_states * context_x], dim=-1), y_len
+        )  # Y|x, (B, Ty, 2H)
+
+        # eqs. 13–16: pool over time, join both sides
+        pooled = torch.cat([self.pool_x(x_given_y, x_mask), self.pool_y(y_given_x, y_mask)], dim=-1)  # (B, 2*P*2H)
+
+        # batch-normalised maxout network -> logits (B, num_labels)
+        logits = pooled
+        for layer in self.classifier:
+            logits = layer(logits)
+
+        loss = None
+        if labels is not None:
+            loss = nn.functional.cross_entropy(logits, labels.long())
+        if not return_dict:
+            return (loss, logits) if loss is not None else (logits,)
+        return SequenceClassifierOutput(loss=loss, logits=logits)
+
+
+__all__ = ["CoveForSequenceClassification"]

@@ -1,0 +1,532 @@
+"""BCN head (CoveForSequenceClassification, PAPER.md §3, eqs. 6–16): biattention and pooling against hand-computed
+examples, the whole forward against a plain-torch one-example reference, padding consistency, pair splitting,
+single-sentence duplication, precomputed CoVe features, loss and labels, save/load, Auto classes, pipeline, bad
+input."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import modeling_cove  # noqa: F401  (registers the Auto classes)
+from modeling_cove import CoveConfig, CoveForSequenceClassification, CoveModel
+from modeling_cove.modeling_cove_bcn import (
+    CoveBCNPooling,
+    CoveMaxout,
+    bcn_input_size,
+    biattention,
+    masked_softmax,
+    split_pair,
+    take_segment,
+)
+
+MODES = ("vectors+cove", "vectors", "cove", "scalar_mix")
+LABELS = ["neg", "neutral", "pos"]
+
+
+def tiny_config(**overrides):
+    values = dict(
+        vocab_size=30, word_vector_dim=6, hidden_size=6, bcn_feedforward_dim=5, bcn_hidden_size=4,
+        bcn_maxout_reductions=[2, 2], bcn_maxout_pool=3, bcn_dropout=0.2, num_labels=3,
+        id2label=dict(enumerate(LABELS)), label2id={name: i for i, name in enumerate(LABELS)},
+    )
+    values.update(overrides)
+    return CoveConfig(**values)
+
+
+def tiny_model(seed=0, **overrides):
+    """A tiny BCN with all weights drawn wide (U(-0.5, 0.5)) and non-trivial batch-norm statistics, in eval mode,
+    so that value comparisons are not passed by near-zero activations."""
+    torch.manual_seed(seed)
+    model = CoveForSequenceClassification(tiny_config(**overrides))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "embeddings" not in name:
+                param.uniform_(-0.5, 0.5)
+        model.cove.embeddings.zero_special_rows()
+        for module in model.modules():
+            if isinstance(module, nn.BatchNorm1d):
+                module.running_mean.uniform_(-0.3, 0.3)
+                module.running_var.uniform_(0.5, 2.0)
+    return model.eval()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# hand-computed pieces
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_biattention_matches_hand_computation():
+    # one example: X has 2 tokens (+1 padding), Y has 3 tokens; d = 2
+    x = torch.tensor([[[1.0, 0.0], [0.0, 2.0], [0.0, 0.0]]])
+    y = torch.tensor([[[1.0, 1.0], [2.0, 0.0], [0.0, -1.0]]])
+    x_mask = torch.tensor([[True, True, False]])
+    y_mask = torch.tensor([[True, True, True]])
+    context_x, context_y = biattention(x, x_mask, y, y_mask)
+
+    X = [[1.0, 0.0], [0.0, 2.0]]
+    Y = [[1.0, 1.0], [2.0, 0.0], [0.0, -1.0]]
+    A = [[sum(a * b for a, b in zip(xi, yj)) for yj in Y] for xi in X]  # A = X Yᵀ: [[1, 2, 0], [2, 0, -2]]
+    assert A == [[1.0, 2.0, 0.0], [2.0, 0.0, -2.0]]
+    # C_x[j] = sum_i softmax_i(A[i][j]) X[i]   (column-wise softmax over the 2 real x tokens)
+    for j in range(3):
+        weights = [math.exp(A[i][j]) for i in range(2)]
+        total = sum(weights)
+        expected = [sum(weights[i] / total * X[i][k] for i in range(2)) for k in range(2)]
+        assert torch.allclose(context_x[0, j], torch.tensor(expected), atol=1e-6)
+    # C_y[i] = sum_j softmax_j(A[i][j]) Y[j]
+    for i in range(2):
+        weights = [math.exp(A[i][j]) for j in range(3)]
+        total = sum(weights)
+        expected = [sum(weights[j] / total * Y[j][k] for j in range(3)) for k in range(2)]
+        assert torch.allclose(context_y[0, i], torch.tensor(expected), atol=1e-6)
+    assert torch.equal(context_y[0, 2], torch.zeros(2))  # padded x position: zero context
+    # e.g. C_y[0] by hand: weights e^1, e^2, e^0 over Y rows
+    e = math.e
+    expected0 = [(e * 1 + e**2 * 2 + 1 * 0) / (e + e**2 + 1), (e * 1 + e**2 * 0 + 1 * -1) / (e + e**2 + 1)]
+    assert torch.allclose(context_y[0, 0], torch.tensor(expected0), atol=1e-6)
+
+
+def test_biattention_ignores_padding_values():
+    torch.manual_seed(0)
+    x, y = torch.randn(1, 4, 3), torch.randn(1, 5, 3)
+    x_mask = torch.tensor([[True, True, True, False]])
+    y_mask = torch.tensor([[True, True, False, False, False]])
+    cx, cy = biattention(x, x_mask, y, y_mask)
+    x2, y2 = x.clone(), y.clone()
+    x2[0, 3] = 100.0  # garbage at padded positions
+    y2[0, 2:] = -50.0
+    cx2, cy2 = biattention(x2, x_mask, y2, y_mask)
+    assert torch.allclose(cx[0, :2], cx2[0, :2], atol=1e-6)
+    assert torch.allclose(cy[0, :3], cy2[0, :3], atol=1e-6)
+
+
+def test_pooling_matches_hand_computation():
+    pool = CoveBCNPooling(2, ["max", "mean", "min", "self"])
+    with torch.no_grad():
+        pool.self_attention.weight.copy_(torch.tensor([[1.0, -1.0]]))  # v
+        pool.self_attention.bias.fill_(0.5)  # d (cancels in the softmax)
+    states = torch.tensor([[[1.0, -2.0], [3.0, 0.0], [0.0, 0.0]]])  # 2 tokens + padding
+    mask = torch.tensor([[True, True, False]])
+    out = pool(states, mask)[0]
+    # scores v·h + d: 1 + 2 + .5 = 3.5 and 3 - 0 + .5 = 3.5 -> beta = (1/2, 1/2)
+    expected = [3.0, 0.0] + [2.0, -1.0] + [1.0, -2.0] + [2.0, -1.0]
+    assert torch.allclose(out, torch.tensor(expected), atol=1e-6)
+    # unequal attention: v = (1, 0): scores 1.5, 3.5 -> beta = (1, e^2) / (1 + e^2)
+    with torch.no_grad():
+        pool.self_attention.weight.copy_(torch.tensor([[1.0, 0.0]]))
+    b0, b1 = 1 / (1 + math.e**2), math.e**2 / (1 + math.e**2)
+    self_pooled = pool(states, mask)[0, 6:]
+    assert torch.allclose(self_pooled, torch.tensor([b0 * 1 + b1 * 3, b0 * -2 + b1 * 0]), atol=1e-6)
+    # negative values at padding must not win the max; positive values must not win the min
+    states_bad = states.clone()
+    states_bad[0, 2] = torch.tensor([10.0, -10.0])
+    assert torch.allclose(pool(states_bad, mask), pool(states, mask))
+
+
+def test_masked_softmax_and_take_segment():
+    scores = torch.tensor([[1.0, 2.0, 50.0]])
+    probs = masked_softmax(scores, torch.tensor([[True, True, False]]), dim=1)
+    assert torch.allclose(probs, torch.tensor([[1 / (1 + math.e), math.e / (1 + math.e), 0.0]]))
+    seq = torch.arange(10.0).view(2, 5, 1)
+    seg = take_segment(seq, torch.tensor([1, 3]), torch.tensor([3, 2]))
+    assert seg[..., 0].tolist() == [[1.0, 2.0, 3.0], [8.0, 9.0, 0.0]]
+
+
+def test_maxout_layer_with_batch_norm_by_hand():
+    layer = CoveMaxout(3, 2, pool=2, dropout=0.0, batch_norm=True).eval()
+    with torch.no_grad():
+        layer.linear.weight.copy_(torch.tensor([[1.0, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 1]]))
+        layer.linear.bias.zero_()
+        layer.norm.running_mean.copy_(torch.tensor([0.0, 1.0, 0.0, 0.0]))
+        layer.norm.running_var.copy_(torch.tensor([1.0, 4.0, 1.0, 1.0]) - layer.norm.eps)
+        layer.norm.weight.copy_(torch.tensor([1.0, 1.0, 2.0, 1.0]))
+        layer.norm.bias.copy_(torch.tensor([0.0, 0.0, 0.0, -10.0]))
+    out = layer(torch.tensor([[2.0, 5.0, 1.0]]))
+    # channels: 2, (5-1)/2 = 2, 2*1 = 2, 8 - 10 = -2 -> units max(2, 2) = 2, max(2, -2) = 2
+    assert torch.allclose(out, torch.tensor([[2.0, 2.0]]))
+    out = layer(torch.tensor([[3.0, 1.0, 4.0]]))  # 3, 0, 8, -2 -> 3, 8
+    assert torch.allclose(out, torch.tensor([[3.0, 8.0]]))
+    # a training batch of one example uses the running statistics instead of failing
+    layer.train()
+    assert torch.allclose(layer(torch.tensor([[3.0, 1.0, 4.0]])), torch.tensor([[3.0, 8.0]]))
+
+
+def test_split_pair_layouts():
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 0, 0, 0]])
+    types = torch.tensor([[0, 0, 1, 1, 1], [0, 1, 1, 0, 0], [0, 0, 0, 0, 0]])
+    lx, ly = split_pair(mask, types)
+    assert lx.tolist() == [2, 1, 2] and ly.tolist() == [3, 2, 0]
+    lx, ly = split_pair(mask, None)
+    assert lx.tolist() == [5, 3, 2] and ly.tolist() == [0, 0, 0]
+    padding_type_one = torch.tensor([[0, 0, 1, 1, 1], [0, 1, 1, 1, 1], [0, 0, 1, 1, 1]])
+    assert split_pair(mask, padding_type_one)[1].tolist() == [3, 2, 0]  # types at padding are ignored
+    with pytest.raises(ValueError, match="contiguous run"):
+        split_pair(mask, torch.tensor([[0, 1, 0, 1, 1], [0, 1, 1, 0, 0], [0, 0, 0, 0, 0]]))
+    with pytest.raises(ValueError, match="empty first text"):
+        split_pair(mask, torch.tensor([[1, 1, 1, 1, 1], [0, 1, 1, 0, 0], [0, 0, 0, 0, 0]]))
+    with pytest.raises(ValueError, match="0 .first text. or 1"):
+        split_pair(mask, torch.tensor([[0, 0, 2, 2, 2], [0, 1, 1, 0, 0], [0, 0, 0, 0, 0]]))
+    with pytest.raises(ValueError, match="no tokens"):
+        split_pair(torch.tensor([[1, 1], [0, 0]]), None)
+    with pytest.raises(ValueError, match="right-padded"):
+        split_pair(torch.tensor([[0, 1, 1]]), None)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the whole BCN against a plain-torch reference, one example at a time
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def reference_logits(model, x_ids, y_ids=None):
+    """BCN logits of ONE example written out with plain tensor ops, no padding, no batching: x_ids (Tx,), y_ids
+    (Ty,) or None for a single sentence (then y = x)."""
+    cfg = model.config
+
+    def word_inputs(ids):  # eq. 6 (or the variant): w~ (T, D)
+        hidden = model.cove(ids.unsqueeze(0), output_hidden_states=True).hidden_states  # each text on its own
+        g = model.cove.embeddings.weight[ids]
+        layers = [h[0] for h in hidden[1:]]
+        assert torch.allclose(hidden[0][0], g)
+        if cfg.bcn_input == "vectors":
+            return g
+        if cfg.bcn_input == "cove":
+            return layers[-1]
+        if cfg.bcn_input == "vectors+cove":
+            return torch.cat([g, layers[-1]], dim=-1)
+        w = torch.softmax(model.scalar_mix.scalar_weights, 0)
+        gamma = model.scalar_mix.gamma
+        return gamma * (w[0] * torch.cat([g, g], -1) + sum(w[k + 1] * layers[k] for k in range(len(layers))))
+
+    def lstm(module, seq):  # (T, C) -> (T, 2H)
+        return module(seq.unsqueeze(0))[0][0]
+
+    def ff(w):  # eqs. 7–8: ReLU(W w + b)
+        return torch.relu(w @ model.feedforward.weight.T + model.feedforward.bias)
+
+    X = lstm(model.encoder, ff(word_inputs(x_ids)))
+    Y = X if y_ids is None else lstm(model.encoder, ff(word_inputs(y_ids)))
+    A = X @ Y.T  # eq. 9
+    A_x, A_y = torch.softmax(A, dim=0), torch.softmax(A.T, dim=0)
+    C_x, C_y = A_x.T @ X, A_y.T @ Y  # eq. 10
+    X_y = lstm(model.integrator_x, torch.cat([X, X - C_y, X * C_y], -1))  # eq. 11
+    Y_x = lstm(model.integrator_y, torch.cat([Y, Y - C_x, Y * C_x], -1))  # eq. 12
+
+    def pool(H, attention):  # eqs. 13–16
+        beta = torch.softmax(H @ attention.weight[0] + attention.bias[0], dim=0)
+        return torch.cat([H.max(0).values, H.mean(0), H.min(0).values, H.T @ beta])
+
+    z = torch.cat([pool(X_y, model.pool_x.self_attention), pool(Y_x, model.pool_y.self_attention)])
+    for layer in model.classifier:  # batch-normalised maxout (eval: running statistics)
+        h = z @ layer.linear.weight.T + layer.linear.bias
+        if layer.norm is not None:
+            n = layer.norm
+            h = (h - n.running_mean) / torch.sqrt(n.running_var + n.eps) * n.weight + n.bias
+        z = h.view(layer.out_dim, layer.pool).max(-1).values
+    return z
+
+
+def batch(rows, pairs=None, pad_to=None):
+    """Right-padded (input_ids, attention_mask, token_type_ids) for single texts, or pairs (first, second)."""
+    seqs, types = [], []
+    for i, row in enumerate(rows):
+        second = pairs[i] if pairs is not None else []
+        seqs.append(list(row) + list(second))
+        types.append([0] * len(row) + [1] * len(second))
+    width = pad_to or max(len(s) for s in seqs)
+    ids = torch.tensor([s + [0] * (width - len(s)) for s in seqs])
+    mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])
+    tt = torch.tensor([t + [0] * (width - len(t)) for t in types])
+    return ids, mask, tt
+
+
+SENTENCES = [[4, 5, 6, 7, 8, 9], [10, 11, 12], [13, 1, 14, 15], [16]]
+SECONDS = [[17, 18], [19, 20, 21, 22, 23], [24], [25, 26, 27]]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_forward_matches_reference_single_sentences(mode):
+    model = tiny_model(bcn_input=mode)
+    ids, mask, tt = batch(SENTENCES, pad_to=8)
+    logits = model(input_ids=ids, attention_mask=mask, token_type_ids=tt).logits
+    for i, row in enumerate(SENTENCES):
+        expected = reference_logits(model, torch.tensor(row))
+        assert torch.allclose(logits[i], expected, atol=1e-5), (mode, i, logits[i], expected)
+    assert logits.std() > 0.05  # a value check, not a near-zero coincidence
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_forward_matches_reference_pairs(mode):
+    model = tiny_model(bcn_input=mode, seed=1)
+    ids, mask, tt = batch(SENTENCES, SECONDS, pad_to=11)
+    logits = model(input_ids=ids, attention_mask=mask, token_type_ids=tt).logits
+    for i, (x, y) in enumerate(zip(SENTENCES, SECONDS)):
+        expected = reference_logits(model, torch.tensor(x), torch.tensor(y))
+        assert torch.allclose(logits[i], expected, atol=1e-5), (mode, i)
+
+
+def test_single_sentence_is_duplicated():
+    """x = y: a single text gives the same logits as the explicit pair (text, text)."""
+    model = tiny_model()
+    ids, mask, tt = batch(SENTENCES)
+    single = model(input_ids=ids, attention_mask=mask, token_type_ids=tt).logits
+    pair = model(*batch(SENTENCES, SENTENCES)).logits
+    assert torch.allclose(single, pair, atol=1e-6)
+    no_types = model(input_ids=ids, attention_mask=mask).logits  # token_type_ids optional for single texts
+    assert torch.allclose(single, no_types, atol=1e-6)
+    # a pair really differs from its first text alone
+    other = model(*batch(SENTENCES, SECONDS)).logits
+    assert (other - single).abs().max() > 1e-3
+
+
+def test_pair_order_matters_and_mixed_batch():
+    model = tiny_model(seed=2)
+    ab = model(*batch(SENTENCES[:2], SECONDS[:2])).logits
+    ba = model(*batch(SECONDS[:2], SENTENCES[:2])).logits
+    assert (ab - ba).abs().max() > 1e-3
+    # a batch mixing pairs and single texts: each row as if alone
+    ids, mask, tt = batch(SENTENCES, [SECONDS[0], [], SECONDS[2], []])
+    mixed = model(input_ids=ids, attention_mask=mask, token_type_ids=tt).logits
+    assert torch.allclose(mixed[0], model(*batch([SENTENCES[0]], [SECONDS[0]])).logits[0], atol=1e-5)
+    assert torch.allclose(mixed[1], model(*batch([SENTENCES[1]])).logits[0], atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_padding_never_changes_a_result(mode):
+    model = tiny_model(bcn_input=mode, seed=3)
+    for pairs in (None, SECONDS):
+        ids, mask, tt = batch(SENTENCES, pairs, pad_to=14)
+        together = model(input_ids=ids, attention_mask=mask, token_type_ids=tt).logits
+        for i in range(len(SENTENCES)):
+            alone_inputs = batch([SENTENCES[i]], None if pairs is None else [pairs[i]])
+            alone = model(*alone_inputs).logits[0]
+            assert (together[i] - alone).abs().max() <= 1e-5, (mode, pairs is not None, i)
+        # garbage token ids at padded positions change nothing
+        garbage = ids.masked_fill(mask == 0, 7)
+        again = model(input_ids=garbage, attention_mask=mask, token_type_ids=tt).logits
+        assert (again - together).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_precomputed_cove_features_give_identical_logits(mode):
+    model = tiny_model(bcn_input=mode, seed=4)
+    for pairs in (None, SECONDS):
+        ids, mask, tt = batch(SENTENCES, pairs)
+        live = model(input_ids=ids, attention_mask=mask, token_type_ids=tt).logits
+        states = model.compute_cove_hidden_states(ids, mask, tt)
+        assert states[0] is None  # word vectors are looked up in forward
+        cached = model(input_ids=ids, attention_mask=mask, token_type_ids=tt, cove_hidden_states=states).logits
+        assert torch.equal(live, cached)
+        if mode == "vectors":
+            assert all(s is None for s in states)  # the MT-LSTM is not needed at all
+            continue
+        # the cached layer states equal the encoder run on each text alone, at that text's positions
+        last = model.config.num_hidden_layers
+        for i, row in enumerate(SENTENCES):
+            alone = model.cove(torch.tensor([row]), output_hidden_states=True).hidden_states[last][0]
+            assert torch.allclose(states[last][i, : len(row)], alone, atol=1e-6)
+            if pairs is not None:
+                second = model.cove(torch.tensor([pairs[i]]), output_hidden_states=True).hidden_states[last][0]
+                assert torch.allclose(states[last][i, len(row) : len(row) + len(pairs[i])], second, atol=1e-6)
+    # single texts: the base model's own hidden_states work as cove_hidden_states too
+    ids, mask, tt = batch(SENTENCES)
+    hidden = model.cove(ids, mask, output_hidden_states=True).hidden_states
+    assert torch.equal(model(ids, mask, tt, cove_hidden_states=hidden).logits, model(ids, mask, tt).logits)
+
+
+def test_precomputed_features_are_checked():
+    model = tiny_model()
+    ids, mask, tt = batch(SENTENCES)
+    states = model.compute_cove_hidden_states(ids, mask, tt)
+    with pytest.raises(ValueError, match="tuple of 3"):
+        model(ids, mask, tt, cove_hidden_states=states[1:])
+    bad = (None, None, states[2][:, :-1])
+    with pytest.raises(ValueError, match=r"cove_hidden_states\[2\]"):
+        model(ids, mask, tt, cove_hidden_states=bad)
+
+
+def test_bcn_input_widths_and_scalar_mix_initial_value():
+    assert bcn_input_size(tiny_config(bcn_input="vectors+cove")) == 6 + 12
+    assert bcn_input_size(tiny_config(bcn_input="vectors")) == 6
+    assert bcn_input_size(tiny_config(bcn_input="cove")) == 12
+    assert bcn_input_size(tiny_config(bcn_input="cove", cove_output="both")) == 24
+    assert bcn_input_size(tiny_config(bcn_input="scalar_mix")) == 12
+    assert bcn_input_size(tiny_config(bcn_input="vectors+cove", char_ngram_dim=4)) == 22
+    cfg = CoveConfig(bcn_input="vectors+cove")
+    assert bcn_input_size(cfg) == 900  # eq. 6: 300 + 600
+    # scalar mix at init (w = 0, gamma = 1) is the plain mean of {[g; g], layer 1, layer 2}
+    torch.manual_seed(0)
+    model = CoveForSequenceClassification(tiny_config(bcn_input="scalar_mix")).eval()
+    ids, mask, _ = batch(SENTENCES)
+    hidden = model.cove(ids, mask, output_hidden_states=True).hidden_states
+    mixed = model.bcn_inputs(ids, mask, hidden)
+    g = hidden[0]
+    assert torch.allclose(mixed, (torch.cat([g, g], -1) + hidden[1] + hidden[2]) / 3, atol=1e-6)
+    with pytest.raises(ValueError, match="scalar_mix"):
+        CoveForSequenceClassification(tiny_config(bcn_input="scalar_mix", word_vector_dim=4))
+
+
+def test_cove_output_both_and_char_ngrams_run_and_stay_padding_free():
+    model = tiny_model(bcn_input="vectors+cove", cove_output="both", char_ngram_dim=4, seed=5)
+    ids, mask, tt = batch(SENTENCES, SECONDS)
+    together = model(ids, mask, tt).logits
+    alone = model(*batch([SENTENCES[1]], [SECONDS[1]])).logits
+    assert (together[1] - alone[0]).abs().max() <= 1e-5
+    states = model.compute_cove_hidden_states(ids, mask, tt)
+    assert states[1] is not None and states[2] is not None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# loss, labels, training behaviour
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_loss_is_mean_cross_entropy_and_labels_are_checked():
+    model = tiny_model()
+    ids, mask, tt = batch(SENTENCES)
+    labels = torch.tensor([0, 2, 1, 2])
+    out = model(input_ids=ids, attention_mask=mask, token_type_ids=tt, labels=labels)
+    log_probs = torch.log_softmax(out.logits, -1)
+    expected = -sum(log_probs[i, labels[i]] for i in range(4)) / 4
+    assert torch.allclose(out.loss, expected, atol=1e-6)
+    loss, logits = model(ids, mask, tt, labels=labels, return_dict=False)
+    assert torch.allclose(loss, out.loss) and torch.equal(logits, out.logits)
+    with pytest.raises(ValueError, match=r"labels must be class ids in \[0, 3\)"):
+        model(ids, mask, tt, labels=torch.tensor([0, 3, 1, 2]))
+    with pytest.raises(ValueError, match=r"labels must be class ids"):
+        model(ids, mask, tt, labels=torch.tensor([0, -1, 1, 2]))
+    with pytest.raises(ValueError, match="labels must have shape"):
+        model(ids, mask, tt, labels=torch.tensor([0, 1]))
+    with pytest.raises(TypeError, match="integer class ids"):
+        model(ids, mask, tt, labels=torch.tensor([0.0, 1.0, 1.0, 2.0]))
+
+
+def test_encoder_and_vectors_frozen_and_kept_in_eval_mode():
+    model = tiny_model(encoder_dropout=0.5)
+    model.train()
+    assert not model.cove.encoder.training  # frozen encoder: no dropout, cached features stay valid
+    assert model.classifier[0].training and model.encoder.training
+    assert all(not p.requires_grad for p in model.cove.parameters())
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and not any(n.startswith("cove.") for n in trainable)
+    ids, mask, tt = batch(SENTENCES)
+    out = model(ids, mask, tt, labels=torch.tensor([0, 1, 2, 0]))
+    out.loss.backward()
+    assert all(p.grad is None for p in model.cove.parameters())
+    assert model.feedforward.weight.grad is not None and model.feedforward.weight.grad.abs().sum() > 0
+    # a training batch of a single example works (batch norm falls back to running statistics)
+    model(*batch([SENTENCES[0]]), labels=torch.tensor([1])).loss.backward()
+
+
+def test_trainable_random_embeddings_get_gradients():
+    model = tiny_model(bcn_input="vectors", freeze_embeddings=False)
+    model.train()
+    assert model.cove.embeddings.weight.requires_grad
+    model(*batch(SENTENCES), labels=torch.tensor([0, 1, 2, 0])).loss.backward()
+    grad = model.cove.embeddings.weight.grad
+    assert grad is not None and grad[4].abs().sum() > 0 and grad[0].abs().sum() == 0  # PAD row untouched
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# bad input
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_bad_input_gives_clear_errors():
+    model = tiny_model()
+    with pytest.raises(ValueError, match="no tokens"):
+        model(*batch([[4, 5], []]))
+    with pytest.raises(ValueError, match="empty"):
+        model(input_ids=torch.zeros(1, 0, dtype=torch.long))
+    with pytest.raises(ValueError, match="empty first text"):
+        model(*batch([[]], [[4, 5]]))
+    with pytest.raises(ValueError, match="outside"):
+        model(input_ids=torch.tensor([[4, 99]]))
+    with pytest.raises(ValueError, match="needs input_ids"):
+        model(attention_mask=torch.ones(1, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match="right-padded"):
+        model(input_ids=torch.tensor([[0, 4, 5]]), attention_mask=torch.tensor([[0, 1, 1]]))
+    with pytest.raises(ValueError, match="num_labels >= 2"):
+        CoveForSequenceClassification(tiny_config(num_labels=1, id2label={0: "x"}, label2id={"x": 0}))
+    with pytest.raises(ValueError, match="single_label_classification"):
+        CoveForSequenceClassification(tiny_config(problem_type="multi_label_classification"))
+
+
+def test_all_oov_text_is_classified_from_zero_vectors():
+    """Documented result: unknown words get the zero vector (UNK row), so every all-OOV text of the same length
+    gets the same, finite prediction."""
+    model = tiny_model()
+    unk = model.config.unk_token_id
+    logits = model(input_ids=torch.tensor([[unk, unk, unk]])).logits
+    assert torch.isfinite(logits).all()
+    assert torch.allclose(model.cove.embeddings.weight[unk], torch.zeros(6))
+    probs = torch.softmax(logits, -1)
+    assert torch.allclose(probs.sum(), torch.tensor(1.0))
+
+
+def test_long_input_has_no_length_limit():
+    """Documented result: LSTMs have no position limit; a text longer than the tokenizer's model_max_length is read
+    in full (the caller truncates if wanted)."""
+    model = tiny_model()
+    torch.manual_seed(0)
+    long_ids = torch.randint(4, 30, (1, 700))
+    logits = model(input_ids=long_ids).logits
+    assert torch.isfinite(logits).all() and logits.shape == (1, 3)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# save / load, Auto classes
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_save_load_identical_logits(tmp_path):
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    model = tiny_model(bcn_input="scalar_mix", seed=6)
+    with torch.no_grad():
+        model.scalar_mix.scalar_weights.copy_(torch.tensor([0.3, -0.2, 0.5]))
+    model.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").exists()
+    assert not list(tmp_path.glob("*.bin"))
+    loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path).eval()
+    assert type(loaded) is CoveForSequenceClassification
+    assert loaded.config.id2label == {0: "neg", 1: "neutral", 2: "pos"}
+    assert loaded.config.label2id == {"neg": 0, "neutral": 1, "pos": 2}
+    for pairs in (None, SECONDS):
+        inputs = batch(SENTENCES, pairs)
+        assert torch.equal(model(*inputs).logits, loaded(*inputs).logits)
+    assert AutoConfig.from_pretrained(tmp_path).bcn_input == "scalar_mix"
+    assert all(not p.requires_grad for p in loaded.cove.parameters())
+
+
+def test_head_from_encoder_checkpoint_keeps_encoder_and_initialises_bcn(tmp_path):
+    torch.manual_seed(0)
+    encoder = CoveModel(tiny_config())
+    encoder.save_pretrained(tmp_path)
+    model = CoveForSequenceClassification.from_pretrained(
+        tmp_path, num_labels=2, id2label={0: "a", 1: "b"}, label2id={"a": 0, "b": 1}, bcn_input="scalar_mix"
+    )
+    for name, tensor in encoder.state_dict().items():
+        assert torch.equal(model.cove.state_dict()[name], tensor), name
+    assert torch.equal(model.scalar_mix.scalar_weights, torch.zeros(3))
+    assert torch.equal(model.scalar_mix.gamma, torch.ones(1))
+    norm = model.classifier[0].norm
+    assert torch.equal(norm.running_mean, torch.zeros_like(norm.running_mean))
+    assert torch.equal(norm.running_var, torch.ones_like(norm.running_var))
+    assert torch.equal(norm.weight, torch.ones_like(norm.weight))
+    for name, param in model.named_parameters():  # BCN weights: U(-r, r) (r = initializer_range), finite
+        assert torch.isfinite(param).all(), name
+    r = model.config.initializer_range
+    assert model.feedforward.weight.abs().max() <= r and model.feedforward.weight.abs().max() > r / 2
+    assert model.config.num_labels == 2
+    ids, mask, tt = batch(SENTENCES)
+    assert model.eval()(ids, mask, tt).logits.shape == (4, 2)
+
+
+def test_auto_class_registration():
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_config(tiny_config())
+    assert isinstance(model, CoveForSequenceClassification)
