@@ -14,4 +14,11 @@ AutoModel.register(CoveConfig, CoveModel, exist_ok=True)
 
 # --- heads: each head file registers itself here (one block per head) ---
 
-__all__ = ["CoveConfig", "CoveModel", "CoveModelOutput", "CovePreTrainedModel"]
+# BCN classification head (modeling_cove_bcn.py)
+from transformers import AutoModelForSequenceClassification  # noqa: E402
+
+from .modeling_cove_bcn import CoveForSequenceClassification  # noqa: E402
+
+AutoModelForSequenceClassification.register(CoveConfig, CoveForSequenceClassification, exist_ok=True)
+
+__all__ = ["CoveConfig", "CoveForSequenceClassification", "CoveModel", "CoveModelOutput", "CovePreTrainedModel"]
