@@ -1,0 +1,499 @@
+"""Generate the Hub model card (README.md) of a CoVe checkpoint from its evaluation JSON.
+
+The card is YAML metadata (library, license, datasets, tags, base model, pipeline tag, `model-index`) followed by
+`template.md` filled in. Every number reported for *this model* comes from the evaluation record (validated by
+`model_cards.evaluation`); the only numbers written here by hand are the paper's (PAPER.md §2, §4, §5), shown
+beside ours. `build_card` re-parses the finished card with `huggingface_hub.ModelCard` and checks that its
+model-index equals the record before returning it.
+
+Command line (the push script calls `build_card` itself):
+
+    python -m model_cards.generate CHECKPOINT_DIR/eval_results.json --config CHECKPOINT_DIR/config.json \
+        --repo-id org/cove-bcn-sst2 -o README.md
+"""
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from string import Template
+from typing import Optional
+
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+if __package__ in (None, ""):  # run as a file: make `model_cards` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from model_cards.evaluation import load_eval_json, validate_eval_record  # noqa: E402
+
+TEMPLATE_PATH = Path(__file__).resolve().parent / "template.md"
+DEFAULT_LICENSE = "bsd-3-clause"
+DEFAULT_INSTALL = "pip install -e .   # in a clone of the modeling_cove repository (package name: modeling-cove)"
+
+# ----------------------------------------------------------------------------------------------------------------
+# The paper's numbers (PAPER.md). Ours never appear here: they come from the evaluation JSON.
+# ----------------------------------------------------------------------------------------------------------------
+
+PAPER_TABLE2_COLUMNS = ("Random", "GloVe", "GloVe+Char", "+CoVe-S", "+CoVe-M", "+CoVe-L", "+Char+CoVe-L")
+# Table 2 (validation accuracy; F1 for SQuAD), one value per column above.
+PAPER_TABLE2 = {
+    "sst2": (84.2, 88.4, 90.1, 89.0, 90.9, 91.1, 91.2),
+    "sst5": (48.6, 53.5, 52.2, 54.0, 54.7, 54.5, 55.2),
+    "imdb": (88.4, 91.1, 91.3, 90.6, 91.6, 91.7, 92.1),
+    "trec6": (88.9, 94.9, 94.7, 94.7, 95.1, 95.8, 95.8),
+    "trec50": (81.9, 89.2, 89.8, 89.6, 89.6, 90.5, 91.2),
+    "snli": (82.3, 87.7, 87.7, 87.3, 87.5, 87.9, 88.1),
+    "squad": (65.4, 76.0, 78.1, 76.5, 77.1, 79.5, 79.9),
+}
+# Table 3 (test accuracy of BCN+Char+CoVe).
+PAPER_TABLE3_TEST = {"sst2": 90.3, "sst5": 53.7, "imdb": 91.8, "trec6": 95.8, "trec50": 90.2, "snli": 88.1}
+# §4: SQuAD v1.1 dev, exact match and F1.
+PAPER_SQUAD_DEV = (
+    ("DCN (single model)", {"exact_match": 65.4, "f1": 75.6}),
+    ("DCN+Char+CoVe", {"exact_match": 71.3, "f1": 79.9}),
+)
+# §2: BLEU (uncased, tokenized) of the MT models whose encoders are CoVe-S/-M/-L.
+PAPER_MT_BLEU = {
+    "multi30k": ("MT-Small (Multi30k) → CoVe-S", "test2016", 38.5),
+    "iwslt2016": ("MT-Medium (IWSLT16) → CoVe-M", "tst2014", 25.54),
+    "wmt17": ("MT-Large (WMT17) → CoVe-L", "newstest2016", 28.96),
+}
+DATASET_KEYS = tuple(PAPER_TABLE2) + tuple(PAPER_MT_BLEU)
+
+METRIC_NAMES = {"accuracy": "Accuracy", "f1": "F1", "exact_match": "Exact match", "bleu": "BLEU"}
+
+CITATION_COVE = """@inproceedings{mccann2017learned,
+  title     = {Learned in Translation: Contextualized Word Vectors},
+  author    = {McCann, Bryan and Bradbury, James and Xiong, Caiming and Socher, Richard},
+  booktitle = {Advances in Neural Information Processing Systems 30 (NIPS 2017)},
+  year      = {2017}
+}"""
+CITATION_DCN = """@inproceedings{xiong2017dynamic,
+  title     = {Dynamic Coattention Networks for Question Answering},
+  author    = {Xiong, Caiming and Zhong, Victor and Socher, Richard},
+  booktitle = {International Conference on Learning Representations (ICLR)},
+  year      = {2017}
+}"""
+
+# What each architecture is, how it is loaded, and what the Hub should call it.
+ARCHITECTURES = {
+    "CoveModel": {
+        "auto_class": "AutoModel",
+        "pipeline_tag": "feature-extraction",
+        "tags": ["feature-extraction", "word-embeddings"],
+        "what": "the CoVe encoder (MT-LSTM) alone: context vectors for every token (eqs. 1, 5, 6)",
+    },
+    "CoveForSequenceClassification": {
+        "auto_class": "AutoModelForSequenceClassification",
+        "pipeline_tag": "text-classification",
+        "tags": ["text-classification", "bcn"],
+        "what": "a biattentive classification network (BCN, eqs. 7–16) on frozen CoVe vectors",
+    },
+    "CoveForQuestionAnswering": {
+        "auto_class": "AutoModelForQuestionAnswering",
+        "pipeline_tag": "question-answering",
+        "tags": ["question-answering", "dcn", "squad"],
+        "what": "a dynamic coattention network (DCN) for extractive question answering on frozen CoVe vectors",
+    },
+    "CoveForMachineTranslation": {
+        "auto_class": "AutoModelForSeq2SeqLM",
+        "pipeline_tag": "translation",
+        "tags": ["translation", "machine-translation", "seq2seq"],
+        "what": "the attentional English→German LSTM translation model (eqs. 2–4) whose encoder is CoVe",
+    },
+}
+HEADS_ON_FROZEN_ENCODER = ("CoveForSequenceClassification", "CoveForQuestionAnswering")
+BASE_TAGS = ["cove", "lstm", "contextualized-word-vectors", "custom_code"]
+
+EXAMPLES = {
+    "sst2": "A gripping , beautifully acted film .",
+    "sst5": "A gripping , beautifully acted film .",
+    "imdb": "I loved this movie : the story , the acting , everything .",
+    "trec6": "How far is it from Denver to Aspen ?",
+    "trec50": "How far is it from Denver to Aspen ?",
+}
+PAIR_EXAMPLE = ("A man is playing a guitar on stage .", "Someone is making music .")
+
+
+class CardError(ValueError):
+    """The card cannot be generated (unknown architecture, card failing its own checks)."""
+
+
+def _fmt(value) -> str:
+    """A metric for display: at most 2 decimals (the model-index keeps the exact value)."""
+    if isinstance(value, float):
+        text = f"{value:.2f}".rstrip("0")
+        return text + "0" if text.endswith(".") else text  # 89.0 stays "89.0", as printed in the paper
+    return str(value)
+
+
+def _table(header: list, rows: list) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _architecture(record: dict, config: dict) -> str:
+    architectures = config.get("architectures") or [record["model"]["architecture"]]
+    name = architectures[0]
+    if name not in ARCHITECTURES:
+        raise CardError(f"no model card recipe for architecture {name!r}; known: {sorted(ARCHITECTURES)}")
+    return name
+
+
+def _output_size(config: dict) -> int:
+    """Width of `CoveModel.last_hidden_state` (CoveConfig.output_size)."""
+    from modeling_cove import CoveConfig
+
+    return CoveConfig.from_dict({k: v for k, v in config.items() if k not in ("auto_map", "custom_pipelines")}).output_size
+
+
+def _has_qa_pipeline(config: dict) -> bool:
+    return "question-answering" in (config.get("custom_pipelines") or {})
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Sections
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def paper_rows(dataset_key: Optional[str]) -> list:
+    """The paper's numbers for a dataset: [(label, split, {metric type: value})]."""
+    rows = []
+    if dataset_key in PAPER_TABLE2:
+        metric = "f1" if dataset_key == "squad" else "accuracy"
+        for column, value in zip(PAPER_TABLE2_COLUMNS, PAPER_TABLE2[dataset_key]):
+            rows.append((f"{column} (Table 2)", "validation", {metric: value}))
+        if dataset_key in PAPER_TABLE3_TEST:
+            rows.append(("BCN+Char+CoVe (Table 3)", "test", {"accuracy": PAPER_TABLE3_TEST[dataset_key]}))
+        if dataset_key == "squad":
+            rows += [(label, "validation (dev)", dict(values)) for label, values in PAPER_SQUAD_DEV]
+    elif dataset_key in PAPER_MT_BLEU:
+        label, split, bleu = PAPER_MT_BLEU[dataset_key]
+        rows.append((label, split, {"bleu": bleu}))
+    return rows
+
+
+def render_paper_comparison(record: dict) -> str:
+    key = record["dataset"].get("key")
+    rows = paper_rows(key)
+    if not rows:
+        return (f"The paper reports no number for {record['dataset']['name']} (dataset key {key!r}; keys with paper "
+                f"numbers: {', '.join(DATASET_KEYS)}).")
+    ours = {m["type"]: m["value"] for m in record["metrics"]}
+    metric_types = [m["type"] for m in record["metrics"]]
+    for _, _, values in rows:
+        metric_types += [t for t in values if t not in metric_types]
+    header = ["model", "split"] + [METRIC_NAMES.get(t, t) for t in metric_types]
+    column = record.get("paper_column")
+    table_rows = [[f"**this model** ({column or 'see Training'})", record["dataset"]["split"]]
+                  + [f"**{_fmt(ours[t])}**" if t in ours else "–" for t in metric_types]]
+    for label, split, values in rows:
+        comparable = column is not None and label.startswith(f"{column} (")
+        name = f"McCann et al. 2017: {label}" + (" ← comparable setting" if comparable else "")
+        table_rows.append([name, split] + [_fmt(values[t]) if t in values else "–" for t in metric_types])
+    if key in PAPER_MT_BLEU:
+        note = ("Paper number as printed in McCann et al. (2017) §2 (uncased, tokenized BLEU of the MT model on the "
+                "full training set). ")
+    else:
+        note = ("Paper numbers as printed in McCann et al. (2017) (Table 2: validation; Table 3: test); they use "
+                "GloVe 840B vectors and the full training sets. ")
+    if record["training"].get("word_vectors", {}).get("stand_in"):
+        note += "This model does not (see Limitations), so the comparison shows the gap, not a reproduction."
+    return _table(header, table_rows) + "\n\n" + note
+
+
+def render_results(record: dict) -> str:
+    dataset = record["dataset"]
+    rows = [[record["task"].get("name", record["task"]["type"]), f"{dataset['name']} (`{dataset['id']}`)",
+             dataset["split"], dataset.get("num_examples", "–"), METRIC_NAMES.get(m["type"], m["type"]),
+             f"{_fmt(m['value'])}"] for m in record["metrics"]]
+    text = _table(["task", "dataset", "split", "examples", "metric", "value"], rows)
+    notes = []
+    if dataset.get("source"):
+        notes.append(f"Data read from `{dataset['source']}`.")
+    if record["model"].get("metrics_source"):
+        notes.append(record["model"]["metrics_source"])
+    notes.append(f"Values in percent; evaluation record written {record.get('created', 'at evaluation time')}.")
+    return text + "\n\n" + " ".join(notes)
+
+
+def render_details(record: dict, config: dict, architecture: str, num_parameters: Optional[int]) -> str:
+    training = record["training"]
+    lines = [
+        f"- **Architecture:** `{architecture}` — {ARCHITECTURES[architecture]['what']}.",
+        f"- **Encoder:** MT-LSTM, {config.get('num_hidden_layers', 2)}-layer biLSTM with {config.get('hidden_size')} "
+        f"units per direction over {config.get('word_vector_dim')}-d word vectors, vocabulary of "
+        f"{config.get('vocab_size')} words (frozen; out-of-vocabulary words get a zero vector)"
+        + (f"; pretrained as {training['encoder']}" if training.get("encoder") else "") + ".",
+        f"- **Encoder output:** {_output_size(config)}-d per token (`cove_output={config.get('cove_output')!r}`, "
+        f"`include_word_vectors={config.get('include_word_vectors')}`, `char_ngram_dim={config.get('char_ngram_dim')}`).",
+    ]
+    if training.get("word_vectors"):
+        vectors = training["word_vectors"]
+        lines.append(f"- **Word vectors:** {vectors['name']}" + (" — a stand-in, not GloVe 840B." if vectors["stand_in"]
+                                                                   else "."))
+    if architecture == "CoveForSequenceClassification":
+        lines.append(f"- **BCN:** reads `bcn_input={config.get('bcn_input')!r}`, hidden size {config.get('bcn_hidden_size')}, "
+                     f"pooling {config.get('bcn_pooling')}, maxout reductions {config.get('bcn_maxout_reductions')}.")
+    if architecture == "CoveForQuestionAnswering":
+        lines.append(f"- **DCN:** hidden size {config.get('dcn_hidden_size')}, maxout pool {config.get('dcn_pool_size')}, "
+                     f"up to {config.get('dcn_max_iterations')} decoder iterations, answers of at most "
+                     f"{config.get('dcn_max_answer_length')} tokens.")
+    if architecture == "CoveForSequenceClassification" and config.get("id2label"):
+        labels = ", ".join(f"{k}: `{v}`" for k, v in sorted(config["id2label"].items(), key=lambda kv: int(kv[0])))
+        lines.append(f"- **Labels:** {labels}.")
+    if architecture == "CoveForMachineTranslation":
+        lines.append(f"- **Target vocabulary:** {config.get('target_vocab_size')} German words "
+                     "(tokenizer in `target_tokenizer/`).")
+    if num_parameters is not None:
+        lines.append(f"- **Parameters:** {num_parameters:,} (safetensors).")
+    lines.append(f"- **Weights sha256:** `{record['model']['weights_sha256']}`.")
+    return "\n".join(lines)
+
+
+def render_intended_use(architecture: str, record: dict) -> str:
+    dataset = record["dataset"]["name"]
+    common = ("Research and teaching: reproducing and studying CoVe (McCann et al. 2017), and as a small, CPU-friendly "
+              "baseline. Not for production decisions about people.")
+    specific = {
+        "CoveModel": "Contextual word features for English text: feed `last_hidden_state` (optionally concatenated "
+                     "with the word vectors, eq. 6) to a downstream model, keeping the encoder frozen as in the paper.",
+        "CoveForSequenceClassification": f"Classifying English text like the {dataset} data it was trained on.",
+        "CoveForQuestionAnswering": f"Extractive question answering over short English paragraphs like {dataset}.",
+        "CoveForMachineTranslation": f"English→German translation of short sentences like {dataset}; mainly the "
+                                     "pretraining task of the CoVe encoder.",
+    }[architecture]
+    return f"{specific}\n\n{common}"
+
+
+def render_loading(architecture: str, record: dict, config: dict, repo_id: str, remote: bool) -> str:
+    head = [] if remote else ["import modeling_cove  # registers CoVe with the Auto classes"]
+    trust = ", trust_remote_code=True" if remote else ""
+    key = record["dataset"].get("key")
+    if architecture == "CoveModel":
+        return "\n".join(head + [
+            "from transformers import AutoModel, AutoTokenizer",
+            "",
+            f'model = AutoModel.from_pretrained("{repo_id}"{trust})',
+            f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}")',
+            'batch = tokenizer(["The cat sat on the mat ."], return_tensors="pt")',
+            "outputs = model(**batch)",
+            f"outputs.last_hidden_state  # (batch, time, {_output_size(config)})",
+        ])
+    if architecture == "CoveForSequenceClassification":
+        lines = head + [
+            "from transformers import pipeline",
+            "",
+            f'classifier = pipeline("text-classification", model="{repo_id}"{trust})',
+        ]
+        if key == "snli":
+            premise, hypothesis = PAIR_EXAMPLE
+            lines.append(f'classifier({{"text": "{premise}", "text_pair": "{hypothesis}"}})')
+        else:
+            lines.append(f'classifier("{EXAMPLES.get(key, "A gripping , beautifully acted film .")}")')
+        lines += ["", "# or the model itself:", "from transformers import AutoModelForSequenceClassification",
+                  f'model = AutoModelForSequenceClassification.from_pretrained("{repo_id}"{trust})']
+        return "\n".join(lines)
+    if architecture == "CoveForQuestionAnswering":
+        lines = head + ["from transformers import AutoModelForQuestionAnswering, AutoTokenizer", "",
+                        f'model = AutoModelForQuestionAnswering.from_pretrained("{repo_id}"{trust})',
+                        f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}")']
+        if _has_qa_pipeline(config):
+            lines += ["", "# transformers 5 has no built-in question-answering pipeline; this repository ships one",
+                      "# (pipeline_cove.py), which always runs as remote code:",
+                      "from transformers import pipeline",
+                      f'qa = pipeline("question-answering", model="{repo_id}", trust_remote_code=True)',
+                      'qa(question="Where do the cats sit ?", context="The cats sit on the mat in the kitchen .")']
+        return "\n".join(lines)
+    if architecture == "CoveForMachineTranslation":
+        return "\n".join(head + [
+            "from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer",
+            "",
+            f'model = AutoModelForSeq2SeqLM.from_pretrained("{repo_id}"{trust})',
+            f'source_tokenizer = AutoTokenizer.from_pretrained("{repo_id}")',
+            f'target_tokenizer = AutoTokenizer.from_pretrained("{repo_id}", subfolder="target_tokenizer")',
+            'batch = source_tokenizer(["A man is playing a guitar ."], return_tensors="pt", return_token_type_ids=False)',
+            "ids = model.generate(**batch, num_beams=5, max_new_tokens=50)",
+            "target_tokenizer.batch_decode(ids, skip_special_tokens=True)",
+            "",
+            "# the CoVe encoder alone (the decoder weights are reported as unused):",
+            f'encoder = AutoModel.from_pretrained("{repo_id}"{trust})',
+        ])
+    raise CardError(f"no loading example for {architecture}")
+
+
+def render_training(record: dict, architecture: str) -> str:
+    training = record["training"]
+    lines = []
+    if training.get("train_split"):
+        lines.append(f"- **Training data:** {training['train_split']}"
+                     + (f" ({training['num_train_examples']:,} examples)" if training.get("num_train_examples") else "")
+                     + ".")
+    if training.get("datasets"):
+        lines.append("- **Datasets (Hub ids):** " + ", ".join(f"`{d}`" for d in training["datasets"]) + ".")
+    if training.get("encoder"):
+        frozen = " (frozen while this head was trained)" if architecture in HEADS_ON_FROZEN_ENCODER else ""
+        lines.append(f"- **Encoder:** {training['encoder']}{frozen}.")
+    if training.get("base_model"):
+        lines.append(f"- **Base model:** [`{training['base_model']}`](https://huggingface.co/{training['base_model']}).")
+    if training.get("hyperparameters"):
+        lines.append("- **Hyperparameters:** " + ", ".join(
+            f"`{k}={json.dumps(v)}`" for k, v in training["hyperparameters"].items()) + ".")
+    if training.get("seed") is not None:
+        lines.append(f"- **Seed:** {training['seed']}.")
+    if training.get("commit"):
+        lines.append(f"- **Code commit:** `{training['commit']}`.")
+    lines.append("\nThe command that trained and evaluated it:")
+    return "\n".join(lines)
+
+
+def render_limitations(record: dict, architecture: str) -> str:
+    training = record["training"]
+    items = []
+    vectors = training.get("word_vectors")
+    if vectors and vectors["stand_in"]:
+        items.append(
+            f"**Stand-in word vectors.** The model reads {vectors['name']} instead of GloVe 840B (CommonCrawl, "
+            "2.2M words), which the paper used and which was not available here. They cover fewer words and were "
+            "trained on far less text, so the numbers are below the paper's and the weights are not "
+            "interchangeable with models built on GloVe.")
+    items += list(training.get("notes") or [])
+    items.append("English only, lower-cased word-level tokens split like the Moses tokenizer; words outside the "
+                 "fixed vocabulary get a zero vector.")
+    if architecture != "CoveForMachineTranslation":
+        items.append("A 2017 LSTM design: far below current pretrained transformers on the same tasks; use it to "
+                     "study CoVe, not as a state-of-the-art model.")
+    items.append("Inherits the biases of its training data (news/web text for the translation pretraining, and "
+                 f"{record['dataset']['name']} for the evaluation task).")
+    return "\n".join(f"- {item}" for item in items)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The card
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def card_data(record: dict, config: dict, repo_id: str, license: str = DEFAULT_LICENSE) -> ModelCardData:
+    architecture = _architecture(record, config)
+    info = ARCHITECTURES[architecture]
+    dataset, task, training = record["dataset"], record["task"], record["training"]
+    eval_results = [
+        EvalResult(
+            task_type=task["type"],
+            task_name=task.get("name"),
+            dataset_type=dataset["id"],
+            dataset_name=dataset["name"],
+            dataset_config=dataset.get("config"),
+            dataset_split=dataset["split"],
+            metric_type=metric["type"],
+            metric_name=metric.get("name", METRIC_NAMES.get(metric["type"], metric["type"])),
+            metric_value=metric["value"],
+        )
+        for metric in record["metrics"]
+    ]
+    tags = list(BASE_TAGS) + [t for t in info["tags"] if t not in BASE_TAGS]
+    if dataset.get("key") and dataset["key"] not in tags:
+        tags.append(dataset["key"])
+    datasets = list(training.get("datasets") or [dataset["id"]])
+    return ModelCardData(
+        model_name=repo_id.split("/")[-1],
+        library_name="transformers",
+        license=license,
+        language=["en", "de"] if architecture == "CoveForMachineTranslation" else ["en"],
+        datasets=datasets,
+        tags=tags,
+        base_model=training.get("base_model"),
+        pipeline_tag=info["pipeline_tag"],
+        metrics=[m["type"] for m in record["metrics"]],
+        eval_results=eval_results,
+    )
+
+
+def render_card(
+    record: dict,
+    config: dict,
+    repo_id: str,
+    *,
+    license: str = DEFAULT_LICENSE,
+    curve_filename: Optional[str] = None,
+    num_parameters: Optional[int] = None,
+    eval_json_name: str = "eval_results.json",
+    install: str = DEFAULT_INSTALL,
+) -> str:
+    """The card's text (YAML front matter + Markdown)."""
+    validate_eval_record(record)
+    architecture = _architecture(record, config)
+    data = card_data(record, config, repo_id, license)
+    name = repo_id.split("/")[-1]
+    summary = (f"**{name}** is {ARCHITECTURES[architecture]['what']}, from *Learned in Translation: Contextualized "
+               f"Word Vectors* (McCann et al., 2017), packaged for 🤗 transformers. Evaluated on "
+               f"{record['dataset']['name']} ({record['dataset']['split']}): "
+               + ", ".join(f"{METRIC_NAMES.get(m['type'], m['type'])} {_fmt(m['value'])}" for m in record["metrics"])
+               + ".")
+    curve = (f"![Training curve]({curve_filename})\n\n*Training curve written by the training script.*"
+             if curve_filename else "")
+    citation = CITATION_COVE + ("\n\n" + CITATION_DCN if architecture == "CoveForQuestionAnswering" else "")
+    values = {
+        "metadata": data.to_yaml(),
+        "eval_json_name": eval_json_name,
+        "weights_sha256_short": record["model"]["weights_sha256"][:12],
+        "title": name,
+        "summary": summary,
+        "details": render_details(record, config, architecture, num_parameters),
+        "intended_use": render_intended_use(architecture, record),
+        "install": install,
+        "load_with_package": render_loading(architecture, record, config, repo_id, remote=False),
+        "load_remote_code": render_loading(architecture, record, config, repo_id, remote=True),
+        "results": render_results(record),
+        "curve": curve,
+        "paper_comparison": render_paper_comparison(record),
+        "training": render_training(record, architecture),
+        "command": record["training"]["command"],
+        "limitations": render_limitations(record, architecture),
+        "citation": citation,
+    }
+    text = Template(TEMPLATE_PATH.read_text(encoding="utf-8")).substitute(values)
+    return re.sub(r"\n{3,}", "\n\n", text)  # an empty section (no curve) leaves no gap
+
+
+def check_card(card: ModelCard, record: dict) -> None:
+    """The parsed card's model-index must carry exactly the record's metrics."""
+    results = card.data.eval_results or []
+    found = {(r.task_type, r.dataset_type, r.dataset_split, r.metric_type): r.metric_value for r in results}
+    expected = {(record["task"]["type"], record["dataset"]["id"], record["dataset"]["split"], m["type"]): m["value"]
+                for m in record["metrics"]}
+    if found != expected:
+        raise CardError(f"the card's model-index {found} does not match the evaluation record {expected}")
+
+
+def build_card(record: dict, config: dict, repo_id: str, **kwargs) -> ModelCard:
+    """Render, parse back with `huggingface_hub.ModelCard`, check the model-index against the record, return."""
+    card = ModelCard(render_card(record, config, repo_id, **kwargs))
+    check_card(card, record)
+    return card
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Generate a CoVe model card from an evaluation JSON.")
+    parser.add_argument("eval_json", type=Path, help="evaluation JSON (schema: model_cards/README.md)")
+    parser.add_argument("--config", type=Path, required=True, help="the checkpoint's config.json")
+    parser.add_argument("--repo-id", required=True, help="Hub repo id the card is for, e.g. org/cove-bcn-sst2")
+    parser.add_argument("--license", default=DEFAULT_LICENSE)
+    parser.add_argument("--curve", default=None, help="file name of the training curve PNG inside the repo")
+    parser.add_argument("-o", "--output", type=Path, default=None, help="write here (default: stdout)")
+    args = parser.parse_args(argv)
+    record = load_eval_json(args.eval_json)
+    config = json.loads(args.config.read_text(encoding="utf-8"))
+    card = build_card(record, config, args.repo_id, license=args.license, curve_filename=args.curve,
+                      eval_json_name=args.eval_json.name)
+    if args.output is None:
+        print(str(card))
+    else:
+        args.output.write_text(str(card), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,730 @@
+"""Publishing to the Hub (issue 6): scripts/push_to_hub.py, loading "org/name" as users type it, the upload path.
+
+- The assembled folder is loaded in fresh Python processes: one with the package imported, one in which
+  `modeling_cove` cannot be imported (only `trust_remote_code=True`); both reproduce the original model's outputs
+  exactly, from a hand-built offline HF cache (`AutoModel.from_pretrained("org/cove-large")`, HF_HUB_OFFLINE=1) and,
+  without the package, from the folder itself through every Auto class its config advertises.
+- The upload runs against a local HTTP server implementing the Hub endpoints huggingface_hub calls
+  (create repo, create branch, validate-yaml, preupload, LFS batch/upload/verify, commit) and recording them.
+- Bad input fails with a clear error before any request.
+"""
+
+import base64
+import hashlib
+import json
+import re
+import struct
+import subprocess
+import sys
+import threading
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+import push_to_hub  # noqa: E402
+from hf_cache import build_offline_cache, offline_env  # noqa: E402
+from model_cards.evaluation import checkpoint_fingerprint, make_eval_record, write_eval_json  # noqa: E402
+from modeling_cove import CoveConfig, CoveModel  # noqa: E402
+from modeling_cove.modeling_cove import full_auto_map, remote_code_files  # noqa: E402
+from modeling_cove.tokenization_cove import build_cove_tokenizer  # noqa: E402
+
+try:
+    from modeling_cove.modeling_cove_bcn import CoveForSequenceClassification
+except ImportError:  # head not written yet
+    CoveForSequenceClassification = None
+
+WORDS = "the cat sat on mat . a dog ran good bad movie film was not very".split()
+SENTENCES = ["The cat sat on the mat .", "a very good film", "the zebra was not bad ."]  # "zebra": unknown word
+PAIR = ("a dog ran .", "the cat sat .")
+LABELS = ["negative", "positive"]
+BASE_REPO, BCN_REPO = "org/cove-large", "org/cove-bcn-sst2"
+TOKEN = "hf_test_token_123"
+
+requires_bcn = pytest.mark.skipif(CoveForSequenceClassification is None,
+                                  reason="modeling_cove_bcn.py (CoveForSequenceClassification) not available")
+
+
+def tiny_config(**overrides) -> CoveConfig:
+    """Small sizes for the encoder and for every head, so that any Auto class builds quickly."""
+    values = dict(
+        vocab_size=len(WORDS) + 4, word_vector_dim=8, hidden_size=4,
+        bcn_feedforward_dim=6, bcn_hidden_size=4, bcn_maxout_reductions=[2, 2], bcn_maxout_pool=2,
+        dcn_hidden_size=4, dcn_pool_size=2,
+        target_vocab_size=12, decoder_embedding_dim=6, decoder_hidden_size=8,
+    )
+    values.update(overrides)
+    return CoveConfig(**values)
+
+
+def tiny_png(path: Path) -> Path:
+    """A valid 2x1 grey PNG (stand-in for the training curve)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    raw = zlib.compress(b"\x00\x10\xf0")  # one row: filter byte + 2 grey pixels
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 1, 8, 0, 0, 0, 0))
+                     + chunk(b"IDAT", raw) + chunk(b"IEND", b""))
+    return path
+
+
+def save_checkpoint(model, tokenizer, folder: Path, record_kwargs: dict) -> Path:
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    record = make_eval_record(folder, **record_kwargs)
+    write_eval_json(folder / "eval_results.json", record)
+    return folder
+
+
+def base_record_kwargs() -> dict:
+    return dict(
+        task={"type": "translation", "name": "Translation (en-de)"},
+        dataset={"key": "multi30k", "name": "Multi30k", "id": "bentrevett/multi30k", "split": "test",
+                 "num_examples": 1000},
+        metrics=[{"type": "bleu", "value": 31.4159}],
+        training={"command": "python scripts/train_mt.py --dataset multi30k", "datasets": ["bentrevett/multi30k"],
+                  "encoder": "CoVe-S (tiny test model)",
+                  "word_vectors": {"name": "w2v-lower-300d (stand-in)", "stand_in": True}},
+        metrics_source="BLEU of the translation model this encoder comes from.",
+    )
+
+
+def bcn_record_kwargs() -> dict:
+    return dict(
+        task={"type": "text-classification", "name": "Sentiment classification"},
+        dataset={"key": "sst2", "name": "SST-2", "id": "stanfordnlp/sst2", "split": "validation", "num_examples": 872},
+        metrics=[{"type": "accuracy", "value": 87.6543}],
+        training={"command": "python scripts/train_classifier.py --task sst2", "datasets": ["stanfordnlp/sst2"],
+                  "base_model": BASE_REPO, "word_vectors": {"name": "w2v-lower-300d (stand-in)", "stand_in": True}},
+        paper_column="+CoVe-S",
+    )
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """Tiny original models (kept in memory), their checkpoints + eval JSONs, and the assembled Hub folders."""
+    root = tmp_path_factory.mktemp("hub")
+    tokenizer = build_cove_tokenizer(WORDS)
+    torch.manual_seed(0)
+    base = CoveModel(tiny_config(vocab_size=len(tokenizer))).eval()
+    out = {"root": root, "tokenizer": tokenizer, "base": base, "curve": tiny_png(root / "curve.png")}
+    out["base_ckpt"] = save_checkpoint(base, tokenizer, root / "base_ckpt", base_record_kwargs())
+    out["base_stage"] = push_to_hub.assemble(out["base_ckpt"], out["base_ckpt"] / "eval_results.json", BASE_REPO,
+                                             output_dir=root / "base_stage", curve=out["curve"])
+    if CoveForSequenceClassification is not None:
+        config = tiny_config(vocab_size=len(tokenizer), num_labels=2, id2label=dict(enumerate(LABELS)),
+                             label2id={name: i for i, name in enumerate(LABELS)})
+        bcn = CoveForSequenceClassification(config).eval()
+        with torch.no_grad():  # non-trivial batch-norm statistics, so that buffers must round-trip too
+            for module in bcn.modules():
+                if isinstance(module, torch.nn.BatchNorm1d):
+                    module.running_mean.uniform_(-0.5, 0.5)
+                    module.running_var.uniform_(0.5, 1.5)
+        out["bcn"] = bcn
+        out["bcn_ckpt"] = save_checkpoint(bcn, tokenizer, root / "bcn_ckpt", bcn_record_kwargs())
+        out["bcn_stage"] = push_to_hub.assemble(out["bcn_ckpt"], out["bcn_ckpt"] / "eval_results.json", BCN_REPO,
+                                                output_dir=root / "bcn_stage", curve=out["curve"])
+    return out
+
+
+def original_outputs(built) -> dict:
+    tokenizer = built["tokenizer"]
+    batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
+    inputs = {k: v for k, v in batch.items() if k != "token_type_ids"}
+    with torch.no_grad():
+        expected = {"input_ids": batch["input_ids"], "base.encoder": built["base"](**inputs).last_hidden_state}
+        if "bcn" in built:
+            expected["bcn.encoder"] = built["bcn"].cove(**inputs).last_hidden_state
+            expected["bcn.logits"] = built["bcn"](**batch).logits
+            pair = tokenizer(*PAIR, return_tensors="pt")
+            expected["bcn.pair_logits"] = built["bcn"](**pair).logits
+    return expected
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The assembled folder
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_assembled_folder_has_everything_a_hub_repo_needs(built):
+    stage = built["base_stage"]
+    names = {f.path_in_repo for f in stage.files}
+    expected = {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "README.md",
+                "training_curve.png", "eval_results.json"} | {p.name for p in remote_code_files()}
+    assert expected <= names
+    assert names == {p.relative_to(stage.folder).as_posix() for p in stage.folder.rglob("*") if p.is_file()}
+    assert not any(name.endswith((".bin", ".pt", ".pth")) for name in names)
+    for f in stage.files:  # listed sizes are the real ones
+        assert (stage.folder / f.path_in_repo).stat().st_size == f.size
+    # byte-identical weights, tokenizer and code
+    for name in ("model.safetensors", "tokenizer.json"):
+        assert (stage.folder / name).read_bytes() == (built["base_ckpt"] / name).read_bytes()
+    for path in remote_code_files():
+        assert (stage.folder / path.name).read_bytes() == path.read_bytes()
+    config = json.loads((stage.folder / "config.json").read_text())
+    assert config["auto_map"] == full_auto_map()
+    assert config["auto_map"]["AutoModel"] == "modeling_cove.CoveModel"
+    for ref in config["auto_map"].values():  # every class the auto_map names ships with its file
+        assert (stage.folder / (ref.split(".")[0] + ".py")).is_file()
+    assert "custom_pipelines" not in config  # no pipeline of ours for an encoder
+    # the staged folder is the same model as the evaluated checkpoint
+    assert checkpoint_fingerprint(stage.folder) == checkpoint_fingerprint(built["base_ckpt"])
+    assert (stage.folder / "training_curve.png").read_bytes() == built["curve"].read_bytes()
+
+
+@requires_bcn
+def test_verify_staging_loads_the_head(built):
+    check = push_to_hub.verify_staging(built["bcn_stage"])
+    assert check["auto_class"] == "AutoModelForSequenceClassification"
+    assert check["encoder_output_shape"][-1] == built["bcn"].config.output_size
+
+
+def test_dry_run_lists_files_and_touches_no_network(built, tmp_path, capsys, monkeypatch):
+    import huggingface_hub
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("the dry run must not create an HfApi client")
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", no_network)
+    monkeypatch.delenv("HF_TOKEN", raising=False)  # no token needed for a dry run
+    ckpt = built["base_ckpt"]
+    code = push_to_hub.main([str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json"),
+                             "--revision", "v1", "--dry-run", "--output-dir", str(tmp_path / "stage"),
+                             "--curve", str(built["curve"])])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "dry run: nothing uploaded" in printed
+    assert f"/{BASE_REPO}" in printed and "revision: v1" in printed
+    size = (ckpt / "model.safetensors").stat().st_size
+    assert re.search(rf"model\.safetensors\s+{size} B|model\.safetensors\s+{size / 1024:.1f} KiB", printed)
+    for name in ("README.md", "config.json", "tokenizer.json", "training_curve.png", "modeling_cove.py"):
+        assert re.search(rf"^\s+{re.escape(name)}\s+\d", printed, re.M), name
+    assert "loads with AutoModel" in printed
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Loading as users type it, in fresh processes
+# ----------------------------------------------------------------------------------------------------------------
+
+LOADER = r'''
+import json, sys
+spec = json.loads(open(sys.argv[1]).read())
+if spec["block_package"]:
+    sys.modules["modeling_cove"] = None  # `import modeling_cove` now raises ImportError
+    try:
+        import modeling_cove  # noqa: F401
+        package_importable = True
+    except ImportError:
+        package_importable = False
+else:
+    import modeling_cove  # noqa: F401  (registers the Auto classes)
+    package_importable = True
+import torch
+import transformers
+from safetensors.torch import save_file
+
+tensors, info = {}, {"package_importable": package_importable}
+for job in spec["jobs"]:
+    tokenizer = transformers.AutoTokenizer.from_pretrained(job["source"])
+    batch = tokenizer(spec["sentences"], padding=True, return_tensors="pt")
+    tensors[job["name"] + ".input_ids"] = batch["input_ids"]
+    model = getattr(transformers, job["auto"]).from_pretrained(job["source"], trust_remote_code=job["trust"]).eval()
+    info[job["name"]] = {"class": type(model).__name__, "module": type(model).__module__}
+    inputs = {k: v for k, v in batch.items() if k != "token_type_ids"}
+    with torch.no_grad():
+        encoder = getattr(model, model.base_model_prefix, model)
+        tensors[job["name"] + ".encoder"] = encoder(**inputs).last_hidden_state.contiguous()
+        if job["auto"] == "AutoModelForSequenceClassification":
+            tensors[job["name"] + ".logits"] = model(**batch).logits.contiguous()
+            pair = tokenizer(*spec["pair"], return_tensors="pt")
+            tensors[job["name"] + ".pair_logits"] = model(**pair).logits.contiguous()
+for job in spec["pipelines"]:
+    pipe = transformers.pipeline(job["task"], model=job["source"], trust_remote_code=job["trust"])
+    info[job["name"]] = {"outputs": [pipe(x) for x in job["inputs"]], "model_module": type(pipe.model).__module__}
+save_file(tensors, spec["out"] + ".safetensors")
+open(spec["out"] + ".json", "w").write(json.dumps(info))
+'''
+
+
+def run_loaders(built, specs: list) -> list:
+    """Start one fresh interpreter per spec (in parallel) and collect (tensors, info)."""
+    script = built["root"] / "loader.py"
+    script.write_text(LOADER)
+    procs = []
+    for spec in specs:
+        spec_path = Path(spec["out"] + ".spec.json")
+        spec_path.write_text(json.dumps({k: v for k, v in spec.items() if k not in ("env", "cwd")}))
+        procs.append(subprocess.Popen([sys.executable, str(script), str(spec_path)], env=spec["env"],
+                                      cwd=str(spec["cwd"]), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True))
+    results = []
+    for proc in procs:
+        output, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0, output[-4000:]
+    for spec in specs:
+        results.append((load_file(spec["out"] + ".safetensors"), json.loads(Path(spec["out"] + ".json").read_text())))
+    return results
+
+
+@pytest.fixture(scope="module")
+def loaded(built):
+    """Two fresh processes over the same offline cache: with the package, and without it."""
+    root = built["root"]
+    hf_home = root / "hf_home"
+    build_offline_cache(hf_home, BASE_REPO, built["base_stage"].folder)
+    repos = [("base", BASE_REPO, "AutoModel")]
+    if "bcn" in built:
+        build_offline_cache(hf_home, BCN_REPO, built["bcn_stage"].folder)
+        repos.append(("bcn", BCN_REPO, "AutoModelForSequenceClassification"))
+    # cwd without the repo on sys.path: only the installed package (or nothing) provides `modeling_cove`
+    cwd = root
+    common = {"sentences": SENTENCES, "pair": list(PAIR)}
+    pipelines = []
+    if "bcn" in built:
+        pipelines.append({"task": "text-classification", "source": BCN_REPO, "name": "bcn.pipeline",
+                          "inputs": [SENTENCES[1], {"text": PAIR[0], "text_pair": PAIR[1]}]})
+    with_package = {**common, "block_package": False, "out": str(root / "with_package"),
+                    "env": offline_env(hf_home), "cwd": cwd,
+                    "jobs": [{"name": f"hub.{key}", "source": repo, "auto": auto, "trust": False}
+                             for key, repo, auto in repos],
+                    "pipelines": [{**p, "trust": False} for p in pipelines]}
+    remote_jobs = [{"name": f"hub.{key}", "source": repo, "auto": auto, "trust": True} for key, repo, auto in repos]
+    for key in ("base", "bcn"):  # the assembled folder itself, through every Auto class it advertises
+        if f"{key}_stage" not in built:
+            continue
+        folder = built[f"{key}_stage"].folder
+        auto_map = json.loads((folder / "config.json").read_text())["auto_map"]
+        remote_jobs += [{"name": f"folder.{key}.{auto}", "source": str(folder), "auto": auto, "trust": True}
+                        for auto in auto_map if auto != "AutoConfig"]
+    without_package = {**common, "block_package": True, "out": str(root / "without_package"),
+                       "env": offline_env(hf_home), "cwd": cwd, "jobs": remote_jobs,
+                       "pipelines": [{**p, "trust": True} for p in pipelines]}
+    (with_tensors, with_info), (without_tensors, without_info) = run_loaders(built, [with_package, without_package])
+    return {"expected": original_outputs(built), "with": (with_tensors, with_info),
+            "without": (without_tensors, without_info), "hf_home": hf_home}
+
+
+def test_offline_cache_layout(built, tmp_path):
+    snapshot = build_offline_cache(tmp_path, "org/x", built["base_stage"].folder)
+    repo_dir = tmp_path / "hub" / "models--org--x"
+    commit = (repo_dir / "refs" / "main").read_text()
+    assert snapshot == repo_dir / "snapshots" / commit and len(commit) == 40
+    assert (snapshot / "model.safetensors").read_bytes() == (built["base_stage"].folder / "model.safetensors").read_bytes()
+    with pytest.raises(ValueError, match="namespace/name"):
+        build_offline_cache(tmp_path, "no-namespace", built["base_stage"].folder)
+
+
+def test_hub_id_loads_with_the_package_and_reproduces_outputs(loaded):
+    tensors, info = loaded["with"]
+    expected = loaded["expected"]
+    assert info["hub.base"] == {"class": "CoveModel", "module": "modeling_cove.modeling_cove"}  # our registered class
+    assert torch.equal(tensors["hub.base.input_ids"], expected["input_ids"])
+    assert torch.equal(tensors["hub.base.encoder"], expected["base.encoder"])
+    if "bcn.logits" in expected:
+        assert info["hub.bcn"]["module"] == "modeling_cove.modeling_cove_bcn"
+        assert torch.equal(tensors["hub.bcn.logits"], expected["bcn.logits"])
+        assert torch.equal(tensors["hub.bcn.pair_logits"], expected["bcn.pair_logits"])
+
+
+def test_hub_id_loads_without_the_package_via_remote_code(loaded):
+    tensors, info = loaded["without"]
+    expected = loaded["expected"]
+    assert info["package_importable"] is False
+    assert info["hub.base"]["class"] == "CoveModel"
+    assert info["hub.base"]["module"].startswith("transformers_modules.")  # the code shipped in the repo
+    assert torch.equal(tensors["hub.base.input_ids"], expected["input_ids"])
+    assert torch.equal(tensors["hub.base.encoder"], expected["base.encoder"])
+    if "bcn.logits" in expected:
+        assert info["hub.bcn"]["module"].startswith("transformers_modules.")
+        assert torch.equal(tensors["hub.bcn.logits"], expected["bcn.logits"])
+        assert torch.equal(tensors["hub.bcn.pair_logits"], expected["bcn.pair_logits"])
+
+
+def test_folder_loads_through_every_advertised_auto_class_without_the_package(loaded, built):
+    tensors, info = loaded["without"]
+    expected = loaded["expected"]
+    checked = 0
+    for key in ("base", "bcn"):
+        if f"{key}_stage" not in built:
+            continue
+        auto_map = json.loads((built[f"{key}_stage"].folder / "config.json").read_text())["auto_map"]
+        for auto, ref in auto_map.items():
+            if auto == "AutoConfig":
+                continue
+            name = f"folder.{key}.{auto}"
+            assert info[name]["class"] == ref.split(".")[-1]
+            assert info[name]["module"].startswith("transformers_modules.")
+            # every class carries the checkpoint's encoder: its output is the original model's, exactly
+            assert torch.equal(tensors[f"{name}.encoder"], expected[f"{key}.encoder"]), name
+            checked += 1
+        own = built[f"{key}_stage"].architecture
+        if own == "CoveForSequenceClassification":
+            assert torch.equal(tensors[f"folder.{key}.AutoModelForSequenceClassification.logits"], expected["bcn.logits"])
+    assert checked >= len(full_auto_map()) - 1
+
+
+@requires_bcn
+def test_text_classification_pipeline_from_hub_id(loaded, built):
+    expected = loaded["expected"]
+    for mode in ("with", "without"):
+        _, info = loaded[mode]
+        single, pair = info["bcn.pipeline"]["outputs"]
+        for output, logits in ((single, expected["bcn.logits"][1]), (pair, expected["bcn.pair_logits"][0])):
+            probs = torch.softmax(logits, dim=-1)
+            result = output[0] if isinstance(output, list) else output
+            assert result["label"] == LABELS[int(probs.argmax())]
+            assert result["score"] == pytest.approx(float(probs.max()), abs=1e-6)
+    assert loaded["with"][1]["bcn.pipeline"]["model_module"] == "modeling_cove.modeling_cove_bcn"
+    assert loaded["without"][1]["bcn.pipeline"]["model_module"].startswith("transformers_modules.")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Upload against a local Hub
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class RecordingHub(ThreadingHTTPServer):
+    """The Hub endpoints `HfApi.create_repo / create_branch / upload_folder` use, backed by dicts, recording calls."""
+
+    daemon_threads = True
+
+    def __init__(self, token: str):
+        super().__init__(("127.0.0.1", 0), HubHandler)
+        self.token = token
+        self.url = f"http://127.0.0.1:{self.server_address[1]}"
+        self.calls = []  # (method, path, json body or None)
+        self.repos = {}  # repo id -> {"visibility": ..., "branches": {name: {path: bytes}}}
+        self.lfs = {}  # sha256 -> bytes
+        self.commits = []
+        self.lock = threading.Lock()
+
+
+class HubHandler(BaseHTTPRequestHandler):
+    server: RecordingHub
+
+    def log_message(self, *args):
+        pass
+
+    def body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            data = b""
+            while True:
+                size = int(self.rfile.readline().strip(), 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return data
+                data += self.rfile.read(size)
+                self.rfile.readline()
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def reply(self, status: int, payload):
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def authorized(self) -> bool:
+        if self.headers.get("Authorization") != f"Bearer {self.server.token}":
+            self.reply(401, {"error": "Invalid credentials in Authorization header"})
+            return False
+        return True
+
+    def handle_any(self, method: str):
+        raw = self.body()
+        path = unquote(self.path.split("?")[0])
+        try:
+            parsed = json.loads(raw) if raw and "ndjson" not in (self.headers.get("Content-Type") or "") \
+                and not path.startswith("/_lfs/") else None
+        except ValueError:
+            parsed = None
+        with self.server.lock:
+            self.server.calls.append((method, path, parsed))
+        hub = self.server
+        m = re.fullmatch(r"/api/models/([^/]+/[^/]+)/(branch|preupload|commit)/(.+)", path)
+        if method == "POST" and path == "/api/repos/create":
+            if not self.authorized():
+                return
+            repo_id = f"{parsed['organization']}/{parsed['name']}"
+            if repo_id in hub.repos:
+                return self.reply(409, {"error": "You already created this model repo", "url": f"{hub.url}/{repo_id}"})
+            hub.repos[repo_id] = {"visibility": parsed.get("visibility"), "branches": {"main": {}}}
+            return self.reply(200, {"url": f"{hub.url}/{repo_id}", "name": repo_id})
+        if method == "POST" and path == "/api/validate-yaml":
+            text = parsed["content"]
+            match = re.match(r"^---\n(.*?)\n---\n", text, re.S)
+            try:
+                meta = yaml.safe_load(match.group(1)) if match else None
+                assert isinstance(meta, dict)
+            except Exception as err:  # noqa: BLE001
+                return self.reply(400, {"errors": [{"message": f"bad YAML metadata: {err}"}]})
+            return self.reply(200, {"errors": [], "warnings": []})
+        if m and method == "POST":
+            repo_id, action, revision = m.groups()
+            if not self.authorized():
+                return
+            if repo_id not in hub.repos:
+                return self.reply(404, {"error": "Repository not found"})
+            branches = hub.repos[repo_id]["branches"]
+            if action == "branch":
+                if revision in branches:
+                    return self.reply(409, {"error": "Reference already exists"})
+                branches[revision] = dict(branches["main"])
+                return self.reply(200, {})
+            if revision not in branches:
+                return self.reply(404, {"error": f"Invalid rev id: {revision}"})
+            if action == "preupload":
+                files = [{"path": f["path"], "uploadMode": "lfs" if f["path"].endswith((".safetensors", ".png"))
+                          or f["size"] > 10_000_000 else "regular", "shouldIgnore": False} for f in parsed["files"]]
+                return self.reply(200, {"files": files})
+            # commit: ndjson, header first
+            lines = [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
+            header, files = lines[0], {}
+            for line in lines[1:]:
+                value = line["value"]
+                if line["key"] == "file":
+                    files[value["path"]] = base64.b64decode(value["content"])
+                elif line["key"] == "lfsFile":
+                    if value["oid"] not in hub.lfs:
+                        return self.reply(422, {"error": f"LFS object {value['oid']} was never uploaded"})
+                    files[value["path"]] = hub.lfs[value["oid"]]
+                else:
+                    return self.reply(400, {"error": f"unexpected operation {line['key']}"})
+            branches[revision].update(files)
+            oid = hashlib.sha1(raw).hexdigest()
+            hub.commits.append({"repo": repo_id, "revision": revision, "header": header["value"], "lines": lines,
+                                "files": files})
+            return self.reply(200, {"commitUrl": f"{hub.url}/{repo_id}/commit/{oid}", "commitOid": oid,
+                                    "success": True})
+        m = re.fullmatch(r"/([^/]+/[^/]+)\.git/info/lfs/objects/batch", path)
+        if m and method == "POST":
+            if not self.authorized():
+                return
+            objects = []
+            for obj in parsed["objects"]:
+                entry = {"oid": obj["oid"], "size": obj["size"]}
+                if obj["oid"] not in hub.lfs:
+                    entry["actions"] = {"upload": {"href": f"{hub.url}/_lfs/{obj['oid']}"},
+                                        "verify": {"href": f"{hub.url}/_lfs_verify"}}
+                objects.append(entry)
+            return self.reply(200, {"transfer": "basic", "objects": objects})
+        if method == "PUT" and path.startswith("/_lfs/"):
+            oid = path.rsplit("/", 1)[1]
+            if hashlib.sha256(raw).hexdigest() != oid:
+                return self.reply(400, {"error": "sha256 mismatch"})
+            hub.lfs[oid] = raw
+            return self.reply(200, {})
+        if method == "POST" and path == "/_lfs_verify":
+            return self.reply(200 if parsed["oid"] in hub.lfs else 404, {})
+        return self.reply(404, {"error": f"no route {method} {path}"})
+
+    def do_POST(self):
+        self.handle_any("POST")
+
+    def do_PUT(self):
+        self.handle_any("PUT")
+
+    def do_GET(self):
+        self.handle_any("GET")
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # the tests set it; this server is local
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)  # legacy LFS protocol (what this server speaks)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    server = RecordingHub(TOKEN)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_upload_sends_every_file_and_the_commit_message(built, hub, tmp_path, capsys):
+    ckpt = built["base_ckpt"]
+    stage_dir = tmp_path / "stage"
+    code = push_to_hub.main([str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json"),
+                             "--curve", str(built["curve"]), "--private", "--revision", "v1",
+                             "--commit-message", "CoVe tiny: first upload", "--token", TOKEN,
+                             "--endpoint", hub.url, "--output-dir", str(stage_dir)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    routes = [(method, path) for method, path, _ in hub.calls]
+    # order: create repo, create branch, (validate README), preupload, LFS, commit
+    assert routes[0] == ("POST", "/api/repos/create")
+    assert hub.calls[0][2] == {"name": "cove-large", "organization": "org", "type": "model", "visibility": "private"}
+    assert routes[1] == ("POST", f"/api/models/{BASE_REPO}/branch/v1")
+    assert ("POST", "/api/validate-yaml") in routes
+    assert ("POST", f"/api/models/{BASE_REPO}/preupload/v1") in routes
+    assert routes[-1] == ("POST", f"/api/models/{BASE_REPO}/commit/v1")
+    assert not [r for r in routes if r[1].startswith("/api/") and r[0] == "GET"]  # nothing unexpected was asked
+    assert len(hub.commits) == 1
+    commit = hub.commits[0]
+    assert commit["header"]["summary"] == "CoVe tiny: first upload"
+    assert commit["revision"] == "v1"
+    staged = {p.relative_to(stage_dir).as_posix(): p.read_bytes() for p in stage_dir.rglob("*") if p.is_file()}
+    assert set(commit["files"]) == set(staged)  # every staged file, nothing else
+    for name, data in staged.items():
+        assert commit["files"][name] == data, name  # byte-identical on the "Hub"
+    # weights and curve went through LFS with their sha256 (the fingerprint the eval JSON records)
+    lfs_lines = {line["value"]["path"]: line["value"] for line in commit["lines"] if line["key"] == "lfsFile"}
+    assert set(lfs_lines) == {"model.safetensors", "training_curve.png"}
+    record = json.loads(staged["eval_results.json"])
+    assert lfs_lines["model.safetensors"]["oid"] == record["model"]["weights_sha256"]
+    assert hub.repos[BASE_REPO]["visibility"] == "private"
+    readme_checks = [body for method, path, body in hub.calls if path == "/api/validate-yaml"]
+    assert readme_checks and readme_checks[0]["content"] == staged["README.md"].decode()
+    assert "uploaded to" in printed.out
+
+
+def test_second_upload_to_main_reuses_the_repo(built, hub, tmp_path):
+    ckpt = built["base_ckpt"]
+    args = [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json"), "--token", TOKEN,
+            "--endpoint", hub.url]
+    assert push_to_hub.main(args) == 0
+    assert push_to_hub.main(args) == 0  # create_repo answers 409 -> exist_ok
+    routes = [(method, path) for method, path, _ in hub.calls]
+    assert routes.count(("POST", "/api/repos/create")) == 2
+    assert not any("/branch/" in path for _, path in routes)  # main needs no branch
+    assert hub.calls[0][2] == {"name": "cove-large", "organization": "org", "type": "model"}  # no --private: namespace default
+    assert len(hub.commits) == 2 and hub.commits[1]["revision"] == "main"
+    assert hub.commits[0]["header"]["summary"].startswith("Upload CoveModel (Multi30k test: BLEU 31.42)")
+    # the second time, the LFS store already holds the weights: not sent again
+    puts = [path for method, path, _ in hub.calls if method == "PUT"]
+    assert len(puts) == 1  # the weights, once (no curve given here)
+    assert set(hub.repos[BASE_REPO]["branches"]["main"]) >= {"model.safetensors", "README.md", "config.json"}
+
+
+def test_wrong_token_is_reported_by_the_hub(built, hub, capsys):
+    ckpt = built["base_ckpt"]
+    code = push_to_hub.main([str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json"),
+                             "--token", "hf_wrong", "--endpoint", hub.url])
+    err = capsys.readouterr().err
+    assert code == 1 and "the Hub refused the upload" in err and "401" in err
+    paths = [path for _, path, _ in hub.calls]
+    assert paths[0] == "/api/repos/create"  # (create_repo then asks whether the repo exists: 404 here)
+    assert not any("/preupload/" in path or "/commit/" in path or "lfs" in path for path in paths)
+    assert not hub.commits and not hub.repos
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Bad input: clear errors, no request
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def run_bad(hub, capsys, args) -> str:
+    code = push_to_hub.main(args + ["--token", TOKEN, "--endpoint", hub.url])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert hub.calls == []  # nothing reached the Hub
+    return err
+
+
+def copy_checkpoint(built, tmp_path, drop=()) -> Path:
+    import shutil
+
+    target = tmp_path / "ckpt"
+    shutil.copytree(built["base_ckpt"], target)
+    for name in drop:
+        (target / name).unlink()
+    return target
+
+
+def test_missing_weights(built, hub, tmp_path, capsys):
+    ckpt = copy_checkpoint(built, tmp_path, drop=["model.safetensors"])
+    err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json")])
+    assert "no weights" in err and "model.safetensors" in err
+
+
+def test_pickled_weights_are_refused(built, hub, tmp_path, capsys):
+    ckpt = copy_checkpoint(built, tmp_path, drop=["model.safetensors"])
+    torch.save(built["base"].state_dict(), ckpt / "pytorch_model.bin")
+    err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json")])
+    assert "pickled weights" in err and "pytorch_model.bin" in err and "safetensors" in err
+
+
+def test_pickle_beside_safetensors_is_left_out(built, tmp_path):
+    ckpt = copy_checkpoint(built, tmp_path)
+    torch.save(built["base"].state_dict(), ckpt / "pytorch_model.bin")
+    stage = push_to_hub.assemble(ckpt, ckpt / "eval_results.json", BASE_REPO, output_dir=tmp_path / "stage")
+    assert not (stage.folder / "pytorch_model.bin").exists()
+    assert ("pytorch_model.bin", "pickled weights are never published") in stage.skipped
+
+
+def test_checkpoint_without_tokenizer(built, hub, tmp_path, capsys):
+    ckpt = copy_checkpoint(built, tmp_path, drop=["tokenizer.json"])
+    err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json")])
+    assert "no tokenizer" in err and "tokenizer.json" in err and "save_pretrained" in err
+
+
+def test_evaluation_json_of_another_model(built, hub, tmp_path, capsys):
+    torch.manual_seed(123)
+    other = CoveModel(tiny_config(vocab_size=len(built["tokenizer"]))).eval()  # same config, other weights
+    other_dir = save_checkpoint(other, built["tokenizer"], tmp_path / "other", base_record_kwargs())
+    ckpt = built["base_ckpt"]
+    err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(other_dir / "eval_results.json")])
+    assert "describes another model" in err and "weights sha256" in err and "config sha256" not in err
+    if "bcn_ckpt" in built:  # a head's JSON for the encoder: architecture and config differ too
+        err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO,
+                                    "--eval-json", str(built["bcn_ckpt"] / "eval_results.json")])
+        assert "architecture 'CoveForSequenceClassification' != checkpoint's 'CoveModel'" in err
+
+
+def test_malformed_evaluation_json(built, hub, tmp_path, capsys):
+    ckpt = built["base_ckpt"]
+    record = json.loads((ckpt / "eval_results.json").read_text())
+    record["metrics"] = [{"type": "bleu", "value": 3141.59}]
+    del record["training"]["command"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(record))
+    err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(bad)])
+    assert "training.command is required" in err and "percent" in err
+
+
+@pytest.mark.parametrize("repo_id", ["cove-large", "org/cove large", "org//cove", "a/b/c", "org/-cove", "org/cove.git",
+                                     "org/co--ve", "org/" + "x" * 97, ""])
+def test_malformed_repo_id(built, hub, capsys, repo_id):
+    ckpt = built["base_ckpt"]
+    err = run_bad(hub, capsys, [str(ckpt), "--repo-id", repo_id, "--eval-json", str(ckpt / "eval_results.json")])
+    assert "malformed repo id" in err
+
+
+def test_no_token(built, hub, capsys, monkeypatch, tmp_path):
+    from huggingface_hub import constants
+
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))  # no stored login either
+    ckpt = built["base_ckpt"]
+    code = push_to_hub.main([str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json"),
+                             "--endpoint", hub.url])
+    err = capsys.readouterr().err
+    assert code == 2 and "no Hugging Face token" in err and "HF_TOKEN" in err
+    assert hub.calls == []
+
+
+def test_non_empty_output_dir_and_bad_curve(built, hub, tmp_path, capsys):
+    ckpt = built["base_ckpt"]
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "x.txt").write_text("x")
+    err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json"),
+                                "--output-dir", str(tmp_path / "busy")])
+    assert "not empty" in err
+    fake = tmp_path / "curve.png"
+    fake.write_text("not a png")
+    err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json"),
+                                "--curve", str(fake)])
+    assert "not a PNG" in err

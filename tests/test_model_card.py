@@ -1,0 +1,263 @@
+"""Model cards (model_cards/): the evaluation-JSON schema and fingerprints, and the generated card.
+
+The card must parse with `huggingface_hub.ModelCard`, its model-index must equal the evaluation JSON, and it must
+render the paper's numbers (PAPER.md §5) beside ours.
+"""
+
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from huggingface_hub import ModelCard, ModelCardData
+from huggingface_hub.repocard_data import model_index_to_eval_results
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from model_cards import generate  # noqa: E402
+from model_cards.evaluation import (  # noqa: E402
+    CheckpointError,
+    EvalRecordError,
+    checkpoint_fingerprint,
+    config_fingerprint,
+    load_eval_json,
+    make_eval_record,
+    validate_eval_record,
+    weights_fingerprint,
+    write_eval_json,
+)
+from modeling_cove import CoveConfig, CoveModel  # noqa: E402
+
+PAPER_SST2 = {"Random": 84.2, "GloVe": 88.4, "GloVe+Char": 90.1, "+CoVe-S": 89.0, "+CoVe-M": 90.9, "+CoVe-L": 91.1,
+              "+Char+CoVe-L": 91.2}  # PAPER.md §5, Table 2, SST-2 row (typed here independently of generate.py)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("card") / "ckpt"
+    torch.manual_seed(0)
+    CoveModel(CoveConfig(vocab_size=12, word_vector_dim=8, hidden_size=4)).save_pretrained(folder)
+    return folder
+
+
+def sst2_record(checkpoint: Path, value: float = 87.6543, **changes) -> dict:
+    kwargs = dict(
+        task={"type": "text-classification", "name": "Sentiment classification"},
+        dataset={"key": "sst2", "name": "SST-2", "id": "stanfordnlp/sst2", "split": "validation", "num_examples": 872,
+                 "source": "../shared/data/sst/senteval"},
+        metrics=[{"type": "accuracy", "value": value}],
+        training={"command": "python scripts/train_classifier.py --task sst2 --epochs 3", "datasets": ["stanfordnlp/sst2"],
+                  "train_split": "SST-2 phrase-level train", "num_train_examples": 67349, "encoder": "CoVe-S",
+                  "base_model": "org/cove-small", "seed": 0, "hyperparameters": {"lr": 0.001, "batch_size": 64},
+                  "word_vectors": {"name": "w2v-lower-300d", "stand_in": True},
+                  "notes": ["Trained for 3 epochs only (CPU budget)."]},
+        paper_column="+CoVe-S",
+    )
+    kwargs.update(changes)
+    return make_eval_record(checkpoint, **kwargs)
+
+
+def bcn_config(checkpoint: Path) -> dict:
+    """config.json of the checkpoint, presented as a classifier (the card only reads it)."""
+    config = json.loads((checkpoint / "config.json").read_text())
+    config.update(architectures=["CoveForSequenceClassification"], id2label={"0": "negative", "1": "positive"},
+                  label2id={"negative": 0, "positive": 1})
+    return config
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Fingerprints and schema
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_weights_fingerprint_is_the_sha256_of_the_safetensors_file(checkpoint):
+    expected = hashlib.sha256((checkpoint / "model.safetensors").read_bytes()).hexdigest()
+    assert weights_fingerprint(checkpoint) == expected
+
+
+def test_config_fingerprint_ignores_publishing_keys_only():
+    config = {"model_type": "cove", "hidden_size": 4, "transformers_version": "5.23.0", "architectures": ["CoveModel"]}
+    base = config_fingerprint(config)
+    assert config_fingerprint({**config, "auto_map": {"AutoModel": "modeling_cove.CoveModel"},
+                               "custom_pipelines": {}, "transformers_version": "9.9", "_name_or_path": "x"}) == base
+    assert config_fingerprint({**config, "hidden_size": 5}) != base
+    assert config_fingerprint({**config, "architectures": ["CoveForSequenceClassification"]}) != base
+    # canonical: key order does not matter
+    assert config_fingerprint(dict(reversed(list(config.items())))) == base
+
+
+def test_sharded_weights_fingerprint(tmp_path):
+    (tmp_path / "a.safetensors").write_bytes(b"A")
+    (tmp_path / "b.safetensors").write_bytes(b"BB")
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"x": "b.safetensors",
+                                                                                       "y": "a.safetensors"}}))
+    sha = lambda data: hashlib.sha256(data).hexdigest()  # noqa: E731
+    expected = sha(f"a.safetensors:{sha(b'A')}\nb.safetensors:{sha(b'BB')}\n".encode())
+    assert weights_fingerprint(tmp_path) == expected
+    (tmp_path / "b.safetensors").unlink()
+    with pytest.raises(CheckpointError, match="missing"):
+        weights_fingerprint(tmp_path)
+
+
+def test_record_roundtrip_and_fingerprint(checkpoint, tmp_path):
+    record = sst2_record(checkpoint)
+    assert record["model"] == {**checkpoint_fingerprint(checkpoint)}
+    assert record["model"]["architecture"] == "CoveModel"
+    path = write_eval_json(tmp_path / "eval.json", record)
+    assert load_eval_json(path) == record
+
+
+def test_invalid_records_list_every_problem(checkpoint):
+    record = sst2_record(checkpoint)
+    broken = json.loads(json.dumps(record))
+    broken["schema_version"] = 2
+    broken["model"]["weights_sha256"] = "abc"
+    broken["metrics"] = [{"type": "accuracy", "value": 0.5 * 200.1}, {"type": "accuracy", "value": float("nan")}]
+    broken["task"]["type"] = "summarization"
+    del broken["dataset"]["split"]
+    with pytest.raises(EvalRecordError) as info:
+        validate_eval_record(broken)
+    message = str(info.value)
+    for expected in ("schema_version must be 1", "model.weights_sha256 must be 64", "in percent, 0..100",
+                     "finite number", "appears twice", "task.type must be one of", "dataset.split is required"):
+        assert expected in message, expected
+    with pytest.raises(EvalRecordError, match="metrics must be a non-empty list"):
+        validate_eval_record({**record, "metrics": []})
+    with pytest.raises(EvalRecordError, match="not valid JSON"):
+        bad = checkpoint.parent / "bad.json"
+        bad.write_text("{")
+        load_eval_json(bad)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The card
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_card_parses_and_model_index_equals_the_evaluation_json(checkpoint, tmp_path):
+    record = sst2_record(checkpoint, metrics=[{"type": "accuracy", "value": 87.6543},
+                                              {"type": "f1", "name": "Macro F1", "value": 86.1234}])
+    card = generate.build_card(record, bcn_config(checkpoint), "org/cove-bcn-sst2", curve_filename="training_curve.png")
+    path = tmp_path / "README.md"
+    card.save(path)
+    loaded = ModelCard.load(path)
+    data = loaded.data
+    assert data.library_name == "transformers"
+    assert data.license == "bsd-3-clause"
+    assert data.pipeline_tag == "text-classification"
+    assert data.datasets == ["stanfordnlp/sst2"]
+    assert data.base_model == "org/cove-small"
+    assert {"cove", "lstm", "bcn", "custom_code"} <= set(data.tags)
+    assert data.language == ["en"]
+    # model-index: exactly the JSON's numbers, unrounded
+    results = data.eval_results
+    assert [(r.metric_type, r.metric_value) for r in results] == [("accuracy", 87.6543), ("f1", 86.1234)]
+    for result in results:
+        assert (result.task_type, result.dataset_type, result.dataset_name, result.dataset_split) == (
+            "text-classification", "stanfordnlp/sst2", "SST-2", "validation")
+    assert results[1].metric_name == "Macro F1"
+    # the raw YAML model-index parses back the same way, and the metadata validates as ModelCardData
+    name, again = model_index_to_eval_results(data.to_dict()["model-index"])
+    assert name == "cove-bcn-sst2" and [r.metric_value for r in again] == [87.6543, 86.1234]
+    ModelCardData(**data.to_dict())
+    # the body shows the rounded values and the training curve
+    assert "| Sentiment classification | SST-2 (`stanfordnlp/sst2`) | validation | 872 | Accuracy | 87.65 |" in loaded.text
+    assert "![Training curve](training_curve.png)" in loaded.text
+    assert "python scripts/train_classifier.py --task sst2 --epochs 3" in loaded.text
+
+
+def test_card_numbers_follow_the_json_not_the_template(checkpoint):
+    config = bcn_config(checkpoint)
+    one = generate.render_card(sst2_record(checkpoint, value=12.5), config, "org/x")
+    two = generate.render_card(sst2_record(checkpoint, value=99.25), config, "org/x")
+    assert "value: 12.5" in one and "value: 99.25" in two
+    assert "**12.5**" in one and "**99.25**" in two and "12.5" not in two
+
+
+def test_card_renders_the_paper_comparison_table(checkpoint):
+    record = sst2_record(checkpoint)
+    text = str(generate.build_card(record, bcn_config(checkpoint), "org/cove-bcn-sst2"))
+    section = text.split("### Beside the paper")[1].split("## Training")[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    assert rows[0] == "| model | split | Accuracy |"
+    assert rows[2] == "| **this model** (+CoVe-S) | validation | **87.65** |"
+    for column, value in PAPER_SST2.items():
+        marker = " ← comparable setting" if column == "+CoVe-S" else ""
+        assert f"| McCann et al. 2017: {column} (Table 2){marker} | validation | {value:.1f} |" in rows, column
+    assert "| McCann et al. 2017: BCN+Char+CoVe (Table 3) | test | 90.3 |" in rows
+    assert "stand-in" in section.lower() or "does not" in section
+
+
+def test_squad_card_shows_em_and_f1_beside_the_dcn_numbers(checkpoint):
+    record = make_eval_record(
+        checkpoint,
+        task={"type": "question-answering"},
+        dataset={"key": "squad", "name": "SQuAD v1.1", "id": "rajpurkar/squad", "split": "validation (held-out articles of dev)"},
+        metrics=[{"type": "exact_match", "value": 40.5}, {"type": "f1", "value": 52.25}],
+        training={"command": "python scripts/train_qa.py", "word_vectors": {"name": "w2v", "stand_in": True},
+                  "notes": ["Trained on a split of SQuAD dev by article (no train split here)."]},
+    )
+    config = json.loads((checkpoint / "config.json").read_text())
+    config["architectures"] = ["CoveForQuestionAnswering"]
+    config["custom_pipelines"] = {"question-answering": {"impl": "pipeline_cove.CoveQuestionAnsweringPipeline",
+                                                         "pt": ["AutoModelForQuestionAnswering"]}}
+    card = generate.build_card(record, config, "org/cove-dcn-squad")
+    text = str(card)
+    assert card.data.pipeline_tag == "question-answering"
+    assert "| **this model** (see Training) | validation (held-out articles of dev) | **40.5** | **52.25** |" in text
+    assert "| McCann et al. 2017: DCN+Char+CoVe | validation (dev) | 71.3 | 79.9 |" in text
+    assert "| McCann et al. 2017: +Char+CoVe-L (Table 2) | validation | – | 79.9 |" in text
+    assert 'pipeline("question-answering", model="org/cove-dcn-squad", trust_remote_code=True)' in text
+    assert "Trained on a split of SQuAD dev by article" in text
+    assert "xiong2017dynamic" in text  # DCN citation beside CoVe's
+
+
+def test_card_sections_loading_limits_and_citation(checkpoint):
+    text = generate.render_card(sst2_record(checkpoint), bcn_config(checkpoint), "org/cove-bcn-sst2")
+    for heading in ("## Intended use", "## How to load", "### With the `modeling_cove` package",
+                    "### Without the package (Hub remote code)", "## Evaluation", "## Training", "## Limitations",
+                    "## Citation"):
+        assert heading in text, heading
+    with_pkg = text.split("### With the `modeling_cove` package")[1].split("### Without")[0]
+    remote = text.split("### Without the package (Hub remote code)")[1].split("## Evaluation")[0]
+    assert "import modeling_cove" in with_pkg and "trust_remote_code" not in with_pkg
+    assert "import modeling_cove" not in remote
+    assert 'pipeline("text-classification", model="org/cove-bcn-sst2", trust_remote_code=True)' in remote
+    limits = text.split("## Limitations")[1].split("## Citation")[0]
+    assert "Stand-in word vectors" in limits and "GloVe 840B" in limits
+    assert "Trained for 3 epochs only (CPU budget)." in limits
+    assert "@inproceedings{mccann2017learned" in text and "Learned in Translation: Contextualized Word Vectors" in text
+    assert "[`org/cove-small`](https://huggingface.co/org/cove-small)" in text
+
+
+def test_snli_card_shows_a_pair_example_and_unknown_dataset_says_so(checkpoint):
+    config = bcn_config(checkpoint)
+    snli = sst2_record(checkpoint, dataset={"key": "snli", "name": "SNLI", "id": "stanfordnlp/snli", "split": "test"})
+    text = generate.render_card(snli, config, "org/cove-bcn-snli")
+    assert '"text_pair"' in text and "| McCann et al. 2017: BCN+Char+CoVe (Table 3) | test | 88.1 |" in text
+    other = sst2_record(checkpoint, dataset={"name": "My data", "id": "me/data", "split": "test"})
+    assert "The paper reports no number for My data" in generate.render_card(other, config, "org/x")
+
+
+def test_unknown_architecture_is_a_clear_error(checkpoint):
+    config = json.loads((checkpoint / "config.json").read_text())
+    config["architectures"] = ["CoveForTokenClassification"]
+    with pytest.raises(generate.CardError, match="no model card recipe for architecture 'CoveForTokenClassification'"):
+        generate.render_card(sst2_record(checkpoint), config, "org/x")
+
+
+def test_generate_command_line(checkpoint, tmp_path):
+    record = sst2_record(checkpoint)
+    eval_path = write_eval_json(tmp_path / "eval_results.json", record)
+    config_path = tmp_path / "config.json"
+    config_path.write_text(json.dumps(bcn_config(checkpoint)))
+    out = tmp_path / "README.md"
+    assert generate.main([str(eval_path), "--config", str(config_path), "--repo-id", "org/cove-bcn-sst2",
+                          "-o", str(out)]) == 0
+    card = ModelCard.load(out)
+    assert card.data.eval_results[0].metric_value == record["metrics"][0]["value"]
+    assert re.search(r"^# cove-bcn-sst2$", card.text, re.M)
