@@ -301,11 +301,17 @@ def render_loading(architecture: str, record: dict, config: dict, repo_id: str, 
                         f'model = AutoModelForQuestionAnswering.from_pretrained("{repo_id}"{trust})',
                         f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}")']
         if _has_qa_pipeline(config):
-            lines += ["", "# transformers 5 has no built-in question-answering pipeline; this repository ships one",
-                      "# (pipeline_cove.py), which always runs as remote code:",
-                      "from transformers import pipeline",
-                      f'qa = pipeline("question-answering", model="{repo_id}", trust_remote_code=True)',
-                      'qa(question="Where do the cats sit ?", context="The cats sit on the mat in the kitchen .")']
+            if remote:
+                lines += ["", "# transformers 5 has no built-in question-answering pipeline; this repository ships "
+                          "one (pipeline_cove.py):",
+                          "from transformers import pipeline",
+                          f'qa = pipeline("question-answering", model="{repo_id}", trust_remote_code=True)']
+            else:
+                lines += ["", "# the package registers its question-answering pipeline as \"cove-question-answering\"",
+                          "# (transformers 5 blocks the name \"question-answering\" for local registration):",
+                          "from transformers import pipeline",
+                          f'qa = pipeline("cove-question-answering", model="{repo_id}")']
+            lines.append('qa(question="Where do the cats sit ?", context="The cats sit on the mat in the kitchen .")')
         return "\n".join(lines)
     if architecture == "CoveForMachineTranslation":
         return "\n".join(head + [

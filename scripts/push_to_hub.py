@@ -354,6 +354,11 @@ def verify_staging(staging: Staging) -> dict:
     if len(tokenizer) != config["vocab_size"]:
         raise PublishError(f"the tokenizer has {len(tokenizer)} tokens but the model's vocab_size is "
                            f"{config['vocab_size']}: tokenizer and weights do not belong together")
+    if staging.architecture == "CoveForMachineTranslation":
+        target = AutoTokenizer.from_pretrained(folder, subfolder=TARGET_TOKENIZER_DIR)
+        if len(target) != config["target_vocab_size"]:
+            raise PublishError(f"the target tokenizer has {len(target)} tokens but target_vocab_size is "
+                               f"{config['target_vocab_size']}: tokenizer and weights do not belong together")
     encoder = getattr(model, model.base_model_prefix, model)
     batch = tokenizer(["the cat sat on the mat ."], return_tensors="pt", return_token_type_ids=False)
     with torch.no_grad():

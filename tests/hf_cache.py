@@ -14,7 +14,7 @@ import hashlib
 import os
 import shutil
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Optional
 
 __all__ = ["build_offline_cache", "cache_repo_dir", "offline_env"]
 
@@ -36,9 +36,19 @@ def _commit_id(files_dir: Path) -> str:
 
 
 def build_offline_cache(
-    hf_home: Path, repo_id: str, files_dir: Path, revision: str = "main", commit: Optional[str] = None
+    hf_home: Path,
+    repo_id: str,
+    files_dir: Path,
+    revision: str = "main",
+    commit: Optional[str] = None,
+    missing: Iterable[str] = (),
 ) -> Path:
     """Put every file under `files_dir` into the cache of model repo `repo_id` at `revision`.
+
+    `missing`: repo paths recorded as absent (`.no_exist/<commit>/<path>`), as huggingface_hub records a file the Hub
+    answered 404 for. transformers probes some optional files and accepts their absence online; offline it needs
+    this record (e.g. `AutoTokenizer.from_pretrained(repo, subfolder="target_tokenizer")` probes
+    `target_tokenizer/config.json`).
 
     Returns the snapshot folder (`.../snapshots/<commit>`). Several repos (or revisions) can share one `hf_home`.
     """
@@ -57,6 +67,12 @@ def build_offline_cache(
     shutil.copytree(files_dir, snapshot)
     (repo_dir / "refs").mkdir(parents=True, exist_ok=True)
     (repo_dir / "refs" / revision).write_text(commit)  # no trailing newline, as huggingface_hub writes it
+    for path in missing:
+        if (snapshot / path).exists():
+            raise ValueError(f"{path} is in {files_dir}: it cannot also be recorded as missing")
+        marker = repo_dir / ".no_exist" / commit / path
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
     return snapshot
 
 

@@ -1,9 +1,10 @@
 """Publishing to the Hub (issue 6): scripts/push_to_hub.py, loading "org/name" as users type it, the upload path.
 
-- The assembled folder is loaded in fresh Python processes: one with the package imported, one in which
-  `modeling_cove` cannot be imported (only `trust_remote_code=True`); both reproduce the original model's outputs
-  exactly, from a hand-built offline HF cache (`AutoModel.from_pretrained("org/cove-large")`, HF_HUB_OFFLINE=1) and,
-  without the package, from the folder itself through every Auto class its config advertises.
+- The assembled folders (encoder, and every head whose file exists: BCN classifier, DCN question answering with
+  its pipeline, MT model with its target tokenizer) are loaded in fresh Python processes: one with the package
+  imported, one in which `modeling_cove` cannot be imported (only `trust_remote_code=True`). Both reproduce the
+  original models' outputs exactly, from a hand-built offline HF cache (`AutoModel.from_pretrained("org/cove-large")`
+  with HF_HUB_OFFLINE=1) and, without the package, from each folder through every Auto class its config advertises.
 - The upload runs against a local HTTP server implementing the Hub endpoints huggingface_hub calls
   (create repo, create branch, validate-yaml, preupload, LFS batch/upload/verify, commit) and recording them.
 - Bad input fails with a clear error before any request.
@@ -38,20 +39,36 @@ from modeling_cove import CoveConfig, CoveModel  # noqa: E402
 from modeling_cove.modeling_cove import full_auto_map, remote_code_files  # noqa: E402
 from modeling_cove.tokenization_cove import build_cove_tokenizer  # noqa: E402
 
-try:
-    from modeling_cove.modeling_cove_bcn import CoveForSequenceClassification
-except ImportError:  # head not written yet
-    CoveForSequenceClassification = None
 
-WORDS = "the cat sat on mat . a dog ran good bad movie film was not very".split()
+def optional(module: str, name: str):
+    """A head class, or None while its file is not written (its tests then skip)."""
+    try:
+        return getattr(__import__(f"modeling_cove.{module}", fromlist=[name]), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+CoveForSequenceClassification = optional("modeling_cove_bcn", "CoveForSequenceClassification")
+CoveForQuestionAnswering = optional("modeling_cove_dcn", "CoveForQuestionAnswering")
+CoveForMachineTranslation = optional("modeling_cove_mt", "CoveForMachineTranslation")
+CoveQuestionAnsweringPipeline = optional("pipeline_cove", "CoveQuestionAnsweringPipeline")
+
+WORDS = "the cat sat on mat . a dog ran good bad movie film was not very where did ?".split()
+TARGET_WORDS = "die katze sass auf der matte . ein hund".split()
 SENTENCES = ["The cat sat on the mat .", "a very good film", "the zebra was not bad ."]  # "zebra": unknown word
 PAIR = ("a dog ran .", "the cat sat .")
+QUESTION, CONTEXT = "Where did the cat sit ?", "The cat sat on the mat . A dog ran ."
 LABELS = ["negative", "positive"]
-BASE_REPO, BCN_REPO = "org/cove-large", "org/cove-bcn-sst2"
+BASE_REPO, BCN_REPO, DCN_REPO, MT_REPO = "org/cove-large", "org/cove-bcn-sst2", "org/cove-dcn-squad", "org/cove-mt"
 TOKEN = "hf_test_token_123"
 
 requires_bcn = pytest.mark.skipif(CoveForSequenceClassification is None,
                                   reason="modeling_cove_bcn.py (CoveForSequenceClassification) not available")
+requires_qa_pipeline = pytest.mark.skipif(
+    CoveForQuestionAnswering is None or CoveQuestionAnsweringPipeline is None,
+    reason="modeling_cove_dcn.py / pipeline_cove.py (question answering) not available")
+requires_mt = pytest.mark.skipif(CoveForMachineTranslation is None,
+                                 reason="modeling_cove_mt.py (CoveForMachineTranslation) not available")
 
 
 def tiny_config(**overrides) -> CoveConfig:
@@ -60,7 +77,7 @@ def tiny_config(**overrides) -> CoveConfig:
         vocab_size=len(WORDS) + 4, word_vector_dim=8, hidden_size=4,
         bcn_feedforward_dim=6, bcn_hidden_size=4, bcn_maxout_reductions=[2, 2], bcn_maxout_pool=2,
         dcn_hidden_size=4, dcn_pool_size=2,
-        target_vocab_size=12, decoder_embedding_dim=6, decoder_hidden_size=8,
+        target_vocab_size=len(TARGET_WORDS) + 4, decoder_embedding_dim=6, decoder_hidden_size=8,
     )
     values.update(overrides)
     return CoveConfig(**values)
@@ -77,76 +94,109 @@ def tiny_png(path: Path) -> Path:
     return path
 
 
-def save_checkpoint(model, tokenizer, folder: Path, record_kwargs: dict) -> Path:
+def save_checkpoint(model, tokenizer, folder: Path, record_kwargs: dict, target_tokenizer=None) -> Path:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
+    if target_tokenizer is not None:
+        target_tokenizer.save_pretrained(folder / "target_tokenizer")
     record = make_eval_record(folder, **record_kwargs)
     write_eval_json(folder / "eval_results.json", record)
     return folder
 
 
-def base_record_kwargs() -> dict:
+def record_kwargs(key: str) -> dict:
+    """Evaluation records as the training scripts write them (numbers made up for the tiny models)."""
+    stand_in = {"name": "w2v-lower-300d (stand-in)", "stand_in": True}
+    if key in ("base", "mt"):
+        return dict(
+            task={"type": "translation", "name": "Translation (en-de)"},
+            dataset={"key": "multi30k", "name": "Multi30k", "id": "bentrevett/multi30k", "split": "test",
+                     "num_examples": 1000},
+            metrics=[{"type": "bleu", "value": 31.4159}],
+            training={"command": "python scripts/train_mt.py --dataset multi30k", "datasets": ["bentrevett/multi30k"],
+                      "encoder": "CoVe-S (tiny test model)", "word_vectors": stand_in},
+            metrics_source="BLEU of the translation model this encoder comes from." if key == "base" else None,
+        )
+    if key == "bcn":
+        return dict(
+            task={"type": "text-classification", "name": "Sentiment classification"},
+            dataset={"key": "sst2", "name": "SST-2", "id": "stanfordnlp/sst2", "split": "validation",
+                     "num_examples": 872},
+            metrics=[{"type": "accuracy", "value": 87.6543}],
+            training={"command": "python scripts/train_classifier.py --task sst2", "datasets": ["stanfordnlp/sst2"],
+                      "base_model": BASE_REPO, "word_vectors": stand_in},
+            paper_column="+CoVe-S",
+        )
     return dict(
-        task={"type": "translation", "name": "Translation (en-de)"},
-        dataset={"key": "multi30k", "name": "Multi30k", "id": "bentrevett/multi30k", "split": "test",
-                 "num_examples": 1000},
-        metrics=[{"type": "bleu", "value": 31.4159}],
-        training={"command": "python scripts/train_mt.py --dataset multi30k", "datasets": ["bentrevett/multi30k"],
-                  "encoder": "CoVe-S (tiny test model)",
-                  "word_vectors": {"name": "w2v-lower-300d (stand-in)", "stand_in": True}},
-        metrics_source="BLEU of the translation model this encoder comes from.",
-    )
-
-
-def bcn_record_kwargs() -> dict:
-    return dict(
-        task={"type": "text-classification", "name": "Sentiment classification"},
-        dataset={"key": "sst2", "name": "SST-2", "id": "stanfordnlp/sst2", "split": "validation", "num_examples": 872},
-        metrics=[{"type": "accuracy", "value": 87.6543}],
-        training={"command": "python scripts/train_classifier.py --task sst2", "datasets": ["stanfordnlp/sst2"],
-                  "base_model": BASE_REPO, "word_vectors": {"name": "w2v-lower-300d (stand-in)", "stand_in": True}},
-        paper_column="+CoVe-S",
+        task={"type": "question-answering", "name": "Extractive question answering"},
+        dataset={"key": "squad", "name": "SQuAD v1.1", "id": "rajpurkar/squad",
+                 "split": "validation (held-out articles of dev)", "num_examples": 1000},
+        metrics=[{"type": "exact_match", "value": 40.5}, {"type": "f1", "value": 52.25}],
+        training={"command": "python scripts/train_qa.py", "datasets": ["rajpurkar/squad"], "word_vectors": stand_in,
+                  "notes": ["Trained on a split of SQuAD dev by article (no train split here)."]},
     )
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """Tiny original models (kept in memory), their checkpoints + eval JSONs, and the assembled Hub folders."""
+    """Tiny original models (kept in memory), their checkpoints + eval JSONs, and the assembled Hub folders.
+
+    `built["heads"]` lists (key, repo id, Auto class of its own architecture) for every model built."""
     root = tmp_path_factory.mktemp("hub")
     tokenizer = build_cove_tokenizer(WORDS)
+    out = {"root": root, "tokenizer": tokenizer, "curve": tiny_png(root / "curve.png"), "heads": []}
     torch.manual_seed(0)
-    base = CoveModel(tiny_config(vocab_size=len(tokenizer))).eval()
-    out = {"root": root, "tokenizer": tokenizer, "base": base, "curve": tiny_png(root / "curve.png")}
-    out["base_ckpt"] = save_checkpoint(base, tokenizer, root / "base_ckpt", base_record_kwargs())
-    out["base_stage"] = push_to_hub.assemble(out["base_ckpt"], out["base_ckpt"] / "eval_results.json", BASE_REPO,
-                                             output_dir=root / "base_stage", curve=out["curve"])
+    models = {"base": (CoveModel(tiny_config(vocab_size=len(tokenizer))), BASE_REPO, "AutoModel", None)}
     if CoveForSequenceClassification is not None:
         config = tiny_config(vocab_size=len(tokenizer), num_labels=2, id2label=dict(enumerate(LABELS)),
                              label2id={name: i for i, name in enumerate(LABELS)})
-        bcn = CoveForSequenceClassification(config).eval()
+        bcn = CoveForSequenceClassification(config)
         with torch.no_grad():  # non-trivial batch-norm statistics, so that buffers must round-trip too
             for module in bcn.modules():
                 if isinstance(module, torch.nn.BatchNorm1d):
                     module.running_mean.uniform_(-0.5, 0.5)
                     module.running_var.uniform_(0.5, 1.5)
-        out["bcn"] = bcn
-        out["bcn_ckpt"] = save_checkpoint(bcn, tokenizer, root / "bcn_ckpt", bcn_record_kwargs())
-        out["bcn_stage"] = push_to_hub.assemble(out["bcn_ckpt"], out["bcn_ckpt"] / "eval_results.json", BCN_REPO,
-                                                output_dir=root / "bcn_stage", curve=out["curve"])
+        models["bcn"] = (bcn, BCN_REPO, "AutoModelForSequenceClassification", None)
+    if CoveForQuestionAnswering is not None:
+        models["dcn"] = (CoveForQuestionAnswering(tiny_config(vocab_size=len(tokenizer))), DCN_REPO,
+                         "AutoModelForQuestionAnswering", None)
+    if CoveForMachineTranslation is not None:
+        target = build_cove_tokenizer(TARGET_WORDS, add_eos=True)
+        out["target_tokenizer"] = target
+        models["mt"] = (CoveForMachineTranslation(tiny_config(vocab_size=len(tokenizer),
+                                                              target_vocab_size=len(target))),
+                        MT_REPO, "AutoModelForSeq2SeqLM", target)
+    for key, (model, repo, auto, target) in models.items():
+        model.eval()
+        out[key] = model
+        out[f"{key}_ckpt"] = save_checkpoint(model, tokenizer, root / f"{key}_ckpt", record_kwargs(key), target)
+        out[f"{key}_stage"] = push_to_hub.assemble(out[f"{key}_ckpt"], out[f"{key}_ckpt"] / "eval_results.json", repo,
+                                                   output_dir=root / f"{key}_stage", curve=out["curve"])
+        out["heads"].append((key, repo, auto))
     return out
 
 
 def original_outputs(built) -> dict:
+    """What the in-memory original models compute (the reference for every reload)."""
     tokenizer = built["tokenizer"]
     batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
     inputs = {k: v for k, v in batch.items() if k != "token_type_ids"}
+    expected = {"input_ids": batch["input_ids"]}
     with torch.no_grad():
-        expected = {"input_ids": batch["input_ids"], "base.encoder": built["base"](**inputs).last_hidden_state}
+        for key, _, _ in built["heads"]:
+            model = built[key]
+            expected[f"{key}.encoder"] = getattr(model, "cove", model)(**inputs).last_hidden_state
         if "bcn" in built:
-            expected["bcn.encoder"] = built["bcn"].cove(**inputs).last_hidden_state
             expected["bcn.logits"] = built["bcn"](**batch).logits
-            pair = tokenizer(*PAIR, return_tensors="pt")
-            expected["bcn.pair_logits"] = built["bcn"](**pair).logits
+            expected["bcn.pair_logits"] = built["bcn"](**tokenizer(*PAIR, return_tensors="pt")).logits
+        if "dcn" in built:
+            qa = built["dcn"](**tokenizer(QUESTION, CONTEXT, return_tensors="pt"))
+            expected["dcn.start_logits"], expected["dcn.end_logits"] = qa.start_logits, qa.end_logits
+            if CoveQuestionAnsweringPipeline is not None:
+                pipe = CoveQuestionAnsweringPipeline(model=built["dcn"], tokenizer=tokenizer)
+                expected["dcn.pipeline"] = pipe(question=QUESTION, context=CONTEXT)
+        if "mt" in built:
+            expected["mt.generated"] = built["mt"].generate(**inputs, num_beams=1, do_sample=False, max_new_tokens=6)
     return expected
 
 
@@ -181,11 +231,32 @@ def test_assembled_folder_has_everything_a_hub_repo_needs(built):
     assert (stage.folder / "training_curve.png").read_bytes() == built["curve"].read_bytes()
 
 
-@requires_bcn
-def test_verify_staging_loads_the_head(built):
-    check = push_to_hub.verify_staging(built["bcn_stage"])
-    assert check["auto_class"] == "AutoModelForSequenceClassification"
-    assert check["encoder_output_shape"][-1] == built["bcn"].config.output_size
+@requires_qa_pipeline
+def test_qa_folder_carries_its_pipeline(built):
+    config = json.loads((built["dcn_stage"].folder / "config.json").read_text())
+    entry = config["custom_pipelines"]["question-answering"]
+    assert entry["impl"] == "pipeline_cove.CoveQuestionAnsweringPipeline"
+    assert entry["pt"] == ["AutoModelForQuestionAnswering"]
+    assert (built["dcn_stage"].folder / "pipeline_cove.py").is_file()
+    readme = (built["dcn_stage"].folder / "README.md").read_text()
+    assert 'pipeline("question-answering", model="org/cove-dcn-squad", trust_remote_code=True)' in readme
+
+
+@requires_mt
+def test_mt_folder_carries_its_target_tokenizer(built):
+    folder = built["mt_stage"].folder
+    assert (folder / "target_tokenizer" / "tokenizer.json").read_bytes() == \
+        (built["mt_ckpt"] / "target_tokenizer" / "tokenizer.json").read_bytes()
+    assert 'subfolder="target_tokenizer"' in (folder / "README.md").read_text()
+
+
+@pytest.mark.parametrize("key", ["bcn", "dcn", "mt"])
+def test_verify_staging_loads_each_head(built, key):
+    if f"{key}_stage" not in built:
+        pytest.skip(f"head {key} not available")
+    check = push_to_hub.verify_staging(built[f"{key}_stage"])
+    assert check["auto_class"] == dict((k, auto) for k, _, auto in built["heads"])[key]
+    assert check["encoder_output_shape"] == (1, 7, built[key].config.output_size)
 
 
 def test_dry_run_lists_files_and_touches_no_network(built, tmp_path, capsys, monkeypatch):
@@ -226,7 +297,7 @@ if spec["block_package"]:
     except ImportError:
         package_importable = False
 else:
-    import modeling_cove  # noqa: F401  (registers the Auto classes)
+    import modeling_cove  # noqa: F401  (registers the Auto classes and the cove-question-answering pipeline)
     package_importable = True
 import torch
 import transformers
@@ -234,22 +305,36 @@ from safetensors.torch import save_file
 
 tensors, info = {}, {"package_importable": package_importable}
 for job in spec["jobs"]:
+    name, auto = job["name"], job["auto"]
     tokenizer = transformers.AutoTokenizer.from_pretrained(job["source"])
     batch = tokenizer(spec["sentences"], padding=True, return_tensors="pt")
-    tensors[job["name"] + ".input_ids"] = batch["input_ids"]
-    model = getattr(transformers, job["auto"]).from_pretrained(job["source"], trust_remote_code=job["trust"]).eval()
-    info[job["name"]] = {"class": type(model).__name__, "module": type(model).__module__}
+    tensors[name + ".input_ids"] = batch["input_ids"]
+    model = getattr(transformers, auto).from_pretrained(job["source"], trust_remote_code=job["trust"]).eval()
+    info[name] = {"class": type(model).__name__, "module": type(model).__module__}
     inputs = {k: v for k, v in batch.items() if k != "token_type_ids"}
     with torch.no_grad():
         encoder = getattr(model, model.base_model_prefix, model)
-        tensors[job["name"] + ".encoder"] = encoder(**inputs).last_hidden_state.contiguous()
-        if job["auto"] == "AutoModelForSequenceClassification":
-            tensors[job["name"] + ".logits"] = model(**batch).logits.contiguous()
-            pair = tokenizer(*spec["pair"], return_tensors="pt")
-            tensors[job["name"] + ".pair_logits"] = model(**pair).logits.contiguous()
+        tensors[name + ".encoder"] = encoder(**inputs).last_hidden_state.contiguous()
+        if not job["full"]:
+            continue
+        if auto == "AutoModelForSequenceClassification":
+            tensors[name + ".logits"] = model(**batch).logits.contiguous()
+            tensors[name + ".pair_logits"] = model(**tokenizer(*spec["pair"], return_tensors="pt")).logits.contiguous()
+        if auto == "AutoModelForQuestionAnswering":
+            qa = model(**tokenizer(spec["question"], spec["context"], return_tensors="pt"))
+            tensors[name + ".start_logits"] = qa.start_logits.contiguous()
+            tensors[name + ".end_logits"] = qa.end_logits.contiguous()
+        if auto == "AutoModelForSeq2SeqLM":
+            ids = model.generate(**inputs, num_beams=1, do_sample=False, max_new_tokens=6)
+            tensors[name + ".generated"] = ids.contiguous()
+            target = transformers.AutoTokenizer.from_pretrained(job["source"], subfolder="target_tokenizer")
+            info[name]["target_vocab"] = len(target)
+            info[name]["decoded"] = target.batch_decode(ids, skip_special_tokens=True)
 for job in spec["pipelines"]:
     pipe = transformers.pipeline(job["task"], model=job["source"], trust_remote_code=job["trust"])
-    info[job["name"]] = {"outputs": [pipe(x) for x in job["inputs"]], "model_module": type(pipe.model).__module__}
+    outputs = [pipe(**x) if job.get("kwargs") else pipe(x) for x in job["inputs"]]
+    info[job["name"]] = {"outputs": outputs, "model_module": type(pipe.model).__module__,
+                         "pipeline_class": type(pipe).__name__, "pipeline_module": type(pipe).__module__}
 save_file(tensors, spec["out"] + ".safetensors")
 open(spec["out"] + ".json", "w").write(json.dumps(info))
 '''
@@ -266,13 +351,11 @@ def run_loaders(built, specs: list) -> list:
         procs.append(subprocess.Popen([sys.executable, str(script), str(spec_path)], env=spec["env"],
                                       cwd=str(spec["cwd"]), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       text=True))
-    results = []
     for proc in procs:
         output, _ = proc.communicate(timeout=600)
         assert proc.returncode == 0, output[-4000:]
-    for spec in specs:
-        results.append((load_file(spec["out"] + ".safetensors"), json.loads(Path(spec["out"] + ".json").read_text())))
-    return results
+    return [(load_file(spec["out"] + ".safetensors"), json.loads(Path(spec["out"] + ".json").read_text()))
+            for spec in specs]
 
 
 @pytest.fixture(scope="module")
@@ -280,37 +363,38 @@ def loaded(built):
     """Two fresh processes over the same offline cache: with the package, and without it."""
     root = built["root"]
     hf_home = root / "hf_home"
-    build_offline_cache(hf_home, BASE_REPO, built["base_stage"].folder)
-    repos = [("base", BASE_REPO, "AutoModel")]
-    if "bcn" in built:
-        build_offline_cache(hf_home, BCN_REPO, built["bcn_stage"].folder)
-        repos.append(("bcn", BCN_REPO, "AutoModelForSequenceClassification"))
-    # cwd without the repo on sys.path: only the installed package (or nothing) provides `modeling_cove`
-    cwd = root
-    common = {"sentences": SENTENCES, "pair": list(PAIR)}
+    for key, repo, _ in built["heads"]:
+        # the MT repo: AutoTokenizer(subfolder="target_tokenizer") probes target_tokenizer/config.json, which the Hub
+        # answers with 404 and huggingface_hub records as missing; record it here the same way
+        missing = ["target_tokenizer/config.json"] if key == "mt" else []
+        build_offline_cache(hf_home, repo, built[f"{key}_stage"].folder, missing=missing)
+    common = {"sentences": SENTENCES, "pair": list(PAIR), "question": QUESTION, "context": CONTEXT,
+              "env": offline_env(hf_home), "cwd": root}  # cwd: the repo is not on sys.path there
+    hub_jobs = [{"name": f"hub.{key}", "source": repo, "auto": auto, "full": True} for key, repo, auto in built["heads"]]
     pipelines = []
     if "bcn" in built:
         pipelines.append({"task": "text-classification", "source": BCN_REPO, "name": "bcn.pipeline",
                           "inputs": [SENTENCES[1], {"text": PAIR[0], "text_pair": PAIR[1]}]})
+    qa = "dcn" in built and CoveQuestionAnsweringPipeline is not None
+    qa_job = {"source": DCN_REPO, "name": "dcn.pipeline", "kwargs": True,
+              "inputs": [{"question": QUESTION, "context": CONTEXT}]}
     with_package = {**common, "block_package": False, "out": str(root / "with_package"),
-                    "env": offline_env(hf_home), "cwd": cwd,
-                    "jobs": [{"name": f"hub.{key}", "source": repo, "auto": auto, "trust": False}
-                             for key, repo, auto in repos],
-                    "pipelines": [{**p, "trust": False} for p in pipelines]}
-    remote_jobs = [{"name": f"hub.{key}", "source": repo, "auto": auto, "trust": True} for key, repo, auto in repos]
-    for key in ("base", "bcn"):  # the assembled folder itself, through every Auto class it advertises
-        if f"{key}_stage" not in built:
-            continue
+                    "jobs": [{**job, "trust": False} for job in hub_jobs],
+                    "pipelines": [{**p, "trust": False} for p in pipelines]
+                    + ([{**qa_job, "task": "cove-question-answering", "trust": False}] if qa else [])}
+    folder_jobs = []
+    for key, _, own in built["heads"]:  # each assembled folder, through every Auto class it advertises
         folder = built[f"{key}_stage"].folder
         auto_map = json.loads((folder / "config.json").read_text())["auto_map"]
-        remote_jobs += [{"name": f"folder.{key}.{auto}", "source": str(folder), "auto": auto, "trust": True}
-                        for auto in auto_map if auto != "AutoConfig"]
+        folder_jobs += [{"name": f"folder.{key}.{auto}", "source": str(folder), "auto": auto, "full": auto == own,
+                         "trust": True} for auto in auto_map if auto != "AutoConfig"]
     without_package = {**common, "block_package": True, "out": str(root / "without_package"),
-                       "env": offline_env(hf_home), "cwd": cwd, "jobs": remote_jobs,
-                       "pipelines": [{**p, "trust": True} for p in pipelines]}
+                       "jobs": [{**job, "trust": True} for job in hub_jobs] + folder_jobs,
+                       "pipelines": [{**p, "trust": True} for p in pipelines]
+                       + ([{**qa_job, "task": "question-answering", "trust": True}] if qa else [])}
     (with_tensors, with_info), (without_tensors, without_info) = run_loaders(built, [with_package, without_package])
     return {"expected": original_outputs(built), "with": (with_tensors, with_info),
-            "without": (without_tensors, without_info), "hf_home": hf_home}
+            "without": (without_tensors, without_info)}
 
 
 def test_offline_cache_layout(built, tmp_path):
@@ -321,42 +405,52 @@ def test_offline_cache_layout(built, tmp_path):
     assert (snapshot / "model.safetensors").read_bytes() == (built["base_stage"].folder / "model.safetensors").read_bytes()
     with pytest.raises(ValueError, match="namespace/name"):
         build_offline_cache(tmp_path, "no-namespace", built["base_stage"].folder)
+    build_offline_cache(tmp_path, "org/y", built["base_stage"].folder, missing=["sub/config.json"])
+    commit = (tmp_path / "hub" / "models--org--y" / "refs" / "main").read_text()
+    assert (tmp_path / "hub" / "models--org--y" / ".no_exist" / commit / "sub" / "config.json").is_file()
+    with pytest.raises(ValueError, match="cannot also be recorded as missing"):
+        build_offline_cache(tmp_path, "org/z", built["base_stage"].folder, missing=["config.json"])
 
 
-def test_hub_id_loads_with_the_package_and_reproduces_outputs(loaded):
-    tensors, info = loaded["with"]
-    expected = loaded["expected"]
-    assert info["hub.base"] == {"class": "CoveModel", "module": "modeling_cove.modeling_cove"}  # our registered class
-    assert torch.equal(tensors["hub.base.input_ids"], expected["input_ids"])
-    assert torch.equal(tensors["hub.base.encoder"], expected["base.encoder"])
-    if "bcn.logits" in expected:
-        assert info["hub.bcn"]["module"] == "modeling_cove.modeling_cove_bcn"
+def check_hub_outputs(built, tensors: dict, expected: dict):
+    """Every hub-id load reproduces the original model exactly."""
+    for key, _, _ in built["heads"]:
+        assert torch.equal(tensors[f"hub.{key}.input_ids"], expected["input_ids"]), key
+        assert torch.equal(tensors[f"hub.{key}.encoder"], expected[f"{key}.encoder"]), key
+    if "bcn" in built:
         assert torch.equal(tensors["hub.bcn.logits"], expected["bcn.logits"])
         assert torch.equal(tensors["hub.bcn.pair_logits"], expected["bcn.pair_logits"])
+    if "dcn" in built:
+        assert torch.equal(tensors["hub.dcn.start_logits"], expected["dcn.start_logits"])
+        assert torch.equal(tensors["hub.dcn.end_logits"], expected["dcn.end_logits"])
+    if "mt" in built:
+        assert torch.equal(tensors["hub.mt.generated"], expected["mt.generated"])
 
 
-def test_hub_id_loads_without_the_package_via_remote_code(loaded):
+def test_hub_id_loads_with_the_package_and_reproduces_outputs(loaded, built):
+    tensors, info = loaded["with"]
+    assert info["hub.base"] == {"class": "CoveModel", "module": "modeling_cove.modeling_cove"}  # our registered class
+    for key, _, _ in built["heads"]:
+        assert info[f"hub.{key}"]["module"].startswith("modeling_cove."), key
+    check_hub_outputs(built, tensors, loaded["expected"])
+
+
+def test_hub_id_loads_without_the_package_via_remote_code(loaded, built):
     tensors, info = loaded["without"]
-    expected = loaded["expected"]
     assert info["package_importable"] is False
     assert info["hub.base"]["class"] == "CoveModel"
-    assert info["hub.base"]["module"].startswith("transformers_modules.")  # the code shipped in the repo
-    assert torch.equal(tensors["hub.base.input_ids"], expected["input_ids"])
-    assert torch.equal(tensors["hub.base.encoder"], expected["base.encoder"])
-    if "bcn.logits" in expected:
-        assert info["hub.bcn"]["module"].startswith("transformers_modules.")
-        assert torch.equal(tensors["hub.bcn.logits"], expected["bcn.logits"])
-        assert torch.equal(tensors["hub.bcn.pair_logits"], expected["bcn.pair_logits"])
+    for key, _, _ in built["heads"]:
+        assert info[f"hub.{key}"]["module"].startswith("transformers_modules."), key  # the code shipped in the repo
+    check_hub_outputs(built, tensors, loaded["expected"])
 
 
 def test_folder_loads_through_every_advertised_auto_class_without_the_package(loaded, built):
     tensors, info = loaded["without"]
     expected = loaded["expected"]
     checked = 0
-    for key in ("base", "bcn"):
-        if f"{key}_stage" not in built:
-            continue
+    for key, _, own in built["heads"]:
         auto_map = json.loads((built[f"{key}_stage"].folder / "config.json").read_text())["auto_map"]
+        assert auto_map == full_auto_map()
         for auto, ref in auto_map.items():
             if auto == "AutoConfig":
                 continue
@@ -366,14 +460,15 @@ def test_folder_loads_through_every_advertised_auto_class_without_the_package(lo
             # every class carries the checkpoint's encoder: its output is the original model's, exactly
             assert torch.equal(tensors[f"{name}.encoder"], expected[f"{key}.encoder"]), name
             checked += 1
-        own = built[f"{key}_stage"].architecture
-        if own == "CoveForSequenceClassification":
-            assert torch.equal(tensors[f"folder.{key}.AutoModelForSequenceClassification.logits"], expected["bcn.logits"])
-    assert checked >= len(full_auto_map()) - 1
+        prefix = f"folder.{key}.{own}"
+        for output in ("logits", "pair_logits", "start_logits", "end_logits", "generated"):
+            if f"{key}.{output}" in expected:  # and the checkpoint's own class reproduces its head too
+                assert torch.equal(tensors[f"{prefix}.{output}"], expected[f"{key}.{output}"]), (prefix, output)
+    assert checked == len(built["heads"]) * (len(full_auto_map()) - 1)
 
 
 @requires_bcn
-def test_text_classification_pipeline_from_hub_id(loaded, built):
+def test_text_classification_pipeline_from_hub_id(loaded):
     expected = loaded["expected"]
     for mode in ("with", "without"):
         _, info = loaded[mode]
@@ -385,6 +480,29 @@ def test_text_classification_pipeline_from_hub_id(loaded, built):
             assert result["score"] == pytest.approx(float(probs.max()), abs=1e-6)
     assert loaded["with"][1]["bcn.pipeline"]["model_module"] == "modeling_cove.modeling_cove_bcn"
     assert loaded["without"][1]["bcn.pipeline"]["model_module"].startswith("transformers_modules.")
+
+
+@requires_qa_pipeline
+def test_question_answering_pipeline_from_hub_id(loaded):
+    reference = loaded["expected"]["dcn.pipeline"]
+    assert CONTEXT[reference["start"]:reference["end"]] == reference["answer"]
+    for mode, task_module in (("with", "modeling_cove.pipeline_cove"), ("without", "transformers_modules.")):
+        result = loaded[mode][1]["dcn.pipeline"]
+        assert result["pipeline_class"] == "CoveQuestionAnsweringPipeline"
+        assert result["pipeline_module"].startswith(task_module), mode
+        (answer,) = result["outputs"]
+        assert (answer["answer"], answer["start"], answer["end"]) == (reference["answer"], reference["start"],
+                                                                      reference["end"])
+        assert answer["score"] == pytest.approx(reference["score"], abs=1e-6)
+
+
+@requires_mt
+def test_translation_model_and_target_tokenizer_from_hub_id(loaded, built):
+    expected_text = built["target_tokenizer"].batch_decode(loaded["expected"]["mt.generated"], skip_special_tokens=True)
+    for mode in ("with", "without"):
+        info = loaded[mode][1]["hub.mt"]
+        assert info["target_vocab"] == len(built["target_tokenizer"])
+        assert info["decoded"] == expected_text
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -673,7 +791,7 @@ def test_checkpoint_without_tokenizer(built, hub, tmp_path, capsys):
 def test_evaluation_json_of_another_model(built, hub, tmp_path, capsys):
     torch.manual_seed(123)
     other = CoveModel(tiny_config(vocab_size=len(built["tokenizer"]))).eval()  # same config, other weights
-    other_dir = save_checkpoint(other, built["tokenizer"], tmp_path / "other", base_record_kwargs())
+    other_dir = save_checkpoint(other, built["tokenizer"], tmp_path / "other", record_kwargs("base"))
     ckpt = built["base_ckpt"]
     err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(other_dir / "eval_results.json")])
     assert "describes another model" in err and "weights sha256" in err and "config sha256" not in err
