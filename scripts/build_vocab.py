@@ -24,7 +24,7 @@ import torch
 
 from modeling_cove.build import count_tokens, create_cove_checkpoint, select_vocabulary
 from modeling_cove.tokenization_cove import SPECIAL_TOKENS
-from modeling_cove.vectors import build_char_ngram_matrix, build_embedding_matrix, read_word_vectors
+from modeling_cove.vectors import build_char_ngram_matrix, embedding_matrix_from_vectors, read_word_vectors
 
 TEXT_SOURCES = ("multi30k", "iwslt", "wmt17", "sst2", "sst5", "trec6", "trec50", "imdb", "snli", "squad")
 
@@ -100,14 +100,14 @@ def main(argv=None):
     if not counts:
         sys.exit("error: the text sources produced no tokens")
     # one pass over the vectors file restricted to the corpus words tells which have a vector
-    found_words, _ = read_word_vectors(args.vectors, vocab=set(counts), dim=args.dim,
-                                       lowercase=args.vectors_lowercase, progress=True)
+    found_words, found_vectors = read_word_vectors(args.vectors, vocab=set(counts), dim=args.dim,
+                                                   lowercase=args.vectors_lowercase, progress=True)
     with_vector = set(found_words)
     words = select_vocabulary(counts, has_vector=with_vector.__contains__, oov_min_count=args.oov_min_count,
                               max_size=args.max_size)
     all_words = SPECIAL_TOKENS + words
-    matrix, found = build_embedding_matrix(args.vectors, all_words, dim=args.dim,
-                                           lowercase=args.vectors_lowercase, progress=True)
+    matrix, found = embedding_matrix_from_vectors(all_words, found_words, found_vectors,
+                                                  lowercase=args.vectors_lowercase)
     overrides = dict(include_word_vectors=args.include_word_vectors, cove_output=args.cove_output)
     if args.char_ngrams:
         char_matrix, _ = build_char_ngram_matrix(args.char_ngrams, all_words, progress=True)
