@@ -1,0 +1,333 @@
+#!/usr/bin/env python
+"""Agreement of the CoVe fast tokenizer with sacremoses on real sentences.
+
+Reference: `[t.lower() for t in MosesTokenizer(lang="en").tokenize(text, escape=False)]` (how the vectors were
+built). Ours: the tokens of `build_cove_tokenizer(...)`, i.e. `moses_tokenize(text)` (the same normalizer and
+pre-tokenizer; the test suite checks that both give the same strings). Metric: % of texts tokenized identically,
+per dataset and overall (pooled), plus the most common disagreements (as "reference span -> our span").
+
+    python scripts/tokenizer_agreement.py --data-dir ../shared/data
+writes benchmarks/results/tokenizer_agreement.json. `--limit N` caps every dataset (smoke runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import difflib
+import gzip
+import json
+import lzma
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA_DIR = REPO.parent / "shared" / "data"
+DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "tokenizer_agreement.json"
+
+# PTB escapes in the SST trees, undone as in ../shared/data/vectors/README.md (order matters: `` before `).
+PTB_UNESCAPES = [
+    ("-LRB-", "("), ("-RRB-", ")"), ("-LSB-", "["), ("-RSB-", "]"), ("-LCB-", "{"), ("-RCB-", "}"),
+    ("``", '"'), ("''", '"'), ("`", "'"), ("\\/", "/"), ("\\*", "*"),
+]
+SST_LEAF = re.compile(r"\(\d+ ([^()]+)\)")
+
+
+def sst_tree_sentence(line: str) -> str:
+    """Leaf words of one SST PTB tree joined by spaces, PTB escapes undone."""
+    text = " ".join(SST_LEAF.findall(line))
+    for escaped, plain in PTB_UNESCAPES:
+        text = text.replace(escaped, plain)
+    return text
+
+
+def read_sst_senteval(data_dir: Path, limit: int | None = None) -> list[str]:
+    lines = (data_dir / "sst" / "senteval" / "binary.sentiment-test").read_text(encoding="utf-8").splitlines()
+    return [line.split("\t")[0] for line in lines if line.strip()][:limit]
+
+
+def read_sst_trees(data_dir: Path, limit: int | None = None) -> list[str]:
+    lines = (data_dir / "sst" / "trees" / "test.txt").read_text(encoding="utf-8").splitlines()
+    return [sst_tree_sentence(line) for line in lines if line.strip()][:limit]
+
+
+def read_trec(data_dir: Path, limit: int | None = None) -> list[str]:
+    lines = (data_dir / "trec" / "TREC_10.label").read_text(encoding="latin-1").splitlines()
+    return [line.split(" ", 1)[1] for line in lines if line.strip()][:limit]
+
+
+def read_multi30k(data_dir: Path, limit: int | None = None) -> list[str]:
+    with gzip.open(data_dir / "multi30k" / "test_2016_flickr.en.gz", "rt", encoding="utf-8") as handle:
+        return [line.rstrip("\n") for line in handle][:limit]
+
+
+def read_imdb(data_dir: Path, limit: int | None = 2000) -> list[str]:
+    texts = []
+    with lzma.open(data_dir / "imdb" / "test.jsonl.xz", "rt", encoding="utf-8") as handle:
+        for line in handle:
+            if limit is not None and len(texts) >= limit:
+                break
+            texts.append(json.loads(line)["text"].replace("<br />", " "))
+    return texts
+
+
+def read_snli(data_dir: Path, limit: int | None = 2000) -> list[str]:
+    lines = []
+    for name in ("s1.test", "s2.test"):
+        lines += (data_dir / "snli" / name).read_text(encoding="utf-8").splitlines()[: limit and limit // 2]
+    return lines
+
+
+def read_squad(data_dir: Path, limit: int | None = 2000) -> list[str]:
+    with lzma.open(data_dir / "squad" / "dev-v1.1.json.xz", "rt", encoding="utf-8") as handle:
+        articles = json.load(handle)["data"]
+    contexts = [p["context"] for a in articles for p in a["paragraphs"]]
+    questions = [q["question"] for a in articles for p in a["paragraphs"] for q in p["qas"]]
+    half = None if limit is None else limit // 2
+    return contexts[:half] + questions[:half]
+
+
+def read_imdb_train(data_dir: Path, limit: int | None = 1000) -> list[str]:
+    texts = []
+    with lzma.open(data_dir / "imdb" / "train.jsonl.xz", "rt", encoding="utf-8") as handle:
+        for index, line in enumerate(handle):
+            if limit is not None and len(texts) >= limit:
+                break
+            if index % 25 == 0:  # every 25th review: both labels, spread over the file
+                texts.append(json.loads(line)["text"].replace("<br />", " "))
+    return texts
+
+
+def read_multi30k_train(data_dir: Path, limit: int | None = 3000) -> list[str]:
+    with gzip.open(data_dir / "multi30k" / "train.en.gz", "rt", encoding="utf-8") as handle:
+        return [line.rstrip("\n") for line in handle][:limit]
+
+
+DATASETS = {
+    "sst_senteval_test": ("sst/senteval/binary.sentiment-test (text before the tab)", read_sst_senteval),
+    "sst_trees_test": ("sst/trees/test.txt (leaves, PTB escapes undone)", read_sst_trees),
+    "trec_test": ("trec/TREC_10.label (latin-1, label removed)", read_trec),
+    "multi30k_test2016": ("multi30k/test_2016_flickr.en.gz", read_multi30k),
+    "imdb_test": ("imdb/test.jsonl.xz, first N reviews in file order (all negative), <br /> -> space", read_imdb),
+}
+# Further real text, reported separately (not part of the target figure).
+EXTRA_DATASETS = {
+    "snli_test": ("snli/s1.test + s2.test, first 1000 lines each (PTB-tokenized)", read_snli, 2000),
+    "squad_dev": ("squad/dev-v1.1.json.xz, first 1000 contexts + first 1000 questions", read_squad, 2000),
+    "imdb_train_every25": ("imdb/train.jsonl.xz, every 25th review (1000), <br /> -> space", read_imdb_train, 1000),
+    "multi30k_train": ("multi30k/train.en.gz, first 3000 lines", read_multi30k_train, 3000),
+}
+
+
+def disagreements(reference: list[str], ours: list[str]) -> list[tuple[str, str]]:
+    """The differing spans of two token lists, as ("ref tokens", "our tokens") pairs."""
+    matcher = difflib.SequenceMatcher(a=reference, b=ours, autojunk=False)
+    return [
+        (" ".join(reference[i1:i2]), " ".join(ours[j1:j2]))
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+        if tag != "equal"
+    ]
+
+
+def moses_reference(text: str, moses, lowercase: bool = True) -> list[str]:
+    """How the vectors were built: Moses(lang="en", escape=False), then `str.lower()` per token."""
+    tokens = moses.tokenize(text, escape=False)
+    return [token.lower() for token in tokens] if lowercase else tokens
+
+
+def reference_tokenizer(lowercase: bool = True):
+    from sacremoses import MosesTokenizer
+
+    moses = MosesTokenizer(lang="en")
+    return lambda text: moses_reference(text, moses, lowercase)
+
+
+def measure(texts: list[str], moses, max_examples: int = 3) -> dict:
+    """Agreement of `moses_tokenize` with sacremoses on `texts`, lower-cased (the target) and cased."""
+    from modeling_cove.tokenization_cove import moses_tokenize
+
+    identical = identical_cased = ref_tokens = 0
+    seconds_moses = seconds_ours = 0.0
+    spans = collections.Counter()
+    examples: dict[tuple[str, str], list[str]] = {}
+    for text in texts:
+        start = time.perf_counter()
+        ref_cased = moses.tokenize(text, escape=False)
+        middle = time.perf_counter()
+        got_cased = moses_tokenize(text, lowercase=False)
+        got = moses_tokenize(text, lowercase=True)
+        seconds_moses += middle - start
+        seconds_ours += (time.perf_counter() - middle) / 2
+        ref = [token.lower() for token in ref_cased]
+        ref_tokens += len(ref)
+        identical_cased += got_cased == ref_cased
+        if ref == got:
+            identical += 1
+            continue
+        for span in disagreements(ref, got):
+            spans[span] += 1
+            bucket = examples.setdefault(span, [])
+            if len(bucket) < max_examples:
+                bucket.append(text if len(text) <= 300 else _context(text, span[0]))
+    return {
+        "texts": len(texts),
+        "identical": identical,
+        "percent_identical": round(100.0 * identical / max(len(texts), 1), 3),
+        "percent_identical_cased": round(100.0 * identical_cased / max(len(texts), 1), 3),
+        "reference_tokens": ref_tokens,
+        "tokens_per_second_sacremoses": round(ref_tokens / max(seconds_moses, 1e-9)),
+        "tokens_per_second_ours": round(ref_tokens / max(seconds_ours, 1e-9)),
+        "_spans": spans,
+        "_examples": examples,
+    }
+
+
+def _context(text: str, ref_span: str, width: int = 120) -> str:
+    """A window of a long text around the first token of a disagreement (best effort)."""
+    probe = ref_span.split(" ")[0] if ref_span else ""
+    index = text.lower().find(probe) if probe else -1
+    if index < 0:
+        return text[:300] + " ..."
+    lo, hi = max(0, index - width), min(len(text), index + width)
+    return ("... " if lo else "") + text[lo:hi] + (" ..." if hi < len(text) else "")
+
+
+def top_disagreements(spans: collections.Counter, examples: dict, n: int) -> list[dict]:
+    return [
+        {"reference": ref, "ours": ours, "count": count, "examples": examples[(ref, ours)]}
+        for (ref, ours), count in spans.most_common(n)
+    ]
+
+
+def check_fast_tokenizer(texts: list[str], lowercase: bool = True) -> None:
+    """The HF tokenizer must produce exactly `moses_tokenize`'s tokens (vocabulary = those tokens)."""
+    from modeling_cove.tokenization_cove import build_cove_tokenizer, moses_tokenize
+
+    expected = [moses_tokenize(text, lowercase=lowercase) for text in texts]
+    fast = build_cove_tokenizer(sorted({t for tokens in expected for t in tokens}), lowercase=lowercase,
+                                model_max_length=10**6)
+    for text, tokens in zip(texts, expected):
+        got = fast.convert_ids_to_tokens(fast(text)["input_ids"])
+        if got != tokens:
+            raise AssertionError(f"fast tokenizer and moses_tokenize disagree on {text!r}: {got} != {tokens}")
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "modeling_cove/tokenization_cove.py", "scripts/tokenizer_agreement.py"],
+            cwd=REPO, capture_output=True, text=True, timeout=10,
+        ).stdout.strip()
+        return out.stdout.strip() + (" (tokenizer files modified)" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def run_datasets(datasets: dict, data_dir: Path, moses, limits: dict, top: int) -> tuple[dict, dict]:
+    results, spans, examples = {}, collections.Counter(), {}
+    for name, (source, reader) in datasets.items():
+        texts = reader(data_dir, limits.get(name))
+        stats = measure(texts, moses)
+        check_fast_tokenizer(texts[:50], lowercase=True)
+        check_fast_tokenizer(texts[:20], lowercase=False)
+        dataset_spans, dataset_examples = stats.pop("_spans"), stats.pop("_examples")
+        spans.update(dataset_spans)
+        for key, value in dataset_examples.items():
+            examples.setdefault(key, value)
+        stats["source"] = source
+        stats["top_disagreements"] = top_disagreements(dataset_spans, dataset_examples, 8)
+        results[name] = stats
+        print(f"{name:20s} {stats['identical']:5d}/{stats['texts']:5d} = {stats['percent_identical']:7.3f} %"
+              f"  (cased {stats['percent_identical_cased']:.3f} %)", flush=True)
+    total = sum(r["texts"] for r in results.values())
+    identical = sum(r["identical"] for r in results.values())
+    summary = {
+        "texts": total,
+        "identical": identical,
+        "percent_identical": round(100.0 * identical / max(total, 1), 3),
+        "macro_percent_identical": round(sum(r["percent_identical"] for r in results.values()) / len(results), 3),
+        "top_disagreements": top_disagreements(spans, examples, top),
+    }
+    return results, summary
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("COVE_DATA_DIR", DEFAULT_DATA_DIR)))
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--imdb-limit", type=int, default=2000, help="number of IMDb test reviews (file order)")
+    parser.add_argument("--limit", type=int, default=None, help="cap every dataset at N texts (smoke runs)")
+    parser.add_argument("--top", type=int, default=25, help="how many disagreement patterns to record")
+    parser.add_argument("--no-extra", action="store_true", help="skip the extra datasets (SNLI, SQuAD, ...)")
+    args = parser.parse_args(argv)
+    if not args.data_dir.is_dir():
+        parser.error(f"--data-dir {args.data_dir} does not exist")
+
+    sys.path.insert(0, str(REPO))
+    import sacremoses
+    import tokenizers
+    import transformers
+    from sacremoses import MosesTokenizer
+
+    moses = MosesTokenizer(lang="en")
+
+    def limits_for(datasets: dict, defaults: dict) -> dict:
+        out = {}
+        for name in datasets:
+            limit = defaults.get(name)
+            if args.limit is not None:
+                limit = args.limit if limit is None else min(limit, args.limit)
+            out[name] = limit
+        return out
+
+    results, overall = run_datasets(
+        DATASETS, args.data_dir, moses, limits_for(DATASETS, {"imdb_test": args.imdb_limit}), args.top
+    )
+    print(f"{'overall (pooled)':20s} {overall['identical']:5d}/{overall['texts']:5d} = "
+          f"{overall['percent_identical']:7.3f} %   macro {overall['macro_percent_identical']} %")
+    extra, extra_overall = {}, None
+    if not args.no_extra:
+        print("extra datasets (not part of the target):")
+        extra_defs = {name: (source, reader) for name, (source, reader, _) in EXTRA_DATASETS.items()}
+        extra_limits = limits_for(extra_defs, {name: limit for name, (_, _, limit) in EXTRA_DATASETS.items()})
+        extra, extra_overall = run_datasets(extra_defs, args.data_dir, moses, extra_limits, args.top)
+
+    report = {
+        "description": "share of texts whose CoVe tokenizer tokens (modeling_cove.tokenization_cove) equal "
+        "[t.lower() for t in sacremoses.MosesTokenizer(lang='en').tokenize(text, escape=False)]; "
+        "percent_identical_cased compares lowercase=False with the un-lowered Moses tokens",
+        "command": " ".join(["python", "scripts/tokenizer_agreement.py"]
+                            + [shlex.quote(str(arg)) for arg in (sys.argv[1:] if argv is None else argv)]),
+        "git_commit": git_commit(),
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(),
+        },
+        "versions": {
+            "sacremoses": getattr(sacremoses, "__version__", "unknown"),
+            "tokenizers": tokenizers.__version__,
+            "transformers": transformers.__version__,
+        },
+        "target_percent": 97.0,
+        "overall": overall,
+        "datasets": results,
+        "extra_overall": extra_overall,
+        "extra_datasets": extra,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {args.output}")
+    return report
+
+
+if __name__ == "__main__":
+    main()
