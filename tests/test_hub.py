@@ -11,6 +11,7 @@
 """
 
 import base64
+import contextlib
 import hashlib
 import json
 import re
@@ -392,9 +393,21 @@ def loaded(built):
                        "jobs": [{**job, "trust": True} for job in hub_jobs] + folder_jobs,
                        "pipelines": [{**p, "trust": True} for p in pipelines]
                        + ([{**qa_job, "task": "question-answering", "trust": True}] if qa else [])}
-    (with_tensors, with_info), (without_tensors, without_info) = run_loaders(built, [with_package, without_package])
-    return {"expected": original_outputs(built), "with": (with_tensors, with_info),
-            "without": (without_tensors, without_info)}
+    with serve_hub() as server:
+        # round trip: upload every assembled folder with the script's upload step, then a fresh process without the
+        # package downloads them ONLINE from this server into an empty cache (real 404s, real downloads)
+        for key, repo, _ in built["heads"]:
+            push_to_hub.upload(built[f"{key}_stage"], token=TOKEN, endpoint=server.url)
+        uploaded = len(server.calls)
+        online_env = offline_env(root / "hf_home_online")
+        online_env.update({"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0", "HF_ENDPOINT": server.url,
+                           "HF_HUB_DISABLE_XET": "1", "NO_PROXY": "127.0.0.1"})
+        online = {**without_package, "out": str(root / "online"), "env": online_env,
+                  "jobs": [{**job, "trust": True} for job in hub_jobs]}
+        results = run_loaders(built, [with_package, without_package, online])
+        online_calls = server.calls[uploaded:]
+    return {"expected": original_outputs(built), "with": results[0], "without": results[1], "online": results[2],
+            "online_calls": online_calls, "online_commits": list(server.commits)}
 
 
 def test_offline_cache_layout(built, tmp_path):
@@ -467,10 +480,29 @@ def test_folder_loads_through_every_advertised_auto_class_without_the_package(lo
     assert checked == len(built["heads"]) * (len(full_auto_map()) - 1)
 
 
+def test_round_trip_upload_then_download_online(loaded, built):
+    """What push_to_hub uploads is what `from_pretrained("org/name", trust_remote_code=True)` downloads and runs."""
+    tensors, info = loaded["online"]
+    assert info["package_importable"] is False
+    for key, _, _ in built["heads"]:
+        assert info[f"hub.{key}"]["module"].startswith("transformers_modules."), key
+    check_hub_outputs(built, tensors, loaded["expected"])
+    assert len(loaded["online_commits"]) == len(built["heads"])
+    calls = loaded["online_calls"]
+    known = re.compile(r"/[^/]+/[^/]+/resolve/(main|[0-9a-f]{40})/.+|/api/models/[^/]+/[^/]+(/tree/main(/.+)?|/revision/main)?")
+    unknown = [(method, path) for method, path, _ in calls if method not in ("GET", "HEAD") or not known.fullmatch(path)]
+    assert calls and not unknown  # only downloads, model info and file listings: every request was understood
+    downloaded = {re.sub(r".*/resolve/[^/]+/", "", path) for method, path, _ in calls if method == "GET" and "/resolve/" in path}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "modeling_cove.py"} <= downloaded
+    if "mt" in built:  # the probe answered 404 (EntryNotFound) and the subfolder tokenizer still loaded
+        assert any(re.search(r"/cove-mt/resolve/[^/]+/target_tokenizer/config\.json$", path) for _, path, _ in calls)
+        assert loaded["online"][1]["hub.mt"]["target_vocab"] == len(built["target_tokenizer"])
+
+
 @requires_bcn
 def test_text_classification_pipeline_from_hub_id(loaded):
     expected = loaded["expected"]
-    for mode in ("with", "without"):
+    for mode in ("with", "without", "online"):
         _, info = loaded[mode]
         single, pair = info["bcn.pipeline"]["outputs"]
         for output, logits in ((single, expected["bcn.logits"][1]), (pair, expected["bcn.pair_logits"][0])):
@@ -486,7 +518,8 @@ def test_text_classification_pipeline_from_hub_id(loaded):
 def test_question_answering_pipeline_from_hub_id(loaded):
     reference = loaded["expected"]["dcn.pipeline"]
     assert CONTEXT[reference["start"]:reference["end"]] == reference["answer"]
-    for mode, task_module in (("with", "modeling_cove.pipeline_cove"), ("without", "transformers_modules.")):
+    for mode, task_module in (("with", "modeling_cove.pipeline_cove"), ("without", "transformers_modules."),
+                              ("online", "transformers_modules.")):
         result = loaded[mode][1]["dcn.pipeline"]
         assert result["pipeline_class"] == "CoveQuestionAnsweringPipeline"
         assert result["pipeline_module"].startswith(task_module), mode
@@ -499,7 +532,7 @@ def test_question_answering_pipeline_from_hub_id(loaded):
 @requires_mt
 def test_translation_model_and_target_tokenizer_from_hub_id(loaded, built):
     expected_text = built["target_tokenizer"].batch_decode(loaded["expected"]["mt.generated"], skip_special_tokens=True)
-    for mode in ("with", "without"):
+    for mode in ("with", "without", "online"):
         info = loaded[mode][1]["hub.mt"]
         assert info["target_vocab"] == len(built["target_tokenizer"])
         assert info["decoded"] == expected_text
@@ -511,7 +544,8 @@ def test_translation_model_and_target_tokenizer_from_hub_id(loaded, built):
 
 
 class RecordingHub(ThreadingHTTPServer):
-    """The Hub endpoints `HfApi.create_repo / create_branch / upload_folder` use, backed by dicts, recording calls."""
+    """The Hub endpoints `HfApi.create_repo / create_branch / upload_folder` use, plus file downloads
+    (`/{repo}/resolve/{revision}/{path}`, what `from_pretrained` fetches), backed by dicts, recording calls."""
 
     daemon_threads = True
 
@@ -520,10 +554,21 @@ class RecordingHub(ThreadingHTTPServer):
         self.token = token
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
         self.calls = []  # (method, path, json body or None)
-        self.repos = {}  # repo id -> {"visibility": ..., "branches": {name: {path: bytes}}}
+        self.repos = {}  # repo id -> {"visibility": ..., "branches": {name: {path: bytes}}, "heads": {name: oid}}
         self.lfs = {}  # sha256 -> bytes
         self.commits = []
         self.lock = threading.Lock()
+
+    def resolve(self, repo_id: str, revision: str):
+        """(files, commit id) of a branch or of a commit id; (None, None) when unknown."""
+        repo = self.repos.get(repo_id)
+        if repo is None:
+            return None, None
+        if revision in repo["heads"]:
+            return repo["branches"][revision], repo["heads"][revision]
+        if revision in repo["snapshots"]:
+            return repo["snapshots"][revision], revision
+        return None, None
 
 
 class HubHandler(BaseHTTPRequestHandler):
@@ -576,7 +621,9 @@ class HubHandler(BaseHTTPRequestHandler):
             repo_id = f"{parsed['organization']}/{parsed['name']}"
             if repo_id in hub.repos:
                 return self.reply(409, {"error": "You already created this model repo", "url": f"{hub.url}/{repo_id}"})
-            hub.repos[repo_id] = {"visibility": parsed.get("visibility"), "branches": {"main": {}}}
+            initial = hashlib.sha1(repo_id.encode()).hexdigest()
+            hub.repos[repo_id] = {"visibility": parsed.get("visibility"), "branches": {"main": {}},
+                                  "heads": {"main": initial}, "snapshots": {initial: {}}}
             return self.reply(200, {"url": f"{hub.url}/{repo_id}", "name": repo_id})
         if method == "POST" and path == "/api/validate-yaml":
             text = parsed["content"]
@@ -598,6 +645,7 @@ class HubHandler(BaseHTTPRequestHandler):
                 if revision in branches:
                     return self.reply(409, {"error": "Reference already exists"})
                 branches[revision] = dict(branches["main"])
+                hub.repos[repo_id]["heads"][revision] = hub.repos[repo_id]["heads"]["main"]
                 return self.reply(200, {})
             if revision not in branches:
                 return self.reply(404, {"error": f"Invalid rev id: {revision}"})
@@ -620,6 +668,8 @@ class HubHandler(BaseHTTPRequestHandler):
                     return self.reply(400, {"error": f"unexpected operation {line['key']}"})
             branches[revision].update(files)
             oid = hashlib.sha1(raw).hexdigest()
+            hub.repos[repo_id]["heads"][revision] = oid
+            hub.repos[repo_id]["snapshots"][oid] = dict(branches[revision])
             hub.commits.append({"repo": repo_id, "revision": revision, "header": header["value"], "lines": lines,
                                 "files": files})
             return self.reply(200, {"commitUrl": f"{hub.url}/{repo_id}/commit/{oid}", "commitOid": oid,
@@ -644,6 +694,33 @@ class HubHandler(BaseHTTPRequestHandler):
             return self.reply(200, {})
         if method == "POST" and path == "/_lfs_verify":
             return self.reply(200 if parsed["oid"] in hub.lfs else 404, {})
+        m = re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path)
+        if m and method in ("GET", "HEAD"):
+            return self.serve_file(method, *m.groups())
+        m = re.fullmatch(r"/api/models/([^/]+/[^/]+?)(?:/revision/([^/]+)|/tree/([^/]+)(?:/(.+))?)?", path)
+        if m and method == "GET":  # model_info / list_repo_tree, which transformers' tokenizer loading asks for
+            repo_id, revision = m.group(1), m.group(2) or m.group(3) or "main"
+            files, head = hub.resolve(repo_id, revision)
+            if head is None:
+                return self.reply(404, {"error": "Repository or revision not found"})
+            repo = hub.repos[repo_id]
+            if m.group(3) is None:
+                return self.reply(200, {"id": repo_id, "sha": head,
+                                        "private": repo["visibility"] == "private", "tags": [],
+                                        "siblings": [{"rfilename": name} for name in sorted(files)]})
+            prefix = f"{m.group(4)}/" if m.group(4) else ""
+            files = {name: data for name, data in files.items() if name.startswith(prefix)}
+            if not files:  # the Hub answers 404 for a folder that does not exist
+                self.send_response(404)
+                self.send_header("X-Error-Code", "EntryNotFound")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            folders = sorted({name.rsplit("/", 1)[0] for name in files if "/" in name[len(prefix):]})
+            return self.reply(200, [{"type": "directory", "path": f, "oid": hashlib.sha1(f.encode()).hexdigest()}
+                                    for f in folders]
+                              + [{"type": "file", "path": name, "size": len(data),
+                                  "oid": hashlib.sha1(data).hexdigest()} for name, data in sorted(files.items())])
         return self.reply(404, {"error": f"no route {method} {path}"})
 
     def do_POST(self):
@@ -655,20 +732,59 @@ class HubHandler(BaseHTTPRequestHandler):
     def do_GET(self):
         self.handle_any("GET")
 
+    def do_HEAD(self):
+        self.handle_any("HEAD")
 
-@pytest.fixture
-def hub(monkeypatch):
+    def serve_file(self, method: str, repo_id: str, revision: str, file_path: str):
+        """A file of a branch, with the headers huggingface_hub's download reads (X-Repo-Commit, ETag, size);
+        404s carry the X-Error-Code the client maps to RepositoryNotFound / RevisionNotFound / EntryNotFound."""
+        files, head = self.server.resolve(repo_id, revision)
+        repo = self.server.repos.get(repo_id)
+        data = files.get(file_path) if head else None
+        if data is None:
+            code = "RepoNotFound" if repo is None else "RevisionNotFound" if head is None else "EntryNotFound"
+            self.send_response(404)
+            self.send_header("X-Error-Code", code)
+            if head:
+                self.send_header("X-Repo-Commit", head)
+            body = json.dumps({"error": code}).encode()
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if method == "GET":
+                self.wfile.write(body)
+            return
+        self.send_response(200)
+        self.send_header("X-Repo-Commit", head)
+        self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if method == "GET":
+            self.wfile.write(data)
+
+
+@contextlib.contextmanager
+def serve_hub():
+    """A RecordingHub on 127.0.0.1 with this process's huggingface_hub allowed to reach it (legacy LFS protocol)."""
     from huggingface_hub import constants
 
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # the tests set it; this server is local
-    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)  # legacy LFS protocol (what this server speaks)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    server = RecordingHub(TOKEN)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(constants, "HF_HUB_OFFLINE", False)  # the tests set it; this server is local
+        mp.setattr(constants, "HF_HUB_DISABLE_XET", True)  # legacy LFS protocol (what this server speaks)
+        mp.setenv("NO_PROXY", "127.0.0.1")
+        server = RecordingHub(TOKEN)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield server
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
+@pytest.fixture
+def hub():
+    with serve_hub() as server:
+        yield server
 
 
 def test_upload_sends_every_file_and_the_commit_message(built, hub, tmp_path, capsys):
