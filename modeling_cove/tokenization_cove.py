@@ -46,10 +46,11 @@ consumption (see APOSTROPHE_UNIT_START, LETTER_CHAIN_PHASE, COMMA_RUN_PHASE).
 Agreement with sacremoses (`scripts/tokenizer_agreement.py`, benchmarks/results/tokenizer_agreement.json):
 100 % of the SST, TREC, Multi30k and IMDb test texts are tokenized identically. The known difference:
 character classes are Unicode properties (`\\p{Alpha}`, `\\p{Alnum}`, `\\p{N}`, `\\p{Lower}` of the Oniguruma
-tables in `tokenizers`), whereas Moses uses frozen Perl tables. They agree on ASCII/Latin text; they differ for
-characters that newer Unicode classes as alphabetic (e.g. the combining Latin letters U+0363..U+036F, some
-vowel signs) and for CJK ideographs, Hangul and Kana, which Moses treats as symbols (one token per character)
-while we keep runs of them together.
+tables in `tokenizers`, plus the Indic viramas/nuktas that sacremoses adds), whereas Moses uses frozen Perl
+tables. They agree on Latin, Greek, Cyrillic, Arabic and Devanagari text (fuzz-tested); they differ for
+characters that newer Unicode classes as alphabetic (e.g. the combining Latin letters U+0363..U+036F) and for CJK
+ideographs, Hangul and Kana, which Moses' tables lack, so Moses cuts them into one token per character while we
+keep runs of them together.
 
 Empty input: an empty or whitespace-only text gives ZERO tokens (with `add_eos=True`, only `</s>`).
 Texts longer than `model_max_length` are only cut with `truncation=True` (the usual transformers behaviour).
@@ -82,15 +83,27 @@ NUMERIC_ONLY_PREFIXES_EN = ("No", "Art", "pp")
 # ---------------------------------------------------------------------------------------------------------
 # Whitespace exactly as Python's `str.isspace` (what Moses' `\s` and `str.split()` see).
 _WS = r"\t\n\x0B\f\r\x1C-\x20\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}"
+# Indic viramas and nuktas: combining marks that sacremoses adds to its letter classes (sacremoses/indic.py).
+_INDIC_MARKS = "".join(
+    rf"\x{{{code:X}}}"
+    for code in (
+        0x93C, 0x94D, 0x9BC, 0x9CD, 0xA3C, 0xA4D, 0xABC, 0xACD, 0xAFD, 0xAFE, 0xAFF, 0xB3C, 0xB4D, 0xBCD, 0xC4D,
+        0xCBC, 0xCCD, 0xD3B, 0xD3C, 0xD4D, 0xDCA, 0xEBA, 0x1039, 0x1714, 0x1BAB, 0x1C37, 0xA8C4, 0xA8F3, 0xA8F4,
+        0xA953, 0xAAF6, 0x10A3F, 0x11046, 0x110B9, 0x110BA, 0x11133, 0x11173, 0x111C0, 0x111CA, 0x11235, 0x11236,
+        0x112E9, 0x112EA, 0x1133C, 0x1134D, 0x11442, 0x11446, 0x114C2, 0x114C3, 0x115BF, 0x115C0, 0x1163F,
+        0x116B6, 0x116B7, 0x11839, 0x1183A, 0x119E0, 0x11A34, 0x11C3F, 0x11D42, 0x11D45, 0x11D97, 0x1E94A,
+    )
+)
 # Characters Moses keeps inside tokens: alphanumerics and . ' ` , -  ("run" characters).
-_RUN = r"\p{Alnum}.'`,\-"
+_RUN = rf"\p{{Alnum}}{_INDIC_MARKS}.'`,\-"
 RUN = f"[{_RUN}]"
 SEP = f"[^{_RUN}]"  # a space, or a symbol that Moses pads with spaces (so it looks like a space to every rule)
-ALPHA = r"\p{Alpha}"
-NOT_ALPHA = r"[^\p{Alpha}]"
+_ALPHA = rf"\p{{Alpha}}{_INDIC_MARKS}"
+ALPHA = f"[{_ALPHA}]"
+NOT_ALPHA = f"[^{_ALPHA}]"
 NUM = r"[\p{N}&&\p{Alnum}]"  # a number character that is not padded away as a symbol
 NOT_NUM = r"[^[\p{N}&&\p{Alnum}]]"  # anything else, including spaces and symbols
-NOT_ALPHA_NUM = r"[^\p{Alpha}[\p{N}&&\p{Alnum}]]"
+NOT_ALPHA_NUM = rf"[^{_ALPHA}[\p{{N}}&&\p{{Alnum}}]]"
 LOWER = r"\p{Lower}"
 WS = f"[{_WS}]"
 # Rule 4a (below) scans left to right and each match consumes the characters on both sides of its apostrophe, so
@@ -98,8 +111,8 @@ WS = f"[{_WS}]"
 # (apostrophes and e.g. digits, dots, hyphens, spaces; Moses pads symbols with spaces, so they break a chain),
 # the greedy scan therefore splits the chain into units "x" (a non-apostrophe) and "' y y" (a matched
 # apostrophe and the two characters it blocks). An apostrophe can fire only where a new unit starts.
-_CHAIN = rf"[[{_RUN}{_WS}]&&[^\p{{Alpha}}']]"  # non-letter, non-apostrophe, not a symbol
-_CHAIN_ANY = rf"[[{_RUN}{_WS}]&&[^\p{{Alpha}}]]"  # the same or an apostrophe
+_CHAIN = rf"[[{_RUN}{_WS}]&&[^{_ALPHA}']]"  # non-letter, non-apostrophe, not a symbol
+_CHAIN_ANY = rf"[[{_RUN}{_WS}]&&[^{_ALPHA}]]"  # the same or an apostrophe
 _UNITS = rf"(?:{_CHAIN}|'{_CHAIN_ANY}{{2}})*"
 APOSTROPHE_UNIT_START = (
     rf"(?:(?:\A|{ALPHA})(?:{_CHAIN_ANY}{_UNITS})?"  # after the start or a letter, the first apostrophe can't fire

@@ -230,6 +230,41 @@ def git_commit() -> str:
         return "unknown"
 
 
+# Synthetic stress test: random strings over the characters and pieces the Moses rules care about.
+STRESS_PIECES = [
+    "a", "B", "s", "t", "n", "S", "I", "'", "'", "''", ".", ". ", "..", "...", ",", ",", "5", "12", "-", "--", "`",
+    "``", '"', "(", ")", "!", "?", " ", " ", "  ", "\t", "Mr", "No", "Dr", "U.S", "e.g", "pp", "Art", "\u00e9",
+    "\u00c9", "\u00b2", "\u00df", "\u0130", "\u03a3", "\u00a0", "\x01", "\u2013", "\u2019", "$", "&", "/", ":",
+]
+# Non-Latin scripts, where Moses' frozen Perl character tables and Unicode properties differ.
+NON_LATIN_PROBES = ["\u65e5\u672c\u8a9e\u306e\u6587", "\ud55c\uad6d\uc5b4 \ud14d\uc2a4\ud2b8", "a\u0363b c",
+                    "\u0939\u093f\u0928\u094d\u0926\u0940", "\u0627\u0644\u0639\u0631\u0628\u064a\u0629"]
+
+
+def stress_test(moses, count: int, seed: int) -> dict:
+    import random
+
+    from modeling_cove.tokenization_cove import moses_tokenize
+
+    rng = random.Random(seed)
+    texts = ["".join(rng.choice(STRESS_PIECES) for _ in range(rng.randint(1, 14))) for _ in range(count)]
+    failures = [(t, moses_reference(t, moses), moses_tokenize(t)) for t in texts
+                if moses_reference(t, moses) != moses_tokenize(t)]
+    return {
+        "description": f"{count} random strings of 1-14 pieces from STRESS_PIECES (scripts/tokenizer_agreement.py), "
+        f"random.Random({seed}); lower-cased comparison",
+        "texts": count,
+        "identical": count - len(failures),
+        "percent_identical": round(100.0 * (count - len(failures)) / count, 3),
+        "examples": [{"text": t, "reference": r, "ours": o} for t, r, o in failures[:10]],
+        "non_latin_probes": [
+            {"text": t, "reference": moses_reference(t, moses), "ours": moses_tokenize(t),
+             "identical": moses_reference(t, moses) == moses_tokenize(t)}
+            for t in NON_LATIN_PROBES
+        ],
+    }
+
+
 def run_datasets(datasets: dict, data_dir: Path, moses, limits: dict, top: int) -> tuple[dict, dict]:
     results, spans, examples = {}, collections.Counter(), {}
     for name, (source, reader) in datasets.items():
@@ -266,6 +301,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--limit", type=int, default=None, help="cap every dataset at N texts (smoke runs)")
     parser.add_argument("--top", type=int, default=25, help="how many disagreement patterns to record")
     parser.add_argument("--no-extra", action="store_true", help="skip the extra datasets (SNLI, SQuAD, ...)")
+    parser.add_argument("--stress", type=int, default=20000, help="number of synthetic stress strings (0: skip)")
     args = parser.parse_args(argv)
     if not args.data_dir.is_dir():
         parser.error(f"--data-dir {args.data_dir} does not exist")
@@ -299,6 +335,12 @@ def main(argv=None) -> dict:
         extra_limits = limits_for(extra_defs, {name: limit for name, (_, _, limit) in EXTRA_DATASETS.items()})
         extra, extra_overall = run_datasets(extra_defs, args.data_dir, moses, extra_limits, args.top)
 
+    stress = None
+    if args.stress > 0:
+        stress = stress_test(moses, args.stress, seed=0)
+        print(f"{'stress (synthetic)':20s} {stress['identical']:5d}/{stress['texts']:5d} = "
+              f"{stress['percent_identical']:7.3f} %")
+
     report = {
         "description": "share of texts whose CoVe tokenizer tokens (modeling_cove.tokenization_cove) equal "
         "[t.lower() for t in sacremoses.MosesTokenizer(lang='en').tokenize(text, escape=False)]; "
@@ -322,6 +364,7 @@ def main(argv=None) -> dict:
         "datasets": results,
         "extra_overall": extra_overall,
         "extra_datasets": extra,
+        "stress_test": stress,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

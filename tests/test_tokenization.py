@@ -234,7 +234,7 @@ def test_agreement_script_smoke(data_dir, tmp_path):
     import tokenizer_agreement as ta
 
     out = tmp_path / "agreement.json"
-    report = ta.main(["--data-dir", str(data_dir), "--limit", "10", "--no-extra", "--output", str(out)])
+    report = ta.main(["--data-dir", str(data_dir), "--limit", "10", "--no-extra", "--stress", "0", "--output", str(out)])
     saved = json.loads(out.read_text())
     assert saved["overall"]["texts"] == 50 == report["overall"]["texts"]
     assert set(saved["datasets"]) == {"sst_senteval_test", "sst_trees_test", "trec_test", "multi30k_test2016",
