@@ -21,4 +21,17 @@ from .modeling_cove_bcn import CoveForSequenceClassification  # noqa: E402
 
 AutoModelForSequenceClassification.register(CoveConfig, CoveForSequenceClassification, exist_ok=True)
 
-__all__ = ["CoveConfig", "CoveForSequenceClassification", "CoveModel", "CoveModelOutput", "CovePreTrainedModel"]
+# DCN question-answering head (modeling_cove_dcn.py) and its pipeline (pipeline_cove.py): transformers 5.x blocks
+# the name "question-answering" for local registration, so the pipeline is registered as "cove-question-answering"
+# here; saved checkpoints carry it as `custom_pipelines` for pipeline("question-answering", ..., trust_remote_code=True).
+from transformers import AutoModelForQuestionAnswering  # noqa: E402
+from transformers.pipelines import PIPELINE_REGISTRY  # noqa: E402
+
+from .modeling_cove_dcn import CoveForQuestionAnswering  # noqa: E402
+from .pipeline_cove import CoveQuestionAnsweringPipeline  # noqa: E402
+
+AutoModelForQuestionAnswering.register(CoveConfig, CoveForQuestionAnswering, exist_ok=True)
+PIPELINE_REGISTRY.register_pipeline("cove-question-answering", pipeline_class=CoveQuestionAnsweringPipeline,
+                                    pt_model=AutoModelForQuestionAnswering, type="text")
+
+__all__ = ["CoveConfig", "CoveForQuestionAnswering", "CoveQuestionAnsweringPipeline", "CoveForSequenceClassification", "CoveModel", "CoveModelOutput", "CovePreTrainedModel"]

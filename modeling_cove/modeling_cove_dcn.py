@@ -1,0 +1,531 @@
+"""DCN question-answering head: `CoveForQuestionAnswering` (PAPER.md §4; Xiong et al. 2017, CoVe paper §6).
+
+Question and context arrive as ONE pair sequence from the tokenizer (question = segment 0, context = segment 1 via
+`token_type_ids`, right padding). `forward` splits the pair, runs the frozen CoVe encoder on each segment on its
+own (the MT-LSTM never sees across the question/context boundary), and then:
+
+    w~ = [GloVe(w); CoVe(w)]                                   eq. 6 (what is used is `config.dcn_input`)
+    D', Q' = biLSTM(tanh(W w~ + b))                           eqs. 7-8 with a tanh feed-forward (§4), shared weights
+    sentinels d_0, q_0 appended;  Q = tanh(W_Q Q' + b_Q)      question projection
+    L = D Q^T;  A^Q = softmax over the document, A^D = softmax over the question (padding masked)
+    C^Q = A^Q^T D;  C^D = A^D [Q; C^Q];  U = biLSTM([D; C^D])  coattention + fusion (sentinel column dropped)
+    h_i = LSTM(h_{i-1}, [u_s; u_e]);  alpha = HMN_start, beta = HMN_end   dynamic pointing decoder, <= 4 iterations
+
+Shapes are written batch-first: D is `(B, m+1, l)` with the sentinel at index 0 (the paper's column order does not
+matter for the masked softmaxes, and index 0 keeps padding on the right).
+
+Iterations. Training (`model.train()`): every example runs all `config.dcn_max_iterations` iterations and the loss
+is the cumulative cross-entropy over all of them. Inference (`model.eval()`): an example stops as soon as its span
+(s_i, e_i) equals (s_{i-1}, e_{i-1}); its scores are then frozen, so a batch gives the same result as each example
+alone. The initial guess is s_0 = first context token, e_0 = last context token (the whole context).
+
+Precomputed features: the encoder is frozen, so run `compute_cove_features(...)` once per dataset and pass the
+result as `cove_features=` to skip the MT-LSTM on later epochs (identical results, tested). Only the MT-LSTM
+outputs are cached; the word vectors (and char n-grams) are looked up from `input_ids` as usual.
+"""
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from transformers.modeling_outputs import QuestionAnsweringModelOutput
+
+from .configuration_cove import CoveConfig
+from .modeling_cove import CoveModel, CovePreTrainedModel
+
+DCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove")
+QUESTION_SEGMENT, CONTEXT_SEGMENT = 0, 1
+IGNORE_INDEX = -100  # start/end position that is ignored by the loss (as in nn.CrossEntropyLoss)
+
+
+@dataclass
+class CoveQuestionAnsweringModelOutput(QuestionAnsweringModelOutput):
+    """`QuestionAnsweringModelOutput` of the DCN.
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, with labels): cumulative cross-entropy over the decoder iterations,
+            `sum_i (CE(alpha_i, s*) + CE(beta_i, e*)) / 2`, averaged over the examples with labels.
+        start_logits, end_logits (`torch.FloatTensor` of shape `(batch, time)`): final-iteration scores over the
+            FULL input sequence; every position that is not a context token holds `torch.finfo(dtype).min`.
+        iteration_spans (`torch.LongTensor` of shape `(batch, max_iterations, 2)`): (start, end) argmax of each
+            iteration as positions in the input sequence; after an example stopped its last span is repeated.
+        num_iterations (`torch.LongTensor` of shape `(batch,)`): iterations each example ran.
+    """
+
+    iteration_spans: Optional[torch.LongTensor] = None
+    num_iterations: Optional[torch.LongTensor] = None
+
+
+def cove_feature_size(config: CoveConfig) -> int:
+    """Width of the MT-LSTM part of w~ (0 when `config.dcn_input == "vectors"`): 2h, or 4h with
+    `cove_output="both"` (first and last layer)."""
+    if "cove" not in getattr(config, "dcn_input", "vectors+cove"):
+        return 0
+    return config.encoder_output_size * (2 if config.cove_output == "both" else 1)
+
+
+def dcn_input_size(config: CoveConfig) -> int:
+    """Width of w~, the per-token input of the DCN, for `config.dcn_input` (default "vectors+cove"):
+    [word vectors;] [CoVe;] [char n-grams]."""
+    mode = getattr(config, "dcn_input", "vectors+cove")
+    return (config.word_vector_dim if "vectors" in mode else 0) + cove_feature_size(config) + config.char_ngram_dim
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
+    """softmax over `dim` where `mask` (broadcastable, bool) is True; masked entries get probability 0."""
+    return torch.softmax(scores.masked_fill(~mask, torch.finfo(scores.dtype).min), dim=dim)
+
+
+def maxout(x: torch.Tensor, pool_size: int) -> torch.Tensor:
+    """max over consecutive groups of `pool_size` features: (..., units * p) -> (..., units).
+    Output unit j pools the linear outputs j*p .. j*p + p - 1."""
+    return x.view(*x.shape[:-1], x.shape[-1] // pool_size, pool_size).max(dim=-1).values
+
+
+def segment_gather(x: torch.Tensor, segment_mask: torch.Tensor):
+    """Move the tokens of one segment to the front of each row, keeping their order.
+
+    x: (B, T) or (B, T, C); segment_mask: (B, T) bool.
+    Returns (gathered (B, L[, C]) zero past each row's length, positions (B, L) indices into T, mask (B, L) bool),
+    with L the longest segment in the batch.
+    """
+    lengths = segment_mask.sum(dim=1)
+    max_len = max(int(lengths.max()), 1)
+    # a stable sort on "not in segment" puts the segment's positions first, in their original order
+    positions = torch.sort((~segment_mask).to(torch.int8), dim=1, stable=True).indices[:, :max_len]
+    mask = torch.arange(max_len, device=x.device).unsqueeze(0) < lengths.unsqueeze(1)
+    if x.dim() == 2:
+        gathered = x.gather(1, positions) * mask.to(x.dtype)
+    else:
+        index = positions.unsqueeze(-1).expand(-1, -1, x.shape[-1])
+        gathered = x.gather(1, index) * mask.unsqueeze(-1).to(x.dtype)
+    return gathered, positions, mask
+
+
+def run_bilstm(lstm: nn.LSTM, inputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Batch-first LSTM over right-padded inputs (B, L, C); packed, so padding never changes a result.
+    Returns (B, L, out) with zeros at padding."""
+    lengths = mask.sum(dim=1).clamp(min=1).cpu()
+    packed = pack_padded_sequence(inputs, lengths, batch_first=True, enforce_sorted=False)
+    output, _ = lstm(packed)
+    output, _ = pad_packed_sequence(output, batch_first=True, total_length=inputs.shape[1])
+    return output * mask.unsqueeze(-1).to(output.dtype)
+
+
+def best_spans(start_logits: torch.Tensor, end_logits: torch.Tensor, max_answer_length: int = 15, top_k: int = 1,
+               mask: Optional[torch.Tensor] = None):
+    """The `top_k` spans (s, e, p) with s <= e < s + max_answer_length maximising p = P_start(s) * P_end(e).
+
+    start_logits, end_logits: (T,) scores of one example (e.g. a row of the model output); `mask` (T,) bool marks
+    the allowed positions (default: positions above the masked-out value). Probabilities are softmaxes over the
+    allowed positions. Returns a list of (start, end, probability), best first (fewer if fewer spans exist).
+    """
+    if start_logits.dim() != 1 or start_logits.shape != end_logits.shape:
+        raise ValueError(f"best_spans expects two (T,) score vectors, got {tuple(start_logits.shape)} and "
+                         f"{tuple(end_logits.shape)}")
+    if max_answer_length < 1 or top_k < 1:
+        raise ValueError(f"max_answer_length and top_k must be >= 1, got {max_answer_length} and {top_k}")
+    if mask is None:  # (in the logits' own dtype: its most negative value marks "not context")
+        mask = start_logits > torch.finfo(start_logits.dtype).min
+    mask = mask.to(device=start_logits.device, dtype=torch.bool)
+    start_logits, end_logits = start_logits.float(), end_logits.float()
+    if not bool(mask.any()):
+        return []
+    neg = torch.finfo(torch.float32).min
+    log_p_start = torch.log_softmax(start_logits.masked_fill(~mask, neg), dim=0)
+    log_p_end = torch.log_softmax(end_logits.masked_fill(~mask, neg), dim=0)
+    # only the band e = s + d, 0 <= d < max_answer_length, can hold an answer: score it as (T, L)
+    length = start_logits.shape[0]
+    band = min(max_answer_length, length)
+    positions = torch.arange(length, device=start_logits.device)
+    ends = positions.unsqueeze(1) + positions[:band].unsqueeze(0)  # (T, L): e = s + d
+    inside = ends < length
+    ends = ends.clamp(max=length - 1)
+    allowed = inside & mask.unsqueeze(1) & mask[ends]
+    scores = (log_p_start.unsqueeze(1) + log_p_end[ends]).masked_fill(~allowed, float("-inf"))
+    k = min(top_k, int(allowed.sum()))
+    values, flat = scores.flatten().topk(k)
+    return [(int(i) // band, int(i) // band + int(i) % band, float(v.exp())) for v, i in zip(values, flat)]
+
+
+class HighwayMaxoutNetwork(nn.Module):
+    """Highway maxout network (DCN §2.3; hidden l, pool p):
+
+        r   = tanh(W_D [h_i; u_s; u_e])            (no bias)
+        m1  = max_p(W_1 [u_t; r] + b_1)
+        m2  = max_p(W_2 m1 + b_2)
+        out = max_p(W_3 [m1; m2] + b_3)
+
+    `W_1 [u_t; r]` is split as `W_1u u_t + W_1r r`: the `u_t` part does not change between decoder iterations, so
+    `project_document(U)` computes it once per forward and `forward` reuses it (same numbers, 4x less work).
+    """
+
+    def __init__(self, hidden_size: int, pool_size: int):
+        super().__init__()
+        self.hidden_size, self.pool_size = hidden_size, pool_size
+        self.state_projection = nn.Linear(5 * hidden_size, hidden_size, bias=False)  # W_D
+        self.maxout1 = nn.Linear(3 * hidden_size, hidden_size * pool_size)  # W_1, b_1 over [u_t; r]
+        self.maxout2 = nn.Linear(hidden_size, hidden_size * pool_size)  # W_2, b_2
+        self.maxout3 = nn.Linear(2 * hidden_size, pool_size)  # W_3, b_3 over [m1; m2]
+
+    def project_document(self, document: torch.Tensor) -> torch.Tensor:
+        """W_1u u_t + b_1 for every position: (B, m, 2l) -> (B, m, l*p)."""
+        two_l = 2 * self.hidden_size
+        return nn.functional.linear(document, self.maxout1.weight[:, :two_l], self.maxout1.bias)
+
+    def forward(self, document_projection: torch.Tensor, state: torch.Tensor, u_start: torch.Tensor,
+                u_end: torch.Tensor) -> torch.Tensor:
+        """document_projection (B, m, l*p) from `project_document`; state h_i (B, l); u_start, u_end (B, 2l).
+        Returns scores (B, m)."""
+        r = torch.tanh(self.state_projection(torch.cat([state, u_start, u_end], dim=-1)))  # (B, l)
+        r_part = nn.functional.linear(r, self.maxout1.weight[:, 2 * self.hidden_size:])  # W_1r r, (B, l*p)
+        m1 = maxout(document_projection + r_part.unsqueeze(1), self.pool_size)  # (B, m, l)
+        m2 = maxout(self.maxout2(m1), self.pool_size)  # (B, m, l)
+        return maxout(self.maxout3(torch.cat([m1, m2], dim=-1)), self.pool_size).squeeze(-1)  # (B, m)
+
+
+class CoattentionEncoder(nn.Module):
+    """Document/question encoders (eqs. 7-8, tanh feed-forward), sentinels, coattention and the fusion biLSTM."""
+
+    def __init__(self, config: CoveConfig, input_size: int):
+        super().__init__()
+        hidden = config.dcn_hidden_size
+        self.dropout = nn.Dropout(config.dcn_dropout)
+        self.feedforward = nn.Linear(input_size, hidden)  # g(w~) = tanh(W w~ + b)
+        self.encoder_lstm = nn.LSTM(hidden, hidden // 2, batch_first=True, bidirectional=True)  # shared D/Q
+        self.document_sentinel = nn.Parameter(torch.zeros(hidden))
+        self.question_sentinel = nn.Parameter(torch.zeros(hidden))
+        self.question_projection = nn.Linear(hidden, hidden)  # Q = tanh(W_Q Q' + b_Q)
+        self.fusion_lstm = nn.LSTM(3 * hidden, hidden, batch_first=True, bidirectional=True)
+
+    def encode(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """eqs. 7-8: biLSTM(tanh(W w~ + b)); (B, L, input) -> (B, L, l), zero at padding."""
+        return self.dropout(run_bilstm(self.encoder_lstm, torch.tanh(self.feedforward(features)), mask))
+
+    @staticmethod
+    def with_sentinel(x: torch.Tensor, mask: torch.Tensor, sentinel: torch.Tensor):
+        """Put the trainable sentinel at index 0: (B, L, l) -> (B, L+1, l), mask (B, L+1) (sentinel always on)."""
+        x = torch.cat([sentinel.expand(x.shape[0], 1, -1), x], dim=1)
+        return x, torch.cat([mask.new_ones(mask.shape[0], 1), mask], dim=1)
+
+    @staticmethod
+    def coattention(document: torch.Tensor, document_mask: torch.Tensor, question: torch.Tensor,
+                    question_mask: torch.Tensor):
+        """document (B, m+1, l), question (B, n+1, l) with sentinels; masks bool. Returns C^D (B, m+1, 2l),
+        A^Q (B, m+1, n+1) (normalised over documents) and A^D (B, m+1, n+1) (normalised over questions)."""
+        affinity = document @ question.transpose(1, 2)  # L = D Q^T, (B, m+1, n+1)
+        attention_q = masked_softmax(affinity, document_mask.unsqueeze(2), dim=1)  # A^Q: over the document
+        attention_d = masked_softmax(affinity, question_mask.unsqueeze(1), dim=2)  # A^D: over the question
+        summary_q = attention_q.transpose(1, 2) @ document  # C^Q = D A^Q, (B, n+1, l)
+        context_d = attention_d @ torch.cat([question, summary_q], dim=-1)  # C^D = [Q; C^Q] A^D, (B, m+1, 2l)
+        return context_d, attention_q, attention_d
+
+    def forward(self, document_features, document_mask, question_features, question_mask):
+        """Features (B, m, input) / (B, n, input) with bool masks. Returns U (B, m, 2l), zero at padding."""
+        document = self.encode(document_features, document_mask)  # D' (B, m, l)
+        question = self.encode(question_features, question_mask)  # Q' (B, n, l)
+        document, document_mask_s = self.with_sentinel(document, document_mask, self.document_sentinel)
+        question, question_mask_s = self.with_sentinel(question, question_mask, self.question_sentinel)
+        question = torch.tanh(self.question_projection(question))  # Q = tanh(W_Q Q' + b_Q), sentinel included
+        context_d, _, _ = self.coattention(document, document_mask_s, question, question_mask_s)
+        fusion_input = torch.cat([document, context_d], dim=-1)[:, 1:]  # [D; C^D] without the sentinel column
+        return self.dropout(run_bilstm(self.fusion_lstm, fusion_input, document_mask))  # U, (B, m, 2l)
+
+
+class DynamicPointingDecoder(nn.Module):
+    """h_i = LSTM(h_{i-1}, [u_{s_{i-1}}; u_{e_{i-1}}]); alpha = HMN_start(u_t, h_i, u_{s_{i-1}}, u_{e_{i-1}}),
+    s_i = argmax alpha; beta = HMN_end(u_t, h_i, u_{s_i}, u_{e_{i-1}}), e_i = argmax beta."""
+
+    def __init__(self, config: CoveConfig):
+        super().__init__()
+        hidden = config.dcn_hidden_size
+        self.max_iterations = config.dcn_max_iterations
+        self.cell = nn.LSTMCell(4 * hidden, hidden)
+        self.hmn_start = HighwayMaxoutNetwork(hidden, config.dcn_pool_size)
+        self.hmn_end = HighwayMaxoutNetwork(hidden, config.dcn_pool_size)
+
+    def forward(self, document: torch.Tensor, mask: torch.Tensor, early_stop: bool):
+        """document U (B, m, 2l), mask (B, m) bool. Returns per-iteration start/end scores (I, B, m) (masked with
+        finfo.min), spans (B, I, 2) doc-local, and `active` (I, B) bool: whether each example ran iteration i."""
+        batch, _, _ = document.shape
+        rows = torch.arange(batch, device=document.device)
+        neg = torch.finfo(document.dtype).min
+        proj_start = self.hmn_start.project_document(document)  # (B, m, l*p), shared by all iterations
+        proj_end = self.hmn_end.project_document(document)
+        start = torch.zeros(batch, dtype=torch.long, device=document.device)  # s_0 = first context token
+        end = mask.sum(dim=1) - 1  # e_0 = last context token
+        h = document.new_zeros(batch, self.cell.hidden_size)
+        c = document.new_zeros(batch, self.cell.hidden_size)
+        done = torch.zeros(batch, dtype=torch.bool, device=document.device)
+        start_scores, end_scores, spans, active = [], [], [], []
+        alpha = beta = None
+        for _ in range(self.max_iterations):
+            u_start, u_end = document[rows, start], document[rows, end]  # (B, 2l)
+            h_new, c_new = self.cell(torch.cat([u_start, u_end], dim=-1), (h, c))
+            alpha_new = self.hmn_start(proj_start, h_new, u_start, u_end).masked_fill(~mask, neg)  # (B, m)
+            start_new = alpha_new.argmax(dim=1)
+            beta_new = self.hmn_end(proj_end, h_new, document[rows, start_new], u_end).masked_fill(~mask, neg)
+            end_new = beta_new.argmax(dim=1)
+            keep = done.unsqueeze(1)  # finished examples keep their scores, span and state
+            alpha = alpha_new if alpha is None else torch.where(keep, alpha, alpha_new)
+            beta = beta_new if beta is None else torch.where(keep, beta, beta_new)
+            h, c = torch.where(keep, h, h_new), torch.where(keep, c, c_new)
+            converged = (start_new == start) & (end_new == end)
+            start, end = torch.where(done, start, start_new), torch.where(done, end, end_new)
+            active.append(~done)
+            start_scores.append(alpha)
+            end_scores.append(beta)
+            spans.append(torch.stack([start, end], dim=1))
+            if early_stop:
+                done = done | converged
+                if bool(done.all()):
+                    break
+        while len(spans) < self.max_iterations:  # pad the record of stopped batches with the final span
+            spans.append(spans[-1])
+        return torch.stack(start_scores), torch.stack(end_scores), torch.stack(spans, dim=1), torch.stack(active)
+
+
+class CoveForQuestionAnswering(CovePreTrainedModel):
+    """CoVe + DCN for extractive question answering (SQuAD). See the module docstring for the equations."""
+
+    def __init__(self, config: CoveConfig):
+        super().__init__(config)
+        mode = getattr(config, "dcn_input", "vectors+cove")
+        if mode not in DCN_INPUT_CHOICES:
+            raise ValueError(f"dcn_input must be one of {DCN_INPUT_CHOICES}, got {mode!r}")
+        if config.dcn_hidden_size < 2 or config.dcn_hidden_size % 2:
+            raise ValueError(f"dcn_hidden_size must be even (a biLSTM of l/2 per direction), got "
+                             f"{config.dcn_hidden_size}")
+        if config.dcn_pool_size < 1 or config.dcn_max_iterations < 1 or config.dcn_max_answer_length < 1:
+            raise ValueError("dcn_pool_size, dcn_max_iterations and dcn_max_answer_length must be >= 1")
+        self.dcn_input = mode
+        self.input_size = dcn_input_size(config)
+        self.cove_size = cove_feature_size(config)
+        self.cove = CoveModel(config)
+        self.coattention_encoder = CoattentionEncoder(config, self.input_size)
+        self.decoder = DynamicPointingDecoder(config)
+        self.post_init()
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        if isinstance(module, CoattentionEncoder):
+            r = self.config.initializer_range
+            nn.init.uniform_(module.document_sentinel, -r, r)
+            nn.init.uniform_(module.question_sentinel, -r, r)
+
+    def freeze_frozen_parts(self):
+        """Apply `config.freeze_embeddings` / `config.freeze_encoder` (`requires_grad=False`) to `self.cove`."""
+        if self.config.freeze_embeddings:
+            self.cove.embeddings.weight.requires_grad_(False)
+            if self.cove.char_ngram_embeddings is not None:
+                self.cove.char_ngram_embeddings.weight.requires_grad_(False)
+        if self.config.freeze_encoder:
+            self.cove.encoder.requires_grad_(False)
+        return self
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        # transformers 5.x loads checkpoint tensors as new `nn.Parameter`s with requires_grad=True, undoing the
+        # freezing done in `CoveModel.__init__`: apply it again so Trainer/optimizers never update the encoder.
+        model = super().from_pretrained(*args, **kwargs)
+        if isinstance(model, tuple):  # output_loading_info=True
+            return (model[0].freeze_frozen_parts(), *model[1:])
+        return model.freeze_frozen_parts()
+
+    def train(self, mode: bool = True):
+        """A frozen encoder stays in eval mode (no encoder dropout), so cached features equal live ones."""
+        super().train(mode)
+        if self.config.freeze_encoder:
+            self.cove.encoder.eval()
+        return self
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """Also records the question-answering pipeline (`pipeline_cove.CoveQuestionAnsweringPipeline`, shipped
+        with the code files) as `custom_pipelines` in config.json, so that
+        `pipeline("question-answering", model=dir, trust_remote_code=True)` works without this package."""
+        self.config.custom_pipelines = {
+            "question-answering": {
+                "impl": "pipeline_cove.CoveQuestionAnsweringPipeline",
+                "pt": ["AutoModelForQuestionAnswering"],
+                "type": "text",
+            }
+        }
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
+    # ----- inputs ---------------------------------------------------------------------------------------------
+
+    def segment_masks(self, attention_mask: torch.Tensor, token_type_ids: Optional[torch.Tensor]):
+        """(question mask, context mask), each (B, T) bool. Clear errors for missing segments."""
+        if token_type_ids is None:
+            raise ValueError(
+                "CoveForQuestionAnswering needs token_type_ids to tell the question (0) from the context (1): "
+                "tokenize question and context as a pair, tokenizer(question, context)"
+            )
+        if token_type_ids.shape != attention_mask.shape:
+            raise ValueError(f"token_type_ids shape {tuple(token_type_ids.shape)} != attention_mask shape "
+                             f"{tuple(attention_mask.shape)}")
+        tokens = attention_mask.bool()
+        question = tokens & (token_type_ids == QUESTION_SEGMENT)
+        context = tokens & (token_type_ids == CONTEXT_SEGMENT)
+        for name, seg in (("question", question), ("context", context)):
+            empty = (~seg.any(dim=1)).nonzero().flatten().tolist()
+            if empty:
+                raise ValueError(f"rows {empty} have no {name} tokens (empty {name} after tokenization?)")
+        return question, context
+
+    def encoder_is_frozen(self) -> bool:
+        return not any(p.requires_grad for p in self.cove.parameters())
+
+    def run_cove(self, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """MT-LSTM outputs used by the DCN for one right-padded segment: (B, L) -> (B, L, cove_size), zero at
+        padding (the last layer; first and last with `cove_output="both"`)."""
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.encoder_is_frozen()):
+            out = self.cove(input_ids=input_ids, attention_mask=mask.long(), output_hidden_states=True,
+                            return_dict=True)
+            layers = out.hidden_states[1:]
+            return torch.cat([layers[0], layers[-1]], dim=-1) if self.config.cove_output == "both" else layers[-1]
+
+    def word_inputs(self, input_ids: torch.Tensor, mask: torch.Tensor, cove: Optional[torch.Tensor]):
+        """eq. 6, w~ = [GloVe(w); CoVe(w)] (per `config.dcn_input`, + char n-grams): (B, L, input_size)."""
+        float_mask = mask.unsqueeze(-1).to(self.cove.embeddings.weight.dtype)
+        parts = []
+        if "vectors" in self.dcn_input:
+            parts.append(self.cove.embeddings(input_ids) * float_mask)
+        if cove is not None:
+            parts.append(cove * float_mask)
+        if self.cove.char_ngram_embeddings is not None:
+            parts.append(self.cove.char_ngram_embeddings(input_ids) * float_mask)
+        return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+
+    def compute_cove_features(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+                              token_type_ids: Optional[torch.Tensor] = None) -> Optional[torch.Tensor]:
+        """MT-LSTM features at every position of the pair sequence, (B, T, cove_size), zero at padding: the
+        encoder runs on the question and on the context separately. Pass them back as `cove_features=` (the
+        encoder is frozen; a frozen encoder also stays in eval mode, so there is no encoder dropout). None when
+        `config.dcn_input == "vectors"` (no MT-LSTM)."""
+        if self.cove_size == 0:
+            return None
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        self.cove.check_inputs(input_ids, attention_mask)
+        features = None
+        for seg in self.segment_masks(attention_mask, token_type_ids):
+            ids, positions, mask = segment_gather(input_ids, seg)
+            seg_features = self.run_cove(ids, mask)  # (B, L, C), zero at padding
+            if features is None:
+                features = seg_features.new_zeros(*input_ids.shape, seg_features.shape[-1])
+            index = positions.unsqueeze(-1).expand(-1, -1, seg_features.shape[-1])
+            features = features.scatter_add(1, index, seg_features)  # padding slots add zeros
+        return features
+
+    def context_labels(self, positions: Optional[torch.Tensor], context_positions: torch.Tensor,
+                       context_mask: torch.Tensor, name: str) -> Optional[torch.Tensor]:
+        """Map start/end positions in the input sequence to indices among the context tokens (IGNORE_INDEX kept).
+        A position that is not a context token is an error."""
+        if positions is None:
+            return None
+        positions = positions.view(-1).to(context_positions.device)
+        if positions.shape[0] != context_positions.shape[0]:
+            raise ValueError(f"{name} has {positions.shape[0]} entries for a batch of {context_positions.shape[0]}")
+        hits = (context_positions == positions.unsqueeze(1)) & context_mask  # (B, m)
+        ignored = positions == IGNORE_INDEX
+        bad = (~hits.any(dim=1) & ~ignored).nonzero().flatten().tolist()
+        if bad:
+            raise ValueError(
+                f"{name} of rows {bad} ({positions[bad].tolist()}) are not context tokens (token_type_ids 1); "
+                f"use {IGNORE_INDEX} for an example without an answer in the window"
+            )
+        return torch.where(ignored, torch.full_like(positions, IGNORE_INDEX), hits.long().argmax(dim=1))
+
+    # ----- forward --------------------------------------------------------------------------------------------
+
+    def forward(
+        self,
+        input_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        token_type_ids: Optional[torch.Tensor] = None,
+        cove_features: Optional[torch.Tensor] = None,
+        start_positions: Optional[torch.Tensor] = None,
+        end_positions: Optional[torch.Tensor] = None,
+        return_dict: Optional[bool] = None,
+    ) -> CoveQuestionAnsweringModelOutput:
+        """
+        input_ids (B, T): question + context as one pair sequence, right-padded.
+        attention_mask (B, T): 1 = token (default: all). token_type_ids (B, T): 0 = question, 1 = context (required).
+        cove_features (B, T, cove_size): precomputed `compute_cove_features(...)`; skips the MT-LSTM.
+        start_positions, end_positions (B,): answer span as input positions (context tokens), or -100 to ignore.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        if input_ids is None:
+            raise ValueError("CoveForQuestionAnswering needs input_ids (also when cove_features are given)")
+        if (start_positions is None) != (end_positions is None):
+            raise ValueError("pass both start_positions and end_positions, or neither")
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        self.cove.check_inputs(input_ids, attention_mask)
+        question_seg, context_seg = self.segment_masks(attention_mask, token_type_ids)
+        question_ids, _, question_mask = segment_gather(input_ids, question_seg)  # (B, n)
+        context_ids, context_positions, context_mask = segment_gather(input_ids, context_seg)  # (B, m)
+
+        question_cove = context_cove = None
+        if cove_features is not None:
+            expected = (*input_ids.shape, self.cove_size)
+            if self.cove_size == 0 or tuple(cove_features.shape) != expected:
+                raise ValueError(
+                    f"cove_features must have shape {expected} (from compute_cove_features), got "
+                    f"{tuple(cove_features.shape)}" + (" (dcn_input='vectors' uses no CoVe)" if not self.cove_size
+                                                       else "")
+                )
+            question_cove = segment_gather(cove_features, question_seg)[0]
+            context_cove = segment_gather(cove_features, context_seg)[0]
+        elif self.cove_size:
+            question_cove = self.run_cove(question_ids, question_mask)  # MT-LSTM on the question alone
+            context_cove = self.run_cove(context_ids, context_mask)  # and on the context alone
+        question_features = self.word_inputs(question_ids, question_mask, question_cove)  # (B, n, C)
+        context_features = self.word_inputs(context_ids, context_mask, context_cove)  # (B, m, C)
+
+        document = self.coattention_encoder(context_features, context_mask, question_features, question_mask)
+        start_scores, end_scores, spans, active = self.decoder(document, context_mask,
+                                                               early_stop=not self.training)
+
+        loss = None
+        start_labels = self.context_labels(start_positions, context_positions, context_mask, "start_positions")
+        end_labels = self.context_labels(end_positions, context_positions, context_mask, "end_positions")
+        if start_labels is not None:
+            # cumulative cross-entropy over the iterations each example ran
+            ce = nn.CrossEntropyLoss(ignore_index=IGNORE_INDEX, reduction="none")
+            labelled = (start_labels != IGNORE_INDEX) & (end_labels != IGNORE_INDEX)
+            total = document.new_zeros(())
+            for alpha, beta, ran in zip(start_scores, end_scores, active):
+                per_example = (ce(alpha, start_labels) + ce(beta, end_labels)) / 2
+                total = total + (per_example * (ran & labelled).to(per_example.dtype)).sum()
+            loss = total / labelled.sum().clamp(min=1)
+
+        # final scores over the full input sequence; non-context positions get the most negative value
+        neg = torch.finfo(document.dtype).min
+        full = document.new_full(input_ids.shape, neg)
+        start_logits = full.scatter(1, context_positions, start_scores[-1].masked_fill(~context_mask, neg))
+        end_logits = full.scatter(1, context_positions, end_scores[-1].masked_fill(~context_mask, neg))
+        # padding slots of context_positions point at arbitrary positions: restore "not context" there
+        start_logits = start_logits.masked_fill(~context_seg, neg)
+        end_logits = end_logits.masked_fill(~context_seg, neg)
+        iteration_spans = context_positions.gather(1, spans.flatten(1)).view_as(spans)
+        num_iterations = active.long().sum(dim=0)
+
+        if not return_dict:
+            output = (start_logits, end_logits, iteration_spans, num_iterations)
+            return ((loss,) + output) if loss is not None else output
+        return CoveQuestionAnsweringModelOutput(
+            loss=loss,
+            start_logits=start_logits,
+            end_logits=end_logits,
+            iteration_spans=iteration_spans,
+            num_iterations=num_iterations,
+        )
+
+
+__all__ = ["CoveForQuestionAnswering", "CoveQuestionAnsweringModelOutput", "HighwayMaxoutNetwork",
+           "CoattentionEncoder", "DynamicPointingDecoder", "best_spans"]

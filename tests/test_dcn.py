@@ -1,0 +1,442 @@
+"""CoveForQuestionAnswering (DCN, PAPER.md §4): building blocks against hand computations, masking/padding,
+sentinels, early stop, the cumulative loss, the span constraint, the precomputed-features path, bad input."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from modeling_cove import CoveConfig, CoveForQuestionAnswering
+from modeling_cove.modeling_cove_dcn import (
+    CoattentionEncoder,
+    HighwayMaxoutNetwork,
+    best_spans,
+    maxout,
+    segment_gather,
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def single_thread():
+    """Tiny LSTMs on a shared 2-core machine: one thread avoids OpenMP spin-waits (40x slower calls under load)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def tiny_config(**overrides):
+    values = dict(vocab_size=40, word_vector_dim=6, hidden_size=4, dcn_hidden_size=6, dcn_pool_size=3,
+                  dcn_max_iterations=4, dcn_dropout=0.0, dcn_input="vectors+cove")
+    values.update(overrides)
+    return CoveConfig(**values)
+
+
+def tiny_model(seed=0, **overrides):
+    torch.manual_seed(seed)
+    return CoveForQuestionAnswering(tiny_config(**overrides)).eval()
+
+
+def pair_batch(pairs, vocab_size=40, seed=0):
+    """pairs: list of (question length, context length) -> right-padded input_ids, token_type_ids, attention_mask."""
+    g = torch.Generator().manual_seed(seed)
+    longest = max(q + c for q, c in pairs)
+    ids = torch.zeros(len(pairs), longest, dtype=torch.long)
+    types = torch.zeros_like(ids)
+    mask = torch.zeros_like(ids)
+    for i, (q, c) in enumerate(pairs):
+        ids[i, : q + c] = torch.randint(4, vocab_size, (q + c,), generator=g)
+        types[i, q: q + c] = 1
+        mask[i, : q + c] = 1
+    return ids, types, mask
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# highway maxout network
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def hmn_reference(hmn: HighwayMaxoutNetwork, u, h, us, ue):
+    """The paper's HMN with explicit loops over plain Python floats (W_1 applied to the concatenation [u_t; r])."""
+    l, p = hmn.hidden_size, hmn.pool_size
+    wd = hmn.state_projection.weight.tolist()
+    w1, b1 = hmn.maxout1.weight.tolist(), hmn.maxout1.bias.tolist()
+    w2, b2 = hmn.maxout2.weight.tolist(), hmn.maxout2.bias.tolist()
+    w3, b3 = hmn.maxout3.weight.tolist(), hmn.maxout3.bias.tolist()
+    state = h + us + ue
+    r = [math.tanh(sum(wd[j][k] * state[k] for k in range(len(state)))) for j in range(l)]
+    scores = []
+    for ut in u:
+        x = ut + r
+        m1 = [max(sum(w1[j * p + q][k] * x[k] for k in range(len(x))) + b1[j * p + q] for q in range(p))
+              for j in range(l)]
+        m2 = [max(sum(w2[j * p + q][k] * m1[k] for k in range(l)) + b2[j * p + q] for q in range(p))
+              for j in range(l)]
+        m = m1 + m2
+        scores.append(max(sum(w3[q][k] * m[k] for k in range(2 * l)) + b3[q] for q in range(p)))
+    return scores
+
+
+def test_hmn_hand_computed_integers():
+    """l = 1, p = 2, W_D = 0 so r = tanh(0) = 0; integer weights give scores worked out by hand."""
+    hmn = HighwayMaxoutNetwork(hidden_size=1, pool_size=2)
+    with torch.no_grad():
+        hmn.state_projection.weight.zero_()
+        hmn.maxout1.weight.copy_(torch.tensor([[1.0, 0.0, 5.0], [0.0, 1.0, 5.0]]))  # two pieces over [u1, u2, r]
+        hmn.maxout1.bias.copy_(torch.tensor([0.0, 1.0]))
+        hmn.maxout2.weight.copy_(torch.tensor([[2.0], [-1.0]]))
+        hmn.maxout2.bias.copy_(torch.tensor([0.0, 0.0]))
+        hmn.maxout3.weight.copy_(torch.tensor([[1.0, 1.0], [0.0, -1.0]]))  # pieces over [m1, m2]
+        hmn.maxout3.bias.copy_(torch.tensor([0.0, 3.0]))
+    u = torch.tensor([[[3.0, 1.0], [-2.0, -4.0]]])  # (B=1, m=2, 2l=2)
+    h, us, ue = torch.zeros(1, 1), torch.ones(1, 2), torch.ones(1, 2)
+    scores = hmn(hmn.project_document(u), h, us, ue)
+    # t=1: m1 = max(3, 1+1) = 3; m2 = max(2*3, -3) = 6; out = max(3+6, -6+3) = 9
+    # t=2: m1 = max(-2, -4+1) = -2; m2 = max(-4, 2) = 2; out = max(-2+2, -2+3) = 1
+    assert scores.tolist() == [[9.0, 1.0]]
+
+
+def test_hmn_matches_loop_reference():
+    torch.manual_seed(1)
+    hmn = HighwayMaxoutNetwork(hidden_size=3, pool_size=4)
+    u = torch.randn(2, 5, 6)
+    h, us, ue = torch.randn(2, 3), torch.randn(2, 6), torch.randn(2, 6)
+    scores = hmn(hmn.project_document(u), h, us, ue)
+    for b in range(2):
+        ref = hmn_reference(hmn, u[b].tolist(), h[b].tolist(), us[b].tolist(), ue[b].tolist())
+        assert torch.allclose(scores[b], torch.tensor(ref), atol=1e-5)
+
+
+def test_maxout_groups_consecutive_units():
+    x = torch.tensor([[1.0, 5.0, 2.0, -1.0, 0.0, -3.0]])
+    assert maxout(x, 2).tolist() == [[5.0, 2.0, 0.0]]
+    assert maxout(x, 3).tolist() == [[5.0, 0.0]]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# coattention
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def softmax(values):
+    top = max(values)
+    exps = [math.exp(v - top) for v in values]
+    return [e / sum(exps) for e in exps]
+
+
+def coattention_reference(D, Q, doc_len, q_len):
+    """Loop version of L = D Q^T, A^Q (over the document), A^D (over the question), C^Q, C^D on the first doc_len /
+    q_len rows (the rest is padding)."""
+    L = [[sum(a * b for a, b in zip(d, q)) for q in Q[:q_len]] for d in D[:doc_len]]
+    AQ_cols = [softmax([L[i][j] for i in range(doc_len)]) for j in range(q_len)]  # per question word
+    CQ = [[sum(AQ_cols[j][i] * D[i][k] for i in range(doc_len)) for k in range(len(D[0]))] for j in range(q_len)]
+    AD_rows = [softmax(L[i]) for i in range(doc_len)]  # per document word
+    QCQ = [Q[j] + CQ[j] for j in range(q_len)]
+    CD = [[sum(AD_rows[i][j] * QCQ[j][k] for j in range(q_len)) for k in range(len(QCQ[0]))] for i in range(doc_len)]
+    return CD, AQ_cols, AD_rows
+
+
+def test_coattention_hand_computed():
+    """m+1 = 2 (sentinel + 1 word), n+1 = 2, l = 1: every number below is worked out by hand."""
+    D = torch.tensor([[[0.0], [1.0]]])  # sentinel 0, word 1
+    Q = torch.tensor([[[0.0], [2.0]]])
+    ones = torch.ones(1, 2, dtype=torch.bool)
+    CD, AQ, AD = CoattentionEncoder.coattention(D, ones, Q, ones)
+    # L = [[0, 0], [0, 2]]; A^Q over documents: column 0 = [1/2, 1/2], column 1 = softmax([0, 2])
+    s = 1 / (1 + math.exp(2))
+    assert torch.allclose(AQ[0], torch.tensor([[0.5, s], [0.5, 1 - s]]), atol=1e-6)
+    # A^D over questions: row 0 = [1/2, 1/2], row 1 = softmax([0, 2]) = [s, 1 - s]
+    assert torch.allclose(AD[0], torch.tensor([[0.5, 0.5], [s, 1 - s]]), atol=1e-6)
+    # C^Q = [0.5, 1 - s] (doc summaries per question word); C^D_i = sum_j A^D_ij [q_j; C^Q_j]
+    cq = [0.5, 1 - s]
+    expected = [[0.5 * 0 + 0.5 * 2, 0.5 * cq[0] + 0.5 * cq[1]], [s * 0 + (1 - s) * 2, s * cq[0] + (1 - s) * cq[1]]]
+    assert torch.allclose(CD[0], torch.tensor(expected), atol=1e-6)
+
+
+def test_coattention_matches_loop_reference_with_padding():
+    torch.manual_seed(2)
+    D, Q = torch.randn(2, 5, 3), torch.randn(2, 4, 3)
+    doc_lens, q_lens = [5, 3], [4, 2]
+    dmask = torch.arange(5).unsqueeze(0) < torch.tensor(doc_lens).unsqueeze(1)
+    qmask = torch.arange(4).unsqueeze(0) < torch.tensor(q_lens).unsqueeze(1)
+    CD, AQ, AD = CoattentionEncoder.coattention(D, dmask, Q, qmask)
+    for b in range(2):
+        ref_cd, ref_aq, ref_ad = coattention_reference(D[b].tolist(), Q[b].tolist(), doc_lens[b], q_lens[b])
+        m, n = doc_lens[b], q_lens[b]
+        assert torch.allclose(CD[b, :m], torch.tensor(ref_cd), atol=1e-5)
+        assert torch.allclose(AQ[b, :m, :n].T, torch.tensor(ref_aq), atol=1e-5)
+        assert torch.allclose(AD[b, :m, :n], torch.tensor(ref_ad), atol=1e-5)
+        # masked softmaxes give padding exactly zero weight
+        assert float(AQ[b, m:, :n].abs().sum()) == 0.0
+        assert float(AD[b, :m, n:].abs().sum()) == 0.0
+
+
+def test_sentinels_take_part_in_coattention():
+    """The sentinel is a key of both softmaxes: with it, a document word can attend to "nothing"."""
+    model = tiny_model()
+    enc = model.coattention_encoder
+    x = torch.randn(1, 3, 6)
+    mask = torch.ones(1, 3, dtype=torch.bool)
+    with_sentinel, smask = enc.with_sentinel(x, mask, enc.document_sentinel)
+    assert with_sentinel.shape == (1, 4, 6) and bool(smask.all())
+    assert torch.equal(with_sentinel[0, 0], enc.document_sentinel.detach())
+    assert torch.equal(with_sentinel[0, 1:], x[0])
+    # the sentinel changes the result: a different sentinel value gives different start scores
+    ids, types, am = pair_batch([(3, 7)])
+    before = model(input_ids=ids, token_type_ids=types, attention_mask=am).start_logits
+    with torch.no_grad():
+        enc.question_sentinel.add_(1.0)
+    after = model(input_ids=ids, token_type_ids=types, attention_mask=am).start_logits
+    assert not torch.allclose(before[types.bool()], after[types.bool()])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the whole model: segments, padding, precomputed features
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_segment_gather_keeps_order_and_zero_pads():
+    x = torch.tensor([[5, 6, 7, 8, 0], [1, 2, 3, 0, 0]])
+    seg = torch.tensor([[0, 1, 1, 0, 0], [1, 0, 1, 0, 0]], dtype=torch.bool)
+    gathered, positions, mask = segment_gather(x, seg)
+    assert gathered.tolist() == [[6, 7], [1, 3]]
+    assert positions.tolist() == [[1, 2], [0, 2]]
+    assert mask.tolist() == [[True, True], [True, True]]
+    gathered, positions, mask = segment_gather(x, torch.tensor([[1, 1, 1, 0, 0], [1, 0, 0, 0, 0]], dtype=torch.bool))
+    assert gathered.tolist() == [[5, 6, 7], [1, 0, 0]] and mask.tolist() == [[1, 1, 1], [1, 0, 0]]
+
+
+@pytest.mark.parametrize("dcn_input", ["vectors+cove", "vectors", "cove"])
+def test_padding_does_not_change_results(dcn_input):
+    model = tiny_model(dcn_input=dcn_input)
+    pairs = [(3, 9), (5, 4), (2, 6)]
+    ids, types, mask = pair_batch(pairs)
+    starts, ends = torch.tensor([4, 6, 2]), torch.tensor([6, 7, 5])
+    batch = model(input_ids=ids, token_type_ids=types, attention_mask=mask,
+                  start_positions=starts, end_positions=ends)
+    losses = []
+    for i, (q, c) in enumerate(pairs):
+        n = q + c
+        alone = model(input_ids=ids[i:i + 1, :n], token_type_ids=types[i:i + 1, :n],
+                      attention_mask=mask[i:i + 1, :n], start_positions=starts[i:i + 1], end_positions=ends[i:i + 1])
+        assert torch.allclose(batch.start_logits[i, :n], alone.start_logits[0], atol=1e-5)
+        assert torch.allclose(batch.end_logits[i, :n], alone.end_logits[0], atol=1e-5)
+        assert torch.equal(batch.iteration_spans[i], alone.iteration_spans[0])
+        assert int(batch.num_iterations[i]) == int(alone.num_iterations[0])
+        losses.append(alone.loss)
+    assert torch.allclose(batch.loss, torch.stack(losses).mean(), atol=1e-5)
+
+
+def test_logits_cover_full_sequence_and_mask_non_context():
+    model = tiny_model()
+    ids, types, mask = pair_batch([(3, 5), (2, 3)])
+    out = model(input_ids=ids, token_type_ids=types, attention_mask=mask)
+    neg = torch.finfo(out.start_logits.dtype).min
+    assert out.start_logits.shape == ids.shape and out.end_logits.shape == ids.shape
+    context = types.bool() & mask.bool()
+    assert bool((out.start_logits[~context] == neg).all()) and bool((out.end_logits[~context] == neg).all())
+    assert bool((out.start_logits[context] > neg).all())
+    # the recorded spans are context positions
+    spans = out.iteration_spans
+    assert bool(context.gather(1, spans.flatten(1)).all())
+
+
+def test_question_is_encoded_separately_from_context():
+    """The MT-LSTM runs on each segment alone: changing the context leaves the question's features unchanged."""
+    model = tiny_model()
+    ids, types, mask = pair_batch([(3, 6)])
+    features = model.compute_cove_features(ids, mask, types)
+    other = ids.clone()
+    other[0, 3:] = torch.randint(4, 40, (6,), generator=torch.Generator().manual_seed(5))
+    features2 = model.compute_cove_features(other, mask, types)
+    assert torch.allclose(features[0, :3], features2[0, :3])
+    assert not torch.allclose(features[0, 3:], features2[0, 3:])
+    # and equal to running CoveModel on the question alone
+    alone = model.cove(input_ids=ids[:, :3], output_hidden_states=True).hidden_states[-1]
+    assert torch.allclose(features[0, :3], alone[0], atol=1e-6)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_precomputed_cove_features_equal_live_encoder(training):
+    model = tiny_model()
+    ids, types, mask = pair_batch([(3, 9), (4, 5)])
+    starts, ends = torch.tensor([5, 6]), torch.tensor([7, 6])
+    features = model.compute_cove_features(ids, mask, types)
+    model.train(training)
+    live = model(input_ids=ids, token_type_ids=types, attention_mask=mask, start_positions=starts,
+                 end_positions=ends)
+    cached = model(input_ids=ids, token_type_ids=types, attention_mask=mask, cove_features=features,
+                   start_positions=starts, end_positions=ends)
+    assert torch.allclose(live.start_logits, cached.start_logits, atol=1e-6)
+    assert torch.allclose(live.end_logits, cached.end_logits, atol=1e-6)
+    assert torch.allclose(live.loss, cached.loss, atol=1e-6)
+    if training:  # gradients reach the DCN, never the frozen encoder
+        cached.loss.backward()
+        assert model.decoder.hmn_start.maxout1.weight.grad is not None
+        assert all(p.grad is None for p in model.cove.parameters())
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# dynamic decoder: early stop, cumulative loss
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class FixedScores(nn.Module):
+    """Stands in for an HMN: always the same scores, whatever the state."""
+
+    def __init__(self, scores):
+        super().__init__()
+        self.scores = torch.tensor(scores)
+
+    def project_document(self, document):
+        return document
+
+    def forward(self, projection, state, u_start, u_end):
+        return self.scores.expand(projection.shape[0], -1).clone()
+
+
+def rigged_model(start_scores, end_scores, max_iterations=4):
+    model = tiny_model(dcn_max_iterations=max_iterations)
+    model.decoder.hmn_start = FixedScores(start_scores)
+    model.decoder.hmn_end = FixedScores(end_scores)
+    return model
+
+
+def test_early_stop_when_span_repeats():
+    # context of 5 tokens after 2 question tokens; the guess starts at (0, 4) (whole context)
+    ids, types, mask = pair_batch([(2, 5)])
+    model = rigged_model([0.0, 0.0, 3.0, 0.0, 0.0], [0.0, 0.0, 0.0, 4.0, 0.0])
+    out = model.eval()(input_ids=ids, token_type_ids=types, attention_mask=mask)
+    # iteration 1: (2, 3) != (0, 4); iteration 2: (2, 3) again -> stop
+    assert out.num_iterations.tolist() == [2]
+    assert out.iteration_spans[0].tolist() == [[4, 5]] * 4  # input positions (question = 2 tokens)
+    # training runs every iteration
+    out = model.train()(input_ids=ids, token_type_ids=types, attention_mask=mask)
+    assert out.num_iterations.tolist() == [4]
+
+
+def test_early_stop_immediately_when_first_guess_confirmed():
+    ids, types, mask = pair_batch([(2, 5)])
+    model = rigged_model([3.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 4.0]).eval()
+    out = model(input_ids=ids, token_type_ids=types, attention_mask=mask)
+    assert out.num_iterations.tolist() == [1]
+
+
+def test_early_stopped_scores_equal_a_shorter_loop():
+    """An example that stopped after k iterations has the scores of a decoder limited to k iterations."""
+    model = tiny_model(seed=3)
+    ids, types, mask = pair_batch([(3, 9), (2, 7), (4, 4)], seed=3)
+    out = model(input_ids=ids, token_type_ids=types, attention_mask=mask)
+    for i, k in enumerate(out.num_iterations.tolist()):
+        short = tiny_model(seed=3, dcn_max_iterations=k)
+        short.load_state_dict(model.state_dict())
+        ref = short(input_ids=ids[i:i + 1], token_type_ids=types[i:i + 1], attention_mask=mask[i:i + 1])
+        n = int(mask[i].sum())
+        assert torch.allclose(out.start_logits[i, :n], ref.start_logits[0, :n], atol=1e-5)
+        assert torch.equal(out.iteration_spans[i, -1], ref.iteration_spans[0, -1])
+
+
+def test_cumulative_loss_over_iterations():
+    start_scores, end_scores = [0.0, 1.0, 2.0, 0.5], [0.0, 0.0, 1.0, 3.0]
+    ids, types, mask = pair_batch([(2, 4)])
+    starts, ends = torch.tensor([3]), torch.tensor([5])  # context tokens 1 and 3
+    ce_start = -math.log(math.exp(1.0) / sum(math.exp(s) for s in start_scores))
+    ce_end = -math.log(math.exp(3.0) / sum(math.exp(s) for s in end_scores))
+    for iterations in (1, 4):
+        model = rigged_model(start_scores, end_scores, max_iterations=iterations).train()
+        out = model(input_ids=ids, token_type_ids=types, attention_mask=mask, start_positions=starts,
+                    end_positions=ends)
+        assert math.isclose(float(out.loss), iterations * (ce_start + ce_end) / 2, rel_tol=1e-5)
+    # -100 is ignored; an all-ignored batch gives loss 0
+    out = model(input_ids=ids, token_type_ids=types, attention_mask=mask, start_positions=torch.tensor([-100]),
+                end_positions=torch.tensor([-100]))
+    assert float(out.loss) == 0.0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# span constraint
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def brute_force_spans(start_logits, end_logits, mask, max_len):
+    lp_s = torch.log_softmax(start_logits.masked_fill(~mask, -1e30), 0)
+    lp_e = torch.log_softmax(end_logits.masked_fill(~mask, -1e30), 0)
+    spans = [(s, e, math.exp(lp_s[s] + lp_e[e])) for s in range(len(mask)) for e in range(len(mask))
+             if mask[s] and mask[e] and s <= e < s + max_len]
+    return sorted(spans, key=lambda x: -x[2])
+
+
+def test_best_spans_respects_order_and_length():
+    start = torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0, 9.0])
+    end = torch.tensor([9.0, 0.0, 8.0, 0.0, 0.0, 0.5])
+    mask = torch.ones(6, dtype=torch.bool)
+    # unconstrained argmaxes (s=5, e=0) violate s <= e; legal: (5, 5) = 9.5 beats (0, 0) = 9 and (0, 2) = 8
+    (s, e, p), = best_spans(start, end, max_answer_length=15, top_k=1, mask=mask)
+    assert (s, e) == (5, 5)
+    start = torch.tensor([5.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    end = torch.tensor([0.0, 0.0, 0.0, 0.0, 6.0, 0.0])
+    assert best_spans(start, end, max_answer_length=5, mask=mask)[0][:2] == (0, 4)
+    assert best_spans(start, end, max_answer_length=4, mask=mask)[0][:2] != (0, 4)  # length 5 > 4
+
+
+def test_best_spans_matches_brute_force_topk():
+    torch.manual_seed(4)
+    start, end = torch.randn(12), torch.randn(12)
+    mask = torch.tensor([False, False, False] + [True] * 8 + [False])
+    got = best_spans(start, end, max_answer_length=3, top_k=5, mask=mask)
+    ref = brute_force_spans(start, end, mask, 3)[:5]
+    assert [(s, e) for s, e, _ in got] == [(s, e) for s, e, _ in ref]
+    assert all(math.isclose(a[2], b[2], rel_tol=1e-5) for a, b in zip(got, ref))
+    for s, e, _ in got:
+        assert mask[s] and mask[e] and s <= e < s + 3
+    # default mask: the model's "not context" value
+    neg = torch.finfo(torch.float32).min
+    logits = torch.tensor([neg, 1.0, 2.0, neg])
+    assert all(1 <= s <= e <= 2 for s, e, _ in best_spans(logits, logits, top_k=10))
+    assert len(best_spans(logits, logits, top_k=10)) == 3  # (1,1), (1,2), (2,2)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# bad input, configuration, save/load
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_bad_inputs_give_clear_errors():
+    model = tiny_model()
+    ids, types, mask = pair_batch([(3, 5)])
+    with pytest.raises(ValueError, match="token_type_ids"):
+        model(input_ids=ids, attention_mask=mask)
+    with pytest.raises(ValueError, match="no context tokens"):
+        model(input_ids=ids, token_type_ids=torch.zeros_like(types), attention_mask=mask)
+    with pytest.raises(ValueError, match="no question tokens"):
+        model(input_ids=ids, token_type_ids=torch.ones_like(types), attention_mask=mask)
+    with pytest.raises(ValueError, match="not context tokens"):
+        model(input_ids=ids, token_type_ids=types, attention_mask=mask, start_positions=torch.tensor([1]),
+              end_positions=torch.tensor([4]))
+    with pytest.raises(ValueError, match="both start_positions and end_positions"):
+        model(input_ids=ids, token_type_ids=types, attention_mask=mask, start_positions=torch.tensor([4]))
+    with pytest.raises(ValueError, match="cove_features must have shape"):
+        model(input_ids=ids, token_type_ids=types, attention_mask=mask, cove_features=torch.zeros(1, 8, 3))
+    with pytest.raises(ValueError, match="outside"):
+        model(input_ids=ids + 100, token_type_ids=types, attention_mask=mask)
+    with pytest.raises(ValueError, match="dcn_input"):
+        CoveForQuestionAnswering(tiny_config(dcn_input="glove"))
+    with pytest.raises(ValueError, match="even"):
+        CoveForQuestionAnswering(tiny_config(dcn_hidden_size=5))
+
+
+def test_save_load_keeps_encoder_frozen_and_records_pipeline(tmp_path):
+    model = tiny_model()
+    model.save_pretrained(tmp_path)
+    loaded = CoveForQuestionAnswering.from_pretrained(tmp_path).eval()
+    assert not any(p.requires_grad for p in loaded.cove.parameters())
+    assert all(p.requires_grad for p in loaded.coattention_encoder.parameters())
+    assert loaded.config.custom_pipelines["question-answering"]["impl"] == \
+        "pipeline_cove.CoveQuestionAnsweringPipeline"
+    assert loaded.config.auto_map["AutoModelForQuestionAnswering"] == "modeling_cove_dcn.CoveForQuestionAnswering"
+    ids, types, mask = pair_batch([(3, 5)])
+    a = model(input_ids=ids, token_type_ids=types, attention_mask=mask).start_logits
+    b = loaded(input_ids=ids, token_type_ids=types, attention_mask=mask).start_logits
+    assert torch.equal(a, b)
+    assert (tmp_path / "pipeline_cove.py").exists() and (tmp_path / "squad_preprocessing.py").exists()

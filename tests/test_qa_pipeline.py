@@ -1,0 +1,362 @@
+"""SQuAD preprocessing (offsets, windows, counted skips), answer extraction, the SQuAD v1.1 metric, the baseline,
+and the question-answering pipeline: local name, trust_remote_code in a process without the package, bad input."""
+
+import json
+import os
+import site
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from conftest import require_data
+from modeling_cove import CoveConfig, CoveForQuestionAnswering
+from modeling_cove.squad_preprocessing import (
+    CoveFeatureCache,
+    extract_answers,
+    pad_batch,
+    prepare_eval_features,
+    prepare_train_features,
+    sliding_window_answer,
+    tokenize_windows,
+)
+from modeling_cove.tokenization_cove import build_cove_tokenizer, moses_tokenize
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+METRIC_PATH = os.path.join(REPO, "modeling_cove", "metrics", "squad_v1_cove")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def single_thread():
+    """Tiny LSTMs on a shared 2-core machine: one thread avoids OpenMP spin-waits (40x slower calls under load)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def vocabulary(texts):
+    words = []
+    seen = set()
+    for text in texts:
+        for w in moses_tokenize(text):
+            if w not in seen:
+                seen.add(w)
+                words.append(w)
+    return words
+
+
+def squad_slice(n_train=300):
+    from modeling_cove.data import load_squad
+
+    data = load_squad(require_data())
+    return data["train"].select(range(n_train)), data["validation"]
+
+
+def squad_metric():
+    import evaluate
+
+    return evaluate.load(METRIC_PATH)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# offsets -> answer text on real SQuAD dev examples
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_train_features_round_trip_answer_text():
+    train, _ = squad_slice(300)
+    tokenizer = build_cove_tokenizer(vocabulary(list(train["context"]) + list(train["question"])))
+    features, stats = prepare_train_features(train, tokenizer, max_length=200, doc_stride=64)
+    assert stats["examples"] == 300 and stats["examples_used"] == 300  # every answer lies in some window
+    encoding, _ = tokenize_windows(tokenizer, [train[i]["question"] for i in features["example_index"]],
+                                   [train[i]["context"] for i in features["example_index"]], 10_000, 0)
+    exact = 0
+    for f, (start, end) in enumerate(zip(features["start_positions"], features["end_positions"])):
+        row = train[features["example_index"][f]]
+        ids = features["input_ids"][f]
+        assert features["token_type_ids"][f][start] == 1 and features["token_type_ids"][f][end] == 1
+        assert start <= end
+        # the window's token ids at the span are the tokens of the answer text
+        answer_tokens = moses_tokenize(row["answers"]["text"][0])
+        span_tokens = tokenizer.convert_ids_to_tokens(ids[start:end + 1])
+        unk = tokenizer.unk_token
+        if [t if t in tokenizer.get_vocab() else unk for t in answer_tokens] == span_tokens:
+            exact += 1
+    # tokens that glue the answer to more text (e.g. "1990s" for "1990") are the only mismatches, and counted
+    assert exact >= len(features["input_ids"]) - stats.get("inexact_token_spans", 0) - 5
+    assert stats.get("inexact_token_spans", 0) <= 0.05 * len(features["input_ids"])
+
+
+def test_eval_features_and_extract_answers_recover_gold_text():
+    """One-hot logits on the gold tokens -> extract_answers -> the gold text (EM 100 through the metric)."""
+    train, _ = squad_slice(120)
+    tokenizer = build_cove_tokenizer(vocabulary(list(train["context"]) + list(train["question"])))
+    labelled, stats = prepare_train_features(train, tokenizer, max_length=160, doc_stride=48)
+    evalf = prepare_eval_features(train, tokenizer, max_length=160, doc_stride=48)
+    windows = {}
+    gold_span = {}
+    for f, e in enumerate(labelled["example_index"]):
+        gold_span.setdefault(e, (labelled["input_ids"][f], labelled["start_positions"][f],
+                                 labelled["end_positions"][f]))
+    for w, e in enumerate(evalf["example_index"]):
+        ids, s, t = gold_span[e]
+        n = len(evalf["input_ids"][w])
+        start = torch.full((n,), -10.0)
+        end = torch.full((n,), -10.0)
+        if evalf["input_ids"][w] == ids:  # the labelled window
+            start[s], end[t] = 10.0, 10.0
+        windows.setdefault(e, []).append((start, end, evalf["offset_mapping"][w]))
+    predictions = []
+    for e, ws in windows.items():
+        best = extract_answers(train[e]["context"], ws, max_answer_length=30)[0]
+        assert train[e]["context"][best["start"]:best["end"]] == best["answer"]
+        predictions.append({"id": train[e]["id"], "prediction_text": best["answer"]})
+    references = [{"id": r["id"], "answers": r["answers"]} for r in train]
+    scores = squad_metric().compute(predictions=predictions, references=references)
+    # only answers that cover part of a token ("8" inside "18") can miss: the counted inexact spans
+    ceiling = 100.0 * (1 - stats.get("inexact_token_spans", 0) / len(train))
+    assert stats.get("inexact_token_spans", 0) <= 0.1 * len(train)
+    assert scores["exact_match"] >= ceiling - 1e-6
+    assert scores["f1"] >= scores["exact_match"]
+
+
+def test_long_context_windows_cover_everything_and_keep_the_answer():
+    context = " ".join(f"w{i}" for i in range(100)) + " The answer is Paris ."
+    question = "What is the answer ?"
+    tokenizer = build_cove_tokenizer(vocabulary([context, question]))
+    encoding, _ = tokenize_windows(tokenizer, [question], [context], max_length=30, doc_stride=10)
+    assert len(encoding["input_ids"]) > 4
+    covered = set()
+    for w in range(len(encoding["input_ids"])):
+        seq = encoding.sequence_ids(w)
+        assert len(encoding["input_ids"][w]) <= 30 and seq[:5] == [0] * 5  # the question is in every window
+        covered |= {tuple(o) for o, s in zip(encoding["offset_mapping"][w], seq) if s == 1}
+    assert len(covered) == len(moses_tokenize(context))
+    start = context.index("Paris")
+    rows = {"question": [question], "context": [context], "answers": [{"text": ["Paris"], "answer_start": [start]}]}
+    features, stats = prepare_train_features(rows, tokenizer, max_length=30, doc_stride=10)
+    assert stats["windows_without_answer"] == stats["windows"] - len(features["input_ids"]) > 0
+    for f in range(len(features["input_ids"])):
+        s = features["start_positions"][f]
+        assert tokenizer.convert_ids_to_tokens(features["input_ids"][f][s]) == "paris"
+
+
+def test_preprocessing_counts_every_skip():
+    context = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu"
+    tokenizer = build_cove_tokenizer(vocabulary([context, "which greek letter comes first ?"]))
+    long_answer = "beta gamma delta epsilon zeta eta theta"
+    rows = {
+        "question": ["which first ?", "   ", "which ?", "which ?", "which ?",
+                     " ".join(["which"] * 20) + " ?"],
+        "context": [context] * 6,
+        "answers": [
+            {"text": ["alpha"], "answer_start": [0]},
+            {"text": ["alpha"], "answer_start": [0]},  # empty question
+            {"text": ["omega"], "answer_start": [3]},  # answer not in the context
+            {"text": [], "answer_start": []},  # no gold answer
+            {"text": [long_answer], "answer_start": [6]},  # longer than the window overlap
+            {"text": ["mu"], "answer_start": [context.index("mu")]},  # question longer than 4 tokens: cut
+        ],
+    }
+    # windows of 9 tokens: question (<= 4 tokens after cutting) + 5 context tokens, 2 shared between windows
+    features, stats = prepare_train_features(rows, tokenizer, max_length=9, doc_stride=2, max_question_length=4)
+    assert stats["empty_text"] == 1
+    assert stats["answer_not_in_context"] == 1
+    assert stats["no_answer"] == 1
+    assert stats["examples_without_answer_window"] == 1
+    assert stats["questions_truncated"] == 1
+    assert sorted(set(features["example_index"])) == [0, 5]
+    # shifted answer_start: the nearest occurrence is used
+    shifted = {"question": ["q ?"], "context": [context], "answers": [{"text": ["gamma"], "answer_start": [2]}]}
+    features, stats = prepare_train_features(shifted, tokenizer, max_length=30, doc_stride=4)
+    s = features["start_positions"][0]
+    assert tokenizer.convert_ids_to_tokens(features["input_ids"][0][s]) == "gamma"
+
+
+def test_tokenize_windows_rejects_bad_input():
+    tokenizer = build_cove_tokenizer(["a", "b"])
+    with pytest.raises(ValueError, match="question is empty"):
+        tokenize_windows(tokenizer, [" "], ["a b"])
+    with pytest.raises(ValueError, match="context is empty"):
+        tokenize_windows(tokenizer, ["a"], [""])
+    with pytest.raises(TypeError, match="must be a string"):
+        tokenize_windows(tokenizer, [None], ["a"])
+    with pytest.raises(ValueError, match="must exceed the question"):
+        tokenize_windows(tokenizer, ["a b a b"], ["a b"], max_length=6, doc_stride=3)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# feature cache
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_feature_cache_batches_equal_live_model():
+    train, _ = squad_slice(12)
+    tokenizer = build_cove_tokenizer(vocabulary(list(train["context"]) + list(train["question"])))
+    torch.manual_seed(0)
+    config = CoveConfig(vocab_size=len(tokenizer), word_vector_dim=8, hidden_size=4, dcn_hidden_size=6,
+                        dcn_pool_size=2, dcn_dropout=0.0)
+    model = CoveForQuestionAnswering(config).eval()
+    features, _ = prepare_train_features(train, tokenizer, max_length=120, doc_stride=32)
+    cache = CoveFeatureCache()
+    features = cache.build(model, features, batch_size=5)
+    assert len(cache.segments) < 2 * len(features["input_ids"])  # shared contexts are encoded once
+    rows = [dict(zip(features, values)) for values in zip(*features.values())][:6]
+    cached = cache.collate(rows)
+    live = pad_batch(rows)
+    assert torch.equal(cached["input_ids"], live["input_ids"])
+    a = model(**{k: cached[k] for k in ("input_ids", "token_type_ids", "attention_mask", "cove_features")})
+    b = model(**live)
+    assert torch.allclose(a.start_logits, b.start_logits, atol=1e-5)
+    assert torch.allclose(a.end_logits, b.end_logits, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# metric and baseline
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_squad_metric_normalisation_em_f1():
+    metric = squad_metric()
+    preds = [{"id": "1", "prediction_text": "The  Denver Broncos!"},
+             {"id": "2", "prediction_text": "Carolina"},
+             {"id": "3", "prediction_text": "an apple"}]
+    refs = [{"id": "1", "answers": {"text": ["Denver Broncos"], "answer_start": [0]}},
+            {"id": "2", "answers": {"text": ["Carolina Panthers", "Panthers"], "answer_start": [0, 9]}},
+            {"id": "3", "answers": {"text": ["pear"], "answer_start": [0]}}]
+    scores = metric.compute(predictions=preds, references=refs)
+    # EM: 1, 0, 0; F1: 1, 2*(1*0.5)/(1.5) = 2/3, 0
+    assert scores["exact_match"] == pytest.approx(100 / 3)
+    assert scores["f1"] == pytest.approx(100 * (1 + 2 / 3) / 3)
+    with pytest.raises(ValueError, match="no reference"):
+        metric.compute(predictions=[{"id": "x", "prediction_text": "a"}], references=[refs[0]])
+
+
+def test_sliding_window_baseline_picks_the_span_near_the_question_words():
+    context = "Tom lives in Boston. The capital of France is Paris, a large city."
+    # "Paris" has both "capital" and "france" within 4 words; "Boston" only "capital"
+    result = sliding_window_answer("What is the capital of France?", context, window=4, max_span=1)
+    assert result["answer"] == "Paris"
+    assert context[result["start"]:result["end"]] == "Paris"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# pipeline
+# ----------------------------------------------------------------------------------------------------------------
+
+CONTEXT = "The cat sat on the mat. It was a sunny day in Paris, and the dog slept under the old tree."
+QUESTIONS = ["Where did the cat sit?", "Where did the dog sleep?"]
+
+
+@pytest.fixture(scope="module")
+def qa_checkpoint(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dcn-qa")
+    tokenizer = build_cove_tokenizer(vocabulary([CONTEXT] + QUESTIONS))
+    torch.manual_seed(0)
+    config = CoveConfig(vocab_size=len(tokenizer), word_vector_dim=8, hidden_size=4, dcn_hidden_size=8,
+                        dcn_pool_size=2)
+    CoveForQuestionAnswering(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def local_qa(qa_checkpoint):
+    from transformers import pipeline
+
+    return pipeline("cove-question-answering", model=str(qa_checkpoint))
+
+
+def check_answer(answer, context=CONTEXT):
+    assert set(answer) == {"answer", "score", "start", "end"}
+    assert context[answer["start"]:answer["end"]] == answer["answer"]
+    assert 0.0 < answer["score"] <= 1.0
+
+
+def test_pipeline_local_name(local_qa):
+    answer = local_qa(question=QUESTIONS[0], context=CONTEXT)
+    check_answer(answer)
+    assert local_qa({"question": QUESTIONS[0], "context": CONTEXT}) == answer
+    assert local_qa(QUESTIONS[0], CONTEXT) == answer
+    both = local_qa([{"question": q, "context": CONTEXT} for q in QUESTIONS])
+    assert len(both) == 2 and both[0] == answer
+    assert local_qa(question=QUESTIONS, context=[CONTEXT, CONTEXT]) == both
+    # batching windows gives the same answers
+    assert local_qa([{"question": q, "context": CONTEXT} for q in QUESTIONS], batch_size=2) == both
+
+
+def test_pipeline_top_k_and_max_answer_len(local_qa):
+    answers = local_qa(question=QUESTIONS[0], context=CONTEXT, top_k=5, max_answer_len=2)
+    assert len(answers) == 5
+    assert [a["score"] for a in answers] == sorted((a["score"] for a in answers), reverse=True)
+    assert answers[0] == local_qa(question=QUESTIONS[0], context=CONTEXT, max_answer_len=2)
+    for a in answers:
+        check_answer(a)
+        assert 1 <= len(moses_tokenize(a["answer"])) <= 2
+
+
+def test_pipeline_reads_long_context_in_windows(local_qa):
+    long_context = " ".join([CONTEXT] * 30)  # ~700 tokens, far beyond max_seq_len
+    answer = local_qa(question=QUESTIONS[1], context=long_context, max_seq_len=64, doc_stride=16)
+    check_answer(answer, long_context)
+    preprocessed = list(local_qa.preprocess({"question": QUESTIONS[1], "context": long_context}, max_seq_len=64,
+                                            doc_stride=16))
+    assert len(preprocessed) > 10 and preprocessed[-1]["is_last"] and not preprocessed[0]["is_last"]
+
+
+def test_pipeline_bad_input(local_qa):
+    with pytest.raises(ValueError, match="question is empty"):
+        local_qa(question="  ", context=CONTEXT)
+    with pytest.raises(ValueError, match="context is empty"):
+        local_qa(question=QUESTIONS[0], context="")
+    with pytest.raises(ValueError, match="'question' and 'context'"):
+        local_qa({"text": "a"})
+    with pytest.raises(ValueError, match="needs a question and a context"):
+        local_qa()
+    with pytest.raises(TypeError, match="unknown question-answering arguments"):
+        local_qa(question=QUESTIONS[0], context=CONTEXT, topk=2)
+    with pytest.raises(ValueError, match="top_k must be a positive integer"):
+        local_qa(question=QUESTIONS[0], context=CONTEXT, top_k=0)
+
+
+def test_pipeline_remote_code_without_the_package(qa_checkpoint, local_qa, tmp_path):
+    """A fresh interpreter that cannot import modeling_cove: `python -I -S` (no PYTHONPATH, no cwd on sys.path, no
+    site processing, so the editable install's .pth finder is not loaded) with only the site-packages directories
+    added by hand. It asserts that modeling_cove is not importable, then loads the pipeline from the checkpoint."""
+    paths = [p for p in site.getsitepackages() if os.path.isdir(p)]
+    code = textwrap.dedent(f"""
+        import sys, json, importlib.util
+        sys.path.extend({paths!r})
+        assert importlib.util.find_spec("modeling_cove") is None, "modeling_cove must not be importable here"
+        from transformers import pipeline
+        qa = pipeline("question-answering", model={str(qa_checkpoint)!r}, trust_remote_code=True)
+        out = [qa(question=q, context={CONTEXT!r}) for q in {QUESTIONS!r}]
+        assert not any(m == "modeling_cove" or m.startswith("modeling_cove.") for m in sys.modules)
+        print("RESULT" + json.dumps({{"answers": out, "class": type(qa).__module__ + "." + type(qa).__name__}}))
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env.update(HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+               OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.split("RESULT", 1)[1])
+    assert result["class"].startswith("transformers_modules.") and result["class"].endswith(
+        "pipeline_cove.CoveQuestionAnsweringPipeline")
+    for remote, question in zip(result["answers"], QUESTIONS):
+        local = local_qa(question=question, context=CONTEXT)
+        assert (remote["answer"], remote["start"], remote["end"]) == (local["answer"], local["start"], local["end"])
+        assert remote["score"] == pytest.approx(local["score"], rel=1e-5)
+
+
+def test_pipeline_question_answering_name_with_package_imported(qa_checkpoint, local_qa):
+    """With the package imported, the checkpoint's custom pipeline still answers to "question-answering"."""
+    from transformers import pipeline
+
+    qa = pipeline("question-answering", model=str(qa_checkpoint), trust_remote_code=True)
+    assert qa(question=QUESTIONS[0], context=CONTEXT) == local_qa(question=QUESTIONS[0], context=CONTEXT)
+    with open(os.path.join(qa_checkpoint, "config.json")) as f:
+        assert "question-answering" in json.load(f)["custom_pipelines"]
