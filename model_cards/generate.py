@@ -146,7 +146,8 @@ def _output_size(config: dict) -> int:
     """Width of `CoveModel.last_hidden_state` (CoveConfig.output_size)."""
     from modeling_cove import CoveConfig
 
-    return CoveConfig.from_dict({k: v for k, v in config.items() if k not in ("auto_map", "custom_pipelines")}).output_size
+    fields = {k: v for k, v in config.items() if k not in ("auto_map", "custom_pipelines")}
+    return CoveConfig.from_dict(fields).output_size
 
 
 def _has_qa_pipeline(config: dict) -> bool:
@@ -224,22 +225,27 @@ def render_details(record: dict, config: dict, architecture: str, num_parameters
     lines = [
         f"- **Architecture:** `{architecture}` — {ARCHITECTURES[architecture]['what']}.",
         f"- **Encoder:** MT-LSTM, {config.get('num_hidden_layers', 2)}-layer biLSTM with {config.get('hidden_size')} "
-        f"units per direction over {config.get('word_vector_dim')}-d word vectors, vocabulary of "
-        f"{config.get('vocab_size')} words (frozen; out-of-vocabulary words get a zero vector)"
-        + (f"; pretrained as {training['encoder']}" if training.get("encoder") else "") + ".",
+        f"units per direction over fixed {config.get('word_vector_dim')}-d word vectors, vocabulary of "
+        f"{config.get('vocab_size')} words (out-of-vocabulary words get a zero vector)"
+        + (f"; pretrained as {training['encoder']}" if training.get("encoder") else "")
+        + ("; frozen while the head was trained" if architecture in HEADS_ON_FROZEN_ENCODER
+           and config.get("freeze_encoder", True) else "") + ".",
         f"- **Encoder output:** {_output_size(config)}-d per token (`cove_output={config.get('cove_output')!r}`, "
-        f"`include_word_vectors={config.get('include_word_vectors')}`, `char_ngram_dim={config.get('char_ngram_dim')}`).",
+        f"`include_word_vectors={config.get('include_word_vectors')}`, "
+        f"`char_ngram_dim={config.get('char_ngram_dim')}`).",
     ]
     if training.get("word_vectors"):
         vectors = training["word_vectors"]
-        lines.append(f"- **Word vectors:** {vectors['name']}" + (" — a stand-in, not GloVe 840B." if vectors["stand_in"]
-                                                                   else "."))
+        stand_in = " — a stand-in, not GloVe 840B." if vectors["stand_in"] else "."
+        lines.append(f"- **Word vectors:** {vectors['name']}{stand_in}")
     if architecture == "CoveForSequenceClassification":
-        lines.append(f"- **BCN:** reads `bcn_input={config.get('bcn_input')!r}`, hidden size {config.get('bcn_hidden_size')}, "
-                     f"pooling {config.get('bcn_pooling')}, maxout reductions {config.get('bcn_maxout_reductions')}.")
+        lines.append(f"- **BCN:** reads `bcn_input={config.get('bcn_input')!r}`, hidden size "
+                     f"{config.get('bcn_hidden_size')}, pooling {config.get('bcn_pooling')}, maxout reductions "
+                     f"{config.get('bcn_maxout_reductions')}.")
     if architecture == "CoveForQuestionAnswering":
-        lines.append(f"- **DCN:** hidden size {config.get('dcn_hidden_size')}, maxout pool {config.get('dcn_pool_size')}, "
-                     f"up to {config.get('dcn_max_iterations')} decoder iterations, answers of at most "
+        lines.append(f"- **DCN:** hidden size {config.get('dcn_hidden_size')}, maxout pool "
+                     f"{config.get('dcn_pool_size')}, up to {config.get('dcn_max_iterations')} decoder iterations, "
+                     "answers of at most "
                      f"{config.get('dcn_max_answer_length')} tokens.")
     if architecture == "CoveForSequenceClassification" and config.get("id2label"):
         labels = ", ".join(f"{k}: `{v}`" for k, v in sorted(config["id2label"].items(), key=lambda kv: int(kv[0])))
@@ -320,7 +326,8 @@ def render_loading(architecture: str, record: dict, config: dict, repo_id: str, 
             f'model = AutoModelForSeq2SeqLM.from_pretrained("{repo_id}"{trust})',
             f'source_tokenizer = AutoTokenizer.from_pretrained("{repo_id}")',
             f'target_tokenizer = AutoTokenizer.from_pretrained("{repo_id}", subfolder="target_tokenizer")',
-            'batch = source_tokenizer(["A man is playing a guitar ."], return_tensors="pt", return_token_type_ids=False)',
+            'batch = source_tokenizer(["A man is playing a guitar ."], return_tensors="pt",',
+            "                         return_token_type_ids=False)",
             "ids = model.generate(**batch, num_beams=5, max_new_tokens=50)",
             "target_tokenizer.batch_decode(ids, skip_special_tokens=True)",
             "",
@@ -343,7 +350,8 @@ def render_training(record: dict, architecture: str) -> str:
         frozen = " (frozen while this head was trained)" if architecture in HEADS_ON_FROZEN_ENCODER else ""
         lines.append(f"- **Encoder:** {training['encoder']}{frozen}.")
     if training.get("base_model"):
-        lines.append(f"- **Base model:** [`{training['base_model']}`](https://huggingface.co/{training['base_model']}).")
+        base = training["base_model"]
+        lines.append(f"- **Base model:** [`{base}`](https://huggingface.co/{base}).")
     if training.get("hyperparameters"):
         lines.append("- **Hyperparameters:** " + ", ".join(
             f"`{k}={json.dumps(v)}`" for k, v in training["hyperparameters"].items()) + ".")

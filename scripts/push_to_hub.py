@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """Publish a trained CoVe checkpoint to the Hugging Face Hub.
 
-    python scripts/push_to_hub.py CHECKPOINT_DIR --repo-id org/cove-bcn-sst2 --eval-json CHECKPOINT_DIR/eval_results.json \
-        [--curve loss_curve.png] [--private] [--revision BRANCH] [--commit-message MSG] [--token TOKEN] \
-        [--dry-run] [--output-dir STAGING_DIR] [--license bsd-3-clause] [--endpoint URL]
+    python scripts/push_to_hub.py CHECKPOINT_DIR --repo-id org/cove-bcn-sst2 \
+        --eval-json CHECKPOINT_DIR/eval_results.json [--curve loss_curve.png] [--private] [--revision BRANCH] \
+        [--commit-message MSG] [--token TOKEN] [--dry-run] [--output-dir STAGING_DIR] [--license bsd-3-clause] \
+        [--endpoint URL]
 
 Steps:
 1. Check everything locally (no network): the repo id, the checkpoint (config.json of a CoVe model, safetensors
@@ -48,7 +49,7 @@ from model_cards.evaluation import (  # noqa: E402
     load_eval_json,
     read_config,
 )
-from model_cards.generate import DEFAULT_LICENSE, METRIC_NAMES, build_card  # noqa: E402
+from model_cards.generate import DEFAULT_LICENSE, METRIC_NAMES, CardError, build_card  # noqa: E402
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
 REQUIRED_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
@@ -314,9 +315,12 @@ def assemble(
     staging.files.append(StagedFile("config.json", (folder / "config.json").stat().st_size,
                                     f"{checkpoint_dir / 'config.json'} + auto_map"))
 
-    card = build_card(record, published_config, repo_id, license=license,
-                      curve_filename=CURVE_NAME if curve is not None else None,
-                      num_parameters=count_parameters(weights), eval_json_name=EVAL_NAME)
+    try:
+        card = build_card(record, published_config, repo_id, license=license,
+                          curve_filename=CURVE_NAME if curve is not None else None,
+                          num_parameters=count_parameters(weights), eval_json_name=EVAL_NAME)
+    except CardError as err:
+        raise PublishError(f"cannot write the model card: {err}") from None
     card.save(folder / "README.md")
     staging.files.append(StagedFile("README.md", (folder / "README.md").stat().st_size, f"generated from {eval_json}"))
 
@@ -325,7 +329,7 @@ def assemble(
         relative = path.relative_to(checkpoint_dir).as_posix()
         if path.is_file() and relative not in staged and path.resolve() != eval_json.resolve():
             reason = "pickled weights are never published" if path.suffix in (".bin", ".pt", ".pth", ".ckpt", ".pkl") \
-                else "code comes from the installed package" if path.suffix == ".py" \
+                else "the code files come from the installed package" if path.suffix == ".py" \
                 else "not part of a Hub model repo"
             staging.skipped.append((relative, reason))
 
@@ -337,6 +341,15 @@ def assemble(
 
 def verify_staging(staging: Staging) -> dict:
     """Load the folder with the package exactly as a user would and run one sentence through the encoder."""
+    try:
+        return _verify_staging(staging)
+    except PublishError:
+        raise
+    except Exception as err:  # noqa: BLE001  (any failure to load means: do not upload)
+        raise PublishError(f"the assembled folder {staging.folder} does not load: {type(err).__name__}: {err}") from err
+
+
+def _verify_staging(staging: Staging) -> dict:
     import torch
     import transformers
     from transformers import AutoTokenizer

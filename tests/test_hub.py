@@ -371,7 +371,8 @@ def loaded(built):
         build_offline_cache(hf_home, repo, built[f"{key}_stage"].folder, missing=missing)
     common = {"sentences": SENTENCES, "pair": list(PAIR), "question": QUESTION, "context": CONTEXT,
               "env": offline_env(hf_home), "cwd": root}  # cwd: the repo is not on sys.path there
-    hub_jobs = [{"name": f"hub.{key}", "source": repo, "auto": auto, "full": True} for key, repo, auto in built["heads"]]
+    hub_jobs = [{"name": f"hub.{key}", "source": repo, "auto": auto, "full": True}
+                for key, repo, auto in built["heads"]]
     pipelines = []
     if "bcn" in built:
         pipelines.append({"task": "text-classification", "source": BCN_REPO, "name": "bcn.pipeline",
@@ -415,7 +416,8 @@ def test_offline_cache_layout(built, tmp_path):
     repo_dir = tmp_path / "hub" / "models--org--x"
     commit = (repo_dir / "refs" / "main").read_text()
     assert snapshot == repo_dir / "snapshots" / commit and len(commit) == 40
-    assert (snapshot / "model.safetensors").read_bytes() == (built["base_stage"].folder / "model.safetensors").read_bytes()
+    weights = built["base_stage"].folder / "model.safetensors"
+    assert (snapshot / "model.safetensors").read_bytes() == weights.read_bytes()
     with pytest.raises(ValueError, match="namespace/name"):
         build_offline_cache(tmp_path, "no-namespace", built["base_stage"].folder)
     build_offline_cache(tmp_path, "org/y", built["base_stage"].folder, missing=["sub/config.json"])
@@ -489,10 +491,13 @@ def test_round_trip_upload_then_download_online(loaded, built):
     check_hub_outputs(built, tensors, loaded["expected"])
     assert len(loaded["online_commits"]) == len(built["heads"])
     calls = loaded["online_calls"]
-    known = re.compile(r"/[^/]+/[^/]+/resolve/(main|[0-9a-f]{40})/.+|/api/models/[^/]+/[^/]+(/tree/main(/.+)?|/revision/main)?")
-    unknown = [(method, path) for method, path, _ in calls if method not in ("GET", "HEAD") or not known.fullmatch(path)]
+    known = re.compile(r"/[^/]+/[^/]+/resolve/(main|[0-9a-f]{40})/.+"
+                       r"|/api/models/[^/]+/[^/]+(/tree/main(/.+)?|/revision/main)?")
+    unknown = [(method, path) for method, path, _ in calls
+               if method not in ("GET", "HEAD") or not known.fullmatch(path)]
     assert calls and not unknown  # only downloads, model info and file listings: every request was understood
-    downloaded = {re.sub(r".*/resolve/[^/]+/", "", path) for method, path, _ in calls if method == "GET" and "/resolve/" in path}
+    downloaded = {re.sub(r".*/resolve/[^/]+/", "", path) for method, path, _ in calls
+                  if method == "GET" and "/resolve/" in path}
     assert {"config.json", "model.safetensors", "tokenizer.json", "modeling_cove.py"} <= downloaded
     if "mt" in built:  # the probe answered 404 (EntryNotFound) and the subfolder tokenizer still loaded
         assert any(re.search(r"/cove-mt/resolve/[^/]+/target_tokenizer/config\.json$", path) for _, path, _ in calls)
@@ -833,7 +838,8 @@ def test_second_upload_to_main_reuses_the_repo(built, hub, tmp_path):
     routes = [(method, path) for method, path, _ in hub.calls]
     assert routes.count(("POST", "/api/repos/create")) == 2
     assert not any("/branch/" in path for _, path in routes)  # main needs no branch
-    assert hub.calls[0][2] == {"name": "cove-large", "organization": "org", "type": "model"}  # no --private: namespace default
+    # no --private: no visibility sent, the namespace's default applies
+    assert hub.calls[0][2] == {"name": "cove-large", "organization": "org", "type": "model"}
     assert len(hub.commits) == 2 and hub.commits[1]["revision"] == "main"
     assert hub.commits[0]["header"]["summary"].startswith("Upload CoveModel (Multi30k test: BLEU 31.42)")
     # the second time, the LFS store already holds the weights: not sent again
@@ -962,3 +968,10 @@ def test_non_empty_output_dir_and_bad_curve(built, hub, tmp_path, capsys):
     err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json"),
                                 "--curve", str(fake)])
     assert "not a PNG" in err
+
+
+def test_tokenizer_of_another_vocabulary(built, hub, tmp_path, capsys):
+    ckpt = copy_checkpoint(built, tmp_path)
+    build_cove_tokenizer(WORDS[:5]).save_pretrained(ckpt)  # weights and eval JSON still match, the tokenizer not
+    err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json")])
+    assert f"the tokenizer has 9 tokens but the model's vocab_size is {len(WORDS) + 4}" in err

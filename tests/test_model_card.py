@@ -50,7 +50,8 @@ def sst2_record(checkpoint: Path, value: float = 87.6543, **changes) -> dict:
         dataset={"key": "sst2", "name": "SST-2", "id": "stanfordnlp/sst2", "split": "validation", "num_examples": 872,
                  "source": "../shared/data/sst/senteval"},
         metrics=[{"type": "accuracy", "value": value}],
-        training={"command": "python scripts/train_classifier.py --task sst2 --epochs 3", "datasets": ["stanfordnlp/sst2"],
+        training={"command": "python scripts/train_classifier.py --task sst2 --epochs 3",
+                  "datasets": ["stanfordnlp/sst2"],
                   "train_split": "SST-2 phrase-level train", "num_train_examples": 67349, "encoder": "CoVe-S",
                   "base_model": "org/cove-small", "seed": 0, "hyperparameters": {"lr": 0.001, "batch_size": 64},
                   "word_vectors": {"name": "w2v-lower-300d", "stand_in": True},
@@ -165,7 +166,8 @@ def test_card_parses_and_model_index_equals_the_evaluation_json(checkpoint, tmp_
     assert name == "cove-bcn-sst2" and [r.metric_value for r in again] == [87.6543, 86.1234]
     ModelCardData(**data.to_dict())
     # the body shows the rounded values and the training curve
-    assert "| Sentiment classification | SST-2 (`stanfordnlp/sst2`) | validation | 872 | Accuracy | 87.65 |" in loaded.text
+    row = "| Sentiment classification | SST-2 (`stanfordnlp/sst2`) | validation | 872 | Accuracy | 87.65 |"
+    assert row in loaded.text
     assert "![Training curve](training_curve.png)" in loaded.text
     assert "python scripts/train_classifier.py --task sst2 --epochs 3" in loaded.text
 
@@ -196,7 +198,8 @@ def test_squad_card_shows_em_and_f1_beside_the_dcn_numbers(checkpoint):
     record = make_eval_record(
         checkpoint,
         task={"type": "question-answering"},
-        dataset={"key": "squad", "name": "SQuAD v1.1", "id": "rajpurkar/squad", "split": "validation (held-out articles of dev)"},
+        dataset={"key": "squad", "name": "SQuAD v1.1", "id": "rajpurkar/squad",
+                 "split": "validation (held-out articles of dev)"},
         metrics=[{"type": "exact_match", "value": 40.5}, {"type": "f1", "value": 52.25}],
         training={"command": "python scripts/train_qa.py", "word_vectors": {"name": "w2v", "stand_in": True},
                   "notes": ["Trained on a split of SQuAD dev by article (no train split here)."]},
