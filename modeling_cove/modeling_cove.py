@@ -147,6 +147,23 @@ def full_auto_map() -> dict:
     return {auto: ref for auto, ref in AUTO_MAP.items() if (PACKAGE_DIR / f"{ref.split('.')[0]}.py").exists()}
 
 
+def length_bucketed_batches(lengths: list, batch_size: int, min_fill: float = 0.25) -> list:
+    """Index batches for inference: chunks of equal-length items (up to `batch_size`); leftover chunks smaller than
+    `min_fill * batch_size` are pooled, longest first, into mixed-length batches. Longest batches come first."""
+    by_length = {}
+    for i, n in enumerate(lengths):
+        by_length.setdefault(n, []).append(i)
+    uniform, leftovers = [], []
+    for n in sorted(by_length, reverse=True):
+        group = by_length[n]
+        for start in range(0, len(group), batch_size):
+            chunk = group[start:start + batch_size]
+            (uniform if len(chunk) >= max(1, int(min_fill * batch_size)) else leftovers).append(chunk)
+    pooled = [i for chunk in leftovers for i in chunk]  # already longest first
+    mixed = [pooled[start:start + batch_size] for start in range(0, len(pooled), batch_size)]
+    return sorted(uniform + mixed, key=lambda batch: -lengths[batch[0]])
+
+
 class CovePreTrainedModel(PreTrainedModel):
     config_class = CoveConfig
     base_model_prefix = "cove"
@@ -317,10 +334,12 @@ class CoveModel(CovePreTrainedModel):
     ) -> list:
         """Texts (or lists of token ids) -> one `(T_i, config.output_size)` tensor per input, in the input order.
 
-        The fast path for feature extraction: inputs are sorted by length and cut into batches of `batch_size`
-        consecutive items, so a batch holds (nearly) equal lengths; batches of one length run unpacked, the others
-        packed. Results equal running each input alone (tested). An empty input gives a `(0, output_size)` tensor.
-        `tokenizer` is required for strings; it must be the checkpoint's tokenizer.
+        The fast path for feature extraction. Inputs are grouped by exact length, so most batches hold one length
+        and run unpacked at the speed of a plain `nn.LSTM` (no padding, no packing). Groups too small to fill a
+        quarter batch are pooled, sorted by length, into mixed batches that run packed. Results equal running each
+        input alone (tested). An empty input gives a `(0, output_size)` tensor. `tokenizer` is required for
+        strings; it must be the checkpoint's tokenizer. Runs in the model's current mode (eval after
+        `from_pretrained`).
         """
         if isinstance(texts, str):
             raise TypeError("encode expects a list of texts; wrap a single text in a list")
@@ -333,8 +352,7 @@ class CoveModel(CovePreTrainedModel):
             ids = [list(x) for x in texts]
         device = self.embeddings.weight.device
         results = [None] * len(ids)
-        order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
-        batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+        batches = length_bucketed_batches([len(x) for x in ids], batch_size)
         if progress:
             from tqdm.auto import tqdm
 
