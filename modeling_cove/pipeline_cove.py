@@ -19,6 +19,7 @@ s <= e < s + `max_answer_len` tokens (default `config.dcn_max_answer_length`, 15
 
 import torch
 from transformers.pipelines.base import ChunkPipeline
+from transformers.utils import logging
 
 from .squad_preprocessing import (
     DEFAULT_DOC_STRIDE,
@@ -30,6 +31,7 @@ from .squad_preprocessing import (
 )
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+logger = logging.get_logger(__name__)
 
 
 class CoveQuestionAnsweringPipeline(ChunkPipeline):
@@ -87,8 +89,11 @@ class CoveQuestionAnsweringPipeline(ChunkPipeline):
             raise ValueError(f"each input must be a dict with 'question' and 'context', got {inputs!r:.80}")
         question = check_text(inputs["question"], "question")
         context = check_text(inputs["context"], "context")
-        encoding, _ = tokenize_windows(self.tokenizer, [question], [context], max_seq_len, doc_stride,
-                                       max_question_len)
+        encoding, truncated = tokenize_windows(self.tokenizer, [question], [context], max_seq_len, doc_stride,
+                                               max_question_len)
+        if truncated:
+            logger.warning(f"the question has more than max_question_len={max_question_len} tokens and was cut "
+                           f"there: {question[:80]!r}...")
         num_windows = len(encoding["input_ids"])
         for w in range(num_windows):
             sequence_ids = encoding.sequence_ids(w)

@@ -360,3 +360,46 @@ def test_pipeline_question_answering_name_with_package_imported(qa_checkpoint, l
     assert qa(question=QUESTIONS[0], context=CONTEXT) == local_qa(question=QUESTIONS[0], context=CONTEXT)
     with open(os.path.join(qa_checkpoint, "config.json")) as f:
         assert "question-answering" in json.load(f)["custom_pipelines"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# training script (smoke run on a slice of the real data)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_train_qa_script_smoke(tmp_path):
+    import train_qa
+    from transformers import pipeline
+
+    from modeling_cove import CoveModel
+
+    train, _ = squad_slice(40)
+    data_dir = require_data()
+    from modeling_cove.data import load_squad
+
+    heldout = load_squad(data_dir)["validation"].select(range(16))
+    tokenizer = build_cove_tokenizer(vocabulary(list(train["context"]) + list(train["question"]) +
+                                                list(heldout["context"]) + list(heldout["question"])))
+    torch.manual_seed(0)
+    encoder = CoveModel(CoveConfig(vocab_size=len(tokenizer), word_vector_dim=8, hidden_size=4))
+    encoder.save_pretrained(tmp_path / "cove")
+    tokenizer.save_pretrained(tmp_path / "cove")
+    out = tmp_path / "run"
+    metrics = train_qa.main([
+        "--checkpoint", str(tmp_path / "cove"), "--data-dir", str(data_dir), "--output-dir", str(out),
+        "--limit-train", "40", "--limit-eval", "16", "--max-steps", "2", "--batch-size", "8",
+        "--model-override", "dcn_hidden_size=8", "dcn_pool_size=2", "--threads", "1",
+    ])
+    assert metrics["steps"] == 2 and metrics["data"]["heldout_questions"] == 16
+    assert metrics["preprocessing"]["train"]["examples_used"] == 40
+    assert metrics["model"]["dcn_input"] == "vectors+cove" and metrics["model"]["dcn_hidden_size"] == 8
+    assert 0.0 <= metrics["heldout"]["f1"] <= 100.0 and metrics["baseline_sliding_window"]["f1"] >= 0.0
+    assert (out / "curves.png").stat().st_size > 0
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["heldout"] == metrics["heldout"]
+    predictions = json.loads((out / "predictions.json").read_text())
+    assert set(predictions) == set(heldout["id"])
+    # the saved checkpoint answers through the pipeline with the same text the script predicted
+    qa = pipeline("cove-question-answering", model=str(out / "model"))
+    row = heldout[0]
+    assert qa(question=row["question"], context=row["context"])["answer"] == predictions[row["id"]]
