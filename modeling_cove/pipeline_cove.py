@@ -10,6 +10,11 @@ transformers removed its "question-answering" pipeline in 5.3 and blocks the nam
   `pipeline("cove-question-answering", model=dir)`;
 * or instantiate it directly: `CoveQuestionAnsweringPipeline(model=model, tokenizer=tokenizer)`.
 
+The "without the package" case is tested (tests/test_qa_pipeline.py) in a fresh `python -I -S` interpreter: `-I`
+drops PYTHONPATH and the working directory from sys.path, `-S` skips site processing so the editable install's
+`.pth` import hook never loads; only the site-packages folders are appended by hand, and the test asserts that
+`importlib.util.find_spec("modeling_cove")` is None before calling `pipeline(...)`.
+
 Call it as `qa(question=..., context=...)`, `qa({"question": ..., "context": ...})` or with a list of such dicts.
 Each answer is `{"answer", "score", "start", "end"}` with character offsets into the original context
 (`context[start:end] == answer`); `top_k > 1` returns a list. Contexts longer than `max_seq_len` are read in
