@@ -14,6 +14,13 @@ AutoModel.register(CoveConfig, CoveModel, exist_ok=True)
 
 # --- heads: each head file registers itself here (one block per head) ---
 
+# MT pretraining model (modeling_cove_mt.py)
+from transformers import AutoModelForSeq2SeqLM  # noqa: E402
+
+from .modeling_cove_mt import CoveForMachineTranslation  # noqa: E402
+
+AutoModelForSeq2SeqLM.register(CoveConfig, CoveForMachineTranslation, exist_ok=True)
+
 # BCN classification head (modeling_cove_bcn.py)
 from transformers import AutoModelForSequenceClassification  # noqa: E402
 
@@ -34,4 +41,4 @@ AutoModelForQuestionAnswering.register(CoveConfig, CoveForQuestionAnswering, exi
 PIPELINE_REGISTRY.register_pipeline("cove-question-answering", pipeline_class=CoveQuestionAnsweringPipeline,
                                     pt_model=AutoModelForQuestionAnswering, type="text")
 
-__all__ = ["CoveConfig", "CoveForQuestionAnswering", "CoveQuestionAnsweringPipeline", "CoveForSequenceClassification", "CoveModel", "CoveModelOutput", "CovePreTrainedModel"]
+__all__ = ["CoveConfig", "CoveForQuestionAnswering", "CoveQuestionAnsweringPipeline", "CoveForMachineTranslation", "CoveForSequenceClassification", "CoveModel", "CoveModelOutput", "CovePreTrainedModel"]

@@ -1,0 +1,476 @@
+"""The attentional MT model used to pretrain CoVe (McCann et al. 2017, §2, eqs. 2–4).
+
+`CoveForMachineTranslation` = the CoVe encoder (`self.cove`, a `CoveModel`: fixed word vectors + MT-LSTM) and an
+attentional LSTM decoder:
+
+- eq. 2: h_t^dec = LSTM([z_{t-1}; h~_{t-1}], h_{t-1}^dec)        2-layer LSTM with input feeding
+- eq. 3: α_t = softmax(H (W1 h_t^dec + b1))                       Luong "general" attention, padding masked
+- eq. 4: h~_t = tanh(W2 [Hᵀα_t; h_t^dec] + b2)                   context-adjusted state (b1, b2 only with
+                                                                    `config.attention_bias`; the 2017 code had none)
+- output: p(ŵ_t | ...) = softmax(W_out h~_t + b_out)
+
+The decoder starts from the encoder's final (h, c) of each layer (both directions concatenated, 600-d) and from
+h~_0 = 0. Dropout (`config.decoder_dropout`, paper 0.2) is applied to the target embeddings, between the decoder
+LSTM layers and to h~_t (which is also what is fed back as input feed, as in OpenNMT-py).
+
+Because the encoder is held as `self.cove`, the weights cross-load: `AutoModel.from_pretrained(mt_checkpoint)` gives
+the CoVe encoder alone (the decoder weights are reported as unused).
+
+Tokenizers: the source side uses the CoVe tokenizer (`tokenization_cove.build_cove_tokenizer`, the encoder's
+vocabulary); the target side is a second word-level tokenizer built with `add_eos=True`, saved with the checkpoint in
+the subfolder `target_tokenizer/` (load it with `load_target_tokenizer(path)`).
+
+Generation (`generate()`, greedy and beam search with length normalisation) goes through `GenerationMixin`: the
+recurrent decoder state is passed as `past_key_values = (h (B, L, H), c (B, L, H), input_feed (B, H))`, all
+batch-first so that beam search can reorder it with `_reorder_cache`.
+"""
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import nn
+from transformers import GenerationMixin
+from transformers.modeling_outputs import Seq2SeqLMOutput
+
+from .configuration_cove import CoveConfig
+from .modeling_cove import CoveModel, CoveModelOutput, CovePreTrainedModel, lengths_from_mask
+
+TARGET_TOKENIZER_SUBFOLDER = "target_tokenizer"
+
+
+@dataclass
+class CoveSeq2SeqLMOutput(Seq2SeqLMOutput):
+    """`Seq2SeqLMOutput` of `CoveForMachineTranslation`.
+
+    Args:
+        loss (`torch.FloatTensor`, returned with `labels`):
+            The paper's training loss: target-token negative log-likelihood summed over the batch and divided by the
+            number of sentences in the batch.
+        logits (`torch.FloatTensor` of shape `(batch, target_time, target_vocab_size)`): scores before softmax.
+        past_key_values (`tuple`, returned with `use_cache=True`):
+            Decoder state after the last step: `(h (B, L, H), c (B, L, H), input_feed h~ (B, H))`.
+        cross_attentions (`tuple(torch.FloatTensor)`, returned with `output_attentions=True`):
+            One tensor `(batch, 1, target_time, source_time)`: the attention weights α_t of eq. 3.
+        nll_sum (`torch.FloatTensor`, returned with `labels`): summed target-token NLL (a scalar).
+        num_tokens (`torch.LongTensor`, returned with `labels`): number of target tokens counted in `nll_sum`.
+            Per-token NLL = `nll_sum / num_tokens`; perplexity = `exp(nll_sum / num_tokens)`.
+    """
+
+    nll_sum: Optional[torch.FloatTensor] = None
+    num_tokens: Optional[torch.LongTensor] = None
+
+
+class CoveAttention(nn.Module):
+    """Luong "general" attention (eq. 3) and the attentional hidden state h~ (eq. 4)."""
+
+    def __init__(self, config: CoveConfig):
+        super().__init__()
+        context_size = config.encoder_output_size  # H: MT-LSTM top layer, 2 * hidden_size
+        hidden = config.decoder_hidden_size
+        self.linear_in = nn.Linear(hidden, context_size, bias=config.attention_bias)  # W1 (b1)
+        self.linear_out = nn.Linear(context_size + hidden, hidden, bias=config.attention_bias)  # W2 (b2)
+
+    def forward(self, query: torch.Tensor, context: torch.Tensor, context_mask: torch.Tensor):
+        """query h_t^dec: (B, H); context H: (B, S, C); context_mask: (B, S) bool, True = source token.
+
+        Returns h~_t (B, H) and α_t (B, S)."""
+        # eq. 3: α_t = softmax(H (W1 h_t + b1)) over the source tokens (padding gets weight exactly 0)
+        scores = torch.bmm(context, self.linear_in(query).unsqueeze(2)).squeeze(2)  # (B, S)
+        scores = scores.masked_fill(~context_mask, float("-inf"))
+        alpha = torch.softmax(scores, dim=-1)  # (B, S)
+        attended = torch.bmm(alpha.unsqueeze(1), context).squeeze(1)  # Hᵀα_t, (B, C)
+        # eq. 4: h~_t = tanh(W2 [Hᵀα_t; h_t] + b2)
+        h_tilde = torch.tanh(self.linear_out(torch.cat([attended, query], dim=-1)))  # (B, H)
+        return h_tilde, alpha
+
+
+class CoveStackedLSTM(nn.Module):
+    """A stack of `nn.LSTMCell`s run one time step at a time (input feeding needs h~_{t-1} before step t), with
+    dropout between the layers. Per step this is ~2x faster on CPU than calling a multi-layer `nn.LSTM` on a
+    length-1 sequence."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int, dropout: float):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            [nn.LSTMCell(input_size if i == 0 else hidden_size, hidden_size) for i in range(num_layers)]
+        )
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, inputs: torch.Tensor, h: torch.Tensor, c: torch.Tensor):
+        """inputs: (B, C); h, c: (B, L, H). Returns the top layer's output (B, H) and the new h, c (B, L, H)."""
+        new_h, new_c = [], []
+        for i, layer in enumerate(self.layers):
+            h_i, c_i = layer(inputs, (h[:, i], c[:, i]))
+            new_h.append(h_i)
+            new_c.append(c_i)
+            inputs = self.dropout(h_i) if i + 1 < len(self.layers) else h_i
+        return inputs, torch.stack(new_h, dim=1), torch.stack(new_c, dim=1)
+
+
+class CoveDecoder(nn.Module):
+    """The 2-layer input-feeding LSTM decoder (eq. 2) with attention (eqs. 3–4); returns h~ for every step."""
+
+    def __init__(self, config: CoveConfig):
+        super().__init__()
+        self.hidden_size = config.decoder_hidden_size
+        self.embed_tokens = nn.Embedding(
+            config.target_vocab_size, config.decoder_embedding_dim, padding_idx=config.pad_token_id
+        )
+        self.dropout = nn.Dropout(config.decoder_dropout)
+        self.rnn = CoveStackedLSTM(
+            config.decoder_embedding_dim + config.decoder_hidden_size,  # [z_{t-1}; h~_{t-1}] (input feeding)
+            config.decoder_hidden_size,
+            num_layers=config.decoder_num_layers,
+            dropout=config.decoder_dropout,  # between layers
+        )
+        self.attention = CoveAttention(config)
+
+    def forward(
+        self,
+        decoder_input_ids: torch.Tensor,
+        context: torch.Tensor,
+        context_mask: torch.Tensor,
+        state: tuple,
+        output_attentions: bool = False,
+    ):
+        """decoder_input_ids: (B, T); context: (B, S, C); context_mask: (B, S) bool;
+        state: (h (B, L, H), c (B, L, H), input_feed (B, H)).
+
+        Returns h~ for all steps (B, T, H) (after dropout), the new state, and α (B, T, S) or None."""
+        h, c, input_feed = state  # (B, L, H), (B, L, H), (B, H)
+        embedded = self.dropout(self.embed_tokens(decoder_input_ids))  # z, (B, T, E)
+        outputs, alphas = [], []
+        for t in range(decoder_input_ids.shape[1]):
+            # eq. 2 with input feeding: h_t^dec = LSTM([z_{t-1}; h~_{t-1}], h_{t-1}^dec)
+            rnn_input = torch.cat([embedded[:, t], input_feed], dim=-1)  # (B, E + H)
+            rnn_output, h, c = self.rnn(rnn_input, h, c)  # (B, H)
+            h_tilde, alpha = self.attention(rnn_output, context, context_mask)  # eqs. 3–4
+            input_feed = self.dropout(h_tilde)  # dropout on the output; the dropped h~ is also fed back
+            outputs.append(input_feed)
+            if output_attentions:
+                alphas.append(alpha)
+        new_state = (h, c, input_feed)
+        attentions = torch.stack(alphas, dim=1) if output_attentions else None
+        return torch.stack(outputs, dim=1), new_state, attentions
+
+
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
+    """Teacher forcing inputs: [<s>, w_1, ..., w_{T-1}] from labels [w_1, ..., w_T] (-100 -> pad)."""
+    shifted = labels.new_full(labels.shape, pad_token_id)
+    shifted[:, 1:] = labels[:, :-1]
+    shifted[:, 0] = decoder_start_token_id
+    return shifted.masked_fill(shifted == -100, pad_token_id)
+
+
+class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
+    """CoVe MT model: `self.cove` (the encoder that becomes CoVe) + the attentional decoder of eqs. 2–4.
+
+    Inputs: source `input_ids`/`attention_mask` (right-padded, from the CoVe tokenizer); `labels` (B, T) target ids
+    ending in `</s>` (from the target tokenizer; -100 or pad = ignored); `decoder_input_ids` default to `labels`
+    shifted right behind `<s>`.
+    """
+
+    def __init__(self, config: CoveConfig):
+        if config.decoder_num_layers != config.num_hidden_layers:
+            raise ValueError(
+                f"decoder_num_layers ({config.decoder_num_layers}) must equal num_hidden_layers "
+                f"({config.num_hidden_layers}): each decoder layer starts from the final state of one encoder layer"
+            )
+        if config.decoder_hidden_size != config.encoder_output_size:
+            raise ValueError(
+                f"decoder_hidden_size ({config.decoder_hidden_size}) must equal 2 * hidden_size "
+                f"({config.encoder_output_size}): the decoder starts from the encoder's concatenated final states"
+            )
+        config.is_encoder_decoder = True
+        config.tie_word_embeddings = False
+        super().__init__(config)
+        self.cove = CoveModel(config)
+        self.decoder = CoveDecoder(config)
+        self.lm_head = nn.Linear(config.decoder_hidden_size, config.target_vocab_size)  # W_out, b_out
+        self.post_init()
+        if self.generation_config is not None:
+            self.generation_config.decoder_start_token_id = config.decoder_start_token_id
+            self.generation_config.bos_token_id = config.bos_token_id
+            self.generation_config.eos_token_id = config.eos_token_id
+            self.generation_config.pad_token_id = config.pad_token_id
+            self.generation_config.length_penalty = config.length_penalty_alpha
+            self.generation_config.max_new_tokens = config.max_source_length + 1  # up to 75 tokens + </s>
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """Everything trainable ~ U(-0.1, 0.1) (PAPER.md §2), including the random target embeddings."""
+        if module is getattr(getattr(self, "decoder", None), "embed_tokens", None):
+            r = self.config.initializer_range
+            nn.init.uniform_(module.weight, -r, r)
+            module.weight[self.config.pad_token_id].zero_()
+        else:
+            super()._init_weights(module)
+
+    def freeze_frozen_parts(self):
+        """Apply `config.freeze_embeddings` / `config.freeze_encoder` (`requires_grad=False`) to `self.cove`."""
+        if self.config.freeze_embeddings:
+            self.cove.embeddings.weight.requires_grad_(False)
+            if self.cove.char_ngram_embeddings is not None:
+                self.cove.char_ngram_embeddings.weight.requires_grad_(False)
+        if self.config.freeze_encoder:
+            self.cove.encoder.requires_grad_(False)
+        return self
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        # transformers 5.x loads checkpoint tensors as new `nn.Parameter`s with requires_grad=True, which undoes the
+        # freezing done in `CoveModel.__init__` (the fixed word vectors would be trained): apply it again.
+        model = super().from_pretrained(*args, **kwargs)
+        if isinstance(model, tuple):  # output_loading_info=True
+            return (model[0].freeze_frozen_parts(), *model[1:])
+        return model.freeze_frozen_parts()
+
+    # --- accessors used by transformers / GenerationMixin ---
+    def get_encoder(self, modality=None):
+        return self.cove
+
+    def get_decoder(self):
+        return self.decoder
+
+    def get_input_embeddings(self):
+        return self.cove.get_input_embeddings()
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        return False  # the state is (h, c, input_feed), not attention keys/values
+
+    @staticmethod
+    def _reorder_cache(past_key_values, beam_idx):
+        return tuple(state.index_select(0, beam_idx.to(state.device)) for state in past_key_values)
+
+    def prepare_inputs_for_generation(
+        self,
+        decoder_input_ids,
+        past_key_values=None,
+        attention_mask=None,
+        encoder_outputs=None,
+        use_cache=None,
+        **kwargs,
+    ):
+        # with a state, the decoder only needs the newest token; without one it re-reads the whole prefix
+        if past_key_values is not None:
+            decoder_input_ids = decoder_input_ids[:, -1:]
+        return {
+            "input_ids": None,
+            "attention_mask": attention_mask,
+            "encoder_outputs": encoder_outputs,
+            "decoder_input_ids": decoder_input_ids,
+            "past_key_values": past_key_values,
+            "use_cache": use_cache if use_cache is not None else True,
+        }
+
+    # --- helpers ---
+    def context_from_encoder(self, encoder_last_hidden_state: torch.Tensor) -> torch.Tensor:
+        """H of eq. 3: the MT-LSTM's top layer (B, S, 2h), wherever `config` places it in `last_hidden_state`
+        (which may also hold the word vectors, the first layer or char n-grams)."""
+        width = self.config.encoder_output_size
+        start = self.config.word_vector_dim if self.config.include_word_vectors else 0
+        if self.config.cove_output == "both":
+            start += width
+        if encoder_last_hidden_state.shape[-1] != self.config.output_size:
+            raise ValueError(
+                f"encoder output has width {encoder_last_hidden_state.shape[-1]}, config.output_size is "
+                f"{self.config.output_size}"
+            )
+        return encoder_last_hidden_state[..., start : start + width]
+
+    def check_source(self, attention_mask: torch.Tensor):
+        """Clear errors for empty sources and sources longer than `config.max_source_length`."""
+        lengths = lengths_from_mask(attention_mask)
+        empty = (lengths == 0).nonzero().flatten().tolist()
+        if empty:
+            raise ValueError(f"source sentence(s) at batch index {empty} are empty: there is nothing to translate")
+        too_long = (lengths > self.config.max_source_length).nonzero().flatten().tolist()
+        if too_long:
+            raise ValueError(
+                f"source sentence(s) at batch index {too_long} have {[int(lengths[i]) for i in too_long]} tokens, "
+                f"more than config.max_source_length={self.config.max_source_length}; shorten them (e.g. tokenizer "
+                f"truncation=True, max_length={self.config.max_source_length}) or raise max_source_length"
+            )
+
+    def check_target_ids(self, ids: torch.Tensor, name: str):
+        valid = (ids == -100) | ((ids >= 0) & (ids < self.config.target_vocab_size))
+        if not bool(valid.all()):
+            bad = ids[~valid]
+            raise ValueError(
+                f"{name} contain ids outside [0, {self.config.target_vocab_size}) (e.g. {bad[:5].tolist()}): the "
+                f"target tokenizer does not match this checkpoint (target_vocab_size={self.config.target_vocab_size})"
+            )
+
+    def forward(
+        self,
+        input_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        token_type_ids: Optional[torch.Tensor] = None,
+        decoder_input_ids: Optional[torch.Tensor] = None,
+        decoder_attention_mask: Optional[torch.Tensor] = None,
+        encoder_outputs: Optional[CoveModelOutput] = None,
+        past_key_values: Optional[tuple] = None,
+        labels: Optional[torch.Tensor] = None,
+        use_cache: Optional[bool] = None,
+        output_attentions: Optional[bool] = None,
+        output_hidden_states: Optional[bool] = None,
+        return_dict: Optional[bool] = None,
+    ) -> CoveSeq2SeqLMOutput:
+        """
+        input_ids / attention_mask: (B, S) source, right-padded. labels: (B, T) target ids (-100 / pad ignored).
+        decoder_input_ids: (B, T); default `shift_tokens_right(labels)`. decoder_attention_mask: accepted and not
+        needed (padded target steps only influence later steps of the same row; their loss is masked by labels).
+        encoder_outputs: a `CoveModelOutput` to reuse (generation). past_key_values: decoder state to continue from.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        use_cache = use_cache if use_cache is not None else not self.training
+        output_attentions = bool(output_attentions)
+
+        if encoder_outputs is None:
+            if input_ids is None:
+                raise ValueError("CoveForMachineTranslation needs input_ids (or encoder_outputs)")
+            attention_mask = self.cove.check_inputs(input_ids, attention_mask)
+            self.check_source(attention_mask)
+            encoder_outputs = self.cove(
+                input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=output_hidden_states,
+                return_dict=True,
+            )
+        elif not isinstance(encoder_outputs, CoveModelOutput):
+            raise TypeError("encoder_outputs must be the CoveModelOutput returned by model.get_encoder()(...)")
+        if attention_mask is None:
+            attention_mask = encoder_outputs.attention_mask
+        if past_key_values is None:
+            self.check_source(attention_mask)
+        context = self.context_from_encoder(encoder_outputs.last_hidden_state)  # H, (B, S, 2h)
+        context_mask = attention_mask.bool()  # (B, S)
+
+        if labels is not None:
+            if labels.dim() != 2 or labels.shape[0] != context.shape[0]:
+                raise ValueError(f"labels must have shape (batch={context.shape[0]}, time), got {tuple(labels.shape)}")
+            self.check_target_ids(labels, "labels")
+            if decoder_input_ids is None:
+                decoder_input_ids = shift_tokens_right(
+                    labels, self.config.pad_token_id, self.config.decoder_start_token_id
+                )
+        if decoder_input_ids is None:
+            raise ValueError("CoveForMachineTranslation needs labels or decoder_input_ids")
+        if decoder_input_ids.dim() != 2 or decoder_input_ids.shape[0] != context.shape[0]:
+            raise ValueError(
+                f"decoder_input_ids must have shape (batch={context.shape[0]}, time), got "
+                f"{tuple(decoder_input_ids.shape)}"
+            )
+        self.check_target_ids(decoder_input_ids, "decoder_input_ids")
+
+        if past_key_values is None:
+            # decoder init: encoder final (h, c) per layer (B, L, 600); first input feed h~_0 = 0
+            state = (
+                encoder_outputs.final_hidden_state,
+                encoder_outputs.final_cell_state,
+                context.new_zeros(context.shape[0], self.config.decoder_hidden_size),
+            )
+        else:
+            state = tuple(past_key_values)
+        h_tilde, new_state, alphas = self.decoder(
+            decoder_input_ids, context, context_mask, state, output_attentions=output_attentions
+        )
+        logits = self.lm_head(h_tilde)  # softmax(W_out h~_t + b_out) before the softmax, (B, T, V)
+
+        loss = nll_sum = num_tokens = None
+        if labels is not None:
+            targets = labels.masked_fill(labels == self.config.pad_token_id, -100)
+            nll_sum = nn.functional.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=-100, reduction="sum"
+            )
+            num_tokens = (targets != -100).sum()
+            loss = nll_sum / labels.shape[0]  # paper: summed token NLL divided by the batch size
+
+        past = new_state if use_cache else None
+        cross_attentions = (alphas.unsqueeze(1),) if output_attentions else None
+        if not return_dict:
+            return tuple(v for v in (loss, logits, past, nll_sum, num_tokens) if v is not None)
+        return CoveSeq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=past,
+            cross_attentions=cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            nll_sum=nll_sum,
+            num_tokens=num_tokens,
+        )
+
+    # --- convenience for users and scripts ---
+    def check_tokenizers(self, source_tokenizer=None, target_tokenizer=None):
+        """Raise if a tokenizer's vocabulary size does not match this checkpoint's config."""
+        if source_tokenizer is not None and len(source_tokenizer) != self.config.vocab_size:
+            raise ValueError(
+                f"source tokenizer has {len(source_tokenizer)} tokens but the checkpoint's encoder has "
+                f"vocab_size={self.config.vocab_size}: tokenizer and checkpoint do not match"
+            )
+        if target_tokenizer is not None and len(target_tokenizer) != self.config.target_vocab_size:
+            raise ValueError(
+                f"target tokenizer has {len(target_tokenizer)} tokens but the checkpoint has "
+                f"target_vocab_size={self.config.target_vocab_size}: tokenizer and checkpoint do not match "
+                f"(load the one saved in '{TARGET_TOKENIZER_SUBFOLDER}/')"
+            )
+
+    @torch.no_grad()
+    def translate(
+        self,
+        sentences: list,
+        source_tokenizer,
+        target_tokenizer,
+        num_beams: int = 1,
+        batch_size: int = 64,
+        max_new_tokens: Optional[int] = None,
+        skip_special_tokens: bool = True,
+    ) -> list:
+        """Translate raw source sentences; returns the target token strings joined by spaces (lowercased Moses-style
+        tokens, as the model was trained). Empty or too long sentences raise a `ValueError` naming them."""
+        self.check_tokenizers(source_tokenizer, target_tokenizer)
+        max_new_tokens = max_new_tokens or self.config.max_source_length + 1
+        results = []
+        for start in range(0, len(sentences), batch_size):
+            chunk = sentences[start : start + batch_size]
+            enc = source_tokenizer(chunk, padding=True, return_tensors="pt", return_token_type_ids=False)
+            lengths = enc["attention_mask"].sum(dim=1)
+            for i, n in enumerate(lengths.tolist()):
+                if n == 0:
+                    raise ValueError(f"sentence {start + i} ({chunk[i]!r}) has no tokens: nothing to translate")
+                if n > self.config.max_source_length:
+                    raise ValueError(
+                        f"sentence {start + i} has {n} tokens, more than max_source_length="
+                        f"{self.config.max_source_length}"
+                    )
+            out = self.generate(
+                input_ids=enc["input_ids"].to(self.device),
+                attention_mask=enc["attention_mask"].to(self.device),
+                num_beams=num_beams,
+                max_new_tokens=max_new_tokens,
+            )
+            results += target_tokenizer.batch_decode(out, skip_special_tokens=skip_special_tokens)
+        return [" ".join(text.split()) for text in results]
+
+
+def load_target_tokenizer(path: str, **kwargs):
+    """The target-side tokenizer saved with an MT checkpoint (`<path>/target_tokenizer/`)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path, subfolder=TARGET_TOKENIZER_SUBFOLDER, **kwargs)
+
+
+__all__ = [
+    "CoveForMachineTranslation",
+    "CoveSeq2SeqLMOutput",
+    "CoveAttention",
+    "CoveDecoder",
+    "CoveStackedLSTM",
+    "shift_tokens_right",
+    "load_target_tokenizer",
+    "TARGET_TOKENIZER_SUBFOLDER",
+]

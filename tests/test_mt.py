@@ -1,0 +1,340 @@
+"""CoveForMachineTranslation (eqs. 2–4): values against plain-torch reference computations, generation (greedy,
+beam, length normalisation, cache reordering), padding, checkpoint cross-loading, bad input, BLEU module."""
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from modeling_cove import CoveConfig, CoveForMachineTranslation, CoveModel
+from modeling_cove.modeling_cove_mt import CoveAttention, load_target_tokenizer, shift_tokens_right
+from modeling_cove.tokenization_cove import build_cove_tokenizer
+
+REPO = Path(__file__).resolve().parents[1]
+EOS = 3
+
+
+def tiny_config(**overrides) -> CoveConfig:
+    fields = dict(vocab_size=24, word_vector_dim=6, hidden_size=4, target_vocab_size=20, decoder_embedding_dim=5,
+                  decoder_hidden_size=8, decoder_dropout=0.0, freeze_encoder=False, freeze_embeddings=False,
+                  max_source_length=12, initializer_range=0.5)
+    fields.update(overrides)
+    return CoveConfig(**fields)
+
+
+def tiny_model(seed=0, **overrides) -> CoveForMachineTranslation:
+    torch.manual_seed(seed)
+    return CoveForMachineTranslation(tiny_config(**overrides)).eval()
+
+
+def padded(rows, pad=0):
+    width = max(len(r) for r in rows)
+    ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
+    mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+    return ids, mask
+
+
+def labels_of(rows):
+    width = max(len(r) for r in rows)
+    return torch.tensor([r + [-100] * (width - len(r)) for r in rows])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# eqs. 3–4 and one full decoder step, by hand
+
+
+def test_attention_step_written_out():
+    """H = [[1, 0], [0, 1], [5, 5] (padding)], h = [1, 2], W1 = I, b1 = 0: scores [1, 2, -inf] ->
+    α = softmax([1, 2]) = [0.26894142, 0.73105858, 0]; Hᵀα = [0.26894142, 0.73105858];
+    W2 = [[1, 0, 1, 0], [0, 1, 0, -1]], b2 = [0.5, 0]: h~ = tanh([0.26894 + 1 + 0.5, 0.73106 - 2]) =
+    tanh([1.76894142, -1.26894142]) = [0.94349329, -0.85351049]."""
+    config = tiny_config(hidden_size=1, decoder_hidden_size=2, attention_bias=True)
+    attention = CoveAttention(config)
+    with torch.no_grad():
+        attention.linear_in.weight.copy_(torch.eye(2))
+        attention.linear_in.bias.zero_()
+        attention.linear_out.weight.copy_(torch.tensor([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, -1.0]]))
+        attention.linear_out.bias.copy_(torch.tensor([0.5, 0.0]))
+    context = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [5.0, 5.0]]])
+    mask = torch.tensor([[True, True, False]])
+    h_tilde, alpha = attention(torch.tensor([[1.0, 2.0]]), context, mask)
+    torch.testing.assert_close(alpha, torch.tensor([[0.26894142, 0.73105858, 0.0]]), atol=1e-7, rtol=0)
+    torch.testing.assert_close(h_tilde, torch.tanh(torch.tensor([[1.76894142, -1.26894142]])), atol=1e-6, rtol=0)
+    torch.testing.assert_close(h_tilde, torch.tensor([[0.94349329, -0.85351049]]), atol=1e-6, rtol=0)
+
+
+def lstm_cell(x, h, c, cell):
+    """nn.LSTMCell by hand: gates i, f, g, o."""
+    gates = x @ cell.weight_ih.T + cell.bias_ih + h @ cell.weight_hh.T + cell.bias_hh
+    i, f, g, o = gates.chunk(4, dim=-1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c), c
+
+
+@pytest.mark.parametrize("attention_bias", [False, True])
+def test_teacher_forced_logits_match_plain_torch(attention_bias):
+    """Eqs. 2–4 + output layer, two decoder steps, with padding in the source, from plain torch ops."""
+    model = tiny_model(attention_bias=attention_bias)
+    input_ids, attention_mask = padded([[5, 6, 7, 8], [9, 10]])
+    decoder_input_ids = torch.tensor([[2, 11, 12], [2, 13, 14]])
+    with torch.no_grad():
+        out = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids)
+        enc = model.cove(input_ids=input_ids, attention_mask=attention_mask)
+        H = enc.last_hidden_state  # (B, S, 8)
+        h = [enc.final_hidden_state[:, 0], enc.final_hidden_state[:, 1]]  # decoder init = encoder final states
+        c = [enc.final_cell_state[:, 0], enc.final_cell_state[:, 1]]
+        feed = torch.zeros(2, 8)  # h~_0 = 0
+        dec, att = model.decoder, model.decoder.attention
+        expected = []
+        for t in range(3):
+            x = torch.cat([dec.embed_tokens.weight[decoder_input_ids[:, t]], feed], dim=-1)  # input feeding
+            h[0], c[0] = lstm_cell(x, h[0], c[0], dec.rnn.layers[0])
+            h[1], c[1] = lstm_cell(h[0], h[1], c[1], dec.rnn.layers[1])
+            query = h[1] @ att.linear_in.weight.T + (att.linear_in.bias if attention_bias else 0)
+            scores = (H * query[:, None, :]).sum(-1)  # H (W1 h + b1)
+            scores = torch.where(attention_mask.bool(), scores, torch.tensor(float("-inf")))
+            alpha = torch.exp(scores - scores.max(-1, keepdim=True).values)
+            alpha = alpha / alpha.sum(-1, keepdim=True)
+            ctx = (alpha[:, :, None] * H).sum(1)
+            pre = torch.cat([ctx, h[1]], -1) @ att.linear_out.weight.T
+            feed = torch.tanh(pre + (att.linear_out.bias if attention_bias else 0))
+            expected.append(feed @ model.lm_head.weight.T + model.lm_head.bias)
+        expected = torch.stack(expected, dim=1)
+    torch.testing.assert_close(out.logits, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_loss_is_summed_nll_over_batch_size():
+    model = tiny_model()
+    input_ids, attention_mask = padded([[5, 6, 7], [9, 10]])
+    labels = labels_of([[11, 12, 13, EOS], [14, EOS]])
+    out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    # decoder inputs = labels shifted right behind <s>
+    torch.testing.assert_close(shift_tokens_right(labels, 0, 2), torch.tensor([[2, 11, 12, 13], [2, 14, EOS, 0]]))
+    logp = out.logits.log_softmax(-1)
+    nll = -(logp[0, 0, 11] + logp[0, 1, 12] + logp[0, 2, 13] + logp[0, 3, EOS] + logp[1, 0, 14] + logp[1, 1, EOS])
+    torch.testing.assert_close(out.nll_sum, nll, atol=1e-5, rtol=1e-5)
+    assert int(out.num_tokens) == 6
+    torch.testing.assert_close(out.loss, nll / 2, atol=1e-5, rtol=1e-5)
+    # labels padded with the pad id instead of -100 are ignored the same way
+    same = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels.clamp(min=0))
+    torch.testing.assert_close(same.nll_sum, out.nll_sum)
+
+
+def test_padding_batch_equals_each_alone():
+    model = tiny_model(seed=3)
+    sources = [[5, 6, 7, 8, 9], [10, 11], [12, 13, 14]]
+    targets = [[11, 12, EOS], [13, 14, 15, 16, 17, EOS], [18, EOS]]
+    input_ids, attention_mask = padded(sources)
+    with torch.no_grad():
+        batch = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels_of(targets))
+        for i, (src, tgt) in enumerate(zip(sources, targets)):
+            alone = model(input_ids=torch.tensor([src]), labels=torch.tensor([tgt]))
+            torch.testing.assert_close(batch.logits[i, : len(tgt)], alone.logits[0], atol=1e-5, rtol=0)
+
+
+def test_dropout_only_in_training():
+    model = tiny_model(decoder_dropout=0.5)
+    input_ids, attention_mask = padded([[5, 6, 7], [9, 10]])
+    labels = labels_of([[11, EOS], [12, 13, EOS]])
+    a = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).logits
+    b = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).logits
+    torch.testing.assert_close(a, b)
+    model.train()
+    c = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).logits
+    assert not torch.allclose(a, c)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# generation
+
+
+def sequence_logprob(model, input_ids, attention_mask, sequences):
+    """Teacher-forced sum of log-probabilities of each generated sequence up to and including its first </s>."""
+    with torch.no_grad():
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=sequences[:, :-1]).logits
+    logp = logits.log_softmax(-1).gather(-1, sequences[:, 1:, None])[..., 0]
+    totals, lengths = [], []
+    for row, seq in zip(logp, sequences[:, 1:]):
+        ends = (seq == EOS).nonzero()
+        n = int(ends[0]) + 1 if len(ends) else len(seq)
+        totals.append(float(row[:n].sum()))
+        lengths.append(n)
+    return totals, lengths
+
+
+def test_greedy_is_argmax_of_teacher_forced_logits():
+    model = tiny_model(seed=1)
+    input_ids, attention_mask = padded([[5, 6, 7, 8], [9, 10], [11, 12, 13]])
+    greedy = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8)
+    assert greedy.shape[0] == 3 and bool((greedy[:, 0] == 2).all())  # starts with <s>
+    with torch.no_grad():
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=greedy[:, :-1]).logits
+    argmax = logits.argmax(-1)
+    for i in range(3):
+        seq = greedy[i, 1:]
+        ends = (seq == EOS).nonzero()
+        n = int(ends[0]) + 1 if len(ends) else len(seq)
+        assert torch.equal(argmax[i, :n], seq[:n])
+
+
+def train_copy_model(steps=40, seed=0):
+    """A tiny model trained a few dozen steps to copy its source (ids 4..15) and stop."""
+    model = tiny_model(seed=seed, vocab_size=16, target_vocab_size=16, initializer_range=0.1)
+    model.train()
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.03)
+    for _ in range(steps):
+        rows = [torch.randint(4, 16, (int(n),), generator=generator).tolist()
+                for n in torch.randint(2, 6, (16,), generator=generator)]
+        input_ids, attention_mask = padded(rows)
+        out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels_of([r + [EOS] for r in rows]))
+        out.loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def copy_model():
+    return train_copy_model()
+
+
+def test_beam_search_on_trained_copy_model(copy_model):
+    model = copy_model
+    input_ids, attention_mask = padded([[5, 6, 7, 8], [9, 10, 11], [12, 13], [4, 15, 14, 6, 7], [8, 8, 9]])
+    greedy = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8)
+    # beam k=1 is greedy
+    beam1 = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8, num_beams=1)
+    assert torch.equal(beam1, greedy)
+    # beam k=4 without length normalisation maximises the log-probability: never below greedy's
+    beam = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8, num_beams=4,
+                          length_penalty=0.0)
+    greedy_lp, _ = sequence_logprob(model, input_ids, attention_mask, greedy)
+    beam_lp, _ = sequence_logprob(model, input_ids, attention_mask, beam)
+    for g, b in zip(greedy_lp, beam_lp):
+        assert b >= g - 1e-5
+    # length normalisation: the beam score is sum log p / length^alpha (alpha = config.length_penalty_alpha = 1);
+    # computing it by teacher forcing also checks that the decoder state was reordered along the beams
+    out = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8, num_beams=4,
+                         output_scores=True, return_dict_in_generate=True)
+    totals, lengths = sequence_logprob(model, input_ids, attention_mask, out.sequences)
+    for score, total, n in zip(out.sequences_scores.tolist(), totals, lengths):
+        assert math.isclose(score, total / n, abs_tol=1e-4)
+
+
+def test_generate_padding_consistency(copy_model):
+    sources = [[5, 6, 7, 8, 9], [10, 11], [12, 13, 14]]
+    input_ids, attention_mask = padded(sources)
+    batch = copy_model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8, num_beams=3)
+    for i, src in enumerate(sources):
+        alone = copy_model.generate(input_ids=torch.tensor([src]), max_new_tokens=8, num_beams=3)[0]
+        n = len(alone)
+        assert batch[i, :n].tolist() == alone.tolist()
+        assert set(batch[i, n:].tolist()) <= {0, EOS}  # the rest is filler (generate pads finished rows)
+
+
+def test_translate_with_tokenizers(copy_model):
+    words = [f"w{i}" for i in range(12)]  # ids 4..15 on both sides
+    source_tokenizer = build_cove_tokenizer(words)
+    target_tokenizer = build_cove_tokenizer(words, add_eos=True)
+    out = copy_model.translate(["w1 w2 w3", "w4 w5"], source_tokenizer, target_tokenizer, num_beams=2)
+    assert len(out) == 2 and all(isinstance(s, str) for s in out)
+    with pytest.raises(ValueError, match="no tokens"):
+        copy_model.translate(["w1", "   "], source_tokenizer, target_tokenizer)
+    with pytest.raises(ValueError, match="max_source_length"):
+        copy_model.translate([" ".join(["w1"] * 13)], source_tokenizer, target_tokenizer)
+    with pytest.raises(ValueError, match="target tokenizer has"):
+        copy_model.translate(["w1"], source_tokenizer, build_cove_tokenizer(words[:5], add_eos=True))
+    with pytest.raises(ValueError, match="source tokenizer has"):
+        copy_model.translate(["w1"], build_cove_tokenizer(words + ["extra"]), target_tokenizer)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# checkpoints
+
+
+def test_checkpoint_cross_loads(tmp_path):
+    import modeling_cove  # noqa: F401  (Auto registrations)
+    from transformers import AutoModel, AutoModelForSeq2SeqLM
+
+    model = tiny_model(seed=5)
+    model.save_pretrained(tmp_path)
+    tokenizer = build_cove_tokenizer([f"t{i}" for i in range(16)], add_eos=True)
+    tokenizer.save_pretrained(tmp_path / "target_tokenizer")
+    input_ids, attention_mask = padded([[5, 6, 7], [9, 10]])
+    labels = labels_of([[11, EOS], [12, 13, EOS]])
+    with torch.no_grad():
+        want = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+        reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+        assert isinstance(reloaded, CoveForMachineTranslation)
+        got = reloaded(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+        torch.testing.assert_close(got.logits, want.logits)
+        # AutoModel on the MT checkpoint = the CoVe encoder with the same weights
+        encoder = AutoModel.from_pretrained(tmp_path).eval()
+        assert isinstance(encoder, CoveModel)
+        torch.testing.assert_close(encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,
+                                   want.encoder_last_hidden_state)
+    # freezing survives from_pretrained (transformers 5 re-creates the parameters)
+    frozen = CoveForMachineTranslation.from_pretrained(tmp_path, freeze_embeddings=True)
+    assert not frozen.cove.embeddings.weight.requires_grad
+    assert all(p.requires_grad for p in frozen.cove.encoder.parameters())  # freeze_encoder=False
+    assert len(load_target_tokenizer(str(tmp_path))) == 20
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# bad input
+
+
+def test_bad_inputs_give_clear_errors():
+    model = tiny_model()
+    input_ids, attention_mask = padded([[5, 6, 7], [9, 10]])
+    labels = labels_of([[11, EOS], [12, 13, EOS]])
+    empty_row = attention_mask.clone()
+    empty_row[1] = 0
+    with pytest.raises(ValueError, match="empty"):
+        model(input_ids=input_ids, attention_mask=empty_row, labels=labels)
+    with pytest.raises(ValueError, match="empty"):
+        model(input_ids=torch.zeros(2, 0, dtype=torch.long), labels=labels)
+    with pytest.raises(ValueError, match="max_source_length=12"):
+        model(input_ids=torch.full((1, 13), 5), labels=torch.tensor([[11, EOS]]))
+    with pytest.raises(ValueError, match="target tokenizer does not match"):
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=torch.tensor([[11, 25], [12, EOS]]))
+    with pytest.raises(ValueError, match="tokenizer and checkpoint do not match"):
+        model(input_ids=torch.tensor([[5, 99]]), labels=torch.tensor([[11, EOS]]))
+    with pytest.raises(ValueError, match="labels must have shape"):
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=torch.tensor([11, EOS]))
+    with pytest.raises(ValueError, match="needs labels or decoder_input_ids"):
+        model(input_ids=input_ids, attention_mask=attention_mask)
+    with pytest.raises(ValueError, match="must equal 2 \\* hidden_size"):
+        CoveForMachineTranslation(tiny_config(decoder_hidden_size=6))
+    with pytest.raises(ValueError, match="decoder_num_layers"):
+        CoveForMachineTranslation(tiny_config(decoder_num_layers=3))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# BLEU module
+
+
+def test_bleu_module_offline():
+    import evaluate
+    import sacrebleu
+
+    bleu = evaluate.load(str(REPO / "modeling_cove" / "metrics" / "sacrebleu_cove"))
+    hyps = ["ein mann fährt fahrrad .", "zwei hunde spielen im schnee ."]
+    refs = ["ein mann fährt ein fahrrad .", "zwei hunde spielen im schnee ."]
+    result = bleu.compute(predictions=hyps, references=refs)
+    want = sacrebleu.corpus_bleu(hyps, [refs], tokenize="none", lowercase=True).score
+    assert math.isclose(result["bleu"], want)
+    assert 0 < result["bleu"] < 100 and result["signature"].startswith("nrefs:1|case:lc|eff:no|tok:none")
+    # uncased: case does not matter; detokenized sacreBLEU uses 13a on detokenized text
+    upper = bleu.compute(predictions=[h.upper() for h in hyps], references=refs)
+    assert math.isclose(upper["bleu"], result["bleu"])
+    assert "tok:13a" in result["sacrebleu_signature"]
+    raw = bleu.compute(predictions=hyps, references=refs, raw_references=["Ein Mann fährt ein Fahrrad.",
+                                                                          "Zwei Hunde spielen im Schnee."])
+    assert math.isclose(raw["sacrebleu"], result["sacrebleu"])
+    assert bleu.compute(predictions=refs, references=refs)["bleu"] == pytest.approx(100.0)
+    with pytest.raises(ValueError, match="2 predictions but 1 raw_references"):
+        bleu.compute(predictions=hyps, references=refs, raw_references=refs[:1])

@@ -1,0 +1,272 @@
+"""scripts/train_mt.py: batching, vocabulary/ids, 2-process CPU DDP == 1 process, SIGKILL + --resume == uninterrupted,
+outputs (metrics JSON, curve PNG, exported encoder), bad arguments. Tiny configs on a toy EN->DE corpus written here."""
+
+import gzip
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import train_mt  # scripts/ is on sys.path (conftest.py)
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "train_mt.py"
+TINY = {"word_vector_dim": 8, "hidden_size": 4, "decoder_hidden_size": 8, "decoder_embedding_dim": 6}
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1",
+       "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+
+EN = ["a", "man", "woman", "dog", "runs", "sits", "on", "the", "red", "blue", "street", "grass", "two", "people"]
+DE = {"a": "ein", "man": "mann", "woman": "frau", "dog": "hund", "runs": "läuft", "sits": "sitzt", "on": "auf",
+      "the": "der", "red": "roten", "blue": "blauen", "street": "straße", "grass": "wiese", "two": "zwei",
+      "people": "leute"}
+
+
+def write_toy_corpus(root: Path, seed: int = 0) -> Path:
+    """`root/multi30k/{train,val,test_2016_flickr}.{en,de}.gz`, the layout load_translation reads."""
+    rng = random.Random(seed)
+    folder = root / "multi30k"
+    folder.mkdir(parents=True)
+    for stem, n in (("train", 96), ("val", 16), ("test_2016_flickr", 16)):
+        en, de = [], []
+        for _ in range(n):
+            words = [rng.choice(EN) for _ in range(rng.randint(2, 7))]
+            en.append(" ".join(words).capitalize() + ".")
+            de.append(" ".join(DE[w] for w in words).capitalize() + ".")
+        if stem == "train":  # one pair longer than --max-length 12: dropped and counted
+            en.append(" ".join(["a"] * 14) + ".")
+            de.append(" ".join(["ein"] * 14) + ".")
+        for lang, lines in (("en", en), ("de", de)):
+            with gzip.open(folder / f"{stem}.{lang}.gz", "wt", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    root = tmp_path_factory.mktemp("toy")
+    write_toy_corpus(root / "data")
+    rng = np.random.default_rng(0)
+    with open(root / "vectors.txt", "w", encoding="utf-8") as f:  # GloVe text format, 8-d; "people" has none
+        for word in EN[:-1] + ["."]:
+            f.write(word + " " + " ".join(f"{x:.4f}" for x in rng.normal(size=8)) + "\n")
+    return root
+
+
+def common_args(toy, out, *extra, overrides=None):
+    return ["--output-dir", str(out), "--data-dir", str(toy / "data"), "--vectors", str(toy / "vectors.txt"),
+            "--config-overrides", json.dumps({**TINY, **(overrides or {})}), "--batch-size", "16",
+            "--max-length", "12", "--num-threads", "1", "--source-min-freq", "1", *extra]
+
+
+def weights(out: Path) -> dict:
+    return load_file(str(out / "mt" / "model.safetensors"))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# units
+
+
+def test_epoch_batches_are_a_function_of_seed_and_epoch():
+    rng = np.random.default_rng(0)
+    src = rng.integers(1, 40, size=1000)
+    tgt = rng.integers(1, 40, size=1000)
+    a = train_mt.epoch_batches(src, tgt, 64, 5, seed=1, epoch=1)
+    assert a == train_mt.epoch_batches(src, tgt, 64, 5, seed=1, epoch=1)
+    assert a != train_mt.epoch_batches(src, tgt, 64, 5, seed=1, epoch=2)
+    assert sorted(i for b in a for i in b) == list(range(1000))  # every pair once
+    assert sum(len(b) < 64 for b in a) <= 4  # at most one short batch per chunk of 5 * 64 = 320 pairs
+    # length grouping: within a batch the source lengths spread far less than in random batches
+    spread = np.mean([src[b].max() - src[b].min() for b in a])
+    perm = rng.permutation(1000)
+    random_spread = np.mean([src[perm[i : i + 64]].max() - src[perm[i : i + 64]].min() for i in range(0, 1000, 64)])
+    assert spread < 0.35 * random_spread, (spread, random_spread)
+
+
+def test_unknown_target_tokens_map_to_unk_and_are_counted():
+    from datasets import Dataset
+
+    ds = Dataset.from_dict({"src_tokens": [["a", "dog"], ["zebra"]], "tgt_tokens": [["ein", "hund"], ["zebra", "ein"]]})
+    src_vocab = {"<pad>": 0, "<unk>": 1, "<s>": 2, "</s>": 3, "a": 4, "dog": 5}
+    tgt_vocab = {"<pad>": 0, "<unk>": 1, "<s>": 2, "</s>": 3, "ein": 4, "hund": 5}
+    out = train_mt.encode_split(ds, src_vocab, tgt_vocab, eos_id=3, unk_id=1)
+    assert out["src_ids"] == [[4, 5], [1]]
+    assert out["tgt_ids"] == [[4, 5, 3], [1, 4, 3]]
+    assert out["src_unk"] == [0, 1] and out["tgt_unk"] == [0, 1]
+
+
+def test_target_side_is_lowercased_german_moses():
+    assert train_mt.target_tokenize("Zwei Männer, die Fußball spielen.") == [
+        "zwei", "männer", ",", "die", "fußball", "spielen", "."]
+    assert train_mt.select_target_words({"b": 2, "a": 2, "c": 1, "</s>": 9}, min_freq=2, max_size=50) == ["a", "b"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# distributed, resume, outputs
+
+
+def test_two_process_cpu_ddp_matches_one_process(toy, tmp_path):
+    """torchrun --nproc_per_node 2 (gloo DDP, global batch 16 = 8 per process) ends with identical weights on both
+    ranks, equal to one process on the same global batches (dropout off)."""
+    args = ["--max-epochs", "1", "--max-steps", "4", "--no-bleu", "--no-test", "--no-export"]
+    overrides = {"decoder_dropout": 0.0, "encoder_dropout": 0.0}
+    ddp = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(SCRIPT),
+         *common_args(toy, tmp_path / "ddp", *args, overrides=overrides)],
+        env=ENV, capture_output=True, text=True, timeout=300,
+    )
+    assert ddp.returncode == 0, ddp.stderr[-3000:]
+    train_mt.main(common_args(toy, tmp_path / "single", *args, overrides=overrides))
+
+    metrics = json.loads((tmp_path / "ddp" / "metrics.json").read_text())
+    assert metrics["machine"]["processes"] == 2 and "MULTI_CPU" in metrics["machine"]["distributed_type"]
+    fingerprints = metrics["replica_weight_sha256"]
+    assert len(fingerprints) == 2 and fingerprints[0] == fingerprints[1]
+    a, b = weights(tmp_path / "ddp"), weights(tmp_path / "single")
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], atol=1e-5, rtol=1e-4, msg=name)
+    last = load_file(str(train_mt.checkpoint_dirs(tmp_path / "single")[-1] / "model.safetensors"))
+    assert all(torch.equal(last[name], b[name]) for name in b)  # the last checkpoint holds the final weights
+    single = json.loads((tmp_path / "single" / "metrics.json").read_text())
+    assert abs(metrics["epochs"][0]["val_perplexity"] - single["epochs"][0]["val_perplexity"]) < 1e-3
+
+
+RESUME_ARGS = ["--max-epochs", "3", "--save-steps", "2", "--seed", "7"]
+
+
+@pytest.fixture(scope="module")
+def reference_run(toy, tmp_path_factory):
+    """A complete tiny run: 3 epochs of 6 steps, dropout 0.2, BLEU every epoch, beam-2 test BLEU, export."""
+    out = tmp_path_factory.mktemp("runs") / "reference"
+    train_mt.main(common_args(toy, out, *RESUME_ARGS, "--test-num-beams", "2"))
+    return out
+
+
+def test_sigkill_then_resume_equals_uninterrupted_run(toy, tmp_path, reference_run):
+    """SIGKILL a run after its first checkpoint, --resume it, and get the weights of the uninterrupted run bit for
+    bit (data order, RNG, lr schedule and step restored; evaluation does not disturb training)."""
+    args = RESUME_ARGS
+    reference = reference_run
+
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), *common_args(toy, killed, *args, "--no-bleu", "--no-test",
+                                                                       "--no-export")],
+                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while not train_mt.checkpoint_dirs(killed):
+        assert proc.poll() is None, f"run ended before its first checkpoint: {proc.stderr.read()[-3000:]}"
+        assert time.time() < deadline, "no checkpoint within 240 s"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    proc.stderr.close()
+    state = json.loads((train_mt.checkpoint_dirs(killed)[-1] / "trainer_state.json").read_text())
+    assert not state["finished"] and state["global_step"] < 18
+
+    train_mt.main(common_args(toy, killed, *args, "--resume", "--no-bleu", "--no-test", "--no-export"))
+    a, b = weights(reference), weights(killed)
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+    ref_metrics = json.loads((reference / "metrics.json").read_text())
+    res_metrics = json.loads((killed / "metrics.json").read_text())
+    assert [e["val_perplexity"] for e in ref_metrics["epochs"]] == [e["val_perplexity"] for e in res_metrics["epochs"]]
+
+    # outputs of the complete run: metrics, curves, data statistics, test BLEU, exported encoder
+    assert (reference / "curves.png").stat().st_size > 1000
+    assert len(ref_metrics["epochs"]) == 3 and ref_metrics["epochs"][-1]["global_step"] == 18
+    assert all(e["val_bleu"] is not None for e in ref_metrics["epochs"])
+    data = ref_metrics["data"]
+    assert data["train_pairs"] == 97 and data["train_pairs_dropped_too_long"] == 1 and data["train_pairs_kept"] == 96
+    assert data["source_train_token_coverage_by_vectors"] < 100  # "people" has no vector (a zero row)
+    assert ref_metrics["test"]["num_beams"] == 2 and 0 <= ref_metrics["test"]["bleu"] <= 100
+    assert ref_metrics["train_target_tokens_per_second"] > 0
+
+
+def test_exported_encoder_loads_with_auto_classes(reference_run):
+    import modeling_cove  # noqa: F401
+    from transformers import AutoModel, AutoTokenizer
+
+    from modeling_cove.modeling_cove_mt import CoveForMachineTranslation
+
+    encoder = AutoModel.from_pretrained(reference_run / "encoder").eval()
+    tokenizer = AutoTokenizer.from_pretrained(reference_run / "encoder")
+    assert type(encoder).__name__ == "CoveModel" and encoder.config.freeze_encoder
+    assert (reference_run / "encoder" / "README.md").read_text().count("CoVe") >= 2
+    mt = CoveForMachineTranslation.from_pretrained(reference_run / "mt").eval()
+    batch = tokenizer(["A man runs on the street.", "Two dogs."], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        got = encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+        want = mt.cove(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+    torch.testing.assert_close(got, want)
+
+
+def test_export_with_another_vocabulary(toy, reference_run, tmp_path):
+    """--vocab-from: the same MT-LSTM over another vocabulary built from the same vectors; other vectors refused."""
+    from export_encoder import export_encoder
+    from transformers import AutoModel
+
+    from modeling_cove.build import create_cove_checkpoint
+    from modeling_cove.tokenization_cove import SPECIAL_TOKENS
+    from modeling_cove.vectors import build_embedding_matrix
+
+    words = ["woman", "dog", "zebra", "a", "grass"]  # "zebra" has no vector
+    matrix, found = build_embedding_matrix(toy / "vectors.txt", SPECIAL_TOKENS + words, dim=8)
+    encoder, tokenizer = create_cove_checkpoint(words, matrix, hidden_size=4)
+    encoder.save_pretrained(tmp_path / "vocab")
+    tokenizer.save_pretrained(tmp_path / "vocab")
+    export_encoder(reference_run / "mt", tmp_path / "export", vocab_from=tmp_path / "vocab")
+    exported = AutoModel.from_pretrained(tmp_path / "export")
+    trained = AutoModel.from_pretrained(reference_run / "encoder")
+    assert exported.config.vocab_size == len(SPECIAL_TOKENS) + 5 and exported.config.freeze_encoder
+    torch.testing.assert_close(exported.embeddings.weight, matrix)
+    for name, tensor in trained.encoder.state_dict().items():
+        assert torch.equal(exported.encoder.state_dict()[name], tensor)
+
+    with torch.no_grad():
+        encoder.embeddings.weight.add_(1.0)  # vectors that differ from the training run's
+    encoder.save_pretrained(tmp_path / "other")
+    tokenizer.save_pretrained(tmp_path / "other")
+    with pytest.raises(ValueError, match="different word vectors"):
+        export_encoder(reference_run / "mt", tmp_path / "bad", vocab_from=tmp_path / "other")
+
+
+def test_bad_arguments(toy, tmp_path):
+    with pytest.raises(ValueError, match="--vectors FILE"):
+        train_mt.main(["--output-dir", str(tmp_path / "a"), "--data-dir", str(toy / "data"), "--max-steps", "1",
+                       "--config-overrides", json.dumps(TINY)])
+    with pytest.raises(SystemExit, match="nothing to resume"):
+        train_mt.main(common_args(toy, tmp_path / "b", "--resume"))
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "run_settings.json").write_text(json.dumps({"seed": 1}))
+    with pytest.raises(SystemExit, match="different data/batching settings"):
+        train_mt.main(common_args(toy, tmp_path / "c", "--resume"))
+    with pytest.raises(SystemExit, match="exists and is not empty"):
+        train_mt.main(common_args(toy, tmp_path / "c"))
+
+
+@pytest.mark.parametrize("name", ["cove-small", "cove-medium", "cove-large"])
+def test_presets_resolve_to_valid_configs(name):
+    from modeling_cove import CoveConfig, CoveForMachineTranslation
+
+    preset = train_mt.load_preset(REPO / "configuration" / "models" / f"{name}.json")
+    settings = train_mt.resolve_settings(train_mt.parse_args(["--output-dir", "x"]), preset)
+    assert settings["dataset"] == {"cove-small": "multi30k", "cove-medium": "iwslt", "cove-large": "wmt17"}[name]
+    assert (settings["lr"], settings["min_lr"], settings["batch_size"], settings["max_length"]) == (1.0, 0.03, 64, 75)
+    assert settings["grad_clip"] == 5.0 and settings["max_vocab"] == 50000
+    config = CoveConfig(**settings["config_overrides"], vocab_size=10, target_vocab_size=10)
+    assert not config.freeze_encoder and config.freeze_embeddings and config.decoder_dropout == 0.2
+    assert (config.hidden_size, config.decoder_hidden_size, config.decoder_embedding_dim) == (300, 600, 300)
+    CoveForMachineTranslation(config)  # a valid MT model (sizes of PAPER.md §2)
+    # the command line wins over the preset
+    args = train_mt.parse_args(["--output-dir", "x", "--lr", "0.5", "--config-overrides", '{"decoder_dropout": 0.3}'])
+    settings = train_mt.resolve_settings(args, preset)
+    assert settings["lr"] == 0.5 and settings["config_overrides"]["decoder_dropout"] == 0.3
