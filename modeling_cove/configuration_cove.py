@@ -9,6 +9,7 @@ from transformers import PreTrainedConfig
 COVE_OUTPUT_CHOICES = ("top", "both")
 BCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove", "scalar_mix")
 BCN_POOLING_CHOICES = ("max", "mean", "min", "self")
+DCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove")
 
 
 class CoveConfig(PreTrainedConfig):
@@ -87,6 +88,9 @@ class CoveConfig(PreTrainedConfig):
             Dropout before every feed-forward layer (paper searched 0.1/0.2/0.3).
 
     DCN question answering (PAPER.md §4; read by `CoveForQuestionAnswering`):
+        dcn_input (`str`, *optional*, defaults to `"vectors+cove"`):
+            What the DCN reads per token: `"vectors+cove"` ([GloVe; CoVe], eq. 6), `"vectors"` (GloVe-only
+            baseline) or `"cove"`.
         dcn_hidden_size (`int`, *optional*, defaults to 200):
             Hidden size ℓ of the document/question encoders, coattention, decoder LSTM and highway maxout network.
         dcn_pool_size (`int`, *optional*, defaults to 16):
@@ -138,6 +142,7 @@ class CoveConfig(PreTrainedConfig):
         bcn_batch_norm=True,
         bcn_dropout=0.2,
         # DCN
+        dcn_input="vectors+cove",
         dcn_hidden_size=200,
         dcn_pool_size=16,
         dcn_max_iterations=4,
@@ -195,6 +200,9 @@ class CoveConfig(PreTrainedConfig):
         self.bcn_batch_norm = bcn_batch_norm
         self.bcn_dropout = bcn_dropout
 
+        if dcn_input not in DCN_INPUT_CHOICES:
+            raise ValueError(f"dcn_input must be one of {DCN_INPUT_CHOICES}, got {dcn_input!r}")
+        self.dcn_input = dcn_input
         self.dcn_hidden_size = dcn_hidden_size
         self.dcn_pool_size = dcn_pool_size
         self.dcn_max_iterations = dcn_max_iterations

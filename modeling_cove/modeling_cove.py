@@ -173,6 +173,38 @@ class CovePreTrainedModel(PreTrainedModel):
     accepts_loss_kwargs = False
     _no_split_modules = []
 
+    def cove_encoder_model(self) -> "CoveModel":
+        """The CoveModel inside this model (itself for the base model, `self.cove` for a head)."""
+        return self if isinstance(self, CoveModel) else getattr(self, self.base_model_prefix)
+
+    def freeze_frozen_parts(self):
+        """Apply `config.freeze_embeddings` / `config.freeze_encoder` (`requires_grad=False`)."""
+        cove = self.cove_encoder_model()
+        if self.config.freeze_embeddings:
+            cove.embeddings.weight.requires_grad_(False)
+            if cove.char_ngram_embeddings is not None:
+                cove.char_ngram_embeddings.weight.requires_grad_(False)
+        if self.config.freeze_encoder:
+            cove.encoder.requires_grad_(False)
+        return self
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        # transformers 5.x loads checkpoint tensors as new `nn.Parameter`s with requires_grad=True, undoing the
+        # freezing done in `__init__`: apply it again so Trainer/optimizers never update a frozen encoder.
+        model = super().from_pretrained(*args, **kwargs)
+        if isinstance(model, tuple):  # output_loading_info=True
+            return (model[0].freeze_frozen_parts(), *model[1:])
+        return model.freeze_frozen_parts()
+
+    def train(self, mode: bool = True):
+        """A frozen encoder stays in eval mode (no dropout between MT-LSTM layers), so cached features equal live
+        ones and a frozen encoder is exactly the pretrained function."""
+        super().train(mode)
+        if self.config.freeze_encoder:
+            self.cove_encoder_model().encoder.eval()
+        return self
+
     def save_pretrained(self, save_directory, *args, **kwargs):
         """`PreTrainedModel.save_pretrained` (safetensors) plus Hub remote code: the full `auto_map` in config.json
         and the flat code files next to the weights, so that a process without `modeling_cove` installed loads the
@@ -237,12 +269,7 @@ class CoveModel(CovePreTrainedModel):
         )
         self.encoder = CoveEncoder(config)
         self.post_init()
-        if config.freeze_embeddings:
-            self.embeddings.weight.requires_grad_(False)
-            if self.char_ngram_embeddings is not None:
-                self.char_ngram_embeddings.weight.requires_grad_(False)
-        if config.freeze_encoder:
-            self.encoder.requires_grad_(False)
+        self.freeze_frozen_parts()
 
     def get_input_embeddings(self):
         return self.embeddings

@@ -32,10 +32,9 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers.modeling_outputs import QuestionAnsweringModelOutput
 
-from .configuration_cove import CoveConfig
+from .configuration_cove import DCN_INPUT_CHOICES, CoveConfig
 from .modeling_cove import CoveModel, CovePreTrainedModel
 
-DCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove")
 QUESTION_SEGMENT, CONTEXT_SEGMENT = 0, 1
 IGNORE_INDEX = -100  # start/end position that is ignored by the loss (as in nn.CrossEntropyLoss)
 
@@ -315,32 +314,6 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
             r = self.config.initializer_range
             nn.init.uniform_(module.document_sentinel, -r, r)
             nn.init.uniform_(module.question_sentinel, -r, r)
-
-    def freeze_frozen_parts(self):
-        """Apply `config.freeze_embeddings` / `config.freeze_encoder` (`requires_grad=False`) to `self.cove`."""
-        if self.config.freeze_embeddings:
-            self.cove.embeddings.weight.requires_grad_(False)
-            if self.cove.char_ngram_embeddings is not None:
-                self.cove.char_ngram_embeddings.weight.requires_grad_(False)
-        if self.config.freeze_encoder:
-            self.cove.encoder.requires_grad_(False)
-        return self
-
-    @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        # transformers 5.x loads checkpoint tensors as new `nn.Parameter`s with requires_grad=True, undoing the
-        # freezing done in `CoveModel.__init__`: apply it again so Trainer/optimizers never update the encoder.
-        model = super().from_pretrained(*args, **kwargs)
-        if isinstance(model, tuple):  # output_loading_info=True
-            return (model[0].freeze_frozen_parts(), *model[1:])
-        return model.freeze_frozen_parts()
-
-    def train(self, mode: bool = True):
-        """A frozen encoder stays in eval mode (no encoder dropout), so cached features equal live ones."""
-        super().train(mode)
-        if self.config.freeze_encoder:
-            self.cove.encoder.eval()
-        return self
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Also records the question-answering pipeline (`pipeline_cove.CoveQuestionAnsweringPipeline`, shipped
