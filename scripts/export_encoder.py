@@ -86,7 +86,7 @@ def results_table(metrics: dict) -> str:
     return "\n".join(lines)
 
 
-def model_card(out_dir: Path, config, metrics: dict) -> str:
+def model_card(out_dir: Path, config, metrics: dict, name: str = None) -> str:
     settings = (metrics or {}).get("settings", {})
     data = (metrics or {}).get("data", {})
     vectors = settings.get("vectors") or settings.get("init_from") or "unknown"
@@ -100,7 +100,7 @@ def model_card(out_dir: Path, config, metrics: dict) -> str:
         limitations.insert(0, "- Trained with STAND-IN word2vec vectors (not GloVe 840B): not comparable to the "
                               "published CoVe; use it with the same vectors.")
     return CARD.format(
-        name=out_dir.name, hidden=config.hidden_size, out=config.encoder_output_size, dim=config.word_vector_dim,
+        name=name or out_dir.name, hidden=config.hidden_size, out=config.encoder_output_size, dim=config.word_vector_dim,
         path=str(out_dir), dataset=settings.get("dataset", "unknown"), pairs=data.get("train_pairs_kept", "?"),
         max_length=settings.get("max_length", "?"), vectors=vectors,
         vector_note="Stand-in word2vec vectors, NOT GloVe 840B." if stand_in else "",
@@ -112,7 +112,7 @@ def model_card(out_dir: Path, config, metrics: dict) -> str:
     )
 
 
-def export_encoder(mt_checkpoint, output_dir, metrics: dict = None, vocab_from=None):
+def export_encoder(mt_checkpoint, output_dir, metrics: dict = None, vocab_from=None, name: str = None):
     """Write the encoder of `mt_checkpoint` as a CoVe checkpoint to `output_dir` (atomically); returns the path."""
     from transformers import AutoTokenizer
 
@@ -157,7 +157,7 @@ def export_encoder(mt_checkpoint, output_dir, metrics: dict = None, vocab_from=N
     shutil.rmtree(tmp, ignore_errors=True)
     encoder.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    (tmp / "README.md").write_text(model_card(output_dir, config, metrics))
+    (tmp / "README.md").write_text(model_card(output_dir, config, metrics, name=name))
     if metrics:
         (tmp / "mt_metrics.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
 
@@ -189,12 +189,14 @@ def main(argv=None):
     p.add_argument("--output-dir", required=True)
     p.add_argument("--vocab-from", default=None, help="CoVe checkpoint whose tokenizer + vectors to use instead")
     p.add_argument("--metrics", default=None, help="metrics.json of the MT run (for the model card)")
+    p.add_argument("--name", default=None, help="model name for the card (default: the output folder's name)")
     args = p.parse_args(argv)
     metrics_path = Path(args.metrics) if args.metrics else Path(args.mt_checkpoint).parent / "metrics.json"
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else None
     if not Path(args.mt_checkpoint, "config.json").exists():
         sys.exit(f"error: {args.mt_checkpoint} is not a checkpoint folder (no config.json)")
-    out = export_encoder(args.mt_checkpoint, args.output_dir, metrics=metrics, vocab_from=args.vocab_from)
+    out = export_encoder(args.mt_checkpoint, args.output_dir, metrics=metrics, vocab_from=args.vocab_from,
+                         name=args.name)
     print(f"exported encoder -> {out}")
 
 

@@ -270,3 +270,28 @@ def test_presets_resolve_to_valid_configs(name):
     args = train_mt.parse_args(["--output-dir", "x", "--lr", "0.5", "--config-overrides", '{"decoder_dropout": 0.3}'])
     settings = train_mt.resolve_settings(args, preset)
     assert settings["lr"] == 0.5 and settings["config_overrides"]["decoder_dropout"] == 0.3
+
+
+def test_init_from_checkpoint_keeps_word_vectors_fixed(toy, tmp_path):
+    """--init-from a CoVe checkpoint (as build_vocab.py writes): its tokenizer and vectors are used, the vectors stay
+    fixed through training (also after from_pretrained), the MT-LSTM trains."""
+    from modeling_cove.build import create_cove_checkpoint
+    from modeling_cove.tokenization_cove import SPECIAL_TOKENS
+    from modeling_cove.vectors import build_embedding_matrix
+
+    words = EN + ["."]
+    matrix, _ = build_embedding_matrix(toy / "vectors.txt", SPECIAL_TOKENS + words, dim=8)
+    encoder, tokenizer = create_cove_checkpoint(words, matrix, hidden_size=4, seed=3)
+    encoder.save_pretrained(tmp_path / "vocab")
+    tokenizer.save_pretrained(tmp_path / "vocab")
+    out = tmp_path / "run"
+    train_mt.main(["--output-dir", str(out), "--data-dir", str(toy / "data"), "--init-from", str(tmp_path / "vocab"),
+                   "--config-overrides", json.dumps({"decoder_hidden_size": 8, "decoder_embedding_dim": 6}),
+                   "--batch-size", "16", "--max-steps", "3", "--num-threads", "1", "--no-bleu", "--no-test",
+                   "--no-export"])
+    trained = weights(out)
+    torch.testing.assert_close(trained["cove.embeddings.weight"], matrix, atol=0, rtol=0)
+    start = encoder.state_dict()
+    assert not torch.equal(trained["cove.encoder.rnn.weight_ih_l0"], start["encoder.rnn.weight_ih_l0"])
+    stats = json.loads((out / "metrics.json").read_text())["data"]
+    assert stats["source_vocab_size"] == len(tokenizer) and stats["source_vocab_from"] == str(tmp_path / "vocab")
