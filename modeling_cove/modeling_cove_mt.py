@@ -207,25 +207,6 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
         else:
             super()._init_weights(module)
 
-    def freeze_frozen_parts(self):
-        """Apply `config.freeze_embeddings` / `config.freeze_encoder` (`requires_grad=False`) to `self.cove`."""
-        if self.config.freeze_embeddings:
-            self.cove.embeddings.weight.requires_grad_(False)
-            if self.cove.char_ngram_embeddings is not None:
-                self.cove.char_ngram_embeddings.weight.requires_grad_(False)
-        if self.config.freeze_encoder:
-            self.cove.encoder.requires_grad_(False)
-        return self
-
-    @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        # transformers 5.x loads checkpoint tensors as new `nn.Parameter`s with requires_grad=True, which undoes the
-        # freezing done in `CoveModel.__init__` (the fixed word vectors would be trained): apply it again.
-        model = super().from_pretrained(*args, **kwargs)
-        if isinstance(model, tuple):  # output_loading_info=True
-            return (model[0].freeze_frozen_parts(), *model[1:])
-        return model.freeze_frozen_parts()
-
     # --- accessors used by transformers / GenerationMixin ---
     def get_encoder(self, modality=None):
         return self.cove

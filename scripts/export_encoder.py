@@ -174,8 +174,9 @@ def export_encoder(mt_checkpoint, output_dir, metrics: dict = None, vocab_from=N
             want = mt.cove(input_ids=ids, attention_mask=sample["attention_mask"]).last_hidden_state
             if not torch.allclose(got, want, atol=1e-6):
                 raise RuntimeError("exported encoder does not reproduce the MT model's encoder outputs")
-    if not (reloaded.config.freeze_encoder and reloaded.config.freeze_embeddings):
-        raise RuntimeError("exported encoder config is not frozen (freeze_encoder / freeze_embeddings)")
+    if not (reloaded.config.freeze_encoder and reloaded.config.freeze_embeddings) or any(
+            p.requires_grad for p in reloaded.parameters()):
+        raise RuntimeError("exported encoder is not frozen (freeze_encoder / freeze_embeddings)")
 
     if output_dir.exists():
         shutil.rmtree(output_dir)
