@@ -1,0 +1,254 @@
+"""scripts/train_classifier.py: Trainer set-up (gradient accumulation does not scale the loss), the CoVe feature cache
+and collator (same logits as the live encoder), tokenisation of bad rows, task configs, model building per Table 2
+column, and an end-to-end smoke run on a slice of the real TREC-6 data whose saved model works in a pipeline."""
+
+import json
+
+import pytest
+import torch
+from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
+
+import modeling_cove  # noqa: F401
+import train_classifier as tc
+from modeling_cove import CoveConfig, CoveForSequenceClassification, CoveModel
+from modeling_cove.tokenization_cove import build_cove_tokenizer, moses_tokenize
+
+from conftest import require_data
+
+TASKS = ("sst2", "sst5", "trec6", "trec50", "imdb", "snli")
+
+
+def tiny_bcn(seed=0, model_class=CoveForSequenceClassification, **overrides):
+    values = dict(vocab_size=40, word_vector_dim=6, hidden_size=6, bcn_feedforward_dim=5, bcn_hidden_size=4,
+                  bcn_maxout_reductions=[2, 2], bcn_maxout_pool=2, bcn_dropout=0.0, bcn_batch_norm=False,
+                  num_labels=3, id2label={0: "a", 1: "b", 2: "c"}, label2id={"a": 0, "b": 1, "c": 2})
+    values.update(overrides)
+    torch.manual_seed(seed)
+    return model_class(CoveConfig(**values))
+
+
+class TrapModel(CoveForSequenceClassification):
+    """What HF_NOTES.md warns about: a model that accepts loss kwargs (so Trainer stops dividing by the
+    accumulation steps) but ignores `num_items_in_batch`."""
+
+    accepts_loss_kwargs = True
+
+    def forward(self, num_items_in_batch=None, **kwargs):
+        return super().forward(**kwargs)
+
+
+def toy_dataset(n=32, seed=0, pairs=False):
+    generator = torch.Generator().manual_seed(seed)
+    rows = {"input_ids": [], "token_type_ids": [], "labels": [], "length": []}
+    for _ in range(n):
+        first = int(torch.randint(2, 8, (1,), generator=generator))
+        second = int(torch.randint(1, 5, (1,), generator=generator)) if pairs else 0
+        ids = torch.randint(4, 40, (first + second,), generator=generator).tolist()
+        rows["input_ids"].append(ids)
+        rows["token_type_ids"].append([0] * first + [1] * second)
+        rows["labels"].append(int(torch.randint(0, 3, (1,), generator=generator)))
+        rows["length"].append(first + second)
+    rows["feature_store"] = [0] * n
+    rows["feature_row"] = list(range(n))
+    return Dataset.from_dict(rows)
+
+
+def hyperparameters(**overrides):
+    hp = dict(tc.HYPERPARAMETER_DEFAULTS)
+    hp.update(overrides)
+    return hp
+
+
+def train_toy(tmp_path, gradient_accumulation_steps, batch_size, steps=3, model_class=CoveForSequenceClassification):
+    model = tiny_bcn(model_class=model_class)
+    ds = toy_dataset()
+    store = tc.compute_feature_store(model, ds, batch_size=16)
+    collator = tc.BCNCollator(0, list(model.layer_indices), 3, 12, [store])
+    args = tc.make_training_arguments(
+        tmp_path / f"ga{gradient_accumulation_steps}", hyperparameters(), seed=0, max_steps=steps,
+        gradient_accumulation_steps=gradient_accumulation_steps, batch_size=batch_size, sampling="random",
+        evaluate_during_training=False, logging_steps=1)
+    trainer = tc.build_trainer(model, args, ds, None, collator)
+    trainer.train()
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h and "train_loss" not in h]
+    return losses, {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def test_gradient_accumulation_does_not_scale_the_loss(tmp_path):
+    """Accumulating 2 x 4 examples must equal one batch of 8 (HF_NOTES.md loss-kwargs trap): same logged losses,
+    same weights after 3 optimizer steps (no batch norm / dropout, whose statistics depend on the batch)."""
+    assert CoveForSequenceClassification.accepts_loss_kwargs is False
+    losses_1, weights_1 = train_toy(tmp_path, gradient_accumulation_steps=1, batch_size=8)
+    losses_2, weights_2 = train_toy(tmp_path, gradient_accumulation_steps=2, batch_size=4)
+    assert len(losses_1) == len(losses_2) == 3
+    assert losses_1 == pytest.approx(losses_2, rel=1e-4, abs=1e-5)
+    assert 0.5 < losses_1[0] < 2.0  # ~ln 3 at the start: a mean, not a sum or a doubled value
+    for name, tensor in weights_1.items():
+        assert torch.allclose(tensor, weights_2[name], atol=1e-5), name
+    # negative control: the same harness catches a model that falls into the trap (loss kwargs accepted, ignored)
+    trap_1, _ = train_toy(tmp_path / "trap", 1, 8, model_class=TrapModel)
+    trap_2, _ = train_toy(tmp_path / "trap", 2, 4, model_class=TrapModel)
+    assert trap_1 == pytest.approx(losses_1, rel=1e-4)
+    assert trap_2 == pytest.approx([2 * x for x in losses_1], rel=1e-4)  # summed, not averaged
+    changed = [n for n in weights_1 if not n.startswith("cove.") and not torch.equal(weights_1[n], tiny_bcn().state_dict()[n])]
+    assert changed  # training did update the BCN
+
+
+@pytest.mark.parametrize("pairs", [False, True])
+def test_cached_features_through_collator_equal_live_encoder(pairs):
+    model = tiny_bcn(seed=1, bcn_dropout=0.0).eval()
+    ds = toy_dataset(n=10, seed=1, pairs=pairs)
+    store = tc.compute_feature_store(model, ds, batch_size=4)
+    cached = tc.BCNCollator(0, list(model.layer_indices), 3, 12, [store])
+    live = tc.BCNCollator(0)
+    rows = [ds[i] for i in range(len(ds))]
+    batch_cached, batch_live = cached(rows), live(rows)
+    assert "cove_hidden_states" in batch_cached and "cove_hidden_states" not in batch_live
+    with torch.no_grad():
+        logits_cached = model(**batch_cached).logits
+        logits_live = model(**batch_live).logits
+    assert torch.allclose(logits_cached, logits_live, atol=1e-6)
+    # each stored row is the encoder run on that example alone
+    for i in (0, 7):
+        ids = torch.tensor([ds[i]["input_ids"]])
+        types = torch.tensor([ds[i]["token_type_ids"]])
+        alone = model.compute_cove_hidden_states(ids, torch.ones_like(ids), types)[2][0]
+        assert torch.allclose(store.get(i), alone, atol=1e-6)
+
+
+def test_feature_cache_hits_and_keys_on_encoder_weights(tmp_path):
+    model = tiny_bcn(seed=2)
+    ds = toy_dataset(n=12, seed=2)
+    first, info1 = tc.cached_feature_store(model, ds, tmp_path, "toy-train", batch_size=5)
+    second, info2 = tc.cached_feature_store(model, ds, tmp_path, "toy-train", batch_size=5)
+    assert not info1["hit"] and info2["hit"] and info1["path"] == info2["path"]
+    assert torch.equal(first.states, second.states) and torch.equal(first.offsets, second.offsets)
+    with torch.no_grad():
+        model.cove.encoder.rnn.weight_hh_l1.add_(0.01)  # another encoder -> another cache entry
+    _, info3 = tc.cached_feature_store(model, ds, tmp_path, "toy-train", batch_size=5)
+    assert not info3["hit"] and info3["path"] != info1["path"]
+    _, info4 = tc.cached_feature_store(model, ds.select(range(11)), tmp_path, "toy-train", batch_size=5)
+    assert info4["path"] not in (info1["path"], info3["path"])  # other tokens -> another entry
+
+
+def test_tokenize_splits_drops_and_counts_empty_rows():
+    tokenizer = build_cove_tokenizer(["a", "man", "plays", "."])
+    features = Features({"text": Value("string"), "text_pair": Value("string"),
+                         "label": ClassLabel(names=["x", "y"])})
+    split = Dataset.from_dict({"text": ["a man plays .", "", "a man", "plays"],
+                               "text_pair": ["a man", "a man", "", "plays ."], "label": [0, 1, 0, 1]},
+                              features=features)
+    out, dropped = tc.tokenize_splits(DatasetDict({"train": split}), tokenizer)
+    assert dropped == {"train": 2}
+    assert out["train"]["labels"][:] == [0, 1]
+    assert out["train"]["token_type_ids"][0] == [0, 0, 0, 0, 1, 1]
+    assert out["train"]["length"][:] == [6, 3]
+    single = Dataset.from_dict({"text": ["a man", "", "plays ."], "label": [0, 1, 1]},
+                               features=Features({"text": Value("string"), "label": ClassLabel(names=["x", "y"])}))
+    out, dropped = tc.tokenize_splits(DatasetDict({"train": single}), tokenizer, max_length=1)
+    assert dropped == {"train": 1} and out["train"]["input_ids"][:] == [[4], [6]]
+
+
+def test_task_configs_load_and_are_checked(tmp_path):
+    for task in TASKS:
+        hp = tc.load_hyperparameters(task)
+        assert hp["learning_rate"] == 1e-3 and hp["batch_size"] >= 16 and hp["epochs"] > 0
+        assert set(hp["paper_table2"]) == {"random", "vectors", "vectors+cove"}
+    assert tc.load_hyperparameters("trec6", overrides={"epochs": 2, "dropout": None})["epochs"] == 2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("task: trec6\nepocs: 3\n")
+    with pytest.raises(ValueError, match="unknown keys"):
+        tc.load_hyperparameters("trec6", bad)
+    with pytest.raises(ValueError, match="not 'sst2'"):
+        tc.load_hyperparameters("sst2", tc.TASK_CONFIG_DIR / "trec6.yaml")
+
+
+@pytest.fixture
+def tiny_encoder_dir(tmp_path):
+    words = ["what", "is", "the", "name", "of", "?", "who", "how", "many", "city", "a", "in", "did", "when", "where"]
+    tokenizer = build_cove_tokenizer(words)
+    torch.manual_seed(0)
+    encoder = CoveModel(CoveConfig(vocab_size=len(tokenizer), word_vector_dim=8, hidden_size=8))
+    path = tmp_path / "encoder"
+    encoder.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path, encoder
+
+
+def test_build_model_columns(tiny_encoder_dir):
+    path, encoder = tiny_encoder_dir
+    hp = hyperparameters(bcn_hidden_size=4, feedforward_dim=5, maxout_reductions=[2, 2])
+    vectors = tc.build_model(path, "vectors", ["p", "q"], hp, seed=3)
+    assert torch.equal(vectors.cove.embeddings.weight, encoder.embeddings.weight)
+    assert not vectors.cove.embeddings.weight.requires_grad and vectors.layer_indices == []
+    cove = tc.build_model(path, "vectors+cove", ["p", "q"], hp, seed=3)
+    assert cove.layer_indices == [2] and cove.config.id2label == {0: "p", 1: "q"}
+    assert all(not p.requires_grad for p in cove.cove.parameters())
+    random = tc.build_model(path, "random", ["p", "q"], hp, seed=3)
+    weight = random.cove.embeddings.weight
+    assert weight.requires_grad and random.config.bcn_input == "vectors"
+    assert not torch.equal(weight, encoder.embeddings.weight)
+    assert torch.equal(weight[:2], torch.zeros_like(weight[:2]))  # PAD and UNK stay zero
+    real = encoder.embeddings.weight[2:]
+    assert abs(float(weight[2:].detach().std()) / float(real[real.abs().sum(1) > 0].std()) - 1) < 0.35
+    assert all(not p.requires_grad for p in random.cove.encoder.parameters())
+    frozen = tc.build_model(path, "random", ["p", "q"], hp, seed=3, freeze_random=True)
+    assert not frozen.cove.embeddings.weight.requires_grad
+    assert torch.equal(frozen.cove.embeddings.weight, weight)  # same seed, same random vectors
+
+
+def test_end_to_end_smoke_run_on_trec6(tmp_path):
+    """A few optimizer steps on a slice of real TREC-6 with a tiny fresh encoder: metrics JSON, curve PNG, and a
+    best/ folder that works in pipeline("text-classification") with the reported test accuracy."""
+    data_dir = require_data("trec")
+    data_dir = data_dir.parent
+    from modeling_cove.data import load_classification
+
+    raw = load_classification("trec6", str(data_dir))
+    words = sorted({t for text in raw["train"]["text"][:300] for t in moses_tokenize(text)})
+    tokenizer = build_cove_tokenizer(words)
+    torch.manual_seed(0)
+    encoder = CoveModel(CoveConfig(vocab_size=len(tokenizer), word_vector_dim=8, hidden_size=8))
+    encoder_dir = tmp_path / "encoder"
+    encoder.save_pretrained(encoder_dir)
+    tokenizer.save_pretrained(encoder_dir)
+    config = tmp_path / "tiny.yaml"
+    config.write_text("task: trec6\nepochs: 1\nbatch_size: 8\neval_batch_size: 16\nbcn_hidden_size: 4\n"
+                      "feedforward_dim: 6\nmaxout_reductions: [2, 2]\nlogging_steps: 1\nfeature_batch_size: 16\n"
+                      "paper_table2: {vectors+cove: 94.7}\n")
+    out = tmp_path / "run"
+    results = tc.main(["--task", "trec6", "--encoder", str(encoder_dir), "--bcn-input", "vectors+cove",
+                       "--data-dir", str(data_dir), "--config", str(config), "--limit", "40", "--max-steps", "3",
+                       "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache"), "--seed", "2"])
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["test"] == results["test"] and saved["global_steps"] == 3
+    assert saved["splits"] == {"train": 40, "validation": 40, "test": 40}
+    assert saved["feature_cache"]["train"]["hit"] is False
+    assert saved["paper_table2_validation_accuracy"] == 94.7
+    assert saved["epochs"] and saved["epochs"][0]["train_seconds"] > 0
+    assert 0.0 <= saved["test"]["accuracy"] <= 1.0 and 0.0 <= saved["test"]["macro_f1"] <= 1.0
+    assert (out / "curve.png").stat().st_size > 1000
+    assert not (out / "checkpoints").exists()
+
+    from transformers import pipeline
+
+    pipe = pipeline("text-classification", model=str(out / "best"))
+    test = raw["test"].select(range(40))
+    names = test.features["label"].names
+    predictions = [names.index(p["label"]) for p in pipe(list(test["text"]))]
+    accuracy = sum(int(p == g) for p, g in zip(predictions, test["label"])) / 40
+    assert accuracy == pytest.approx(saved["test"]["accuracy"], abs=1e-9)
+
+    # a second run reuses the cached features
+    again = tc.main(["--task", "trec6", "--encoder", str(encoder_dir), "--bcn-input", "vectors+cove",
+                     "--data-dir", str(data_dir), "--config", str(config), "--limit", "40", "--max-steps", "1",
+                     "--output-dir", str(tmp_path / "run2"), "--cache-dir", str(tmp_path / "cache"),
+                     "--no-save-model"])
+    assert all(info["hit"] for info in again["feature_cache"].values())
+    # too big for the cache limit: the MT-LSTM runs inside every step instead, same script otherwise
+    live = tc.main(["--task", "trec6", "--encoder", str(encoder_dir), "--bcn-input", "vectors+cove",
+                    "--data-dir", str(data_dir), "--config", str(config), "--limit", "16", "--max-steps", "1",
+                    "--output-dir", str(tmp_path / "run3"), "--cache-dir", str(tmp_path / "cache3"),
+                    "--no-save-model", "--max-cache-gb", "0"])
+    assert live["feature_cache"] == {} and not (tmp_path / "cache3").exists()
+    assert 0.0 <= live["test"]["accuracy"] <= 1.0
