@@ -309,32 +309,6 @@ class CoveForSequenceClassification(CovePreTrainedModel):
             nn.init.zeros_(module.scalar_weights)
             nn.init.ones_(module.gamma)
 
-    def freeze_frozen_parts(self):
-        """Apply `config.freeze_embeddings` / `config.freeze_encoder` (`requires_grad=False`)."""
-        if self.config.freeze_embeddings:
-            self.cove.embeddings.weight.requires_grad_(False)
-            if self.cove.char_ngram_embeddings is not None:
-                self.cove.char_ngram_embeddings.weight.requires_grad_(False)
-        if self.config.freeze_encoder:
-            self.cove.encoder.requires_grad_(False)
-        return self
-
-    @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        # transformers 5.x loads checkpoint tensors as new `nn.Parameter`s with requires_grad=True, which undoes the
-        # freezing done in `CoveModel.__init__`; apply it again so Trainer/optimizers never update the encoder.
-        model = super().from_pretrained(*args, **kwargs)
-        if isinstance(model, tuple):  # output_loading_info=True
-            return (model[0].freeze_frozen_parts(), *model[1:])
-        return model.freeze_frozen_parts()
-
-    def train(self, mode: bool = True):
-        """A frozen encoder stays in eval mode (no encoder dropout), so cached features equal live ones."""
-        super().train(mode)
-        if self.config.freeze_encoder:
-            self.cove.encoder.eval()
-        return self
-
     # ------------------------------------------------------------------------------------------------------------
     # CoVe features
     # ------------------------------------------------------------------------------------------------------------
