@@ -21,6 +21,16 @@ from modeling_cove.modeling_cove_bcn import (
     take_segment,
 )
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models gain nothing from threads, and on a busy shared CPU every OpenMP barrier can wait for a scheduler
+    slice (2-3 s per tiny forward measured here): run these tests single-threaded, then restore."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 MODES = ("vectors+cove", "vectors", "cove", "scalar_mix")
 LABELS = ["neg", "neutral", "pos"]
 
@@ -472,7 +482,7 @@ def test_long_input_has_no_length_limit():
     model = tiny_model()
     torch.manual_seed(0)
     long_ids = torch.randint(4, 30, (1, 700))
-    logits = model(input_ids=long_ids).logits
+    logits = model(input_ids=long_ids).logits  # single-threaded (fixture): 700 sequential LSTM steps
     assert torch.isfinite(logits).all() and logits.shape == (1, 3)
 
 
