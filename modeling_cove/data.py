@@ -11,6 +11,11 @@ datasets named in HF_NOTES.md are used. Splits that the local data lacks are doc
 - SST-2 (SentEval, phrase-level train, as the paper), SST-5 (sentence-level trees): official train/dev/test.
 - SNLI: only dev and test exist locally. We train on 90% of dev, validate on the other 10%, and test on test.
 - SQuAD: only dev exists locally. It is split by article (seed 0): ~80% of the articles train, the rest evaluate.
+
+Your own data: a folder with `train.tsv`, `validation.tsv`, `test.tsv` (header line; tab-separated) loads with
+`load_translation(folder, "tsv")` (columns `en`, `de`) or `load_classification("tsv", folder)` (columns `text`,
+optional `text_pair`, `label` as label names; the label set is taken from all three files, sorted). The embedded
+default data in `examples/` uses this layout.
 """
 
 import gzip
@@ -28,7 +33,8 @@ VALIDATION_FRACTION = 0.1
 SQUAD_SPLIT_SEED = 0
 SQUAD_TRAIN_FRACTION = 0.8
 
-TASKS = ("sst2", "sst5", "trec6", "trec50", "imdb", "snli")
+TASKS = ("sst2", "sst5", "trec6", "trec50", "imdb", "snli", "tsv")
+TSV_SPLITS = ("train", "validation", "test")
 LABEL_NAMES = {
     "sst2": ["negative", "positive"],
     "sst5": ["very negative", "negative", "neutral", "positive", "very positive"],
@@ -103,6 +109,31 @@ def ptb_tree_leaves(tree: str) -> str:
     return " ".join(PTB_UNESCAPE.get(w, w).replace("\\/", "/").replace("\\*", "*") for w in leaves)
 
 
+def read_tsv_splits(folder, required: tuple) -> dict:
+    """{split: list of row dicts} from `folder/{train,validation,test}.tsv` (header line, tab-separated)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"TSV data folder not found: {folder}")
+    splits = {}
+    for split in TSV_SPLITS:
+        path = folder / f"{split}.tsv"
+        lines = [line for line in _read_lines(path) if line.strip()]
+        if not lines:
+            raise ValueError(f"{path} is empty (expected a header line with columns {', '.join(required)})")
+        header = lines[0].split("\t")
+        missing = [c for c in required if c not in header]
+        if missing:
+            raise ValueError(f"{path}: header {header} lacks column(s) {missing}")
+        rows = []
+        for line_no, line in enumerate(lines[1:], start=2):
+            fields = line.split("\t")
+            if len(fields) != len(header):
+                raise ValueError(f"{path}, line {line_no}: {len(fields)} fields, header has {len(header)}")
+            rows.append(dict(zip(header, fields)))
+        splits[split] = rows
+    return splits
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # translation
 
@@ -114,6 +145,13 @@ def load_translation(data_dir: Optional[str] = None, name: str = "multi30k") -> 
     `IWSLT/iwslt2017` (iwslt2017-en-de), `wmt/wmt17` (de-en).
     """
     features = Features({"src": Value("string"), "tgt": Value("string")})
+    if name == "tsv":
+        if data_dir is None:
+            raise ValueError("load_translation(name='tsv') needs data_dir: a folder with train/validation/test.tsv")
+        rows = read_tsv_splits(data_dir, ("en", "de"))
+        return DatasetDict({s: Dataset.from_dict({"src": [r["en"] for r in split_rows],
+                                                  "tgt": [r["de"] for r in split_rows]}, features=features)
+                            for s, split_rows in rows.items()})
     if data_dir is not None:
         if name != "multi30k":
             raise ValueError(f"local translation data is only available for multi30k, not {name!r}")
@@ -150,6 +188,19 @@ def load_translation(data_dir: Optional[str] = None, name: str = "multi30k") -> 
 
 
 def _local_classification(task: str, root: Path, imdb_words: int) -> DatasetDict:
+    if task == "tsv":
+        rows = read_tsv_splits(root, ("text", "label"))
+        names = sorted({r["label"] for split_rows in rows.values() for r in split_rows})
+        pair = "text_pair" in rows["train"][0] if rows["train"] else False
+        features = _classification_features(names, pair=pair)
+        out = {}
+        for split, split_rows in rows.items():
+            columns = {"text": [r["text"] for r in split_rows]}
+            if pair:
+                columns["text_pair"] = [r["text_pair"] for r in split_rows]
+            columns["label"] = [names.index(r["label"]) for r in split_rows]
+            out[split] = Dataset.from_dict(columns, features=features)
+        return DatasetDict(out)
     if task == "sst2":
         folder = _check_data_dir(root, "sst/senteval")
         splits = {}
@@ -272,6 +323,8 @@ def load_classification(task: str, data_dir: Optional[str] = None, imdb_words: i
         raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
     if data_dir is not None:
         return _local_classification(task, Path(data_dir), imdb_words)
+    if task == "tsv":
+        raise ValueError("task 'tsv' needs data_dir: a folder with train/validation/test.tsv")
     return _hub_classification(task, imdb_words)
 
 
