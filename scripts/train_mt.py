@@ -695,6 +695,14 @@ def main(argv=None):
         accelerator.load_state(str(checkpoints[-1]))  # model, optimizer, RNG states of every process
         state.load_state_dict(json.loads((checkpoints[-1] / "trainer_state.json").read_text()))
         accelerator.print(f"resumed from {checkpoints[-1]} (epoch {state.epoch}, step {state.global_step})")
+        if state.finished and state.step_in_epoch == 0:
+            # a finished run continues when the limits given now allow another epoch (e.g. a larger --max-epochs
+            # or --time-budget-minutes); the same rule as at the end of every epoch
+            fits = args.time_budget_minutes is None or (
+                sum(state.epoch_wall_seconds) + state.epoch_wall_seconds[-1] <= 60 * args.time_budget_minutes)
+            if fits and state.epoch < settings["max_epochs"] and state.lr >= settings["min_lr"]:
+                state.finished = False
+                accelerator.print(f"continuing a finished run: epoch {state.epoch + 1} fits the new limits")
     else:
         if args.resume:
             accelerator.print("--resume: no complete checkpoint yet, starting from the beginning")
