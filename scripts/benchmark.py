@@ -19,6 +19,8 @@ Each measurement is repeated (`--repeats`) in interleaved order and the best tim
 import argparse
 import json
 import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: spinning OpenMP threads distort shared-CPU timings
 import platform
 import subprocess
 import sys
@@ -47,6 +49,7 @@ def machine_info() -> dict:
     except OSError:
         pass
     return {"cpu": cpu, "logical_cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "load_average_at_start": os.getloadavg(),
             "avx512_bf16": "avx512_bf16" in flags, "torch": torch.__version__, "python": platform.python_version()}
 
 

@@ -2,6 +2,9 @@ import os
 import sys
 from pathlib import Path
 
+# OpenMP threads that spin at barriers make every op 10-100x slower on shared cores; must precede `import torch`.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
