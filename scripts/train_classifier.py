@@ -81,7 +81,8 @@ HYPERPARAMETER_DEFAULTS = {
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--task", required=True, choices=["sst2", "sst5", "trec6", "trec50", "imdb", "snli"])
+    p.add_argument("--task", required=True, choices=["sst2", "sst5", "trec6", "trec50", "imdb", "snli", "tsv"],
+                   help="tsv: --data-dir is a folder with {train,validation,test}.tsv (columns text, label)")
     p.add_argument("--encoder", required=True, help="CoVe checkpoint dir (tokenizer + word vectors + MT-LSTM)")
     p.add_argument("--bcn-input", default="vectors+cove", choices=COLUMNS, help="Table 2 column (see above)")
     p.add_argument("--data-dir", default=os.environ.get("COVE_DATA_DIR"),

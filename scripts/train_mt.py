@@ -100,7 +100,8 @@ def parse_args(argv=None):
     p.add_argument("--output-dir", required=True)
     p.add_argument("--preset", default=None, help="configuration/models/*.json: config overrides + data + training")
     p.add_argument("--data-dir", default=None, help="local data folder (like ../shared/data); default: Hub ids")
-    p.add_argument("--dataset", default=None, choices=["multi30k", "iwslt", "wmt17"])
+    p.add_argument("--dataset", default=None, choices=["multi30k", "iwslt", "wmt17", "tsv"],
+                   help="tsv: --data-dir is a folder with {train,validation,test}.tsv (columns en, de)")
     p.add_argument("--vectors", default=None, help="GloVe-format word vectors (.txt/.gz/.xz) for the source side")
     p.add_argument("--vectors-lowercase", action="store_true",
                    help="look words up lower-cased in a cased vectors file (GloVe 840B)")

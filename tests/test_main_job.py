@@ -1,0 +1,200 @@
+"""The main job (scripts/main.py) end to end on the embedded default in its reduced mode (--quick), as subprocesses:
+
+1. a first run whose pretraining subprocess is SIGKILLed mid-way (after its step-5 checkpoint): the job fails with
+   exit 1, no stage after it ran, and pretraining is not marked finished;
+2. the same command again: the finished stages are skipped, pretraining resumes from the checkpoint and the job
+   completes (report.json, REPORT.md, curves, Hub-ready folder, predictions printed);
+3. the same command a third time: every stage is skipped.
+Bad input (unknown preset/task, missing data dir, wrong vectors file) exits 2 with a clear message before any work.
+About 1-2 minutes on one busy core.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+MAIN = REPO / "scripts" / "main.py"
+STAGES = ("vectors", "vocab", "pretrain", "classifier", "publish", "predict")
+SENTENCES = ["The soup in the restaurant was really delicious.", "We loved the book."]
+
+
+def env():
+    e = dict(os.environ)
+    e.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_EVALUATE_OFFLINE="1", OMP_NUM_THREADS="1",
+             OMP_WAIT_POLICY="PASSIVE", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
+    return e
+
+
+def main_cmd(run_dir, *extra):
+    return [sys.executable, str(MAIN), "--quick", "--threads", "1", "--run-dir", str(run_dir), *extra]
+
+
+def run_main(args, timeout=300):
+    return subprocess.run(args, cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("main") / "run"
+    # --- 1: kill the pretraining subprocess after its first in-epoch checkpoint ---
+    log1 = run_dir.parent / "run1.log"
+    with open(log1, "w") as log:
+        proc = subprocess.Popen(main_cmd(run_dir), cwd=REPO, env=env(), stdout=log, stderr=subprocess.STDOUT,
+                                text=True)
+        checkpoints = run_dir / "pretrain" / "checkpoints"
+        running = run_dir / "pretrain.running.json"
+        deadline = time.time() + 240
+        killed_pid = None
+        while time.time() < deadline and proc.poll() is None:
+            complete = [d for d in checkpoints.glob("step-*") if d.name[5:].isdigit()] if checkpoints.is_dir() else []
+            if complete and running.exists():  # a complete in-epoch checkpoint (--save-steps 5) exists
+                killed_pid = json.loads(running.read_text())["pid"]
+                os.kill(killed_pid, signal.SIGKILL)
+                break
+            time.sleep(0.05)
+        rc1 = proc.wait(timeout=120)
+    first = {"rc": rc1, "log": log1.read_text(), "killed_pid": killed_pid,
+             "pretrain_done_after_kill": (run_dir / "pretrain" / ".done.json").exists(),
+             "classifier_after_kill": (run_dir / "classifier").exists()}
+    # --- 2: the same command resumes and completes ---
+    second = run_main(main_cmd(run_dir))
+    # --- 3: and once more: everything is skipped ---
+    start = time.time()
+    third = run_main(main_cmd(run_dir))
+    return {"dir": run_dir, "first": first, "second": second, "third": third, "third_seconds": time.time() - start}
+
+
+def test_killed_pretraining_fails_cleanly(job):
+    first = job["first"]
+    assert first["killed_pid"] is not None, "pretraining finished before it could be killed:\n" + first["log"][-3000:]
+    assert first["rc"] == 1, first["log"][-3000:]
+    assert "pretrain (train_mt.py) failed (killed by signal 9)" in first["log"]
+    assert not first["pretrain_done_after_kill"]  # a killed stage never looks complete
+    assert not first["classifier_after_kill"]  # and nothing after it ran
+    assert "[stage 1/6] vectors: done" in first["log"] and "[stage 2/6] vocab: done" in first["log"]
+
+
+def test_rerun_resumes_pretraining_and_completes(job):
+    second = job["second"]
+    out = second.stdout + second.stderr
+    assert second.returncode == 0, out[-4000:]
+    assert "[stage 1/6] vectors: skipped" in out and "[stage 2/6] vocab: skipped" in out
+    assert "resuming from its latest complete checkpoint" in out
+    assert "resumed from" in out and "/checkpoints/step-" in out  # train_mt.py continued from the killed run
+    metrics = json.loads((job["dir"] / "pretrain" / "metrics.json").read_text())
+    assert [e["epoch"] for e in metrics["epochs"]] == [1, 2]  # the quick preset's 2 epochs, each once
+    for stage in STAGES:
+        assert (job["dir"] / stage / ".done.json").is_file(), stage
+
+
+def test_report_holds_real_metrics(job):
+    run_dir = job["dir"]
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["preset"] == "embedded" and report["quick"] is True
+    assert all(report["stages"][s]["status"].startswith(("done", "skipped")) for s in STAGES)
+    # every figure is the one the stage scripts wrote
+    vectors = report["stages"]["vectors"]["metrics"]
+    assert vectors["dim"] == 50 and vectors["words"] == sum(1 for _ in open(run_dir / "vectors" / "vectors.txt"))
+    vocab = report["stages"]["vocab"]["metrics"]
+    assert vocab["hidden_size"] == 128 and vocab["word_vector_dim"] == 50 and vocab["vocab_size"] > 200
+    mt = json.loads((run_dir / "pretrain" / "metrics.json").read_text())
+    pre = report["stages"]["pretrain"]["metrics"]
+    assert pre["test_bleu"] == pytest.approx(mt["test"]["bleu"]) and 0 <= pre["test_bleu"] <= 100
+    assert pre["test_perplexity"] == pytest.approx(mt["test"]["perplexity"]) and pre["test_perplexity"] > 1
+    bcn = json.loads((run_dir / "classifier" / "sentiment" / "vectors+cove" / "metrics.json").read_text())
+    cls = report["stages"]["classifier"]["metrics"]["sentiment"]["vectors+cove"]
+    assert cls["test_accuracy"] == pytest.approx(100 * bcn["test"]["accuracy"])
+    assert cls["validation_accuracy"] == pytest.approx(100 * bcn["validation"]["accuracy"])
+    assert bcn["splits"] == {"train": 600, "validation": 100, "test": 200}
+    assert report["paper"]["mt_bleu"] == 38.5  # from configuration/models/cove-small.json
+    for curve in report["curves"]:
+        assert (run_dir / curve).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "curves/pretrain_mt.png" in report["curves"]
+
+    md = (run_dir / "REPORT.md").read_text()
+    assert "# Main job report: preset `embedded` (--quick)" in md
+    assert f"| test BLEU | {pre['test_bleu']:.2f} | 38.50" in md
+    assert f"| sentiment | vectors+cove | {cls['validation_accuracy']:.2f} | {cls['test_accuracy']:.2f} |" in md
+
+
+def test_hub_folder_and_predictions(job):
+    run_dir = job["dir"]
+    hub = run_dir / "publish" / "sentiment" / "hub"
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "README.md", "eval_results.json",
+                 "training_curve.png", "modeling_cove.py"):
+        assert (hub / name).is_file(), name
+    config = json.loads((hub / "config.json").read_text())
+    assert config["architectures"] == ["CoveForSequenceClassification"] and "AutoModel" in config["auto_map"]
+    record = json.loads((hub / "eval_results.json").read_text())
+    cls = json.loads((run_dir / "report.json").read_text())["stages"]["classifier"]["metrics"]["sentiment"]
+    assert {m["type"]: m["value"] for m in record["metrics"]}["accuracy"] == round(
+        cls["vectors+cove"]["test_accuracy"], 2)
+    assert "local/cove-bcn-demo" in (hub / "README.md").read_text()
+
+    predictions = json.loads((run_dir / "predict" / "predictions.json").read_text())["sentiment"]
+    assert predictions["auto_model_class"] == "CoveModel" and predictions["pipeline_agrees_with_model"]
+    out = job["second"].stdout
+    for row in predictions["predictions"]:
+        assert row["label"] in ("negative", "positive") and 0.5 <= row["score"] <= 1
+        printed = [line.split() for line in out.splitlines() if line.endswith("  " + row["text"])]
+        assert len(printed) == 1, row  # printed by the job: label, score, text
+        assert printed[0][0] == row["label"] and float(printed[0][1]) == pytest.approx(row["score"], abs=6e-4)
+
+    # the folder reloads in a fresh process and gives the same predictions (not canned)
+    code = ("import json, sys; from transformers import pipeline; "
+            "p = pipeline('text-classification', model=sys.argv[1], trust_remote_code=True); "
+            "print(json.dumps([[o['label'], round(o['score'], 4)] for o in p(sys.argv[2:])]))")
+    texts = [row["text"] for row in predictions["predictions"]]
+    fresh = subprocess.run([sys.executable, "-c", code, str(hub), *texts], env=env(), capture_output=True,
+                           text=True, timeout=120)
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    again = json.loads(fresh.stdout.strip().splitlines()[-1])
+    assert [label for label, _ in again] == [row["label"] for row in predictions["predictions"]]
+    assert [score for _, score in again] == pytest.approx([row["score"] for row in predictions["predictions"]],
+                                                          abs=1e-3)
+
+
+def test_rerun_skips_every_stage(job):
+    third = job["third"]
+    out = third.stdout + third.stderr
+    assert third.returncode == 0, out[-3000:]
+    for number, stage in enumerate(STAGES, 1):
+        assert f"[stage {number}/6] {stage}: skipped" in out
+    assert "\n$ " not in third.stdout  # no stage subprocess ran (each is printed as "$ command")
+    assert job["third_seconds"] < 60
+
+
+def test_other_settings_in_the_same_run_dir_are_refused(job):
+    result = run_main([sys.executable, str(MAIN), "--threads", "1", "--run-dir", str(job["dir"])])  # no --quick
+    assert result.returncode == 2
+    assert "holds a run with other settings" in result.stderr
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--preset", "no-such-preset"], "unknown preset 'no-such-preset'"),
+    (["--tasks", "no-such-task"], "unknown task 'no-such-task'"),
+    (["--data-dir", "/nonexistent/data"], "--data-dir /nonexistent/data does not exist"),
+    (["--vectors", "/nonexistent/glove.txt"], "vectors file not found: /nonexistent/glove.txt"),
+    (["--vectors", str(REPO / "examples" / "README.md")], "is not a word-vectors text file"),
+])
+def test_bad_input_exits_2(tmp_path, extra, message):
+    run_dir = tmp_path / "run"
+    result = run_main(main_cmd(run_dir, *extra), timeout=60)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.startswith("main.py: error: ") and message in result.stderr
+    assert not run_dir.exists()  # nothing written
+
+
+def test_wrong_vector_dimension_exits_2(tmp_path):
+    vectors = tmp_path / "small.txt"
+    vectors.write_text("the 0.1 0.2 0.3\ndog 0.4 0.5 0.6\n")
+    result = run_main(main_cmd(tmp_path / "run", "--preset", "cove-small", "--vectors", str(vectors)), timeout=60)
+    assert result.returncode == 2
+    assert "has 3-dimensional vectors; preset cove-small needs 300" in result.stderr
