@@ -68,7 +68,7 @@ def load_texts(data_dir: str, quick: bool) -> dict:
 
     sst = load_classification("sst5", data_dir)["test"]["text"]
     imdb = load_classification("imdb", data_dir)["test"]["text"]  # cut at 200 words by the loader
-    imdb = imdb[:: max(1, len(imdb) // (200 if quick else 1000))]  # spread over pos/neg
+    imdb = imdb[:: max(1, len(imdb) // (100 if quick else 400))]  # spread over pos/neg
     if quick:
         sst = sst[:500]
     return {"sst_test": list(sst), "imdb_test_200w": list(imdb)}
