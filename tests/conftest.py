@@ -29,3 +29,15 @@ def require_data(*parts) -> Path:
 @pytest.fixture
 def data_dir() -> Path:
     return require_data()
+
+
+@pytest.fixture
+def single_thread():
+    """Tiny models gain nothing from threads, and on a busy shared CPU every OpenMP barrier can wait for a scheduler
+    slice (seconds per tiny forward measured here): run single-threaded, then restore."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

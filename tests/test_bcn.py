@@ -21,14 +21,7 @@ from modeling_cove.modeling_cove_bcn import (
     take_segment,
 )
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models gain nothing from threads, and on a busy shared CPU every OpenMP barrier can wait for a scheduler
-    slice (2-3 s per tiny forward measured here): run these tests single-threaded, then restore."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 MODES = ("vectors+cove", "vectors", "cove", "scalar_mix")

@@ -17,13 +17,7 @@ from modeling_cove.modeling_cove_dcn import (
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def single_thread():
-    """Tiny LSTMs on a shared 2-core machine: one thread avoids OpenMP spin-waits (40x slower calls under load)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def tiny_config(**overrides):

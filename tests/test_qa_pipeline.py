@@ -28,13 +28,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METRIC_PATH = os.path.join(REPO, "modeling_cove", "metrics", "squad_v1_cove")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def single_thread():
-    """Tiny LSTMs on a shared 2-core machine: one thread avoids OpenMP spin-waits (40x slower calls under load)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def vocabulary(texts):

@@ -15,14 +15,7 @@ from modeling_cove.tokenization_cove import build_cove_tokenizer, moses_tokenize
 
 from conftest import require_data
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models gain nothing from threads, and on a busy shared CPU every OpenMP barrier can wait for a scheduler
-    slice (2-3 s per tiny forward measured here): run these tests single-threaded, then restore."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 TASKS = ("sst2", "sst5", "trec6", "trec50", "imdb", "snli")
