@@ -19,6 +19,7 @@ from modeling_cove.build import convert_salesforce_state_dict, create_cove_check
 from modeling_cove.tokenization_cove import SPECIAL_TOKENS
 
 from conftest import REPO
+from hf_cache import build_offline_cache, offline_env
 
 WORDS = ["the", "cat", "sat", "on", "mat", ".", "a", "dog", "ran", "far", "away", "!"]
 
@@ -243,20 +244,7 @@ def test_feature_extraction_pipeline(tiny_checkpoint):
 # loading as users type it
 
 
-def build_offline_cache(hf_home: Path, repo_id: str, files_dir: Path, commit: str = "0123456789abcdef" * 2 + "01234567"):
-    """$HF_HOME/hub/models--org--name/{refs/main, snapshots/<commit>/...}: what the Hub client leaves behind."""
-    repo = hf_home / "hub" / ("models--" + repo_id.replace("/", "--"))
-    snapshot = repo / "snapshots" / commit
-    shutil.copytree(files_dir, snapshot)
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(commit)
-    return snapshot
-
-
-def run_python(code: str, env_extra: dict, cwd: Path) -> subprocess.CompletedProcess:
-    import os
-
-    env = dict(os.environ, **env_extra)
+def run_python(code: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
                           cwd=cwd, timeout=240)
 
@@ -269,7 +257,7 @@ def test_auto_model_from_hub_id_offline_cache_with_and_without_package(tiny_chec
     with torch.no_grad():
         expected = model(**batch).last_hidden_state
     torch.save(expected, tmp_path / "expected.pt")
-    env = {"HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1"}
+    env = offline_env(hf_home)
     common = f"""
         import torch
         from transformers import AutoModel, AutoTokenizer
