@@ -29,7 +29,12 @@ from modeling_cove.build import (
 )
 from modeling_cove.configuration_cove import CoveConfig
 from modeling_cove.tokenization_cove import SPECIAL_TOKENS
-from modeling_cove.vectors import build_embedding_matrix, iter_word_vectors, read_word_vectors
+from modeling_cove.vectors import (
+    build_embedding_matrix,
+    embedding_matrix_from_vectors,
+    iter_word_vectors,
+    read_word_vectors,
+)
 
 
 def parse_args(argv=None):
@@ -80,14 +85,18 @@ def main(argv=None):
 
         counts = count_tokens((t for task in args.tasks for t in iter_task_texts(task, args.data_dir)),
                               lowercase=lowercase, progress=True)
-        found_words, _ = read_word_vectors(args.vectors, vocab=set(counts), dim=probe.word_vector_dim,
-                                           lowercase=args.vectors_lowercase, progress=True)
+        found_words, found_vectors = read_word_vectors(args.vectors, vocab=set(counts), dim=probe.word_vector_dim,
+                                                       lowercase=args.vectors_lowercase, progress=True)
         has = set(found_words)
         words = select_vocabulary(counts, has_vector=has.__contains__, oov_min_count=args.oov_min_count)
     if not words:
         sys.exit("error: empty vocabulary")
-    matrix, found = build_embedding_matrix(args.vectors, SPECIAL_TOKENS + words, dim=probe.word_vector_dim,
-                                           lowercase=args.vectors_lowercase, progress=True)
+    if args.tasks:  # the vectors of every corpus word were read above: no second pass over the file
+        matrix, found = embedding_matrix_from_vectors(SPECIAL_TOKENS + words, found_words, found_vectors,
+                                                      lowercase=args.vectors_lowercase)
+    else:
+        matrix, found = build_embedding_matrix(args.vectors, SPECIAL_TOKENS + words, dim=probe.word_vector_dim,
+                                               lowercase=args.vectors_lowercase, progress=True)
     model, tokenizer = create_cove_checkpoint(
         words, matrix, lstm_state_dict=converted, lowercase=lowercase, model_max_length=args.model_max_length,
         include_word_vectors=args.include_word_vectors, cove_output=args.cove_output,
