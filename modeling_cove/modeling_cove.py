@@ -31,7 +31,7 @@ class CoveModelOutput(BaseModelOutput):
         final_hidden_state (`torch.FloatTensor` of shape `(batch, num_layers, 2 * hidden_size)`):
             Final `h` of each MT-LSTM layer, forward and backward directions concatenated (decoder init, §2).
         final_cell_state (`torch.FloatTensor` of shape `(batch, num_layers, 2 * hidden_size)`):
-            Final `c` of each layer, same layout.
+            Final `c` of each layer, same layout. Both are None with `output_final_states=False`.
         attention_mask (`torch.LongTensor` of shape `(batch, time)`): the mask the encoder used (1 = token).
     """
 
@@ -58,7 +58,9 @@ class CoveEncoder(nn.Module):
 
     The layers are run one at a time (with `torch.lstm` on the layer's own weights) so that the first layer's
     output is available (`cove_output="both"`, `hidden_states`) without running anything twice. Padded batches
-    are packed, so padding never changes a result; batches of equal lengths skip packing.
+    are packed, so padding never changes a result; batches of equal lengths skip packing. Without final states
+    (`final_states=False`), padded batches run unpacked instead, each direction on its own (`run_layer_padded`):
+    the fused CPU kernel (oneDNN) then serves every batch, which packed data never reaches.
     """
 
     def __init__(self, config: CoveConfig):
@@ -94,13 +96,40 @@ class CoveEncoder(nn.Module):
             output, h_n, c_n = torch.lstm(inputs, batch_sizes, (zeros, zeros), weights, True, 1, 0.0, False, True)
         return output, h_n, c_n
 
-    def forward(self, vectors: torch.Tensor, lengths: torch.Tensor):
+    def run_layer_padded(self, layer: int, inputs: torch.Tensor, reverse_index: torch.Tensor) -> torch.Tensor:
+        """One biLSTM layer on right-padded `(B, T, C)` rows of unequal lengths, unpacked. The forward direction runs
+        over the rows as they are: padding comes after every real token, so it never reaches one. The backward
+        direction runs over each row reversed within its length (`reverse_index` (B, T): t -> len-1-t for real
+        tokens, t -> t at padding), so its padding comes last too, and is reversed back. Returns (B, T, 2H); the
+        padded positions hold garbage (callers mask them)."""
+        weights = self.layer_weights(layer)
+        zeros = inputs.new_zeros(1, inputs.shape[0], self.hidden_size)
+        forward, _, _ = torch.lstm(inputs, (zeros, zeros), weights[:4], True, 1, 0.0, False, False, True)
+        index = reverse_index.unsqueeze(-1)  # (B, T, 1)
+        reversed_inputs = inputs.gather(1, index.expand(-1, -1, inputs.shape[-1]))
+        backward, _, _ = torch.lstm(reversed_inputs, (zeros, zeros), weights[4:], True, 1, 0.0, False, False, True)
+        backward = backward.gather(1, index.expand(-1, -1, self.hidden_size))
+        return torch.cat([forward, backward], dim=-1)  # (B, T, 2H)
+
+    def forward(self, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool = True):
         """vectors: (B, T, 300) word vectors, zero at padding; lengths: (B,) tokens per row (>= 1).
 
-        Returns a list with each layer's output (B, T, 2H) (zero at padding), and final h and c as (B, L, 2H).
+        Returns a list with each layer's output (B, T, 2H) (zero at padding when packed; unspecified at padding
+        on the unpacked path), and final h and c as (B, L, 2H) (None when `final_states=False`).
         """
         batch, time, _ = vectors.shape
         uniform = bool((lengths == time).all())
+        if not uniform and not final_states:  # unequal lengths, outputs only: unpacked, one direction at a time
+            steps = torch.arange(time, device=vectors.device).unsqueeze(0)  # (1, T)
+            row_lengths = lengths.to(vectors.device).unsqueeze(1)  # (B, 1)
+            reverse_index = torch.where(steps < row_lengths, row_lengths - 1 - steps, steps)  # (B, T)
+            outputs, layer_input = [], vectors
+            for layer in range(self.num_layers):
+                if layer > 0 and self.dropout > 0 and self.training:
+                    layer_input = nn.functional.dropout(layer_input, self.dropout, training=True)
+                layer_input = self.run_layer_padded(layer, layer_input, reverse_index)
+                outputs.append(layer_input)
+            return outputs, None, None
         if uniform:  # equal lengths: nothing to pack
             layer_input, batch_sizes = vectors, None
         else:
@@ -122,6 +151,8 @@ class CoveEncoder(nn.Module):
             final_h.append(torch.cat([h_n[0], h_n[1]], dim=-1))  # [forward; backward] (B, 2H)
             final_c.append(torch.cat([c_n[0], c_n[1]], dim=-1))
             layer_input = layer_output
+        if not final_states:
+            return outputs, None, None
         return outputs, torch.stack(final_h, dim=1), torch.stack(final_c, dim=1)
 
 
@@ -147,21 +178,18 @@ def full_auto_map() -> dict:
     return {auto: ref for auto, ref in AUTO_MAP.items() if (PACKAGE_DIR / f"{ref.split('.')[0]}.py").exists()}
 
 
-def length_bucketed_batches(lengths: list, batch_size: int, min_fill: float = 0.25) -> list:
-    """Index batches for inference: chunks of equal-length items (up to `batch_size`); leftover chunks smaller than
-    `min_fill * batch_size` are pooled, longest first, into mixed-length batches. Longest batches come first."""
-    by_length = {}
-    for i, n in enumerate(lengths):
-        by_length.setdefault(n, []).append(i)
-    uniform, leftovers = [], []
-    for n in sorted(by_length, reverse=True):
-        group = by_length[n]
-        for start in range(0, len(group), batch_size):
-            chunk = group[start:start + batch_size]
-            (uniform if len(chunk) >= max(1, int(min_fill * batch_size)) else leftovers).append(chunk)
-    pooled = [i for chunk in leftovers for i in chunk]  # already longest first
-    mixed = [pooled[start:start + batch_size] for start in range(0, len(pooled), batch_size)]
-    return sorted(uniform + mixed, key=lambda batch: -lengths[batch[0]])
+def length_bucketed_batches(lengths: list, batch_size: int, min_ratio: float = 0.75) -> list:
+    """Index batches for inference: items sorted by length (longest first, stable) and cut into consecutive runs of
+    up to `batch_size`; a run also ends where the next item is shorter than `min_ratio` times the run's first
+    (longest) item, so padding stays under a quarter of any batch. Most batches hold equal or near-equal lengths."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches = []
+    for i in order:
+        if batches and len(batches[-1]) < batch_size and lengths[i] >= min_ratio * lengths[batches[-1][0]]:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
 
 
 class CovePreTrainedModel(PreTrainedModel):
@@ -307,11 +335,14 @@ class CoveModel(CovePreTrainedModel):
         token_type_ids: Optional[torch.Tensor] = None,
         output_hidden_states: Optional[bool] = None,
         return_dict: Optional[bool] = None,
+        output_final_states: bool = True,
         **kwargs,
     ) -> CoveModelOutput:
         """
         input_ids: (B, T) token ids, right-padded. attention_mask: (B, T), 1 = token (default: all tokens).
         token_type_ids: accepted (tokenizers return them) and ignored by the encoder.
+        output_final_states: False skips the final h/c (None in the output) and lets padded batches run unpacked,
+        which is faster on CPU (same outputs).
         A row with no tokens (all-zero mask) gives zero outputs (a defined result, not an error).
         """
         if input_ids is None:
@@ -326,7 +357,7 @@ class CoveModel(CovePreTrainedModel):
 
         vectors = self.embeddings(input_ids) * mask  # GloVe(w), (B, T, 300)
         # eq. 1/5: CoVe(w) = MT-LSTM(GloVe(w)); empty rows run on one pad step and are masked to zero below
-        layers, final_h, final_c = self.encoder(vectors, lengths.clamp(min=1))
+        layers, final_h, final_c = self.encoder(vectors, lengths.clamp(min=1), final_states=output_final_states)
         layers = [layer * mask for layer in layers]  # (B, T, 600) each
 
         # eq. 6: w~ = [GloVe(w); CoVe(w)] (+ first layer, + char n-grams, per config)
@@ -361,10 +392,10 @@ class CoveModel(CovePreTrainedModel):
     ) -> list:
         """Texts (or lists of token ids) -> one `(T_i, config.output_size)` tensor per input, in the input order.
 
-        The fast path for feature extraction. Inputs are grouped by exact length, so most batches hold one length
-        and run unpacked at the speed of a plain `nn.LSTM` (no padding, no packing). Groups too small to fill a
-        quarter batch are pooled, sorted by length, into mixed batches that run packed. Results equal running each
-        input alone (tested). An empty input gives a `(0, output_size)` tensor. `tokenizer` is required for
+        The fast path for feature extraction. Inputs are sorted by length and batched with their neighbours
+        (`length_bucketed_batches`), so batches hold equal or near-equal lengths; they run unpacked, without final
+        states (`output_final_states=False`), on the fused LSTM kernel, and padded ids are gathered from one flat
+        tensor (no per-item tensor building). Results equal running each input alone (tested). An empty input gives a `(0, output_size)` tensor. `tokenizer` is required for
         strings; it must be the checkpoint's tokenizer. Runs in the model's current mode (eval after
         `from_pretrained`).
         """
@@ -379,7 +410,11 @@ class CoveModel(CovePreTrainedModel):
             ids = [list(x) for x in texts]
         device = self.embeddings.weight.device
         results = [None] * len(ids)
-        batches = length_bucketed_batches([len(x) for x in ids], batch_size)
+        all_lengths = torch.tensor([len(x) for x in ids], dtype=torch.long)
+        flat_ids = torch.tensor([token for x in ids for token in x] + [self.config.pad_token_id], dtype=torch.long)
+        starts = all_lengths.cumsum(0) - all_lengths  # where each input begins in flat_ids
+        pad_position = flat_ids.shape[0] - 1  # the pad id appended at the end
+        batches = length_bucketed_batches(all_lengths.tolist(), batch_size)
         if progress:
             from tqdm.auto import tqdm
 
@@ -390,14 +425,13 @@ class CoveModel(CovePreTrainedModel):
                 for i in batch:
                     results[i] = torch.zeros(0, self.config.output_size, device=device)
                 continue
-            input_ids = torch.full((len(batch), lengths[0]), self.config.pad_token_id, dtype=torch.long)
-            for row, i in enumerate(batch):
-                input_ids[row, : lengths[row]] = torch.as_tensor(ids[i], dtype=torch.long)
-            mask = None
-            if lengths[-1] != lengths[0]:
-                mask = (torch.arange(lengths[0]).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)).long()
-                mask = mask.to(device)
-            hidden = self(input_ids=input_ids.to(device), attention_mask=mask).last_hidden_state
+            index = torch.tensor(batch)
+            steps = torch.arange(lengths[0]).unsqueeze(0)  # (1, T)
+            valid = steps < all_lengths[index].unsqueeze(1)  # (B, T)
+            positions = torch.where(valid, starts[index].unsqueeze(1) + steps, pad_position)
+            input_ids = flat_ids[positions]  # (B, T), right-padded
+            mask = None if lengths[-1] == lengths[0] else valid.long().to(device)
+            hidden = self(input_ids=input_ids.to(device), attention_mask=mask, output_final_states=False).last_hidden_state
             for row, i in enumerate(batch):
                 results[i] = hidden[row, : lengths[row]]
         return results

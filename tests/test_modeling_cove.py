@@ -373,3 +373,32 @@ def test_encode_bucketed_batches_equal_each_sentence_alone_in_order(tiny_checkpo
         assert (a - b).abs().max() <= 1e-5
     with pytest.raises(TypeError, match="list of texts"):
         model.encode("the cat", tokenizer)
+
+
+def test_length_bucketed_batches_sorted_near_equal_and_complete():
+    from modeling_cove.modeling_cove import length_bucketed_batches
+
+    lengths = [5, 20, 19, 5, 0, 18, 14, 20, 6, 0]
+    batches = length_bucketed_batches(lengths, batch_size=3)
+    # longest first, stable among equals; a batch ends when full or when the next item is < 0.75 x its first
+    assert batches == [[1, 7, 2], [5, 6], [8, 0, 3], [4, 9]]
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    assert length_bucketed_batches([], batch_size=4) == []
+
+
+def test_unpacked_outputs_without_final_states_equal_packed(tiny_checkpoint):
+    """output_final_states=False runs mixed lengths unpacked (each direction alone, backward reversed within its
+    length): the outputs must equal the packed path's exactly where there are tokens, and be zero at padding."""
+    _, model, tokenizer = tiny_checkpoint
+    batch = tokenizer(["the cat sat on the mat .", "a dog", "the dog ran far away !", "cat"], padding=True,
+                      return_tensors="pt")
+    with torch.no_grad():
+        packed = model(**batch, output_hidden_states=True)
+        unpacked = model(**batch, output_hidden_states=True, output_final_states=False)
+    assert unpacked.final_hidden_state is None and unpacked.final_cell_state is None
+    assert packed.final_hidden_state is not None
+    assert (packed.last_hidden_state - unpacked.last_hidden_state).abs().max() <= 1e-6
+    for a, b in zip(packed.hidden_states, unpacked.hidden_states):
+        assert (a - b).abs().max() <= 1e-6
+    padding = batch["attention_mask"] == 0
+    assert padding.any() and unpacked.last_hidden_state[padding].abs().max() == 0
