@@ -481,8 +481,37 @@ def plot_curves(log_history, path, title):
 # ---------------------------------------------------------------------------------------------------------------
 
 
+PAPER_COLUMN = {"random": "Random", "vectors": "GloVe", "vectors+cove": "+CoVe-S"}
+
+
+def write_eval_results(best_dir: Path, path: Path, args, command: str, hp: dict, num_train: int, num_test: int,
+                       test: dict):
+    """The evaluation JSON of the saved best checkpoint (model_cards/README.md schema; fingerprints the weights),
+    ready for `push_to_hub.py --eval-json`."""
+    sys.path.insert(0, str(REPO))
+    from model_cards.evaluation import make_eval_record, write_eval_json
+
+    from modeling_cove.data import HUB_IDS
+
+    record = make_eval_record(
+        best_dir,
+        task={"type": "text-classification", "name": "Text classification"},
+        dataset={"name": args.task, "key": args.task, "id": HUB_IDS.get(args.task, f"local/{args.task}"),
+                 "split": "test", "num_examples": num_test, "source": args.data_dir or "Hub"},
+        metrics=[{"type": "accuracy", "value": round(100 * test["test_accuracy"], 2)},
+                 {"type": "f1", "name": "macro-F1", "value": round(100 * test["test_macro_f1"], 2)}],
+        training={"command": command, "encoder": str(args.encoder), "seed": args.seed,
+                  "num_train_examples": num_train, "train_split": "train",
+                  "hyperparameters": {k: hp[k] for k in ("epochs", "batch_size", "learning_rate", "dropout")},
+                  "commit": git_commit().get("commit") or "unknown"},
+        paper_column=PAPER_COLUMN.get(args.bcn_input),
+    )
+    write_eval_json(path, record)
+
+
 def main(argv=None):
     args = parse_args(argv)
+    command = " ".join(["python", "scripts/train_classifier.py"] + (argv if argv is not None else sys.argv[1:]))
     wall_start = time.time()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -567,6 +596,8 @@ def main(argv=None):
         best_dir = output_dir / "best"
         trainer.model.save_pretrained(best_dir)
         tokenizer.save_pretrained(best_dir)
+        write_eval_results(best_dir, output_dir / "eval_results.json", args, command, hp, len(splits["train"]),
+                           len(splits["test"]), test)
     if not args.keep_checkpoints:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
 
@@ -589,7 +620,7 @@ def main(argv=None):
         "seed": args.seed,
         "encoder": str(args.encoder),
         "data_dir": args.data_dir,
-        "command": " ".join(["python", "scripts/train_classifier.py"] + (argv if argv is not None else sys.argv[1:])),
+        "command": command,
         "git": git_commit(),
         "hyperparameters": hp,
         "splits": {s: len(splits[s]) for s in splits},

@@ -3,6 +3,7 @@ and collator (same logits as the live encoder), tokenisation of bad rows, task c
 column, and an end-to-end smoke run on a slice of the real TREC-6 data whose saved model works in a pipeline."""
 
 import json
+import sys
 
 import pytest
 import torch
@@ -232,6 +233,15 @@ def test_end_to_end_smoke_run_on_trec6(tmp_path):
     assert 0.0 <= saved["test"]["accuracy"] <= 1.0 and 0.0 <= saved["test"]["macro_f1"] <= 1.0
     assert (out / "curve.png").stat().st_size > 1000
     assert not (out / "checkpoints").exists()
+    # the evaluation JSON for push_to_hub.py: the test figures, fingerprinting the saved best checkpoint
+    sys.path.insert(0, str(tc.REPO))
+    from model_cards.evaluation import check_record_matches_checkpoint, load_eval_json
+
+    record = load_eval_json(out / "eval_results.json")
+    check_record_matches_checkpoint(record, out / "best")
+    assert record["metrics"][0] == {"type": "accuracy", "value": round(100 * saved["test"]["accuracy"], 2)}
+    assert record["dataset"]["key"] == "trec6" and record["dataset"]["num_examples"] == 40
+    assert record["paper_column"] == "+CoVe-S" and record["training"]["seed"] == 2
 
     from transformers import pipeline
 
