@@ -6,7 +6,8 @@ numbers move with the machine and its load). Writes benchmarks/results/encoder.j
     python scripts/benchmark.py --data-dir ../shared/data --quick    # smoke run (~1 min)
 
 Figures (real tokens/s = tokens of the real sentences, padding not counted):
-- ours: `CoveModel.encode` on token ids (length-sorted batches, equal-length batches unpacked, inference_mode);
+- ours: `CoveModel.encode` on token ids (length-sorted near-equal batches run unpacked on the fused LSTM kernel,
+  inference_mode);
 - roofline: raw `nn.LSTM(300, 300, 2, bidirectional)` forward on uniform-length batches holding the same number
   of tokens (no embedding lookup, no padding, no packing) — the most the LSTM kernels can give;
 - reference: the original Salesforce encoder's way — batches in arrival order, sort -> pack -> nn.LSTM -> unpack ->
