@@ -395,9 +395,9 @@ class CoveModel(CovePreTrainedModel):
         The fast path for feature extraction. Inputs are sorted by length and batched with their neighbours
         (`length_bucketed_batches`), so batches hold equal or near-equal lengths; they run unpacked, without final
         states (`output_final_states=False`), on the fused LSTM kernel, and padded ids are gathered from one flat
-        tensor (no per-item tensor building). Results equal running each input alone (tested). An empty input gives a `(0, output_size)` tensor. `tokenizer` is required for
-        strings; it must be the checkpoint's tokenizer. Runs in the model's current mode (eval after
-        `from_pretrained`).
+        tensor (no per-item tensor building). Results equal running each input alone (tested). An empty input
+        gives a `(0, output_size)` tensor. `tokenizer` is required for strings; it must be the checkpoint's
+        tokenizer. Runs in the model's current mode (eval after `from_pretrained`).
         """
         if isinstance(texts, str):
             raise TypeError("encode expects a list of texts; wrap a single text in a list")
@@ -431,7 +431,8 @@ class CoveModel(CovePreTrainedModel):
             positions = torch.where(valid, starts[index].unsqueeze(1) + steps, pad_position)
             input_ids = flat_ids[positions]  # (B, T), right-padded
             mask = None if lengths[-1] == lengths[0] else valid.long().to(device)
-            hidden = self(input_ids=input_ids.to(device), attention_mask=mask, output_final_states=False).last_hidden_state
+            hidden = self(input_ids=input_ids.to(device), attention_mask=mask,
+                          output_final_states=False).last_hidden_state
             for row, i in enumerate(batch):
                 results[i] = hidden[row, : lengths[row]]
         return results

@@ -215,16 +215,21 @@ def main(argv=None):
                 vocab[token] = vocab.get(token, 0) + 1
     model, tokenizer = make_model(sorted(vocab, key=lambda w: -vocab[w]))
     results = {name: bench_dataset(name, group, model, tokenizer, args) for name, group in texts.items()}
+    write_report(args.output, argv, args.quick, {"batch_size": args.batch_size}, results)
+
+
+def write_report(output, argv, quick: bool, settings: dict, results: dict):
+    """Write a benchmark's JSON: command, commit, machine, date, `settings`, then the figures."""
     report = {
-        "command": "python " + " ".join([os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:]),
+        "command": " ".join(["python", os.path.relpath(sys.argv[0], REPO)] + (sys.argv[1:] if argv is None else argv)),
         "commit": git_commit(),
         "machine": machine_info(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "quick": args.quick,
-        "batch_size": args.batch_size,
+        "quick": quick,
+        **settings,
         "results": results,
     }
-    out = Path(args.output)
+    out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {out}")

@@ -32,17 +32,12 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from benchmark import git_commit, machine_info  # noqa: E402
+from benchmark import make_model, write_report  # noqa: E402
 
 
 def random_checkpoint(words: list, out_dir: Path) -> Path:
-    """A CoVe checkpoint over `words` with random vectors (scale of real 300-d vectors) and a random MT-LSTM."""
-    from modeling_cove.build import create_cove_checkpoint
-    from modeling_cove.tokenization_cove import SPECIAL_TOKENS
-
-    generator = torch.Generator().manual_seed(0)
-    vectors = torch.randn(len(SPECIAL_TOKENS) + len(words), 300, generator=generator) * 0.3
-    model, tokenizer = create_cove_checkpoint(words, vectors)
+    """benchmark.make_model's CoVe checkpoint over `words` (random vectors and MT-LSTM), saved to `out_dir`."""
+    model, tokenizer = make_model(words)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     return out_dir
@@ -143,7 +138,8 @@ def bench_bcn(args, work: Path) -> dict:
     from transformers import AutoTokenizer
 
     raw = load_classification("trec6", args.data_dir)
-    words = sorted({t for split in raw.values() for text in split["text"] for t in moses_tokenize(text, lowercase=True)})
+    words = sorted({t for split in raw.values() for text in split["text"]
+                    for t in moses_tokenize(text, lowercase=True)})
     encoder_dir = random_checkpoint(words, work / "bcn-encoder")
     hp = tc.load_hyperparameters("trec6")
     labels = raw["train"].features["label"].names
@@ -232,20 +228,8 @@ def main(argv=None):
         if args.only in (None, "bcn"):
             results["bcn"] = bench_bcn(args, Path(tmp))
             print("bcn", json.dumps(results["bcn"], indent=1), flush=True)
-    report = {
-        "command": "python " + " ".join([os.path.relpath(sys.argv[0], REPO)] + (sys.argv[1:] if argv is None else argv)),
-        "commit": git_commit(),
-        "machine": machine_info(),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "quick": args.quick,
-        "target": "overhead of our Accelerate / Trainer loops vs a plain PyTorch loop <= 10%",
-        "results": results,
-    }
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {out}")
-
+    write_report(args.output, argv, args.quick,
+                 {"target": "overhead of our Accelerate / Trainer loops vs a plain PyTorch loop <= 10%"}, results)
 
 if __name__ == "__main__":
     main()
