@@ -48,6 +48,11 @@ class CoveConfig(PreTrainedConfig):
         lowercase (`bool`, *optional*, defaults to `True`):
             Informational: whether the vocabulary was built from lower-cased text (the released MT-LSTM was).
             The tokenizer carries the behaviour; this mirrors it for model cards.
+        output_final_states (`bool`, *optional*, defaults to `False`):
+            Default of `CoveModel.forward(output_final_states=...)`: also return the MT-LSTM's final h and c. Only
+            the MT decoder needs them (`CoveForMachineTranslation` sets this to `True`). Without them, batches of
+            unequal lengths run unpacked on the fused LSTM kernel, in groups of near-equal length, which is faster
+            on CPU than packing (same outputs) — the path `AutoModel` and `pipeline("feature-extraction")` take.
 
     MT decoder (eqs. 2–4, PAPER.md §2; read by `CoveForMachineTranslation`):
         target_vocab_size (`int`, *optional*, defaults to 50000):
@@ -123,6 +128,7 @@ class CoveConfig(PreTrainedConfig):
         freeze_encoder=True,
         initializer_range=0.1,
         lowercase=True,
+        output_final_states=False,
         # MT decoder
         target_vocab_size=50000,
         decoder_embedding_dim=300,
@@ -181,6 +187,7 @@ class CoveConfig(PreTrainedConfig):
         self.freeze_encoder = freeze_encoder
         self.initializer_range = initializer_range
         self.lowercase = lowercase
+        self.output_final_states = output_final_states
 
         self.target_vocab_size = target_vocab_size
         self.decoder_embedding_dim = decoder_embedding_dim

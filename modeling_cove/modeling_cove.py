@@ -53,14 +53,29 @@ def lengths_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return lengths
 
 
+def length_bucketed_batches(lengths: list, batch_size: int, min_ratio: float = 0.75) -> list:
+    """Index batches for inference: items sorted by length (longest first, stable) and cut into consecutive runs of
+    up to `batch_size`; a run also ends where the next item is shorter than `min_ratio` times the run's first
+    (longest) item, so padding stays under a quarter of any batch. Most batches hold equal or near-equal lengths."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches = []
+    for i in order:
+        if batches and len(batches[-1]) < batch_size and lengths[i] >= min_ratio * lengths[batches[-1][0]]:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
 class CoveEncoder(nn.Module):
     """The MT-LSTM (eq. 1): a 2-layer biLSTM, 300 per direction. `self.rnn` holds exactly the released weights.
 
     The layers are run one at a time (with `torch.lstm` on the layer's own weights) so that the first layer's
     output is available (`cove_output="both"`, `hidden_states`) without running anything twice. Padded batches
     are packed, so padding never changes a result; batches of equal lengths skip packing. Without final states
-    (`final_states=False`), padded batches run unpacked instead, each direction on its own (`run_layer_padded`):
-    the fused CPU kernel (oneDNN) then serves every batch, which packed data never reaches.
+    (`final_states=False`), padded batches run unpacked instead, each direction on its own (`run_layer_padded`),
+    in groups of near-equal length: the fused CPU kernel (oneDNN) then serves every batch, which packed data never
+    reaches.
     """
 
     def __init__(self, config: CoveConfig):
@@ -111,6 +126,20 @@ class CoveEncoder(nn.Module):
         backward = backward.gather(1, index.expand(-1, -1, self.hidden_size))
         return torch.cat([forward, backward], dim=-1)  # (B, T, 2H)
 
+    def run_unpacked(self, vectors: torch.Tensor, lengths: torch.Tensor) -> list:
+        """All layers on right-padded `(B, T, C)` rows of unequal lengths via `run_layer_padded`; a list of each
+        layer's output (B, T, 2H), garbage at padding."""
+        steps = torch.arange(vectors.shape[1], device=vectors.device).unsqueeze(0)  # (1, T)
+        row_lengths = lengths.to(vectors.device).unsqueeze(1)  # (B, 1)
+        reverse_index = torch.where(steps < row_lengths, row_lengths - 1 - steps, steps)  # (B, T)
+        outputs, layer_input = [], vectors
+        for layer in range(self.num_layers):
+            if layer > 0 and self.dropout > 0 and self.training:
+                layer_input = nn.functional.dropout(layer_input, self.dropout, training=True)
+            layer_input = self.run_layer_padded(layer, layer_input, reverse_index)
+            outputs.append(layer_input)
+        return outputs
+
     def forward(self, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool = True):
         """vectors: (B, T, 300) word vectors, zero at padding; lengths: (B,) tokens per row (>= 1).
 
@@ -120,16 +149,21 @@ class CoveEncoder(nn.Module):
         batch, time, _ = vectors.shape
         uniform = bool((lengths == time).all())
         if not uniform and not final_states:  # unequal lengths, outputs only: unpacked, one direction at a time
-            steps = torch.arange(time, device=vectors.device).unsqueeze(0)  # (1, T)
-            row_lengths = lengths.to(vectors.device).unsqueeze(1)  # (B, 1)
-            reverse_index = torch.where(steps < row_lengths, row_lengths - 1 - steps, steps)  # (B, T)
-            outputs, layer_input = [], vectors
-            for layer in range(self.num_layers):
-                if layer > 0 and self.dropout > 0 and self.training:
-                    layer_input = nn.functional.dropout(layer_input, self.dropout, training=True)
-                layer_input = self.run_layer_padded(layer, layer_input, reverse_index)
-                outputs.append(layer_input)
-            return outputs, None, None
+            # rows in arrival order: run groups of near-equal length (`length_bucketed_batches`), each cut to its
+            # longest row, so little of the work is padding; the results go back to their rows
+            groups = length_bucketed_batches(lengths.tolist(), batch)
+            if len(groups) == 1:
+                return self.run_unpacked(vectors, lengths), None, None
+            pieces = [[] for _ in range(self.num_layers)]
+            for group in groups:
+                index = torch.tensor(group, device=vectors.device)
+                group_time = int(lengths[group[0]])
+                group_outputs = self.run_unpacked(vectors[index, :group_time], lengths[index])
+                for layer, output in enumerate(group_outputs):  # (b, t, 2H) -> (b, T, 2H)
+                    pieces[layer].append(nn.functional.pad(output, (0, 0, 0, time - group_time)))
+            order = torch.tensor([row for group in groups for row in group], device=vectors.device)
+            restore = order.argsort()  # position of each original row in the grouped order
+            return [torch.cat(piece).index_select(0, restore) for piece in pieces], None, None
         if uniform:  # equal lengths: nothing to pack
             layer_input, batch_sizes = vectors, None
         else:
@@ -176,20 +210,6 @@ def remote_code_files() -> list:
 def full_auto_map() -> dict:
     """AUTO_MAP restricted to the classes whose file exists here (all of them in a complete install)."""
     return {auto: ref for auto, ref in AUTO_MAP.items() if (PACKAGE_DIR / f"{ref.split('.')[0]}.py").exists()}
-
-
-def length_bucketed_batches(lengths: list, batch_size: int, min_ratio: float = 0.75) -> list:
-    """Index batches for inference: items sorted by length (longest first, stable) and cut into consecutive runs of
-    up to `batch_size`; a run also ends where the next item is shorter than `min_ratio` times the run's first
-    (longest) item, so padding stays under a quarter of any batch. Most batches hold equal or near-equal lengths."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    batches = []
-    for i in order:
-        if batches and len(batches[-1]) < batch_size and lengths[i] >= min_ratio * lengths[batches[-1][0]]:
-            batches[-1].append(i)
-        else:
-            batches.append([i])
-    return batches
 
 
 class CovePreTrainedModel(PreTrainedModel):
@@ -335,14 +355,14 @@ class CoveModel(CovePreTrainedModel):
         token_type_ids: Optional[torch.Tensor] = None,
         output_hidden_states: Optional[bool] = None,
         return_dict: Optional[bool] = None,
-        output_final_states: bool = True,
+        output_final_states: Optional[bool] = None,
         **kwargs,
     ) -> CoveModelOutput:
         """
         input_ids: (B, T) token ids, right-padded. attention_mask: (B, T), 1 = token (default: all tokens).
         token_type_ids: accepted (tokenizers return them) and ignored by the encoder.
         output_final_states: False skips the final h/c (None in the output) and lets padded batches run unpacked,
-        which is faster on CPU (same outputs).
+        in groups of near-equal length, which is faster on CPU (same outputs). Default: config.output_final_states.
         A row with no tokens (all-zero mask) gives zero outputs (a defined result, not an error).
         """
         if input_ids is None:
@@ -351,6 +371,8 @@ class CoveModel(CovePreTrainedModel):
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
         return_dict = return_dict if return_dict is not None else self.config.return_dict
+        if output_final_states is None:
+            output_final_states = self.config.output_final_states
         attention_mask = self.check_inputs(input_ids, attention_mask)
         lengths = lengths_from_mask(attention_mask)
         mask = attention_mask.unsqueeze(-1).to(self.embeddings.weight.dtype)  # (B, T, 1)

@@ -357,7 +357,7 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         padding (the last layer; first and last with `cove_output="both"`)."""
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.encoder_is_frozen()):
             out = self.cove(input_ids=input_ids, attention_mask=mask.long(), output_hidden_states=True,
-                            return_dict=True)
+                            return_dict=True, output_final_states=False)
             layers = out.hidden_states[1:]
             return torch.cat([layers[0], layers[-1]], dim=-1) if self.config.cove_output == "both" else layers[-1]
 

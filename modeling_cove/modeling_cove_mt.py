@@ -184,6 +184,7 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
             )
         config.is_encoder_decoder = True
         config.tie_word_embeddings = False
+        config.output_final_states = True  # generate() calls get_encoder() with the config's default
         super().__init__(config)
         self.cove = CoveModel(config)
         self.decoder = CoveDecoder(config)
@@ -319,7 +320,7 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
             self.check_source(attention_mask)
             encoder_outputs = self.cove(
                 input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=output_hidden_states,
-                return_dict=True,
+                return_dict=True, output_final_states=True,  # the decoder starts from the final states
             )
         elif not isinstance(encoder_outputs, CoveModelOutput):
             raise TypeError("encoder_outputs must be the CoveModelOutput returned by model.get_encoder()(...)")
@@ -347,6 +348,8 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
             )
         self.check_target_ids(decoder_input_ids, "decoder_input_ids")
 
+        if past_key_values is None and encoder_outputs.final_hidden_state is None:
+            raise ValueError("encoder_outputs hold no final states: run the encoder with output_final_states=True")
         if past_key_values is None:
             # decoder init: encoder final (h, c) per layer (B, L, 600); first input feed h~_0 = 0
             state = (

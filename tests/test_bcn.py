@@ -335,7 +335,8 @@ def test_precomputed_cove_features_give_identical_logits(mode):
                 assert torch.allclose(states[last][i, len(row) : len(row) + len(pairs[i])], second, atol=1e-6)
     # single texts: the base model's own hidden_states work as cove_hidden_states too
     ids, mask, tt = batch(SENTENCES)
-    hidden = model.cove(ids, mask, output_hidden_states=True).hidden_states
+    with torch.no_grad():  # as the frozen encoder runs inside the model (grad mode picks another LSTM kernel)
+        hidden = model.cove(ids, mask, output_hidden_states=True).hidden_states
     assert torch.equal(model(ids, mask, tt, cove_hidden_states=hidden).logits, model(ids, mask, tt).logits)
 
 

@@ -1,6 +1,7 @@
 """Foundation tests: CoveModel against a hand-written reference of the original encoder, conversion of weights in the
 original Salesforce layout, padding consistency, save/load, Auto classes (offline Hub cache, remote code), bad input."""
 
+import copy
 import json
 import shutil
 import subprocess
@@ -117,7 +118,8 @@ def test_conversion_matches_reference_encoder(tmp_path, mode):
     sentences = ["the cat sat on the mat .", "the cat", "unseen cat sat ."]
     batch = tokenizer(sentences, padding=True, return_tensors="pt")
     with torch.no_grad():
-        ours = model(**batch).last_hidden_state
+        ours = model(**batch, output_final_states=True).last_hidden_state  # packed, as the reference
+        fast = model(**batch).last_hidden_state  # the default: unpacked length groups on the fused kernel
 
     ids = [tokenizer(s)["input_ids"] for s in sentences]
     lengths = [len(i) for i in ids]
@@ -129,6 +131,7 @@ def test_conversion_matches_reference_encoder(tmp_path, mode):
     reference = reference_forward(state, vectors, lengths, residual=mode == "with_word_vectors", layer0=mode == "both")
     assert ours.shape == reference.shape == (3, 7, model.config.output_size)
     assert (ours - reference).abs().max().item() <= 1e-6
+    assert (fast - reference).abs().max().item() <= 1e-5  # another kernel: float rounding only
 
 
 def test_conversion_rejects_wrong_keys_and_shapes():
@@ -166,28 +169,34 @@ def test_corrupted_weight_files_give_clear_errors(tmp_path):
 # the encoder itself
 
 
-def test_batch_of_mixed_lengths_equals_each_sentence_alone(tiny_checkpoint):
+@pytest.mark.parametrize("final_states", [False, True])  # grouped unpacked path (the default) / packed path
+def test_batch_of_mixed_lengths_equals_each_sentence_alone(tiny_checkpoint, final_states):
     _, model, tokenizer = tiny_checkpoint
-    sentences = ["the cat sat on the mat .", "a dog", "the dog ran far away !", "cat"]
+    # lengths 7, 2, 6, 1, 5 in arrival order: groups {7, 6}, {5}, {2}, {1} on the default path
+    sentences = ["the cat sat on the mat .", "a dog", "the dog ran far away !", "cat", "the cat sat on ."]
     batch = tokenizer(sentences, padding=True, return_tensors="pt")
     with torch.no_grad():
-        together = model(**batch, output_hidden_states=True)
+        together = model(**batch, output_hidden_states=True, output_final_states=final_states)
         for i, sentence in enumerate(sentences):
-            alone = model(**tokenizer([sentence], return_tensors="pt"), output_hidden_states=True)
+            alone = model(**tokenizer([sentence], return_tensors="pt"), output_hidden_states=True,
+                          output_final_states=final_states)
             n = alone.last_hidden_state.shape[1]
             assert (together.last_hidden_state[i, :n] - alone.last_hidden_state[0]).abs().max() <= 1e-5
             assert together.last_hidden_state[i, n:].abs().sum() == 0  # padding is zero
             for layer_batch, layer_alone in zip(together.hidden_states, alone.hidden_states):
                 assert (layer_batch[i, :n] - layer_alone[0]).abs().max() <= 1e-5
-            assert (together.final_hidden_state[i] - alone.final_hidden_state[0]).abs().max() <= 1e-5
-            assert (together.final_cell_state[i] - alone.final_cell_state[0]).abs().max() <= 1e-5
+            if final_states:
+                assert (together.final_hidden_state[i] - alone.final_hidden_state[0]).abs().max() <= 1e-5
+                assert (together.final_cell_state[i] - alone.final_cell_state[0]).abs().max() <= 1e-5
+            else:
+                assert together.final_hidden_state is None and together.final_cell_state is None
 
 
 def test_output_layout_and_hidden_states(tiny_checkpoint):
     _, model, tokenizer = tiny_checkpoint
     batch = tokenizer(["the cat sat ."], return_tensors="pt")
     with torch.no_grad():
-        out = model(**batch, output_hidden_states=True)
+        out = model(**batch, output_hidden_states=True, output_final_states=True)
     vectors, layer1, layer2 = out.hidden_states
     # include_word_vectors + cove_output="both": [GloVe; layer 1; layer 2] (eq. 6 with the original layer0 option)
     assert torch.equal(out.last_hidden_state, torch.cat([vectors, layer1, layer2], dim=-1))
@@ -387,14 +396,17 @@ def test_length_bucketed_batches_sorted_near_equal_and_complete():
 
 
 def test_unpacked_outputs_without_final_states_equal_packed(tiny_checkpoint):
-    """output_final_states=False runs mixed lengths unpacked (each direction alone, backward reversed within its
-    length): the outputs must equal the packed path's exactly where there are tokens, and be zero at padding."""
+    """Without final states (the default, config.output_final_states=False) mixed lengths run unpacked (each
+    direction alone, backward reversed within its length), in groups of near-equal length: the outputs must equal
+    the packed path's exactly where there are tokens, and be zero at padding."""
     _, model, tokenizer = tiny_checkpoint
+    assert model.config.output_final_states is False
+    # lengths 7, 2, 6, 1 in arrival order -> groups {7, 6}, {2}, {1}
     batch = tokenizer(["the cat sat on the mat .", "a dog", "the dog ran far away !", "cat"], padding=True,
                       return_tensors="pt")
     with torch.no_grad():
-        packed = model(**batch, output_hidden_states=True)
-        unpacked = model(**batch, output_hidden_states=True, output_final_states=False)
+        packed = model(**batch, output_hidden_states=True, output_final_states=True)
+        unpacked = model(**batch, output_hidden_states=True)
     assert unpacked.final_hidden_state is None and unpacked.final_cell_state is None
     assert packed.final_hidden_state is not None
     assert (packed.last_hidden_state - unpacked.last_hidden_state).abs().max() <= 1e-6
@@ -402,3 +414,23 @@ def test_unpacked_outputs_without_final_states_equal_packed(tiny_checkpoint):
         assert (a - b).abs().max() <= 1e-6
     padding = batch["attention_mask"] == 0
     assert padding.any() and unpacked.last_hidden_state[padding].abs().max() == 0
+
+
+def test_grouped_unpacked_path_gives_the_packed_gradients(tiny_checkpoint):
+    """A trainable encoder (freeze_encoder=False) gets the same gradients through the grouped unpacked path as
+    through packing: the regrouping (index_select, pad, cat) must not cut or double any gradient."""
+    _, model, tokenizer = tiny_checkpoint
+    model = copy.deepcopy(model).train()
+    for p in model.encoder.parameters():
+        p.requires_grad_(True)
+    batch = tokenizer(["the cat sat on the mat .", "a dog", "the dog ran far away !", "cat"], padding=True,
+                      return_tensors="pt")
+    grads = []
+    for final_states in (True, False):
+        model.zero_grad()
+        out = model(**batch, output_final_states=final_states).last_hidden_state
+        (out * torch.linspace(-1, 1, out.shape[-1])).sum().backward()
+        grads.append([p.grad.clone() for p in model.encoder.parameters()])
+    for packed, unpacked in zip(*grads):
+        assert packed.abs().sum() > 0
+        assert (packed - unpacked).abs().max() <= 1e-5
