@@ -50,9 +50,9 @@ class CoveConfig(PreTrainedConfig):
             The tokenizer carries the behaviour; this mirrors it for model cards.
         output_final_states (`bool`, *optional*, defaults to `False`):
             Default of `CoveModel.forward(output_final_states=...)`: also return the MT-LSTM's final h and c. Only
-            the MT decoder needs them (`CoveForMachineTranslation` sets this to `True`). Without them, batches of
-            unequal lengths run unpacked on the fused LSTM kernel, in groups of near-equal length, which is faster
-            on CPU than packing (same outputs) — the path `AutoModel` and `pipeline("feature-extraction")` take.
+            the MT decoder needs them (`CoveForMachineTranslation` sets this to `True`). Without them, a padded
+            batch of near-equal lengths (all >= 0.75 x the longest, as `encode` batches them) runs unpacked on the
+            fused LSTM kernel, faster on CPU than packing (same outputs); widely mixed lengths are packed either way.
 
     MT decoder (eqs. 2–4, PAPER.md §2; read by `CoveForMachineTranslation`):
         target_vocab_size (`int`, *optional*, defaults to 50000):

@@ -53,7 +53,11 @@ def lengths_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return lengths
 
 
-def length_bucketed_batches(lengths: list, batch_size: int, min_ratio: float = 0.75) -> list:
+# shortest/longest row of a padded batch above which it runs unpacked (without final states); = the bucketing ratio
+UNPACKED_MIN_RATIO = 0.75
+
+
+def length_bucketed_batches(lengths: list, batch_size: int, min_ratio: float = UNPACKED_MIN_RATIO) -> list:
     """Index batches for inference: items sorted by length (longest first, stable) and cut into consecutive runs of
     up to `batch_size`; a run also ends where the next item is shorter than `min_ratio` times the run's first
     (longest) item, so padding stays under a quarter of any batch. Most batches hold equal or near-equal lengths."""
@@ -73,9 +77,9 @@ class CoveEncoder(nn.Module):
     The layers are run one at a time (with `torch.lstm` on the layer's own weights) so that the first layer's
     output is available (`cove_output="both"`, `hidden_states`) without running anything twice. Padded batches
     are packed, so padding never changes a result; batches of equal lengths skip packing. Without final states
-    (`final_states=False`), padded batches run unpacked instead, each direction on its own (`run_layer_padded`),
-    in groups of near-equal length: the fused CPU kernel (oneDNN) then serves every batch, which packed data never
-    reaches.
+    (`final_states=False`), padded batches of near-equal lengths (as `length_bucketed_batches` makes them) run
+    unpacked instead, each direction on its own (`run_layer_padded`): the fused CPU kernel (oneDNN) then serves
+    them, which packed data never reaches.
     """
 
     def __init__(self, config: CoveConfig):
@@ -148,22 +152,10 @@ class CoveEncoder(nn.Module):
         """
         batch, time, _ = vectors.shape
         uniform = bool((lengths == time).all())
-        if not uniform and not final_states:  # unequal lengths, outputs only: unpacked, one direction at a time
-            # rows in arrival order: run groups of near-equal length (`length_bucketed_batches`), each cut to its
-            # longest row, so little of the work is padding; the results go back to their rows
-            groups = length_bucketed_batches(lengths.tolist(), batch)
-            if len(groups) == 1:
-                return self.run_unpacked(vectors, lengths), None, None
-            pieces = [[] for _ in range(self.num_layers)]
-            for group in groups:
-                index = torch.tensor(group, device=vectors.device)
-                group_time = int(lengths[group[0]])
-                group_outputs = self.run_unpacked(vectors[index, :group_time], lengths[index])
-                for layer, output in enumerate(group_outputs):  # (b, t, 2H) -> (b, T, 2H)
-                    pieces[layer].append(nn.functional.pad(output, (0, 0, 0, time - group_time)))
-            order = torch.tensor([row for group in groups for row in group], device=vectors.device)
-            restore = order.argsort()  # position of each original row in the grouped order
-            return [torch.cat(piece).index_select(0, restore) for piece in pieces], None, None
+        if not uniform and not final_states and bool(lengths.min() >= UNPACKED_MIN_RATIO * time):
+            # near-equal lengths, outputs only: unpacked, one direction at a time, on the fused kernel. Widely
+            # mixed lengths are packed instead: unpacked they would spend most of the work on padding.
+            return self.run_unpacked(vectors, lengths), None, None
         if uniform:  # equal lengths: nothing to pack
             layer_input, batch_sizes = vectors, None
         else:
@@ -362,7 +354,7 @@ class CoveModel(CovePreTrainedModel):
         input_ids: (B, T) token ids, right-padded. attention_mask: (B, T), 1 = token (default: all tokens).
         token_type_ids: accepted (tokenizers return them) and ignored by the encoder.
         output_final_states: False skips the final h/c (None in the output) and lets padded batches run unpacked,
-        in groups of near-equal length, which is faster on CPU (same outputs). Default: config.output_final_states.
+        when their lengths are near-equal, which is faster on CPU (same outputs). Default: config.output_final_states.
         A row with no tokens (all-zero mask) gives zero outputs (a defined result, not an error).
         """
         if input_ids is None:
