@@ -2,10 +2,12 @@
 """Collect the real-run outputs under runs/ into benchmarks/results/*.json (figures only, each with the command and
 commit that made it). benchmarks/RESULTS.md is written by hand from these files.
 
-    python scripts/collect_results.py            # classification.json (mean ± std over seeds), mt_multi30k.json, squad.json
+    python scripts/collect_results.py   # classification.json (mean ± std over seeds), mt_multi30k.json, squad.json,
+                                        # main_cove_small.json (+ .md)
 
 Reads: runs/bcn/<task>/<column>-seed<N>/metrics.json (scripts/train_classifier.py), runs/cove-small/metrics.json
-(scripts/train_mt.py), runs/dcn-squad-*/metrics.json (scripts/train_qa.py).
+(scripts/train_mt.py), runs/dcn-squad-*/metrics.json (scripts/train_qa.py), runs/main-cove-small/report.json and
+REPORT.md (`scripts/main.py --preset cove-small`, full size only).
 """
 
 import argparse
@@ -98,6 +100,12 @@ def main(argv=None):
     if squad:
         (out / "squad.json").write_text(json.dumps(squad, indent=2) + "\n")
         print("squad:", list(squad))
+
+    main_report = runs / "main-cove-small" / "report.json"
+    if main_report.exists() and not json.loads(main_report.read_text()).get("quick"):
+        shutil.copyfile(main_report, out / "main_cove_small.json")
+        shutil.copyfile(main_report.with_name("REPORT.md"), out / "main_cove_small.md")
+        print("main job: main_cove_small.json, main_cove_small.md")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,121 @@
+#!/usr/bin/env python
+"""When should the encoder pack? An A/B of the MT-LSTM's execution paths on the same batches, in one process.
+Writes benchmarks/results/packing.json.
+
+    python scripts/benchmark_packing.py --data-dir ../shared/data --threads 2
+    python scripts/benchmark_packing.py --data-dir ../shared/data --quick      # smoke run
+
+1. Batches of 64 in arrival order (what `pipeline("feature-extraction")` and a plain DataLoader send): widely mixed
+   lengths. Paths: packed (`CoveEncoder.forward(..., final_states=True)`); unpacked as one group (every row runs
+   to the longest); unpacked in groups of near-equal length (`length_bucketed_batches` with ratio r inside the
+   batch, each group cut to its longest row, results put back in order).
+2. Length-sorted near-equal batches (what `CoveModel.encode` sends): unpacked (the default without final states) vs
+   packed.
+The model's rule (`CoveEncoder.forward`): unpacked only when every row is >= 0.75 x the longest, else packed.
+Each figure: seconds for the whole set, best of `--repeats` interleaved repeats; random weights (speed only).
+"""
+
+import argparse
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import time
+
+import torch
+from torch import nn
+
+from benchmark import REPO, load_texts, make_model, write_report
+from modeling_cove.modeling_cove import length_bucketed_batches
+
+
+def grouped_forward(encoder, vectors, lengths, ratio):
+    """Unpacked in groups of near-equal length inside one padded batch (the alternative measured here)."""
+    batch, time_, _ = vectors.shape
+    groups = length_bucketed_batches(lengths.tolist(), batch, ratio)
+    pieces = [[] for _ in range(encoder.num_layers)]
+    for group in groups:
+        index = torch.tensor(group)
+        group_time = int(lengths[group[0]])
+        for layer, output in enumerate(encoder.run_unpacked(vectors[index, :group_time], lengths[index])):
+            pieces[layer].append(nn.functional.pad(output, (0, 0, 0, time_ - group_time)))
+    restore = torch.tensor([row for group in groups for row in group]).argsort()
+    return [torch.cat(piece).index_select(0, restore) for piece in pieces]
+
+
+def timed(variants: dict, repeats: int) -> dict:
+    best = {name: float("inf") for name in variants}
+    for _ in range(repeats):
+        for name, fn in variants.items():
+            start = time.perf_counter()
+            with torch.inference_mode():
+                fn()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return {name: round(seconds, 3) for name, seconds in best.items()}
+
+
+def bench(texts, model, tokenizer, batch_size, repeats) -> dict:
+    encoder = model.encoder
+    arrival = []  # (vectors (B, T, 300), lengths (B,)) per batch of the texts in their order
+    for start in range(0, len(texts), batch_size):
+        batch = tokenizer(texts[start:start + batch_size], padding=True, return_tensors="pt")
+        with torch.inference_mode():
+            vectors = model.embeddings(batch["input_ids"]) * batch["attention_mask"].unsqueeze(-1)
+        arrival.append((vectors, batch["attention_mask"].sum(1).clamp(min=1)))
+
+    def run_arrival(fn):
+        return lambda: [fn(vectors, lengths) for vectors, lengths in arrival]
+
+    first = timed({
+        "packed": run_arrival(lambda v, n: encoder(v, n, final_states=True)),
+        "unpacked_one_group": run_arrival(lambda v, n: encoder.run_unpacked(v, n)),
+        **{f"unpacked_groups_{r}": run_arrival(lambda v, n, r=r: grouped_forward(encoder, v, n, r))
+           for r in (0.5, 0.6, 0.75)},
+    }, repeats)
+
+    ids = [x for x in tokenizer(texts)["input_ids"] if x]
+    sorted_batches = []
+    for batch in length_bucketed_batches([len(x) for x in ids], batch_size):
+        width = len(ids[batch[0]])
+        input_ids = torch.tensor([ids[i] + [0] * (width - len(ids[i])) for i in batch])
+        mask = (torch.arange(width)[None, :] < torch.tensor([len(ids[i]) for i in batch])[:, None]).long()
+        sorted_batches.append((input_ids, mask))
+
+    def run_sorted(final_states):
+        return lambda: [model(input_ids=i, attention_mask=m, output_final_states=final_states)
+                        for i, m in sorted_batches]
+
+    second = timed({"unpacked": run_sorted(False), "packed": run_sorted(True)}, repeats)
+    tokens = sum(len(x) for x in ids)
+    return {
+        "texts": len(texts), "real_tokens": tokens,
+        "arrival_order_batches_seconds": first,
+        "arrival_order_best_grouped_vs_packed": round(first["packed"] / min(
+            v for k, v in first.items() if k.startswith("unpacked_groups")), 3),
+        "sorted_batches_seconds": second,
+        "sorted_unpacked_vs_packed": round(second["packed"] / second["unpacked"], 3),
+    }
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--repeats", type=int, default=None)
+    p.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "packing.json"))
+    args = p.parse_args(argv)
+    args.repeats = args.repeats or (1 if args.quick else 3)
+    torch.set_num_threads(args.threads)
+    texts = load_texts(args.data_dir, args.quick)
+    words = sorted({w for group in texts.values() for t in group for w in t.lower().split()})
+    model, tokenizer = make_model(words)
+    results = {}
+    for name, group in texts.items():
+        results[name] = bench(list(group), model, tokenizer, args.batch_size, args.repeats)
+        print(name, results[name], flush=True)
+    write_report(args.output, argv, args.quick, {"threads": args.threads, "batch_size": args.batch_size}, results)
+
+
+if __name__ == "__main__":
+    main()
