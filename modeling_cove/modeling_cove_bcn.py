@@ -335,7 +335,8 @@ class CoveForSequenceClassification(CovePreTrainedModel):
             return tuple(states)
         with torch.set_grad_enabled(self._encoder_needs_grad()):
             if not bool((ly > 0).any()):  # single texts: one encoder pass
-                hidden = self.cove(input_ids, attention_mask, output_hidden_states=True, output_final_states=False).hidden_states
+                hidden = self.cove(input_ids, attention_mask, output_hidden_states=True,
+                                   output_final_states=False).hidden_states
                 for k in self.layer_indices:
                     states[k] = hidden[k]
                 return tuple(states)
@@ -419,7 +420,7 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         labels (`torch.LongTensor` of shape `(batch,)`, *optional*): class ids in `[0, num_labels)`; gives the mean
             cross-entropy `loss`.
         cove_hidden_states (`tuple`, *optional*): precomputed encoder states from `compute_cove_hidden_states`
-            (or `CoveModel(..., output_hidden_states=True, output_final_states=False).hidden_states` for single texts), laid out like
+            (or `CoveModel(..., output_hidden_states=True).hidden_states` for single texts), laid out like
             `input_ids`; skips the MT-LSTM. Gives the same logits as computing them here.
 
         Empty texts (rows without tokens) and pairs with an empty first text raise a `ValueError`. A text of only

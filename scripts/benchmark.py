@@ -193,18 +193,22 @@ def bench_dataset(name, texts, model, tokenizer, args) -> dict:
     return result
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def benchmark_arguments(description: str, output_name: str, batch_size: bool = True) -> argparse.ArgumentParser:
+    """The options every benchmark script shares (`--batch-size` for the encoder ones); results go to
+    benchmarks/results/<output_name> unless --output says otherwise."""
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
     p.add_argument("--quick", action="store_true")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--batch-size", type=int, default=64)
+    if batch_size:
+        p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--repeats", type=int, default=None)
-    p.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "encoder.json"))
-    args = p.parse_args(argv)
-    args.repeats = args.repeats or (1 if args.quick else 3)
-    torch.set_num_threads(args.threads)
+    p.add_argument("--output", default=str(REPO / "benchmarks" / "results" / output_name))
+    return p
 
+
+def texts_and_model(args):
+    """The benchmark texts (`load_texts`) and a random-weight checkpoint whose vocabulary covers them."""
     from modeling_cove.tokenization_cove import moses_tokenize
 
     texts = load_texts(args.data_dir, args.quick)
@@ -214,6 +218,14 @@ def main(argv=None):
             for token in moses_tokenize(text):
                 vocab[token] = vocab.get(token, 0) + 1
     model, tokenizer = make_model(sorted(vocab, key=lambda w: -vocab[w]))
+    return texts, model, tokenizer
+
+
+def main(argv=None):
+    args = benchmark_arguments(__doc__, "encoder.json").parse_args(argv)
+    args.repeats = args.repeats or (1 if args.quick else 3)
+    torch.set_num_threads(args.threads)
+    texts, model, tokenizer = texts_and_model(args)
     results = {name: bench_dataset(name, group, model, tokenizer, args) for name, group in texts.items()}
     write_report(args.output, argv, args.quick, {"batch_size": args.batch_size}, results)
 

@@ -15,7 +15,6 @@ The model's rule (`CoveEncoder.forward`): unpacked only when every row is >= 0.7
 Each figure: seconds for the whole set, best of `--repeats` interleaved repeats; random weights (speed only).
 """
 
-import argparse
 import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -24,7 +23,7 @@ import time
 import torch
 from torch import nn
 
-from benchmark import REPO, load_texts, make_model, write_report
+from benchmark import benchmark_arguments, texts_and_model, write_report
 from modeling_cove.modeling_cove import length_bucketed_batches
 
 
@@ -97,25 +96,15 @@ def bench(texts, model, tokenizer, batch_size, repeats) -> dict:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--repeats", type=int, default=None)
-    p.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "packing.json"))
-    args = p.parse_args(argv)
+    args = benchmark_arguments(__doc__, "packing.json").parse_args(argv)
     args.repeats = args.repeats or (1 if args.quick else 3)
     torch.set_num_threads(args.threads)
-    texts = load_texts(args.data_dir, args.quick)
-    words = sorted({w for group in texts.values() for t in group for w in t.lower().split()})
-    model, tokenizer = make_model(words)
+    texts, model, tokenizer = texts_and_model(args)
     results = {}
     for name, group in texts.items():
         results[name] = bench(list(group), model, tokenizer, args.batch_size, args.repeats)
         print(name, results[name], flush=True)
     write_report(args.output, argv, args.quick, {"threads": args.threads, "batch_size": args.batch_size}, results)
-
 
 if __name__ == "__main__":
     main()

@@ -16,7 +16,6 @@ The models hold random weights (a checkpoint built from the data's own vocabular
 Each side runs `--repeats` times, interleaved; the best time is kept. Overhead = 1 - ours / plain.
 """
 
-import argparse
 import json
 import os
 
@@ -32,7 +31,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from benchmark import make_model, write_report  # noqa: E402
+from benchmark import benchmark_arguments, make_model, write_report  # noqa: E402
 
 
 def random_checkpoint(words: list, out_dir: Path) -> Path:
@@ -202,13 +201,8 @@ def bench_bcn(args, work: Path) -> dict:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=None)
+    p = benchmark_arguments(__doc__, "training.json", batch_size=False)
     p.add_argument("--only", choices=["mt", "bcn"], default=None)
-    p.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "training.json"))
     args = p.parse_args(argv)
     if not Path(args.data_dir).is_dir():
         sys.exit(f"error: --data-dir {args.data_dir} is not a directory")

@@ -147,6 +147,7 @@ def export_encoder(mt_checkpoint, output_dir, metrics: dict = None, vocab_from=N
         config.char_ngram_dim = other.config.char_ngram_dim
         tokenizer = new_tokenizer
     config.freeze_encoder = True
+    config.output_final_states = False  # the MT model's True: only its decoder needs them (faster path without)
     config.is_encoder_decoder = False
     config.architectures = ["CoveModel"]
     encoder = CoveModel(config)

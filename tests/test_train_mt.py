@@ -200,6 +200,7 @@ def test_exported_encoder_loads_with_auto_classes(reference_run):
     encoder = AutoModel.from_pretrained(reference_run / "encoder").eval()
     tokenizer = AutoTokenizer.from_pretrained(reference_run / "encoder")
     assert type(encoder).__name__ == "CoveModel" and encoder.config.freeze_encoder
+    assert encoder.config.output_final_states is False  # not the MT model's True: feature extraction's fast path
     assert (reference_run / "encoder" / "README.md").read_text().count("CoVe") >= 2
     mt = CoveForMachineTranslation.from_pretrained(reference_run / "mt").eval()
     batch = tokenizer(["A man runs on the street.", "Two dogs."], padding=True, return_tensors="pt")
