@@ -13,8 +13,13 @@ Figures (real tokens/s = tokens of the real sentences, padding not counted):
 - reference: the original Salesforce encoder's way — batches in arrival order, sort -> pack -> nn.LSTM -> unpack ->
   unsort per batch;
 - end-to-end text -> vectors: `encode` on raw strings (tokenization included), and `pipeline("feature-extraction")`;
-- bf16 autocast on CPU vs fp32: speed and max relative error.
+- bf16 autocast vs fp32: speed and max relative error.
 Each measurement is repeated (`--repeats`) in interleaved order and the best time is kept.
+
+`--device cuda` runs every figure on the GPU instead (the LSTMs are then cuDNN's, fp32 and bf16 autocast; the
+roofline is the raw `nn.LSTM` on the same GPU) and writes benchmarks/results/encoder_cuda.json:
+
+    python scripts/benchmark.py --data-dir ../shared/data --device cuda
 """
 
 import argparse
@@ -49,9 +54,13 @@ def machine_info() -> dict:
         flags = Path("/proc/cpuinfo").read_text()
     except OSError:
         pass
-    return {"cpu": cpu, "logical_cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+    info = {"cpu": cpu, "logical_cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "load_average_at_start": os.getloadavg(),
             "avx512_bf16": "avx512_bf16" in flags, "torch": torch.__version__, "python": platform.python_version()}
+    if torch.cuda.is_available():
+        info.update(gpu=torch.cuda.get_device_name(0), gpu_count=torch.cuda.device_count(),
+                    cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version())
+    return info
 
 
 def git_commit() -> str:
@@ -75,11 +84,19 @@ def load_texts(data_dir: str, quick: bool) -> dict:
     return {"sst_test": list(sst), "imdb_test_200w": list(imdb)}
 
 
+def synchronize():
+    """Wait for queued GPU work, so that a timing covers it (no-op on CPU)."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def best_time(fn, repeats: int) -> float:
     times = []
     for _ in range(repeats):
+        synchronize()
         start = time.perf_counter()
         fn()
+        synchronize()
         times.append(time.perf_counter() - start)
     return min(times)
 
@@ -96,9 +113,10 @@ def make_model(tokenizer_words, dim=300, hidden=300):
 
 def reference_encode(model, ids, batch_size):
     """The original encoder: batches in arrival order; sort -> pack -> LSTM -> unpack -> unsort."""
+    device = model.embeddings.weight.device
     lstm = nn.LSTM(300, 300, num_layers=2, bidirectional=True, batch_first=True)
     lstm.load_state_dict(model.encoder.rnn.state_dict())
-    lstm.eval()
+    lstm.to(device).eval()
     embedding = model.embeddings
 
     def run():
@@ -111,24 +129,26 @@ def reference_encode(model, ids, batch_size):
                 for row, x in enumerate(batch):
                     padded[row, : len(x)] = torch.tensor(x)
                 sorted_lengths, order = lengths.sort(descending=True)
-                packed = pack_padded_sequence(embedding(padded[order]), sorted_lengths, batch_first=True)
+                padded = padded.to(device, non_blocking=True)
+                packed = pack_padded_sequence(embedding(padded[order.to(device)]), sorted_lengths, batch_first=True)
                 out, _ = lstm(packed)
                 out, _ = pad_packed_sequence(out, batch_first=True)
-                outs.append(out[order.argsort()])
+                outs.append(out[order.argsort().to(device)])
             return outs
 
     return run
 
 
-def roofline(total_tokens, mean_length, batch_size):
-    """Raw nn.LSTM forward on uniform (batch_size, mean_length) batches holding `total_tokens` tokens."""
-    lstm = nn.LSTM(300, 300, num_layers=2, bidirectional=True, batch_first=True).eval()
+def roofline(total_tokens, mean_length, batch_size, device="cpu", dtype=None):
+    """Raw nn.LSTM forward on uniform (batch_size, mean_length) batches holding `total_tokens` tokens; `dtype`
+    bfloat16 runs it under autocast (the bf16 roofline)."""
+    lstm = nn.LSTM(300, 300, num_layers=2, bidirectional=True, batch_first=True).to(device).eval()
     length = max(1, round(mean_length))
     num_batches = max(1, round(total_tokens / (batch_size * length)))
-    x = torch.randn(batch_size, length, 300)
+    x = torch.randn(batch_size, length, 300, device=device)
 
     def run():
-        with torch.inference_mode():
+        with torch.inference_mode(), torch.autocast(torch.device(device).type, dtype=dtype, enabled=dtype is not None):
             for _ in range(num_batches):
                 lstm(x)
 
@@ -144,14 +164,16 @@ def bench_dataset(name, texts, model, tokenizer, args) -> dict:
     mean_length = tokens / len(ids)
     ours = lambda: model.encode(ids, batch_size=args.batch_size)  # noqa: E731
     text_end_to_end = lambda: model.encode(texts, tokenizer, batch_size=args.batch_size)  # noqa: E731
-    extractor = pipeline("feature-extraction", model=model, tokenizer=tokenizer, device=-1)
+    device = model.embeddings.weight.device
+    extractor = pipeline("feature-extraction", model=model, tokenizer=tokenizer, device=device)
     pipe_texts = [t for t in texts if t.strip()]
     pipe = lambda: extractor(pipe_texts, batch_size=args.batch_size, return_tensors=True)  # noqa: E731
     reference = reference_encode(model, ids, args.batch_size)
-    roof, roof_tokens = roofline(tokens, mean_length, args.batch_size)
+    roof, roof_tokens = roofline(tokens, mean_length, args.batch_size, device)
+    roof_bf16, _ = roofline(tokens, mean_length, args.batch_size, device, torch.bfloat16)
 
     def bf16():
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast(device.type, dtype=torch.bfloat16):
             return model.encode(ids, batch_size=args.batch_size)
 
     # check correctness of what is timed: ours == reference (fp32) and bf16 error
@@ -166,13 +188,13 @@ def bench_dataset(name, texts, model, tokenizer, args) -> dict:
     bf16_out = bf16()
     rel_err = max(((b.float() - o).abs().max() / o.abs().max()).item() for b, o in zip(bf16_out, ours_out))
 
-    timings = {k: float("inf") for k in ("ours", "roofline", "reference", "text_encode", "pipeline", "bf16")}
     fns = {"ours": ours, "roofline": roof, "reference": reference, "text_encode": text_end_to_end,
-           "pipeline": pipe, "bf16": bf16}
+           "pipeline": pipe, "bf16": bf16, "roofline_bf16": roof_bf16}
+    timings = {k: float("inf") for k in fns}
     for _ in range(args.repeats):  # interleaved repeats, best of
         for key, fn in fns.items():
             timings[key] = min(timings[key], best_time(fn, 1))
-    tps = {k: (roof_tokens if k == "roofline" else tokens) / v for k, v in timings.items()}
+    tps = {k: (roof_tokens if k.startswith("roofline") else tokens) / v for k, v in timings.items()}
     result = {
         "sentences": len(ids),
         "real_tokens": tokens,
@@ -186,6 +208,7 @@ def bench_dataset(name, texts, model, tokenizer, args) -> dict:
         "ratio_pipeline_to_roofline": round(tps["pipeline"] / tps["roofline"], 3),
         "ratio_bf16_to_fp32_ours": round(tps["bf16"] / tps["ours"], 3),
         "ratio_bf16_to_roofline": round(tps["bf16"] / tps["roofline"], 3),
+        "ratio_bf16_to_bf16_roofline": round(tps["bf16"] / tps["roofline_bf16"], 3),
         "bf16_max_relative_error": round(rel_err, 5),
         "max_abs_diff_ours_vs_reference": max_diff,
     }
@@ -203,8 +226,25 @@ def benchmark_arguments(description: str, output_name: str, batch_size: bool = T
     if batch_size:
         p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--repeats", type=int, default=None)
-    p.add_argument("--output", default=str(REPO / "benchmarks" / "results" / output_name))
+    p.add_argument("--device", default="cpu", help="cpu, or cuda (a GPU; results go to <name>_cuda.json)")
+    p.add_argument("--output", default=None, help=f"default benchmarks/results/{output_name}")
+    p.set_defaults(default_output=output_name)
     return p
+
+
+def resolve_device(args) -> torch.device:
+    """Check --device (a clear error when CUDA is asked for and absent) and settle the output path."""
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        sys.exit("error: --device cuda but torch sees no GPU (torch.cuda.is_available() is False)")
+    if device.type not in ("cpu", "cuda"):
+        sys.exit(f"error: --device {args.device}: only cpu and cuda are supported")
+    if args.output is None:
+        name = args.default_output
+        if device.type == "cuda":
+            name = name.replace(".json", "_cuda.json")
+        args.output = str(REPO / "benchmarks" / "results" / name)
+    return device
 
 
 def texts_and_model(args):
@@ -225,9 +265,11 @@ def main(argv=None):
     args = benchmark_arguments(__doc__, "encoder.json").parse_args(argv)
     args.repeats = args.repeats or (1 if args.quick else 3)
     torch.set_num_threads(args.threads)
+    device = resolve_device(args)
     texts, model, tokenizer = texts_and_model(args)
+    model.to(device)
     results = {name: bench_dataset(name, group, model, tokenizer, args) for name, group in texts.items()}
-    write_report(args.output, argv, args.quick, {"batch_size": args.batch_size}, results)
+    write_report(args.output, argv, args.quick, {"batch_size": args.batch_size, "device": str(device)}, results)
 
 
 def write_report(output, argv, quick: bool, settings: dict, results: dict):

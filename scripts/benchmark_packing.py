@@ -13,6 +13,7 @@ Writes benchmarks/results/packing.json.
    packed.
 The model's rule (`CoveEncoder.forward`): unpacked only when every row is >= 0.75 x the longest, else packed.
 Each figure: seconds for the whole set, best of `--repeats` interleaved repeats; random weights (speed only).
+`--device cuda` asks the same of cuDNN (writes packing_cuda.json).
 """
 
 import os
@@ -23,7 +24,7 @@ import time
 import torch
 from torch import nn
 
-from benchmark import benchmark_arguments, texts_and_model, write_report
+from benchmark import benchmark_arguments, resolve_device, synchronize, texts_and_model, write_report
 from modeling_cove.modeling_cove import length_bucketed_batches
 
 
@@ -33,11 +34,11 @@ def grouped_forward(encoder, vectors, lengths, ratio):
     groups = length_bucketed_batches(lengths.tolist(), batch, ratio)
     pieces = [[] for _ in range(encoder.num_layers)]
     for group in groups:
-        index = torch.tensor(group)
+        index = torch.tensor(group, device=vectors.device)
         group_time = int(lengths[group[0]])
         for layer, output in enumerate(encoder.run_unpacked(vectors[index, :group_time], lengths[index])):
             pieces[layer].append(nn.functional.pad(output, (0, 0, 0, time_ - group_time)))
-    restore = torch.tensor([row for group in groups for row in group]).argsort()
+    restore = torch.tensor([row for group in groups for row in group], device=vectors.device).argsort()
     return [torch.cat(piece).index_select(0, restore) for piece in pieces]
 
 
@@ -45,18 +46,21 @@ def timed(variants: dict, repeats: int) -> dict:
     best = {name: float("inf") for name in variants}
     for _ in range(repeats):
         for name, fn in variants.items():
+            synchronize()
             start = time.perf_counter()
             with torch.inference_mode():
                 fn()
+            synchronize()
             best[name] = min(best[name], time.perf_counter() - start)
     return {name: round(seconds, 3) for name, seconds in best.items()}
 
 
 def bench(texts, model, tokenizer, batch_size, repeats) -> dict:
     encoder = model.encoder
+    device = model.embeddings.weight.device
     arrival = []  # (vectors (B, T, 300), lengths (B,)) per batch of the texts in their order
     for start in range(0, len(texts), batch_size):
-        batch = tokenizer(texts[start:start + batch_size], padding=True, return_tensors="pt")
+        batch = tokenizer(texts[start:start + batch_size], padding=True, return_tensors="pt").to(device)
         with torch.inference_mode():
             vectors = model.embeddings(batch["input_ids"]) * batch["attention_mask"].unsqueeze(-1)
         arrival.append((vectors, batch["attention_mask"].sum(1).clamp(min=1)))
@@ -77,7 +81,7 @@ def bench(texts, model, tokenizer, batch_size, repeats) -> dict:
         width = len(ids[batch[0]])
         input_ids = torch.tensor([ids[i] + [0] * (width - len(ids[i])) for i in batch])
         mask = (torch.arange(width)[None, :] < torch.tensor([len(ids[i]) for i in batch])[:, None]).long()
-        sorted_batches.append((input_ids, mask))
+        sorted_batches.append((input_ids.to(device), mask.to(device)))
 
     def run_sorted(final_states):
         return lambda: [model(input_ids=i, attention_mask=m, output_final_states=final_states)
@@ -99,12 +103,14 @@ def main(argv=None):
     args = benchmark_arguments(__doc__, "packing.json").parse_args(argv)
     args.repeats = args.repeats or (1 if args.quick else 3)
     torch.set_num_threads(args.threads)
+    device = resolve_device(args)
     texts, model, tokenizer = texts_and_model(args)
+    model.to(device)
     results = {}
     for name, group in texts.items():
         results[name] = bench(list(group), model, tokenizer, args.batch_size, args.repeats)
         print(name, results[name], flush=True)
-    write_report(args.output, argv, args.quick, {"threads": args.threads, "batch_size": args.batch_size}, results)
+    write_report(args.output, argv, args.quick, {"threads": args.threads, "batch_size": args.batch_size, "device": str(device)}, results)
 
 if __name__ == "__main__":
     main()

@@ -12,8 +12,14 @@ one process (ratios are what count). Writes benchmarks/results/training.json.
 - BCN: `transformers.Trainer` as `scripts/train_classifier.py` builds it (TREC-6, vectors + CoVe from the feature
   cache, no evaluation or saving during the timed steps) vs a plain loop (DataLoader with the same collator, the
   same fused AdamW, clipping) — examples/s; and the Trainer with length-grouped sampling (`group_by_length`).
+- `--mt-epoch`: also one whole Multi30k training epoch of `train_mt.py` (cove-small preset, all 29k pairs),
+  its wall time and target tokens/s.
 The models hold random weights (a checkpoint built from the data's own vocabulary): speed does not depend on them.
 Each side runs `--repeats` times, interleaved; the best time is kept. Overhead = 1 - ours / plain.
+
+`--device cuda` runs both sides on the GPU (1-GPU Accelerate / Trainer overhead) and writes training_cuda.json:
+
+    python scripts/benchmark_training.py --data-dir ../shared/data --device cuda --mt-epoch
 """
 
 import json
@@ -31,7 +37,14 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from benchmark import benchmark_arguments, make_model, write_report  # noqa: E402
+from benchmark import benchmark_arguments, make_model, resolve_device, synchronize, write_report  # noqa: E402
+
+
+def to_device(value, device):
+    """A collated batch value on `device`: tensors moved, tuples / lists of tensors moved item by item."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(to_device(v, device) for v in value)
+    return value.to(device) if isinstance(value, torch.Tensor) else value
 
 
 def random_checkpoint(words: list, out_dir: Path) -> Path:
@@ -45,6 +58,34 @@ def random_checkpoint(words: list, out_dir: Path) -> Path:
 # ---------------------------------------------------------------------------------------------------------------
 # MT
 # ---------------------------------------------------------------------------------------------------------------
+
+
+def mt_arguments(args, encoder_dir: Path, out: Path) -> list:
+    """train_mt.py's command line for the timed runs (cove-small preset, Adam, no BLEU / test / export)."""
+    return ["--preset", str(REPO / "configuration/models/cove-small.json"), "--data-dir", args.data_dir,
+            "--init-from", str(encoder_dir), "--output-dir", str(out), "--overwrite",
+            "--num-threads", str(args.threads), "--optimizer", "adam", "--lr", "0.001", "--limit-eval", "32",
+            "--no-bleu", "--no-test", "--no-export", "--log-every", "1000000"
+            ] + (["--cpu"] if args.device == "cpu" else [])
+
+
+def bench_mt_epoch(args, work: Path) -> dict:
+    """One whole Multi30k epoch of train_mt.py (every training pair, the real preset), timed by the script."""
+    import train_mt
+    from modeling_cove.data import load_translation
+    from modeling_cove.tokenization_cove import moses_tokenize
+
+    raw = load_translation(args.data_dir, "multi30k")["train"]
+    if args.quick:  # smoke run: an epoch of the first pairs only
+        raw = raw.select(range(args.mt_train_pairs))
+    words = sorted({t for text in raw["src"] for t in moses_tokenize(text, lowercase=True)})
+    out = work / "mt-epoch"
+    train_mt.main(mt_arguments(args, random_checkpoint(words, work / "mt-epoch-encoder"), out)
+                  + ["--max-epochs", "1", "--limit-train", str(len(raw))])
+    metrics = json.loads((out / "metrics.json").read_text())
+    return {"what": f"one epoch of train_mt.py, cove-small preset, {len(raw):,} Multi30k pairs, Adam, batch 64",
+            "train_seconds": metrics["train_seconds"], "target_tokens": metrics["data"]["train_target_tokens"],
+            "target_tokens_per_s": metrics["train_target_tokens_per_second"]}
 
 
 def bench_mt(args, work: Path) -> dict:
@@ -61,11 +102,8 @@ def bench_mt(args, work: Path) -> dict:
 
     def ours(run: int) -> dict:
         out = work / f"mt-ours-{run}"
-        argv = ["--preset", str(REPO / "configuration/models/cove-small.json"), "--data-dir", args.data_dir,
-                "--init-from", str(encoder_dir), "--output-dir", str(out), "--overwrite",
-                "--num-threads", str(args.threads), "--optimizer", "adam", "--lr", "0.001",
-                "--limit-train", str(args.mt_train_pairs), "--limit-eval", "32", "--max-steps", str(steps),
-                "--no-bleu", "--no-test", "--no-export", "--log-every", "1000000"]
+        argv = mt_arguments(args, encoder_dir, out) + ["--limit-train", str(args.mt_train_pairs),
+                                                       "--max-steps", str(steps)]
         train_mt.main(argv)
         metrics = json.loads((out / "metrics.json").read_text())
         return {"seconds": metrics["train_seconds"], "target_tokens": metrics["data"]["train_target_tokens"],
@@ -90,14 +128,15 @@ def bench_mt(args, work: Path) -> dict:
 
     def plain() -> dict:
         torch.manual_seed(settings["seed"])
-        model = CoveForMachineTranslation.from_pretrained(first["mt_dir"])
+        model = CoveForMachineTranslation.from_pretrained(first["mt_dir"]).to(args.device)
         model.train()
         trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.Adam(trainable, lr=1e-3)
         tokens = 0
+        synchronize()
         start = time.perf_counter()
         for batch in batches:
-            inputs = train_mt.collate(store.rows(batch), pad_id, "cpu")
+            inputs = train_mt.collate(store.rows(batch), pad_id, args.device)
             out = model(**inputs)
             loss = out.nll_sum / len(batch)
             loss.backward()
@@ -105,6 +144,7 @@ def bench_mt(args, work: Path) -> dict:
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             tokens += int(out.num_tokens)
+        synchronize()
         seconds = time.perf_counter() - start
         return {"seconds": seconds, "target_tokens": tokens, "tokens_per_s": tokens / seconds}
 
@@ -156,7 +196,8 @@ def bench_bcn(args, work: Path) -> dict:
     def trainer(sampling: str) -> dict:
         model = tc.build_model(encoder_dir, "vectors+cove", labels, hp, seed=1)
         targs = tc.make_training_arguments(work / f"bcn-trainer-{sampling}", hp, seed=1, max_steps=steps,
-                                           sampling=sampling, evaluate_during_training=False, logging_steps=10)
+                                           sampling=sampling, evaluate_during_training=False, logging_steps=10,
+                                           use_cpu=args.device == "cpu")
         targs.save_strategy = "no"
         targs.disable_tqdm = True
         result = tc.build_trainer(model, targs, train, None, collator).train()
@@ -164,21 +205,23 @@ def bench_bcn(args, work: Path) -> dict:
         return {"seconds": seconds, "examples_per_s": steps * batch_size / seconds}
 
     def plain() -> dict:
-        model = tc.build_model(encoder_dir, "vectors+cove", labels, hp, seed=1)
+        model = tc.build_model(encoder_dir, "vectors+cove", labels, hp, seed=1).to(args.device)
         model.train()
         trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(trainable, lr=hp["learning_rate"], weight_decay=0.0, fused=True)
+        synchronize()
         loader = torch.utils.data.DataLoader(train, batch_size=batch_size, shuffle=True, collate_fn=collator,
                                              generator=torch.Generator().manual_seed(1))
         start = time.perf_counter()
         for step, batch in enumerate(loader):
             if step == steps:
                 break
-            loss = model(**batch).loss
+            loss = model(**{k: to_device(v, args.device) for k, v in batch.items()}).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(trainable, hp["max_grad_norm"])
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
+        synchronize()
         seconds = time.perf_counter() - start
         return {"seconds": seconds, "examples_per_s": steps * batch_size / seconds}
 
@@ -203,7 +246,9 @@ def bench_bcn(args, work: Path) -> dict:
 def main(argv=None):
     p = benchmark_arguments(__doc__, "training.json", batch_size=False)
     p.add_argument("--only", choices=["mt", "bcn"], default=None)
+    p.add_argument("--mt-epoch", action="store_true", help="also time one whole Multi30k epoch of train_mt.py")
     args = p.parse_args(argv)
+    args.device = str(resolve_device(args))
     if not Path(args.data_dir).is_dir():
         sys.exit(f"error: --data-dir {args.data_dir} is not a directory")
     args.repeats = args.repeats or (1 if args.quick else 2)
@@ -222,8 +267,12 @@ def main(argv=None):
         if args.only in (None, "bcn"):
             results["bcn"] = bench_bcn(args, Path(tmp))
             print("bcn", json.dumps(results["bcn"], indent=1), flush=True)
+        if args.mt_epoch:
+            results["mt_epoch"] = bench_mt_epoch(args, Path(tmp))
+            print("mt_epoch", json.dumps(results["mt_epoch"], indent=1), flush=True)
     write_report(args.output, argv, args.quick,
-                 {"target": "overhead of our Accelerate / Trainer loops vs a plain PyTorch loop <= 10%"}, results)
+                 {"target": "overhead of our Accelerate / Trainer loops vs a plain PyTorch loop <= 10%",
+                  "device": args.device}, results)
 
 if __name__ == "__main__":
     main()

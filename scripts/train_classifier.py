@@ -348,7 +348,8 @@ def make_compute_metrics():
 
 def make_training_arguments(output_dir, hp: dict, seed: int, max_steps: int = -1, gradient_accumulation_steps: int = 1,
                             batch_size=None, sampling: str = "random", evaluate_during_training=True,
-                            logging_steps=None):
+                            logging_steps=None, use_cpu=None):
+    """The Trainer's arguments for a BCN run; `use_cpu` None = the GPU when there is one."""
     from transformers import TrainingArguments
 
     batch_size = batch_size or hp["batch_size"]
@@ -390,7 +391,7 @@ def make_training_arguments(output_dir, hp: dict, seed: int, max_steps: int = -1
         length_column_name="length",
         remove_unused_columns=False,  # the collator reads feature_store / feature_row
         dataloader_num_workers=0,
-        use_cpu=not torch.cuda.is_available(),
+        use_cpu=not torch.cuda.is_available() if use_cpu is None else use_cpu,
     )
 
 
