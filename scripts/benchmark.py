@@ -251,9 +251,15 @@ def resolve_device(args) -> torch.device:
     return device
 
 
-def texts_and_model(args):
-    """The benchmark texts (`load_texts`) and a random-weight checkpoint whose vocabulary covers them."""
+def prepare_encoder_benchmark(args):
+    """The shared start of the encoder benchmarks: `--repeats` settled, threads set, `--device` checked (and the
+    output path), then the benchmark texts (`load_texts`) and a random-weight checkpoint whose vocabulary covers
+    them, on the device. Returns (device, texts, model, tokenizer)."""
     from modeling_cove.tokenization_cove import moses_tokenize
+
+    args.repeats = args.repeats or (1 if args.quick else 3)
+    torch.set_num_threads(args.threads)
+    device = resolve_device(args)
 
     texts = load_texts(args.data_dir, args.quick)
     vocab = {}
@@ -262,16 +268,12 @@ def texts_and_model(args):
             for token in moses_tokenize(text):
                 vocab[token] = vocab.get(token, 0) + 1
     model, tokenizer = make_model(sorted(vocab, key=lambda w: -vocab[w]))
-    return texts, model, tokenizer
+    return device, texts, model.to(device), tokenizer
 
 
 def main(argv=None):
     args = benchmark_arguments(__doc__, "encoder.json").parse_args(argv)
-    args.repeats = args.repeats or (1 if args.quick else 3)
-    torch.set_num_threads(args.threads)
-    device = resolve_device(args)
-    texts, model, tokenizer = texts_and_model(args)
-    model.to(device)
+    device, texts, model, tokenizer = prepare_encoder_benchmark(args)
     results = {name: bench_dataset(name, group, model, tokenizer, args) for name, group in texts.items()}
     write_report(args.output, argv, args.quick, {"batch_size": args.batch_size, "device": str(device)}, results)
 

@@ -24,7 +24,7 @@ import time
 import torch
 from torch import nn
 
-from benchmark import benchmark_arguments, resolve_device, synchronize, texts_and_model, write_report
+from benchmark import benchmark_arguments, prepare_encoder_benchmark, synchronize, write_report
 from modeling_cove.modeling_cove import length_bucketed_batches
 
 
@@ -101,16 +101,13 @@ def bench(texts, model, tokenizer, batch_size, repeats) -> dict:
 
 def main(argv=None):
     args = benchmark_arguments(__doc__, "packing.json").parse_args(argv)
-    args.repeats = args.repeats or (1 if args.quick else 3)
-    torch.set_num_threads(args.threads)
-    device = resolve_device(args)
-    texts, model, tokenizer = texts_and_model(args)
-    model.to(device)
+    device, texts, model, tokenizer = prepare_encoder_benchmark(args)
     results = {}
     for name, group in texts.items():
         results[name] = bench(list(group), model, tokenizer, args.batch_size, args.repeats)
         print(name, results[name], flush=True)
-    write_report(args.output, argv, args.quick, {"threads": args.threads, "batch_size": args.batch_size, "device": str(device)}, results)
+    write_report(args.output, argv, args.quick,
+                 {"threads": args.threads, "batch_size": args.batch_size, "device": str(device)}, results)
 
 if __name__ == "__main__":
     main()
