@@ -429,7 +429,7 @@ def test_unpacked_outputs_without_final_states_equal_packed(tiny_checkpoint, mon
 
 def test_unpacked_path_gives_the_packed_gradients(tiny_checkpoint):
     """A trainable encoder (freeze_encoder=False) gets the same gradients through the unpacked path (reversal by
-    gather, garbage at padding masked) as through packing."""
+    row index, garbage at padding masked) as through packing."""
     _, model, tokenizer = tiny_checkpoint
     model = copy.deepcopy(model).train()
     for p in model.encoder.parameters():
@@ -444,3 +444,32 @@ def test_unpacked_path_gives_the_packed_gradients(tiny_checkpoint):
     for packed, unpacked in zip(*grads):
         assert packed.abs().sum() > 0
         assert (packed - unpacked).abs().max() <= 1e-5
+
+
+def test_bf16_autocast_casts_frozen_weights_once_and_recasts_after_a_change(tiny_checkpoint):
+    """Under autocast the frozen encoder's weights are cast to bf16 once per layer (`autocast_weights`) instead of
+    at every `torch.lstm` call. The result must equal autocast's own casting (the same encoder with weights that
+    require grad, which autocast casts itself), and an in-place change of a weight must be seen."""
+    _, model, tokenizer = tiny_checkpoint
+    model = copy.deepcopy(model).eval()
+    batch = tokenizer(NEAR_EQUAL + ["a dog"], padding=True, return_tensors="pt")
+
+    def run(m):
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            return m(**batch).last_hidden_state
+
+    autocast_own = copy.deepcopy(model)
+    for p in autocast_own.encoder.parameters():
+        p.requires_grad_(True)
+    cached = run(model)
+    assert model.encoder._autocast_cache and not autocast_own.encoder._autocast_cache
+    assert torch.equal(cached, run(autocast_own))
+    fp32 = model(**batch).last_hidden_state
+    assert 0 < (cached.float() - fp32).abs().max() <= 0.02 * fp32.abs().max()
+    assert not any(p.requires_grad for p in model.encoder.parameters())
+    with torch.no_grad():  # an in-place change of a frozen weight: the next autocast call casts again
+        model.encoder.rnn.weight_hh_l1.mul_(0.5)
+        autocast_own.encoder.rnn.weight_hh_l1.mul_(0.5)
+    changed = run(model)
+    assert not torch.equal(changed, cached)
+    assert torch.equal(changed, run(autocast_own))
