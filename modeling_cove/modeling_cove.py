@@ -394,11 +394,15 @@ class CoveModel(CovePreTrainedModel):
         attention_mask = self.check_inputs(input_ids, attention_mask)
         lengths = lengths_from_mask(attention_mask)
         mask = attention_mask.unsqueeze(-1).to(self.embeddings.weight.dtype)  # (B, T, 1)
+        has_padding = bool((lengths < input_ids.shape[1]).any())  # no padding: masking would multiply by ones
 
-        vectors = self.embeddings(input_ids) * mask  # GloVe(w), (B, T, 300)
+        vectors = self.embeddings(input_ids)  # GloVe(w), (B, T, 300)
+        if has_padding:
+            vectors = vectors * mask
         # eq. 1/5: CoVe(w) = MT-LSTM(GloVe(w)); empty rows run on one pad step and are masked to zero below
         layers, final_h, final_c = self.encoder(vectors, lengths.clamp(min=1), final_states=output_final_states)
-        layers = [layer * mask for layer in layers]  # (B, T, 600) each
+        if has_padding:
+            layers = [layer * mask for layer in layers]  # (B, T, 600) each, zero at padding
 
         # eq. 6: w~ = [GloVe(w); CoVe(w)] (+ first layer, + char n-grams, per config)
         parts = []
