@@ -35,10 +35,13 @@ from transformers import AutoModelForQuestionAnswering  # noqa: E402
 from transformers.pipelines import PIPELINE_REGISTRY  # noqa: E402
 
 from .modeling_cove_dcn import CoveForQuestionAnswering  # noqa: E402
-from .pipeline_cove import CoveQuestionAnsweringPipeline  # noqa: E402
+from .pipeline_cove import CoveFeatureExtractionPipeline, CoveQuestionAnsweringPipeline  # noqa: E402
 
 AutoModelForQuestionAnswering.register(CoveConfig, CoveForQuestionAnswering, exist_ok=True)
 PIPELINE_REGISTRY.register_pipeline("cove-question-answering", pipeline_class=CoveQuestionAnsweringPipeline,
                                     pt_model=AutoModelForQuestionAnswering, type="text")
+# feature extraction that sorts a list of texts by length (pipeline_cove.py); the stock "feature-extraction" stays
+PIPELINE_REGISTRY.register_pipeline("cove-feature-extraction", pipeline_class=CoveFeatureExtractionPipeline,
+                                    pt_model=AutoModel, type="text")
 
-__all__ = ["CoveConfig", "CoveForQuestionAnswering", "CoveQuestionAnsweringPipeline", "CoveForMachineTranslation", "CoveForSequenceClassification", "CoveModel", "CoveModelOutput", "CovePreTrainedModel"]
+__all__ = ["CoveConfig", "CoveFeatureExtractionPipeline", "CoveForQuestionAnswering", "CoveQuestionAnsweringPipeline", "CoveForMachineTranslation", "CoveForSequenceClassification", "CoveModel", "CoveModelOutput", "CovePreTrainedModel"]

@@ -1,4 +1,18 @@
-"""Pipelines for CoVe models that transformers 5.x no longer ships.
+"""Pipelines for CoVe models: the question-answering pipeline transformers 5.x no longer ships, and a
+length-sorting feature-extraction pipeline.
+
+`CoveFeatureExtractionPipeline` — `pipeline("feature-extraction")` for many texts at LSTM speed. The stock pipeline
+tokenizes one text at a time and batches texts in arrival order, so a padded batch mixes short and long texts and the
+encoder must pack it (slower than the fused kernel on CPU), and every text keeps its batch's padding in the output.
+This one (for a list of texts) tokenizes the list in one call, runs the texts longest first, so each batch holds
+near-equal lengths (`CoveModel` then runs them unpacked), returns the results in the input order, and cuts every result
+to its own tokens: `(1, T_i, D)` per text, equal to running it alone (tested), whatever the batch size. A text without
+tokens in a list gives `(1, 0, D)` (`[[]]` as lists), as `CoveModel.encode` gives `(0, D)`; alone it is an error, as
+in the stock pipeline. Single texts and generators go through the stock code. `import modeling_cove` registers it as
+"cove-feature-extraction": `pipeline("cove-feature-extraction", model=dir)`, or pass
+`pipeline_class=CoveFeatureExtractionPipeline`. It is not recorded in saved checkpoints: a checkpoint's
+`custom_pipelines` entry takes precedence over the locally registered name and demands `trust_remote_code=True` even
+with the package installed; without the package, `model.encode` (remote code) is the fast path.
 
 `CoveQuestionAnsweringPipeline` — extractive question answering with `CoveForQuestionAnswering` (DCN).
 transformers removed its "question-answering" pipeline in 5.3 and blocks the name from 5.19 (HF_NOTES.md), so:
@@ -24,6 +38,7 @@ s <= e < s + `max_answer_len` tokens (default `config.dcn_max_answer_length`, 15
 
 import torch
 from transformers.pipelines.base import ChunkPipeline
+from transformers.pipelines.feature_extraction import FeatureExtractionPipeline
 from transformers.utils import logging
 
 from .squad_preprocessing import (
@@ -117,3 +132,42 @@ class CoveQuestionAnsweringPipeline(ChunkPipeline):
         windows = [(o["start_logits"][0], o["end_logits"][0], o["offsets"]) for o in outputs]
         answers = extract_answers(outputs[0]["context"], windows, max_answer_len, top_k)
         return answers[0] if top_k == 1 else answers
+
+
+class PreTokenized(dict):
+    """One text's tokenizer output (lists of ids), made by `CoveFeatureExtractionPipeline.__call__`."""
+
+
+class CoveFeatureExtractionPipeline(FeatureExtractionPipeline):
+    """Feature extraction that runs a list of texts in length order (see the module docstring)."""
+
+    def __call__(self, *args, **kwargs):
+        texts = args[0] if len(args) == 1 else None
+        if not isinstance(texts, (list, tuple)) or len(texts) < 2 or not all(isinstance(t, str) for t in texts):
+            return super().__call__(*args, **kwargs)
+        tokenize_kwargs = {**self._preprocess_params, **self._sanitize_parameters(**kwargs)[0]}
+        encodings = self.tokenizer(list(texts), **tokenize_kwargs)  # one batched call, lists of ids per text
+        keys = [k for k in encodings.keys() if k in ("input_ids", "attention_mask", "token_type_ids")]
+        lengths = [len(ids) for ids in encodings["input_ids"]]
+        # longest first: batches of near-equal lengths; texts without tokens never reach the model
+        order = sorted((i for i in range(len(texts)) if lengths[i] > 0), key=lambda i: -lengths[i])
+        items = [PreTokenized({k: encodings[k][i] for k in keys}) for i in order]
+        outputs = super().__call__(items, **kwargs) if items else []
+        return_tensors = kwargs.get("return_tensors", self._postprocess_params.get("return_tensors", False))
+        empty = torch.zeros(1, 0, self.model.config.output_size)
+        results = [empty.to(self.device) if return_tensors else [[]] for _ in texts]  # (1, 0, D): no tokens
+        for position, i in enumerate(order):
+            results[i] = outputs[position]
+        return results
+
+    def preprocess(self, inputs, **tokenize_kwargs):
+        if isinstance(inputs, PreTokenized):
+            return {k: torch.tensor([v], dtype=torch.long) for k, v in inputs.items()}  # (1, T) each
+        return super().preprocess(inputs, **tokenize_kwargs)
+
+    def postprocess(self, model_outputs, return_tensors=False):
+        hidden = model_outputs[0]  # (1, T_batch, D): this text's row of its padded batch
+        mask = model_outputs.get("attention_mask") if hasattr(model_outputs, "get") else None
+        if mask is not None:
+            hidden = hidden[:, : int(mask.sum())]  # (1, T_i, D): its own tokens only, as if run alone
+        return hidden if return_tensors else hidden.tolist()

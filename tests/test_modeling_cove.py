@@ -246,6 +246,41 @@ def test_feature_extraction_pipeline(tiny_checkpoint):
     assert torch.allclose(features, expected, atol=1e-6)
 
 
+FEATURE_TEXTS = ["the cat sat on the mat .", "a dog", "the dog ran far away !", "", "cat", "a cat sat .",
+                 "the cat sat on the mat .", "dog ran"]
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 8])
+def test_cove_feature_extraction_pipeline_equals_each_text_alone_in_input_order(tiny_checkpoint, batch_size):
+    """The length-sorting pipeline: every result is the text's own tokens, as the model gives them for the text
+    alone (hand-run below), in the input order, whatever the batch size; an empty text gives (1, 0, D)."""
+    path, model, tokenizer = tiny_checkpoint
+    from transformers import pipeline
+
+    from modeling_cove import CoveFeatureExtractionPipeline
+
+    extractor = pipeline("cove-feature-extraction", model=str(path))
+    assert type(extractor) is CoveFeatureExtractionPipeline
+    assert type(pipeline("feature-extraction", model=str(path))) is not CoveFeatureExtractionPipeline  # stock kept
+    features = extractor(FEATURE_TEXTS, batch_size=batch_size, return_tensors=True)
+    as_lists = extractor(tuple(FEATURE_TEXTS), batch_size=batch_size)
+    assert len(features) == len(as_lists) == len(FEATURE_TEXTS)
+    for text, got, listed in zip(FEATURE_TEXTS, features, as_lists):
+        ids = tokenizer([text], return_tensors="pt")
+        if ids["input_ids"].shape[1] == 0:
+            assert got.shape == (1, 0, model.config.output_size) and listed == [[]]
+            continue
+        with torch.no_grad():
+            alone = model(**ids).last_hidden_state  # (1, T_i, D)
+        assert got.shape == alone.shape
+        assert torch.allclose(got, alone, atol=1e-5), text
+        assert torch.allclose(torch.tensor(listed), alone, atol=1e-5)
+    single = extractor(FEATURE_TEXTS[0], return_tensors=True)  # one text: the stock code path
+    assert torch.allclose(single, features[0], atol=1e-5)
+    with pytest.raises(ValueError, match="no tokens"):
+        extractor("")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # loading as users type it
 
