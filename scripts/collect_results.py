@@ -5,7 +5,8 @@ commit that made it). benchmarks/RESULTS.md is written by hand from these files.
     python scripts/collect_results.py   # classification.json (mean ± std over seeds), mt_multi30k.json, squad.json,
                                         # main_cove_small.json (+ .md)
 
-Reads: runs/bcn/<task>/<column>-seed<N>/metrics.json (scripts/train_classifier.py), runs/cove-small/metrics.json
+Reads: runs/bcn/<task>/<column>-seed<N>/metrics.json (scripts/train_classifier.py; dropout searches in
+runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N>), runs/cove-small/metrics.json
 (scripts/train_mt.py), runs/dcn-squad-*/metrics.json (scripts/train_qa.py), runs/main-cove-small/report.json and
 REPORT.md (`scripts/main.py --preset cove-small`, full size only).
 """
@@ -34,25 +35,45 @@ def mean_std(values):
             "std": round(statistics.stdev(values), 2) if len(values) > 1 else 0.0, "n": len(values)}
 
 
-def collect_classification(runs: Path) -> dict:
-    table = {}
-    for metrics_path in sorted(runs.glob("bcn/*/*-seed*/metrics.json")):
+def full_runs(runs: Path, pattern: str):
+    """(metrics, record) for each finished BCN run matching `pattern` under runs/; smoke runs (--limit,
+    --max-steps) are left out."""
+    for metrics_path in sorted(runs.glob(pattern)):
         m = json.loads(metrics_path.read_text())
         if m.get("limit") or (m.get("max_steps") or -1) > 0:
-            continue  # smoke runs never enter the table
-        task, column = m["task"], m["column"]
-        entry = table.setdefault(task, {}).setdefault(column, {"runs": []})
-        entry["runs"].append({
+            continue
+        yield m, {
             "seed": m["seed"],
             "test_accuracy": round(100 * m["test"]["accuracy"], 2),
             "test_macro_f1": round(100 * m["test"]["macro_f1"], 2),
             "best_validation_accuracy": round(100 * m["best"]["validation_accuracy"], 2),
             "epochs": m["hyperparameters"].get("epochs"),
+            "dropout": m["hyperparameters"].get("dropout"),
             "seconds_per_epoch_mean": m["seconds_per_epoch_mean"],
             "command": m["command"],
             "commit": m.get("git"),
             "encoder": m["encoder"],
-        })
+        }
+
+
+def collect_dropout_sweep(runs: Path) -> dict:
+    """runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N> (the paper's dropout search, 0.1 / 0.2 / 0.3, selected by
+    validation accuracy) beside the same task, column and seed at the yaml's dropout from runs/bcn."""
+    sweep = {}
+    for m, record in full_runs(runs, "bcn-dropout/*/*-seed*/metrics.json"):
+        sweep.setdefault(m["task"], {}).setdefault(m["column"], {})[(record["dropout"], record["seed"])] = record
+    for m, record in full_runs(runs, "bcn/*/*-seed*/metrics.json"):
+        columns = sweep.get(m["task"], {})
+        if m["column"] in columns and any(seed == record["seed"] for _, seed in columns[m["column"]]):
+            columns[m["column"]].setdefault((record["dropout"], record["seed"]), record)
+    return {task: {column: [found[key] for key in sorted(found)] for column, found in columns.items()}
+            for task, columns in sweep.items()}
+
+
+def collect_classification(runs: Path) -> dict:
+    table = {}
+    for m, record in full_runs(runs, "bcn/*/*-seed*/metrics.json"):
+        table.setdefault(m["task"], {}).setdefault(m["column"], {"runs": []})["runs"].append(record)
     for task, columns in table.items():
         for column, entry in columns.items():
             entry["test_accuracy"] = mean_std([r["test_accuracy"] for r in entry["runs"]])
@@ -77,7 +98,8 @@ def main(argv=None):
                     "vectors (not GloVe 840B); CoVe-S = our MT-LSTM pretrained on Multi30k (mt_multi30k.json)",
             "columns": {"random": "random embeddings trained with the BCN", "vectors": "stand-in vectors, frozen",
                         "vectors+cove": "[vectors; CoVe-S] (eq. 6), frozen"},
-            "results": table}, indent=2) + "\n")
+            "results": table,
+            "dropout_sweep": collect_dropout_sweep(runs)}, indent=2) + "\n")
         print("classification:", {t: {c: e["test_accuracy"] for c, e in cols.items()} for t, cols in table.items()})
 
     mt = runs / "cove-small" / "metrics.json"

@@ -1,0 +1,44 @@
+"""scripts/collect_results.py: the classification table (mean ± std over seeds) and the dropout search, from
+metrics.json files laid out as scripts/train_classifier.py writes them."""
+
+import json
+import statistics
+
+import pytest
+
+from collect_results import main as collect
+
+
+def write_run(runs, folder, task, column, seed, dropout, test, validation, **extra):
+    path = runs / folder / "metrics.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({
+        "task": task, "column": column, "seed": seed, "encoder": "enc", "command": f"train {folder}", "git": "abc",
+        "hyperparameters": {"epochs": 15, "dropout": dropout}, "seconds_per_epoch_mean": 70.0,
+        "test": {"accuracy": test, "macro_f1": test - 0.1}, "best": {"validation_accuracy": validation}, **extra}))
+
+
+def test_classification_table_and_dropout_sweep(tmp_path):
+    runs = tmp_path / "runs"
+    for seed, test in ((1, 0.90), (2, 0.92), (3, 0.91)):
+        write_run(runs, f"bcn/trec6/vectors-seed{seed}", "trec6", "vectors", seed, 0.2, test, 0.88)
+    write_run(runs, "bcn/trec6/vectors+cove-seed1", "trec6", "vectors+cove", 1, 0.2, 0.89, 0.87)
+    write_run(runs, "bcn/trec6/random-seed1", "trec6", "random", 1, 0.2, 0.5, 0.5, limit=100)  # smoke: left out
+    write_run(runs, "bcn-dropout/trec6/vectors-d0.3-seed1", "trec6", "vectors", 1, 0.3, 0.93, 0.90)
+    write_run(runs, "bcn-dropout/trec6/vectors-d0.1-seed1", "trec6", "vectors", 1, 0.1, 0.91, 0.86)
+    collect(["--runs", str(runs), "--out", str(tmp_path / "out")])
+    report = json.loads((tmp_path / "out" / "classification.json").read_text())
+
+    vectors = report["results"]["trec6"]["vectors"]
+    assert [r["seed"] for r in vectors["runs"]] == [1, 2, 3]
+    assert vectors["test_accuracy"] == {"mean": 91.0, "std": round(statistics.stdev([90, 92, 91]), 2), "n": 3}
+    assert vectors["test_macro_f1"]["mean"] == pytest.approx(81.0)
+    assert vectors["paper_table2_validation"] == 94.9
+    assert report["results"]["trec6"]["vectors+cove"]["test_accuracy"] == {"mean": 89.0, "std": 0.0, "n": 1}
+    assert "random" not in report["results"]["trec6"]
+
+    # the search: each dropout of seed 1, the yaml's 0.2 taken from runs/bcn; seeds 2-3 (no search run) left out
+    sweep = report["dropout_sweep"]["trec6"]
+    assert list(sweep) == ["vectors"]
+    assert [(r["dropout"], r["seed"], r["best_validation_accuracy"], r["test_accuracy"]) for r in sweep["vectors"]] \
+        == [(0.1, 1, 86.0, 91.0), (0.2, 1, 88.0, 90.0), (0.3, 1, 90.0, 93.0)]
