@@ -287,7 +287,15 @@ def render_loading(architecture: str, record: dict, config: dict, repo_id: str, 
             'batch = tokenizer(["The cat sat on the mat ."], return_tensors="pt")',
             "outputs = model(**batch)",
             f"outputs.last_hidden_state  # (batch, time, {_output_size(config)})",
-        ])
+            "",
+            "# many texts: sorted by length and batched with their neighbours, one (T_i, D) tensor per text",
+            'vectors = model.encode(["The cat sat on the mat .", "A dog ran ."], tokenizer, batch_size=64)',
+        ] + ([] if remote else [
+            "# the same as a pipeline (registered by the package): each result (1, T_i, D), in the input order",
+            "from transformers import pipeline",
+            f'extractor = pipeline("cove-feature-extraction", model="{repo_id}")',
+            'features = extractor(["The cat sat on the mat .", "A dog ran ."], batch_size=64)',
+        ]))
     if architecture == "CoveForSequenceClassification":
         lines = head + [
             "from transformers import pipeline",

@@ -264,3 +264,30 @@ def test_generate_command_line(checkpoint, tmp_path):
     card = ModelCard.load(out)
     assert card.data.eval_results[0].metric_value == record["metrics"][0]["value"]
     assert re.search(r"^# cove-bcn-sst2$", card.text, re.M)
+
+
+def test_encoder_card_loading_code_runs_and_its_fast_paths_agree(tmp_path):
+    """The CoveModel card's two loading blocks, run as written against a local checkpoint (its path as repo id):
+    `encode` and the "cove-feature-extraction" pipeline give the same vectors as the model on each text."""
+    from modeling_cove.build import create_cove_checkpoint
+    from modeling_cove.tokenization_cove import SPECIAL_TOKENS
+
+    words = ["the", "cat", "sat", "on", "mat", ".", "a", "dog", "ran"]
+    torch.manual_seed(0)
+    model, tokenizer = create_cove_checkpoint(words, torch.randn(len(SPECIAL_TOKENS) + len(words), 8), hidden_size=4)
+    model.save_pretrained(tmp_path / "enc")
+    tokenizer.save_pretrained(tmp_path / "enc")
+    record = sst2_record(tmp_path / "enc")
+    config = json.loads((tmp_path / "enc" / "config.json").read_text())
+    for remote in (False, True):
+        code = generate.render_loading("CoveModel", record, config, str(tmp_path / "enc"), remote=remote)
+        assert ("cove-feature-extraction" in code) is not remote  # the pipeline needs the package
+        namespace = {}
+        exec(code, namespace)  # noqa: S102 - the card's own example
+        texts = ["The cat sat on the mat .", "A dog ran ."]
+        for i, text in enumerate(texts):
+            with torch.no_grad():
+                alone = model(**tokenizer([text], return_tensors="pt")).last_hidden_state[0]  # (T_i, D)
+            assert torch.allclose(namespace["vectors"][i], alone, atol=1e-5)
+            if not remote:
+                assert torch.allclose(torch.tensor(namespace["features"][i][0]), alone, atol=1e-5)
