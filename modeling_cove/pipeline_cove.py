@@ -153,11 +153,13 @@ class CoveFeatureExtractionPipeline(FeatureExtractionPipeline):
         order = sorted((i for i in range(len(texts)) if lengths[i] > 0), key=lambda i: -lengths[i])
         items = [PreTokenized({k: encodings[k][i] for k in keys}) for i in order]
         outputs = super().__call__(items, **kwargs) if items else []
-        return_tensors = kwargs.get("return_tensors", self._postprocess_params.get("return_tensors", False))
-        empty = torch.zeros(1, 0, self.model.config.output_size)
-        results = [empty.to(self.device) if return_tensors else [[]] for _ in texts]  # (1, 0, D): no tokens
+        results = [None] * len(texts)
         for position, i in enumerate(order):
             results[i] = outputs[position]
+        if len(order) < len(texts):  # texts without tokens: (1, 0, D)
+            return_tensors = kwargs.get("return_tensors", self._postprocess_params.get("return_tensors", False))
+            empty = torch.zeros(1, 0, self.model.config.output_size, device=self.device)
+            results = [r if r is not None else (empty if return_tensors else [[]]) for r in results]
         return results
 
     def preprocess(self, inputs, **tokenize_kwargs):

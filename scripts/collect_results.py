@@ -56,16 +56,18 @@ def full_runs(runs: Path, pattern: str):
         }
 
 
-def collect_dropout_sweep(runs: Path) -> dict:
+def collect_dropout_sweep(runs: Path, table: dict) -> dict:
     """runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N> (the paper's dropout search, 0.1 / 0.2 / 0.3, selected by
-    validation accuracy) beside the same task, column and seed at the yaml's dropout from runs/bcn."""
+    validation accuracy) beside the same task, column and seed at the yaml's dropout (`table`, from runs/bcn)."""
     sweep = {}
     for m, record in full_runs(runs, "bcn-dropout/*/*-seed*/metrics.json"):
         sweep.setdefault(m["task"], {}).setdefault(m["column"], {})[(record["dropout"], record["seed"])] = record
-    for m, record in full_runs(runs, "bcn/*/*-seed*/metrics.json"):
-        columns = sweep.get(m["task"], {})
-        if m["column"] in columns and any(seed == record["seed"] for _, seed in columns[m["column"]]):
-            columns[m["column"]].setdefault((record["dropout"], record["seed"]), record)
+    for task, columns in sweep.items():
+        for column, found in columns.items():
+            seeds = {seed for _, seed in found}
+            for record in table.get(task, {}).get(column, {}).get("runs", []):
+                if record["seed"] in seeds:
+                    found.setdefault((record["dropout"], record["seed"]), record)
     return {task: {column: [found[key] for key in sorted(found)] for column, found in columns.items()}
             for task, columns in sweep.items()}
 
@@ -99,7 +101,7 @@ def main(argv=None):
             "columns": {"random": "random embeddings trained with the BCN", "vectors": "stand-in vectors, frozen",
                         "vectors+cove": "[vectors; CoVe-S] (eq. 6), frozen"},
             "results": table,
-            "dropout_sweep": collect_dropout_sweep(runs)}, indent=2) + "\n")
+            "dropout_sweep": collect_dropout_sweep(runs, table)}, indent=2) + "\n")
         print("classification:", {t: {c: e["test_accuracy"] for c, e in cols.items()} for t, cols in table.items()})
 
     mt = runs / "cove-small" / "metrics.json"
