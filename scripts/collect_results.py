@@ -6,8 +6,8 @@ commit that made it). benchmarks/RESULTS.md is written by hand from these files.
                                         # main_cove_small.json (+ .md)
 
 Reads: runs/bcn/<task>/<column>-seed<N>/metrics.json (scripts/train_classifier.py; dropout searches in
-runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N>), runs/cove-small/metrics.json
-(scripts/train_mt.py), runs/dcn-squad-*/metrics.json (scripts/train_qa.py), runs/main-cove-small/report.json and
+runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N>; BCN runs on other pretrainings of CoVe-S in the folders of
+ENCODER_VARIANTS), runs/cove-small/metrics.json (scripts/train_mt.py), runs/dcn-squad-*/metrics.json (scripts/train_qa.py), runs/main-cove-small/report.json and
 REPORT.md (`scripts/main.py --preset cove-small`, full size only).
 """
 
@@ -26,6 +26,13 @@ PAPER_TABLE2 = {  # PAPER.md §5, validation accuracy: Random | GloVe | GloVe+Co
     "trec50": {"random": 81.9, "vectors": 89.2, "vectors+cove": 89.6},
     "snli": {"random": 82.3, "vectors": 87.7, "vectors+cove": 87.3},
 }
+
+# BCN runs on a CoVe-S pretrained differently from runs/cove-small: name -> (runs/<BCN runs folder>, runs/<MT run>)
+ENCODER_VARIANTS = {
+    "cove-s-5-epochs": ("bcn-cove5", "cove-small-5ep"),  # runs/cove-small continued by --resume to 5 epochs
+}
+MT_KEYS = ("command", "commit", "preset", "machine", "config", "trainable_parameters", "data", "epochs",
+           "train_seconds", "train_target_tokens_per_second", "wall_seconds", "test")
 
 
 def mean_std(values):
@@ -72,9 +79,9 @@ def collect_dropout_sweep(runs: Path, table: dict) -> dict:
             for task, columns in sweep.items()}
 
 
-def collect_classification(runs: Path) -> dict:
+def collect_classification(runs: Path, pattern: str = "bcn/*/*-seed*/metrics.json") -> dict:
     table = {}
-    for m, record in full_runs(runs, "bcn/*/*-seed*/metrics.json"):
+    for m, record in full_runs(runs, pattern):
         table.setdefault(m["task"], {}).setdefault(m["column"], {"runs": []})["runs"].append(record)
     for task, columns in table.items():
         for column, entry in columns.items():
@@ -83,6 +90,22 @@ def collect_classification(runs: Path) -> dict:
             entry["validation_accuracy"] = mean_std([r["best_validation_accuracy"] for r in entry["runs"]])
             entry["paper_table2_validation"] = PAPER_TABLE2.get(task, {}).get(column)
     return table
+
+
+def mt_record(metrics_path: Path) -> dict:
+    m = json.loads(metrics_path.read_text())
+    return {k: m[k] for k in MT_KEYS if k in m}
+
+
+def collect_encoder_variants(runs: Path) -> dict:
+    """The BCN table again for each CoVe-S of ENCODER_VARIANTS that has runs, with that CoVe-S's own MT figures."""
+    variants = {}
+    for name, (bcn_folder, mt_folder) in ENCODER_VARIANTS.items():
+        table = collect_classification(runs, f"{bcn_folder}/*/*-seed*/metrics.json")
+        if table:
+            mt = runs / mt_folder / "metrics.json"
+            variants[name] = {"mt": mt_record(mt) if mt.exists() else None, "results": table}
+    return variants
 
 
 def main(argv=None):
@@ -101,15 +124,13 @@ def main(argv=None):
             "columns": {"random": "random embeddings trained with the BCN", "vectors": "stand-in vectors, frozen",
                         "vectors+cove": "[vectors; CoVe-S] (eq. 6), frozen"},
             "results": table,
-            "dropout_sweep": collect_dropout_sweep(runs, table)}, indent=2) + "\n")
+            "dropout_sweep": collect_dropout_sweep(runs, table),
+            "encoder_variants": collect_encoder_variants(runs)}, indent=2) + "\n")
         print("classification:", {t: {c: e["test_accuracy"] for c, e in cols.items()} for t, cols in table.items()})
 
     mt = runs / "cove-small" / "metrics.json"
     if mt.exists():
-        m = json.loads(mt.read_text())
-        record = {k: m[k] for k in ("command", "commit", "preset", "machine", "config", "trainable_parameters", "data",
-                                    "epochs", "train_seconds", "train_target_tokens_per_second", "wall_seconds",
-                                    "test") if k in m}
+        record = mt_record(mt)
         record["paper_test_bleu"] = 38.5
         record["bar_test_bleu"] = 30.0
         record["curve_png"] = "mt_multi30k.png"

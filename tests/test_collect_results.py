@@ -42,3 +42,25 @@ def test_classification_table_and_dropout_sweep(tmp_path):
     assert list(sweep) == ["vectors"]
     assert [(r["dropout"], r["seed"], r["best_validation_accuracy"], r["test_accuracy"]) for r in sweep["vectors"]] \
         == [(0.1, 1, 86.0, 91.0), (0.2, 1, 88.0, 90.0), (0.3, 1, 90.0, 93.0)]
+
+
+def test_encoder_variants(tmp_path):
+    """BCN runs on a differently pretrained CoVe-S (ENCODER_VARIANTS) get their own table and that CoVe-S's MT
+    figures, and stay out of the main table."""
+    runs = tmp_path / "runs"
+    write_run(runs, "bcn/trec6/vectors+cove-seed1", "trec6", "vectors+cove", 1, 0.2, 0.89, 0.87)
+    for seed, test in ((1, 0.90), (2, 0.94)):
+        write_run(runs, f"bcn-cove5/trec6/vectors+cove-seed{seed}", "trec6", "vectors+cove", seed, 0.2, test, 0.9)
+    mt = runs / "cove-small-5ep" / "metrics.json"
+    mt.parent.mkdir(parents=True)
+    mt.write_text(json.dumps({"command": "train_mt.py --resume", "epochs": [{"epoch": 5}], "test": {"bleu": 31.0},
+                              "replica_weight_sha256": "not copied"}))
+    collect(["--runs", str(runs), "--out", str(tmp_path / "out")])
+    report = json.loads((tmp_path / "out" / "classification.json").read_text())
+
+    assert report["results"]["trec6"]["vectors+cove"]["test_accuracy"] == {"mean": 89.0, "std": 0.0, "n": 1}
+    variant = report["encoder_variants"]["cove-s-5-epochs"]
+    assert variant["mt"] == {"command": "train_mt.py --resume", "epochs": [{"epoch": 5}], "test": {"bleu": 31.0}}
+    entry = variant["results"]["trec6"]["vectors+cove"]
+    assert entry["test_accuracy"] == {"mean": 92.0, "std": round(statistics.stdev([90, 94]), 2), "n": 2}
+    assert [r["seed"] for r in entry["runs"]] == [1, 2]
