@@ -97,14 +97,19 @@ def mt_record(metrics_path: Path) -> dict:
     return {k: m[k] for k in MT_KEYS if k in m}
 
 
-def collect_encoder_variants(runs: Path) -> dict:
-    """The BCN table again for each CoVe-S of ENCODER_VARIANTS that has runs, with that CoVe-S's own MT figures."""
+def collect_encoder_variants(runs: Path, out: Path) -> dict:
+    """The BCN table again for each CoVe-S of ENCODER_VARIANTS that has runs, with that CoVe-S's own MT figures
+    (its training curves copied to out/mt_<name>.png)."""
     variants = {}
     for name, (bcn_folder, mt_folder) in ENCODER_VARIANTS.items():
         table = collect_classification(runs, f"{bcn_folder}/*/*-seed*/metrics.json")
-        if table:
-            mt = runs / mt_folder / "metrics.json"
-            variants[name] = {"mt": mt_record(mt) if mt.exists() else None, "results": table}
+        if not table:
+            continue
+        mt = runs / mt_folder / "metrics.json"
+        variants[name] = {"mt": mt_record(mt) if mt.exists() else None, "results": table}
+        if (runs / mt_folder / "curves.png").exists():
+            shutil.copyfile(runs / mt_folder / "curves.png", out / f"mt_{name}.png")
+            variants[name]["mt"]["curve_png"] = f"mt_{name}.png"
     return variants
 
 
@@ -125,7 +130,7 @@ def main(argv=None):
                         "vectors+cove": "[vectors; CoVe-S] (eq. 6), frozen"},
             "results": table,
             "dropout_sweep": collect_dropout_sweep(runs, table),
-            "encoder_variants": collect_encoder_variants(runs)}, indent=2) + "\n")
+            "encoder_variants": collect_encoder_variants(runs, out)}, indent=2) + "\n")
         print("classification:", {t: {c: e["test_accuracy"] for c, e in cols.items()} for t, cols in table.items()})
 
     mt = runs / "cove-small" / "metrics.json"

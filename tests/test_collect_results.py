@@ -55,12 +55,15 @@ def test_encoder_variants(tmp_path):
     mt.parent.mkdir(parents=True)
     mt.write_text(json.dumps({"command": "train_mt.py --resume", "epochs": [{"epoch": 5}], "test": {"bleu": 31.0},
                               "replica_weight_sha256": "not copied"}))
+    (mt.parent / "curves.png").write_bytes(b"png")
     collect(["--runs", str(runs), "--out", str(tmp_path / "out")])
     report = json.loads((tmp_path / "out" / "classification.json").read_text())
 
     assert report["results"]["trec6"]["vectors+cove"]["test_accuracy"] == {"mean": 89.0, "std": 0.0, "n": 1}
     variant = report["encoder_variants"]["cove-s-5-epochs"]
-    assert variant["mt"] == {"command": "train_mt.py --resume", "epochs": [{"epoch": 5}], "test": {"bleu": 31.0}}
+    assert variant["mt"] == {"command": "train_mt.py --resume", "epochs": [{"epoch": 5}], "test": {"bleu": 31.0},
+                             "curve_png": "mt_cove-s-5-epochs.png"}
+    assert (tmp_path / "out" / "mt_cove-s-5-epochs.png").read_bytes() == b"png"
     entry = variant["results"]["trec6"]["vectors+cove"]
     assert entry["test_accuracy"] == {"mean": 92.0, "std": round(statistics.stdev([90, 94]), 2), "n": 2}
     assert [r["seed"] for r in entry["runs"]] == [1, 2]
