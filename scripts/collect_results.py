@@ -107,7 +107,7 @@ def collect_encoder_variants(runs: Path, out: Path) -> dict:
             continue
         mt = runs / mt_folder / "metrics.json"
         variants[name] = {"mt": mt_record(mt) if mt.exists() else None, "results": table}
-        if (runs / mt_folder / "curves.png").exists():
+        if variants[name]["mt"] and (runs / mt_folder / "curves.png").exists():
             shutil.copyfile(runs / mt_folder / "curves.png", out / f"mt_{name}.png")
             variants[name]["mt"]["curve_png"] = f"mt_{name}.png"
     return variants
