@@ -7,8 +7,9 @@ commit that made it). benchmarks/RESULTS.md is written by hand from these files.
 
 Reads: runs/bcn/<task>/<column>-seed<N>/metrics.json (scripts/train_classifier.py; dropout searches in
 runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N>; BCN runs on other pretrainings of CoVe-S in the folders of
-ENCODER_VARIANTS), runs/cove-small/metrics.json (scripts/train_mt.py), runs/dcn-squad-*/metrics.json (scripts/train_qa.py), runs/main-cove-small/report.json and
-REPORT.md (`scripts/main.py --preset cove-small`, full size only).
+ENCODER_VARIANTS), runs/cove-small/metrics.json (scripts/train_mt.py), runs/dcn-squad-*/metrics.json
+(scripts/train_qa.py), runs/main-cove-small/report.json and REPORT.md (`scripts/main.py --preset cove-small`, full size
+only).
 """
 
 import argparse
