@@ -485,8 +485,8 @@ def plot_curves(log_history, path, title):
 PAPER_COLUMN = {"random": "Random", "vectors": "GloVe", "vectors+cove": "+CoVe-S"}
 
 
-def write_eval_results(best_dir: Path, path: Path, args, command: str, hp: dict, num_train: int, num_test: int,
-                       test: dict):
+def write_eval_results(best_dir: Path, path: Path, args, command: str, commit: str, hp: dict, num_train: int,
+                       num_test: int, test: dict):
     """The evaluation JSON of the saved best checkpoint (model_cards/README.md schema; fingerprints the weights),
     ready for `push_to_hub.py --eval-json`."""
     sys.path.insert(0, str(REPO))
@@ -504,7 +504,7 @@ def write_eval_results(best_dir: Path, path: Path, args, command: str, hp: dict,
         training={"command": command, "encoder": str(args.encoder), "seed": args.seed,
                   "num_train_examples": num_train, "train_split": "train",
                   "hyperparameters": {k: hp[k] for k in ("epochs", "batch_size", "learning_rate", "dropout")},
-                  "commit": git_commit().get("commit") or "unknown"},
+                  "commit": commit},
         paper_column=PAPER_COLUMN.get(args.bcn_input),
     )
     write_eval_json(path, record)
@@ -513,6 +513,7 @@ def write_eval_results(best_dir: Path, path: Path, args, command: str, hp: dict,
 def main(argv=None):
     args = parse_args(argv)
     command = " ".join(["python", "scripts/train_classifier.py"] + (argv if argv is not None else sys.argv[1:]))
+    git = git_commit()  # the code that runs: read now, not at the end (a long run may outlive a commit)
     wall_start = time.time()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -597,8 +598,8 @@ def main(argv=None):
         best_dir = output_dir / "best"
         trainer.model.save_pretrained(best_dir)
         tokenizer.save_pretrained(best_dir)
-        write_eval_results(best_dir, output_dir / "eval_results.json", args, command, hp, len(splits["train"]),
-                           len(splits["test"]), test)
+        write_eval_results(best_dir, output_dir / "eval_results.json", args, command, git.get("commit") or "unknown",
+                           hp, len(splits["train"]), len(splits["test"]), test)
     if not args.keep_checkpoints:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
 
@@ -615,6 +616,12 @@ def main(argv=None):
     best_step = None
     if trainer.state.best_model_checkpoint:
         best_step = int(Path(trainer.state.best_model_checkpoint).name.split("-")[-1])
+    scalar_mix = None
+    if trainer.model.scalar_mix is not None:  # the learned layer weights (best checkpoint): what the BCN read
+        mix = trainer.model.scalar_mix
+        scalar_mix = {"layers": ["[vectors; vectors]"] + [f"layer {i}" for i in model.layer_indices],
+                      "weights": [round(w, 4) for w in torch.softmax(mix.scalar_weights.detach(), 0).tolist()],
+                      "gamma": round(float(mix.gamma.detach()), 4)}
     results = {
         "task": args.task,
         "column": args.bcn_input,
@@ -622,13 +629,14 @@ def main(argv=None):
         "encoder": str(args.encoder),
         "data_dir": args.data_dir,
         "command": command,
-        "git": git_commit(),
+        "git": git,
         "hyperparameters": hp,
         "splits": {s: len(splits[s]) for s in splits},
         "dropped_rows": dropped,
         "limit": args.limit,
         "max_steps": args.max_steps,
         "trainable_parameters": n_trainable,
+        "scalar_mix": scalar_mix,
         "feature_cache": feature_info,
         "epochs": epochs,
         "seconds_per_epoch_mean": round(float(np.mean(per_epoch)), 2) if per_epoch else None,

@@ -201,9 +201,8 @@ def test_build_model_columns(tiny_encoder_dir):
     assert torch.equal(frozen.cove.embeddings.weight, weight)  # same seed, same random vectors
 
 
-def test_end_to_end_smoke_run_on_trec6(tmp_path):
-    """A few optimizer steps on a slice of real TREC-6 with a tiny fresh encoder: metrics JSON, curve PNG, and a
-    best/ folder that works in pipeline("text-classification") with the reported test accuracy."""
+def tiny_trec6_setup(tmp_path):
+    """Real TREC-6, a tiny fresh encoder over its first 300 training questions' words, and a tiny task yaml."""
     data_dir = require_data("trec")
     data_dir = data_dir.parent
     from modeling_cove.data import load_classification
@@ -220,6 +219,13 @@ def test_end_to_end_smoke_run_on_trec6(tmp_path):
     config.write_text("task: trec6\nepochs: 1\nbatch_size: 8\neval_batch_size: 16\nbcn_hidden_size: 4\n"
                       "feedforward_dim: 6\nmaxout_reductions: [2, 2]\nlogging_steps: 1\nfeature_batch_size: 16\n"
                       "paper_table2: {vectors+cove: 94.7}\n")
+    return data_dir, raw, encoder_dir, config
+
+
+def test_end_to_end_smoke_run_on_trec6(tmp_path):
+    """A few optimizer steps on a slice of real TREC-6 with a tiny fresh encoder: metrics JSON, curve PNG, and a
+    best/ folder that works in pipeline("text-classification") with the reported test accuracy."""
+    data_dir, raw, encoder_dir, config = tiny_trec6_setup(tmp_path)
     out = tmp_path / "run"
     results = tc.main(["--task", "trec6", "--encoder", str(encoder_dir), "--bcn-input", "vectors+cove",
                        "--data-dir", str(data_dir), "--config", str(config), "--limit", "40", "--max-steps", "3",
@@ -229,6 +235,7 @@ def test_end_to_end_smoke_run_on_trec6(tmp_path):
     assert saved["splits"] == {"train": 40, "validation": 40, "test": 40}
     assert saved["feature_cache"]["train"]["hit"] is False
     assert saved["paper_table2_validation_accuracy"] == 94.7
+    assert saved["scalar_mix"] is None and saved["git"]["commit"]  # read when the run started
     assert saved["epochs"] and saved["epochs"][0]["train_seconds"] > 0
     assert 0.0 <= saved["test"]["accuracy"] <= 1.0 and 0.0 <= saved["test"]["macro_f1"] <= 1.0
     assert (out / "curve.png").stat().st_size > 1000
@@ -265,3 +272,19 @@ def test_end_to_end_smoke_run_on_trec6(tmp_path):
                     "--no-save-model", "--max-cache-gb", "0"])
     assert live["feature_cache"] == {} and not (tmp_path / "cache3").exists()
     assert 0.0 <= live["test"]["accuracy"] <= 1.0
+
+
+def test_scalar_mix_run_records_the_learned_layer_weights(tmp_path):
+    """--bcn-input scalar_mix: metrics.json holds softmax(w) and gamma of the kept (best) checkpoint, in layer order."""
+    data_dir, _, encoder_dir, config = tiny_trec6_setup(tmp_path)
+    out = tmp_path / "run"
+    tc.main(["--task", "trec6", "--encoder", str(encoder_dir), "--bcn-input", "scalar_mix", "--data-dir",
+             str(data_dir), "--config", str(config), "--limit", "24", "--max-steps", "3", "--learning-rate", "0.05",
+             "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache")])
+    mix = json.loads((out / "metrics.json").read_text())["scalar_mix"]
+    assert mix["layers"] == ["[vectors; vectors]", "layer 1", "layer 2"]
+    best = CoveForSequenceClassification.from_pretrained(out / "best").scalar_mix
+    expected = torch.softmax(best.scalar_weights.detach(), 0)
+    assert not torch.allclose(expected, torch.full((3,), 1 / 3))  # trained away from the uniform start
+    assert mix["weights"] == pytest.approx(expected.tolist(), abs=1e-4)
+    assert mix["gamma"] == pytest.approx(float(best.gamma), abs=1e-4)
