@@ -61,6 +61,7 @@ def full_runs(runs: Path, pattern: str):
             "command": m["command"],
             "commit": m.get("git"),
             "encoder": m["encoder"],
+            **({"scalar_mix": m["scalar_mix"]} if m.get("scalar_mix") else {}),
         }
 
 
@@ -90,6 +91,12 @@ def collect_classification(runs: Path, pattern: str = "bcn/*/*-seed*/metrics.jso
             entry["test_macro_f1"] = mean_std([r["test_macro_f1"] for r in entry["runs"]])
             entry["validation_accuracy"] = mean_std([r["best_validation_accuracy"] for r in entry["runs"]])
             entry["paper_table2_validation"] = PAPER_TABLE2.get(task, {}).get(column)
+            mixes = [r["scalar_mix"] for r in entry["runs"] if "scalar_mix" in r]
+            if mixes:  # the learned layer weights softmax(w) and gamma, mean ± std over the seeds
+                entry["scalar_mix"] = {
+                    "layers": mixes[0]["layers"],
+                    "weights": [mean_std([mix["weights"][k] for mix in mixes]) for k in range(len(mixes[0]["layers"]))],
+                    "gamma": mean_std([mix["gamma"] for mix in mixes])}
     return table
 
 
@@ -128,7 +135,9 @@ def main(argv=None):
             "what": "BCN test accuracy (%) per task and input column, mean ± std over seeds; stand-in word2vec "
                     "vectors (not GloVe 840B); CoVe-S = our MT-LSTM pretrained on Multi30k (mt_multi30k.json)",
             "columns": {"random": "random embeddings trained with the BCN", "vectors": "stand-in vectors, frozen",
-                        "vectors+cove": "[vectors; CoVe-S] (eq. 6), frozen"},
+                        "vectors+cove": "[vectors; CoVe-S] (eq. 6), frozen",
+                        "scalar_mix": "ELMo-style gamma * sum_k softmax(w)_k h_k over {[vectors; vectors], CoVe-S "
+                                      "layer 1, layer 2} (PAPER.md §6), w and gamma learned with the BCN"},
             "results": table,
             "dropout_sweep": collect_dropout_sweep(runs, table),
             "encoder_variants": collect_encoder_variants(runs, out)}, indent=2) + "\n")

@@ -67,3 +67,21 @@ def test_encoder_variants(tmp_path):
     entry = variant["results"]["trec6"]["vectors+cove"]
     assert entry["test_accuracy"] == {"mean": 92.0, "std": round(statistics.stdev([90, 94]), 2), "n": 2}
     assert [r["seed"] for r in entry["runs"]] == [1, 2]
+
+
+def test_scalar_mix_weights_are_averaged_over_seeds(tmp_path):
+    runs = tmp_path / "runs"
+    layers = ["[vectors; vectors]", "layer 1", "layer 2"]
+    for seed, weights, gamma in ((1, [0.5, 0.3, 0.2], 1.2), (2, [0.7, 0.1, 0.2], 1.4)):
+        write_run(runs, f"bcn/trec6/scalar_mix-seed{seed}", "trec6", "scalar_mix", seed, 0.2, 0.9, 0.88,
+                  scalar_mix={"layers": layers, "weights": weights, "gamma": gamma})
+    write_run(runs, "bcn/trec6/vectors-seed1", "trec6", "vectors", 1, 0.2, 0.9, 0.88, scalar_mix=None)
+    collect(["--runs", str(runs), "--out", str(tmp_path / "out")])
+    results = json.loads((tmp_path / "out" / "classification.json").read_text())["results"]["trec6"]
+
+    mix = results["scalar_mix"]["scalar_mix"]
+    assert mix["layers"] == layers
+    assert [w["mean"] for w in mix["weights"]] == [0.6, 0.2, 0.2]
+    assert mix["weights"][0]["std"] == round(statistics.stdev([0.5, 0.7]), 2) and mix["gamma"]["mean"] == 1.3
+    assert results["scalar_mix"]["runs"][1]["scalar_mix"]["weights"] == [0.7, 0.1, 0.2]
+    assert "scalar_mix" not in results["vectors"] and "scalar_mix" not in results["vectors"]["runs"][0]
