@@ -36,11 +36,11 @@ MT_KEYS = ("command", "commit", "preset", "machine", "config", "trainable_parame
            "train_seconds", "train_target_tokens_per_second", "wall_seconds", "test")
 
 
-def mean_std(values):
+def mean_std(values, digits: int = 2):
     if not values:
         return None
-    return {"mean": round(statistics.mean(values), 2),
-            "std": round(statistics.stdev(values), 2) if len(values) > 1 else 0.0, "n": len(values)}
+    return {"mean": round(statistics.mean(values), digits),
+            "std": round(statistics.stdev(values), digits) if len(values) > 1 else 0.0, "n": len(values)}
 
 
 def full_runs(runs: Path, pattern: str):
@@ -93,10 +93,11 @@ def collect_classification(runs: Path, pattern: str = "bcn/*/*-seed*/metrics.jso
             entry["paper_table2_validation"] = PAPER_TABLE2.get(task, {}).get(column)
             mixes = [r["scalar_mix"] for r in entry["runs"] if "scalar_mix" in r]
             if mixes:  # the learned layer weights softmax(w) and gamma, mean ± std over the seeds
+                layers = mixes[0]["layers"]
                 entry["scalar_mix"] = {
-                    "layers": mixes[0]["layers"],
-                    "weights": [mean_std([mix["weights"][k] for mix in mixes]) for k in range(len(mixes[0]["layers"]))],
-                    "gamma": mean_std([mix["gamma"] for mix in mixes])}
+                    "layers": layers,
+                    "weights": [mean_std([mix["weights"][k] for mix in mixes], 3) for k in range(len(layers))],
+                    "gamma": mean_std([mix["gamma"] for mix in mixes], 3)}
     return table
 
 
