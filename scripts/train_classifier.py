@@ -617,9 +617,9 @@ def main(argv=None):
     if trainer.state.best_model_checkpoint:
         best_step = int(Path(trainer.state.best_model_checkpoint).name.split("-")[-1])
     scalar_mix = None
-    if trainer.model.scalar_mix is not None:  # the learned layer weights (best checkpoint): what the BCN read
-        mix = trainer.model.scalar_mix
-        scalar_mix = {"layers": ["[vectors; vectors]"] + [f"layer {i}" for i in model.layer_indices],
+    mix = trainer.model.scalar_mix  # the best checkpoint's, loaded back into the model
+    if mix is not None:  # the learned layer weights: what the BCN read
+        scalar_mix = {"layers": ["[vectors; vectors]"] + [f"layer {i}" for i in trainer.model.layer_indices],
                       "weights": [round(w, 4) for w in torch.softmax(mix.scalar_weights.detach(), 0).tolist()],
                       "gamma": round(float(mix.gamma.detach()), 4)}
     results = {
