@@ -97,6 +97,11 @@ def parse_args(argv=None):
     p.add_argument("--sampling", choices=["group_by_length", "random"], default=None, help="override the yaml")
     p.add_argument("--max-steps", type=int, default=-1, help="stop after N optimizer steps (smoke runs)")
     p.add_argument("--limit", type=int, default=None, help="use only the first N examples of each split (smoke)")
+    p.add_argument("--max-train-examples", type=int, default=None,
+                   help="train on a random N of the training split (a CPU-budget run: IMDb); the same N for every "
+                        "column and seed (drawn with a fixed seed), recorded in metrics.json")
+    p.add_argument("--max-eval-examples", type=int, default=None,
+                   help="validate and test on a random N of each of those splits (as --max-train-examples)")
     p.add_argument("--cache-dir", default=str(REPO / "runs" / "cove-features"), help="CoVe feature cache")
     p.add_argument("--no-feature-cache", action="store_true", help="run the MT-LSTM every step instead")
     p.add_argument("--max-cache-gb", type=float, default=4.0,
@@ -108,6 +113,28 @@ def parse_args(argv=None):
     p.add_argument("--no-save-model", action="store_true", help="do not write <output-dir>/best")
     p.add_argument("--overwrite", action="store_true")
     return p.parse_args(argv)
+
+
+# the seed of --max-train-examples / --max-eval-examples subsets: fixed, so every column and seed sees the same ones
+SUBSAMPLE_SEED = 13
+
+
+def subsample_splits(raw, max_train=None, max_eval=None, seed: int = SUBSAMPLE_SEED):
+    """Random subsets of at most `max_train` training and `max_eval` validation and test examples (a run on a CPU
+    budget; every split keeps its own examples). Returns (DatasetDict, {split: "kept of total"} for each split
+    cut, empty when nothing was)."""
+    caps = {"train": max_train, "validation": max_eval, "test": max_eval}
+    cut = {}
+    for split, cap in caps.items():
+        if cap is None:
+            continue
+        if cap < 1:
+            raise ValueError(f"--max-{'train' if split == 'train' else 'eval'}-examples must be >= 1, got {cap}")
+        total = len(raw[split])
+        if cap < total:
+            raw[split] = raw[split].shuffle(seed=seed).select(range(cap))
+            cut[split] = f"{cap} of {total}"
+    return raw, cut
 
 
 def load_hyperparameters(task: str, path=None, overrides=None) -> dict:
@@ -533,6 +560,9 @@ def main(argv=None):
     print(f"task {args.task}, column {args.bcn_input}, seed {args.seed}, data "
           f"{args.data_dir or 'Hub dataset ids'}, hyperparameters {hp['source']}", flush=True)
     raw = load_classification(args.task, args.data_dir)
+    raw, subsample = subsample_splits(raw, args.max_train_examples, args.max_eval_examples)
+    if subsample:
+        print(f"random subsets (seed {SUBSAMPLE_SEED}): {subsample}", flush=True)
     label_names = raw["train"].features["label"].names
     tokenizer = AutoTokenizer.from_pretrained(args.encoder)
     splits, dropped = tokenize_splits(raw, tokenizer, hp["max_length"], args.limit)
@@ -634,6 +664,7 @@ def main(argv=None):
         "splits": {s: len(splits[s]) for s in splits},
         "dropped_rows": dropped,
         "limit": args.limit,
+        "subsample": subsample,
         "max_steps": args.max_steps,
         "trainable_parameters": n_trainable,
         "scalar_mix": scalar_mix,
