@@ -153,6 +153,24 @@ def test_tokenize_splits_drops_and_counts_empty_rows():
     assert dropped == {"train": 1} and out["train"]["input_ids"][:] == [[4], [6]]
 
 
+def test_subsample_splits_draws_the_same_random_subsets_every_time():
+    features = Features({"text": Value("string"), "label": ClassLabel(names=["neg", "pos"])})
+    sorted_by_label = Dataset.from_dict({"text": [f"t{i}" for i in range(40)], "label": [0] * 20 + [1] * 20},
+                                        features=features)  # like IMDb's test file: all negatives first
+    raw = lambda: DatasetDict({s: sorted_by_label for s in ("train", "validation", "test")})  # noqa: E731
+    out, cut = tc.subsample_splits(raw(), max_train=10, max_eval=8)
+    assert cut == {"train": "10 of 40", "validation": "8 of 40", "test": "8 of 40"}
+    assert [len(out[s]) for s in ("train", "validation", "test")] == [10, 8, 8]
+    assert set(out["train"]["text"]) <= set(sorted_by_label["text"]) and len(set(out["train"]["text"])) == 10
+    assert 0 < sum(out["train"]["label"]) < 10  # random, not the first 10 (all negative)
+    again, _ = tc.subsample_splits(raw(), max_train=10, max_eval=8)
+    assert again["train"]["text"] == out["train"]["text"] and again["test"]["text"] == out["test"]["text"]
+    whole, cut = tc.subsample_splits(raw(), max_train=100)  # a cap above the size keeps the split as it is
+    assert cut == {} and whole["train"]["text"] == sorted_by_label["text"] and len(whole["test"]) == 40
+    with pytest.raises(ValueError, match="--max-eval-examples must be >= 1"):
+        tc.subsample_splits(raw(), max_eval=0)
+
+
 def test_task_configs_load_and_are_checked(tmp_path):
     for task in TASKS:
         hp = tc.load_hyperparameters(task)
@@ -280,8 +298,10 @@ def test_scalar_mix_run_records_the_learned_layer_weights(tmp_path):
     out = tmp_path / "run"
     tc.main(["--task", "trec6", "--encoder", str(encoder_dir), "--bcn-input", "scalar_mix", "--data-dir",
              str(data_dir), "--config", str(config), "--limit", "24", "--max-steps", "3", "--learning-rate", "0.05",
-             "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache")])
-    mix = json.loads((out / "metrics.json").read_text())["scalar_mix"]
+             "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache"), "--max-train-examples", "30"])
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["subsample"] == {"train": "30 of 4906"}  # recorded (TREC-6 train; cut before --limit)
+    mix = saved["scalar_mix"]
     assert mix["layers"] == ["[vectors; vectors]", "layer 1", "layer 2"]
     best = CoveForSequenceClassification.from_pretrained(out / "best").scalar_mix
     expected = torch.softmax(best.scalar_weights.detach(), 0)
