@@ -21,7 +21,7 @@ Stages, each in its own folder under --run-dir (default runs/main):
     3 pretrain/    scripts/train_mt.py --init-from vocab/checkpoint: MT pretraining, BLEU, encoder export
     4 classifier/  scripts/train_classifier.py per task: BCN on the pretrained encoder (+ baseline columns)
     5 publish/     evaluation JSON (model_cards.evaluation), model card and Hub-ready folder
-                   (scripts/push_to_hub.py --dry-run)
+                   (scripts/push_to_hub.py --dry-run) of the column with the best validation accuracy
     6 predict/     the Hub-ready folder loaded with AutoModel and pipeline("text-classification"); predictions
 Then <run-dir>/report.json (every stage's metrics), <run-dir>/curves/*.png and <run-dir>/REPORT.md (ours beside
 the paper's numbers).
@@ -539,19 +539,25 @@ def stage_classifier(cfg: dict, folder: Path, threads) -> dict:
     return results
 
 
+def published_column(columns: dict) -> str:
+    """The column a task publishes: the best validation accuracy of those trained (model selection on validation,
+    never on test); on a tie the first, i.e. the preset's `bcn_input` (the CoVe column), which is trained first."""
+    return max(columns, key=lambda column: columns[column]["validation_accuracy"])
+
+
 def stage_publish(cfg: dict, folder: Path, threads, classifier: dict, pretrain: dict) -> dict:
     """Stage 5: evaluation JSON (fingerprints the checkpoint), model card and Hub-ready folder via push_to_hub.py
-    --dry-run, per task (the CoVe column)."""
+    --dry-run, per task: the column with the best validation accuracy (`published_column`)."""
     sys.path.insert(0, str(REPO))
     from model_cards.evaluation import make_eval_record, write_eval_json
 
     from modeling_cove.data import HUB_IDS
 
-    column = cfg["preset_content"]["classifier"]["bcn_input"]
     datasets_meta = cfg["preset_content"]["publish"].get("dataset") or {}
     tmp = fresh_tmp(folder)
     results = {}
     for t in cfg["tasks"]:
+        column = published_column(classifier[t["name"]])
         run = classifier[t["name"]][column]
         ckpt = Path(run["model_dir"])
         meta = datasets_meta.get(t["name"], {})
@@ -570,7 +576,10 @@ def stage_publish(cfg: dict, folder: Path, threads, classifier: dict, pretrain: 
             "encoder": f"CoVe pretrained by this run ({cfg['preset']}; test BLEU {pretrain.get('test_bleu')})",
             "word_vectors": {"name": Path(cfg["vectors_file"] or "PPMI vectors of the shipped text").name,
                              "stand_in": cfg["vectors_file"] is None or "glove.840B" not in cfg["vectors_file"]},
-            "notes": [f"produced by scripts/main.py --preset {cfg['preset']}" + (" --quick" if cfg["quick"] else "")],
+            "notes": [f"produced by scripts/main.py --preset {cfg['preset']}" + (" --quick" if cfg["quick"] else ""),
+                      f"BCN input {column}: the best validation accuracy of the columns trained "
+                      "(" + ", ".join(f"{c} {m['validation_accuracy']:.1f}" for c, m in classifier[t["name"]].items())
+                      + ")"],
         }
         record = make_eval_record(
             ckpt,
@@ -589,6 +598,8 @@ def stage_publish(cfg: dict, folder: Path, threads, classifier: dict, pretrain: 
                write_json_path, "--curve", run["curve"], "--dry-run", "--output-dir", task_dir / "hub"]
         run_command(cmd, folder, threads, f"publish {t['name']} (push_to_hub.py --dry-run)")
         results[t["name"]] = {
+            "column": column,
+            "validation_accuracy": {c: m["validation_accuracy"] for c, m in classifier[t["name"]].items()},
             "repo_id": repo_id,
             "hub_folder": str(folder / t["name"] / "hub"),
             "files": sorted(str(p.relative_to(task_dir / "hub")) for p in (task_dir / "hub").rglob("*")
@@ -733,10 +744,12 @@ def write_markdown(run_dir: Path, report: dict, cfg: dict):
     if pub:
         lines += ["", "## Hub-ready folders (push_to_hub.py --dry-run)", ""]
         for task, p in pub.items():
-            lines.append(f"- {task}: `{p['hub_folder']}` → `{p['repo_id']}` ({len(p['files'])} files; upload with "
-                         f"`python scripts/push_to_hub.py {run_dir}/classifier/{task}/"
-                         f"{cfg['preset_content']['classifier']['bcn_input']}/best --repo-id ORG/NAME --eval-json "
-                         f"{p['eval_json']}`)")
+            column = p.get("column", cfg["preset_content"]["classifier"]["bcn_input"])
+            lines.append(f"- {task}: the {column} BCN (best validation accuracy: "
+                         + ", ".join(f"{c} {fmt(v)}" for c, v in (p.get("validation_accuracy") or {}).items())
+                         + f") in `{p['hub_folder']}` → `{p['repo_id']}` ({len(p['files'])} files; upload with "
+                         f"`python scripts/push_to_hub.py {run_dir}/classifier/{task}/{column}/best --repo-id "
+                         f"ORG/NAME --eval-json {p['eval_json']}`)")
     pred = st.get("predict", {}).get("metrics") or {}
     if pred:
         lines += ["", "## Predictions of the reloaded model (pipeline(\"text-classification\"))", ""]

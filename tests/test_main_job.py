@@ -133,9 +133,14 @@ def test_hub_folder_and_predictions(job):
     config = json.loads((hub / "config.json").read_text())
     assert config["architectures"] == ["CoveForSequenceClassification"] and "AutoModel" in config["auto_map"]
     record = json.loads((hub / "eval_results.json").read_text())
-    cls = json.loads((run_dir / "report.json").read_text())["stages"]["classifier"]["metrics"]["sentiment"]
+    stages = json.loads((run_dir / "report.json").read_text())["stages"]
+    cls = stages["classifier"]["metrics"]["sentiment"]
+    published = stages["publish"]["metrics"]["sentiment"]
+    assert published["column"] == "vectors+cove"  # --quick trains no baseline: the CoVe column is the only one
+    assert published["validation_accuracy"] == {"vectors+cove": cls["vectors+cove"]["validation_accuracy"]}
     assert {m["type"]: m["value"] for m in record["metrics"]}["accuracy"] == round(
         cls["vectors+cove"]["test_accuracy"], 2)
+    assert "the vectors+cove BCN (best validation accuracy" in (run_dir / "REPORT.md").read_text()
     assert "local/cove-bcn-demo" in (hub / "README.md").read_text()
 
     predictions = json.loads((run_dir / "predict" / "predictions.json").read_text())["sentiment"]
@@ -198,3 +203,14 @@ def test_wrong_vector_dimension_exits_2(tmp_path):
     result = run_main(main_cmd(tmp_path / "run", "--preset", "cove-small", "--vectors", str(vectors)), timeout=60)
     assert result.returncode == 2
     assert "has 3-dimensional vectors; preset cove-small needs 300" in result.stderr
+
+
+def test_the_published_column_is_chosen_on_validation():
+    import main  # scripts/ is on sys.path (conftest.py)
+
+    trained = {"vectors+cove": {"validation_accuracy": 70.0, "test_accuracy": 99.0},
+               "vectors": {"validation_accuracy": 100.0, "test_accuracy": 50.0}}
+    assert main.published_column(trained) == "vectors"  # validation decides, never test
+    trained["vectors+cove"]["validation_accuracy"] = 100.0
+    assert main.published_column(trained) == "vectors+cove"  # a tie keeps the preset's CoVe column (trained first)
+    assert main.published_column({"vectors+cove": {"validation_accuracy": 10.0}}) == "vectors+cove"
