@@ -7,7 +7,8 @@ commit that made it). benchmarks/RESULTS.md is written by hand from these files.
 
 Reads: runs/bcn/<task>/<column>-seed<N>/metrics.json (scripts/train_classifier.py; dropout searches in
 runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N>; BCN runs on other pretrainings of CoVe-S in the folders of
-ENCODER_VARIANTS), runs/cove-small/metrics.json (scripts/train_mt.py), runs/dcn-squad-*/metrics.json
+ENCODER_VARIANTS; runs on random subsets, --max-train/eval-examples, in any runs/bcn*/ folder, e.g. runs/bcn-imdb),
+runs/cove-small/metrics.json (scripts/train_mt.py), runs/dcn-squad-*/metrics.json
 (scripts/train_qa.py), runs/main-cove-small/report.json and REPORT.md (`scripts/main.py --preset cove-small`, full size
 only).
 """
@@ -43,12 +44,13 @@ def mean_std(values, digits: int = 2):
             "std": round(statistics.stdev(values), digits) if len(values) > 1 else 0.0, "n": len(values)}
 
 
-def full_runs(runs: Path, pattern: str):
+def full_runs(runs: Path, pattern: str, subsampled: bool = False):
     """(metrics, record) for each finished BCN run matching `pattern` under runs/; smoke runs (--limit,
-    --max-steps) are left out."""
+    --max-steps) are left out, and so are runs on random subsets (--max-train/eval-examples) unless `subsampled`
+    (then only those)."""
     for metrics_path in sorted(runs.glob(pattern)):
         m = json.loads(metrics_path.read_text())
-        if m.get("limit") or (m.get("max_steps") or -1) > 0:
+        if m.get("limit") or (m.get("max_steps") or -1) > 0 or bool(m.get("subsample")) != subsampled:
             continue
         yield m, {
             "seed": m["seed"],
@@ -62,6 +64,7 @@ def full_runs(runs: Path, pattern: str):
             "commit": m.get("git"),
             "encoder": m["encoder"],
             **({"scalar_mix": m["scalar_mix"]} if m.get("scalar_mix") else {}),
+            **({"subsample": m["subsample"]} if m.get("subsample") else {}),
         }
 
 
@@ -81,9 +84,9 @@ def collect_dropout_sweep(runs: Path, table: dict) -> dict:
             for task, columns in sweep.items()}
 
 
-def collect_classification(runs: Path, pattern: str = "bcn/*/*-seed*/metrics.json") -> dict:
+def collect_classification(runs: Path, pattern: str = "bcn/*/*-seed*/metrics.json", subsampled: bool = False) -> dict:
     table = {}
-    for m, record in full_runs(runs, pattern):
+    for m, record in full_runs(runs, pattern, subsampled):
         table.setdefault(m["task"], {}).setdefault(m["column"], {"runs": []})["runs"].append(record)
     for task, columns in table.items():
         for column, entry in columns.items():
@@ -141,7 +144,11 @@ def main(argv=None):
                                       "layer 1, layer 2} (PAPER.md §6), w and gamma learned with the BCN"},
             "results": table,
             "dropout_sweep": collect_dropout_sweep(runs, table),
-            "encoder_variants": collect_encoder_variants(runs, out)}, indent=2) + "\n")
+            "encoder_variants": collect_encoder_variants(runs, out),
+            "subsampled": {"what": "runs on fixed random subsets of the splits (--max-train-examples, "
+                                   "--max-eval-examples: a CPU budget, IMDb); each run records its subsets",
+                           "results": collect_classification(runs, "bcn*/*/*-seed*/metrics.json", subsampled=True)},
+            }, indent=2) + "\n")
         print("classification:", {t: {c: e["test_accuracy"] for c, e in cols.items()} for t, cols in table.items()})
 
     mt = runs / "cove-small" / "metrics.json"

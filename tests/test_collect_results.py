@@ -85,3 +85,23 @@ def test_scalar_mix_weights_are_averaged_over_seeds(tmp_path):
     assert mix["weights"][0]["std"] == round(statistics.stdev([0.5, 0.7]), 3) and mix["gamma"]["mean"] == 1.3
     assert results["scalar_mix"]["runs"][1]["scalar_mix"]["weights"] == [0.7, 0.1, 0.2]
     assert "scalar_mix" not in results["vectors"] and "scalar_mix" not in results["vectors"]["runs"][0]
+
+
+def test_runs_on_random_subsets_get_their_own_table(tmp_path):
+    """--max-train/eval-examples runs (IMDb on a CPU budget) are listed apart, with their subsets, never averaged
+    into the main table, wherever under runs/bcn*/ they are."""
+    runs = tmp_path / "runs"
+    write_run(runs, "bcn/imdb/vectors-seed1", "imdb", "vectors", 1, 0.2, 0.88, 0.87)
+    subsets = {"train": "4000 of 22500", "validation": "2000 of 2500", "test": "2000 of 25000"}
+    write_run(runs, "bcn-imdb/imdb/vectors-seed1", "imdb", "vectors", 1, 0.2, 0.80, 0.81, subsample=subsets)
+    write_run(runs, "bcn-imdb/imdb/vectors+cove-seed1", "imdb", "vectors+cove", 1, 0.2, 0.82, 0.83,
+              subsample=subsets)
+    collect(["--runs", str(runs), "--out", str(tmp_path / "out")])
+    report = json.loads((tmp_path / "out" / "classification.json").read_text())
+    assert report["results"]["imdb"]["vectors"]["test_accuracy"] == {"mean": 88.0, "std": 0.0, "n": 1}
+    assert list(report["results"]["imdb"]) == ["vectors"]
+    subsampled = report["subsampled"]["results"]["imdb"]
+    assert subsampled["vectors"]["test_accuracy"]["mean"] == 80.0
+    assert subsampled["vectors+cove"]["validation_accuracy"]["mean"] == 83.0
+    assert subsampled["vectors+cove"]["runs"][0]["subsample"] == subsets
+    assert subsampled["vectors"]["paper_table2_validation"] == 91.1
