@@ -98,8 +98,8 @@ def parse_args(argv=None):
     p.add_argument("--max-steps", type=int, default=-1, help="stop after N optimizer steps (smoke runs)")
     p.add_argument("--limit", type=int, default=None, help="use only the first N examples of each split (smoke)")
     p.add_argument("--max-train-examples", type=int, default=None,
-                   help="train on a random N of the training split (a CPU-budget run: IMDb); the same N for every "
-                        "column and seed (drawn with a fixed seed), recorded in metrics.json")
+                   help="train on a random N of the training split (a CPU-budget run: IMDb); the same examples for "
+                        "every column and seed (a fixed seed), recorded in metrics.json and the eval JSON")
     p.add_argument("--max-eval-examples", type=int, default=None,
                    help="validate and test on a random N of each of those splits (as --max-train-examples)")
     p.add_argument("--cache-dir", default=str(REPO / "runs" / "cove-features"), help="CoVe feature cache")
@@ -112,7 +112,11 @@ def parse_args(argv=None):
     p.add_argument("--keep-checkpoints", action="store_true", help="keep the Trainer's checkpoint folders")
     p.add_argument("--no-save-model", action="store_true", help="do not write <output-dir>/best")
     p.add_argument("--overwrite", action="store_true")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    for name in ("max_train_examples", "max_eval_examples"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    return args
 
 
 # the seed of --max-train-examples / --max-eval-examples subsets: fixed, so every column and seed sees the same ones
@@ -513,7 +517,7 @@ PAPER_COLUMN = {"random": "Random", "vectors": "GloVe", "vectors+cove": "+CoVe-S
 
 
 def write_eval_results(best_dir: Path, path: Path, args, command: str, commit: str, hp: dict, num_train: int,
-                       num_test: int, test: dict):
+                       num_test: int, test: dict, subsample=None):
     """The evaluation JSON of the saved best checkpoint (model_cards/README.md schema; fingerprints the weights),
     ready for `push_to_hub.py --eval-json`."""
     sys.path.insert(0, str(REPO))
@@ -531,7 +535,9 @@ def write_eval_results(best_dir: Path, path: Path, args, command: str, commit: s
         training={"command": command, "encoder": str(args.encoder), "seed": args.seed,
                   "num_train_examples": num_train, "train_split": "train",
                   "hyperparameters": {k: hp[k] for k in ("epochs", "batch_size", "learning_rate", "dropout")},
-                  "commit": commit},
+                  "commit": commit,
+                  **({"notes": [f"random subsets (seed {SUBSAMPLE_SEED}), not the full splits: " + ", ".join(
+                      f"{split} {kept}" for split, kept in subsample.items())]} if subsample else {})},
         paper_column=PAPER_COLUMN.get(args.bcn_input),
     )
     write_eval_json(path, record)
@@ -629,7 +635,7 @@ def main(argv=None):
         trainer.model.save_pretrained(best_dir)
         tokenizer.save_pretrained(best_dir)
         write_eval_results(best_dir, output_dir / "eval_results.json", args, command, git.get("commit") or "unknown",
-                           hp, len(splits["train"]), len(splits["test"]), test)
+                           hp, len(splits["train"]), len(splits["test"]), test, subsample)
     if not args.keep_checkpoints:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
 

@@ -169,6 +169,9 @@ def test_subsample_splits_draws_the_same_random_subsets_every_time():
     assert cut == {} and whole["train"]["text"] == sorted_by_label["text"] and len(whole["test"]) == 40
     with pytest.raises(ValueError, match="--max-eval-examples must be >= 1"):
         tc.subsample_splits(raw(), max_eval=0)
+    with pytest.raises(SystemExit) as exit_info:  # on the command line: a usage error before any work
+        tc.parse_args(["--task", "imdb", "--encoder", "enc", "--max-train-examples", "0"])
+    assert exit_info.value.code == 2
 
 
 def test_task_configs_load_and_are_checked(tmp_path):
@@ -301,6 +304,8 @@ def test_scalar_mix_run_records_the_learned_layer_weights(tmp_path):
              "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache"), "--max-train-examples", "30"])
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["subsample"] == {"train": "30 of 4906"}  # recorded (TREC-6 train; cut before --limit)
+    notes = json.loads((out / "eval_results.json").read_text())["training"]["notes"]
+    assert notes == ["random subsets (seed 13), not the full splits: train 30 of 4906"]  # and in the model card
     mix = saved["scalar_mix"]
     assert mix["layers"] == ["[vectors; vectors]", "layer 1", "layer 2"]
     best = CoveForSequenceClassification.from_pretrained(out / "best").scalar_mix
