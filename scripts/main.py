@@ -557,8 +557,10 @@ def stage_publish(cfg: dict, folder: Path, threads, classifier: dict, pretrain: 
     tmp = fresh_tmp(folder)
     results = {}
     for t in cfg["tasks"]:
-        column = published_column(classifier[t["name"]])
-        run = classifier[t["name"]][column]
+        trained = classifier[t["name"]]
+        scores = {c: m["validation_accuracy"] for c, m in trained.items()}  # what the choice was made on
+        column = published_column(trained)
+        run = trained[column]
         ckpt = Path(run["model_dir"])
         meta = datasets_meta.get(t["name"], {})
         dataset = {
@@ -577,9 +579,8 @@ def stage_publish(cfg: dict, folder: Path, threads, classifier: dict, pretrain: 
             "word_vectors": {"name": Path(cfg["vectors_file"] or "PPMI vectors of the shipped text").name,
                              "stand_in": cfg["vectors_file"] is None or "glove.840B" not in cfg["vectors_file"]},
             "notes": [f"produced by scripts/main.py --preset {cfg['preset']}" + (" --quick" if cfg["quick"] else ""),
-                      f"BCN input {column}: the best validation accuracy of the columns trained "
-                      "(" + ", ".join(f"{c} {m['validation_accuracy']:.1f}" for c, m in classifier[t["name"]].items())
-                      + ")"],
+                      f"BCN input {column}: the best validation accuracy of the columns trained ("
+                      + ", ".join(f"{c} {v:.1f}" for c, v in scores.items()) + ")"],
         }
         record = make_eval_record(
             ckpt,
@@ -599,7 +600,7 @@ def stage_publish(cfg: dict, folder: Path, threads, classifier: dict, pretrain: 
         run_command(cmd, folder, threads, f"publish {t['name']} (push_to_hub.py --dry-run)")
         results[t["name"]] = {
             "column": column,
-            "validation_accuracy": {c: m["validation_accuracy"] for c, m in classifier[t["name"]].items()},
+            "validation_accuracy": scores,
             "repo_id": repo_id,
             "hub_folder": str(folder / t["name"] / "hub"),
             "files": sorted(str(p.relative_to(task_dir / "hub")) for p in (task_dir / "hub").rglob("*")
