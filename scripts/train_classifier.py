@@ -97,10 +97,10 @@ def parse_args(argv=None):
     p.add_argument("--sampling", choices=["group_by_length", "random"], default=None, help="override the yaml")
     p.add_argument("--max-steps", type=int, default=-1, help="stop after N optimizer steps (smoke runs)")
     p.add_argument("--limit", type=int, default=None, help="use only the first N examples of each split (smoke)")
-    p.add_argument("--max-train-examples", type=int, default=None,
+    p.add_argument("--max-train-examples", type=count, default=None,
                    help="train on a random N of the training split (a CPU-budget run: IMDb); the same examples for "
                         "every column and seed (a fixed seed), recorded in metrics.json and the eval JSON")
-    p.add_argument("--max-eval-examples", type=int, default=None,
+    p.add_argument("--max-eval-examples", type=count, default=None,
                    help="validate and test on a random N of each of those splits (as --max-train-examples)")
     p.add_argument("--cache-dir", default=str(REPO / "runs" / "cove-features"), help="CoVe feature cache")
     p.add_argument("--no-feature-cache", action="store_true", help="run the MT-LSTM every step instead")
@@ -112,11 +112,15 @@ def parse_args(argv=None):
     p.add_argument("--keep-checkpoints", action="store_true", help="keep the Trainer's checkpoint folders")
     p.add_argument("--no-save-model", action="store_true", help="do not write <output-dir>/best")
     p.add_argument("--overwrite", action="store_true")
-    args = p.parse_args(argv)
-    for name in ("max_train_examples", "max_eval_examples"):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    return args
+    return p.parse_args(argv)
+
+
+def count(text: str) -> int:
+    """argparse type of the --max-*-examples counts: a usage error (exit 2) before any work for 0 or less."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
 
 
 # the seed of --max-train-examples / --max-eval-examples subsets: fixed, so every column and seed sees the same ones
