@@ -3,14 +3,14 @@
 commit that made it). benchmarks/RESULTS.md is written by hand from these files.
 
     python scripts/collect_results.py   # classification.json (mean ± std over seeds), mt_multi30k.json, squad.json,
-                                        # main_cove_small.json (+ .md)
+                                        # main_cove_small.json, main_embedded.json (+ .md)
 
 Reads: runs/bcn/<task>/<column>-seed<N>/metrics.json (scripts/train_classifier.py; dropout searches in
 runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N>; BCN runs on other pretrainings of CoVe-S in the folders of
 ENCODER_VARIANTS; runs on random subsets, --max-train/eval-examples, in any runs/bcn*/ folder, e.g. runs/bcn-imdb),
 runs/cove-small/metrics.json (scripts/train_mt.py), runs/dcn-squad-*/metrics.json
 (scripts/train_qa.py), runs/main-cove-small/report.json and REPORT.md (`scripts/main.py --preset cove-small`, full size
-only).
+only) and runs/main/report.json and REPORT.md (`scripts/main.py`, the embedded default, not --quick).
 """
 
 import argparse
@@ -169,11 +169,12 @@ def main(argv=None):
         (out / "squad.json").write_text(json.dumps(squad, indent=2) + "\n")
         print("squad:", list(squad))
 
-    main_report = runs / "main-cove-small" / "report.json"
-    if main_report.exists() and not json.loads(main_report.read_text()).get("quick"):
-        shutil.copyfile(main_report, out / "main_cove_small.json")
-        shutil.copyfile(main_report.with_name("REPORT.md"), out / "main_cove_small.md")
-        print("main job: main_cove_small.json, main_cove_small.md")
+    for run_dir, name in (("main-cove-small", "main_cove_small"), ("main", "main_embedded")):
+        main_report = runs / run_dir / "report.json"
+        if main_report.exists() and not json.loads(main_report.read_text()).get("quick"):
+            shutil.copyfile(main_report, out / f"{name}.json")
+            shutil.copyfile(main_report.with_name("REPORT.md"), out / f"{name}.md")
+            print(f"main job: {name}.json, {name}.md")
 
 
 if __name__ == "__main__":

@@ -105,3 +105,15 @@ def test_runs_on_random_subsets_get_their_own_table(tmp_path):
     assert subsampled["vectors+cove"]["validation_accuracy"]["mean"] == 83.0
     assert subsampled["vectors+cove"]["runs"][0]["subsample"] == subsets
     assert subsampled["vectors"]["paper_table2_validation"] == 91.1
+
+
+def test_main_job_reports_are_copied_unless_quick(tmp_path):
+    runs = tmp_path / "runs"
+    for run_dir, quick in (("main", False), ("main-cove-small", True)):
+        (runs / run_dir).mkdir(parents=True)
+        (runs / run_dir / "report.json").write_text(json.dumps({"quick": quick, "git": "abc", "command": run_dir}))
+        (runs / run_dir / "REPORT.md").write_text(f"# {run_dir}\n")
+    collect(["--runs", str(runs), "--out", str(tmp_path / "out")])
+    assert json.loads((tmp_path / "out" / "main_embedded.json").read_text())["command"] == "main"
+    assert (tmp_path / "out" / "main_embedded.md").read_text() == "# main\n"
+    assert not (tmp_path / "out" / "main_cove_small.json").exists()  # a --quick run is no figure
