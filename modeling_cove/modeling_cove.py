@@ -131,11 +131,20 @@ class CoveEncoder(nn.Module):
         num_rows = inputs.shape[0] if batch_sizes is None else int(batch_sizes[0])
         zeros = inputs.new_zeros(2, num_rows, self.hidden_size)
         weights = self.layer_weights(layer)
+        train = self.kernel_train_mode(inputs)
         if batch_sizes is None:
-            output, h_n, c_n = torch.lstm(inputs, (zeros, zeros), weights, True, 1, 0.0, False, True, True)
+            output, h_n, c_n = torch.lstm(inputs, (zeros, zeros), weights, True, 1, 0.0, train, True, True)
         else:
-            output, h_n, c_n = torch.lstm(inputs, batch_sizes, (zeros, zeros), weights, True, 1, 0.0, False, True)
+            output, h_n, c_n = torch.lstm(inputs, batch_sizes, (zeros, zeros), weights, True, 1, 0.0, train, True)
         return output, h_n, c_n
+
+    @staticmethod
+    def kernel_train_mode(inputs: torch.Tensor) -> bool:
+        """`torch.lstm`'s `train` flag (dropout is 0 in every call here, so it never changes a result). cuDNN keeps
+        what its backward needs only in train mode ("cudnn RNN backward can only be called in training mode"), so
+        on CUDA it follows autograd; on CPU it stays off, which keeps inference and training on the kernels the CPU
+        figures were measured with."""
+        return inputs.is_cuda and torch.is_grad_enabled()
 
     def run_layer_padded(self, layer: int, inputs: torch.Tensor, reverse_rows: torch.Tensor) -> torch.Tensor:
         """One biLSTM layer on right-padded `(B, T, C)` rows of unequal lengths, unpacked. The forward direction runs
@@ -147,10 +156,11 @@ class CoveEncoder(nn.Module):
         weights = self.layer_weights(layer)
         batch, time, channels = inputs.shape
         zeros = inputs.new_zeros(1, batch, self.hidden_size)
-        forward, _, _ = torch.lstm(inputs, (zeros, zeros), weights[:4], True, 1, 0.0, False, False, True)
+        train = self.kernel_train_mode(inputs)
+        forward, _, _ = torch.lstm(inputs, (zeros, zeros), weights[:4], True, 1, 0.0, train, False, True)
         reversed_inputs = inputs.reshape(batch * time, channels).index_select(0, reverse_rows)
         backward, _, _ = torch.lstm(reversed_inputs.view(batch, time, channels), (zeros, zeros), weights[4:], True, 1,
-                                    0.0, False, False, True)
+                                    0.0, train, False, True)
         backward = backward.reshape(batch * time, self.hidden_size).index_select(0, reverse_rows)
         return torch.cat([forward, backward.view(batch, time, self.hidden_size)], dim=-1)  # (B, T, 2H)
 

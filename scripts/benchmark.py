@@ -192,7 +192,8 @@ def bench_dataset(name, texts, model, tokenizer, args) -> dict:
             n = len(ids[i])
             max_diff = max(max_diff, (batch_out[row, :n] - ours_out[i]).abs().max().item())
     # the cove pipeline's (1, T_i, D) per text vs encode on the same texts
-    pipe_diff = max((p[0] - o).abs().max().item() for p, o in zip(pipe_cove(), model.encode(pipe_texts, tokenizer)))
+    pipe_diff = max((p[0].to(o.device) - o).abs().max().item()
+                    for p, o in zip(pipe_cove(), model.encode(pipe_texts, tokenizer)))
     bf16_out = bf16()
     rel_err = max(((b.float() - o).abs().max() / o.abs().max()).item() for b, o in zip(bf16_out, ours_out))
 
