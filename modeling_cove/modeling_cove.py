@@ -55,6 +55,11 @@ def lengths_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
 
 # shortest/longest row of a padded batch above which it runs unpacked (without final states); = the bucketing ratio
 UNPACKED_MIN_RATIO = 0.75
+# Device types on which a request for the top layer alone (no layer-1 output, no dropout between the layers) runs as
+# one call of the whole 2-layer biLSTM (`self.rnn`, packed when lengths differ): cuDNN then runs both directions at
+# once and overlaps the layers, 2x faster on an H200 than one call per layer and direction. On CPU the per-layer
+# path (oneDNN, unpacked) stays faster than packing (benchmarks/results/encoder.json, "reference").
+SINGLE_CALL_DEVICE_TYPES = ("cuda",)
 
 
 def length_bucketed_batches(lengths: list, batch_size: int, min_ratio: float = UNPACKED_MIN_RATIO) -> list:
@@ -180,14 +185,19 @@ class CoveEncoder(nn.Module):
             outputs.append(layer_input)
         return outputs
 
-    def forward(self, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool = True):
+    def forward(self, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool = True,
+                top_only: bool = False):
         """vectors: (B, T, 300) word vectors, zero at padding; lengths: (B,) tokens per row (>= 1).
 
         Returns a list with each layer's output (B, T, 2H) (zero at padding when packed; unspecified at padding
-        on the unpacked path), and final h and c as (B, L, 2H) (None when `final_states=False`).
+        on the unpacked path), and final h and c as (B, L, 2H) (None when `final_states=False`). `top_only=True`
+        says only the last layer's output will be read: on SINGLE_CALL_DEVICE_TYPES the list then holds that
+        layer alone (`run_single_call`); elsewhere it changes nothing.
         """
         batch, time, _ = vectors.shape
         uniform = bool((lengths == time).all())
+        if top_only and vectors.device.type in SINGLE_CALL_DEVICE_TYPES and not (self.training and self.dropout > 0):
+            return self.run_single_call(vectors, lengths, uniform, final_states)
         if not uniform and not final_states and bool(lengths.min() >= UNPACKED_MIN_RATIO * time):
             # near-equal lengths, outputs only: unpacked, one direction at a time, on the fused kernel. Widely
             # mixed lengths are packed instead: unpacked they would spend most of the work on padding.
@@ -216,6 +226,24 @@ class CoveEncoder(nn.Module):
         if not final_states:
             return outputs, None, None
         return outputs, torch.stack(final_h, dim=1), torch.stack(final_c, dim=1)
+
+    def run_single_call(self, vectors: torch.Tensor, lengths: torch.Tensor, uniform: bool, final_states: bool):
+        """All layers in one `self.rnn` call (packed unless every row is full). Returns ([top layer (B, T, 2H), zero
+        at padding], final h and c as (B, L, 2H) or None)."""
+        batch, time, _ = vectors.shape
+        if uniform:
+            output, (h_n, c_n) = self.rnn(vectors)
+        else:
+            packed = pack_padded_sequence(vectors, lengths.cpu(), batch_first=True, enforce_sorted=False)
+            packed_output, (h_n, c_n) = self.rnn(packed)  # h_n, c_n (2L, B, H), back in the batch order
+            output = pad_packed_sequence(packed_output, batch_first=True, total_length=time)[0]
+        if not final_states:
+            return [output], None, None
+        # (2L, B, H) as [l0 forward, l0 backward, l1 forward, ...] -> (B, L, 2H) as [forward; backward] per layer
+        def per_layer(states):
+            return states.view(self.num_layers, 2, batch, self.hidden_size).permute(2, 0, 1, 3).flatten(2)
+
+        return [output], per_layer(h_n), per_layer(c_n)
 
 
 # Every Auto class a CoVe checkpoint can be loaded with, and the flat file defining it. A saved checkpoint carries
@@ -410,7 +438,9 @@ class CoveModel(CovePreTrainedModel):
         if has_padding:
             vectors = vectors * mask
         # eq. 1/5: CoVe(w) = MT-LSTM(GloVe(w)); empty rows run on one pad step and are masked to zero below
-        layers, final_h, final_c = self.encoder(vectors, lengths.clamp(min=1), final_states=output_final_states)
+        top_only = not output_hidden_states and self.config.cove_output != "both"
+        layers, final_h, final_c = self.encoder(vectors, lengths.clamp(min=1), final_states=output_final_states,
+                                                top_only=top_only)
         if has_padding:
             layers = [layer * mask for layer in layers]  # (B, T, 600) each, zero at padding
 

@@ -508,3 +508,45 @@ def test_bf16_autocast_casts_frozen_weights_once_and_recasts_after_a_change(tiny
     changed = run(model)
     assert not torch.equal(changed, cached)
     assert torch.equal(changed, run(autocast_own))
+
+
+def test_single_call_path_equals_per_layer_path(tiny_checkpoint, monkeypatch):
+    """On SINGLE_CALL_DEVICE_TYPES (CUDA) a top-layer-only request runs the whole biLSTM in one `self.rnn` call.
+    Forced on CPU here: the top layer (mixed, near-equal and equal lengths) and the final states (reordered from
+    (2L, B, H) to (B, L, 2H)) must equal the per-layer path, padding stays zero, and a request that reads layer 1
+    (hidden states, cove_output="both") or dropout in training keeps the per-layer path."""
+    import modeling_cove.modeling_cove as modeling
+
+    _, model, tokenizer = tiny_checkpoint
+    model = copy.deepcopy(model)
+    model.config.cove_output = "top"  # the fixture's "both" reads layer 1
+    batches = [NEAR_EQUAL, ["the cat sat on the mat .", "a dog"], ["a dog", "a cat"]]
+    with torch.no_grad():
+        expected = [model(**tokenizer(texts, padding=True, return_tensors="pt"), output_final_states=True)
+                    for texts in batches]
+        monkeypatch.setattr(modeling, "SINGLE_CALL_DEVICE_TYPES", ("cpu", "cuda"))
+        calls = []
+        original = model.encoder.run_single_call
+        monkeypatch.setattr(model.encoder, "run_single_call", lambda *a: calls.append(1) or original(*a))
+        for texts, reference in zip(batches, expected):
+            batch = tokenizer(texts, padding=True, return_tensors="pt")
+            got = model(**batch, output_final_states=True)
+            assert (got.last_hidden_state - reference.last_hidden_state).abs().max() <= 1e-5
+            assert got.final_hidden_state.shape == reference.final_hidden_state.shape
+            assert (got.final_hidden_state - reference.final_hidden_state).abs().max() <= 1e-5
+            assert (got.final_cell_state - reference.final_cell_state).abs().max() <= 1e-5
+            padding = batch["attention_mask"] == 0
+            assert not padding.any() or got.last_hidden_state[padding].abs().max() == 0
+            assert model(**batch).final_hidden_state is None
+        assert len(calls) == 2 * len(batches)
+        model(**tokenizer(batches[1], padding=True, return_tensors="pt"), output_hidden_states=True)
+        assert len(calls) == 2 * len(batches)  # layer 1 read: per layer
+        model.config.cove_output = "both"
+        model(**tokenizer(batches[1], padding=True, return_tensors="pt"))
+        assert len(calls) == 2 * len(batches)
+    model.config.cove_output = "top"
+    trained = copy.deepcopy(model)
+    trained.encoder.train()  # a trainable encoder (a frozen one stays in eval mode, without dropout)
+    trained.encoder.dropout = 0.2
+    trained(**tokenizer(batches[1], padding=True, return_tensors="pt"))
+    assert len(calls) == 2 * len(batches)  # dropout between the layers: per layer
