@@ -4,6 +4,7 @@ commit that made it). benchmarks/RESULTS.md is written by hand from these files.
 
     python scripts/collect_results.py   # classification.json (mean ± std over seeds), mt_multi30k.json, squad.json,
                                         # main_cove_small.json, main_embedded.json (+ .md)
+    python scripts/collect_results.py --merge   # add runs/' BCN runs to the classification.json there is
 
 Reads: runs/bcn/<task>/<column>-seed<N>/metrics.json (scripts/train_classifier.py; dropout searches in
 runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N>; BCN runs on other pretrainings of CoVe-S in the folders of
@@ -32,6 +33,7 @@ PAPER_TABLE2 = {  # PAPER.md §5, validation accuracy: Random | GloVe | GloVe+Co
 # BCN runs on a CoVe-S pretrained differently from runs/cove-small: name -> (runs/<BCN runs folder>, runs/<MT run>)
 ENCODER_VARIANTS = {
     "cove-s-5-epochs": ("bcn-cove5", "cove-small-5ep"),  # runs/cove-small continued by --resume to 5 epochs
+    "cove-s-h200": ("bcn-gpu", "cove-small-gpu"),  # runs/cove-small's recipe on an H200 (IMDb runs there too)
 }
 MT_KEYS = ("command", "commit", "preset", "machine", "config", "trainable_parameters", "data", "epochs",
            "train_seconds", "train_target_tokens_per_second", "wall_seconds", "test")
@@ -125,17 +127,41 @@ def collect_encoder_variants(runs: Path, out: Path) -> dict:
     return variants
 
 
+def merge_classification(old: dict, new: dict) -> dict:
+    """classification.json `old` updated with the freshly collected `new`: per task and column in the tables, per
+    name in encoder_variants; everything `new` lacks is kept from `old`."""
+    merged = dict(old, what=new["what"], columns=new["columns"])
+
+    def by_task_and_column(before: dict, after: dict) -> dict:
+        tables = {task: dict(columns) for task, columns in before.items()}
+        for task, columns in after.items():
+            tables.setdefault(task, {}).update(columns)
+        return tables
+
+    for key in ("results", "dropout_sweep"):
+        merged[key] = by_task_and_column(old.get(key, {}), new[key])
+    merged["encoder_variants"] = {**old.get("encoder_variants", {}), **new["encoder_variants"]}
+    merged["subsampled"] = dict(new["subsampled"], results=by_task_and_column(
+        old.get("subsampled", {}).get("results", {}), new["subsampled"]["results"]))
+    return merged
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", default=str(REPO / "runs"))
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
+    p.add_argument("--merge", action="store_true",
+                   help="add to the existing classification.json instead of replacing it: what runs/ holds replaces "
+                        "the same task and column (the same encoder variant), the rest is kept (runs/ of an "
+                        "earlier session gone, runs made on another machine)")
     args = p.parse_args(argv)
     runs, out = Path(args.runs), Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
     table = collect_classification(runs)
-    if table:
-        (out / "classification.json").write_text(json.dumps({
+    existing = out / "classification.json"
+    if table or (args.merge and existing.exists()):
+        report = {
             "what": "BCN test accuracy (%) per task and input column, mean ± std over seeds; stand-in word2vec "
                     "vectors (not GloVe 840B); CoVe-S = our MT-LSTM pretrained on Multi30k (mt_multi30k.json)",
             "columns": {"random": "random embeddings trained with the BCN", "vectors": "stand-in vectors, frozen",
@@ -148,8 +174,14 @@ def main(argv=None):
             "subsampled": {"what": "runs on fixed random subsets of the splits (--max-train-examples, "
                                    "--max-eval-examples: a CPU budget, IMDb); each run records its subsets",
                            "results": collect_classification(runs, "bcn*/*/*-seed*/metrics.json", subsampled=True)},
-            }, indent=2) + "\n")
-        print("classification:", {t: {c: e["test_accuracy"] for c, e in cols.items()} for t, cols in table.items()})
+            }
+        if args.merge and existing.exists():
+            report = merge_classification(json.loads(existing.read_text()), report)
+        existing.write_text(json.dumps(report, indent=2) + "\n")
+        print("classification:", {t: {c: e["test_accuracy"] for c, e in cols.items()}
+                                  for t, cols in report["results"].items()})
+    elif collect_encoder_variants(runs, out):
+        print("runs/bcn holds no runs: add the encoder variants' runs to classification.json with --merge")
 
     mt = runs / "cove-small" / "metrics.json"
     if mt.exists():

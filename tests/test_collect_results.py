@@ -117,3 +117,35 @@ def test_main_job_reports_are_copied_unless_quick(tmp_path):
     assert json.loads((tmp_path / "out" / "main_embedded.json").read_text())["command"] == "main"
     assert (tmp_path / "out" / "main_embedded.md").read_text() == "# main\n"
     assert not (tmp_path / "out" / "main_cove_small.json").exists()  # a --quick run is no figure
+
+
+def test_merge_keeps_what_runs_lacks(tmp_path):
+    """--merge: runs/ holding only an encoder variant's runs (made on another machine, the earlier runs gone) adds
+    that variant to the existing classification.json and keeps its tables; a task and column found again in
+    runs/bcn replaces the old entry, others stay. Without --merge such a runs/ leaves the file alone."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    write_run(runs, "bcn/trec6/vectors-seed1", "trec6", "vectors", 1, 0.2, 0.90, 0.88)
+    write_run(runs, "bcn/sst2/vectors-seed1", "sst2", "vectors", 1, 0.2, 0.85, 0.84)
+    collect(["--runs", str(runs), "--out", str(out)])
+    before = json.loads((out / "classification.json").read_text())
+
+    runs2 = tmp_path / "runs2"
+    write_run(runs2, "bcn-gpu/imdb/vectors+cove-seed1", "imdb", "vectors+cove", 1, 0.2, 0.86, 0.87)
+    mt = runs2 / "cove-small-gpu" / "metrics.json"
+    mt.parent.mkdir(parents=True)
+    mt.write_text(json.dumps({"command": "train_mt.py", "test": {"bleu": 30.5}}))
+    collect(["--runs", str(runs2), "--out", str(out)])
+    assert json.loads((out / "classification.json").read_text()) == before
+    collect(["--runs", str(runs2), "--out", str(out), "--merge"])
+    merged = json.loads((out / "classification.json").read_text())
+    assert merged["results"] == before["results"]
+    variant = merged["encoder_variants"]["cove-s-h200"]
+    assert variant["mt"]["test"] == {"bleu": 30.5}
+    assert variant["results"]["imdb"]["vectors+cove"]["test_accuracy"] == {"mean": 86.0, "std": 0.0, "n": 1}
+
+    write_run(runs2, "bcn/trec6/vectors-seed2", "trec6", "vectors", 2, 0.2, 0.80, 0.70)
+    collect(["--runs", str(runs2), "--out", str(out), "--merge"])
+    merged = json.loads((out / "classification.json").read_text())
+    assert merged["results"]["trec6"]["vectors"]["test_accuracy"] == {"mean": 80.0, "std": 0.0, "n": 1}
+    assert merged["results"]["sst2"] == before["results"]["sst2"]
+    assert "cove-s-h200" in merged["encoder_variants"]
