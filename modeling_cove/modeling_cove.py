@@ -57,8 +57,9 @@ def lengths_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
 UNPACKED_MIN_RATIO = 0.75
 # Device types on which a request for the top layer alone (no layer-1 output, no dropout between the layers) runs as
 # one call of the whole 2-layer biLSTM (`self.rnn`, packed when lengths differ): cuDNN then runs both directions at
-# once and overlaps the layers, 2x faster on an H200 than one call per layer and direction. On CPU the per-layer
-# path (oneDNN, unpacked) stays faster than packing (benchmarks/results/encoder.json, "reference").
+# once and overlaps the layers: 1.3-1.9x faster on an H200 than one call per layer and direction
+# (benchmarks/results/encoder_cuda*.json). On CPU the per-layer path (oneDNN, unpacked) stays faster than packing
+# (benchmarks/results/encoder.json, "reference").
 SINGLE_CALL_DEVICE_TYPES = ("cuda",)
 
 

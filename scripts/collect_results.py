@@ -180,7 +180,7 @@ def main(argv=None):
         existing.write_text(json.dumps(report, indent=2) + "\n")
         print("classification:", {t: {c: e["test_accuracy"] for c, e in cols.items()}
                                   for t, cols in report["results"].items()})
-    elif collect_encoder_variants(runs, out):
+    elif any((runs / folder).is_dir() for folder, _ in ENCODER_VARIANTS.values()):
         print("runs/bcn holds no runs: add the encoder variants' runs to classification.json with --merge")
 
     mt = runs / "cove-small" / "metrics.json"
