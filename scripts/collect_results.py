@@ -89,21 +89,27 @@ def collect_dropout_sweep(runs: Path, table: dict) -> dict:
 def collect_classification(runs: Path, pattern: str = "bcn/*/*-seed*/metrics.json", subsampled: bool = False) -> dict:
     table = {}
     for m, record in full_runs(runs, pattern, subsampled):
-        table.setdefault(m["task"], {}).setdefault(m["column"], {"runs": []})["runs"].append(record)
-    for task, columns in table.items():
-        for column, entry in columns.items():
-            entry["test_accuracy"] = mean_std([r["test_accuracy"] for r in entry["runs"]])
-            entry["test_macro_f1"] = mean_std([r["test_macro_f1"] for r in entry["runs"]])
-            entry["validation_accuracy"] = mean_std([r["best_validation_accuracy"] for r in entry["runs"]])
-            entry["paper_table2_validation"] = PAPER_TABLE2.get(task, {}).get(column)
-            mixes = [r["scalar_mix"] for r in entry["runs"] if "scalar_mix" in r]
-            if mixes:  # the learned layer weights softmax(w) and gamma, mean ± std over the seeds
-                layers = mixes[0]["layers"]
-                entry["scalar_mix"] = {
-                    "layers": layers,
-                    "weights": [mean_std([mix["weights"][k] for mix in mixes], 3) for k in range(len(layers))],
-                    "gamma": mean_std([mix["gamma"] for mix in mixes], 3)}
-    return table
+        table.setdefault(m["task"], {}).setdefault(m["column"], []).append(record)
+    return {task: {column: summarize(task, column, records) for column, records in columns.items()}
+            for task, columns in table.items()}
+
+
+def summarize(task: str, column: str, records: list) -> dict:
+    """A table cell: its runs (sorted by seed) with mean ± std over them (and the scalar mix's learned weights)."""
+    records = sorted(records, key=lambda r: r["seed"])
+    entry = {"runs": records,
+             "test_accuracy": mean_std([r["test_accuracy"] for r in records]),
+             "test_macro_f1": mean_std([r["test_macro_f1"] for r in records]),
+             "validation_accuracy": mean_std([r["best_validation_accuracy"] for r in records]),
+             "paper_table2_validation": PAPER_TABLE2.get(task, {}).get(column)}
+    mixes = [r["scalar_mix"] for r in records if "scalar_mix" in r]
+    if mixes:  # the learned layer weights softmax(w) and gamma, mean ± std over the seeds
+        layers = mixes[0]["layers"]
+        entry["scalar_mix"] = {
+            "layers": layers,
+            "weights": [mean_std([mix["weights"][k] for mix in mixes], 3) for k in range(len(layers))],
+            "gamma": mean_std([mix["gamma"] for mix in mixes], 3)}
+    return entry
 
 
 def mt_record(metrics_path: Path) -> dict:
@@ -128,22 +134,40 @@ def collect_encoder_variants(runs: Path, out: Path) -> dict:
 
 
 def merge_classification(old: dict, new: dict) -> dict:
-    """classification.json `old` updated with the freshly collected `new`: per task and column in the tables, per
-    name in encoder_variants; everything `new` lacks is kept from `old`."""
-    merged = dict(old, what=new["what"], columns=new["columns"])
+    """classification.json `old` updated with the freshly collected `new`, run by run: a run of `new` replaces the
+    run of the same task, column and seed (and dropout, in the dropout search) in `old`, the other runs of `old` are
+    kept, and each cell's mean ± std is computed again over the result; an encoder variant's MT record comes from
+    `new` when it has one."""
 
-    def by_task_and_column(before: dict, after: dict) -> dict:
-        tables = {task: dict(columns) for task, columns in before.items()}
-        for task, columns in after.items():
-            tables.setdefault(task, {}).update(columns)
+    def runs_table(before: dict, after: dict) -> dict:
+        tables = {}
+        for task in {**before, **after}:
+            for column in {**before.get(task, {}), **after.get(task, {})}:
+                records = {r["seed"]: r for r in before.get(task, {}).get(column, {}).get("runs", [])}
+                records.update({r["seed"]: r for r in after.get(task, {}).get(column, {}).get("runs", [])})
+                tables.setdefault(task, {})[column] = summarize(task, column, list(records.values()))
         return tables
 
-    for key in ("results", "dropout_sweep"):
-        merged[key] = by_task_and_column(old.get(key, {}), new[key])
-    merged["encoder_variants"] = {**old.get("encoder_variants", {}), **new["encoder_variants"]}
-    merged["subsampled"] = dict(new["subsampled"], results=by_task_and_column(
-        old.get("subsampled", {}).get("results", {}), new["subsampled"]["results"]))
-    return merged
+    def sweep(before: dict, after: dict) -> dict:
+        merged = {}
+        for task in {**before, **after}:
+            for column in {**before.get(task, {}), **after.get(task, {})}:
+                found = {(r["dropout"], r["seed"]): r for r in before.get(task, {}).get(column, [])}
+                found.update({(r["dropout"], r["seed"]): r for r in after.get(task, {}).get(column, [])})
+                merged.setdefault(task, {})[column] = [found[key] for key in sorted(found)]
+        return merged
+
+    variants = dict(old.get("encoder_variants", {}))
+    for name, variant in new["encoder_variants"].items():
+        before = variants.get(name, {})
+        variants[name] = {"mt": variant["mt"] or before.get("mt"),
+                          "results": runs_table(before.get("results", {}), variant["results"])}
+    return dict(old, what=new["what"], columns=new["columns"],
+                results=runs_table(old.get("results", {}), new["results"]),
+                dropout_sweep=sweep(old.get("dropout_sweep", {}), new["dropout_sweep"]),
+                encoder_variants=variants,
+                subsampled=dict(new["subsampled"], results=runs_table(old.get("subsampled", {}).get("results", {}),
+                                                                      new["subsampled"]["results"])))
 
 
 def main(argv=None):
@@ -151,9 +175,9 @@ def main(argv=None):
     p.add_argument("--runs", default=str(REPO / "runs"))
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
     p.add_argument("--merge", action="store_true",
-                   help="add to the existing classification.json instead of replacing it: what runs/ holds replaces "
-                        "the same task and column (the same encoder variant), the rest is kept (runs/ of an "
-                        "earlier session gone, runs made on another machine)")
+                   help="add to the existing classification.json instead of replacing it: a run found in runs/ "
+                        "replaces the one of the same task, column and seed, the other runs are kept, and the means "
+                        "are computed again (runs/ of an earlier session gone, runs made on another machine)")
     args = p.parse_args(argv)
     runs, out = Path(args.runs), Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -121,8 +121,8 @@ def test_main_job_reports_are_copied_unless_quick(tmp_path):
 
 def test_merge_keeps_what_runs_lacks(tmp_path):
     """--merge: runs/ holding only an encoder variant's runs (made on another machine, the earlier runs gone) adds
-    that variant to the existing classification.json and keeps its tables; a task and column found again in
-    runs/bcn replaces the old entry, others stay. Without --merge such a runs/ leaves the file alone."""
+    that variant to the existing classification.json and keeps its tables; runs found in runs/bcn join the old runs
+    of their cell by seed (the same seed replaces the old run). Without --merge such a runs/ leaves the file alone."""
     runs, out = tmp_path / "runs", tmp_path / "out"
     write_run(runs, "bcn/trec6/vectors-seed1", "trec6", "vectors", 1, 0.2, 0.90, 0.88)
     write_run(runs, "bcn/sst2/vectors-seed1", "sst2", "vectors", 1, 0.2, 0.85, 0.84)
@@ -143,9 +143,17 @@ def test_merge_keeps_what_runs_lacks(tmp_path):
     assert variant["mt"]["test"] == {"bleu": 30.5}
     assert variant["results"]["imdb"]["vectors+cove"]["test_accuracy"] == {"mean": 86.0, "std": 0.0, "n": 1}
 
+    # a new seed joins the old one and the mean is computed again; a seed run again replaces its old run
     write_run(runs2, "bcn/trec6/vectors-seed2", "trec6", "vectors", 2, 0.2, 0.80, 0.70)
     collect(["--runs", str(runs2), "--out", str(out), "--merge"])
     merged = json.loads((out / "classification.json").read_text())
-    assert merged["results"]["trec6"]["vectors"]["test_accuracy"] == {"mean": 80.0, "std": 0.0, "n": 1}
+    assert merged["results"]["trec6"]["vectors"]["test_accuracy"] == {"mean": 85.0,
+                                                                      "std": round(statistics.stdev([90, 80]), 2),
+                                                                      "n": 2}
+    assert [r["seed"] for r in merged["results"]["trec6"]["vectors"]["runs"]] == [1, 2]
     assert merged["results"]["sst2"] == before["results"]["sst2"]
     assert "cove-s-h200" in merged["encoder_variants"]
+    write_run(runs2, "bcn/trec6/vectors-seed1", "trec6", "vectors", 1, 0.2, 0.84, 0.80)
+    collect(["--runs", str(runs2), "--out", str(out), "--merge"])
+    merged = json.loads((out / "classification.json").read_text())
+    assert [r["test_accuracy"] for r in merged["results"]["trec6"]["vectors"]["runs"]] == [84.0, 80.0]
