@@ -693,7 +693,8 @@ def main(argv=None):
         "log_history": history,
         "machine": {"platform": platform.platform(), "processor": platform.processor(),
                     "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-                    "torch": torch.__version__},
+                    "torch": torch.__version__, "device": str(trainer.args.device),
+                    "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None},
         "wall_seconds": round(time.time() - wall_start, 1),
         "model_dir": None if args.no_save_model else str(output_dir / "best"),
     }

@@ -258,6 +258,7 @@ def test_end_to_end_smoke_run_on_trec6(tmp_path):
     assert saved["paper_table2_validation_accuracy"] == 94.7
     assert saved["scalar_mix"] is None and saved["git"]["commit"]  # read when the run started
     assert saved["epochs"] and saved["epochs"][0]["train_seconds"] > 0
+    assert saved["machine"]["device"] == "cpu" and saved["machine"]["cuda"] is None  # the device trained on
     assert 0.0 <= saved["test"]["accuracy"] <= 1.0 and 0.0 <= saved["test"]["macro_f1"] <= 1.0
     assert (out / "curve.png").stat().st_size > 1000
     assert not (out / "checkpoints").exists()
