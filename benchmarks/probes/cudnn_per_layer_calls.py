@@ -1,4 +1,8 @@
-"""Probe: does cuDNN accept our per-layer weight lists without the 'not contiguous' copy, and what does it cost?"""
+"""Probe: does cuDNN accept our per-layer weight lists without the 'not contiguous' copy, and what does it cost?
+
+The probe as run on the H200 (2026-11-22; figures in benchmarks/RESULTS.md, GPU section; only this docstring added):
+    python benchmarks/probes/cudnn_per_layer_calls.py
+"""
 import time, warnings, torch
 from torch import nn
 torch.manual_seed(0)

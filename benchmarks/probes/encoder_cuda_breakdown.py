@@ -1,4 +1,9 @@
-"""Where does encode's GPU time go? Same bucketed batches: 2-layer nn.LSTM packed vs padded vs encode (ad hoc)."""
+"""Where does encode's GPU time go? Same bucketed batches: 2-layer nn.LSTM packed vs padded vs encode (ad hoc).
+
+The probe as run on the H200 (2026-11-22) for results/encoder_cuda_breakdown.json (since then only this docstring
+and one line wrap added). From the repo root:
+    python benchmarks/probes/encoder_cuda_breakdown.py OUT.json cuda      # or cpu
+"""
 import sys, time, json
 sys.path.insert(0, "scripts")
 import torch
@@ -6,8 +11,8 @@ from torch.nn.utils.rnn import pack_padded_sequence
 from benchmark import benchmark_arguments, prepare_encoder_benchmark, synchronize
 from modeling_cove.modeling_cove import length_bucketed_batches
 
-args = benchmark_arguments("probe", "probe.json").parse_args(["--data-dir", "../shared/data", "--device", sys.argv[2],
-                                                             "--output", "/tmp/probe.json"])
+args = benchmark_arguments("probe", "probe.json").parse_args(
+    ["--data-dir", "../shared/data", "--device", sys.argv[2], "--output", "/tmp/probe.json"])
 device, texts, model, tokenizer = prepare_encoder_benchmark(args)
 rnn = model.encoder.rnn
 def best(fn, n=5):
