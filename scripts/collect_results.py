@@ -190,6 +190,7 @@ def main(argv=None):
                     "vectors (not GloVe 840B); CoVe-S = our MT-LSTM pretrained on Multi30k (mt_multi30k.json)",
             "columns": {"random": "random embeddings trained with the BCN", "vectors": "stand-in vectors, frozen",
                         "vectors+cove": "[vectors; CoVe-S] (eq. 6), frozen",
+                        "cove": "CoVe-S alone (no word vectors), frozen",
                         "scalar_mix": "ELMo-style gamma * sum_k softmax(w)_k h_k over {[vectors; vectors], CoVe-S "
                                       "layer 1, layer 2} (PAPER.md §6), w and gamma learned with the BCN"},
             "results": table,
