@@ -139,23 +139,24 @@ def merge_classification(old: dict, new: dict) -> dict:
     kept, and each cell's mean ± std is computed again over the result; an encoder variant's MT record comes from
     `new` when it has one."""
 
+    def union(before: dict, after: dict, runs_of, key) -> dict:
+        """task -> column -> {key(run): run} over the cells of both tables; `after`'s run wins on the same key."""
+        merged = {}
+        for table in (before, after):
+            for task, columns in table.items():
+                for column, cell in columns.items():
+                    merged.setdefault(task, {}).setdefault(column, {}).update({key(r): r for r in runs_of(cell)})
+        return merged
+
     def runs_table(before: dict, after: dict) -> dict:
-        tables = {}
-        for task in {**before, **after}:
-            for column in {**before.get(task, {}), **after.get(task, {})}:
-                records = {r["seed"]: r for r in before.get(task, {}).get(column, {}).get("runs", [])}
-                records.update({r["seed"]: r for r in after.get(task, {}).get(column, {}).get("runs", [])})
-                tables.setdefault(task, {})[column] = summarize(task, column, list(records.values()))
-        return tables
+        cells = union(before, after, lambda cell: cell["runs"], lambda r: r["seed"])
+        return {task: {column: summarize(task, column, list(found.values())) for column, found in columns.items()}
+                for task, columns in cells.items()}
 
     def sweep(before: dict, after: dict) -> dict:
-        merged = {}
-        for task in {**before, **after}:
-            for column in {**before.get(task, {}), **after.get(task, {})}:
-                found = {(r["dropout"], r["seed"]): r for r in before.get(task, {}).get(column, [])}
-                found.update({(r["dropout"], r["seed"]): r for r in after.get(task, {}).get(column, [])})
-                merged.setdefault(task, {})[column] = [found[key] for key in sorted(found)]
-        return merged
+        cells = union(before, after, lambda cell: cell, lambda r: (r["dropout"], r["seed"]))
+        return {task: {column: [found[key] for key in sorted(found)] for column, found in columns.items()}
+                for task, columns in cells.items()}
 
     variants = dict(old.get("encoder_variants", {}))
     for name, variant in new["encoder_variants"].items():
