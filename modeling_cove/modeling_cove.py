@@ -77,6 +77,15 @@ def length_bucketed_batches(lengths: list, batch_size: int, min_ratio: float = U
     return batches
 
 
+def pack(vectors: torch.Tensor, lengths: torch.Tensor):
+    """`pack_padded_sequence` of right-padded `(B, T, C)` rows with host-side `lengths` (B,). Rows already sorted
+    longest first (as `CoveModel.encode` batches them) are packed as they are: no sort, and on a GPU no index copy
+    to the device and no wait for it."""
+    lengths = lengths.cpu()
+    in_order = bool((lengths[:-1] >= lengths[1:]).all())
+    return pack_padded_sequence(vectors, lengths, batch_first=True, enforce_sorted=in_order)
+
+
 class CoveEncoder(nn.Module):
     """The MT-LSTM (eq. 1): a 2-layer biLSTM, 300 per direction. `self.rnn` holds exactly the released weights.
 
@@ -197,7 +206,7 @@ class CoveEncoder(nn.Module):
         """
         batch, time, _ = vectors.shape
         uniform = bool((lengths == time).all())
-        if top_only and vectors.device.type in SINGLE_CALL_DEVICE_TYPES and not (self.training and self.dropout > 0):
+        if top_only and self.uses_single_call(vectors.device):
             return self.run_single_call(vectors, lengths, uniform, final_states)
         if not uniform and not final_states and bool(lengths.min() >= UNPACKED_MIN_RATIO * time):
             # near-equal lengths, outputs only: unpacked, one direction at a time, on the fused kernel. Widely
@@ -206,7 +215,7 @@ class CoveEncoder(nn.Module):
         if uniform:  # equal lengths: nothing to pack
             layer_input, batch_sizes = vectors, None
         else:
-            packed = pack_padded_sequence(vectors, lengths.cpu(), batch_first=True, enforce_sorted=False)
+            packed = pack(vectors, lengths)
             layer_input, batch_sizes = packed.data, packed.batch_sizes
         outputs, final_h, final_c = [], [], []
         for layer in range(self.num_layers):
@@ -218,15 +227,20 @@ class CoveEncoder(nn.Module):
             else:
                 repacked = packed._replace(data=layer_output)
                 outputs.append(pad_packed_sequence(repacked, batch_first=True, total_length=time)[0])
-                # packed h_n/c_n are in sorted order; put them back in the batch order
-                h_n = h_n.index_select(1, packed.unsorted_indices)
-                c_n = c_n.index_select(1, packed.unsorted_indices)
+                if packed.unsorted_indices is not None:  # packed h_n/c_n are in sorted order: back to batch order
+                    h_n = h_n.index_select(1, packed.unsorted_indices)
+                    c_n = c_n.index_select(1, packed.unsorted_indices)
             final_h.append(torch.cat([h_n[0], h_n[1]], dim=-1))  # [forward; backward] (B, 2H)
             final_c.append(torch.cat([c_n[0], c_n[1]], dim=-1))
             layer_input = layer_output
         if not final_states:
             return outputs, None, None
         return outputs, torch.stack(final_h, dim=1), torch.stack(final_c, dim=1)
+
+    def uses_single_call(self, device: torch.device) -> bool:
+        """Whether a top-layer-only request on `device` runs as one `self.rnn` call (`run_single_call`): on
+        SINGLE_CALL_DEVICE_TYPES, unless dropout between the layers is active (training)."""
+        return device.type in SINGLE_CALL_DEVICE_TYPES and not (self.training and self.dropout > 0)
 
     def run_single_call(self, vectors: torch.Tensor, lengths: torch.Tensor, uniform: bool, final_states: bool):
         """All layers in one `self.rnn` call (packed unless every row is full). Returns ([top layer (B, T, 2H), zero
@@ -235,8 +249,7 @@ class CoveEncoder(nn.Module):
         if uniform:
             output, (h_n, c_n) = self.rnn(vectors)
         else:
-            packed = pack_padded_sequence(vectors, lengths.cpu(), batch_first=True, enforce_sorted=False)
-            packed_output, (h_n, c_n) = self.rnn(packed)  # h_n, c_n (2L, B, H), back in the batch order
+            packed_output, (h_n, c_n) = self.rnn(pack(vectors, lengths))  # h_n, c_n (2L, B, H) in batch order
             output = pad_packed_sequence(packed_output, batch_first=True, total_length=time)[0]
         if not final_states:
             return [output], None, None
@@ -392,11 +405,7 @@ class CoveModel(CovePreTrainedModel):
             raise ValueError(
                 f"input_ids is empty (shape {tuple(input_ids.shape)}): the input text produced no tokens"
             )
-        if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size):
-            raise ValueError(
-                f"input_ids contain ids outside [0, {self.config.vocab_size}) (min {int(input_ids.min())}, "
-                f"max {int(input_ids.max())}): tokenizer and checkpoint do not match"
-            )
+        self.check_token_ids(input_ids)
         if attention_mask is None:
             return torch.ones_like(input_ids, dtype=torch.long)
         if attention_mask.shape != input_ids.shape:
@@ -404,6 +413,14 @@ class CoveModel(CovePreTrainedModel):
                 f"attention_mask shape {tuple(attention_mask.shape)} != input_ids shape {tuple(input_ids.shape)}"
             )
         return attention_mask
+
+    def check_token_ids(self, ids: torch.Tensor):
+        """Every id in `ids` must index the vocabulary (a clear error instead of one deep in the embedding)."""
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.config.vocab_size):
+            raise ValueError(
+                f"input_ids contain ids outside [0, {self.config.vocab_size}) (min {int(ids.min())}, "
+                f"max {int(ids.max())}): tokenizer and checkpoint do not match"
+            )
 
     def forward(
         self,
@@ -431,7 +448,17 @@ class CoveModel(CovePreTrainedModel):
         if output_final_states is None:
             output_final_states = self.config.output_final_states
         attention_mask = self.check_inputs(input_ids, attention_mask)
-        lengths = lengths_from_mask(attention_mask)
+        lengths = lengths_from_mask(attention_mask).cpu()  # (B,) on the host: packing and the checks below read it
+        return self.forward_checked(input_ids, attention_mask, lengths, output_hidden_states, output_final_states,
+                                    return_dict)
+
+    def forward_checked(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor], lengths: torch.Tensor,
+                        output_hidden_states: bool, output_final_states: bool, return_dict: bool):
+        """`forward` after its checks: `input_ids` (B, T) valid ids, `attention_mask` (B, T) right-padded (None = no
+        padding), `lengths` (B,) its row sums *on the host*. Reads nothing back from the device on the way, so on a
+        GPU the host can queue the next batch while this one runs (`encode`)."""
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
         mask = attention_mask.unsqueeze(-1).to(self.embeddings.weight.dtype)  # (B, T, 1)
         has_padding = bool((lengths < input_ids.shape[1]).any())  # no padding: masking would multiply by ones
 
@@ -478,11 +505,15 @@ class CoveModel(CovePreTrainedModel):
         """Texts (or lists of token ids) -> one `(T_i, config.output_size)` tensor per input, in the input order.
 
         The fast path for feature extraction. Inputs are sorted by length and batched with their neighbours
-        (`length_bucketed_batches`), so batches hold equal or near-equal lengths; they run unpacked, without final
-        states (`output_final_states=False`), on the fused LSTM kernel, and padded ids are gathered from one flat
-        tensor (no per-item tensor building). Results equal running each input alone (tested). An empty input
-        gives a `(0, output_size)` tensor. `tokenizer` is required for strings; it must be the checkpoint's
-        tokenizer. Runs in the model's current mode (eval after `from_pretrained`).
+        (`length_bucketed_batches`), so batches hold equal or near-equal lengths; they run without final states
+        (`output_final_states=False`): on CPU unpacked, on the fused LSTM kernel. Where the top layer runs as one
+        packed call (`CoveEncoder.uses_single_call`: CUDA), packing wastes no work on padding, so batches are cut by
+        size alone. Padded ids are gathered from one flat tensor (no per-item tensor building), the ids are checked
+        once on the host, and on a GPU each batch goes over in pinned memory, without a wait: nothing in the loop
+        reads back from the device, so the host queues the next batch while the GPU runs this one. Results equal
+        running each input alone (tested). An empty input gives a `(0, output_size)` tensor. `tokenizer` is
+        required for strings; it must be the checkpoint's tokenizer. Runs in the model's current mode (eval after
+        `from_pretrained`).
         """
         if isinstance(texts, str):
             raise TypeError("encode expects a list of texts; wrap a single text in a list")
@@ -497,27 +528,37 @@ class CoveModel(CovePreTrainedModel):
         results = [None] * len(ids)
         all_lengths = torch.tensor([len(x) for x in ids], dtype=torch.long)
         flat_ids = torch.tensor([token for x in ids for token in x] + [self.config.pad_token_id], dtype=torch.long)
+        self.check_token_ids(flat_ids)  # once, on the host: forward's per-batch device checks are skipped
         starts = all_lengths.cumsum(0) - all_lengths  # where each input begins in flat_ids
         pad_position = flat_ids.shape[0] - 1  # the pad id appended at the end
-        batches = length_bucketed_batches(all_lengths.tolist(), batch_size)
+        packed_top_layer = self.config.cove_output != "both" and self.encoder.uses_single_call(device)
+        min_ratio = 0.0 if packed_top_layer else UNPACKED_MIN_RATIO
+        batches = length_bucketed_batches(all_lengths.tolist(), batch_size, min_ratio)
         if progress:
             from tqdm.auto import tqdm
 
             batches = tqdm(batches, desc="encoding", unit=" batches")
         for batch in batches:
-            lengths = [len(ids[i]) for i in batch]
+            lengths = all_lengths[batch]  # (B,) on the host, longest first
             if lengths[0] == 0:  # the rest of the (sorted) batch is empty too
                 for i in batch:
                     results[i] = torch.zeros(0, self.config.output_size, device=device)
                 continue
-            index = torch.tensor(batch)
-            steps = torch.arange(lengths[0]).unsqueeze(0)  # (1, T)
-            valid = steps < all_lengths[index].unsqueeze(1)  # (B, T)
-            positions = torch.where(valid, starts[index].unsqueeze(1) + steps, pad_position)
+            steps = torch.arange(int(lengths[0])).unsqueeze(0)  # (1, T)
+            valid = steps < lengths.unsqueeze(1)  # (B, T)
+            positions = torch.where(valid, starts[batch].unsqueeze(1) + steps, pad_position)
             input_ids = flat_ids[positions]  # (B, T), right-padded
-            mask = None if lengths[-1] == lengths[0] else valid.long().to(device)
-            hidden = self(input_ids=input_ids.to(device), attention_mask=mask,
-                          output_final_states=False).last_hidden_state
-            for row, i in enumerate(batch):
-                results[i] = hidden[row, : lengths[row]]
+            mask = None if lengths[-1] == lengths[0] else to_device_async(valid.long(), device)
+            hidden = self.forward_checked(to_device_async(input_ids, device), mask, lengths, output_hidden_states=False,
+                                          output_final_states=False, return_dict=True).last_hidden_state
+            for row, (i, length) in enumerate(zip(batch, lengths.tolist())):
+                results[i] = hidden[row, :length]
         return results
+
+
+def to_device_async(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on `device`; to a GPU through pinned memory without waiting for the copy (the copy is queued
+    before any kernel that reads it). A no-op on CPU."""
+    if device.type != "cuda":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)

@@ -12,6 +12,8 @@ one process (ratios are what count). Writes benchmarks/results/training.json.
 - BCN: `transformers.Trainer` as `scripts/train_classifier.py` builds it (TREC-6, vectors + CoVe from the feature
   cache, no evaluation or saving during the timed steps) vs a plain loop (DataLoader with the same collator, the
   same fused AdamW, clipping) — examples/s; and the Trainer with length-grouped sampling (`group_by_length`).
+- `--trainer-variants`: also the Trainer with one setting of `train_classifier.make_training_arguments` switched
+  (pinned DataLoader batches; the NaN/Inf loss filter, which reads the loss back at every step).
 - `--mt-epoch`: also one whole Multi30k training epoch of `train_mt.py` (cove-small preset, all 29k pairs),
   its wall time and target tokens/s.
 The models hold random weights (a checkpoint built from the data's own vocabulary): speed does not depend on them.
@@ -193,13 +195,15 @@ def bench_bcn(args, work: Path) -> dict:
                               layer_width=template.config.encoder_output_size, stores=[store])
     steps, batch_size = args.bcn_steps, hp["batch_size"]
 
-    def trainer(sampling: str) -> dict:
+    def trainer(sampling: str, **overrides) -> dict:
         model = tc.build_model(encoder_dir, "vectors+cove", labels, hp, seed=1)
         targs = tc.make_training_arguments(work / f"bcn-trainer-{sampling}", hp, seed=1, max_steps=steps,
                                            sampling=sampling, evaluate_during_training=False, logging_steps=10,
                                            use_cpu=args.device == "cpu")
         targs.save_strategy = "no"
         targs.disable_tqdm = True
+        for name, value in overrides.items():  # --trainer-variants: one TrainingArguments field changed
+            setattr(targs, name, value)
         result = tc.build_trainer(model, targs, train, None, collator).train()
         seconds = result.metrics["train_runtime"]
         return {"seconds": seconds, "examples_per_s": steps * batch_size / seconds}
@@ -225,11 +229,19 @@ def bench_bcn(args, work: Path) -> dict:
         seconds = time.perf_counter() - start
         return {"seconds": seconds, "examples_per_s": steps * batch_size / seconds}
 
-    runs = {"trainer_random": [], "plain_random": [], "trainer_group_by_length": []}
+    # --trainer-variants: the Trainer with one of its per-step costs turned the other way (what train_classifier
+    # sets is the baseline, "trainer_random"): pinned DataLoader batches, and the NaN/Inf loss filter, whose
+    # `isnan(loss) or isinf(loss)` reads the loss back from the device at every step
+    variants = {f"trainer_{name}_{value}".lower(): {name: value}
+                for name, value in (("dataloader_pin_memory", not tc.PIN_MEMORY),
+                                    ("logging_nan_inf_filter", not tc.NAN_INF_FILTER))} if args.trainer_variants else {}
+    runs = {"trainer_random": [], "plain_random": [], "trainer_group_by_length": [], **{k: [] for k in variants}}
     for _ in range(args.repeats):
         runs["trainer_random"].append(trainer("random"))
         runs["plain_random"].append(plain())
         runs["trainer_group_by_length"].append(trainer("group_by_length"))
+        for name, overrides in variants.items():
+            runs[name].append(trainer("random", **overrides))
     best = {k: max(r["examples_per_s"] for r in v) for k, v in runs.items()}
     return {
         "what": f"BCN on TREC-6 (vectors + CoVe from the feature cache), batch {batch_size}, {steps} steps, "
@@ -240,6 +252,7 @@ def bench_bcn(args, work: Path) -> dict:
         "ratio_trainer_to_plain": round(best["trainer_random"] / best["plain_random"], 3),
         "overhead": round(1 - best["trainer_random"] / best["plain_random"], 3),
         "ratio_group_by_length_to_random": round(best["trainer_group_by_length"] / best["trainer_random"], 3),
+        **{f"ratio_{name}_to_trainer_random": round(best[name] / best["trainer_random"], 3) for name in variants},
     }
 
 
@@ -247,6 +260,8 @@ def main(argv=None):
     p = benchmark_arguments(__doc__, "training.json", batch_size=False)
     p.add_argument("--only", choices=["mt", "bcn"], default=None)
     p.add_argument("--mt-epoch", action="store_true", help="also time one whole Multi30k epoch of train_mt.py")
+    p.add_argument("--trainer-variants", action="store_true",
+                   help="also time the BCN Trainer with pinned batches and the NaN/Inf loss filter switched")
     args = p.parse_args(argv)
     args.device = str(resolve_device(args))
     if not Path(args.data_dir).is_dir():

@@ -381,6 +381,11 @@ def make_compute_metrics():
     return compute_metrics
 
 
+# Trainer settings with a per-step cost (benchmark_training.py --trainer-variants times each switched):
+PIN_MEMORY = True  # pin each collated batch before its copy to the GPU (transformers' default)
+NAN_INF_FILTER = True  # replace a NaN/Inf step loss in the logged average (transformers' default; reads the loss back)
+
+
 def make_training_arguments(output_dir, hp: dict, seed: int, max_steps: int = -1, gradient_accumulation_steps: int = 1,
                             batch_size=None, sampling: str = "random", evaluate_during_training=True,
                             logging_steps=None, use_cpu=None):
@@ -426,6 +431,8 @@ def make_training_arguments(output_dir, hp: dict, seed: int, max_steps: int = -1
         length_column_name="length",
         remove_unused_columns=False,  # the collator reads feature_store / feature_row
         dataloader_num_workers=0,
+        dataloader_pin_memory=PIN_MEMORY,
+        logging_nan_inf_filter=NAN_INF_FILTER,
         use_cpu=not torch.cuda.is_available() if use_cpu is None else use_cpu,
     )
 

@@ -416,6 +416,53 @@ def test_encode_bucketed_batches_equal_each_sentence_alone_in_order(tiny_checkpo
         model.encode("the cat", tokenizer)
 
 
+def test_encode_on_single_call_devices_cuts_batches_by_size_and_equals_each_alone(tiny_checkpoint, monkeypatch):
+    """Where the top layer runs as one packed call (CUDA; forced on CPU here), `encode` cuts its sorted batches by
+    size alone (packing spends nothing on padding) and packs them without a sort (already longest first): results
+    still equal each input alone, in order. A vocabulary mismatch is caught once on the host, with forward's
+    message; cove_output="both" keeps the near-equal batches."""
+    import modeling_cove.modeling_cove as modeling
+
+    _, model, tokenizer = tiny_checkpoint
+    model = copy.deepcopy(model)
+    model.config.cove_output = "top"
+    sentences = ["the cat sat on the mat .", "a dog", "", "the dog ran far away !", "cat", "a cat sat", "dog ran ."]
+    with torch.no_grad():
+        alone = [model(**tokenizer([s], return_tensors="pt")).last_hidden_state[0] if tokenizer(s)["input_ids"]
+                 else None for s in sentences]
+    monkeypatch.setattr(modeling, "SINGLE_CALL_DEVICE_TYPES", ("cpu",))
+    batch_sizes, packs = [], []
+    original_batches, original_pack = modeling.length_bucketed_batches, modeling.pack
+    monkeypatch.setattr(modeling, "length_bucketed_batches",
+                        lambda *a: [batch_sizes.append(len(b)) or b for b in original_batches(*a)])
+    monkeypatch.setattr(modeling, "pack", lambda *a: packs.append(original_pack(*a)) or packs[-1])
+    encoded = model.encode(sentences, tokenizer, batch_size=4)
+    assert batch_sizes == [4, 3]  # lengths 7, 6, 3, 3 | 2, 1, 0: by size, not the 0.75 ratio
+    assert packs and all(p.sorted_indices is None for p in packs)  # packed as they came: no sort, no index copy
+    for vectors, reference in zip(encoded, alone):
+        if reference is None:
+            assert vectors.shape == (0, model.config.output_size)
+        else:
+            assert vectors.shape == reference.shape and (vectors - reference).abs().max() <= 1e-5
+    with pytest.raises(ValueError, match="outside \\[0, 16\\)"):
+        model.encode([[1, 2], [99]])
+    model.config.cove_output = "both"
+    batch_sizes.clear()
+    model.encode(sentences, tokenizer, batch_size=4)
+    assert batch_sizes == [2, 2, 1, 1, 1]  # the per-layer path: near-equal batches
+
+
+def test_pack_keeps_sorted_rows_in_place_and_sorts_others():
+    from modeling_cove.modeling_cove import pack
+
+    x = torch.randn(3, 4, 2)
+    in_order = pack(x, torch.tensor([4, 3, 1]))
+    assert in_order.sorted_indices is None and in_order.batch_sizes.tolist() == [3, 2, 2, 1]
+    shuffled = pack(x, torch.tensor([1, 4, 3]))
+    assert shuffled.sorted_indices.tolist() == [1, 2, 0]
+    assert torch.equal(shuffled.data[:3], x[[1, 2, 0], 0])
+
+
 def test_length_bucketed_batches_sorted_near_equal_and_complete():
     from modeling_cove.modeling_cove import length_bucketed_batches
 
