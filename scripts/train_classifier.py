@@ -381,9 +381,13 @@ def make_compute_metrics():
     return compute_metrics
 
 
-# Trainer settings with a per-step cost (benchmark_training.py --trainer-variants times each switched):
-PIN_MEMORY = True  # pin each collated batch before its copy to the GPU (transformers' default)
-NAN_INF_FILTER = True  # replace a NaN/Inf step loss in the logged average (transformers' default; reads the loss back)
+# Two of transformers' defaults cost time at every step on a GPU; both are off here (benchmark_training.py
+# --trainer-variants times each switched back on; on an H200 each cost ~5% of the BCN's examples/s):
+# - pinning each collated batch: the Trainer's copy to the GPU blocks anyway, so pinning is one more host copy;
+# - the NaN/Inf loss filter: `isnan(loss) or isinf(loss)` reads the loss back from the GPU at every step, stalling
+#   the queue. Without it a NaN/Inf loss shows up in the logged average instead of being replaced there.
+PIN_MEMORY = False
+NAN_INF_FILTER = False
 
 
 def make_training_arguments(output_dir, hp: dict, seed: int, max_steps: int = -1, gradient_accumulation_steps: int = 1,
