@@ -381,13 +381,12 @@ def make_compute_metrics():
     return compute_metrics
 
 
-# Two of transformers' defaults cost time at every step on a GPU; both are off here (benchmark_training.py
-# --trainer-variants times each switched back on; on an H200 each cost ~5% of the BCN's examples/s):
-# - pinning each collated batch: the Trainer's copy to the GPU blocks anyway, so pinning is one more host copy;
-# - the NaN/Inf loss filter: `isnan(loss) or isinf(loss)` reads the loss back from the GPU at every step, stalling
-#   the queue. Without it a NaN/Inf loss shows up in the logged average instead of being replaced there.
-PIN_MEMORY = False
-NAN_INF_FILTER = False
+# Two of transformers' defaults with a per-step cost on a GPU, kept: pinning each collated batch (one more host copy
+# before a copy that blocks anyway) and the NaN/Inf loss filter (`isnan(loss) or isinf(loss)` reads the loss back at
+# every step). benchmark_training.py --trainer-variants times each switched; on an H200 neither changed the BCN's
+# examples/s beyond the run-to-run noise (benchmarks/results/training_bcn_cuda*.json).
+PIN_MEMORY = True
+NAN_INF_FILTER = True
 
 
 def make_training_arguments(output_dir, hp: dict, seed: int, max_steps: int = -1, gradient_accumulation_steps: int = 1,
