@@ -316,6 +316,19 @@ class CoveForSequenceClassification(CovePreTrainedModel):
     def _encoder_needs_grad(self) -> bool:
         return torch.is_grad_enabled() and any(p.requires_grad for p in self.cove.parameters())
 
+    def cove_layers(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple:
+        """`self.cove(...).hidden_states` for the layers this model reads. When that is the top layer alone and the
+        encoder's `last_hidden_state` is exactly that layer (no word vectors, no layer 1, no char n-grams in it), it
+        is read from there: a top-layer-only request, which on a GPU runs the MT-LSTM as one cuDNN call
+        (`CoveEncoder.run_single_call`) instead of per layer and direction. Same values either way (tested)."""
+        config = self.config
+        top = config.num_hidden_layers
+        if (self.layer_indices == [top] and not config.include_word_vectors and config.cove_output == "top"
+                and config.char_ngram_dim == 0):
+            output = self.cove(input_ids, attention_mask, output_final_states=False)
+            return (None,) * top + (output.last_hidden_state,)
+        return self.cove(input_ids, attention_mask, output_hidden_states=True, output_final_states=False).hidden_states
+
     def compute_cove_hidden_states(
         self,
         input_ids: torch.Tensor,
@@ -335,8 +348,7 @@ class CoveForSequenceClassification(CovePreTrainedModel):
             return tuple(states)
         with torch.set_grad_enabled(self._encoder_needs_grad()):
             if not bool((ly > 0).any()):  # single texts: one encoder pass
-                hidden = self.cove(input_ids, attention_mask, output_hidden_states=True,
-                                   output_final_states=False).hidden_states
+                hidden = self.cove_layers(input_ids, attention_mask)
                 for k in self.layer_indices:
                     states[k] = hidden[k]
                 return tuple(states)
@@ -346,7 +358,7 @@ class CoveForSequenceClassification(CovePreTrainedModel):
             for start, length in ((starts, lx), (lx, ly)):
                 ids = take_segment(input_ids, start, length)
                 mask = (torch.arange(ids.shape[1], device=ids.device)[None, :] < length[:, None]).long()
-                parts.append(self.cove(ids, mask, output_hidden_states=True, output_final_states=False).hidden_states)
+                parts.append(self.cove_layers(ids, mask))
             time = input_ids.shape[1]
             positions = torch.arange(time, device=input_ids.device)[None, :]  # (1, T)
             in_first = (positions < lx[:, None]).unsqueeze(-1)  # (B, T, 1)

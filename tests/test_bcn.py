@@ -340,6 +340,24 @@ def test_precomputed_cove_features_give_identical_logits(mode):
     assert torch.equal(model(ids, mask, tt, cove_hidden_states=hidden).logits, model(ids, mask, tt).logits)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_top_layer_reads_take_the_single_call_path_with_the_same_logits(mode, monkeypatch):
+    """A BCN reading only the top MT-LSTM layer ("vectors+cove", "cove") asks the encoder for that layer alone, which
+    on a GPU runs the MT-LSTM as one cuDNN call. Forced on CPU here: logits (single texts and pairs) equal the
+    per-layer path, and the single call runs exactly for those modes; the scalar mix reads layer 1 as well."""
+    import modeling_cove.modeling_cove as modeling
+
+    model = tiny_model(bcn_input=mode, seed=5)
+    expected = [model(*batch(SENTENCES, pairs)).logits for pairs in (None, SECONDS)]
+    monkeypatch.setattr(modeling, "SINGLE_CALL_DEVICE_TYPES", ("cpu",))
+    calls = []
+    original = model.cove.encoder.run_single_call
+    monkeypatch.setattr(model.cove.encoder, "run_single_call", lambda *a: calls.append(1) or original(*a))
+    for pairs, reference in zip((None, SECONDS), expected):
+        assert (model(*batch(SENTENCES, pairs)).logits - reference).abs().max() <= 1e-5
+    assert len(calls) == {"vectors+cove": 3, "cove": 3, "scalar_mix": 0, "vectors": 0}[mode]  # pairs: 2 calls
+
+
 def test_precomputed_features_are_checked():
     model = tiny_model()
     ids, mask, tt = batch(SENTENCES)
