@@ -452,6 +452,16 @@ class CoveModel(CovePreTrainedModel):
         return self.forward_checked(input_ids, attention_mask, lengths, output_hidden_states, output_final_states,
                                     return_dict)
 
+    def reads_top_layer_only(self, output_hidden_states: bool) -> bool:
+        """Whether a forward reads the MT-LSTM's top layer alone: no hidden states, no layer 1 in the output."""
+        return not output_hidden_states and self.config.cove_output != "both"
+
+    def output_is_top_layer(self) -> bool:
+        """Whether `last_hidden_state` is the top MT-LSTM layer and nothing else (CoVe(w) of eq. 5: no word vectors,
+        no layer 1, no char n-grams concatenated to it in `forward_checked`)."""
+        config = self.config
+        return self.reads_top_layer_only(False) and not config.include_word_vectors and config.char_ngram_dim == 0
+
     def forward_checked(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor], lengths: torch.Tensor,
                         output_hidden_states: bool, output_final_states: bool, return_dict: bool):
         """`forward` after its checks: `input_ids` (B, T) valid ids, `attention_mask` (B, T) right-padded (None = no
@@ -466,7 +476,7 @@ class CoveModel(CovePreTrainedModel):
         if has_padding:
             vectors = vectors * mask
         # eq. 1/5: CoVe(w) = MT-LSTM(GloVe(w)); empty rows run on one pad step and are masked to zero below
-        top_only = not output_hidden_states and self.config.cove_output != "both"
+        top_only = self.reads_top_layer_only(output_hidden_states)
         layers, final_h, final_c = self.encoder(vectors, lengths.clamp(min=1), final_states=output_final_states,
                                                 top_only=top_only)
         if has_padding:
@@ -531,7 +541,7 @@ class CoveModel(CovePreTrainedModel):
         self.check_token_ids(flat_ids)  # once, on the host: forward's per-batch device checks are skipped
         starts = all_lengths.cumsum(0) - all_lengths  # where each input begins in flat_ids
         pad_position = flat_ids.shape[0] - 1  # the pad id appended at the end
-        packed_top_layer = self.config.cove_output != "both" and self.encoder.uses_single_call(device)
+        packed_top_layer = self.reads_top_layer_only(False) and self.encoder.uses_single_call(device)
         min_ratio = 0.0 if packed_top_layer else UNPACKED_MIN_RATIO
         batches = length_bucketed_batches(all_lengths.tolist(), batch_size, min_ratio)
         if progress:

@@ -321,10 +321,8 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         encoder's `last_hidden_state` is exactly that layer (no word vectors, no layer 1, no char n-grams in it), it
         is read from there: a top-layer-only request, which on a GPU runs the MT-LSTM as one cuDNN call
         (`CoveEncoder.run_single_call`) instead of per layer and direction. Same values either way (tested)."""
-        config = self.config
-        top = config.num_hidden_layers
-        if (self.layer_indices == [top] and not config.include_word_vectors and config.cove_output == "top"
-                and config.char_ngram_dim == 0):
+        top = self.config.num_hidden_layers
+        if self.layer_indices == [top] and self.cove.output_is_top_layer():
             output = self.cove(input_ids, attention_mask, output_final_states=False)
             return (None,) * top + (output.last_hidden_state,)
         return self.cove(input_ids, attention_mask, output_hidden_states=True, output_final_states=False).hidden_states
