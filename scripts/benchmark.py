@@ -43,40 +43,24 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def machine_info() -> dict:
-    cpu = platform.processor()
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+        cpuinfo = Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
-    flags = ""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        pass
-    info = {"cpu": cpu, "logical_cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "load_average_at_start": os.getloadavg(),
-            "avx512_bf16": "avx512_bf16" in flags, "amx_bf16": "amx_bf16" in flags, "cpu_model": cpu_model(),
+        cpuinfo = ""
+    fields = {}  # the first CPU's "key: value" lines
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    # family/model/stepping as well as the name: VMs report one model name for different CPU generations
+    cpu_model = "/".join(fields.get(k, "?") for k in ("cpu family", "model", "stepping")) if cpuinfo else "unknown"
+    info = {"cpu": fields.get("model name", platform.processor()), "logical_cores": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(), "load_average_at_start": os.getloadavg(),
+            "avx512_bf16": "avx512_bf16" in cpuinfo, "amx_bf16": "amx_bf16" in cpuinfo, "cpu_model": cpu_model,
             "torch": torch.__version__, "python": platform.python_version()}
     if torch.cuda.is_available():
         info.update(gpu=torch.cuda.get_device_name(0), gpu_count=torch.cuda.device_count(),
                     cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version())
     return info
-
-
-def cpu_model() -> str:
-    """family/model/stepping from /proc/cpuinfo: VMs report the same model name for different CPU generations."""
-    fields = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() in ("cpu family", "model", "stepping") and key.strip() not in fields:
-                fields[key.strip()] = value.strip()
-    except OSError:
-        return "unknown"
-    return "/".join(fields.get(k, "?") for k in ("cpu family", "model", "stepping"))
 
 
 def git_commit() -> str:
