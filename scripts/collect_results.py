@@ -2,7 +2,8 @@
 """Collect the real-run outputs under runs/ into benchmarks/results/*.json (figures only, each with the command and
 commit that made it). benchmarks/RESULTS.md is written by hand from these files.
 
-    python scripts/collect_results.py   # classification.json (mean ± std over seeds), mt_multi30k.json, squad.json,
+    python scripts/collect_results.py   # classification.json (mean ± std over seeds, each column minus the vectors
+                                        # paired by seed), mt_multi30k.json, squad.json,
                                         # main_cove_small.json, main_embedded.json (+ .md)
     python scripts/collect_results.py --merge   # add runs/' BCN runs to the classification.json there is
 
@@ -44,6 +45,50 @@ def mean_std(values, digits: int = 2):
         return None
     return {"mean": round(statistics.mean(values), digits),
             "std": round(statistics.stdev(values), digits) if len(values) > 1 else 0.0, "n": len(values)}
+
+
+# Student's t, two-sided 95% (the 0.975 quantile) by degrees of freedom; beyond 30 the normal 1.96
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def paired_difference(runs_a: list, runs_b: list, key: str) -> dict:
+    """Column a minus column b on the seeds both ran (a seed fixes the batch order and the validation split for every
+    column): mean and std of the per-seed differences, a 95% t interval of the mean, and on how many seeds a is
+    higher. None when no seed is shared."""
+    a, b = {r["seed"]: r[key] for r in runs_a}, {r["seed"]: r[key] for r in runs_b}
+    seeds = sorted(set(a) & set(b))
+    if not seeds:
+        return None
+    diffs = [a[s] - b[s] for s in seeds]
+    mean = statistics.mean(diffs)
+    entry = {"seeds": seeds, "mean": round(mean, 2), "higher_on": sum(d > 0 for d in diffs),
+             "lower_on": sum(d < 0 for d in diffs)}
+    if len(diffs) > 1:
+        std = statistics.stdev(diffs)
+        df = len(diffs) - 1
+        half = (T_975[df - 1] if df <= len(T_975) else 1.96) * std / len(diffs) ** 0.5
+        entry.update(std=round(std, 2), ci95=[round(mean - half, 2), round(mean + half, 2)])
+    return entry
+
+
+def versus_vectors(results: dict) -> dict:
+    """Per task, each other column minus the vectors-only column, paired by seed, on test and best validation
+    accuracy: the bar "vectors + CoVe-S not below vectors only" with its uncertainty."""
+    table = {}
+    for task, columns in results.items():
+        if "vectors" not in columns:
+            continue
+        for column, cell in columns.items():
+            if column == "vectors":
+                continue
+            test = paired_difference(cell["runs"], columns["vectors"]["runs"], "test_accuracy")
+            if test:
+                table.setdefault(task, {})[f"{column} - vectors"] = {
+                    "test_accuracy": test,
+                    "validation_accuracy": paired_difference(cell["runs"], columns["vectors"]["runs"],
+                                                             "best_validation_accuracy")}
+    return table
 
 
 def full_runs(runs: Path, pattern: str, subsampled: bool = False):
@@ -203,6 +248,7 @@ def main(argv=None):
             }
         if args.merge and existing.exists():
             report = merge_classification(json.loads(existing.read_text()), report)
+        report["versus_vectors"] = versus_vectors(report["results"])
         existing.write_text(json.dumps(report, indent=2) + "\n")
         print("classification:", {t: {c: e["test_accuracy"] for c, e in cols.items()}
                                   for t, cols in report["results"].items()})

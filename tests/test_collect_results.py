@@ -157,3 +157,28 @@ def test_merge_keeps_what_runs_lacks(tmp_path):
     collect(["--runs", str(runs2), "--out", str(out), "--merge"])
     merged = json.loads((out / "classification.json").read_text())
     assert [r["test_accuracy"] for r in merged["results"]["trec6"]["vectors"]["runs"]] == [84.0, 80.0]
+
+
+def test_columns_versus_vectors_paired_by_seed(tmp_path):
+    """Each column minus the vectors-only column on the seeds both ran, with a 95% t interval computed by hand."""
+    runs = tmp_path / "runs"
+    for seed, vectors, cove in ((1, 0.90, 0.89), (2, 0.92, 0.93), (3, 0.91, 0.90)):
+        write_run(runs, f"bcn/trec6/vectors-seed{seed}", "trec6", "vectors", seed, 0.2, vectors, 0.88)
+        write_run(runs, f"bcn/trec6/vectors+cove-seed{seed}", "trec6", "vectors+cove", seed, 0.2, cove, 0.87)
+    write_run(runs, "bcn/trec6/vectors+cove-seed4", "trec6", "vectors+cove", 4, 0.2, 0.99, 0.99)  # no pair: left out
+    write_run(runs, "bcn/trec6/random-seed2", "trec6", "random", 2, 0.2, 0.85, 0.80)
+    write_run(runs, "bcn/sst5/vectors+cove-seed1", "sst5", "vectors+cove", 1, 0.2, 0.45, 0.44)  # no vectors column
+    collect(["--runs", str(runs), "--out", str(tmp_path / "out")])
+    table = json.loads((tmp_path / "out" / "classification.json").read_text())["versus_vectors"]
+
+    assert list(table) == ["trec6"]
+    cove = table["trec6"]["vectors+cove - vectors"]
+    diffs = [-1.0, 1.0, -1.0]
+    half = 4.303 * statistics.stdev(diffs) / 3 ** 0.5  # t(0.975, df 2)
+    mean = statistics.mean(diffs)
+    assert cove["test_accuracy"] == {"seeds": [1, 2, 3], "mean": round(mean, 2), "higher_on": 1, "lower_on": 2,
+                                     "std": round(statistics.stdev(diffs), 2),
+                                     "ci95": [round(mean - half, 2), round(mean + half, 2)]}
+    assert cove["validation_accuracy"]["mean"] == -1.0 and cove["validation_accuracy"]["std"] == 0.0
+    assert table["trec6"]["random - vectors"]["test_accuracy"] == {"seeds": [2], "mean": -7.0, "higher_on": 0,
+                                                                   "lower_on": 1}
