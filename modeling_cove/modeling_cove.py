@@ -77,6 +77,34 @@ def length_bucketed_batches(lengths: list, batch_size: int, min_ratio: float = U
     return batches
 
 
+# Cost of one time step of an unpacked batch, in rows: a step of B rows takes about (STEP_OVERHEAD_ROWS + B) times
+# the work of one row-step (the fixed part: per-step kernel calls and small-GEMM inefficiency). Fitted on IMDb's
+# encode batches on the 2-thread CPU (0.75 + 0.03 * B ms per step for B = 1..64, both layers and directions).
+STEP_OVERHEAD_ROWS = 25
+
+
+def merge_small_batches(batches: list, lengths: list, batch_size: int,
+                        step_overhead_rows: float = STEP_OVERHEAD_ROWS) -> list:
+    """Neighbouring batches of `length_bucketed_batches` joined while one batch is estimated to cost less than two:
+    a batch runs max-length steps of (step_overhead_rows + rows) row-steps each. Joins only what fits in
+    `batch_size`, so it acts on the short, sparse tail of a length distribution, where the ratio cut leaves batches
+    of a few rows that pay each step's fixed cost for little work (IMDb: 11 batches, the last five of 20, 12, 6, 4 and
+    1 rows, become 7). The joined batches hold more padding, so they must run unpacked whatever their lengths
+    (`encode` asks for that)."""
+
+    def cost(batch):  # lengths are sorted longest first within and across batches
+        return lengths[batch[0]] * (step_overhead_rows + len(batch))
+
+    merged = []
+    for batch in batches:
+        if merged and len(merged[-1]) + len(batch) <= batch_size and \
+                cost(merged[-1] + batch) < cost(merged[-1]) + cost(batch):
+            merged[-1] = merged[-1] + batch
+        else:
+            merged.append(batch)
+    return merged
+
+
 def pack(vectors: torch.Tensor, lengths: torch.Tensor):
     """`pack_padded_sequence` of right-padded `(B, T, C)` rows with host-side `lengths` (B,). Rows already sorted
     longest first (as `CoveModel.encode` batches them) are packed as they are: no sort, and on a GPU no index copy
@@ -196,21 +224,25 @@ class CoveEncoder(nn.Module):
         return outputs
 
     def forward(self, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool = True,
-                top_only: bool = False):
+                top_only: bool = False, unpacked: Optional[bool] = None):
         """vectors: (B, T, 300) word vectors, zero at padding; lengths: (B,) tokens per row (>= 1).
 
         Returns a list with each layer's output (B, T, 2H) (zero at padding when packed; unspecified at padding
         on the unpacked path), and final h and c as (B, L, 2H) (None when `final_states=False`). `top_only=True`
         says only the last layer's output will be read: on SINGLE_CALL_DEVICE_TYPES the list then holds that
-        layer alone (`run_single_call`); elsewhere it changes nothing.
+        layer alone (`run_single_call`); elsewhere it changes nothing. Without final states a padded batch runs
+        unpacked when `unpacked` is True (a caller that cut its batches by cost, `encode`), or, when it is None,
+        when its lengths are near-equal (all >= UNPACKED_MIN_RATIO of the longest).
         """
         batch, time, _ = vectors.shape
         uniform = bool((lengths == time).all())
         if top_only and self.uses_single_call(vectors.device):
             return self.run_single_call(vectors, lengths, uniform, final_states)
-        if not uniform and not final_states and bool(lengths.min() >= UNPACKED_MIN_RATIO * time):
-            # near-equal lengths, outputs only: unpacked, one direction at a time, on the fused kernel. Widely
-            # mixed lengths are packed instead: unpacked they would spend most of the work on padding.
+        if unpacked is None:
+            unpacked = bool(lengths.min() >= UNPACKED_MIN_RATIO * time)
+        if not uniform and not final_states and unpacked:
+            # outputs only: unpacked, one direction at a time, on the fused kernel. Widely mixed lengths are packed
+            # by default: unpacked they would spend most of the work on padding.
             return self.run_unpacked(vectors, lengths), None, None
         if uniform:  # equal lengths: nothing to pack
             layer_input, batch_sizes = vectors, None
@@ -463,10 +495,11 @@ class CoveModel(CovePreTrainedModel):
         return self.reads_top_layer_only(False) and not config.include_word_vectors and config.char_ngram_dim == 0
 
     def forward_checked(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor], lengths: torch.Tensor,
-                        output_hidden_states: bool, output_final_states: bool, return_dict: bool):
+                        output_hidden_states: bool, output_final_states: bool, return_dict: bool,
+                        unpacked: Optional[bool] = None):
         """`forward` after its checks: `input_ids` (B, T) valid ids, `attention_mask` (B, T) right-padded (None = no
         padding), `lengths` (B,) its row sums *on the host*. Reads nothing back from the device on the way, so on a
-        GPU the host can queue the next batch while this one runs (`encode`)."""
+        GPU the host can queue the next batch while this one runs (`encode`). `unpacked`: see `CoveEncoder.forward`."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         mask = attention_mask.unsqueeze(-1).to(self.embeddings.weight.dtype)  # (B, T, 1)
@@ -478,7 +511,7 @@ class CoveModel(CovePreTrainedModel):
         # eq. 1/5: CoVe(w) = MT-LSTM(GloVe(w)); empty rows run on one pad step and are masked to zero below
         top_only = self.reads_top_layer_only(output_hidden_states)
         layers, final_h, final_c = self.encoder(vectors, lengths.clamp(min=1), final_states=output_final_states,
-                                                top_only=top_only)
+                                                top_only=top_only, unpacked=unpacked)
         if has_padding:
             layers = [layer * mask for layer in layers]  # (B, T, 600) each, zero at padding
 
@@ -515,8 +548,9 @@ class CoveModel(CovePreTrainedModel):
         """Texts (or lists of token ids) -> one `(T_i, config.output_size)` tensor per input, in the input order.
 
         The fast path for feature extraction. Inputs are sorted by length and batched with their neighbours
-        (`length_bucketed_batches`), so batches hold equal or near-equal lengths; they run without final states
-        (`output_final_states=False`): on CPU unpacked, on the fused LSTM kernel. Where the top layer runs as one
+        (`length_bucketed_batches`), so batches hold equal or near-equal lengths, and the few-row batches of a sparse
+        tail of short inputs are joined where that is estimated to be cheaper (`merge_small_batches`); they run
+        without final states (`output_final_states=False`): on CPU unpacked, on the fused LSTM kernel. Where the top layer runs as one
         packed call (`CoveEncoder.uses_single_call`: CUDA), packing wastes no work on padding, so batches are cut by
         size alone. Padded ids are gathered from one flat tensor (no per-item tensor building), the ids are checked
         once on the host, and on a GPU each batch goes over in pinned memory, without a wait: nothing in the loop
@@ -542,8 +576,11 @@ class CoveModel(CovePreTrainedModel):
         starts = all_lengths.cumsum(0) - all_lengths  # where each input begins in flat_ids
         pad_position = flat_ids.shape[0] - 1  # the pad id appended at the end
         packed_top_layer = self.reads_top_layer_only(False) and self.encoder.uses_single_call(device)
-        min_ratio = 0.0 if packed_top_layer else UNPACKED_MIN_RATIO
-        batches = length_bucketed_batches(all_lengths.tolist(), batch_size, min_ratio)
+        if packed_top_layer:
+            batches = length_bucketed_batches(all_lengths.tolist(), batch_size, min_ratio=0.0)
+        else:
+            batches = merge_small_batches(length_bucketed_batches(all_lengths.tolist(), batch_size),
+                                          all_lengths.tolist(), batch_size)
         if progress:
             from tqdm.auto import tqdm
 
@@ -560,7 +597,8 @@ class CoveModel(CovePreTrainedModel):
             input_ids = flat_ids[positions]  # (B, T), right-padded
             mask = None if lengths[-1] == lengths[0] else to_device_async(valid.long(), device)
             hidden = self.forward_checked(to_device_async(input_ids, device), mask, lengths, output_hidden_states=False,
-                                          output_final_states=False, return_dict=True).last_hidden_state
+                                          output_final_states=False, return_dict=True,
+                                          unpacked=not packed_top_layer).last_hidden_state
             for row, (i, length) in enumerate(zip(batch, lengths.tolist())):
                 results[i] = hidden[row, :length]
         return results

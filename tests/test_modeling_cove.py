@@ -434,7 +434,7 @@ def test_encode_on_single_call_devices_cuts_batches_by_size_and_equals_each_alon
     batch_sizes, packs = [], []
     original_batches, original_pack = modeling.length_bucketed_batches, modeling.pack
     monkeypatch.setattr(modeling, "length_bucketed_batches",
-                        lambda *a: [batch_sizes.append(len(b)) or b for b in original_batches(*a)])
+                        lambda *a, **k: [batch_sizes.append(len(b)) or b for b in original_batches(*a, **k)])
     monkeypatch.setattr(modeling, "pack", lambda *a: packs.append(original_pack(*a)) or packs[-1])
     encoded = model.encode(sentences, tokenizer, batch_size=4)
     assert batch_sizes == [4, 3]  # lengths 7, 6, 3, 3 | 2, 1, 0: by size, not the 0.75 ratio
@@ -449,7 +449,7 @@ def test_encode_on_single_call_devices_cuts_batches_by_size_and_equals_each_alon
     model.config.cove_output = "both"
     batch_sizes.clear()
     model.encode(sentences, tokenizer, batch_size=4)
-    assert batch_sizes == [2, 2, 1, 1, 1]  # the per-layer path: near-equal batches
+    assert batch_sizes == [2, 2, 1, 1, 1]  # the per-layer path: near-equal batches (then joined by cost)
 
 
 def test_pack_keeps_sorted_rows_in_place_and_sorts_others():
@@ -472,6 +472,45 @@ def test_length_bucketed_batches_sorted_near_equal_and_complete():
     assert batches == [[1, 7, 2], [5, 6], [8, 0, 3], [4, 9]]
     assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
     assert length_bucketed_batches([], batch_size=4) == []
+
+
+def test_merge_small_batches_joins_the_sparse_tail_where_one_batch_costs_less():
+    """Neighbouring batches join while max-length x (overhead + rows) of the joined batch is below the sum of the
+    two and the rows fit the batch size; computed by hand."""
+    from modeling_cove.modeling_cove import length_bucketed_batches, merge_small_batches
+
+    lengths = [100, 100, 100, 100, 60, 40, 20, 10]
+    runs = length_bucketed_batches(lengths, batch_size=8)
+    assert runs == [[0, 1, 2, 3], [4], [5], [6], [7]]  # the 0.75 ratio cuts every tail item alone
+    # overhead 25 rows: each join saves a batch's steps, e.g. 100 x 30 < 100 x 29 + 60 x 26: one batch
+    assert merge_small_batches(runs, lengths, 8, step_overhead_rows=25) == [list(range(8))]
+    # overhead 2: [100 x4, 60, 40] (100 x 8 = 800 < 700 + 40 x 3); + 20 would cost 900 > 800 + 20 x 3; 20 + 10 join
+    assert merge_small_batches(runs, lengths, 8, step_overhead_rows=2) == [[0, 1, 2, 3, 4, 5], [6, 7]]
+    # the batch size bounds a join: 5 rows, then [40, 20, 10] (40 x 28 < 40 x 26 + 20 x 26, and so on)
+    assert merge_small_batches(runs, lengths, 5, step_overhead_rows=25) == [[0, 1, 2, 3, 4], [5, 6, 7]]
+    # no overhead: a join never pays (the longer batch's steps only grow), and empty inputs never join
+    assert merge_small_batches(runs, lengths, 8, step_overhead_rows=0) == runs
+    assert merge_small_batches([[0], [1]], [3, 0], 8) == [[0], [1]]
+    assert merge_small_batches([], [], 8) == []
+
+
+def test_encode_runs_a_joined_mixed_batch_unpacked_and_equal_each_alone(tiny_checkpoint, monkeypatch):
+    """Lengths 7, 6, 2, 1: the ratio cut gives [7, 6], [2], [1]; the cost model joins them into one batch whose
+    shortest row is 1/7 of its longest. `encode` runs it unpacked anyway (forward alone would pack it), and every
+    input still equals itself run alone."""
+    _, model, tokenizer = tiny_checkpoint
+    sentences = ["the cat sat on the mat .", "the dog ran far away !", "a dog", "cat"]
+    assert [len(tokenizer(s)["input_ids"]) for s in sentences] == [7, 6, 2, 1]
+    with torch.no_grad():
+        alone = [model(**tokenizer([s], return_tensors="pt")).last_hidden_state[0] for s in sentences]
+    unpacked_runs = count_unpacked_runs(model, monkeypatch)
+    encoded = model.encode(sentences, tokenizer, batch_size=8)
+    assert len(unpacked_runs) == 1  # one joined batch, unpacked
+    for vectors, reference in zip(encoded, alone):
+        assert vectors.shape == reference.shape and (vectors - reference).abs().max() <= 1e-5
+    with torch.no_grad():  # forward on the same mixed batch still packs (lengths below 0.75 x the longest)
+        model(**tokenizer(sentences, padding=True, return_tensors="pt"))
+    assert len(unpacked_runs) == 1
 
 
 NEAR_EQUAL = ["the cat sat on the mat .", "the dog ran far away !", "a dog sat on the mat"]  # lengths 7, 6, 6
