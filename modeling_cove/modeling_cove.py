@@ -549,15 +549,14 @@ class CoveModel(CovePreTrainedModel):
 
         The fast path for feature extraction. Inputs are sorted by length and batched with their neighbours
         (`length_bucketed_batches`), so batches hold equal or near-equal lengths, and the few-row batches of a sparse
-        tail of short inputs are joined where that is estimated to be cheaper (`merge_small_batches`); they run
-        without final states (`output_final_states=False`): on CPU unpacked, on the fused LSTM kernel. Where the top layer runs as one
-        packed call (`CoveEncoder.uses_single_call`: CUDA), packing wastes no work on padding, so batches are cut by
-        size alone. Padded ids are gathered from one flat tensor (no per-item tensor building), the ids are checked
-        once on the host, and on a GPU each batch goes over in pinned memory, without a wait: nothing in the loop
-        reads back from the device, so the host queues the next batch while the GPU runs this one. Results equal
-        running each input alone (tested). An empty input gives a `(0, output_size)` tensor. `tokenizer` is
-        required for strings; it must be the checkpoint's tokenizer. Runs in the model's current mode (eval after
-        `from_pretrained`).
+        tail of short inputs are joined where that is estimated to be cheaper (`merge_small_batches`); they run without
+        final states (`output_final_states=False`): on CPU unpacked, on the fused LSTM kernel. Where the top layer runs
+        as one packed call (`CoveEncoder.uses_single_call`: CUDA), packing wastes no work on padding, so batches are cut
+        by size alone. Padded ids are gathered from one flat tensor (no per-item tensor building), the ids are checked
+        once on the host, and on a GPU each batch goes over in pinned memory, without a wait: nothing in the loop reads
+        back from the device, so the host queues the next batch while the GPU runs this one. Results equal running each
+        input alone (tested). An empty input gives a `(0, output_size)` tensor. `tokenizer` is required for strings; it
+        must be the checkpoint's tokenizer. Runs in the model's current mode (eval after `from_pretrained`).
         """
         if isinstance(texts, str):
             raise TypeError("encode expects a list of texts; wrap a single text in a list")

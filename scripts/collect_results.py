@@ -53,9 +53,9 @@ T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 
 
 
 def paired_difference(runs_a: list, runs_b: list, key: str) -> dict:
-    """Column a minus column b on the seeds both ran (a seed fixes the batch order and the validation split for every
-    column): mean and std of the per-seed differences, a 95% t interval of the mean, and on how many seeds a is
-    higher. None when no seed is shared."""
+    """Column a minus column b on the seeds both ran (the splits are fixed; a seed gives every column the same batch
+    order): mean and std of the per-seed differences, a 95% t interval of the mean, and on how many seeds a is
+    higher or lower. None when no seed is shared."""
     a, b = {r["seed"]: r[key] for r in runs_a}, {r["seed"]: r[key] for r in runs_b}
     seeds = sorted(set(a) & set(b))
     if not seeds:
