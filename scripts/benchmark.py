@@ -278,6 +278,14 @@ def prepare_encoder_benchmark(args):
     return device, texts, model.to(device), tokenizer
 
 
+def prepare_cuda_probe(description: str):
+    """The shared start of the GPU probes in benchmarks/probes (`python <probe>.py <out.json>`): the output path from
+    the command line, then `prepare_encoder_benchmark` on CUDA. Returns (out, device, texts, model, tokenizer)."""
+    out = sys.argv[1]
+    args = benchmark_arguments(description, "unused.json").parse_args(["--device", "cuda", "--output", out])
+    return (out, *prepare_encoder_benchmark(args))
+
+
 def main(argv=None):
     args = benchmark_arguments(__doc__, "encoder.json").parse_args(argv)
     device, texts, model, tokenizer = prepare_encoder_benchmark(args)

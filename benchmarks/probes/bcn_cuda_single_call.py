@@ -17,14 +17,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import modeling_cove.modeling_cove as modeling  # noqa: E402
-from benchmark import benchmark_arguments, prepare_encoder_benchmark  # noqa: E402
+from benchmark import prepare_cuda_probe  # noqa: E402
 from modeling_cove import CoveForSequenceClassification  # noqa: E402
 
 
 def main():
-    out = sys.argv[1]
-    args = benchmark_arguments(__doc__, "unused.json").parse_args(["--device", "cuda", "--output", out])
-    device, texts, encoder, tokenizer = prepare_encoder_benchmark(args)
+    out, device, texts, encoder, tokenizer = prepare_cuda_probe(__doc__)
     config = copy.deepcopy(encoder.config)
     config.bcn_input, config.num_labels = "vectors+cove", 5
     torch.manual_seed(0)

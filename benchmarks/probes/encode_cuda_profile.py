@@ -15,13 +15,11 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from benchmark import benchmark_arguments, prepare_encoder_benchmark  # noqa: E402
+from benchmark import prepare_cuda_probe  # noqa: E402
 
 
 def main():
-    out = sys.argv[1]
-    args = benchmark_arguments(__doc__, "unused.json").parse_args(["--device", "cuda", "--output", out])
-    device, texts, model, tokenizer = prepare_encoder_benchmark(args)
+    out, device, texts, model, tokenizer = prepare_cuda_probe(__doc__)
     ids = [x for x in tokenizer(texts["sst_test"])["input_ids"] if x]
     for _ in range(3):
         model.encode(ids)

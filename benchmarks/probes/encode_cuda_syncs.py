@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from benchmark import benchmark_arguments, prepare_encoder_benchmark  # noqa: E402
+from benchmark import prepare_cuda_probe  # noqa: E402
 from modeling_cove.modeling_cove import length_bucketed_batches  # noqa: E402
 
 
@@ -32,9 +32,7 @@ def count_syncs(fn) -> int:
 
 
 def main():
-    out = sys.argv[1]
-    args = benchmark_arguments(__doc__, "unused.json").parse_args(["--device", "cuda", "--output", out])
-    device, texts, model, tokenizer = prepare_encoder_benchmark(args)
+    out, device, texts, model, tokenizer = prepare_cuda_probe(__doc__)
     ids = [x for x in tokenizer(texts["sst_test"])["input_ids"] if x]
     batches = length_bucketed_batches([len(x) for x in ids], 64)
     padded = []
