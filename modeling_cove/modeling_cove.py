@@ -575,11 +575,11 @@ class CoveModel(CovePreTrainedModel):
         starts = all_lengths.cumsum(0) - all_lengths  # where each input begins in flat_ids
         pad_position = flat_ids.shape[0] - 1  # the pad id appended at the end
         packed_top_layer = self.reads_top_layer_only(False) and self.encoder.uses_single_call(device)
+        length_list = all_lengths.tolist()
         if packed_top_layer:
-            batches = length_bucketed_batches(all_lengths.tolist(), batch_size, min_ratio=0.0)
+            batches = length_bucketed_batches(length_list, batch_size, min_ratio=0.0)
         else:
-            batches = merge_small_batches(length_bucketed_batches(all_lengths.tolist(), batch_size),
-                                          all_lengths.tolist(), batch_size)
+            batches = merge_small_batches(length_bucketed_batches(length_list, batch_size), length_list, batch_size)
         if progress:
             from tqdm.auto import tqdm
 
