@@ -121,7 +121,7 @@ class CoveEncoder(nn.Module):
     output is available (`cove_output="both"`, `hidden_states`) without running anything twice. Padded batches
     are packed, so padding never changes a result; batches of equal lengths skip packing. Without final states
     (`final_states=False`), padded batches of near-equal lengths (as `length_bucketed_batches` makes them) run
-    unpacked instead, each direction on its own (`run_layer_padded`): the fused CPU kernel (oneDNN) then serves
+    unpacked instead, each direction on its own (`run_unpacked`): the fused CPU kernel (oneDNN) then serves
     them, which packed data never reaches.
     """
 
@@ -189,38 +189,48 @@ class CoveEncoder(nn.Module):
         figures were measured with."""
         return inputs.is_cuda and torch.is_grad_enabled()
 
-    def run_layer_padded(self, layer: int, inputs: torch.Tensor, reverse_rows: torch.Tensor) -> torch.Tensor:
-        """One biLSTM layer on right-padded `(B, T, C)` rows of unequal lengths, unpacked. The forward direction runs
-        over the rows as they are: padding comes after every real token, so it never reaches one. The backward
-        direction runs over each row reversed within its length, so its padding comes last too, and is reversed
-        back. `reverse_rows` (B*T,) indexes the flattened `(B*T, C)` steps: row b, step t -> row b, step len-1-t for
-        real tokens, itself at padding (a row gather: 5-20x faster than `gather` along T on CPU, fp32/bf16).
-        Returns (B, T, 2H); the padded positions hold garbage (callers mask them)."""
-        weights = self.layer_weights(layer)
-        batch, time, channels = inputs.shape
-        zeros = inputs.new_zeros(1, batch, self.hidden_size)
+    def run_direction(self, inputs: torch.Tensor, weights: list) -> torch.Tensor:
+        """One direction of one layer over time-major `(T, B, C)` inputs from zero states; returns `(T, B, H)`.
+        Time-major is the layout `torch.lstm` works in, so the call copies neither its input nor its output."""
+        zeros = inputs.new_zeros(1, inputs.shape[1], self.hidden_size)
         train = self.kernel_train_mode(inputs)
-        forward, _, _ = torch.lstm(inputs, (zeros, zeros), weights[:4], True, 1, 0.0, train, False, True)
-        reversed_inputs = inputs.reshape(batch * time, channels).index_select(0, reverse_rows)
-        backward, _, _ = torch.lstm(reversed_inputs.view(batch, time, channels), (zeros, zeros), weights[4:], True, 1,
-                                    0.0, train, False, True)
-        backward = backward.reshape(batch * time, self.hidden_size).index_select(0, reverse_rows)
-        return torch.cat([forward, backward.view(batch, time, self.hidden_size)], dim=-1)  # (B, T, 2H)
+        return torch.lstm(inputs, (zeros, zeros), weights, True, 1, 0.0, train, False, False)[0]
 
-    def run_unpacked(self, vectors: torch.Tensor, lengths: torch.Tensor) -> list:
-        """All layers on right-padded `(B, T, C)` rows of unequal lengths via `run_layer_padded`; a list of each
-        layer's output (B, T, 2H), garbage at padding."""
-        steps = torch.arange(vectors.shape[1], device=vectors.device).unsqueeze(0)  # (1, T)
-        row_lengths = lengths.to(vectors.device).unsqueeze(1)  # (B, 1)
-        reverse_steps = torch.where(steps < row_lengths, row_lengths - 1 - steps, steps)  # (B, T)
-        row_starts = torch.arange(vectors.shape[0], device=vectors.device).unsqueeze(1) * vectors.shape[1]  # (B, 1)
-        reverse_rows = (row_starts + reverse_steps).reshape(-1)  # (B*T,) into the flattened (B*T, C) steps
-        outputs, layer_input = [], vectors
+    def run_unpacked(self, vectors: torch.Tensor, lengths: torch.Tensor, top_only: bool = False) -> list:
+        """All layers on right-padded `(B, T, C)` rows of unequal lengths, unpacked, one direction at a time, so
+        the fused CPU kernel (oneDNN) serves them, which packed data never reaches. The forward direction runs over
+        the rows as they are: padding comes after every real token, so it never reaches one. The backward direction
+        runs over each row reversed within its length, so its padding comes last too, and is reversed back. The
+        layers run time-major `(T, B, C)`; a reversal is a row gather (`index_select`) on the flattened `(T*B, C)`
+        steps (5-20x faster than `gather` along T on CPU, fp32/bf16), and the last gather of each layer writes
+        batch-major rows directly. Returns a list of each layer's output `(B, T, 2H)` (the top layer's alone with
+        `top_only`), with garbage at padding: callers mask it or cut it off."""
+        batch, time, _ = vectors.shape
+        device = vectors.device
+        steps = torch.arange(time, device=device).unsqueeze(1)  # (T, 1)
+        rows = torch.arange(batch, device=device).unsqueeze(0)  # (1, B)
+        row_lengths = lengths.to(device).unsqueeze(0)  # (1, B)
+        reverse_steps = torch.where(steps < row_lengths, row_lengths - 1 - steps, steps)  # (T, B); padding stays
+        reversed_steps = (reverse_steps * batch + rows).reshape(-1)  # (T*B,): step t of row b <- its reversed step
+        reversed_to_batch_major = reversed_steps.view(time, batch).t().reshape(-1)  # (B*T,): the same, rows first
+        outputs = []
+        layer_input = vectors.transpose(0, 1).contiguous()  # (T, B, C)
         for layer in range(self.num_layers):
             if layer > 0 and self.dropout > 0 and self.training:
                 layer_input = nn.functional.dropout(layer_input, self.dropout, training=True)
-            layer_input = self.run_layer_padded(layer, layer_input, reverse_rows)
-            outputs.append(layer_input)
+            weights = self.layer_weights(layer)
+            channels = layer_input.shape[-1]
+            forward = self.run_direction(layer_input, weights[:4])  # (T, B, H)
+            reversed_input = layer_input.view(time * batch, channels).index_select(0, reversed_steps)
+            backward = self.run_direction(reversed_input.view(time, batch, channels), weights[4:])  # reversed rows
+            backward = backward.view(time * batch, self.hidden_size)
+            last = layer == self.num_layers - 1
+            if last or not top_only:
+                backward_rows = backward.index_select(0, reversed_to_batch_major).view(batch, time, self.hidden_size)
+                outputs.append(torch.cat([forward.transpose(0, 1), backward_rows], dim=-1))  # (B, T, 2H)
+            if not last:
+                backward = backward.index_select(0, reversed_steps).view(time, batch, self.hidden_size)
+                layer_input = torch.cat([forward, backward], dim=-1)  # (T, B, 2H), the next layer's input
         return outputs
 
     def forward(self, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool = True,
@@ -229,10 +239,11 @@ class CoveEncoder(nn.Module):
 
         Returns a list with each layer's output (B, T, 2H) (zero at padding when packed; unspecified at padding
         on the unpacked path), and final h and c as (B, L, 2H) (None when `final_states=False`). `top_only=True`
-        says only the last layer's output will be read: on SINGLE_CALL_DEVICE_TYPES the list then holds that
-        layer alone (`run_single_call`); elsewhere it changes nothing. Without final states a padded batch runs
-        unpacked when `unpacked` is True (a caller that cut its batches by cost, `encode`), or, when it is None,
-        when its lengths are near-equal (all >= UNPACKED_MIN_RATIO of the longest).
+        says only the last layer's output will be read: on SINGLE_CALL_DEVICE_TYPES (`run_single_call`) and on the
+        unpacked path the list then holds that layer alone; packed or uniform batches elsewhere return every layer.
+        Without final states a padded batch runs unpacked when `unpacked` is True (a caller that cut its batches
+        by cost, `encode`), or, when it is None, when its lengths are near-equal (all >= UNPACKED_MIN_RATIO of the
+        longest).
         """
         batch, time, _ = vectors.shape
         uniform = bool((lengths == time).all())
@@ -243,7 +254,7 @@ class CoveEncoder(nn.Module):
         if not uniform and not final_states and unpacked:
             # outputs only: unpacked, one direction at a time, on the fused kernel. Widely mixed lengths are packed
             # by default: unpacked they would spend most of the work on padding.
-            return self.run_unpacked(vectors, lengths), None, None
+            return self.run_unpacked(vectors, lengths, top_only), None, None
         if uniform:  # equal lengths: nothing to pack
             layer_input, batch_sizes = vectors, None
         else:
@@ -496,23 +507,25 @@ class CoveModel(CovePreTrainedModel):
 
     def forward_checked(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor], lengths: torch.Tensor,
                         output_hidden_states: bool, output_final_states: bool, return_dict: bool,
-                        unpacked: Optional[bool] = None):
+                        unpacked: Optional[bool] = None, zero_padding: bool = True):
         """`forward` after its checks: `input_ids` (B, T) valid ids, `attention_mask` (B, T) right-padded (None = no
         padding), `lengths` (B,) its row sums *on the host*. Reads nothing back from the device on the way, so on a
-        GPU the host can queue the next batch while this one runs (`encode`). `unpacked`: see `CoveEncoder.forward`."""
+        GPU the host can queue the next batch while this one runs (`encode`). `unpacked`: see `CoveEncoder.forward`.
+        `zero_padding=False` skips zeroing the outputs at padding (they hold garbage there) for a caller that cuts
+        each row to its length (`encode`); no path lets padding reach a real token, so that changes nothing else."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         mask = attention_mask.unsqueeze(-1).to(self.embeddings.weight.dtype)  # (B, T, 1)
-        has_padding = bool((lengths < input_ids.shape[1]).any())  # no padding: masking would multiply by ones
+        mask_outputs = zero_padding and bool((lengths < input_ids.shape[1]).any())  # without padding: a mask of ones
 
         vectors = self.embeddings(input_ids)  # GloVe(w), (B, T, 300)
-        if has_padding:
+        if mask_outputs:
             vectors = vectors * mask
         # eq. 1/5: CoVe(w) = MT-LSTM(GloVe(w)); empty rows run on one pad step and are masked to zero below
         top_only = self.reads_top_layer_only(output_hidden_states)
         layers, final_h, final_c = self.encoder(vectors, lengths.clamp(min=1), final_states=output_final_states,
                                                 top_only=top_only, unpacked=unpacked)
-        if has_padding:
+        if mask_outputs:
             layers = [layer * mask for layer in layers]  # (B, T, 600) each, zero at padding
 
         # eq. 6: w~ = [GloVe(w); CoVe(w)] (+ first layer, + char n-grams, per config)
@@ -523,7 +536,8 @@ class CoveModel(CovePreTrainedModel):
             parts.append(layers[0])
         parts.append(layers[-1])
         if self.char_ngram_embeddings is not None:
-            parts.append(self.char_ngram_embeddings(input_ids) * mask)
+            char_ngrams = self.char_ngram_embeddings(input_ids)  # zero at pad ids (padding_idx)
+            parts.append(char_ngrams * mask if mask_outputs else char_ngrams)
         last_hidden_state = torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
 
         hidden_states = (vectors, *layers) if output_hidden_states else None
@@ -597,7 +611,7 @@ class CoveModel(CovePreTrainedModel):
             mask = None if lengths[-1] == lengths[0] else to_device_async(valid.long(), device)
             hidden = self.forward_checked(to_device_async(input_ids, device), mask, lengths, output_hidden_states=False,
                                           output_final_states=False, return_dict=True,
-                                          unpacked=not packed_top_layer).last_hidden_state
+                                          unpacked=not packed_top_layer, zero_padding=False).last_hidden_state
             for row, (i, length) in enumerate(zip(batch, lengths.tolist())):
                 results[i] = hidden[row, :length]
         return results

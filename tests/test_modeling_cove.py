@@ -519,7 +519,7 @@ NEAR_EQUAL = ["the cat sat on the mat .", "the dog ran far away !", "a dog sat o
 def count_unpacked_runs(model, monkeypatch) -> list:
     calls = []
     original = model.encoder.run_unpacked
-    monkeypatch.setattr(model.encoder, "run_unpacked", lambda *a: calls.append(1) or original(*a))
+    monkeypatch.setattr(model.encoder, "run_unpacked", lambda *a, **k: calls.append(1) or original(*a, **k))
     return calls
 
 
@@ -546,6 +546,21 @@ def test_unpacked_outputs_without_final_states_equal_packed(tiny_checkpoint, mon
         assert (a - b).abs().max() <= 1e-6
     padding = batch["attention_mask"] == 0
     assert padding.any() and unpacked.last_hidden_state[padding].abs().max() == 0
+
+
+def test_unpacked_top_only_returns_the_top_layer_alone(tiny_checkpoint):
+    """`run_unpacked` runs time-major and, asked for the top layer alone (`top_only`), builds no batch-major output
+    for the layers below it: the one tensor it returns must equal the top of the full list, at every real token."""
+    _, model, tokenizer = tiny_checkpoint
+    batch = tokenizer(NEAR_EQUAL, padding=True, return_tensors="pt")
+    lengths = batch["attention_mask"].sum(1)
+    with torch.no_grad():
+        vectors = model.embeddings(batch["input_ids"])
+        every_layer, _, _ = model.encoder(vectors, lengths, final_states=False, unpacked=True)
+        top, _, _ = model.encoder(vectors, lengths, final_states=False, top_only=True, unpacked=True)
+    assert len(every_layer) == model.config.num_hidden_layers and len(top) == 1
+    real = batch["attention_mask"].bool()
+    assert torch.equal(top[0][real], every_layer[-1][real])
 
 
 def test_unpacked_path_gives_the_packed_gradients(tiny_checkpoint):
@@ -613,7 +628,7 @@ def test_single_call_path_equals_per_layer_path(tiny_checkpoint, monkeypatch):
         monkeypatch.setattr(modeling, "SINGLE_CALL_DEVICE_TYPES", ("cpu", "cuda"))
         calls = []
         original = model.encoder.run_single_call
-        monkeypatch.setattr(model.encoder, "run_single_call", lambda *a: calls.append(1) or original(*a))
+        monkeypatch.setattr(model.encoder, "run_single_call", lambda *a, **k: calls.append(1) or original(*a, **k))
         for texts, reference in zip(batches, expected):
             batch = tokenizer(texts, padding=True, return_tensors="pt")
             got = model(**batch, output_final_states=True)
