@@ -515,8 +515,8 @@ class CoveModel(CovePreTrainedModel):
         each row to its length (`encode`); no path lets padding reach a real token, so that changes nothing else."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        mask = attention_mask.unsqueeze(-1).to(self.embeddings.weight.dtype)  # (B, T, 1)
         mask_outputs = zero_padding and bool((lengths < input_ids.shape[1]).any())  # without padding: a mask of ones
+        mask = attention_mask.unsqueeze(-1).to(self.embeddings.weight.dtype) if mask_outputs else None  # (B, T, 1)
 
         vectors = self.embeddings(input_ids)  # GloVe(w), (B, T, 300)
         if mask_outputs:
