@@ -53,8 +53,12 @@ def lengths_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return lengths
 
 
-# shortest/longest row of a padded batch above which it runs unpacked (without final states); = the bucketing ratio
+# `encode`'s batches end where the next input is shorter than this times the batch's longest (padding < 25%)
 UNPACKED_MIN_RATIO = 0.75
+# Fill (real tokens / padded tokens) from which a padded batch runs unpacked without final states (else packed): the
+# fused kernel over padded rows beats the packed per-step path on CPU wherever the padding is at most ~30%, and one
+# short row no longer forces a batch of long ones onto the packed path (benchmarks/results/packing*.json)
+UNPACKED_MIN_FILL = 0.7
 # Device types on which a request for the top layer alone (no layer-1 output, no dropout between the layers) runs as
 # one call of the whole 2-layer biLSTM (`self.rnn`, packed when lengths differ): cuDNN then runs both directions at
 # once and overlaps the layers: 1.3-1.9x faster on an H200 than one call per layer and direction
@@ -120,7 +124,7 @@ class CoveEncoder(nn.Module):
     The layers are run one at a time (with `torch.lstm` on the layer's own weights) so that the first layer's
     output is available (`cove_output="both"`, `hidden_states`) without running anything twice. Padded batches
     are packed, so padding never changes a result; batches of equal lengths skip packing. Without final states
-    (`final_states=False`), padded batches of near-equal lengths (as `length_bucketed_batches` makes them) run
+    (`final_states=False`), padded batches that are mostly tokens (UNPACKED_MIN_FILL; `encode`'s always) run
     unpacked instead, each direction on its own (`run_unpacked`): the fused CPU kernel (oneDNN) then serves
     them, which packed data never reaches.
     """
@@ -242,18 +246,17 @@ class CoveEncoder(nn.Module):
         says only the last layer's output will be read: on SINGLE_CALL_DEVICE_TYPES (`run_single_call`) and on the
         unpacked path the list then holds that layer alone; packed or uniform batches elsewhere return every layer.
         Without final states a padded batch runs unpacked when `unpacked` is True (a caller that cut its batches
-        by cost, `encode`), or, when it is None, when its lengths are near-equal (all >= UNPACKED_MIN_RATIO of the
-        longest).
+        by cost, `encode`), or, when it is None, when its real tokens fill at least UNPACKED_MIN_FILL of it.
         """
         batch, time, _ = vectors.shape
         uniform = bool((lengths == time).all())
         if top_only and self.uses_single_call(vectors.device):
             return self.run_single_call(vectors, lengths, uniform, final_states)
         if unpacked is None:
-            unpacked = bool(lengths.min() >= UNPACKED_MIN_RATIO * time)
+            unpacked = bool(lengths.sum() >= UNPACKED_MIN_FILL * batch * time)
         if not uniform and not final_states and unpacked:
-            # outputs only: unpacked, one direction at a time, on the fused kernel. Widely mixed lengths are packed
-            # by default: unpacked they would spend most of the work on padding.
+            # outputs only: unpacked, one direction at a time, on the fused kernel. Batches that are mostly padding
+            # are packed by default: unpacked they would spend most of the work on it.
             return self.run_unpacked(vectors, lengths, top_only), None, None
         if uniform:  # equal lengths: nothing to pack
             layer_input, batch_sizes = vectors, None

@@ -9,9 +9,11 @@ Writes benchmarks/results/packing.json.
    lengths. Paths: packed (`CoveEncoder.forward(..., final_states=True)`); unpacked as one group (every row runs
    to the longest); unpacked in groups of near-equal length (`length_bucketed_batches` with ratio r inside the
    batch, each group cut to its longest row, results put back in order).
+   Also each batch packed or unpacked by a per-batch rule (`PACKING_RULES`): the earlier rule (unpacked only when
+   every row is >= 0.75 x the longest) and the fill rule (unpacked when real tokens >= f x the padded batch).
 2. Length-sorted near-equal batches (what `CoveModel.encode` sends): unpacked (the default without final states) vs
    packed.
-The model's rule (`CoveEncoder.forward`): unpacked only when every row is >= 0.75 x the longest, else packed.
+The model's rule (`CoveEncoder.forward`): unpacked when real tokens >= UNPACKED_MIN_FILL (0.7) x the padded batch.
 Each figure: seconds for the whole set, best of `--repeats` interleaved repeats; random weights (speed only).
 `--device cuda` asks the same of cuDNN (writes packing_cuda.json).
 """
@@ -26,6 +28,19 @@ from torch import nn
 
 from benchmark import benchmark_arguments, prepare_encoder_benchmark, synchronize, write_report
 from modeling_cove.modeling_cove import length_bucketed_batches
+
+
+def fill(lengths: torch.Tensor, time_: int) -> float:
+    """Real tokens / padded tokens of a (B, time_) batch."""
+    return float(lengths.sum()) / (len(lengths) * time_)
+
+
+# Per-batch rules for running a padded batch unpacked (else packed): the earlier rule (every row >= 0.75 x the
+# longest) and the fill rule at three thresholds (real tokens >= f x padded tokens; the model uses UNPACKED_MIN_FILL)
+PACKING_RULES = {
+    "rule_min_ratio_0.75": lambda n, t: bool(n.min() >= 0.75 * t),
+    **{f"rule_fill_{f}": (lambda n, t, f=f: fill(n, t) >= f) for f in (0.5, 0.6, 0.7)},
+}
 
 
 def grouped_forward(encoder, vectors, lengths, ratio):
@@ -73,6 +88,8 @@ def bench(texts, model, tokenizer, batch_size, repeats) -> dict:
         "unpacked_one_group": run_arrival(lambda v, n: encoder.run_unpacked(v, n)),
         **{f"unpacked_groups_{r}": run_arrival(lambda v, n, r=r: grouped_forward(encoder, v, n, r))
            for r in (0.5, 0.6, 0.75)},
+        **{name: run_arrival(lambda v, n, rule=rule: encoder(v, n, final_states=False, unpacked=rule(n, v.shape[1])))
+           for name, rule in PACKING_RULES.items()},
     }, repeats)
 
     ids = [x for x in tokenizer(texts)["input_ids"] if x]
@@ -94,6 +111,10 @@ def bench(texts, model, tokenizer, batch_size, repeats) -> dict:
         "arrival_order_batches_seconds": first,
         "arrival_order_best_grouped_vs_packed": round(first["packed"] / min(
             v for k, v in first.items() if k.startswith("unpacked_groups")), 3),
+        "arrival_order_fill": [round(fill(n, v.shape[1]), 3) for v, n in arrival],
+        "arrival_order_rule_vs_packed": {name: round(first["packed"] / first[name], 3) for name in PACKING_RULES},
+        "arrival_order_batches_unpacked_by_rule": {
+            name: sum(rule(n, v.shape[1]) for v, n in arrival) for name, rule in PACKING_RULES.items()},
         "sorted_batches_seconds": second,
         "sorted_unpacked_vs_packed": round(second["packed"] / second["unpacked"], 3),
     }

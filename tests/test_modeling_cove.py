@@ -508,7 +508,7 @@ def test_encode_runs_a_joined_mixed_batch_unpacked_and_equal_each_alone(tiny_che
     assert len(unpacked_runs) == 1  # one joined batch, unpacked
     for vectors, reference in zip(encoded, alone):
         assert vectors.shape == reference.shape and (vectors - reference).abs().max() <= 1e-5
-    with torch.no_grad():  # forward on the same mixed batch still packs (lengths below 0.75 x the longest)
+    with torch.no_grad():  # forward on the same mixed batch still packs (fill 16 / 28 < UNPACKED_MIN_FILL)
         model(**tokenizer(sentences, padding=True, return_tensors="pt"))
     assert len(unpacked_runs) == 1
 
@@ -524,10 +524,10 @@ def count_unpacked_runs(model, monkeypatch) -> list:
 
 
 def test_unpacked_outputs_without_final_states_equal_packed(tiny_checkpoint, monkeypatch):
-    """Without final states (the default, config.output_final_states=False) a batch of near-equal lengths (all
-    >= 0.75 x the longest) runs unpacked (each direction alone, backward reversed within its length): the outputs
-    must equal the packed path's exactly where there are tokens, and be zero at padding. Widely mixed lengths
-    are packed."""
+    """Without final states (the default, config.output_final_states=False) a batch that is mostly tokens (real
+    tokens >= UNPACKED_MIN_FILL x the padded batch) runs unpacked (each direction alone, backward reversed within its
+    length): the outputs must equal the packed path's exactly where there are tokens, and be zero at padding. A
+    batch that is mostly padding is packed."""
     _, model, tokenizer = tiny_checkpoint
     assert model.config.output_final_states is False
     unpacked_runs = count_unpacked_runs(model, monkeypatch)
@@ -538,7 +538,13 @@ def test_unpacked_outputs_without_final_states_equal_packed(tiny_checkpoint, mon
         unpacked = model(**batch, output_hidden_states=True)
         assert len(unpacked_runs) == 1
         model(**tokenizer(["the cat sat on the mat .", "a dog"], padding=True, return_tensors="pt"))
-        assert len(unpacked_runs) == 1  # lengths 7 and 2: packed
+        assert len(unpacked_runs) == 1  # lengths 7 and 2: fill 9 / 14 < UNPACKED_MIN_FILL, packed
+        one_short = tokenizer(NEAR_EQUAL + ["a dog"], padding=True, return_tensors="pt")  # 7, 6, 6, 2: fill 0.75
+        one_short_unpacked = model(**one_short).last_hidden_state
+        assert len(unpacked_runs) == 2  # one short row among long ones no longer forces packing
+        one_short_packed = model(**one_short, output_final_states=True).last_hidden_state
+    assert (one_short_packed - one_short_unpacked).abs().max() <= 1e-6
+    assert one_short_unpacked[one_short["attention_mask"] == 0].abs().max() == 0
     assert unpacked.final_hidden_state is None and unpacked.final_cell_state is None
     assert packed.final_hidden_state is not None
     assert (packed.last_hidden_state - unpacked.last_hidden_state).abs().max() <= 1e-6
