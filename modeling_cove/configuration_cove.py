@@ -51,9 +51,9 @@ class CoveConfig(PreTrainedConfig):
         output_final_states (`bool`, *optional*, defaults to `False`):
             Default of `CoveModel.forward(output_final_states=...)`: also return the MT-LSTM's final h and c. Only
             the MT decoder needs them (`CoveForMachineTranslation` sets this to `True`). Without them, a padded
-            batch that is mostly tokens (real tokens >= 0.7 x the padded batch; `encode`'s batches always) runs
-            unpacked on the fused LSTM kernel, faster on CPU than packing (same outputs); batches that are mostly
-            padding are packed either way.
+            batch that is mostly tokens (real tokens >= 0.7 x the padded batch; on one CPU thread every row >=
+            0.75 x the longest; `encode`'s batches always) runs unpacked on the fused LSTM kernel, faster on CPU
+            than packing (same outputs); batches that are mostly padding are packed either way.
 
     MT decoder (eqs. 2–4, PAPER.md §2; read by `CoveForMachineTranslation`):
         target_vocab_size (`int`, *optional*, defaults to 50000):

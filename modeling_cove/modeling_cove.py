@@ -53,11 +53,14 @@ def lengths_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return lengths
 
 
-# `encode`'s batches end where the next input is shorter than this times the batch's longest (padding < 25%)
+# `encode`'s batches end where the next input is shorter than this times the batch's longest (padding < 25%); on a
+# single CPU thread, also the shortest/longest row from which a padded batch runs unpacked (`unpacked_by_default`)
 UNPACKED_MIN_RATIO = 0.75
-# Fill (real tokens / padded tokens) from which a padded batch runs unpacked without final states (else packed): the
-# fused kernel over padded rows beats the packed per-step path on CPU wherever the padding is at most ~30%, and one
-# short row no longer forces a batch of long ones onto the packed path (benchmarks/results/packing*.json)
+# Fill (real tokens / padded tokens) from which a padded batch runs unpacked without final states (else packed), on
+# a GPU or more than one CPU thread: there the fused kernel over padded rows beats the packed per-step path where the
+# padding is at most ~30%, so one short row no longer forces a batch of long ones onto the packed path. On a single
+# CPU thread the packed path costs least and a batch runs unpacked only when every row is >= UNPACKED_MIN_RATIO of
+# the longest (benchmarks/results/packing*_vm_no_amx*.json)
 UNPACKED_MIN_FILL = 0.7
 # Device types on which a request for the top layer alone (no layer-1 output, no dropout between the layers) runs as
 # one call of the whole 2-layer biLSTM (`self.rnn`, packed when lengths differ): cuDNN then runs both directions at
@@ -246,14 +249,14 @@ class CoveEncoder(nn.Module):
         says only the last layer's output will be read: on SINGLE_CALL_DEVICE_TYPES (`run_single_call`) and on the
         unpacked path the list then holds that layer alone; packed or uniform batches elsewhere return every layer.
         Without final states a padded batch runs unpacked when `unpacked` is True (a caller that cut its batches
-        by cost, `encode`), or, when it is None, when its real tokens fill at least UNPACKED_MIN_FILL of it.
+        by cost, `encode`), or, when it is None, as `unpacked_by_default` decides.
         """
         batch, time, _ = vectors.shape
         uniform = bool((lengths == time).all())
         if top_only and self.uses_single_call(vectors.device):
             return self.run_single_call(vectors, lengths, uniform, final_states)
         if unpacked is None:
-            unpacked = bool(lengths.sum() >= UNPACKED_MIN_FILL * batch * time)
+            unpacked = self.unpacked_by_default(lengths, time, vectors.device)
         if not uniform and not final_states and unpacked:
             # outputs only: unpacked, one direction at a time, on the fused kernel. Batches that are mostly padding
             # are packed by default: unpacked they would spend most of the work on it.
@@ -282,6 +285,15 @@ class CoveEncoder(nn.Module):
         if not final_states:
             return outputs, None, None
         return outputs, torch.stack(final_h, dim=1), torch.stack(final_c, dim=1)
+
+    @staticmethod
+    def unpacked_by_default(lengths: torch.Tensor, time: int, device: torch.device) -> bool:
+        """Whether a padded `(B, time)` batch with host `lengths` runs unpacked when nobody asked (no final states):
+        when its real tokens fill at least UNPACKED_MIN_FILL of it; on a single CPU thread only when every row is
+        at least UNPACKED_MIN_RATIO of the longest."""
+        if device.type == "cpu" and torch.get_num_threads() == 1:
+            return bool(lengths.min() >= UNPACKED_MIN_RATIO * time)
+        return bool(lengths.sum() >= UNPACKED_MIN_FILL * len(lengths) * time)
 
     def uses_single_call(self, device: torch.device) -> bool:
         """Whether a top-layer-only request on `device` runs as one `self.rnn` call (`run_single_call`): on

@@ -56,7 +56,8 @@ def machine_info() -> dict:
     info = {"cpu": fields.get("model name", platform.processor()), "logical_cores": os.cpu_count(),
             "torch_threads": torch.get_num_threads(), "load_average_at_start": os.getloadavg(),
             "avx512_bf16": "avx512_bf16" in cpuinfo, "amx_bf16": "amx_bf16" in cpuinfo, "cpu_model": cpu_model,
-            "torch": torch.__version__, "python": platform.python_version()}
+            "torch": torch.__version__, "python": platform.python_version(),
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}  # PASSIVE slows small per-step ops (see RESULTS)
     if torch.cuda.is_available():
         info.update(gpu=torch.cuda.get_device_name(0), gpu_count=torch.cuda.device_count(),
                     cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version())

@@ -13,7 +13,8 @@ Writes benchmarks/results/packing.json.
    every row is >= 0.75 x the longest) and the fill rule (unpacked when real tokens >= f x the padded batch).
 2. Length-sorted near-equal batches (what `CoveModel.encode` sends): unpacked (the default without final states) vs
    packed.
-The model's rule (`CoveEncoder.forward`): unpacked when real tokens >= UNPACKED_MIN_FILL (0.7) x the padded batch.
+The model's rule (`CoveEncoder.unpacked_by_default`): unpacked when real tokens >= UNPACKED_MIN_FILL (0.7) x the
+padded batch; on a single CPU thread only when every row is >= 0.75 x the longest.
 Each figure: seconds for the whole set, best of `--repeats` interleaved repeats; random weights (speed only).
 `--device cuda` asks the same of cuDNN (writes packing_cuda.json).
 """

@@ -17,6 +17,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 import modeling_cove  # noqa: F401  (registers the Auto classes)
 from modeling_cove import CoveConfig, CoveModel
 from modeling_cove.build import convert_salesforce_state_dict, create_cove_checkpoint, salesforce_shapes
+from modeling_cove.modeling_cove import CoveEncoder
 from modeling_cove.tokenization_cove import SPECIAL_TOKENS
 
 from conftest import REPO
@@ -524,10 +525,9 @@ def count_unpacked_runs(model, monkeypatch) -> list:
 
 
 def test_unpacked_outputs_without_final_states_equal_packed(tiny_checkpoint, monkeypatch):
-    """Without final states (the default, config.output_final_states=False) a batch that is mostly tokens (real
-    tokens >= UNPACKED_MIN_FILL x the padded batch) runs unpacked (each direction alone, backward reversed within its
-    length): the outputs must equal the packed path's exactly where there are tokens, and be zero at padding. A
-    batch that is mostly padding is packed."""
+    """Without final states (the default, config.output_final_states=False) a batch of near-equal lengths runs
+    unpacked (each direction alone, backward reversed within its length): the outputs must equal the packed path's
+    exactly where there are tokens, and be zero at padding. A batch that is mostly padding is packed."""
     _, model, tokenizer = tiny_checkpoint
     assert model.config.output_final_states is False
     unpacked_runs = count_unpacked_runs(model, monkeypatch)
@@ -539,12 +539,6 @@ def test_unpacked_outputs_without_final_states_equal_packed(tiny_checkpoint, mon
         assert len(unpacked_runs) == 1
         model(**tokenizer(["the cat sat on the mat .", "a dog"], padding=True, return_tensors="pt"))
         assert len(unpacked_runs) == 1  # lengths 7 and 2: fill 9 / 14 < UNPACKED_MIN_FILL, packed
-        one_short = tokenizer(NEAR_EQUAL + ["a dog"], padding=True, return_tensors="pt")  # 7, 6, 6, 2: fill 0.75
-        one_short_unpacked = model(**one_short).last_hidden_state
-        assert len(unpacked_runs) == 2  # one short row among long ones no longer forces packing
-        one_short_packed = model(**one_short, output_final_states=True).last_hidden_state
-    assert (one_short_packed - one_short_unpacked).abs().max() <= 1e-6
-    assert one_short_unpacked[one_short["attention_mask"] == 0].abs().max() == 0
     assert unpacked.final_hidden_state is None and unpacked.final_cell_state is None
     assert packed.final_hidden_state is not None
     assert (packed.last_hidden_state - unpacked.last_hidden_state).abs().max() <= 1e-6
@@ -552,6 +546,34 @@ def test_unpacked_outputs_without_final_states_equal_packed(tiny_checkpoint, mon
         assert (a - b).abs().max() <= 1e-6
     padding = batch["attention_mask"] == 0
     assert padding.any() and unpacked.last_hidden_state[padding].abs().max() == 0
+
+
+def test_a_batch_mostly_of_tokens_runs_unpacked_on_two_threads_and_equals_packed(tiny_checkpoint, monkeypatch):
+    """The default packing rule (`unpacked_by_default`): on a GPU or more than one CPU thread a batch runs unpacked
+    when its real tokens fill >= UNPACKED_MIN_FILL of it, so one short row among long ones no longer forces packing;
+    on a single CPU thread only when every row is >= UNPACKED_MIN_RATIO of the longest. Unpacked, the batch with
+    one short row must still equal the packed path at every token and be zero at padding."""
+    _, model, tokenizer = tiny_checkpoint
+    rule = CoveEncoder.unpacked_by_default
+    one_short, mostly_padding = torch.tensor([7, 6, 6, 2]), torch.tensor([7, 2])  # fill 0.75 and 9 / 14
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert rule(one_short, 7, torch.device("cpu")) and not rule(mostly_padding, 7, torch.device("cpu"))
+        assert rule(one_short, 7, torch.device("cuda")) and not rule(mostly_padding, 7, torch.device("cuda"))
+        unpacked_runs = count_unpacked_runs(model, monkeypatch)
+        batch = tokenizer(NEAR_EQUAL + ["a dog"], padding=True, return_tensors="pt")
+        assert batch["attention_mask"].sum(1).tolist() == one_short.tolist()
+        with torch.no_grad():
+            unpacked = model(**batch).last_hidden_state
+            assert len(unpacked_runs) == 1
+            packed = model(**batch, output_final_states=True).last_hidden_state
+        torch.set_num_threads(1)
+        assert not rule(one_short, 7, torch.device("cpu")) and rule(torch.tensor([7, 6, 6]), 7, torch.device("cpu"))
+    finally:
+        torch.set_num_threads(threads)
+    assert (packed - unpacked).abs().max() <= 1e-6
+    assert unpacked[batch["attention_mask"] == 0].abs().max() == 0
 
 
 def test_unpacked_top_only_returns_the_top_layer_alone(tiny_checkpoint):
