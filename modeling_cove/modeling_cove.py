@@ -5,6 +5,8 @@ Parameter names are chosen so that the released Salesforce state dict (`wmtlstm-
 `weight_ih_l0` -> `encoder.rnn.weight_ih_l0` (and `cove.encoder.rnn.weight_ih_l0` inside a head).
 """
 
+import bisect
+import itertools
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,8 +55,8 @@ def lengths_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return lengths
 
 
-# `encode`'s batches end where the next input is shorter than this times the batch's longest (padding < 25%); on a
-# single CPU thread, also the shortest/longest row from which a padded batch runs unpacked (`unpacked_by_default`)
+# On a single CPU thread, the shortest/longest row from which a padded batch runs unpacked (`unpacked_by_default`);
+# also `length_bucketed_batches`' default cut (padding < 25%)
 UNPACKED_MIN_RATIO = 0.75
 # Fill (real tokens / padded tokens) from which a padded batch runs unpacked without final states (else packed), on
 # a GPU or more than one CPU thread: there the fused kernel over padded rows beats the packed per-step path where the
@@ -88,28 +90,36 @@ def length_bucketed_batches(lengths: list, batch_size: int, min_ratio: float = U
 # the work of one row-step (the fixed part: per-step kernel calls and small-GEMM inefficiency). Fitted on IMDb's
 # encode batches on the 2-thread CPU (0.75 + 0.03 * B ms per step for B = 1..64, both layers and directions).
 STEP_OVERHEAD_ROWS = 25
+# Cost of one more time segment (`plan_time_segments`), in row-steps: four more LSTM kernel calls (both layers and
+# directions) and the copies of the segment's rows in and out. Measured on the 2-thread CPU: call costs of 60-250
+# gave the same speed within noise (benchmarks/RESULTS.md, "Time segments").
+SEGMENT_CALL_ROWS = 130
 
 
-def merge_small_batches(batches: list, lengths: list, batch_size: int,
-                        step_overhead_rows: float = STEP_OVERHEAD_ROWS) -> list:
-    """Neighbouring batches of `length_bucketed_batches` joined while one batch is estimated to cost less than two:
-    a batch runs max-length steps of (step_overhead_rows + rows) row-steps each. Joins only what fits in
-    `batch_size`, so it acts on the short, sparse tail of a length distribution, where the ratio cut leaves batches
-    of a few rows that pay each step's fixed cost for little work (IMDb: 11 batches, the last five of 20, 12, 6, 4 and
-    1 rows, become 7). The joined batches hold more padding, so they must run unpacked whatever their lengths
-    (`encode` asks for that)."""
-
-    def cost(batch):  # lengths are sorted longest first within and across batches
-        return lengths[batch[0]] * (step_overhead_rows + len(batch))
-
-    merged = []
-    for batch in batches:
-        if merged and len(merged[-1]) + len(batch) <= batch_size and \
-                cost(merged[-1] + batch) < cost(merged[-1]) + cost(batch):
-            merged[-1] = merged[-1] + batch
-        else:
-            merged.append(batch)
-    return merged
+def plan_time_segments(lengths: list, time: int, step_overhead_rows: float = STEP_OVERHEAD_ROWS,
+                       call_rows: float = SEGMENT_CALL_ROWS) -> list:
+    """How the unpacked path runs a padded batch of `time` steps with row `lengths` (each >= 1): as consecutive time
+    segments `(start, end, rows)`, each running only its first `rows` rows, the prefix that holds every row still
+    going at `start` (h and c carried from segment to segment). Once the short rows of a length-sorted batch have
+    ended, the steps of the long ones stop paying for them: packing at the grain of segments instead of steps.
+    Segments start at row ends; the plan minimises the estimated cost, sum over segments of
+    steps x (step_overhead_rows + rows) + call_rows (exact dynamic programme over the start points). Rows in any
+    order are served (a prefix may then keep ended rows), but only longest-first order gains."""
+    points = [0] + sorted(set(n for n in lengths if 0 < n < time)) + [time]  # segment bounds to choose from
+    # rows at p: the shortest prefix of rows holding every row longer than p = how many suffix maxima exceed p
+    suffix_max = list(itertools.accumulate(reversed(lengths), max))  # ascending: max of the last 1, 2, ... rows
+    rows = [len(lengths) - bisect.bisect_right(suffix_max, p) for p in points[:-1]]
+    best_cost = [0.0] * len(points)  # best_cost[i]: cheapest way to run steps points[i]..time
+    next_point = [len(points) - 1] * len(points)
+    for i in range(len(points) - 2, -1, -1):
+        step_cost = step_overhead_rows + rows[i]
+        best_cost[i], next_point[i] = min(
+            ((points[j] - points[i]) * step_cost + call_rows + best_cost[j], j) for j in range(i + 1, len(points)))
+    segments, i = [], 0
+    while i < len(points) - 1:
+        segments.append((points[i], points[next_point[i]], rows[i]))
+        i = next_point[i]
+    return segments
 
 
 def pack(vectors: torch.Tensor, lengths: torch.Tensor):
@@ -196,12 +206,23 @@ class CoveEncoder(nn.Module):
         figures were measured with."""
         return inputs.is_cuda and torch.is_grad_enabled()
 
-    def run_direction(self, inputs: torch.Tensor, weights: list) -> torch.Tensor:
+    def run_direction(self, inputs: torch.Tensor, weights: list, segments: Optional[list] = None) -> torch.Tensor:
         """One direction of one layer over time-major `(T, B, C)` inputs from zero states; returns `(T, B, H)`.
-        Time-major is the layout `torch.lstm` works in, so the call copies neither its input nor its output."""
-        zeros = inputs.new_zeros(1, inputs.shape[1], self.hidden_size)
+        Time-major is the layout `torch.lstm` works in, so the call copies neither its input nor its output.
+        With `segments` (`plan_time_segments`, more than one) each runs its rows on from the states the one before
+        left; the steps a segment skips are past every skipped row's end and stay zero."""
+        batch = inputs.shape[1]
+        zeros = inputs.new_zeros(1, batch, self.hidden_size)
         train = self.kernel_train_mode(inputs)
-        return torch.lstm(inputs, (zeros, zeros), weights, True, 1, 0.0, train, False, False)[0]
+        if segments is None or len(segments) == 1:
+            return torch.lstm(inputs, (zeros, zeros), weights, True, 1, 0.0, train, False, False)[0]
+        output = inputs.new_zeros(inputs.shape[0], batch, self.hidden_size)
+        h, c = zeros, zeros
+        for start, end, rows in segments:
+            piece, h, c = torch.lstm(inputs[start:end, :rows], (h[:, :rows], c[:, :rows]), weights, True, 1, 0.0,
+                                     train, False, False)  # (end - start, rows, H), h and c (1, rows, H)
+            output[start:end, :rows] = piece
+        return output
 
     def run_unpacked(self, vectors: torch.Tensor, lengths: torch.Tensor, top_only: bool = False) -> list:
         """All layers on right-padded `(B, T, C)` rows of unequal lengths, unpacked, one direction at a time, so
@@ -210,10 +231,14 @@ class CoveEncoder(nn.Module):
         runs over each row reversed within its length, so its padding comes last too, and is reversed back. The
         layers run time-major `(T, B, C)`; a reversal is a row gather (`index_select`) on the flattened `(T*B, C)`
         steps (5-20x faster than `gather` along T on CPU, fp32/bf16), and the last gather of each layer writes
-        batch-major rows directly. Returns a list of each layer's output `(B, T, 2H)` (the top layer's alone with
-        `top_only`), with garbage at padding: callers mask it or cut it off."""
+        batch-major rows directly. On CPU, both directions of every layer run in the time segments of
+        `plan_time_segments` (padding comes last in both, so they share one plan; its cost model is the CPU's: on a
+        GPU a step costs about the same for any number of rows, so more calls would only add launches). Returns a
+        list of each layer's output `(B, T, 2H)` (the top layer's alone with `top_only`), with garbage at padding:
+        callers mask it or cut it off. `lengths` (B,) on the host."""
         batch, time, _ = vectors.shape
         device = vectors.device
+        segments = plan_time_segments(lengths.tolist(), time) if device.type == "cpu" else None
         steps = torch.arange(time, device=device).unsqueeze(1)  # (T, 1)
         rows = torch.arange(batch, device=device).unsqueeze(0)  # (1, B)
         row_lengths = lengths.to(device).unsqueeze(0)  # (1, B)
@@ -227,9 +252,10 @@ class CoveEncoder(nn.Module):
                 layer_input = nn.functional.dropout(layer_input, self.dropout, training=True)
             weights = self.layer_weights(layer)
             channels = layer_input.shape[-1]
-            forward = self.run_direction(layer_input, weights[:4])  # (T, B, H)
+            forward = self.run_direction(layer_input, weights[:4], segments)  # (T, B, H)
             reversed_input = layer_input.view(time * batch, channels).index_select(0, reversed_steps)
-            backward = self.run_direction(reversed_input.view(time, batch, channels), weights[4:])  # reversed rows
+            reversed_input = reversed_input.view(time, batch, channels)
+            backward = self.run_direction(reversed_input, weights[4:], segments)  # reversed rows
             backward = backward.view(time * batch, self.hidden_size)
             last = layer == self.num_layers - 1
             if last or not top_only:
@@ -576,16 +602,17 @@ class CoveModel(CovePreTrainedModel):
     ) -> list:
         """Texts (or lists of token ids) -> one `(T_i, config.output_size)` tensor per input, in the input order.
 
-        The fast path for feature extraction. Inputs are sorted by length and batched with their neighbours
-        (`length_bucketed_batches`), so batches hold equal or near-equal lengths, and the few-row batches of a sparse
-        tail of short inputs are joined where that is estimated to be cheaper (`merge_small_batches`); they run without
-        final states (`output_final_states=False`): on CPU unpacked, on the fused LSTM kernel. Where the top layer runs
-        as one packed call (`CoveEncoder.uses_single_call`: CUDA), packing wastes no work on padding, so batches are cut
-        by size alone. Padded ids are gathered from one flat tensor (no per-item tensor building), the ids are checked
-        once on the host, and on a GPU each batch goes over in pinned memory, without a wait: nothing in the loop reads
-        back from the device, so the host queues the next batch while the GPU runs this one. Results equal running each
-        input alone (tested). An empty input gives a `(0, output_size)` tensor. `tokenizer` is required for strings; it
-        must be the checkpoint's tokenizer. Runs in the model's current mode (eval after `from_pretrained`).
+        The fast path for feature extraction. Inputs are sorted by length and cut into batches of `batch_size`
+        neighbours (`length_bucketed_batches` by size alone), so most batches hold equal or near-equal lengths; they run
+        without final states (`output_final_states=False`). On CPU they run unpacked, on the fused LSTM kernel, in time
+        segments (`plan_time_segments`), so the long rows of a mixed batch go on alone once the short ones end and the
+        padding costs little. Where the top layer runs as one packed call (`CoveEncoder.uses_single_call`: CUDA),
+        packing wastes no work on padding. Padded ids are gathered from one flat tensor (no per-item tensor building),
+        the ids are checked once on the host, and on a GPU each batch goes over in pinned memory, without a wait:
+        nothing in the loop reads back from the device, so the host queues the next batch while the GPU runs this one.
+        Results equal running each input alone (tested). An empty input gives a `(0, output_size)` tensor. `tokenizer`
+        is required for strings; it must be the checkpoint's tokenizer. Runs in the model's current mode (eval after
+        `from_pretrained`).
         """
         if isinstance(texts, str):
             raise TypeError("encode expects a list of texts; wrap a single text in a list")
@@ -605,10 +632,7 @@ class CoveModel(CovePreTrainedModel):
         pad_position = flat_ids.shape[0] - 1  # the pad id appended at the end
         packed_top_layer = self.reads_top_layer_only(False) and self.encoder.uses_single_call(device)
         length_list = all_lengths.tolist()
-        if packed_top_layer:
-            batches = length_bucketed_batches(length_list, batch_size, min_ratio=0.0)
-        else:
-            batches = merge_small_batches(length_bucketed_batches(length_list, batch_size), length_list, batch_size)
+        batches = length_bucketed_batches(length_list, batch_size, min_ratio=0.0)
         if progress:
             from tqdm.auto import tqdm
 

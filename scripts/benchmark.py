@@ -28,7 +28,7 @@ import argparse
 import json
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: spinning OpenMP threads distort shared-CPU timings
+import wait_policy  # noqa: F401, I001  (before torch: PASSIVE unless OMP_WAIT_POLICY says otherwise)
 import platform
 import subprocess
 import sys
@@ -57,7 +57,7 @@ def machine_info() -> dict:
             "torch_threads": torch.get_num_threads(), "load_average_at_start": os.getloadavg(),
             "avx512_bf16": "avx512_bf16" in cpuinfo, "amx_bf16": "amx_bf16" in cpuinfo, "cpu_model": cpu_model,
             "torch": torch.__version__, "python": platform.python_version(),
-            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}  # PASSIVE slows small per-step ops (see RESULTS)
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default (unset)")}  # see scripts/wait_policy.py
     if torch.cuda.is_available():
         info.update(gpu=torch.cuda.get_device_name(0), gpu_count=torch.cuda.device_count(),
                     cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version())

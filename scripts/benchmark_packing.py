@@ -21,7 +21,7 @@ Each figure: seconds for the whole set, best of `--repeats` interleaved repeats;
 
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import wait_policy  # noqa: F401, I001  (before torch: PASSIVE unless OMP_WAIT_POLICY says otherwise)
 import time
 
 import torch

@@ -27,7 +27,7 @@ Each side runs `--repeats` times, interleaved; the best time is kept. Overhead =
 import json
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: spinning OpenMP threads distort timings
+import wait_policy  # noqa: F401, I001  (before torch: PASSIVE unless OMP_WAIT_POLICY says otherwise)
 import sys
 import tempfile
 import time

@@ -450,7 +450,7 @@ def test_encode_on_single_call_devices_cuts_batches_by_size_and_equals_each_alon
     model.config.cove_output = "both"
     batch_sizes.clear()
     model.encode(sentences, tokenizer, batch_size=4)
-    assert batch_sizes == [2, 2, 1, 1, 1]  # the per-layer path: near-equal batches (then joined by cost)
+    assert batch_sizes == [4, 3]  # the per-layer path too: by size (its padding is cut by time segments)
 
 
 def test_pack_keeps_sorted_rows_in_place_and_sorts_others():
@@ -475,30 +475,66 @@ def test_length_bucketed_batches_sorted_near_equal_and_complete():
     assert length_bucketed_batches([], batch_size=4) == []
 
 
-def test_merge_small_batches_joins_the_sparse_tail_where_one_batch_costs_less():
-    """Neighbouring batches join while max-length x (overhead + rows) of the joined batch is below the sum of the
-    two and the rows fit the batch size; computed by hand."""
-    from modeling_cove.modeling_cove import length_bucketed_batches, merge_small_batches
+def test_plan_time_segments_minimises_the_cost_model():
+    """Segments (start, end, rows) start at row ends and minimise sum of steps x (overhead + rows) + call cost;
+    the costs below are worked out by hand (overhead 25 rows)."""
+    from modeling_cove.modeling_cove import plan_time_segments
 
     lengths = [100, 100, 100, 100, 60, 40, 20, 10]
-    runs = length_bucketed_batches(lengths, batch_size=8)
-    assert runs == [[0, 1, 2, 3], [4], [5], [6], [7]]  # the 0.75 ratio cuts every tail item alone
-    # overhead 25 rows: each join saves a batch's steps, e.g. 100 x 30 < 100 x 29 + 60 x 26: one batch
-    assert merge_small_batches(runs, lengths, 8, step_overhead_rows=25) == [list(range(8))]
-    # overhead 2: [100 x4, 60, 40] (100 x 8 = 800 < 700 + 40 x 3); + 20 would cost 900 > 800 + 20 x 3; 20 + 10 join
-    assert merge_small_batches(runs, lengths, 8, step_overhead_rows=2) == [[0, 1, 2, 3, 4, 5], [6, 7]]
-    # the batch size bounds a join: 5 rows, then [40, 20, 10] (40 x 28 < 40 x 26 + 20 x 26, and so on)
-    assert merge_small_batches(runs, lengths, 5, step_overhead_rows=25) == [[0, 1, 2, 3, 4], [5, 6, 7]]
-    # no overhead: a join never pays (the longer batch's steps only grow), and empty inputs never join
-    assert merge_small_batches(runs, lengths, 8, step_overhead_rows=0) == runs
-    assert merge_small_batches([[0], [1]], [3, 0], 8) == [[0], [1]]
-    assert merge_small_batches([], [], 8) == []
+    # one segment: 100 x 33 + 130 = 3430; cut at 40: 40 x 33 + 130 + 60 x 30 + 130 = 3380 (the least; at 60: 3400,
+    # at 20: 3400, at 40 and 60: 3470)
+    assert plan_time_segments(lengths, 100, 25, 130) == [(0, 40, 8), (40, 100, 5)]
+    # calls for free: a cut at every row end never costs more
+    assert plan_time_segments(lengths, 100, 25, 0) == [(0, 10, 8), (10, 20, 7), (20, 40, 6), (40, 60, 5),
+                                                       (60, 100, 4)]
+    # dear calls, or equal lengths: one segment of every row
+    assert plan_time_segments(lengths, 100, 25, 10_000) == [(0, 100, 8)]
+    assert plan_time_segments([5, 5], 5) == [(0, 5, 2)]
+    # rows out of order: a segment keeps the prefix up to the last row still going (row 0 ended at 10)
+    assert plan_time_segments([10, 100, 20], 100, 25, 0) == [(0, 10, 3), (10, 20, 3), (20, 100, 2)]
 
 
-def test_encode_runs_a_joined_mixed_batch_unpacked_and_equal_each_alone(tiny_checkpoint, monkeypatch):
-    """Lengths 7, 6, 2, 1: the ratio cut gives [7, 6], [2], [1]; the cost model joins them into one batch whose
-    shortest row is 1/7 of its longest. `encode` runs it unpacked anyway (forward alone would pack it), and every
-    input still equals itself run alone."""
+def segment_every_row_end(monkeypatch) -> list:
+    """Make every row end a segment bound (no cost per call) and record the plans `run_unpacked` makes."""
+    import modeling_cove.modeling_cove as modeling
+
+    plans = []
+    original = modeling.plan_time_segments
+    monkeypatch.setattr(modeling, "plan_time_segments",
+                        lambda lengths, time: plans.append(original(lengths, time, call_rows=0)) or plans[-1])
+    return plans
+
+
+def test_time_segments_equal_the_packed_path_in_values_and_gradients(tiny_checkpoint, monkeypatch):
+    """Run in time segments (h and c carried, ended rows dropped), the unpacked path must give what packing gives
+    at every token of every layer (both directions), and a trainable encoder the same gradients."""
+    _, model, tokenizer = tiny_checkpoint
+    model = copy.deepcopy(model).train()  # dropout is 0 in the tiny config: train mode changes no value
+    for p in model.encoder.parameters():
+        p.requires_grad_(True)
+    sentences = ["the cat sat on the mat .", "the dog ran far away !", "a dog", "cat"]  # lengths 7, 6, 2, 1
+    batch = tokenizer(sentences, padding=True, return_tensors="pt")
+    lengths, real = batch["attention_mask"].sum(1), batch["attention_mask"].bool()
+    vectors = model.embeddings(batch["input_ids"]) * batch["attention_mask"].unsqueeze(-1)
+    plans = segment_every_row_end(monkeypatch)
+    results = []
+    for unpacked in (False, True):
+        model.zero_grad()
+        layers, _, _ = model.encoder(vectors, lengths, final_states=unpacked is False, unpacked=unpacked)
+        sum((layer[real] * torch.linspace(-1, 1, layer.shape[-1])).sum() for layer in layers).backward()
+        grads = [p.grad.clone() for p in model.encoder.parameters()]
+        results.append(([layer[real].detach() for layer in layers], grads))
+    assert plans == [[(0, 1, 4), (1, 2, 3), (2, 6, 2), (6, 7, 1)]]  # the packed run planned nothing
+    (packed_layers, packed_grads), (segmented_layers, segmented_grads) = results
+    assert len(segmented_layers) == len(packed_layers) == model.config.num_hidden_layers
+    for packed, segmented in zip(packed_layers + packed_grads, segmented_layers + segmented_grads):
+        assert packed.abs().sum() > 0 and (packed - segmented).abs().max() <= 1e-5
+
+
+def test_encode_runs_a_mixed_batch_unpacked_and_equal_each_alone(tiny_checkpoint, monkeypatch):
+    """Lengths 7, 6, 2, 1 in batches of 8: one batch, cut by size alone, whose shortest row is 1/7 of its longest.
+    `encode` runs it unpacked anyway (in time segments; forward alone would pack it), and every input still equals
+    itself run alone."""
     _, model, tokenizer = tiny_checkpoint
     sentences = ["the cat sat on the mat .", "the dog ran far away !", "a dog", "cat"]
     assert [len(tokenizer(s)["input_ids"]) for s in sentences] == [7, 6, 2, 1]
@@ -506,7 +542,7 @@ def test_encode_runs_a_joined_mixed_batch_unpacked_and_equal_each_alone(tiny_che
         alone = [model(**tokenizer([s], return_tensors="pt")).last_hidden_state[0] for s in sentences]
     unpacked_runs = count_unpacked_runs(model, monkeypatch)
     encoded = model.encode(sentences, tokenizer, batch_size=8)
-    assert len(unpacked_runs) == 1  # one joined batch, unpacked
+    assert len(unpacked_runs) == 1  # one batch, unpacked
     for vectors, reference in zip(encoded, alone):
         assert vectors.shape == reference.shape and (vectors - reference).abs().max() <= 1e-5
     with torch.no_grad():  # forward on the same mixed batch still packs (fill 16 / 28 < UNPACKED_MIN_FILL)
