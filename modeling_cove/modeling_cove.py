@@ -519,8 +519,9 @@ class CoveModel(CovePreTrainedModel):
         """
         input_ids: (B, T) token ids, right-padded. attention_mask: (B, T), 1 = token (default: all tokens).
         token_type_ids: accepted (tokenizers return them) and ignored by the encoder.
-        output_final_states: False skips the final h/c (None in the output) and lets padded batches run unpacked,
-        when their lengths are near-equal, which is faster on CPU (same outputs). Default: config.output_final_states.
+        output_final_states: False skips the final h/c (None in the output) and lets padded batches run unpacked
+        when they are mostly tokens (`CoveEncoder.unpacked_by_default`), which is faster on CPU (same outputs).
+        Default: config.output_final_states.
         A row with no tokens (all-zero mask) gives zero outputs (a defined result, not an error).
         """
         if input_ids is None:

@@ -11,8 +11,8 @@ Writes benchmarks/results/packing.json.
    batch, each group cut to its longest row, results put back in order).
    Also each batch packed or unpacked by a per-batch rule (`PACKING_RULES`): the earlier rule (unpacked only when
    every row is >= 0.75 x the longest) and the fill rule (unpacked when real tokens >= f x the padded batch).
-2. Length-sorted near-equal batches (what `CoveModel.encode` sends): unpacked (the default without final states) vs
-   packed.
+2. Length-sorted batches cut by size (what `CoveModel.encode` sends; most hold near-equal lengths): unpacked (the
+   default without final states; on CPU in time segments, `plan_time_segments`) vs packed.
 The model's rule (`CoveEncoder.unpacked_by_default`): unpacked when real tokens >= UNPACKED_MIN_FILL (0.7) x the
 padded batch; on a single CPU thread only when every row is >= 0.75 x the longest.
 Each figure: seconds for the whole set, best of `--repeats` interleaved repeats; random weights (speed only).
@@ -95,7 +95,7 @@ def bench(texts, model, tokenizer, batch_size, repeats) -> dict:
 
     ids = [x for x in tokenizer(texts)["input_ids"] if x]
     sorted_batches = []
-    for batch in length_bucketed_batches([len(x) for x in ids], batch_size):
+    for batch in length_bucketed_batches([len(x) for x in ids], batch_size, min_ratio=0.0):  # as `encode` cuts
         width = len(ids[batch[0]])
         input_ids = torch.tensor([ids[i] + [0] * (width - len(ids[i])) for i in batch])
         mask = (torch.arange(width)[None, :] < torch.tensor([len(ids[i]) for i in batch])[:, None]).long()
