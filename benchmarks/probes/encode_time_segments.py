@@ -65,10 +65,8 @@ def main(argv=None):
             "segments": sum(len(plan) for plan in plans),
             "row_steps_per_token": {"one_segment": round(padded / tokens, 4), "segments": round(segmented / tokens, 4)},
             "tokens_per_s": {key: round(v, 1) for key, v in tps.items()},
-            "ratio_segments_to_roofline": round(tps["segments"] / tps["roofline"], 3),
-            "ratio_one_segment_to_roofline": round(tps["one_segment"] / tps["roofline"], 3),
-            "ratio_segments_to_reference": round(tps["segments"] / tps["reference"], 3),
-            "ratio_one_segment_to_reference": round(tps["one_segment"] / tps["reference"], 3),
+            **{f"ratio_{ours}_to_{base}": round(tps[ours] / tps[base], 3)
+               for base in ("roofline", "reference") for ours in ("segments", "one_segment")},
             "speedup_segments": round(tps["segments"] / tps["one_segment"], 3),
             "max_abs_diff": max((a - b).abs().max().item()
                                 for a, b in zip(outputs["segments"], outputs["one_segment"])),
