@@ -55,14 +55,12 @@ def lengths_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return lengths
 
 
-# On a single CPU thread, the shortest/longest row from which a padded batch runs unpacked (`unpacked_by_default`);
-# also `length_bucketed_batches`' default cut (padding < 25%)
+# `length_bucketed_batches`' default cut: a batch ends where the next item is shorter than this times its longest
 UNPACKED_MIN_RATIO = 0.75
 # Fill (real tokens / padded tokens) from which a padded batch runs unpacked without final states (else packed), on
-# a GPU or more than one CPU thread: there the fused kernel over padded rows beats the packed per-step path where the
-# padding is at most ~30%, so one short row no longer forces a batch of long ones onto the packed path. On a single
-# CPU thread the packed path costs least and a batch runs unpacked only when every row is >= UNPACKED_MIN_RATIO of
-# the longest (benchmarks/results/packing*_vm_no_amx*.json)
+# a GPU or a single CPU thread: there the fused kernel over padded rows beats the packed per-step path where the
+# padding is at most ~30%. With more than one CPU thread every such batch runs unpacked: sorted longest first and cut
+# in time segments, it beat packing on arrival-order batches of 36-81% tokens (benchmarks/results/packing*.json).
 UNPACKED_MIN_FILL = 0.7
 # Device types on which a request for the top layer alone (no layer-1 output, no dropout between the layers) runs as
 # one call of the whole 2-layer biLSTM (`self.rnn`, packed when lengths differ): cuDNN then runs both directions at
@@ -137,8 +135,8 @@ class CoveEncoder(nn.Module):
     The layers are run one at a time (with `torch.lstm` on the layer's own weights) so that the first layer's
     output is available (`cove_output="both"`, `hidden_states`) without running anything twice. Padded batches
     are packed, so padding never changes a result; batches of equal lengths skip packing. Without final states
-    (`final_states=False`), padded batches that are mostly tokens (UNPACKED_MIN_FILL; `encode`'s always) run
-    unpacked instead, each direction on its own (`run_unpacked`): the fused CPU kernel (oneDNN) then serves
+    (`final_states=False`), padded batches run unpacked instead where that is faster (`unpacked_by_default`;
+    `encode`'s always), each direction on its own (`run_unpacked`): the fused CPU kernel (oneDNN) then serves
     them, which packed data never reaches.
     """
 
@@ -231,22 +229,38 @@ class CoveEncoder(nn.Module):
         runs over each row reversed within its length, so its padding comes last too, and is reversed back. The
         layers run time-major `(T, B, C)`; a reversal is a row gather (`index_select`) on the flattened `(T*B, C)`
         steps (5-20x faster than `gather` along T on CPU, fp32/bf16), and the last gather of each layer writes
-        batch-major rows directly. On CPU, both directions of every layer run in the time segments of
+        batch-major rows directly. On CPU, the rows run longest first (a batch in another order is sorted by the
+        first gather and put back by the last ones), and both directions of every layer run in the time segments of
         `plan_time_segments` (padding comes last in both, so they share one plan; its cost model is the CPU's: on a
         GPU a step costs about the same for any number of rows, so more calls would only add launches). Returns a
         list of each layer's output `(B, T, 2H)` (the top layer's alone with `top_only`), with garbage at padding:
         callers mask it or cut it off. `lengths` (B,) on the host."""
         batch, time, _ = vectors.shape
         device = vectors.device
-        segments = plan_time_segments(lengths.tolist(), time) if device.type == "cpu" else None
+        order, segments = None, None
+        if device.type == "cpu":  # rows run longest first, so that a time segment can leave out every ended row
+            if not bool((lengths[:-1] >= lengths[1:]).all()):
+                order = torch.sort(lengths, descending=True, stable=True).indices  # running row j = input row order[j]
+                lengths = lengths[order]
+            segments = plan_time_segments(lengths.tolist(), time)
         steps = torch.arange(time, device=device).unsqueeze(1)  # (T, 1)
         rows = torch.arange(batch, device=device).unsqueeze(0)  # (1, B)
-        row_lengths = lengths.to(device).unsqueeze(0)  # (1, B)
+        row_lengths = lengths.to(device).unsqueeze(0)  # (1, B), in running order
         reverse_steps = torch.where(steps < row_lengths, row_lengths - 1 - steps, steps)  # (T, B); padding stays
-        reversed_steps = (reverse_steps * batch + rows).reshape(-1)  # (T*B,): step t of row b <- its reversed step
-        reversed_to_batch_major = reversed_steps.view(time, batch).t().reshape(-1)  # (B*T,): the same, rows first
+        reversed_steps = (reverse_steps * batch + rows).reshape(-1)  # (T*B,): step t of row j <- its reversed step
+        if order is None:
+            layer_input = vectors.transpose(0, 1).contiguous()  # (T, B, C)
+            forward_to_batch_major = None  # the forward output's transpose is already in batch order
+            reversed_to_batch_major = reversed_steps.view(time, batch).t().reshape(-1)  # (B*T,): as above, rows first
+        else:  # the sort is folded into the gathers: into time-major running order, and back to batch order
+            order = order.to(device)
+            position = torch.empty_like(order)
+            position[order] = torch.arange(batch, device=device)  # (B,): input row b runs as row position[b]
+            from_input = (order * time + steps).reshape(-1)  # (T*B,): step t of running row j <- flat (B*T) input
+            layer_input = vectors.reshape(batch * time, -1).index_select(0, from_input).view(time, batch, -1)
+            forward_to_batch_major = (steps * batch + position).t().reshape(-1)  # (B*T,): row b, step t <- (T*B)
+            reversed_to_batch_major = reversed_steps.view(time, batch)[:, position].t().reshape(-1)
         outputs = []
-        layer_input = vectors.transpose(0, 1).contiguous()  # (T, B, C)
         for layer in range(self.num_layers):
             if layer > 0 and self.dropout > 0 and self.training:
                 layer_input = nn.functional.dropout(layer_input, self.dropout, training=True)
@@ -260,7 +274,12 @@ class CoveEncoder(nn.Module):
             last = layer == self.num_layers - 1
             if last or not top_only:
                 backward_rows = backward.index_select(0, reversed_to_batch_major).view(batch, time, self.hidden_size)
-                outputs.append(torch.cat([forward.transpose(0, 1), backward_rows], dim=-1))  # (B, T, 2H)
+                if forward_to_batch_major is None:
+                    forward_rows = forward.transpose(0, 1)
+                else:
+                    forward_rows = forward.view(time * batch, self.hidden_size).index_select(0, forward_to_batch_major)
+                    forward_rows = forward_rows.view(batch, time, self.hidden_size)
+                outputs.append(torch.cat([forward_rows, backward_rows], dim=-1))  # (B, T, 2H)
             if not last:
                 backward = backward.index_select(0, reversed_steps).view(time, batch, self.hidden_size)
                 layer_input = torch.cat([forward, backward], dim=-1)  # (T, B, 2H), the next layer's input
@@ -315,10 +334,10 @@ class CoveEncoder(nn.Module):
     @staticmethod
     def unpacked_by_default(lengths: torch.Tensor, time: int, device: torch.device) -> bool:
         """Whether a padded `(B, time)` batch with host `lengths` runs unpacked when nobody asked (no final states):
-        when its real tokens fill at least UNPACKED_MIN_FILL of it; on a single CPU thread only when every row is
-        at least UNPACKED_MIN_RATIO of the longest."""
-        if device.type == "cpu" and torch.get_num_threads() == 1:
-            return bool(lengths.min() >= UNPACKED_MIN_RATIO * time)
+        always with more than one CPU thread; on a GPU or a single CPU thread when its real tokens fill at least
+        UNPACKED_MIN_FILL of it."""
+        if device.type == "cpu" and torch.get_num_threads() > 1:
+            return True
         return bool(lengths.sum() >= UNPACKED_MIN_FILL * len(lengths) * time)
 
     def uses_single_call(self, device: torch.device) -> bool:

@@ -13,8 +13,9 @@ Writes benchmarks/results/packing.json.
    every row is >= 0.75 x the longest) and the fill rule (unpacked when real tokens >= f x the padded batch).
 2. Length-sorted batches cut by size (what `CoveModel.encode` sends; most hold near-equal lengths): unpacked (the
    default without final states; on CPU in time segments, `plan_time_segments`) vs packed.
-The model's rule (`CoveEncoder.unpacked_by_default`): unpacked when real tokens >= UNPACKED_MIN_FILL (0.7) x the
-padded batch; on a single CPU thread only when every row is >= 0.75 x the longest.
+The model's rule (`CoveEncoder.unpacked_by_default`): with more than one CPU thread always unpacked (on CPU the
+unpacked path sorts the rows inside and runs them in time segments, so "unpacked as one group" is that); on a GPU or
+a single CPU thread when real tokens >= UNPACKED_MIN_FILL (0.7) x the padded batch.
 Each figure: seconds for the whole set, best of `--repeats` interleaved repeats; random weights (speed only).
 `--device cuda` asks the same of cuDNN (writes packing_cuda.json).
 """
