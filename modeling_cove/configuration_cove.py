@@ -50,10 +50,10 @@ class CoveConfig(PreTrainedConfig):
             The tokenizer carries the behaviour; this mirrors it for model cards.
         output_final_states (`bool`, *optional*, defaults to `False`):
             Default of `CoveModel.forward(output_final_states=...)`: also return the MT-LSTM's final h and c. Only
-            the MT decoder needs them (`CoveForMachineTranslation` sets this to `True`). Without them, a padded
-            batch that is mostly tokens (real tokens >= 0.7 x the padded batch; on one CPU thread every row >=
-            0.75 x the longest; `encode`'s batches always) runs unpacked on the fused LSTM kernel, faster on CPU
-            than packing (same outputs); batches that are mostly padding are packed either way.
+            the MT decoder needs them (`CoveForMachineTranslation` sets this to `True`). Without them, padded
+            batches run unpacked on the fused LSTM kernel, faster on CPU than packing (same outputs): with more
+            than one CPU thread all of them (rows sorted inside, time segments), on a GPU or one CPU thread those
+            that are mostly tokens (real tokens >= 0.7 x the padded batch); `encode`'s batches always.
 
     MT decoder (eqs. 2–4, PAPER.md §2; read by `CoveForMachineTranslation`):
         target_vocab_size (`int`, *optional*, defaults to 50000):
