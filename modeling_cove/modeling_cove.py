@@ -59,8 +59,8 @@ def lengths_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
 UNPACKED_MIN_RATIO = 0.75
 # Fill (real tokens / padded tokens) from which a padded batch runs unpacked without final states (else packed), on
 # a GPU or a single CPU thread: there the fused kernel over padded rows beats the packed per-step path where the
-# padding is at most ~30%. With more than one CPU thread every such batch runs unpacked: sorted longest first and cut
-# in time segments, it beat packing on arrival-order batches of 36-81% tokens (benchmarks/results/packing*.json).
+# padding is at most ~30%. With more than one CPU thread every padded batch runs unpacked: sorted longest first and
+# cut in time segments, it beat packing on arrival-order batches of 36-81% tokens (benchmarks/results/packing*.json).
 UNPACKED_MIN_FILL = 0.7
 # Device types on which a request for the top layer alone (no layer-1 output, no dropout between the layers) runs as
 # one call of the whole 2-layer biLSTM (`self.rnn`, packed when lengths differ): cuDNN then runs both directions at
@@ -539,7 +539,7 @@ class CoveModel(CovePreTrainedModel):
         input_ids: (B, T) token ids, right-padded. attention_mask: (B, T), 1 = token (default: all tokens).
         token_type_ids: accepted (tokenizers return them) and ignored by the encoder.
         output_final_states: False skips the final h/c (None in the output) and lets padded batches run unpacked
-        when they are mostly tokens (`CoveEncoder.unpacked_by_default`), which is faster on CPU (same outputs).
+        where `CoveEncoder.unpacked_by_default` finds that faster than packing (same outputs).
         Default: config.output_final_states.
         A row with no tokens (all-zero mask) gives zero outputs (a defined result, not an error).
         """
