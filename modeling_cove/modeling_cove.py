@@ -120,13 +120,17 @@ def plan_time_segments(lengths: list, time: int, step_overhead_rows: float = STE
     return segments
 
 
+def longest_first(lengths: torch.Tensor) -> bool:
+    """Whether host `lengths` (B,) are sorted longest first (ties in any order)."""
+    return bool((lengths[:-1] >= lengths[1:]).all())
+
+
 def pack(vectors: torch.Tensor, lengths: torch.Tensor):
     """`pack_padded_sequence` of right-padded `(B, T, C)` rows with host-side `lengths` (B,). Rows already sorted
     longest first (as `CoveModel.encode` batches them) are packed as they are: no sort, and on a GPU no index copy
     to the device and no wait for it."""
     lengths = lengths.cpu()
-    in_order = bool((lengths[:-1] >= lengths[1:]).all())
-    return pack_padded_sequence(vectors, lengths, batch_first=True, enforce_sorted=in_order)
+    return pack_padded_sequence(vectors, lengths, batch_first=True, enforce_sorted=longest_first(lengths))
 
 
 class CoveEncoder(nn.Module):
@@ -239,7 +243,7 @@ class CoveEncoder(nn.Module):
         device = vectors.device
         order, segments = None, None
         if device.type == "cpu":  # rows run longest first, so that a time segment can leave out every ended row
-            if not bool((lengths[:-1] >= lengths[1:]).all()):
+            if not longest_first(lengths):
                 order = torch.sort(lengths, descending=True, stable=True).indices  # running row j = input row order[j]
                 lengths = lengths[order]
             segments = plan_time_segments(lengths.tolist(), time)
@@ -293,8 +297,8 @@ class CoveEncoder(nn.Module):
         on the unpacked path), and final h and c as (B, L, 2H) (None when `final_states=False`). `top_only=True`
         says only the last layer's output will be read: on SINGLE_CALL_DEVICE_TYPES (`run_single_call`) and on the
         unpacked path the list then holds that layer alone; packed or uniform batches elsewhere return every layer.
-        Without final states a padded batch runs unpacked when `unpacked` is True (a caller that cut its batches
-        by cost, `encode`), or, when it is None, as `unpacked_by_default` decides.
+        Without final states a padded batch runs unpacked when `unpacked` is True (`encode`, whose batches are
+        sorted), or, when it is None, as `unpacked_by_default` decides.
         """
         batch, time, _ = vectors.shape
         uniform = bool((lengths == time).all())
@@ -303,8 +307,7 @@ class CoveEncoder(nn.Module):
         if unpacked is None:
             unpacked = self.unpacked_by_default(lengths, time, vectors.device)
         if not uniform and not final_states and unpacked:
-            # outputs only: unpacked, one direction at a time, on the fused kernel. Batches that are mostly padding
-            # are packed by default: unpacked they would spend most of the work on it.
+            # outputs only: unpacked, one direction at a time, on the fused kernel (on CPU sorted, in time segments)
             return self.run_unpacked(vectors, lengths, top_only), None, None
         if uniform:  # equal lengths: nothing to pack
             layer_input, batch_sizes = vectors, None
