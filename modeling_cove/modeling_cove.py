@@ -55,8 +55,9 @@ def lengths_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return lengths
 
 
-# `length_bucketed_batches`' default cut: a batch ends where the next item is shorter than this times its longest
-UNPACKED_MIN_RATIO = 0.75
+# `length_bucketed_batches`' default cut: a batch ends where the next item is shorter than this times its longest.
+# `encode` cuts by size alone (0.0): its time segments (`plan_time_segments`) leave ended rows out instead.
+BUCKET_MIN_RATIO = 0.75
 # Fill (real tokens / padded tokens) from which a padded batch runs unpacked without final states (else packed), on
 # a GPU or a single CPU thread: there the fused kernel over padded rows beats the packed per-step path where the
 # padding is at most ~30%. With more than one CPU thread every padded batch runs unpacked: sorted longest first and
@@ -70,10 +71,11 @@ UNPACKED_MIN_FILL = 0.7
 SINGLE_CALL_DEVICE_TYPES = ("cuda",)
 
 
-def length_bucketed_batches(lengths: list, batch_size: int, min_ratio: float = UNPACKED_MIN_RATIO) -> list:
+def length_bucketed_batches(lengths: list, batch_size: int, min_ratio: float = BUCKET_MIN_RATIO) -> list:
     """Index batches for inference: items sorted by length (longest first, stable) and cut into consecutive runs of
     up to `batch_size`; a run also ends where the next item is shorter than `min_ratio` times the run's first
-    (longest) item, so padding stays under a quarter of any batch. Most batches hold equal or near-equal lengths."""
+    (longest) item: with the default BUCKET_MIN_RATIO, padding stays under a quarter of any batch. Most batches
+    hold equal or near-equal lengths."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batches = []
     for i in order:
