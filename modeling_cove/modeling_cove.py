@@ -127,6 +127,15 @@ def longest_first(lengths: torch.Tensor) -> bool:
     return bool((lengths[:-1] >= lengths[1:]).all())
 
 
+def gather_rows(source: torch.Tensor, index: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """`out[i] = source[index[i]]` for the rows of 2-d tensors, written into `out` in place, which may be a column
+    slice of a wider tensor: no intermediate copy. Where autograd tracks `source` (it does not track `out=`) or the
+    dtypes differ (autocast), the rows are gathered first and copied in."""
+    if source.requires_grad or source.dtype != out.dtype:
+        return out.copy_(source.index_select(0, index))
+    return torch.index_select(source, 0, index, out=out)
+
+
 def pack(vectors: torch.Tensor, lengths: torch.Tensor):
     """`pack_padded_sequence` of right-padded `(B, T, C)` rows with host-side `lengths` (B,). Rows already sorted
     longest first (as `CoveModel.encode` batches them) are packed as they are: no sort, and on a GPU no index copy
@@ -214,21 +223,23 @@ class CoveEncoder(nn.Module):
         """One direction of one layer over time-major `(T, B, C)` inputs from zero states; returns `(T, B, H)`.
         Time-major is the layout `torch.lstm` works in, so the call copies neither its input nor its output.
         With `segments` (`plan_time_segments`, more than one) each runs its rows on from the states the one before
-        left; the steps a segment skips are past every skipped row's end and stay zero."""
+        left; the steps a segment skips are past every skipped row's end and are set to zero."""
         batch = inputs.shape[1]
         zeros = inputs.new_zeros(1, batch, self.hidden_size)
         train = self.kernel_train_mode(inputs)
         if segments is None or len(segments) == 1:
             return torch.lstm(inputs, (zeros, zeros), weights, True, 1, 0.0, train, False, False)[0]
-        output = inputs.new_zeros(inputs.shape[0], batch, self.hidden_size)
+        output = inputs.new_empty(inputs.shape[0], batch, self.hidden_size)
         h, c = zeros, zeros
         for start, end, rows in segments:
             piece, h, c = torch.lstm(inputs[start:end, :rows], (h[:, :rows], c[:, :rows]), weights, True, 1, 0.0,
                                      train, False, False)  # (end - start, rows, H), h and c (1, rows, H)
             output[start:end, :rows] = piece
+            output[start:end, rows:] = 0  # the skipped rows: padding, zero (finite, as callers may mask by product)
         return output
 
-    def run_unpacked(self, vectors: torch.Tensor, lengths: torch.Tensor, top_only: bool = False) -> list:
+    def run_unpacked(self, vectors: torch.Tensor, lengths: torch.Tensor, top_only: bool = False,
+                     out: Optional[torch.Tensor] = None) -> list:
         """All layers on right-padded `(B, T, C)` rows of unequal lengths, unpacked, one direction at a time, so
         the fused CPU kernel (oneDNN) serves them, which packed data never reaches. The forward direction runs over
         the rows as they are: padding comes after every real token, so it never reaches one. The backward direction
@@ -238,9 +249,11 @@ class CoveEncoder(nn.Module):
         batch-major rows directly. On CPU, the rows run longest first (a batch in another order is sorted by the
         first gather and put back by the last ones), and both directions of every layer run in the time segments of
         `plan_time_segments` (padding comes last in both, so they share one plan; its cost model is the CPU's: on a
-        GPU a step costs about the same for any number of rows, so more calls would only add launches). Returns a
-        list of each layer's output `(B, T, 2H)` (the top layer's alone with `top_only`), with garbage at padding:
-        callers mask it or cut it off. `lengths` (B,) on the host."""
+        GPU a step costs about the same for any number of rows, so more calls would only add launches). The gathers
+        write their rows straight into place (the next layer's input, each layer's output, `out`), so nothing is
+        concatenated afterwards. Returns a list of each layer's output `(B, T, 2H)` (the top layer's alone with
+        `top_only`; the top layer's is `out` when given), with garbage at padding: callers mask it or cut it off.
+        `lengths` (B,) on the host."""
         batch, time, _ = vectors.shape
         device = vectors.device
         order, segments = None, None
@@ -279,20 +292,24 @@ class CoveEncoder(nn.Module):
             backward = backward.view(time * batch, self.hidden_size)
             last = layer == self.num_layers - 1
             if last or not top_only:
-                backward_rows = backward.index_select(0, reversed_to_batch_major).view(batch, time, self.hidden_size)
+                width = 2 * self.hidden_size
+                batch_major = out if last and out is not None else forward.new_empty(batch, time, width)
+                flat_rows = batch_major.view(batch * time, width)  # (B*T, 2H): [forward; backward] per step
                 if forward_to_batch_major is None:
-                    forward_rows = forward.transpose(0, 1)
+                    batch_major[..., :self.hidden_size] = forward.transpose(0, 1)
                 else:
-                    forward_rows = forward.view(time * batch, self.hidden_size).index_select(0, forward_to_batch_major)
-                    forward_rows = forward_rows.view(batch, time, self.hidden_size)
-                outputs.append(torch.cat([forward_rows, backward_rows], dim=-1))  # (B, T, 2H)
-            if not last:
-                backward = backward.index_select(0, reversed_steps).view(time, batch, self.hidden_size)
-                layer_input = torch.cat([forward, backward], dim=-1)  # (T, B, 2H), the next layer's input
+                    gather_rows(forward.view(time * batch, self.hidden_size), forward_to_batch_major,
+                                flat_rows[:, :self.hidden_size])
+                gather_rows(backward, reversed_to_batch_major, flat_rows[:, self.hidden_size:])
+                outputs.append(batch_major)  # (B, T, 2H)
+            if not last:  # the next layer's input, time-major (T, B, 2H): [forward; backward put back in order]
+                layer_input = forward.new_empty(time, batch, 2 * self.hidden_size)
+                layer_input[..., :self.hidden_size] = forward
+                gather_rows(backward, reversed_steps, layer_input.view(time * batch, -1)[:, self.hidden_size:])
         return outputs
 
     def forward(self, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool = True,
-                top_only: bool = False, unpacked: Optional[bool] = None):
+                top_only: bool = False, unpacked: Optional[bool] = None, out: Optional[torch.Tensor] = None):
         """vectors: (B, T, 300) word vectors, zero at padding; lengths: (B,) tokens per row (>= 1).
 
         Returns a list with each layer's output (B, T, 2H) (zero at padding when packed; unspecified at padding
@@ -300,17 +317,22 @@ class CoveEncoder(nn.Module):
         says only the last layer's output will be read: on SINGLE_CALL_DEVICE_TYPES (`run_single_call`) and on the
         unpacked path the list then holds that layer alone; packed or uniform batches elsewhere return every layer.
         Without final states a padded batch runs unpacked when `unpacked` is True (`encode`, whose batches are
-        sorted), or, when it is None, as `unpacked_by_default` decides.
+        sorted), or, when it is None, as `unpacked_by_default` decides. `out`: a `(B, T, 2H)` tensor (a column slice
+        of the caller's output is fine) that receives the top layer's output, and is then the list's last entry;
+        the unpacked path writes its rows there directly, the others copy.
         """
         batch, time, _ = vectors.shape
         uniform = bool((lengths == time).all())
+        if out is not None and out.shape != (batch, time, 2 * self.hidden_size):
+            raise ValueError(f"out must have shape {(batch, time, 2 * self.hidden_size)}, got {tuple(out.shape)}")
         if top_only and self.uses_single_call(vectors.device):
-            return self.run_single_call(vectors, lengths, uniform, final_states)
+            outputs, final_h, final_c = self.run_single_call(vectors, lengths, uniform, final_states)
+            return self.top_layer_into(outputs, out), final_h, final_c
         if unpacked is None:
             unpacked = self.unpacked_by_default(lengths, time, vectors.device)
         if not uniform and not final_states and unpacked:
             # outputs only: unpacked, one direction at a time, on the fused kernel (on CPU sorted, in time segments)
-            return self.run_unpacked(vectors, lengths, top_only), None, None
+            return self.run_unpacked(vectors, lengths, top_only, out), None, None
         if uniform:  # equal lengths: nothing to pack
             layer_input, batch_sizes = vectors, None
         else:
@@ -332,9 +354,17 @@ class CoveEncoder(nn.Module):
             final_h.append(torch.cat([h_n[0], h_n[1]], dim=-1))  # [forward; backward] (B, 2H)
             final_c.append(torch.cat([c_n[0], c_n[1]], dim=-1))
             layer_input = layer_output
+        outputs = self.top_layer_into(outputs, out)
         if not final_states:
             return outputs, None, None
         return outputs, torch.stack(final_h, dim=1), torch.stack(final_c, dim=1)
+
+    @staticmethod
+    def top_layer_into(outputs: list, out: Optional[torch.Tensor]) -> list:
+        """The layer outputs with the top layer copied into `out` (when given) and replaced by it."""
+        if out is None:
+            return outputs
+        return outputs[:-1] + [out.copy_(outputs[-1])]
 
     @staticmethod
     def unpacked_by_default(lengths: torch.Tensor, time: int, device: torch.device) -> bool:
@@ -571,6 +601,16 @@ class CoveModel(CovePreTrainedModel):
         config = self.config
         return self.reads_top_layer_only(False) and not config.include_word_vectors and config.char_ngram_dim == 0
 
+    def output_dtype(self, vectors: torch.Tensor, masked: bool) -> torch.dtype:
+        """The dtype of `last_hidden_state` when it joins several parts: what concatenating the parts gives. Under
+        autocast the MT-LSTM's layers come in the autocast dtype, word vectors and char n-grams in the model's, and
+        a layer masked at padding (`masked`) in their promotion (the mask has the model's dtype)."""
+        device_type = vectors.device.type
+        dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else vectors.dtype
+        if self.config.include_word_vectors or self.char_ngram_embeddings is not None or masked:
+            dtype = torch.promote_types(dtype, vectors.dtype)
+        return dtype
+
     def forward_checked(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor], lengths: torch.Tensor,
                         output_hidden_states: bool, output_final_states: bool, return_dict: bool,
                         unpacked: Optional[bool] = None, zero_padding: bool = True):
@@ -587,24 +627,41 @@ class CoveModel(CovePreTrainedModel):
         vectors = self.embeddings(input_ids)  # GloVe(w), (B, T, 300)
         if mask_outputs:
             vectors = vectors * mask
+        # eq. 6: w~ = [GloVe(w); CoVe(w)] (+ first layer, + char n-grams, per config), as one (B, T, D) tensor whose
+        # parts are written into their columns. Unless the hidden states are returned too (they keep the encoder's own
+        # top layer), the encoder writes the top layer there itself: no concatenation copy.
+        config = self.config
+        output = None  # None: the output is the top layer alone
+        if not self.output_is_top_layer():
+            dtype = self.output_dtype(vectors, mask_outputs)
+            output = vectors.new_empty(*input_ids.shape, config.output_size, dtype=dtype)
+        vectors_end = config.word_vector_dim if config.include_word_vectors else 0
+        top_start = vectors_end + (config.encoder_output_size if config.cove_output == "both" else 0)
+        top_end = top_start + config.encoder_output_size
+        top_in_output = output is not None and not output_hidden_states
         # eq. 1/5: CoVe(w) = MT-LSTM(GloVe(w)); empty rows run on one pad step and are masked to zero below
         top_only = self.reads_top_layer_only(output_hidden_states)
         layers, final_h, final_c = self.encoder(vectors, lengths.clamp(min=1), final_states=output_final_states,
-                                                top_only=top_only, unpacked=unpacked)
-        if mask_outputs:
-            layers = [layer * mask for layer in layers]  # (B, T, 600) each, zero at padding
+                                                top_only=top_only, unpacked=unpacked,
+                                                out=output[..., top_start:top_end] if top_in_output else None)
+        if mask_outputs:  # (B, T, 600) each, zero at padding; a top layer written into `output` is masked with it
+            top = layers[-1] if top_in_output else layers[-1] * mask
+            layers = [layer * mask for layer in layers[:-1]] + [top]
 
-        # eq. 6: w~ = [GloVe(w); CoVe(w)] (+ first layer, + char n-grams, per config)
-        parts = []
-        if self.config.include_word_vectors:
-            parts.append(vectors)
-        if self.config.cove_output == "both":
-            parts.append(layers[0])
-        parts.append(layers[-1])
-        if self.char_ngram_embeddings is not None:
-            char_ngrams = self.char_ngram_embeddings(input_ids)  # zero at pad ids (padding_idx)
-            parts.append(char_ngrams * mask if mask_outputs else char_ngrams)
-        last_hidden_state = torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+        if output is None:
+            last_hidden_state = layers[-1]
+        else:
+            if config.include_word_vectors:
+                output[..., :vectors_end] = vectors
+            if config.cove_output == "both":
+                output[..., vectors_end:top_start] = layers[0]
+            if not top_in_output:
+                output[..., top_start:top_end] = layers[-1]
+            if self.char_ngram_embeddings is not None:
+                output[..., top_end:] = self.char_ngram_embeddings(input_ids)  # zero at pad ids (padding_idx)
+            if mask_outputs:
+                output.mul_(mask)  # the top layer too, where the encoder wrote it here
+            last_hidden_state = output
 
         hidden_states = (vectors, *layers) if output_hidden_states else None
         if not return_dict:

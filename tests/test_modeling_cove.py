@@ -631,6 +631,77 @@ def test_unpacked_top_only_returns_the_top_layer_alone(tiny_checkpoint):
     assert torch.equal(top[0][real], every_layer[-1][real])
 
 
+def test_encoder_writes_the_top_layer_into_a_column_slice_on_every_path(tiny_checkpoint, monkeypatch):
+    """`CoveEncoder.forward(out=...)` with `out` a column slice of a wider tensor (as `CoveModel` passes its output):
+    on the packed, uniform and unpacked paths (sorted and unsorted rows, in time segments) the top layer lands in
+    those columns, every entry of them written (finite even at padding, which callers mask by product), the other
+    columns untouched, and the value at each real token the same as without `out`; the list's last entry is `out`."""
+    _, model, tokenizer = tiny_checkpoint
+    plans = segment_every_row_end(monkeypatch)
+    width = 2 * model.config.hidden_size
+    cases = {"packed": (["a dog"] + NEAR_EQUAL + ["cat"], {"final_states": True}),
+             "uniform": (["the cat sat", "a dog ran"], {"final_states": True}),
+             "unpacked, sorted": (NEAR_EQUAL + ["a dog"], {"final_states": False, "unpacked": True}),
+             "unpacked, unsorted": (["a dog"] + NEAR_EQUAL + ["cat"], {"final_states": False, "unpacked": True})}
+    for name, (sentences, kwargs) in cases.items():
+        batch = tokenizer(sentences, padding=True, return_tensors="pt")
+        lengths, real = batch["attention_mask"].sum(1), batch["attention_mask"].bool()
+        with torch.no_grad():
+            vectors = model.embeddings(batch["input_ids"])
+            expected, _, _ = model.encoder(vectors, lengths, **kwargs)
+            wide = torch.full((*batch["input_ids"].shape, 3 + width + 2), float("nan"))
+            layers, _, _ = model.encoder(vectors, lengths, out=wide[..., 3:3 + width], **kwargs)
+        assert layers[-1].data_ptr() == wide[..., 3:].data_ptr(), name
+        assert torch.isfinite(wide[..., 3:3 + width]).all(), name
+        assert torch.isnan(wide[..., :3]).all() and torch.isnan(wide[..., 3 + width:]).all(), name
+        assert torch.equal(wide[..., 3:3 + width][real], expected[-1][real]), name
+    assert len(plans) == 4 and all(len(plan) > 1 for plan in plans)  # both unpacked cases ran in segments, twice
+    with pytest.raises(ValueError, match="out must have shape"):
+        model.encoder(vectors, lengths, out=torch.empty(1, 2, width))
+
+
+def test_time_segments_set_the_rows_they_skip_to_zero(tiny_checkpoint):
+    """`run_direction` in time segments: each segment writes its rows' steps, and the rows it leaves out (padding,
+    past their ends) are set to exactly zero, not left as uninitialised memory."""
+    _, model, _ = tiny_checkpoint
+    torch.manual_seed(0)
+    inputs = torch.randn(7, 4, model.config.word_vector_dim)  # (T, B, C), time-major
+    segments = [(0, 1, 4), (1, 2, 3), (2, 6, 2), (6, 7, 1)]
+    with torch.no_grad():
+        output = model.encoder.run_direction(inputs, model.encoder.layer_weights(0)[:4], segments)
+        whole = model.encoder.run_direction(inputs, model.encoder.layer_weights(0)[:4])
+    for start, end, rows in segments:
+        assert torch.equal(output[start:end, rows:], torch.zeros_like(output[start:end, rows:]))
+    assert torch.allclose(output[:, 0], whole[:, 0], atol=1e-6)  # the row running all 7 steps is unchanged
+
+
+@pytest.mark.parametrize("include_word_vectors", [True, False])
+def test_the_concatenated_output_equals_its_parts_and_keeps_cat_dtypes_under_autocast(include_word_vectors):
+    """`last_hidden_state` is one tensor the parts are written into (without hidden states, the encoder writes the
+    top layer there itself): it must equal concatenating [word vectors;] layer 1; layer 2 from `hidden_states`, be
+    zero at padding, and keep the dtype concatenating gives under bf16 autocast: fp32 with the fp32 word vectors or
+    the fp32 padding mask in it, bf16 from the two layers alone."""
+    torch.manual_seed(0)
+    vectors = torch.randn(len(SPECIAL_TOKENS) + len(WORDS), 8)
+    model, tokenizer = create_cove_checkpoint(WORDS, vectors, hidden_size=4, cove_output="both",
+                                              include_word_vectors=include_word_vectors)
+    model.eval()
+    for sentences in (["a dog"] + NEAR_EQUAL, NEAR_EQUAL[1:]):  # padded; equal lengths
+        batch = tokenizer(sentences, padding=True, return_tensors="pt")
+        padding = batch["attention_mask"] == 0
+        for autocast in (False, True):
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                full = model(**batch, output_hidden_states=True)
+                fast = model(**batch).last_hidden_state
+            parts = list(full.hidden_states if include_word_vectors else full.hidden_states[1:])
+            expected = torch.cat(parts, dim=-1)
+            for output in (full.last_hidden_state, fast):
+                assert output.dtype == expected.dtype and torch.equal(output, expected)
+            bf16 = autocast and not include_word_vectors and not padding.any()
+            assert expected.dtype == (torch.bfloat16 if bf16 else torch.float32)
+            assert not padding.any() or fast[padding].abs().max() == 0
+
+
 def test_unpacked_path_gives_the_packed_gradients(tiny_checkpoint):
     """A trainable encoder (freeze_encoder=False) gets the same gradients through the unpacked path (reversal by
     row index, garbage at padding masked) as through packing."""
