@@ -129,9 +129,10 @@ def longest_first(lengths: torch.Tensor) -> bool:
 
 def gather_rows(source: torch.Tensor, index: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """`out[i] = source[index[i]]` for the rows of 2-d tensors, written into `out` in place, which may be a column
-    slice of a wider tensor: no intermediate copy. Where autograd tracks `source` (it does not track `out=`) or the
-    dtypes differ (autocast), the rows are gathered first and copied in."""
-    if source.requires_grad or source.dtype != out.dtype:
+    slice of a wider tensor: on CPU with no intermediate copy. Where autograd tracks `source` (it does not track
+    `out=`), the dtypes differ (autocast), or off the CPU (where `out=` into a column slice is neither measured nor
+    tested here), the rows are gathered first and copied in."""
+    if source.requires_grad or source.dtype != out.dtype or source.device.type != "cpu":
         return out.copy_(source.index_select(0, index))
     return torch.index_select(source, 0, index, out=out)
 
