@@ -280,6 +280,7 @@ class CoveEncoder(nn.Module):
             layer_input = vectors.reshape(batch * time, -1).index_select(0, from_input).view(time, batch, -1)
             forward_to_batch_major = (steps * batch + position).t().reshape(-1)  # (B*T,): row b, step t <- (T*B)
             reversed_to_batch_major = reversed_steps.view(time, batch)[:, position].t().reshape(-1)
+        width = 2 * self.hidden_size  # [forward; backward]
         outputs = []
         for layer in range(self.num_layers):
             if layer > 0 and self.dropout > 0 and self.training:
@@ -293,7 +294,6 @@ class CoveEncoder(nn.Module):
             backward = backward.view(time * batch, self.hidden_size)
             last = layer == self.num_layers - 1
             if last or not top_only:
-                width = 2 * self.hidden_size
                 batch_major = out if last and out is not None else forward.new_empty(batch, time, width)
                 flat_rows = batch_major.view(batch * time, width)  # (B*T, 2H): [forward; backward] per step
                 if forward_to_batch_major is None:
@@ -304,9 +304,9 @@ class CoveEncoder(nn.Module):
                 gather_rows(backward, reversed_to_batch_major, flat_rows[:, self.hidden_size:])
                 outputs.append(batch_major)  # (B, T, 2H)
             if not last:  # the next layer's input, time-major (T, B, 2H): [forward; backward put back in order]
-                layer_input = forward.new_empty(time, batch, 2 * self.hidden_size)
+                layer_input = forward.new_empty(time, batch, width)
                 layer_input[..., :self.hidden_size] = forward
-                gather_rows(backward, reversed_steps, layer_input.view(time * batch, -1)[:, self.hidden_size:])
+                gather_rows(backward, reversed_steps, layer_input.view(time * batch, width)[:, self.hidden_size:])
         return outputs
 
     def forward(self, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool = True,
@@ -645,9 +645,9 @@ class CoveModel(CovePreTrainedModel):
         layers, final_h, final_c = self.encoder(vectors, lengths.clamp(min=1), final_states=output_final_states,
                                                 top_only=top_only, unpacked=unpacked,
                                                 out=output[..., top_start:top_end] if top_in_output else None)
-        if mask_outputs:  # (B, T, 600) each, zero at padding; a top layer written into `output` is masked with it
-            top = layers[-1] if top_in_output else layers[-1] * mask
-            layers = [layer * mask for layer in layers[:-1]] + [top]
+        # zero at padding: the layers where they are returned as they are, (B, T, 600) each; `output` once, below
+        if mask_outputs and (output is None or output_hidden_states):
+            layers = [layer * mask for layer in layers]
 
         if output is None:
             last_hidden_state = layers[-1]
@@ -661,7 +661,7 @@ class CoveModel(CovePreTrainedModel):
             if self.char_ngram_embeddings is not None:
                 output[..., top_end:] = self.char_ngram_embeddings(input_ids)  # zero at pad ids (padding_idx)
             if mask_outputs:
-                output.mul_(mask)  # the top layer too, where the encoder wrote it here
+                output.mul_(mask)  # every part at once, the top layer too where the encoder wrote it here
             last_hidden_state = output
 
         hidden_states = (vectors, *layers) if output_hidden_states else None
