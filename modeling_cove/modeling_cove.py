@@ -326,6 +326,9 @@ class CoveEncoder(nn.Module):
         uniform = bool((lengths == time).all())
         if out is not None and out.shape != (batch, time, 2 * self.hidden_size):
             raise ValueError(f"out must have shape {(batch, time, 2 * self.hidden_size)}, got {tuple(out.shape)}")
+        if out is not None and (out.stride(2) != 1 or out.stride(0) != time * out.stride(1)):
+            raise ValueError("out must be a column slice of a contiguous (B, T, D) tensor (its rows are written as "
+                             f"B*T rows of one view), got strides {out.stride()}")
         if top_only and self.uses_single_call(vectors.device):
             outputs, final_h, final_c = self.run_single_call(vectors, lengths, uniform, final_states)
             return self.top_layer_into(outputs, out), final_h, final_c

@@ -658,6 +658,8 @@ def test_encoder_writes_the_top_layer_into_a_column_slice_on_every_path(tiny_che
     assert len(plans) == 4 and all(len(plan) > 1 for plan in plans)  # both unpacked cases ran in segments, twice
     with pytest.raises(ValueError, match="out must have shape"):
         model.encoder(vectors, lengths, out=torch.empty(1, 2, width))
+    with pytest.raises(ValueError, match="out must be a column slice"):  # right shape, rows not one view
+        model.encoder(vectors, lengths, out=torch.empty(vectors.shape[1], vectors.shape[0], width).transpose(0, 1))
 
 
 def test_time_segments_set_the_rows_they_skip_to_zero(tiny_checkpoint):
