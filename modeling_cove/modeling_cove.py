@@ -628,7 +628,12 @@ class CoveModel(CovePreTrainedModel):
         mask_outputs = zero_padding and bool((lengths < input_ids.shape[1]).any())  # without padding: a mask of ones
         mask = attention_mask.unsqueeze(-1).to(self.embeddings.weight.dtype) if mask_outputs else None  # (B, T, 1)
 
-        vectors = self.embeddings(input_ids)  # GloVe(w), (B, T, 300)
+        if unpacked and not output_hidden_states:
+            # `encode`'s batches: looked up time-major, the layout the LSTM kernels read, so the encoder's transpose
+            # to it copies nothing (the vectors are not returned, so their layout is not seen)
+            vectors = self.embeddings(input_ids.t()).transpose(0, 1)  # GloVe(w), (B, T, 300), time-major in memory
+        else:
+            vectors = self.embeddings(input_ids)  # GloVe(w), (B, T, 300)
         if mask_outputs:
             vectors = vectors * mask
         # eq. 6: w~ = [GloVe(w); CoVe(w)] (+ first layer, + char n-grams, per config), as one (B, T, D) tensor whose

@@ -418,6 +418,29 @@ def test_encode_bucketed_batches_equal_each_sentence_alone_in_order(tiny_checkpo
         model.encode("the cat", tokenizer)
 
 
+def test_encode_looks_up_vectors_time_major_and_returns_the_same(tiny_checkpoint, monkeypatch):
+    """`encode`'s batches reach the encoder as (B, T, C) vectors that are time-major in memory (the kernels' layout:
+    the encoder's transpose then copies nothing), padded and equal-length batches alike; the outputs equal forward's
+    (batch-major lookup), GloVe columns included. Hidden states, which return the vectors, keep them contiguous."""
+    _, model, tokenizer = tiny_checkpoint
+    sentences = ["the cat sat on the mat .", "the dog ran far away !", "a dog", "the cat sat", "a dog ran"]
+    layouts = []
+    original = model.encoder.forward
+    monkeypatch.setattr(model.encoder, "forward",
+                        lambda vectors, *a, **k: layouts.append(vectors.transpose(0, 1).is_contiguous())
+                        or original(vectors, *a, **k))
+    encoded = model.encode(sentences, tokenizer, batch_size=2)  # batches: lengths (7, 6), (3, 3), (2)
+    assert layouts == [True, True, True]
+    batch = tokenizer(sentences, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        output = model(**batch, output_hidden_states=True)
+    assert output.hidden_states[0].is_contiguous()
+    for row, vectors in enumerate(encoded):
+        expected = output.last_hidden_state[row, : len(vectors)]
+        assert (vectors - expected).abs().max() <= 1e-5
+        assert torch.equal(vectors[:, : model.config.word_vector_dim], expected[:, : model.config.word_vector_dim])
+
+
 def test_encode_on_single_call_devices_cuts_batches_by_size_and_equals_each_alone(tiny_checkpoint, monkeypatch):
     """Where the top layer runs as one packed call (CUDA; forced on CPU here), `encode` cuts its sorted batches by
     size alone (packing spends nothing on padding) and packs them without a sort (already longest first): results
