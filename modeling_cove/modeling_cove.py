@@ -740,10 +740,10 @@ class CoveModel(CovePreTrainedModel):
             input_ids = flat_ids[positions]  # (B, T), right-padded
             mask = None if lengths[-1] == lengths[0] else to_device_async(valid.long(), device)
             hidden = self.forward_checked(to_device_async(input_ids, device), mask, lengths, output_hidden_states=False,
-                                          output_final_states=False, return_dict=True,
-                                          unpacked=not packed_top_layer, zero_padding=False).last_hidden_state
-            for row, (i, length) in enumerate(zip(batch, lengths.tolist())):
-                results[i] = hidden[row, :length]
+                                          output_final_states=False, return_dict=False,
+                                          unpacked=not packed_top_layer, zero_padding=False)[0]  # (B, T, D)
+            for i, length, row in zip(batch, lengths.tolist(), hidden.unbind(0)):
+                results[i] = row[:length]
         return results
 
 
