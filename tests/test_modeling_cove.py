@@ -426,9 +426,12 @@ def test_encode_looks_up_vectors_time_major_and_returns_the_same(tiny_checkpoint
     sentences = ["the cat sat on the mat .", "the dog ran far away !", "a dog", "the cat sat", "a dog ran"]
     layouts = []
     original = model.encoder.forward
-    monkeypatch.setattr(model.encoder, "forward",
-                        lambda vectors, *a, **k: layouts.append(vectors.transpose(0, 1).is_contiguous())
-                        or original(vectors, *a, **k))
+
+    def record_layout(vectors, *args, **kwargs):
+        layouts.append(vectors.transpose(0, 1).is_contiguous())  # time-major in memory
+        return original(vectors, *args, **kwargs)
+
+    monkeypatch.setattr(model.encoder, "forward", record_layout)
     encoded = model.encode(sentences, tokenizer, batch_size=2)  # batches: lengths (7, 6), (3, 3), (2)
     assert layouts == [True, True, True]
     batch = tokenizer(sentences, padding=True, return_tensors="pt")
