@@ -8,6 +8,7 @@ Parameter names are chosen so that the released Salesforce state dict (`wmtlstm-
 import bisect
 import itertools
 import shutil
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -135,6 +136,59 @@ def gather_rows(source: torch.Tensor, index: torch.Tensor, out: torch.Tensor) ->
     if source.requires_grad or source.dtype != out.dtype or source.device.type != "cpu":
         return out.copy_(source.index_select(0, index))
     return torch.index_select(source, 0, index, out=out)
+
+
+def cpu_worker_count(device: torch.device, num_items: int) -> int:
+    """How many host threads `run_on_cpu_workers` uses for `num_items` independent batches on `device`: one per
+    intra-op thread on CPU (with OpenMP, whose thread count is per host thread), at most one per item; else 1."""
+    if device.type != "cpu" or not torch.backends.openmp.is_available():
+        return 1
+    return max(1, min(torch.get_num_threads(), num_items))
+
+
+def run_on_cpu_workers(fn, items: list, workers: int, progress=None):
+    """`fn(item)` for every item, on `workers` host threads that each run with one intra-op thread: data
+    parallelism across the CPU's threads instead of every small per-step GEMM of an LSTM split among them (on the
+    2-thread CPU, raw `nn.LSTM` on (64, 20) batches ran 1.11-1.14x faster this way, (32, 20) 1.25-1.31x: no
+    per-step synchronisation; benchmarks/RESULTS.md, "Workers"). Each worker takes the next item in list order
+    (callers put the largest first, so the last ones to finish are small), in inference mode and under the
+    caller's CPU autocast. The first exception stops the other workers at their next item and is raised here.
+    The intra-op thread count is restored afterwards (torch keeps the last one set, in any thread, for threads
+    started later). `progress`: a tqdm bar, advanced once per item."""
+    pending = iter(items)
+    lock = threading.Lock()
+    errors = []
+    autocast = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
+
+    def work():
+        torch.set_num_threads(1)
+        with torch.inference_mode(), torch.autocast("cpu", dtype=autocast[1], enabled=autocast[0]):
+            while True:
+                with lock:
+                    item = next(pending, None) if not errors else None
+                if item is None:
+                    return
+                try:
+                    fn(item)
+                except BaseException as error:  # noqa: BLE001  (re-raised in the caller's thread below)
+                    with lock:
+                        errors.append(error)
+                    return
+                if progress is not None:
+                    with lock:
+                        progress.update(1)
+
+    threads_before = torch.get_num_threads()
+    threads = [threading.Thread(target=work, name=f"cove-encode-{i}", daemon=True) for i in range(workers)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        torch.set_num_threads(threads_before)
+    if errors:
+        raise errors[0]
 
 
 def pack(vectors: torch.Tensor, lengths: torch.Tensor):
@@ -690,6 +744,7 @@ class CoveModel(CovePreTrainedModel):
         tokenizer=None,
         batch_size: int = 64,
         progress: bool = False,
+        num_workers: Optional[int] = None,
     ) -> list:
         """Texts (or lists of token ids) -> one `(T_i, config.output_size)` tensor per input, in the input order.
 
@@ -701,9 +756,12 @@ class CoveModel(CovePreTrainedModel):
         packing wastes no work on padding. Padded ids are gathered from one flat tensor (no per-item tensor building),
         the ids are checked once on the host, and on a GPU each batch goes over in pinned memory, without a wait:
         nothing in the loop reads back from the device, so the host queues the next batch while the GPU runs this one.
-        Results equal running each input alone (tested). An empty input gives a `(0, output_size)` tensor. `tokenizer`
-        is required for strings; it must be the checkpoint's tokenizer. Runs in the model's current mode (eval after
-        `from_pretrained`).
+        On CPU with more than one intra-op thread (OpenMP), the batches are shared among that many host threads that
+        each run with one (`run_on_cpu_workers`): whole batches side by side instead of each small per-step GEMM split
+        among the threads. `num_workers` overrides the count (1: one batch at a time on every intra-op thread; more
+        than 1 on CPU only). Results equal running each input alone (tested), whatever the workers. An empty input
+        gives a `(0, output_size)` tensor. `tokenizer` is required for strings; it must be the checkpoint's tokenizer.
+        Runs in the model's current mode (eval after `from_pretrained`).
         """
         if isinstance(texts, str):
             raise TypeError("encode expects a list of texts; wrap a single text in a list")
@@ -723,17 +781,22 @@ class CoveModel(CovePreTrainedModel):
         pad_position = flat_ids.shape[0] - 1  # the pad id appended at the end
         packed_top_layer = self.reads_top_layer_only(False) and self.encoder.uses_single_call(device)
         length_list = all_lengths.tolist()
-        batches = length_bucketed_batches(length_list, batch_size, min_ratio=0.0)
+        batches = length_bucketed_batches(length_list, batch_size, min_ratio=0.0)  # longest first
+        if num_workers is not None and (num_workers < 1 or (num_workers > 1 and device.type != "cpu")):
+            raise ValueError(f"num_workers must be None or >= 1, and 1 off the CPU; got {num_workers} on {device}")
+        workers = cpu_worker_count(device, len(batches)) if num_workers is None else min(num_workers, len(batches))
+        bar = None
         if progress:
             from tqdm.auto import tqdm
 
-            batches = tqdm(batches, desc="encoding", unit=" batches")
-        for batch in batches:
+            bar = tqdm(total=len(batches), desc="encoding", unit=" batches")
+
+        def run_batch(batch):
             lengths = all_lengths[batch]  # (B,) on the host, longest first
             if lengths[0] == 0:  # the rest of the (sorted) batch is empty too
                 for i in batch:
                     results[i] = torch.zeros(0, self.config.output_size, device=device)
-                continue
+                return
             steps = torch.arange(int(lengths[0])).unsqueeze(0)  # (1, T)
             valid = steps < lengths.unsqueeze(1)  # (B, T)
             positions = torch.where(valid, starts[batch].unsqueeze(1) + steps, pad_position)
@@ -744,6 +807,16 @@ class CoveModel(CovePreTrainedModel):
                                           unpacked=not packed_top_layer, zero_padding=False)[0]  # (B, T, D)
             for i, length, row in zip(batch, lengths.tolist(), hidden.unbind(0)):
                 results[i] = row[:length]
+
+        if workers > 1:  # on CPU: batches side by side, one intra-op thread each
+            run_on_cpu_workers(run_batch, batches, workers, bar)
+        else:
+            for batch in batches:
+                run_batch(batch)
+                if bar is not None:
+                    bar.update(1)
+        if bar is not None:
+            bar.close()
         return results
 
 

@@ -7,9 +7,11 @@ numbers move with the machine and its load). Writes benchmarks/results/encoder.j
 
 Figures (real tokens/s = tokens of the real sentences, padding not counted):
 - ours: `CoveModel.encode` on token ids (length-sorted near-equal batches run unpacked on the fused LSTM kernel,
-  inference_mode);
+  inference_mode; on CPU shared among single-threaded workers, one per intra-op thread), and the same with
+  `num_workers=1` (every batch on all intra-op threads, as before the workers);
 - roofline: raw `nn.LSTM(300, 300, 2, bidirectional)` forward on uniform-length batches holding the same number
-  of tokens (no embedding lookup, no padding, no packing) — the most the LSTM kernels can give;
+  of tokens (no embedding lookup, no padding, no packing), one batch at a time on all threads — what the kernels
+  give as users call them; roofline_workers: the same batches shared among `encode`'s workers (CPU);
 - reference: the original Salesforce encoder's way — batches in arrival order, sort -> pack -> nn.LSTM -> unpack ->
   unsort per batch;
 - end-to-end text -> vectors: `encode` on raw strings (tokenization included), `pipeline("feature-extraction")`
@@ -140,9 +142,12 @@ def reference_encode(model, ids, batch_size):
     return run
 
 
-def roofline(total_tokens, mean_length, batch_size, device="cpu", dtype=None):
+def roofline(total_tokens, mean_length, batch_size, device="cpu", dtype=None, workers=1):
     """Raw nn.LSTM forward on uniform (batch_size, mean_length) batches holding `total_tokens` tokens; `dtype`
-    bfloat16 runs it under autocast (the bf16 roofline)."""
+    bfloat16 runs it under autocast (the bf16 roofline). `workers` > 1 (CPU): the batches shared among that many
+    host threads with one intra-op thread each, as `encode` shares its own (`run_on_cpu_workers`)."""
+    from modeling_cove.modeling_cove import run_on_cpu_workers
+
     lstm = nn.LSTM(300, 300, num_layers=2, bidirectional=True, batch_first=True).to(device).eval()
     length = max(1, round(mean_length))
     num_batches = max(1, round(total_tokens / (batch_size * length)))
@@ -150,6 +155,9 @@ def roofline(total_tokens, mean_length, batch_size, device="cpu", dtype=None):
 
     def run():
         with torch.inference_mode(), torch.autocast(torch.device(device).type, dtype=dtype, enabled=dtype is not None):
+            if workers > 1:
+                run_on_cpu_workers(lambda _: lstm(x), list(range(num_batches)), workers)
+                return
             for _ in range(num_batches):
                 lstm(x)
 
@@ -159,11 +167,14 @@ def roofline(total_tokens, mean_length, batch_size, device="cpu", dtype=None):
 def bench_dataset(name, texts, model, tokenizer, args) -> dict:
     from transformers import pipeline
 
+    from modeling_cove.modeling_cove import cpu_worker_count
+
     ids = tokenizer(texts)["input_ids"]
     ids = [x for x in ids if x]
     tokens = sum(len(x) for x in ids)
     mean_length = tokens / len(ids)
     ours = lambda: model.encode(ids, batch_size=args.batch_size)  # noqa: E731
+    ours_one_worker = lambda: model.encode(ids, batch_size=args.batch_size, num_workers=1)  # noqa: E731
     text_end_to_end = lambda: model.encode(texts, tokenizer, batch_size=args.batch_size)  # noqa: E731
     device = model.embeddings.weight.device
     extractor = pipeline("feature-extraction", model=model, tokenizer=tokenizer, device=device)
@@ -176,6 +187,8 @@ def bench_dataset(name, texts, model, tokenizer, args) -> dict:
     reference = reference_encode(model, ids, args.batch_size)
     roof, roof_tokens = roofline(tokens, mean_length, args.batch_size, device)
     roof_bf16, _ = roofline(tokens, mean_length, args.batch_size, device, torch.bfloat16)
+    workers = cpu_worker_count(device, 2 ** 31)  # what encode uses for many batches (1 off the CPU)
+    roof_workers, _ = roofline(tokens, mean_length, args.batch_size, device, workers=workers)
 
     def bf16():
         with torch.autocast(device.type, dtype=torch.bfloat16):
@@ -196,7 +209,8 @@ def bench_dataset(name, texts, model, tokenizer, args) -> dict:
     bf16_out = bf16()
     rel_err = max(((b.float() - o).abs().max() / o.abs().max()).item() for b, o in zip(bf16_out, ours_out))
 
-    fns = {"ours": ours, "roofline": roof, "reference": reference, "text_encode": text_end_to_end,
+    fns = {"ours": ours, "ours_one_worker": ours_one_worker, "roofline": roof, "roofline_workers": roof_workers,
+           "reference": reference, "text_encode": text_end_to_end,
            "pipeline": pipe, "pipeline_sorted": pipe_sorted, "pipeline_cove": pipe_cove, "bf16": bf16,
            "roofline_bf16": roof_bf16}
     timings = {k: float("inf") for k in fns}
@@ -213,6 +227,11 @@ def bench_dataset(name, texts, model, tokenizer, args) -> dict:
         "seconds": {k: round(v, 3) for k, v in timings.items()},
         "ratio_ours_to_roofline": round(tps["ours"] / tps["roofline"], 3),
         "ratio_ours_to_reference": round(tps["ours"] / tps["reference"], 3),
+        "encode_workers": workers,
+        "ratio_ours_to_one_worker": round(tps["ours"] / tps["ours_one_worker"], 3),
+        "ratio_one_worker_to_roofline": round(tps["ours_one_worker"] / tps["roofline"], 3),
+        "ratio_one_worker_to_reference": round(tps["ours_one_worker"] / tps["reference"], 3),
+        "ratio_ours_to_roofline_workers": round(tps["ours"] / tps["roofline_workers"], 3),
         "ratio_text_encode_to_roofline": round(tps["text_encode"] / tps["roofline"], 3),
         "ratio_pipeline_to_roofline": round(tps["pipeline"] / tps["roofline"], 3),
         "ratio_pipeline_sorted_to_roofline": round(tps["pipeline_sorted"] / tps["roofline"], 3),

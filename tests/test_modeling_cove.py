@@ -444,6 +444,92 @@ def test_encode_looks_up_vectors_time_major_and_returns_the_same(tiny_checkpoint
         assert torch.equal(vectors[:, : model.config.word_vector_dim], expected[:, : model.config.word_vector_dim])
 
 
+SENTENCES = ["the cat sat on the mat .", "a dog", "", "the dog ran far away !", "cat", "a cat sat", "dog ran .",
+             "the mat", "a dog sat on the mat", "far away"]
+
+
+def test_encode_shares_batches_among_single_threaded_workers_on_cpu(tiny_checkpoint, monkeypatch):
+    """With 2 intra-op threads, `encode` runs its batches on 2 host threads that each run with one intra-op thread,
+    in inference mode and under the caller's autocast; results equal each input alone (and the one-worker path),
+    in order; the caller's thread count is restored, for threads started later too."""
+    import threading
+
+    _, model, tokenizer = tiny_checkpoint
+    model = copy.deepcopy(model)  # autocast below fills the encoder's cast-weight cache: keep the shared one clean
+    with torch.no_grad():
+        alone = [model(**tokenizer([s], return_tensors="pt")).last_hidden_state[0] if tokenizer(s)["input_ids"]
+                 else None for s in SENTENCES]
+    seen = []
+    original = model.encoder.forward
+
+    def record_thread(*args, **kwargs):
+        seen.append((threading.current_thread().name, torch.get_num_threads(), torch.is_inference_mode_enabled(),
+                     torch.is_autocast_enabled("cpu")))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(model.encoder, "forward", record_thread)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        encoded = model.encode(SENTENCES, tokenizer, batch_size=2, progress=True)  # 5 batches
+        workers = {name for name, *_ in seen}
+        assert len(seen) == 5 and workers <= {"cove-encode-0", "cove-encode-1"}
+        assert all(state == [1, True, False] for _, *state in seen)
+        assert torch.get_num_threads() == 2
+        started_later = []
+        later = threading.Thread(target=lambda: started_later.append(torch.get_num_threads()))
+        later.start()
+        later.join()
+        assert started_later == [2]
+        seen.clear()
+        one_worker = model.encode(SENTENCES, tokenizer, batch_size=2, num_workers=1)
+        assert {name for name, *_ in seen} == {threading.current_thread().name}
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            seen.clear()
+            bf16_workers = model.encode(SENTENCES, tokenizer, batch_size=2)
+            assert len(seen) == 5 and all(state[-1] for state in seen)
+            bf16_one = model.encode(SENTENCES, tokenizer, batch_size=2, num_workers=1)
+    finally:
+        torch.set_num_threads(threads)
+    for vectors, single, reference, b16, b16_single in zip(encoded, one_worker, alone, bf16_workers, bf16_one):
+        if reference is None:
+            assert vectors.shape == single.shape == b16.shape == (0, model.config.output_size)
+            continue
+        assert vectors.shape == reference.shape and (vectors - reference).abs().max() <= 1e-5
+        assert torch.equal(vectors, single)
+        assert b16.dtype == b16_single.dtype and torch.equal(b16, b16_single)
+        assert (b16.float() - reference).abs().max() <= 0.05 * reference.abs().max()
+
+
+def test_encode_workers_raise_the_first_error_and_reject_bad_counts(tiny_checkpoint, monkeypatch):
+    """An exception in a worker stops the others at their next batch and is raised in the caller (thread count
+    restored); `num_workers` below 1, or above 1 off the CPU, is a clear error before any work."""
+    _, model, tokenizer = tiny_checkpoint
+    with pytest.raises(ValueError, match="num_workers must be"):
+        model.encode(SENTENCES, tokenizer, num_workers=0)
+    with pytest.raises(ValueError, match="1 off the CPU; got 2 on meta"):
+        copy.deepcopy(model).to("meta").encode(SENTENCES, tokenizer, num_workers=2)
+    calls = []
+    original = model.encoder.forward
+
+    def fail_on_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("batch failed")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(model.encoder, "forward", fail_on_second)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with pytest.raises(RuntimeError, match="batch failed"):
+            model.encode(SENTENCES, tokenizer, batch_size=1)
+        assert torch.get_num_threads() == 2
+        assert 2 <= len(calls) < 9  # 9 batches with tokens: the ones after the error are never taken
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_encode_on_single_call_devices_cuts_batches_by_size_and_equals_each_alone(tiny_checkpoint, monkeypatch):
     """Where the top layer runs as one packed call (CUDA; forced on CPU here), `encode` cuts its sorted batches by
     size alone (packing spends nothing on padding) and packs them without a sort (already longest first): results
