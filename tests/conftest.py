@@ -41,3 +41,17 @@ def single_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+def assert_reproduces(actual, expected, what=""):
+    """A model rebuilt from saved weights (bit-equal) reproduces the original's outputs: token ids and other integer
+    outputs exactly, floats to within float rounding. Not bit-equal: MKL's kernels may sum in an order that depends on
+    the weights' memory alignment (safetensors loads them at other offsets), which moves results by an ulp on some CPUs
+    (seen on AMD EPYC: 1.2e-7 on a BCN logit of 0.77)."""
+    import torch
+
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape, (what, actual.dtype, actual.shape)
+    if actual.is_floating_point():
+        torch.testing.assert_close(actual, expected, rtol=1e-6, atol=1e-6, msg=lambda m: f"{what}: {m}")
+    else:
+        assert torch.equal(actual, expected), what

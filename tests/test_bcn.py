@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from conftest import assert_reproduces
 from torch import nn
 
 import modeling_cove  # noqa: F401  (registers the Auto classes)
@@ -503,7 +504,7 @@ def test_long_input_has_no_length_limit():
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def test_save_load_identical_logits(tmp_path):
+def test_save_load_keeps_weights_and_reproduces_logits(tmp_path):
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
     model = tiny_model(bcn_input="scalar_mix", seed=6)
@@ -516,9 +517,11 @@ def test_save_load_identical_logits(tmp_path):
     assert type(loaded) is CoveForSequenceClassification
     assert loaded.config.id2label == {0: "neg", 1: "neutral", 2: "pos"}
     assert loaded.config.label2id == {"neg": 0, "neutral": 1, "pos": 2}
+    saved, restored = model.state_dict(), loaded.state_dict()
+    assert saved.keys() == restored.keys() and all(torch.equal(restored[k], saved[k]) for k in saved)  # bit-equal
     for pairs in (None, SECONDS):
         inputs = batch(SENTENCES, pairs)
-        assert torch.equal(model(*inputs).logits, loaded(*inputs).logits)
+        assert_reproduces(loaded(*inputs).logits, model(*inputs).logits, f"pairs={pairs is not None}")
     assert AutoConfig.from_pretrained(tmp_path).bcn_input == "scalar_mix"
     assert all(not p.requires_grad for p in loaded.cove.parameters())
 
