@@ -138,12 +138,12 @@ def gather_rows(source: torch.Tensor, index: torch.Tensor, out: torch.Tensor) ->
     return torch.index_select(source, 0, index, out=out)
 
 
-def cpu_worker_count(device: torch.device, num_items: int) -> int:
-    """How many host threads `run_on_cpu_workers` uses for `num_items` independent batches on `device`: one per
-    intra-op thread on CPU (with OpenMP, whose thread count is per host thread), at most one per item; else 1."""
+def cpu_worker_count(device: torch.device) -> int:
+    """How many host threads `run_on_cpu_workers` uses on `device` by default: one per intra-op thread on CPU (with
+    OpenMP, whose thread count is per host thread); else 1."""
     if device.type != "cpu" or not torch.backends.openmp.is_available():
         return 1
-    return max(1, min(torch.get_num_threads(), num_items))
+    return torch.get_num_threads()
 
 
 def run_on_cpu_workers(fn, items: list, workers: int, progress=None):
@@ -154,7 +154,14 @@ def run_on_cpu_workers(fn, items: list, workers: int, progress=None):
     (callers put the largest first, so the last ones to finish are small), in inference mode and under the
     caller's CPU autocast. The first exception stops the other workers at their next item and is raised here.
     The intra-op thread count is restored afterwards (torch keeps the last one set, in any thread, for threads
-    started later). `progress`: a tqdm bar, advanced once per item."""
+    started later). With `workers` <= 1 the items run one after another in the caller's thread, as they are.
+    `progress`: a tqdm bar, advanced once per item."""
+    if workers <= 1:
+        for item in items:
+            fn(item)
+            if progress is not None:
+                progress.update(1)
+        return
     pending = iter(items)
     lock = threading.Lock()
     errors = []
@@ -784,7 +791,7 @@ class CoveModel(CovePreTrainedModel):
         batches = length_bucketed_batches(length_list, batch_size, min_ratio=0.0)  # longest first
         if num_workers is not None and (num_workers < 1 or (num_workers > 1 and device.type != "cpu")):
             raise ValueError(f"num_workers must be None or >= 1, and 1 off the CPU; got {num_workers} on {device}")
-        workers = cpu_worker_count(device, len(batches)) if num_workers is None else min(num_workers, len(batches))
+        workers = min(cpu_worker_count(device) if num_workers is None else num_workers, len(batches))
         bar = None
         if progress:
             from tqdm.auto import tqdm
@@ -808,13 +815,7 @@ class CoveModel(CovePreTrainedModel):
             for i, length, row in zip(batch, lengths.tolist(), hidden.unbind(0)):
                 results[i] = row[:length]
 
-        if workers > 1:  # on CPU: batches side by side, one intra-op thread each
-            run_on_cpu_workers(run_batch, batches, workers, bar)
-        else:
-            for batch in batches:
-                run_batch(batch)
-                if bar is not None:
-                    bar.update(1)
+        run_on_cpu_workers(run_batch, batches, workers, bar)  # on CPU: batches side by side, one intra-op thread each
         if bar is not None:
             bar.close()
         return results

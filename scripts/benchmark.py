@@ -155,11 +155,7 @@ def roofline(total_tokens, mean_length, batch_size, device="cpu", dtype=None, wo
 
     def run():
         with torch.inference_mode(), torch.autocast(torch.device(device).type, dtype=dtype, enabled=dtype is not None):
-            if workers > 1:
-                run_on_cpu_workers(lambda _: lstm(x), list(range(num_batches)), workers)
-                return
-            for _ in range(num_batches):
-                lstm(x)
+            run_on_cpu_workers(lambda _: lstm(x), list(range(num_batches)), workers)
 
     return run, num_batches * batch_size * length
 
@@ -187,7 +183,7 @@ def bench_dataset(name, texts, model, tokenizer, args) -> dict:
     reference = reference_encode(model, ids, args.batch_size)
     roof, roof_tokens = roofline(tokens, mean_length, args.batch_size, device)
     roof_bf16, _ = roofline(tokens, mean_length, args.batch_size, device, torch.bfloat16)
-    workers = cpu_worker_count(device, 2 ** 31)  # what encode uses for many batches (1 off the CPU)
+    workers = cpu_worker_count(device)  # what encode uses for many batches (1 off the CPU)
     roof_workers, _ = roofline(tokens, mean_length, args.batch_size, device, workers=workers)
 
     def bf16():
