@@ -72,18 +72,28 @@ UNPACKED_MIN_FILL = 0.7
 SINGLE_CALL_DEVICE_TYPES = ("cuda",)
 
 
-def length_bucketed_batches(lengths: list, batch_size: int, min_ratio: float = BUCKET_MIN_RATIO) -> list:
+def length_bucketed_batches(lengths: list, batch_size: int, min_ratio: float = BUCKET_MIN_RATIO,
+                            workers: int = 1) -> list:
     """Index batches for inference: items sorted by length (longest first, stable) and cut into consecutive runs of
     up to `batch_size`; a run also ends where the next item is shorter than `min_ratio` times the run's first
     (longest) item: with the default BUCKET_MIN_RATIO, padding stays under a quarter of any batch. Most batches
-    hold equal or near-equal lengths."""
+    hold equal or near-equal lengths. For `workers` > 1 host threads pulling the batches in this order
+    (`run_on_cpu_workers`), a run also ends once adding the next item would take it past 1/workers of the tokens not
+    yet batched (each item counted as at least 1): guided scheduling, so the last batches shrink and the workers
+    finish close together instead of one running a large last batch alone. Every batch holds at least one item."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    batches = []
+    unbatched = sum(max(length, 1) for length in lengths)  # tokens not yet in a batch
+    batches, tokens, share = [], 0, 0.0
     for i in order:
-        if batches and len(batches[-1]) < batch_size and lengths[i] >= min_ratio * lengths[batches[-1][0]]:
+        cost = max(lengths[i], 1)
+        if (batches and len(batches[-1]) < batch_size and lengths[i] >= min_ratio * lengths[batches[-1][0]]
+                and (workers <= 1 or tokens + cost <= share)):
             batches[-1].append(i)
+            tokens += cost
         else:
             batches.append([i])
+            tokens, share = cost, unbatched / workers
+        unbatched -= cost
     return batches
 
 
@@ -755,7 +765,7 @@ class CoveModel(CovePreTrainedModel):
     ) -> list:
         """Texts (or lists of token ids) -> one `(T_i, config.output_size)` tensor per input, in the input order.
 
-        The fast path for feature extraction. Inputs are sorted by length and cut into batches of `batch_size`
+        The fast path for feature extraction. Inputs are sorted by length and cut into batches of up to `batch_size`
         neighbours (`length_bucketed_batches` by size alone), so most batches hold equal or near-equal lengths; they run
         without final states (`output_final_states=False`). On CPU they run unpacked, on the fused LSTM kernel, in time
         segments (`plan_time_segments`), so the long rows of a mixed batch go on alone once the short ones end and the
@@ -765,10 +775,11 @@ class CoveModel(CovePreTrainedModel):
         nothing in the loop reads back from the device, so the host queues the next batch while the GPU runs this one.
         On CPU with more than one intra-op thread (OpenMP), the batches are shared among that many host threads that
         each run with one (`run_on_cpu_workers`): whole batches side by side instead of each small per-step GEMM split
-        among the threads. `num_workers` overrides the count (1: one batch at a time on every intra-op thread; more
-        than 1 on CPU only). Results equal running each input alone (tested), whatever the workers. An empty input
-        gives a `(0, output_size)` tensor. `tokenizer` is required for strings; it must be the checkpoint's tokenizer.
-        Runs in the model's current mode (eval after `from_pretrained`).
+        among the threads; no batch then holds more than 1/workers of the tokens still to batch, so the last batches
+        shrink and the workers finish together. `num_workers` overrides the count (1: batches of `batch_size`, one at a
+        time on every intra-op thread; more than 1 on CPU only). Results equal running each input alone (tested),
+        whatever the workers. An empty input gives a `(0, output_size)` tensor. `tokenizer` is required for strings; it
+        must be the checkpoint's tokenizer. Runs in the model's current mode (eval after `from_pretrained`).
         """
         if isinstance(texts, str):
             raise TypeError("encode expects a list of texts; wrap a single text in a list")
@@ -788,10 +799,11 @@ class CoveModel(CovePreTrainedModel):
         pad_position = flat_ids.shape[0] - 1  # the pad id appended at the end
         packed_top_layer = self.reads_top_layer_only(False) and self.encoder.uses_single_call(device)
         length_list = all_lengths.tolist()
-        batches = length_bucketed_batches(length_list, batch_size, min_ratio=0.0)  # longest first
         if num_workers is not None and (num_workers < 1 or (num_workers > 1 and device.type != "cpu")):
             raise ValueError(f"num_workers must be None or >= 1, and 1 off the CPU; got {num_workers} on {device}")
-        workers = min(cpu_worker_count(device) if num_workers is None else num_workers, len(batches))
+        workers = cpu_worker_count(device) if num_workers is None else num_workers
+        batches = length_bucketed_batches(length_list, batch_size, min_ratio=0.0, workers=workers)  # longest first
+        workers = min(workers, len(batches))
         bar = None
         if progress:
             from tqdm.auto import tqdm
