@@ -8,7 +8,8 @@ numbers move with the machine and its load). Writes benchmarks/results/encoder.j
 Figures (real tokens/s = tokens of the real sentences, padding not counted):
 - ours: `CoveModel.encode` on token ids (length-sorted near-equal batches run unpacked on the fused LSTM kernel,
   inference_mode; on CPU shared among single-threaded workers, one per intra-op thread), and the same with
-  `num_workers=1` (every batch on all intra-op threads, as before the workers);
+  `num_workers=1` (every batch on all intra-op threads, as before the workers); both also on the first 50 and 100
+  inputs alone (few batches: where the workers' last batches count);
 - roofline: raw `nn.LSTM(300, 300, 2, bidirectional)` forward on uniform-length batches holding the same number
   of tokens (no embedding lookup, no padding, no packing), one batch at a time on all threads — what the kernels
   give as users call them; roofline_workers: the same batches shared among `encode`'s workers (CPU);
@@ -160,6 +161,10 @@ def roofline(total_tokens, mean_length, batch_size, device="cpu", dtype=None, wo
     return run, num_batches * batch_size * length
 
 
+# Short lists (the first n inputs, arrival order) timed with and without the CPU workers.
+FEW_INPUTS = (50, 100)
+
+
 def bench_dataset(name, texts, model, tokenizer, args) -> dict:
     from transformers import pipeline
 
@@ -209,11 +214,16 @@ def bench_dataset(name, texts, model, tokenizer, args) -> dict:
            "reference": reference, "text_encode": text_end_to_end,
            "pipeline": pipe, "pipeline_sorted": pipe_sorted, "pipeline_cove": pipe_cove, "bf16": bf16,
            "roofline_bf16": roof_bf16}
+    for n in FEW_INPUTS:  # a short list, where few batches make the workers' last ones count (guided cuts)
+        fns[f"ours_first{n}"] = lambda n=n: model.encode(ids[:n], batch_size=args.batch_size)
+        fns[f"ours_one_worker_first{n}"] = lambda n=n: model.encode(ids[:n], batch_size=args.batch_size, num_workers=1)
     timings = {k: float("inf") for k in fns}
     for _ in range(args.repeats):  # interleaved repeats, best of
         for key, fn in fns.items():
             timings[key] = min(timings[key], best_time(fn, 1))
-    tps = {k: (roof_tokens if k.startswith("roofline") else tokens) / v for k, v in timings.items()}
+    few_tokens = {f"first{n}": sum(len(x) for x in ids[:n]) for n in FEW_INPUTS}
+    tps = {k: (roof_tokens if k.startswith("roofline") else few_tokens.get(k.rsplit("_", 1)[-1], tokens)) / v
+           for k, v in timings.items()}
     result = {
         "sentences": len(ids),
         "real_tokens": tokens,
@@ -228,6 +238,8 @@ def bench_dataset(name, texts, model, tokenizer, args) -> dict:
         "ratio_one_worker_to_roofline": round(tps["ours_one_worker"] / tps["roofline"], 3),
         "ratio_one_worker_to_reference": round(tps["ours_one_worker"] / tps["reference"], 3),
         "ratio_ours_to_roofline_workers": round(tps["ours"] / tps["roofline_workers"], 3),
+        **{f"ratio_ours_to_one_worker_first{n}": round(tps[f"ours_first{n}"] / tps[f"ours_one_worker_first{n}"], 3)
+           for n in FEW_INPUTS},
         "ratio_text_encode_to_roofline": round(tps["text_encode"] / tps["roofline"], 3),
         "ratio_pipeline_to_roofline": round(tps["pipeline"] / tps["roofline"], 3),
         "ratio_pipeline_sorted_to_roofline": round(tps["pipeline_sorted"] / tps["roofline"], 3),
