@@ -70,24 +70,30 @@ UNPACKED_MIN_FILL = 0.7
 # (benchmarks/results/encoder_cuda*.json). On CPU the per-layer path (oneDNN, unpacked) stays faster than packing
 # (benchmarks/results/encoder.json, "reference").
 SINGLE_CALL_DEVICE_TYPES = ("cuda",)
+# Rows a batch may always take before `length_bucketed_batches`' guided cut for several workers ends it: a 1-thread
+# LSTM step costs about the same for 1 to 8 rows, so tiny batches of short texts waste their calls. Two workers vs
+# one, best of 7 (default policy) / 5 (PASSIVE), no floor / 8 / 16 / 32 rows: SST's first 50 sentences 0.84 / 1.01 /
+# 1.02 / 0.79x and 1.23 / 1.69 / 1.64 / 1.23x; IMDb's first 50 reviews 1.10 / 1.13 / 1.11 / 0.81x and 1.44 / 1.53 /
+# 1.47 / 1.06x (32: two uneven batches); whole sets within noise of each other (benchmarks/RESULTS.md, "Guided").
+GUIDED_MIN_ROWS = 8
 
 
 def length_bucketed_batches(lengths: list, batch_size: int, min_ratio: float = BUCKET_MIN_RATIO,
-                            workers: int = 1) -> list:
+                            workers: int = 1, min_rows: int = GUIDED_MIN_ROWS) -> list:
     """Index batches for inference: items sorted by length (longest first, stable) and cut into consecutive runs of
     up to `batch_size`; a run also ends where the next item is shorter than `min_ratio` times the run's first
     (longest) item: with the default BUCKET_MIN_RATIO, padding stays under a quarter of any batch. Most batches
     hold equal or near-equal lengths. For `workers` > 1 host threads pulling the batches in this order
-    (`run_on_cpu_workers`), a run also ends once adding the next item would take it past 1/workers of the tokens not
-    yet batched (each item counted as at least 1): guided scheduling, so the last batches shrink and the workers
-    finish close together instead of one running a large last batch alone. Every batch holds at least one item."""
+    (`run_on_cpu_workers`), a run of `min_rows` or more also ends once adding the next item would take it past
+    1/workers of the tokens not yet batched (each item counted as at least 1): guided scheduling, so the last batches
+    shrink and the workers finish close together instead of one running a large last batch alone."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     unbatched = sum(max(length, 1) for length in lengths)  # tokens not yet in a batch
     batches, tokens, share = [], 0, 0.0
     for i in order:
         cost = max(lengths[i], 1)
         if (batches and len(batches[-1]) < batch_size and lengths[i] >= min_ratio * lengths[batches[-1][0]]
-                and (workers <= 1 or tokens + cost <= share)):
+                and (workers <= 1 or len(batches[-1]) < min_rows or tokens + cost <= share)):
             batches[-1].append(i)
             tokens += cost
         else:
@@ -775,11 +781,12 @@ class CoveModel(CovePreTrainedModel):
         nothing in the loop reads back from the device, so the host queues the next batch while the GPU runs this one.
         On CPU with more than one intra-op thread (OpenMP), the batches are shared among that many host threads that
         each run with one (`run_on_cpu_workers`): whole batches side by side instead of each small per-step GEMM split
-        among the threads; no batch then holds more than 1/workers of the tokens still to batch, so the last batches
-        shrink and the workers finish together. `num_workers` overrides the count (1: batches of `batch_size`, one at a
-        time on every intra-op thread; more than 1 on CPU only). Results equal running each input alone (tested),
-        whatever the workers. An empty input gives a `(0, output_size)` tensor. `tokenizer` is required for strings; it
-        must be the checkpoint's tokenizer. Runs in the model's current mode (eval after `from_pretrained`).
+        among the threads; a batch past GUIDED_MIN_ROWS rows then holds at most 1/workers of the tokens still to batch,
+        so the last batches shrink and the workers finish together. `num_workers` overrides the count (1: batches of
+        `batch_size`, one at a time on every intra-op thread; more than 1 on CPU only). Results equal running each input
+        alone (tested), whatever the workers. An empty input gives a `(0, output_size)` tensor. `tokenizer` is required
+        for strings; it must be the checkpoint's tokenizer. Runs in the model's current mode (eval after
+        `from_pretrained`).
         """
         if isinstance(texts, str):
             raise TypeError("encode expects a list of texts; wrap a single text in a list")

@@ -2,6 +2,7 @@
 original Salesforce layout, padding consistency, save/load, Auto classes (offline Hub cache, remote code), bad input."""
 
 import copy
+import functools
 import json
 import shutil
 import subprocess
@@ -469,6 +470,11 @@ def test_encode_shares_batches_among_single_threaded_workers_on_cpu(tiny_checkpo
         return original(*args, **kwargs)
 
     monkeypatch.setattr(model.encoder, "forward", record_thread)
+    from modeling_cove import modeling_cove as modeling
+
+    # no floor of rows (10 inputs would make one batch): the guided cut alone
+    monkeypatch.setattr(modeling, "length_bucketed_batches",
+                        functools.partial(modeling.length_bucketed_batches, min_rows=1))
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
@@ -593,24 +599,26 @@ def test_length_bucketed_batches_sorted_near_equal_and_complete():
 
 
 def test_length_bucketed_batches_for_workers_shrink_to_a_share_of_what_is_left():
-    """For W workers a batch also ends before it would pass 1/W of the tokens not yet batched (guided scheduling):
-    worked out by hand; with one worker, or none left to share with, the cut is by size and ratio alone."""
+    """For W workers a batch of `min_rows` or more also ends before it would pass 1/W of the tokens not yet batched
+    (guided scheduling): worked out by hand; with one worker the cut is by size and ratio alone."""
     from modeling_cove.modeling_cove import length_bucketed_batches
 
-    # 80 tokens: a batch of up to 40, then of 20 of the 40 left, then 10 of 20, then 5 of 10 (one item at least)
-    assert length_bucketed_batches([10] * 8, batch_size=64, workers=2) == [[0, 1, 2, 3], [4, 5], [6], [7]]
+    # no floor (min_rows=1). 80 tokens: a batch of up to 40, then 20 of the 40 left, 10 of 20, 5 of 10 (one item)
+    assert length_bucketed_batches([10] * 8, batch_size=64, workers=2, min_rows=1) == [[0, 1, 2, 3], [4, 5], [6], [7]]
     # 3 workers, lengths 9, 6, 6, 3, 0, 0 (each 0 counted as 1) = 26 tokens: 9 + 6 > 26/3; 6 + 6 > 17/3; 6 + 3 > 11/3;
     # 3 + 1 > 5/3; 1 + 1 > 2/3: every item alone
-    assert length_bucketed_batches([6, 0, 9, 3, 6, 0], batch_size=64, min_ratio=0.0, workers=3) == [
+    assert length_bucketed_batches([6, 0, 9, 3, 6, 0], batch_size=64, min_ratio=0.0, workers=3, min_rows=1) == [
         [2], [0], [4], [3], [1], [5]]
     # the size cap still applies: 3 of 80 tokens' share of 40; then 20 of 50's 25; 10 of 30's 15; 10; 10
-    assert length_bucketed_batches([10] * 8, batch_size=3, workers=2) == [[0, 1, 2], [3, 4], [5], [6], [7]]
+    assert length_bucketed_batches([10] * 8, batch_size=3, workers=2, min_rows=1) == [[0, 1, 2], [3, 4], [5], [6], [7]]
+    # the default floor of 8 rows: 20 of 400 tokens' 200; 10 of 200's 100; 8 of 100's 50 (the floor); the last 2
+    assert [len(b) for b in length_bucketed_batches([10] * 40, batch_size=64, workers=2)] == [20, 10, 8, 2]
     lengths = [5, 20, 19, 5, 0, 18, 14, 20, 6, 0]
     assert length_bucketed_batches(lengths, 3, workers=1) == length_bucketed_batches(lengths, 3)
     # 28,160 tokens: full batches of 6,400 while half of what is left is more (14,080, 10,880, 7,680), then 44 of
     # 100 (under 8,960 / 2); the short items' batches shrink the same way down to one item
     lengths = [100] * 256 + [10] * 256
-    batches = length_bucketed_batches(lengths, batch_size=64, min_ratio=0.0, workers=2)
+    batches = length_bucketed_batches(lengths, batch_size=64, min_ratio=0.0, workers=2, min_rows=1)
     assert [len(b) for b in batches[:4]] == [64, 64, 64, 44] and len(batches[-1]) == 1
     assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
 
