@@ -105,6 +105,16 @@ def best_time(fn, repeats: int) -> float:
     return min(times)
 
 
+def interleaved_best(fns: dict, repeats: int) -> dict:
+    """Best time of each function over `repeats` rounds, each round running every function once in turn (so that
+    a slow spell of the machine hits them all alike)."""
+    timings = {key: float("inf") for key in fns}
+    for _ in range(repeats):
+        for key, fn in fns.items():
+            timings[key] = min(timings[key], best_time(fn, 1))
+    return timings
+
+
 def make_model(tokenizer_words, dim=300, hidden=300):
     from modeling_cove.build import create_cove_checkpoint
     from modeling_cove.tokenization_cove import SPECIAL_TOKENS
@@ -217,10 +227,7 @@ def bench_dataset(name, texts, model, tokenizer, args) -> dict:
     for n in FEW_INPUTS:  # a short list, where few batches make the workers' last ones count (guided cuts)
         fns[f"ours_first{n}"] = lambda n=n: model.encode(ids[:n], batch_size=args.batch_size)
         fns[f"ours_one_worker_first{n}"] = lambda n=n: model.encode(ids[:n], batch_size=args.batch_size, num_workers=1)
-    timings = {k: float("inf") for k in fns}
-    for _ in range(args.repeats):  # interleaved repeats, best of
-        for key, fn in fns.items():
-            timings[key] = min(timings[key], best_time(fn, 1))
+    timings = interleaved_best(fns, args.repeats)
     few_tokens = {f"first{n}": sum(len(x) for x in ids[:n]) for n in FEW_INPUTS}
     tps = {k: (roof_tokens if k.startswith("roofline") else few_tokens.get(k.rsplit("_", 1)[-1], tokens)) / v
            for k, v in timings.items()}

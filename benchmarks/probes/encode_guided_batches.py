@@ -12,15 +12,16 @@ random weights and batch size as scripts/benchmark.py.
 
 import functools
 import sys
-import time
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import wait_policy  # noqa: E402, F401, I001  (before torch)
 import torch  # noqa: E402
 
 import modeling_cove.modeling_cove as modeling  # noqa: E402
-from benchmark import benchmark_arguments, prepare_encoder_benchmark, write_report  # noqa: E402
+from benchmark import (benchmark_arguments, interleaved_best, prepare_encoder_benchmark,  # noqa: E402
+                       write_report)
 
 CUT = modeling.length_bucketed_batches  # the code's own, before any patching below
 FLOORS = (1, 8, 16, 32)
@@ -45,11 +46,8 @@ def main(argv=None):
 
     def run_encode(batcher, num_workers, ids):
         def run():
-            modeling.length_bucketed_batches = batcher
-            try:
+            with mock.patch.object(modeling, "length_bucketed_batches", batcher):
                 return model.encode(ids, batch_size=args.batch_size, num_workers=num_workers)
-            finally:
-                modeling.length_bucketed_batches = cut
         return run
 
     results = {}
@@ -62,12 +60,7 @@ def main(argv=None):
             lengths = [len(x) for x in ids]
             fns = {key: run_encode(batcher, w, ids) for key, (batcher, w) in variants.items()}
             outputs = {key: fns[key]() for key in ("one_worker", "guided_min8")}
-            best = {key: float("inf") for key in fns}
-            for _ in range(args.repeats):  # interleaved, best of
-                for key, run in fns.items():
-                    start = time.perf_counter()
-                    run()
-                    best[key] = min(best[key], time.perf_counter() - start)
+            best = interleaved_best(fns, args.repeats)
             case = name if first is None else f"{name}_first{first}"
             results[case] = {
                 "inputs": len(ids),
