@@ -45,9 +45,10 @@ def single_thread():
 
 def assert_reproduces(actual, expected, what=""):
     """A model rebuilt from saved weights (bit-equal) reproduces the original's outputs: token ids and other integer
-    outputs exactly, floats to within float rounding. Not bit-equal: MKL's kernels may sum in an order that depends on
-    the weights' memory alignment (safetensors loads them at other offsets), which moves results by an ulp on some CPUs
-    (seen on AMD EPYC: 1.2e-7 on a BCN logit of 0.77)."""
+    outputs exactly, floats to within float rounding. Not bit-equal: on some CPUs (seen on AMD EPYC: 1.2e-7 on a BCN
+    logit of 0.77) two models with bit-equal weights differ by an ulp inside the test session while the same comparison
+    alone in a fresh process is bit-equal; most likely the loaded weights' memory alignment (safetensors places them
+    at other offsets) steers MKL to kernels that sum in another order."""
     import torch
 
     assert actual.dtype == expected.dtype and actual.shape == expected.shape, (what, actual.dtype, actual.shape)
