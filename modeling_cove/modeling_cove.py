@@ -98,7 +98,7 @@ def length_bucketed_batches(lengths: list, batch_size: int, min_ratio: float = B
             tokens += cost
         else:
             batches.append([i])
-            tokens, share = cost, unbatched / workers
+            tokens, share = cost, unbatched / max(workers, 1)  # (read only with workers > 1)
         unbatched -= cost
     return batches
 
@@ -772,24 +772,27 @@ class CoveModel(CovePreTrainedModel):
         """Texts (or lists of token ids) -> one `(T_i, config.output_size)` tensor per input, in the input order.
 
         The fast path for feature extraction. Inputs are sorted by length and cut into batches of up to `batch_size`
-        neighbours (`length_bucketed_batches` by size alone), so most batches hold equal or near-equal lengths; they run
-        without final states (`output_final_states=False`). On CPU they run unpacked, on the fused LSTM kernel, in time
-        segments (`plan_time_segments`), so the long rows of a mixed batch go on alone once the short ones end and the
-        padding costs little. Where the top layer runs as one packed call (`CoveEncoder.uses_single_call`: CUDA),
-        packing wastes no work on padding. Padded ids are gathered from one flat tensor (no per-item tensor building),
-        the ids are checked once on the host, and on a GPU each batch goes over in pinned memory, without a wait:
-        nothing in the loop reads back from the device, so the host queues the next batch while the GPU runs this one.
-        On CPU with more than one intra-op thread (OpenMP), the batches are shared among that many host threads that
-        each run with one (`run_on_cpu_workers`): whole batches side by side instead of each small per-step GEMM split
-        among the threads; a batch past GUIDED_MIN_ROWS rows then holds at most 1/workers of the tokens still to batch,
-        so the last batches shrink and the workers finish together. `num_workers` overrides the count (1: batches of
-        `batch_size`, one at a time on every intra-op thread; more than 1 on CPU only). Results equal running each input
-        alone (tested), whatever the workers. An empty input gives a `(0, output_size)` tensor. `tokenizer` is required
-        for strings; it must be the checkpoint's tokenizer. Runs in the model's current mode (eval after
-        `from_pretrained`).
+        neighbours (`length_bucketed_batches` without its length-ratio cut), so most batches hold equal or near-equal
+        lengths; they run without final states (`output_final_states=False`). On CPU they run unpacked, on the fused
+        LSTM kernel, in time segments (`plan_time_segments`), so the long rows of a mixed batch go on alone once the
+        short ones end and the padding costs little. Where the top layer runs as one packed call
+        (`CoveEncoder.uses_single_call`: CUDA), packing wastes no work on padding. Padded ids are gathered from one flat
+        tensor (no per-item tensor building), the ids are checked once on the host, and on a GPU each batch goes over in
+        pinned memory, without a wait: nothing in the loop reads back from the device, so the host queues the next batch
+        while the GPU runs this one. On CPU with more than one intra-op thread (OpenMP), the batches are shared among
+        that many host threads that each run with one (`run_on_cpu_workers`): whole batches side by side instead of each
+        small per-step GEMM split among the threads; a batch past GUIDED_MIN_ROWS rows then holds at most 1/workers of
+        the tokens still to batch, so the last batches shrink and the workers finish together. `num_workers` overrides
+        the count (1: batches of `batch_size`, one at a time on every intra-op thread; more than 1 on CPU only). Results
+        equal running each input alone (tested), whatever the workers. An empty input gives a `(0, output_size)` tensor.
+        `tokenizer` is required for strings; it must be the checkpoint's tokenizer. Runs in the model's current mode
+        (eval after `from_pretrained`).
         """
         if isinstance(texts, str):
             raise TypeError("encode expects a list of texts; wrap a single text in a list")
+        device = self.embeddings.weight.device
+        if num_workers is not None and (num_workers < 1 or (num_workers > 1 and device.type != "cpu")):
+            raise ValueError(f"num_workers must be None or >= 1, and 1 off the CPU; got {num_workers} on {device}")
         texts = list(texts)
         if texts and isinstance(texts[0], str):
             if tokenizer is None:
@@ -797,7 +800,6 @@ class CoveModel(CovePreTrainedModel):
             ids = tokenizer(texts, add_special_tokens=True)["input_ids"]
         else:
             ids = [list(x) for x in texts]
-        device = self.embeddings.weight.device
         results = [None] * len(ids)
         all_lengths = torch.tensor([len(x) for x in ids], dtype=torch.long)
         flat_ids = torch.tensor([token for x in ids for token in x] + [self.config.pad_token_id], dtype=torch.long)
@@ -806,8 +808,6 @@ class CoveModel(CovePreTrainedModel):
         pad_position = flat_ids.shape[0] - 1  # the pad id appended at the end
         packed_top_layer = self.reads_top_layer_only(False) and self.encoder.uses_single_call(device)
         length_list = all_lengths.tolist()
-        if num_workers is not None and (num_workers < 1 or (num_workers > 1 and device.type != "cpu")):
-            raise ValueError(f"num_workers must be None or >= 1, and 1 off the CPU; got {num_workers} on {device}")
         workers = cpu_worker_count(device) if num_workers is None else num_workers
         batches = length_bucketed_batches(length_list, batch_size, min_ratio=0.0, workers=workers)  # longest first
         workers = min(workers, len(batches))

@@ -224,13 +224,13 @@ def bench_dataset(name, texts, model, tokenizer, args) -> dict:
            "reference": reference, "text_encode": text_end_to_end,
            "pipeline": pipe, "pipeline_sorted": pipe_sorted, "pipeline_cove": pipe_cove, "bf16": bf16,
            "roofline_bf16": roof_bf16}
+    fn_tokens = {key: roof_tokens if key.startswith("roofline") else tokens for key in fns}  # real tokens each runs
     for n in FEW_INPUTS:  # a short list, where few batches make the workers' last ones count (guided cuts)
         fns[f"ours_first{n}"] = lambda n=n: model.encode(ids[:n], batch_size=args.batch_size)
         fns[f"ours_one_worker_first{n}"] = lambda n=n: model.encode(ids[:n], batch_size=args.batch_size, num_workers=1)
+        fn_tokens[f"ours_first{n}"] = fn_tokens[f"ours_one_worker_first{n}"] = sum(len(x) for x in ids[:n])
     timings = interleaved_best(fns, args.repeats)
-    few_tokens = {f"first{n}": sum(len(x) for x in ids[:n]) for n in FEW_INPUTS}
-    tps = {k: (roof_tokens if k.startswith("roofline") else few_tokens.get(k.rsplit("_", 1)[-1], tokens)) / v
-           for k, v in timings.items()}
+    tps = {key: fn_tokens[key] / seconds for key, seconds in timings.items()}
     result = {
         "sentences": len(ids),
         "real_tokens": tokens,

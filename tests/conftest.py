@@ -56,3 +56,13 @@ def assert_reproduces(actual, expected, what=""):
         torch.testing.assert_close(actual, expected, rtol=1e-6, atol=1e-6, msg=lambda m: f"{what}: {m}")
     else:
         assert torch.equal(actual, expected), what
+
+
+def assert_same_weights(model, loaded):
+    """`loaded` (from `model.save_pretrained`) holds the same tensors as `model`, bit for bit, under the same names."""
+    import torch
+
+    saved, restored = model.state_dict(), loaded.state_dict()
+    assert saved.keys() == restored.keys()
+    for name, tensor in saved.items():
+        assert torch.equal(restored[name], tensor), name

@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from conftest import assert_reproduces
+from conftest import assert_reproduces, assert_same_weights
 from torch import nn
 
 import modeling_cove  # noqa: F401  (registers the Auto classes)
@@ -517,8 +517,7 @@ def test_save_load_keeps_weights_and_reproduces_logits(tmp_path):
     assert type(loaded) is CoveForSequenceClassification
     assert loaded.config.id2label == {0: "neg", 1: "neutral", 2: "pos"}
     assert loaded.config.label2id == {"neg": 0, "neutral": 1, "pos": 2}
-    saved, restored = model.state_dict(), loaded.state_dict()
-    assert saved.keys() == restored.keys() and all(torch.equal(restored[k], saved[k]) for k in saved)  # bit-equal
+    assert_same_weights(model, loaded)
     for pairs in (None, SECONDS):
         inputs = batch(SENTENCES, pairs)
         assert_reproduces(loaded(*inputs).logits, model(*inputs).logits, f"pairs={pairs is not None}")

@@ -5,7 +5,7 @@ import math
 
 import pytest
 import torch
-from conftest import assert_reproduces
+from conftest import assert_reproduces, assert_same_weights
 from torch import nn
 
 from modeling_cove import CoveConfig, CoveForQuestionAnswering
@@ -433,7 +433,6 @@ def test_save_load_keeps_encoder_frozen_and_records_pipeline(tmp_path):
     ids, types, mask = pair_batch([(3, 5)])
     a = model(input_ids=ids, token_type_ids=types, attention_mask=mask).start_logits
     b = loaded(input_ids=ids, token_type_ids=types, attention_mask=mask).start_logits
-    saved, restored = model.state_dict(), loaded.state_dict()
-    assert saved.keys() == restored.keys() and all(torch.equal(restored[k], saved[k]) for k in saved)  # bit-equal
+    assert_same_weights(model, loaded)
     assert_reproduces(b, a, "start_logits")
     assert (tmp_path / "pipeline_cove.py").exists() and (tmp_path / "squad_preprocessing.py").exists()

@@ -39,10 +39,9 @@ def main(argv=None):
     device, texts, model, tokenizer = prepare_encoder_benchmark(args)
     if device.type != "cpu":
         raise SystemExit("the workers run on CPU only")
-    cut = CUT
     workers = modeling.cpu_worker_count(device)
-    variants = {"one_worker": (cut, 1), "by_size": (by_size, workers)}
-    variants.update({f"guided_min{m}": (functools.partial(cut, min_rows=m), workers) for m in FLOORS})
+    variants = {"one_worker": (CUT, 1), "by_size": (by_size, workers)}
+    variants.update({f"guided_min{m}": (functools.partial(CUT, min_rows=m), workers) for m in FLOORS})
 
     def run_encode(batcher, num_workers, ids):
         def run():
