@@ -313,4 +313,4 @@ def test_scalar_mix_run_records_the_learned_layer_weights(tmp_path):
     expected = torch.softmax(best.scalar_weights.detach(), 0)
     assert not torch.allclose(expected, torch.full((3,), 1 / 3))  # trained away from the uniform start
     assert mix["weights"] == pytest.approx(expected.tolist(), abs=1e-4)
-    assert mix["gamma"] == pytest.approx(float(best.gamma), abs=1e-4)
+    assert mix["gamma"] == pytest.approx(float(best.gamma.detach()), abs=1e-4)
