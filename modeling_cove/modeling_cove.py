@@ -70,6 +70,10 @@ UNPACKED_MIN_FILL = 0.7
 # (benchmarks/results/encoder_cuda*.json). On CPU the per-layer path (oneDNN, unpacked) stays faster than packing
 # (benchmarks/results/encoder.json, "reference").
 SINGLE_CALL_DEVICE_TYPES = ("cuda",)
+# Device types on which the unpacked path sorts a batch's rows longest first and runs it in time segments
+# (`plan_time_segments`, whose cost model is the CPU's). Elsewhere (a GPU, where a step costs about the same for any
+# number of rows) each direction runs as one call over the rows in their order.
+SEGMENTED_DEVICE_TYPES = ("cpu",)
 # Rows a batch may always take before `length_bucketed_batches`' guided cut for several workers ends it: a 1-thread
 # LSTM step costs about the same for 1 to 8 rows, so tiny batches of short texts waste their calls. Two workers vs
 # one, best of 7 (default policy) / 5 (PASSIVE), no floor / 8 / 16 / 32 rows: SST's first 50 sentences 0.84 / 1.01 /
@@ -324,10 +328,11 @@ class CoveEncoder(nn.Module):
         runs over each row reversed within its length, so its padding comes last too, and is reversed back. The
         layers run time-major `(T, B, C)`; a reversal is a row gather (`index_select`) on the flattened `(T*B, C)`
         steps (5-20x faster than `gather` along T on CPU, fp32/bf16), and the last gather of each layer writes
-        batch-major rows directly. On CPU, the rows run longest first (a batch in another order is sorted by the
-        first gather and put back by the last ones), and both directions of every layer run in the time segments of
-        `plan_time_segments` (padding comes last in both, so they share one plan; its cost model is the CPU's: on a
-        GPU a step costs about the same for any number of rows, so more calls would only add launches). The gathers
+        batch-major rows directly. On SEGMENTED_DEVICE_TYPES (CPU), the rows run longest first (a batch in another order
+        is sorted by the first gather and put back by the last ones), and both directions of every layer run in the
+        time segments of `plan_time_segments` (padding comes last in both, so they share one plan; its cost model is
+        the CPU's: on a GPU a step costs about the same for any number of rows, so more calls would only add
+        launches). The gathers
         write their rows straight into place (the next layer's input, each layer's output, `out`), so nothing is
         concatenated afterwards. Returns a list of each layer's output `(B, T, 2H)` (the top layer's alone with
         `top_only`; the top layer's is `out` when given), with garbage at padding: callers mask it or cut it off.
@@ -335,7 +340,7 @@ class CoveEncoder(nn.Module):
         batch, time, _ = vectors.shape
         device = vectors.device
         order, segments = None, None
-        if device.type == "cpu":  # rows run longest first, so that a time segment can leave out every ended row
+        if device.type in SEGMENTED_DEVICE_TYPES:  # rows run longest first, so a time segment can leave out ended rows
             if not longest_first(lengths):
                 order = torch.sort(lengths, descending=True, stable=True).indices  # running row j = input row order[j]
                 lengths = lengths[order]

@@ -544,7 +544,8 @@ def test_encode_on_single_call_devices_cuts_batches_by_size_and_equals_each_alon
     """Where the top layer runs as one packed call (CUDA; forced on CPU here), `encode` cuts its sorted batches by
     size alone (packing spends nothing on padding) and packs them without a sort (already longest first): results
     still equal each input alone, in order. A vocabulary mismatch is caught once on the host, with forward's
-    message; cove_output="both" keeps the near-equal batches."""
+    message. cove_output="both" (layer 1 read: the per-layer path, unpacked) is cut by size too, and with the rows
+    neither sorted nor segmented, as on a GPU, still equals each input alone."""
     import modeling_cove.modeling_cove as modeling
 
     _, model, tokenizer = tiny_checkpoint
@@ -571,9 +572,14 @@ def test_encode_on_single_call_devices_cuts_batches_by_size_and_equals_each_alon
     with pytest.raises(ValueError, match="outside \\[0, 16\\)"):
         model.encode([[1, 2], [99]])
     model.config.cove_output = "both"
+    with torch.no_grad():
+        alone = [model(**tokenizer([s], return_tensors="pt")).last_hidden_state[0] for s in sentences if s]
+    monkeypatch.setattr(modeling, "SEGMENTED_DEVICE_TYPES", ())  # as on a GPU: unpacked rows unsorted, unsegmented
     batch_sizes.clear()
-    model.encode(sentences, tokenizer, batch_size=4, num_workers=1)
-    assert batch_sizes == [4, 3]  # the per-layer path too: by size (its padding is cut by time segments)
+    encoded = model.encode(sentences, tokenizer, batch_size=4, num_workers=1)
+    assert batch_sizes == [4, 3]  # the per-layer path too: by size (its padding is cut by time segments on CPU)
+    for vectors, reference in zip([e for e, s in zip(encoded, sentences) if s], alone):
+        assert vectors.shape == reference.shape and (vectors - reference).abs().max() <= 1e-5
 
 
 def test_pack_keeps_sorted_rows_in_place_and_sorts_others():
@@ -653,10 +659,16 @@ def segment_every_row_end(monkeypatch) -> list:
     return plans
 
 
-def test_time_segments_equal_the_packed_path_in_values_and_gradients(tiny_checkpoint, monkeypatch):
+@pytest.mark.parametrize("segmented", [True, False], ids=["cpu", "gpu-like"])
+def test_time_segments_equal_the_packed_path_in_values_and_gradients(tiny_checkpoint, monkeypatch, segmented):
     """Run in time segments (h and c carried, ended rows dropped) on rows given out of order (sorted inside and put
     back), the unpacked path must give what packing gives at every token of every layer (both directions), and a
-    trainable encoder the same gradients."""
+    trainable encoder the same gradients. Off SEGMENTED_DEVICE_TYPES (a GPU; forced on CPU here) the same rows run
+    unsorted, each direction in one call, with the same results."""
+    import modeling_cove.modeling_cove as modeling
+
+    if not segmented:
+        monkeypatch.setattr(modeling, "SEGMENTED_DEVICE_TYPES", ())
     _, model, tokenizer = tiny_checkpoint
     model = copy.deepcopy(model).train()  # dropout is 0 in the tiny config: train mode changes no value
     for p in model.encoder.parameters():
@@ -673,7 +685,10 @@ def test_time_segments_equal_the_packed_path_in_values_and_gradients(tiny_checkp
         sum((layer[real] * torch.linspace(-1, 1, layer.shape[-1])).sum() for layer in layers).backward()
         grads = [p.grad.clone() for p in model.encoder.parameters()]
         results.append(([layer[real].detach() for layer in layers], grads))
-    assert plans == [[(0, 1, 4), (1, 2, 3), (2, 6, 2), (6, 7, 1)]]  # rows sorted first; packing planned nothing
+    if segmented:
+        assert plans == [[(0, 1, 4), (1, 2, 3), (2, 6, 2), (6, 7, 1)]]  # rows sorted first; packing planned nothing
+    else:
+        assert plans == []  # one call per direction over the rows as given
     (packed_layers, packed_grads), (segmented_layers, segmented_grads) = results
     assert len(segmented_layers) == len(packed_layers) == model.config.num_hidden_layers
     for packed, segmented in zip(packed_layers + packed_grads, segmented_layers + segmented_grads):
