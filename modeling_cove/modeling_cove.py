@@ -6,6 +6,7 @@ Parameter names are chosen so that the released Salesforce state dict (`wmtlstm-
 """
 
 import bisect
+import contextlib
 import itertools
 import shutil
 import threading
@@ -249,7 +250,7 @@ class CoveEncoder(nn.Module):
             bidirectional=True,
             batch_first=True,
         )
-        self._autocast_cache = {}  # (layer, dtype) -> (source stamps, cast weights); see autocast_weights
+        self._autocast_cache = None  # (layer, dtype) -> cast weights inside `weights_cast_once`, else None
 
     def layer_weights(self, layer: int) -> list:
         """The 8 tensors of one layer (both directions), in the order `torch.lstm` expects; under autocast, frozen
@@ -262,23 +263,38 @@ class CoveEncoder(nn.Module):
 
     def autocast_weights(self, layer: int, weights: list) -> list:
         """Autocast casts fp32 LSTM weights to its dtype at every `torch.lstm` call and keeps the cast only for
-        weights that require grad. The CoVe encoder is frozen, so every layer and direction call would cast its
-        weights again (12% of bf16 encoding time on CPU). Frozen weights are therefore cast here once per layer and
-        dtype, and the cast is kept with each source's storage pointer and version counter: an in-place change, a
-        reload or a move to another device casts again. Weights that require grad are left to autocast."""
+        weights that require grad. The CoVe encoder is frozen, and the unpacked path makes several calls per layer
+        (two directions, time segments), so frozen weights are cast here, once per layer, and the calls share the
+        cast (12% of bf16 encoding time on CPU). Inside `weights_cast_once` (`encode`) the cast is also kept for
+        every batch of the call. Weights that require grad are left to autocast."""
         device_type = weights[0].device.type
         if not torch.is_autocast_enabled(device_type) or any(w.requires_grad for w in weights):
             return weights
         dtype = torch.get_autocast_dtype(device_type)
         if weights[0].dtype != torch.float32 or dtype == torch.float32:
             return weights
-        stamp = [(w.data_ptr(), w._version) for w in weights]
-        cached = self._autocast_cache.get((layer, dtype))
-        if cached is None or cached[0] != stamp:
+        cache = self._autocast_cache
+        cast = None if cache is None else cache.get((layer, dtype))
+        if cast is None:
             with torch.inference_mode(False), torch.no_grad():  # normal tensors, usable outside inference mode
-                cached = (stamp, [w.to(dtype) for w in weights])
-            self._autocast_cache[(layer, dtype)] = cached
-        return cached[1]
+                cast = [w.to(dtype) for w in weights]
+            if cache is not None:
+                cache[(layer, dtype)] = cast
+        return cast
+
+    @contextlib.contextmanager
+    def weights_cast_once(self):
+        """Within this context (on any thread), `autocast_weights` keeps each layer's cast weights for reuse; they
+        are dropped on leaving, so a change to the weights between calls, even through `.data` (which no version
+        counter sees), is always cast afresh. A nested use shares the outer one."""
+        if self._autocast_cache is not None:
+            yield
+            return
+        self._autocast_cache = {}
+        try:
+            yield
+        finally:
+            self._autocast_cache = None
 
     def run_layer(self, layer: int, inputs: torch.Tensor, batch_sizes: Optional[torch.Tensor]):
         """One biLSTM layer on padded `(B, T, C)` inputs (batch_sizes None) or packed data `(N, C)`.
@@ -311,11 +327,13 @@ class CoveEncoder(nn.Module):
         train = self.kernel_train_mode(inputs)
         if segments is None or len(segments) == 1:
             return torch.lstm(inputs, (zeros, zeros), weights, True, 1, 0.0, train, False, False)[0]
-        output = inputs.new_empty(inputs.shape[0], batch, self.hidden_size)
+        output = None  # (T, B, H) in the dtype the kernel gives (under autocast, its dtype)
         h, c = zeros, zeros
         for start, end, rows in segments:
             piece, h, c = torch.lstm(inputs[start:end, :rows], (h[:, :rows], c[:, :rows]), weights, True, 1, 0.0,
                                      train, False, False)  # (end - start, rows, H), h and c (1, rows, H)
+            if output is None:
+                output = piece.new_empty(inputs.shape[0], batch, self.hidden_size)
             output[start:end, :rows] = piece
             output[start:end, rows:] = 0  # the skipped rows: padding, zero (finite, as callers may mask by product)
         return output
@@ -623,8 +641,9 @@ class CoveModel(CovePreTrainedModel):
         """Up-front checks with clear messages; returns the (B, T) attention mask."""
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must have shape (batch, time), got {tuple(input_ids.shape)}")
-        if input_ids.dtype not in (torch.long, torch.int, torch.int16, torch.int8, torch.uint8):
-            raise TypeError(f"input_ids must be integer token ids, got dtype {input_ids.dtype}")
+        if input_ids.dtype not in (torch.long, torch.int):  # what nn.Embedding takes
+            raise TypeError(f"input_ids must be integer token ids (int64 or int32), got dtype {input_ids.dtype} "
+                            "(convert with .long())")
         if input_ids.shape[0] == 0 or input_ids.shape[1] == 0:
             raise ValueError(
                 f"input_ids is empty (shape {tuple(input_ids.shape)}): the input text produced no tokens"
@@ -688,9 +707,10 @@ class CoveModel(CovePreTrainedModel):
         return self.reads_top_layer_only(False) and not config.include_word_vectors and config.char_ngram_dim == 0
 
     def output_dtype(self, vectors: torch.Tensor, masked: bool) -> torch.dtype:
-        """The dtype of `last_hidden_state` when it joins several parts: what concatenating the parts gives. Under
-        autocast the MT-LSTM's layers come in the autocast dtype, word vectors and char n-grams in the model's, and
-        a layer masked at padding (`masked`) in their promotion (the mask has the model's dtype)."""
+        """The dtype of `last_hidden_state` for word `vectors`: what concatenating its parts gives (the top layer
+        alone: its own). Under autocast the MT-LSTM's layers come in the autocast dtype, word vectors and char
+        n-grams in the model's, and a layer masked at padding (`masked`) in their promotion (the mask has the
+        model's dtype)."""
         device_type = vectors.device.type
         dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else vectors.dtype
         if self.config.include_word_vectors or self.char_ngram_embeddings is not None or masked:
@@ -735,6 +755,9 @@ class CoveModel(CovePreTrainedModel):
         layers, final_h, final_c = self.encoder(vectors, lengths.clamp(min=1), final_states=output_final_states,
                                                 top_only=top_only, unpacked=unpacked,
                                                 out=output[..., top_start:top_end] if top_in_output else None)
+        if final_h is not None and bool((lengths == 0).any()):  # empty rows ran on one pad step: no state, zero
+            has_tokens = (lengths > 0).to(device=final_h.device, dtype=final_h.dtype).view(-1, 1, 1)  # (B, 1, 1)
+            final_h, final_c = final_h * has_tokens, final_c * has_tokens
         # zero at padding: the layers where they are returned as they are, (B, T, 600) each; `output` once, below
         if mask_outputs and (output is None or output_hidden_states):
             layers = [layer * mask for layer in layers]
@@ -796,8 +819,12 @@ class CoveModel(CovePreTrainedModel):
         if isinstance(texts, str):
             raise TypeError("encode expects a list of texts; wrap a single text in a list")
         device = self.embeddings.weight.device
-        if num_workers is not None and (num_workers < 1 or (num_workers > 1 and device.type != "cpu")):
-            raise ValueError(f"num_workers must be None or >= 1, and 1 off the CPU; got {num_workers} on {device}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        if num_workers is not None and (isinstance(num_workers, bool) or not isinstance(num_workers, int)
+                                        or num_workers < 1 or (num_workers > 1 and device.type != "cpu")):
+            raise ValueError(f"num_workers must be None or an int >= 1, and 1 off the CPU; got {num_workers!r} on "
+                             f"{device}")
         texts = list(texts)
         if texts and isinstance(texts[0], str):
             if tokenizer is None:
@@ -824,9 +851,10 @@ class CoveModel(CovePreTrainedModel):
 
         def run_batch(batch):
             lengths = all_lengths[batch]  # (B,) on the host, longest first
-            if lengths[0] == 0:  # the rest of the (sorted) batch is empty too
+            if lengths[0] == 0:  # the rest of the (sorted) batch is empty too: (0, D) rows in the others' dtype
+                dtype = self.output_dtype(self.embeddings.weight, masked=False)
                 for i in batch:
-                    results[i] = torch.zeros(0, self.config.output_size, device=device)
+                    results[i] = torch.zeros(0, self.config.output_size, dtype=dtype, device=device)
                 return
             steps = torch.arange(int(lengths[0])).unsqueeze(0)  # (1, T)
             valid = steps < lengths.unsqueeze(1)  # (B, T)
@@ -839,7 +867,8 @@ class CoveModel(CovePreTrainedModel):
             for i, length, row in zip(batch, lengths.tolist(), hidden.unbind(0)):
                 results[i] = row[:length]
 
-        run_on_cpu_workers(run_batch, batches, workers, bar)  # on CPU: batches side by side, one intra-op thread each
+        with self.encoder.weights_cast_once():  # under autocast: frozen weights cast once for all batches
+            run_on_cpu_workers(run_batch, batches, workers, bar)  # on CPU: side by side, one intra-op thread each
         if bar is not None:
             bar.close()
         return results

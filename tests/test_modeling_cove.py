@@ -357,6 +357,18 @@ def test_bad_inputs_give_clear_errors_or_documented_results(tiny_checkpoint):
         out = model(**batch).last_hidden_state
         alone = model(**tokenizer(["the cat sat ."], return_tensors="pt")).last_hidden_state
     assert out[1].abs().max() == 0 and torch.allclose(out[0], alone[0], atol=1e-6)
+    with torch.no_grad():  # and zero final states (the MT decoder starts from them), the others' as alone
+        states = model(**batch, output_final_states=True)
+        alone_states = model(**tokenizer(["the cat sat ."], return_tensors="pt"), output_final_states=True)
+    for got, reference in ((states.final_hidden_state, alone_states.final_hidden_state),
+                           (states.final_cell_state, alone_states.final_cell_state)):
+        assert got[1].abs().max() == 0 and got[0].abs().max() > 0 and torch.allclose(got[0], reference[0], atol=1e-6)
+    # ids of a dtype nn.Embedding does not take: a clear error, not one inside torch; int32 runs
+    with pytest.raises(TypeError, match="int64 or int32"):
+        model(input_ids=batch["input_ids"].to(torch.int16))
+    with torch.no_grad():
+        as_int32 = model(input_ids=batch["input_ids"].int(), attention_mask=batch["attention_mask"])
+        assert torch.equal(as_int32.last_hidden_state, model(**batch).last_hidden_state)
     # all-OOV sentence: every token is <unk> with a zero vector; CoVe still runs (the LSTM sees zero inputs)
     oov = tokenizer(["zyzzyva quux"], return_tensors="pt")
     assert oov["input_ids"].tolist() == [[tokenizer.unk_token_id] * 2]
@@ -513,10 +525,15 @@ def test_encode_shares_batches_among_single_threaded_workers_on_cpu(tiny_checkpo
 
 def test_encode_workers_raise_the_first_error_and_reject_bad_counts(tiny_checkpoint, monkeypatch):
     """An exception in a worker stops the others at their next batch and is raised in the caller (thread count
-    restored); `num_workers` below 1, or above 1 off the CPU, is a clear error before any work."""
+    restored); `num_workers` below 1, not an int, or above 1 off the CPU, and `batch_size` below 1 or not an int,
+    are clear errors before any work."""
     _, model, tokenizer = tiny_checkpoint
-    with pytest.raises(ValueError, match="num_workers must be"):
-        model.encode(SENTENCES, tokenizer, num_workers=0)
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="num_workers must be"):
+            model.encode(SENTENCES, tokenizer, num_workers=bad)
+    for bad in (0, -1, 8.0, None):
+        with pytest.raises(ValueError, match="batch_size must be an int >= 1"):
+            model.encode(SENTENCES, tokenizer, batch_size=bad)
     with pytest.raises(ValueError, match="1 off the CPU; got 2 on meta"):
         copy.deepcopy(model).to("meta").encode(SENTENCES, tokenizer, num_workers=2)
     calls = []
@@ -885,10 +902,12 @@ def test_unpacked_path_gives_the_packed_gradients(tiny_checkpoint):
         assert (packed - unpacked).abs().max() <= 1e-5
 
 
-def test_bf16_autocast_casts_frozen_weights_once_and_recasts_after_a_change(tiny_checkpoint):
+def test_bf16_autocast_casts_frozen_weights_once_and_recasts_after_a_change(tiny_checkpoint, monkeypatch):
     """Under autocast the frozen encoder's weights are cast to bf16 once per layer (`autocast_weights`) instead of
-    at every `torch.lstm` call. The result must equal autocast's own casting (the same encoder with weights that
-    require grad, which autocast casts itself), and an in-place change of a weight must be seen."""
+    at every `torch.lstm` call, and `encode` keeps the casts for all its batches (`weights_cast_once`). The result
+    must equal autocast's own casting (the same encoder with weights that require grad, which autocast casts
+    itself), and a change of a weight between calls must be seen, in place or through `.data` (no version
+    counter sees that)."""
     _, model, tokenizer = tiny_checkpoint
     model = copy.deepcopy(model).eval()
     batch = tokenizer(NEAR_EQUAL + ["a dog"], padding=True, return_tensors="pt")
@@ -900,18 +919,65 @@ def test_bf16_autocast_casts_frozen_weights_once_and_recasts_after_a_change(tiny
     autocast_own = copy.deepcopy(model)
     for p in autocast_own.encoder.parameters():
         p.requires_grad_(True)
-    cached = run(model)
-    assert model.encoder._autocast_cache and not autocast_own.encoder._autocast_cache
-    assert torch.equal(cached, run(autocast_own))
+    cast = run(model)
+    assert torch.equal(cast, run(autocast_own))
     fp32 = model(**batch).last_hidden_state
-    assert 0 < (cached.float() - fp32).abs().max() <= 0.02 * fp32.abs().max()
+    assert 0 < (cast.float() - fp32).abs().max() <= 0.02 * fp32.abs().max()
     assert not any(p.requires_grad for p in model.encoder.parameters())
     with torch.no_grad():  # an in-place change of a frozen weight: the next autocast call casts again
         model.encoder.rnn.weight_hh_l1.mul_(0.5)
         autocast_own.encoder.rnn.weight_hh_l1.mul_(0.5)
     changed = run(model)
-    assert not torch.equal(changed, cached)
+    assert not torch.equal(changed, cast)
     assert torch.equal(changed, run(autocast_own))
+    model.encoder.rnn.weight_hh_l1.data.mul_(2.0)  # through .data: the version counter stays
+    autocast_own.encoder.rnn.weight_hh_l1.data.mul_(2.0)
+    assert torch.equal(run(model), run(autocast_own)) and torch.equal(run(model), cast)
+
+    casts = []  # (layer, first cast tensor) per call of autocast_weights
+    original = model.encoder.autocast_weights
+    monkeypatch.setattr(model.encoder, "autocast_weights",
+                        lambda layer, weights: record_cast(casts, original, layer, weights))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        encoded = model.encode(NEAR_EQUAL + ["a dog", "cat"], tokenizer, batch_size=2, num_workers=1)
+    assert len(casts) == 3 * model.config.num_hidden_layers  # 3 batches, each layer once
+    for layer in range(model.config.num_hidden_layers):
+        same_layer = [c for l, c in casts if l == layer]
+        assert same_layer[0].dtype == torch.bfloat16 and all(c is same_layer[0] for c in same_layer)
+    assert model.encoder._autocast_cache is None  # dropped after the call
+    for vectors, text in zip(encoded, NEAR_EQUAL + ["a dog", "cat"]):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            alone = model(**tokenizer([text], return_tensors="pt")).last_hidden_state[0]
+        assert vectors.dtype == alone.dtype and torch.equal(vectors, alone)
+
+
+@pytest.mark.parametrize("layout", ["top", "both", "with_word_vectors"])
+def test_encode_gives_one_dtype_for_every_input(tiny_checkpoint, monkeypatch, layout):
+    """Under bf16 autocast, a batch run in several time segments, a batch run in one, and an empty input all come
+    back in the dtype that forward gives (bf16 for MT-LSTM layers alone, fp32 with the word vectors); a float64
+    model gives float64 empty rows too."""
+    _, model, tokenizer = tiny_checkpoint
+    model = copy.deepcopy(model).eval()
+    model.config.cove_output = "top" if layout == "top" else "both"
+    model.config.include_word_vectors = layout == "with_word_vectors"
+    plans = segment_every_row_end(monkeypatch)
+    texts = ["the cat sat on the mat .", "a dog", "", "cat"]  # lengths 7, 2, 0, 1
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = model(**tokenizer(["a dog"], return_tensors="pt")).last_hidden_state.dtype
+        encoded = model.encode(texts, tokenizer, batch_size=2, num_workers=1)  # batches (7, 2) and (1, 0)
+    assert expected == (torch.float32 if layout == "with_word_vectors" else torch.bfloat16)
+    assert any(len(plan) > 1 for plan in plans)  # the (7, 2) batch ran in segments
+    assert [tuple(e.shape) for e in encoded] == [(7, model.config.output_size), (2, model.config.output_size),
+                                                 (0, model.config.output_size), (1, model.config.output_size)]
+    assert [e.dtype for e in encoded] == [expected] * 4
+    wide = copy.deepcopy(model).double()
+    assert [e.dtype for e in wide.encode(texts, tokenizer, batch_size=2, num_workers=1)] == [torch.float64] * 4
+
+
+def record_cast(casts: list, original, layer: int, weights: list) -> list:
+    cast = original(layer, weights)
+    casts.append((layer, cast[0]))
+    return cast
 
 
 def test_single_call_path_equals_per_layer_path(tiny_checkpoint, monkeypatch):
