@@ -263,7 +263,8 @@ def build_cove_tokenizer(
     Returns:
         a `PreTrainedTokenizerFast` returning `input_ids`, `token_type_ids` (0 for the first sequence and its
         `</s>`, 1 for the second) and `attention_mask`; padding on the right with `<pad>` (id 0). Empty or
-        whitespace-only text gives zero tokens (only `</s>` with `add_eos=True`).
+        whitespace-only text gives zero tokens (only `</s>` with `add_eos=True`). The special tokens' strings in
+        raw text (an HTML `<s>`, a literal `<pad>`) are plain text, tokenized as `moses_tokenize` does.
     """
     if isinstance(words, str):
         raise TypeError("words must be an iterable of tokens, not a single string")
@@ -300,6 +301,7 @@ def build_cove_tokenizer(
         truncation_side="right",
         model_input_names=["input_ids", "token_type_ids", "attention_mask"],
         clean_up_tokenization_spaces=False,
+        split_special_tokens=True,  # "<s>", "<pad>" in raw text are text, split as Moses splits them
     )
     return fast
 

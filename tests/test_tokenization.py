@@ -186,6 +186,23 @@ def test_save_and_autotokenizer_round_trip(tok, tmp_path):
     assert (loaded.model_max_length, loaded.pad_token, loaded.unk_token) == (16, "<pad>", "<unk>")
 
 
+def test_special_token_strings_in_text_are_plain_text(tok, tmp_path):
+    """"<s>", "</s>", "<pad>" written in raw text are text, split as `moses_tokenize` splits them (no BOS, EOS or
+    padding id inside a sentence, no token dropped from an MT loss), also after save -> AutoTokenizer; `add_eos`
+    still appends the real `</s>`."""
+    text = "strike <s>the</s> cat the<pad>mat"
+    tokens = moses_tokenize(text)
+    assert tokens == ["strike", "<", "s", ">", "the", "<", "/", "s", ">", "cat", "the", "<", "pad", ">", "mat"]
+    expected = tok.convert_tokens_to_ids(tokens)
+    assert tok(text)["input_ids"] == expected and tok(text)["attention_mask"] == [1] * len(tokens)
+    assert not {tok.pad_token_id, tok.bos_token_id, tok.eos_token_id} & set(expected)
+    tok.save_pretrained(tmp_path)
+    assert AutoTokenizer.from_pretrained(tmp_path)(text)["input_ids"] == expected
+    with_eos = build_cove_tokenizer(["cat", "the"], add_eos=True)
+    assert with_eos.convert_ids_to_tokens(with_eos("the </s> cat")["input_ids"]) == [
+        "the", "<unk>", "<unk>", "<unk>", "<unk>", "cat", "</s>"]
+
+
 def test_saved_tokenizer_loads_without_sacremoses_or_package(tok, tmp_path):
     tok.save_pretrained(tmp_path)
     text = "I didn't know Mr. Smith's dogs' toys cost 5,300 dollars."
