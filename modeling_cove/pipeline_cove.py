@@ -31,8 +31,9 @@ drops PYTHONPATH and the working directory from sys.path, `-S` skips site proces
 
 Call it as `qa(question=..., context=...)`, `qa({"question": ..., "context": ...})` or with a list of such dicts.
 Each answer is `{"answer", "score", "start", "end"}` with character offsets into the original context
-(`context[start:end] == answer`); `top_k > 1` returns a list. Contexts longer than `max_seq_len` are read in
-overlapping windows (`doc_stride` shared tokens) and the best span over all windows wins; spans obey
+(`context[start:end] == answer`); `top_k > 1` returns a list of distinct spans. Contexts longer than `max_seq_len`
+(default 384 tokens) are read in overlapping windows (`doc_stride` shared tokens; default
+min(max_seq_len // 2, 128), as in the transformers 4.x pipeline) and the best span over all windows wins; spans obey
 s <= e < s + `max_answer_len` tokens (default `config.dcn_max_answer_length`, 15).
 """
 
@@ -103,8 +104,12 @@ class CoveQuestionAnsweringPipeline(ChunkPipeline):
             inputs = list(inputs)
         return super().__call__(inputs, **kwargs)
 
-    def preprocess(self, inputs, max_seq_len=DEFAULT_MAX_LENGTH, doc_stride=DEFAULT_DOC_STRIDE,
+    def preprocess(self, inputs, max_seq_len=DEFAULT_MAX_LENGTH, doc_stride=None,
                    max_question_len=DEFAULT_MAX_QUESTION_LENGTH):
+        """One model input per window of the context. `doc_stride` defaults to min(max_seq_len // 2, 128), so that
+        `max_seq_len` alone can be lowered; an explicit `doc_stride` too large for `max_seq_len` raises ValueError."""
+        if doc_stride is None:
+            doc_stride = min(max_seq_len // 2, DEFAULT_DOC_STRIDE)
         if not isinstance(inputs, dict) or "question" not in inputs or "context" not in inputs:
             raise ValueError(f"each input must be a dict with 'question' and 'context', got {inputs!r:.80}")
         question = check_text(inputs["question"], "question")

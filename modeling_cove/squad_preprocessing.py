@@ -110,7 +110,9 @@ def char_span_to_tokens(offsets, sequence_ids, start_char: int, end_char: int) -
     """Token span of the context tokens covering characters [start_char, end_char) of the context in one window.
 
     Returns ((s, e), "ok"), or (None, "outside") when the answer is not wholly inside the window's context part,
-    or (None, "no_token") when it covers no token (e.g. only whitespace)."""
+    or (None, "no_token") when it covers no token (e.g. only whitespace, or an empty span end_char <= start_char)."""
+    if end_char <= start_char:
+        return None, "no_token"
     first, last = context_range(sequence_ids)
     if start_char < offsets[first][0] or end_char > offsets[last][1]:
         return None, "outside"
@@ -136,6 +138,9 @@ def prepare_train_features(examples, tokenizer, max_length: int = DEFAULT_MAX_LE
     """SQuAD rows (dict of lists or a `datasets.Dataset`: question, context, answers{text, answer_start}) ->
     (features: dict of lists, stats: dict). Features are windows that contain the (first) answer, with
     `input_ids`, `token_type_ids`, `start_positions`, `end_positions` (input positions), `example_index`.
+
+    Whitespace at either end of the gold answer text is left out of its character span before it is mapped to
+    tokens (an answer "the old tree " ending the context still lies in the window that holds "the old tree").
 
     Skips are counted in `stats`, never silent: `empty_text` (empty question/context), `no_answer` (no gold
     answer), `answer_not_in_context` (answer text not found), `answer_not_tokenizable` (covers no token),
@@ -175,8 +180,11 @@ def prepare_train_features(examples, tokenizer, max_length: int = DEFAULT_MAX_LE
             if start_char is None:
                 found.setdefault(example, "answer_not_in_context")
                 continue
+            # leave surrounding whitespace out: it belongs to no token and may lie past the last one
+            end_char = start_char + len(text.rstrip())
+            start_char += len(text) - len(text.lstrip())
             span, reason = char_span_to_tokens(encoding["offset_mapping"][w], encoding.sequence_ids(w),
-                                               start_char, start_char + len(text))
+                                               start_char, end_char)
             if span is None:
                 stats["windows_without_answer"] += 1
                 if found.get(example) != "ok":
@@ -184,7 +192,7 @@ def prepare_train_features(examples, tokenizer, max_length: int = DEFAULT_MAX_LE
                         found.get(example, "no_window")
                 continue
             offsets = encoding["offset_mapping"][w]
-            if context[offsets[span[0]][0]: offsets[span[1]][1]] != text:
+            if context[offsets[span[0]][0]: offsets[span[1]][1]] != text.strip():
                 stats["inexact_token_spans"] += 1
             found[example] = "ok"
             features["input_ids"].append(encoding["input_ids"][w])
@@ -229,17 +237,21 @@ def extract_answers(context: str, windows: list, max_answer_length: int = 15, to
 
     windows: list of (start_logits (T,), end_logits (T,), offsets list with None outside the context).
     Returns up to `top_k` dicts {answer, score, start, end} (character offsets into `context`), best first;
-    scores are P_start * P_end within a window.
+    scores are P_start * P_end within a window. The answers are distinct character spans: a span found in several
+    overlapping windows appears once, with its best score over those windows. Equal scores keep window order.
     """
-    candidates = []
+    best_score = {}  # (start char, end char) -> best score over the windows
     for start_logits, end_logits, offsets in windows:
         length = len(offsets)
         mask = torch.tensor([o is not None for o in offsets], dtype=torch.bool)
         for s, e, p in best_spans(start_logits[:length], end_logits[:length], max_answer_length, top_k, mask):
-            start, end = offsets[s][0], offsets[e][1]
-            candidates.append({"score": p, "start": start, "end": end, "answer": context[start:end]})
-    candidates.sort(key=lambda c: -c["score"])
-    return candidates[:top_k]
+            span = (offsets[s][0], offsets[e][1])
+            if span not in best_score or p > best_score[span]:
+                best_score[span] = p
+    answers = [{"score": p, "start": start, "end": end, "answer": context[start:end]}
+               for (start, end), p in best_score.items()]
+    answers.sort(key=lambda a: -a["score"])
+    return answers[:top_k]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -355,8 +367,9 @@ def sliding_window_answer(question: str, context: str, window: int = 5, max_span
     Candidates are spans of 1..`max_span` context words that contain no question word and neither start nor end
     with a stop word or punctuation. A candidate scores the sum, over the distinct question content words found
     within `window` words on either side of it, of log(1 + 1 / count of the word in the context) (rare words
-    count more). Best score wins; ties go to the shorter, then the earlier span. Returns {answer, start, end,
-    score} (character offsets into `context`; the first word when nothing matches).
+    count more). Best score wins (scores within 1e-12 are equal); ties go to the span with fewer words, then to the
+    earlier one. Returns {answer, start, end, score} (character offsets into `context`; the first word when
+    nothing matches).
     """
     words = word_spans(context)
     if not words:
@@ -388,7 +401,9 @@ def sliding_window_answer(question: str, context: str, window: int = 5, max_span
             lo, hi = max(0, s - window), min(n, e + 1 + window)
             score = sum(weight for w, weight in weights.items()
                         if prefix[w][hi] - prefix[w][e + 1] + prefix[w][s] - prefix[w][lo] > 0)
-            if score > best[0] + 1e-12:
+            better = score > best[0] + 1e-12
+            tied = not better and score > best[0] - 1e-12
+            if better or (tied and (e - s, s) < (best[2] - best[1], best[1])):  # fewer words, then earlier
                 best = (score, s, e)
     score, s, e = best
     start, end = words[s][1], words[e][2]

@@ -2,6 +2,7 @@
 and the question-answering pipeline: local name, trust_remote_code in a process without the package, bad input."""
 
 import json
+import math
 import os
 import site
 import subprocess
@@ -117,6 +118,26 @@ def test_eval_features_and_extract_answers_recover_gold_text():
     assert scores["f1"] >= scores["exact_match"]
 
 
+def test_extract_answers_top_k_gives_distinct_spans_over_overlapping_windows():
+    """Two windows share the token "c"; its span is kept once, with its better score, so top_k=3 reaches "a"."""
+    context = "a b c d e"
+    # position 0 stands for a question token (offset None); window 1 reads "a b c", window 2 "c d e"
+    window_1 = [None, (0, 1), (2, 3), (4, 5)]
+    window_2 = [None, (4, 5), (6, 7), (8, 9)]
+    # log-probabilities as logits: the softmax over the context positions gives back the probabilities
+    p_1 = torch.tensor([1.0, 0.2, 0.1, 0.7]).log()  # a, b, c (start and end alike)
+    p_2 = torch.tensor([1.0, 0.6, 0.3, 0.1]).log()  # c, d, e
+    windows = [(p_1, p_1, window_1), (p_2, p_2, window_2)]
+    # single-token spans score P_start * P_end: c 0.7^2 = 0.49 (window 1) and 0.6^2 = 0.36 (window 2), d 0.09,
+    # a 0.04, b 0.01, e 0.01
+    answers = extract_answers(context, windows, max_answer_length=1, top_k=3)
+    assert [(a["answer"], a["start"], a["end"]) for a in answers] == [("c", 4, 5), ("d", 6, 7), ("a", 0, 1)]
+    assert [a["score"] for a in answers] == pytest.approx([0.49, 0.09, 0.04])
+    # all distinct spans when top_k exceeds them: the five tokens, c once
+    answers = extract_answers(context, windows, max_answer_length=1, top_k=10)
+    assert [a["answer"] for a in answers] == ["c", "d", "a", "b", "e"]
+
+
 def test_long_context_windows_cover_everything_and_keep_the_answer():
     context = " ".join(f"w{i}" for i in range(100)) + " The answer is Paris ."
     question = "What is the answer ?"
@@ -168,6 +189,31 @@ def test_preprocessing_counts_every_skip():
     features, stats = prepare_train_features(shifted, tokenizer, max_length=30, doc_stride=4)
     s = features["start_positions"][0]
     assert tokenizer.convert_ids_to_tokens(features["input_ids"][0][s]) == "gamma"
+
+
+def test_train_features_leave_whitespace_around_the_answer_out():
+    """A gold answer with a trailing space at the very end of the context, or a leading space, maps to the tokens of
+    its words; an answer of only whitespace covers no token and is counted."""
+    context = "The dog slept under the old tree "
+    tokenizer = build_cove_tokenizer(vocabulary([context, "Where did the dog sleep ?"]))
+    rows = {
+        "question": ["Where did the dog sleep ?"] * 4,
+        "context": [context] * 4,
+        "answers": [
+            {"text": ["the old tree"], "answer_start": [20]},
+            {"text": ["the old tree "], "answer_start": [20]},  # ends at the context's last character (33)
+            {"text": [" the old tree"], "answer_start": [19]},
+            {"text": [" "], "answer_start": [32]},  # whitespace only
+        ],
+    }
+    features, stats = prepare_train_features(rows, tokenizer, max_length=40, doc_stride=5)
+    assert features["example_index"] == [0, 1, 2]
+    assert stats["answer_not_tokenizable"] == 1 and "examples_without_answer_window" not in stats
+    assert "inexact_token_spans" not in stats  # all three map exactly onto "the old tree"
+    # no special tokens: where did the dog sleep ? (0-5), then the context the(6) dog slept under the(10) old tree(12)
+    assert features["start_positions"] == [10, 10, 10] and features["end_positions"] == [12, 12, 12]
+    ids = features["input_ids"][0]
+    assert tokenizer.convert_ids_to_tokens(ids[10:13]) == ["the", "old", "tree"]
 
 
 def test_tokenize_windows_rejects_bad_input():
@@ -237,6 +283,23 @@ def test_sliding_window_baseline_picks_the_span_near_the_question_words():
     assert context[result["start"]:result["end"]] == "Paris"
 
 
+def test_sliding_window_baseline_ties_go_to_the_shorter_then_the_earlier_span():
+    context = "apple banana cherry grape kiwi lemon mango olive paris"
+    # the only question word, "paris" (word 8), occurs once: weight log(1 + 1/1) = log 2. With window 5 every
+    # candidate ending at word 3 or later has it within reach, so all of them tie at log 2. The earliest is
+    # "apple banana cherry grape" (words 0-3), the shortest are single words and the earliest of those is "grape".
+    result = sliding_window_answer("paris?", context, window=5, max_span=4)
+    assert (result["answer"], result["start"], result["end"]) == ("grape", 20, 25)
+    assert result["score"] == pytest.approx(math.log(2))
+    # window 2: candidates must end at word 6 or later; "mango" (6) beats "mango olive" and "olive"
+    assert sliding_window_answer("paris?", context, window=2, max_span=4)["answer"] == "mango"
+    # a higher score still beats a shorter span: question words "lemon" (5) and "paris" (8), window 1. "kiwi",
+    # "mango" (and spans ending at "kiwi") reach only "lemon", "olive" only "paris": log 2 each; "mango olive"
+    # reaches both: 2 log 2
+    result = sliding_window_answer("lemon paris?", context, window=1, max_span=4)
+    assert result["answer"] == "mango olive" and result["score"] == pytest.approx(2 * math.log(2))
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # pipeline
 # ----------------------------------------------------------------------------------------------------------------
@@ -299,6 +362,22 @@ def test_pipeline_reads_long_context_in_windows(local_qa):
     preprocessed = list(local_qa.preprocess({"question": QUESTIONS[1], "context": long_context}, max_seq_len=64,
                                             doc_stride=16))
     assert len(preprocessed) > 10 and preprocessed[-1]["is_last"] and not preprocessed[0]["is_last"]
+
+
+def test_pipeline_doc_stride_defaults_to_half_of_max_seq_len(local_qa):
+    """With only max_seq_len given, doc_stride is min(max_seq_len // 2, 128): consecutive windows share that many
+    context tokens. An explicit doc_stride too large for max_seq_len is an error."""
+    long_context = " ".join([CONTEXT] * 60)  # ~1,400 tokens
+    for max_seq_len, shared in ((100, 50), (400, 128)):
+        windows = list(local_qa.preprocess({"question": QUESTIONS[1], "context": long_context},
+                                           max_seq_len=max_seq_len))
+        assert len(windows) > 2 and all(w["input_ids"].shape[1] <= max_seq_len for w in windows)
+        first = [o for o in windows[0]["offsets"] if o is not None]
+        second = [o for o in windows[1]["offsets"] if o is not None]
+        assert first[-shared:] == second[:shared] and first[-shared - 1] != second[0]
+    check_answer(local_qa(question=QUESTIONS[1], context=long_context, max_seq_len=100), long_context)
+    with pytest.raises(ValueError, match=r"max_length \(100\) must exceed the question .* doc_stride \(128\)"):
+        local_qa(question=QUESTIONS[1], context=long_context, max_seq_len=100, doc_stride=128)
 
 
 def test_pipeline_bad_input(local_qa):
