@@ -22,7 +22,10 @@ the subfolder `target_tokenizer/` (load it with `load_target_tokenizer(path)`).
 
 Generation (`generate()`, greedy and beam search with length normalisation) goes through `GenerationMixin`: the
 recurrent decoder state is passed as `past_key_values = (h (B, L, H), c (B, L, H), input_feed (B, H))`, all
-batch-first so that beam search can reorder it with `_reorder_cache`.
+batch-first so that beam search can reorder it with `_reorder_cache`. By default a translation has at most
+`config.max_source_length` tokens + `</s>` (`generation_config.max_length = max_source_length + 2`, counting the
+leading `<s>`); `max_length` or `max_new_tokens` passed to `generate()` override it. With `output_attentions=True,
+return_dict_in_generate=True`, `cross_attentions` holds the attention weights α_t of every generated step.
 """
 
 from dataclasses import dataclass
@@ -196,7 +199,9 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
             self.generation_config.eos_token_id = config.eos_token_id
             self.generation_config.pad_token_id = config.pad_token_id
             self.generation_config.length_penalty = config.length_penalty_alpha
-            self.generation_config.max_new_tokens = config.max_source_length + 1  # up to 75 tokens + </s>
+            # <s> + up to max_source_length (75) tokens + </s>. Set as max_length, not max_new_tokens: transformers
+            # lets a stored max_new_tokens win over a max_length passed to generate().
+            self.generation_config.max_length = config.max_source_length + 2
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -229,6 +234,19 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
     def _reorder_cache(past_key_values, beam_idx):
         return tuple(state.index_select(0, beam_idx.to(state.device)) for state in past_key_values)
 
+    def generate(self, inputs=None, generation_config=None, **kwargs):
+        """`GenerationMixin.generate`, where a length passed here replaces the stored default length.
+
+        transformers prefers a stored `generation_config.max_new_tokens` (checkpoints saved by earlier versions of
+        this model have one) over a `max_length` passed to `generate()`, and warns when a `max_new_tokens` passed to
+        `generate()` meets the stored `max_length`. Passing only one of the two unsets the other one here.
+        """
+        if kwargs.get("max_length") is not None and kwargs.get("max_new_tokens") is None:
+            kwargs["max_new_tokens"] = None
+        elif kwargs.get("max_new_tokens") is not None and kwargs.get("max_length") is None:
+            kwargs["max_length"] = None
+        return super().generate(inputs, generation_config=generation_config, **kwargs)
+
     def prepare_inputs_for_generation(
         self,
         decoder_input_ids,
@@ -236,8 +254,12 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
         attention_mask=None,
         encoder_outputs=None,
         use_cache=None,
+        output_attentions=None,
+        output_hidden_states=None,
         **kwargs,
     ):
+        """The inputs of one `forward` call during `generate()`; `output_attentions` / `output_hidden_states` are passed
+        on (they make `generate(..., return_dict_in_generate=True)` return `cross_attentions` / hidden states)."""
         # with a state, the decoder only needs the newest token; without one it re-reads the whole prefix
         if past_key_values is not None:
             decoder_input_ids = decoder_input_ids[:, -1:]
@@ -248,6 +270,8 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
             "decoder_input_ids": decoder_input_ids,
             "past_key_values": past_key_values,
             "use_cache": use_cache if use_cache is not None else True,
+            "output_attentions": output_attentions,
+            "output_hidden_states": output_hidden_states,
         }
 
     # --- helpers ---
@@ -279,8 +303,16 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
                 f"truncation=True, max_length={self.config.max_source_length}) or raise max_source_length"
             )
 
-    def check_target_ids(self, ids: torch.Tensor, name: str):
-        valid = (ids == -100) | ((ids >= 0) & (ids < self.config.target_vocab_size))
+    def check_target_ids(self, ids: torch.Tensor, name: str, allow_ignore_index: bool = False):
+        """Clear errors for target ids outside the target vocabulary. -100 (the loss's ignore index) is accepted
+        only with `allow_ignore_index=True` (labels): decoder inputs are embedded, so they must be real ids."""
+        if not allow_ignore_index and bool((ids == -100).any()):
+            raise ValueError(
+                f"{name} contain -100: -100 marks ignored positions in labels only; decoder inputs must be target "
+                f"token ids (pad with pad_token_id={self.config.pad_token_id}, or pass labels and let the model build "
+                f"decoder_input_ids)"
+            )
+        valid = ((ids >= 0) & (ids < self.config.target_vocab_size)) | ((ids == -100) & allow_ignore_index)
         if not bool(valid.all()):
             bad = ids[~valid]
             raise ValueError(
@@ -305,8 +337,9 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
     ) -> CoveSeq2SeqLMOutput:
         """
         input_ids / attention_mask: (B, S) source, right-padded. labels: (B, T) target ids (-100 / pad ignored).
-        decoder_input_ids: (B, T); default `shift_tokens_right(labels)`. decoder_attention_mask: accepted and not
-        needed (padded target steps only influence later steps of the same row; their loss is masked by labels).
+        decoder_input_ids: (B, T) target ids (no -100), the shape of `labels` when both are given; default
+        `shift_tokens_right(labels)`. decoder_attention_mask: accepted and not needed (padded target steps only
+        influence later steps of the same row; their loss is masked by labels).
         encoder_outputs: a `CoveModelOutput` to reuse (generation). past_key_values: decoder state to continue from.
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
@@ -334,7 +367,7 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
         if labels is not None:
             if labels.dim() != 2 or labels.shape[0] != context.shape[0]:
                 raise ValueError(f"labels must have shape (batch={context.shape[0]}, time), got {tuple(labels.shape)}")
-            self.check_target_ids(labels, "labels")
+            self.check_target_ids(labels, "labels", allow_ignore_index=True)
             if decoder_input_ids is None:
                 decoder_input_ids = shift_tokens_right(
                     labels, self.config.pad_token_id, self.config.decoder_start_token_id
@@ -347,6 +380,12 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
                 f"{tuple(decoder_input_ids.shape)}"
             )
         self.check_target_ids(decoder_input_ids, "decoder_input_ids")
+        if labels is not None and labels.shape != decoder_input_ids.shape:
+            raise ValueError(
+                f"labels {tuple(labels.shape)} and decoder_input_ids {tuple(decoder_input_ids.shape)} must have the "
+                f"same shape: labels[:, t] is the target of decoder step t (omit decoder_input_ids to use labels "
+                f"shifted right)"
+            )
 
         if past_key_values is None and encoder_outputs.final_hidden_state is None:
             raise ValueError("encoder_outputs hold no final states: run the encoder with output_final_states=True")

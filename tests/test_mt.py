@@ -235,6 +235,71 @@ def test_generate_padding_consistency(copy_model):
         assert set(batch[i, n:].tolist()) <= {0, EOS}  # the rest is filler (generate pads finished rows)
 
 
+def never_ending_model(seed=3):
+    """A tiny model whose </s> logit is pushed far down: every hypothesis runs to the length limit."""
+    model = tiny_model(seed=seed)
+    with torch.no_grad():
+        model.lm_head.bias[EOS] = -1e4
+    return model
+
+
+@pytest.mark.parametrize("num_beams", [1, 2])
+def test_generate_length_limits(num_beams):
+    """Default: <s> + max_source_length (12) tokens + </s> = 14 ids; max_length / max_new_tokens given to generate()
+    win over it, in both directions (shorter and longer)."""
+    model = never_ending_model()
+    assert (model.generation_config.max_length, model.generation_config.max_new_tokens) == (14, None)
+    input_ids, attention_mask = padded([[5, 6, 7], [9, 10]])
+
+    def length(**kwargs):
+        out = model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=num_beams, **kwargs)
+        assert bool((out[:, 0] == 2).all())
+        return out.shape[1]
+
+    assert length() == 14
+    assert length(max_length=3) == 3  # <s> + 2 tokens
+    assert length(max_new_tokens=3) == 4  # <s> + 3 tokens
+    assert length(max_new_tokens=20) == 21  # longer than the default
+    assert length(max_length=20) == 20
+    # a checkpoint saved by an earlier version stores max_new_tokens = max_source_length + 1 instead of max_length:
+    # same default, and a max_length given to generate() still wins over the stored max_new_tokens
+    model.generation_config.max_length = None
+    model.generation_config.max_new_tokens = 13
+    assert length() == 14
+    assert length(max_length=3) == 3
+    assert length(max_new_tokens=3) == 4
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_generate_returns_cross_attentions(num_beams):
+    """generate(output_attentions=True, return_dict_in_generate=True): one α_t per generated step, shape
+    (batch * beams, 1, 1, source_time); each row sums to 1 over the real source tokens and is 0 on padding.
+    A one-token source attends to it with weight exactly 1 (softmax of a single score)."""
+    model = tiny_model(seed=1)
+    input_ids, attention_mask = padded([[5, 6, 7, 8], [9, 10], [11]])
+    out = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=5, num_beams=num_beams,
+                         output_attentions=True, output_hidden_states=True, return_dict_in_generate=True)
+    steps = out.sequences.shape[1] - 1
+    assert len(out.cross_attentions) == steps
+    mask = attention_mask.repeat_interleave(num_beams, dim=0).float()  # beam rows of source i: i * beams + k
+    for step in out.cross_attentions:
+        (alpha,) = step  # one attention layer
+        assert alpha.shape == (3 * num_beams, 1, 1, 4)
+        alpha = alpha[:, 0, 0]  # (batch * beams, source_time)
+        torch.testing.assert_close(alpha.sum(-1), torch.ones(3 * num_beams))
+        assert bool((alpha[mask == 0] == 0).all())
+        torch.testing.assert_close(alpha[2 * num_beams :], torch.tensor([[1.0, 0.0, 0.0, 0.0]] * num_beams))
+    assert out.encoder_hidden_states is not None
+    if num_beams == 1:
+        # greedy: the same α as teacher forcing the generated sequence
+        with torch.no_grad():
+            forced = model(input_ids=input_ids, attention_mask=attention_mask,
+                           decoder_input_ids=out.sequences[:, :-1], output_attentions=True)
+        (teacher,) = forced.cross_attentions  # (batch, 1, steps, source_time)
+        generated = torch.cat([alpha for (alpha,) in out.cross_attentions], dim=2)
+        torch.testing.assert_close(generated, teacher, atol=1e-6, rtol=1e-5)
+
+
 def test_translate_with_tokenizers(copy_model):
     words = [f"w{i}" for i in range(12)]  # ids 4..15 on both sides
     source_tokenizer = build_cove_tokenizer(words)
@@ -281,6 +346,8 @@ def test_checkpoint_cross_loads(tmp_path):
     assert not frozen.cove.embeddings.weight.requires_grad
     assert all(p.requires_grad for p in frozen.cove.encoder.parameters())  # freeze_encoder=False
     assert len(load_target_tokenizer(str(tmp_path))) == 20
+    # the default generation length is saved as max_length (a max_length given to generate() can override it)
+    assert (reloaded.generation_config.max_length, reloaded.generation_config.max_new_tokens) == (14, None)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -307,6 +374,21 @@ def test_bad_inputs_give_clear_errors():
         model(input_ids=input_ids, attention_mask=attention_mask, labels=torch.tensor([11, EOS]))
     with pytest.raises(ValueError, match="needs labels or decoder_input_ids"):
         model(input_ids=input_ids, attention_mask=attention_mask)
+    # -100 is an ignore index for labels only: decoder inputs are embedded
+    with pytest.raises(ValueError, match="decoder_input_ids contain -100: -100 marks ignored positions in labels"):
+        model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=torch.tensor([[2, -100], [2, 5]]))
+    with pytest.raises(ValueError, match="decoder_input_ids contain ids outside \\[0, 20\\)"):
+        model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=torch.tensor([[2, 20], [2, 5]]))
+    with pytest.raises(ValueError, match=r"labels \(2, 2\) and decoder_input_ids \(2, 3\) must have the same shape"):
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=torch.tensor([[5, EOS], [5, EOS]]),
+              decoder_input_ids=torch.tensor([[2, 5, 6], [2, 5, 6]]))
+    # labels with -100 next to explicit decoder inputs of the same shape: the same loss as labels alone
+    decoder_input_ids = shift_tokens_right(labels, 0, 2)  # [[2, 11, 3], [2, 12, 13]]
+    assert decoder_input_ids.tolist() == [[2, 11, EOS], [2, 12, 13]]
+    explicit = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels,
+                     decoder_input_ids=decoder_input_ids)
+    torch.testing.assert_close(explicit.loss, model(input_ids=input_ids, attention_mask=attention_mask,
+                                                    labels=labels).loss)
     with pytest.raises(ValueError, match="must equal 2 \\* hidden_size"):
         CoveForMachineTranslation(tiny_config(decoder_hidden_size=6))
     with pytest.raises(ValueError, match="decoder_num_layers"):
