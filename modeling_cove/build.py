@@ -5,6 +5,7 @@ The released MT-LSTM (`wmtlstm-b142a7f2.pth`, `wmtlstm-8f474287.pth`) is the sta
 `encoder.rnn`, so conversion is a prefix rename plus shape checks.
 """
 
+import numbers
 from collections import Counter
 from typing import Iterable, Optional
 
@@ -89,12 +90,29 @@ def count_tokens(texts: Iterable[str], lowercase: bool = True, progress: bool = 
 
 
 def select_vocabulary(counts: Counter, has_vector=None, oov_min_count: int = 5, max_size: Optional[int] = None) -> list:
-    """Words to keep, most frequent first (ties alphabetical): every word with a vector, plus words without one that
-    occur at least `oov_min_count` times (useful for trainable/random-embedding baselines), capped at `max_size`."""
+    """Words to keep, most frequent first (ties alphabetical).
+
+    Args:
+        counts: token counts (`count_tokens`); the special tokens are never selected.
+        has_vector: `word -> bool`, whether the word has a pretrained vector; such words are always kept.
+        oov_min_count: words without a vector are kept when they occur at least this often (useful for
+            trainable/random-embedding baselines).
+        max_size: the most words to return (the special tokens not included); `None` = no cap, `0` = none.
+
+    Raises:
+        ValueError: `max_size` is not `None` or an int >= 0.
+    """
+    valid_cap = isinstance(max_size, numbers.Integral) and not isinstance(max_size, bool) and max_size >= 0
+    if max_size is not None and not valid_cap:
+        raise ValueError(f"max_size must be None (no cap) or an int >= 0, got {max_size!r}")
     words = [w for w, c in counts.items() if w not in SPECIAL_TOKENS and
              ((has_vector is not None and has_vector(w)) or c >= oov_min_count)]
     words.sort(key=lambda w: (-counts[w], w))
-    return words[:max_size] if max_size else words
+    return words if max_size is None else words[:max_size]
+
+
+# Config fields that create_cove_checkpoint sets itself, from the tokenizer and the vectors.
+_DERIVED_FIELDS = ("vocab_size", "word_vector_dim")
 
 
 def create_cove_checkpoint(
@@ -102,14 +120,53 @@ def create_cove_checkpoint(
     vectors: torch.Tensor,
     config: Optional[CoveConfig] = None,
     lstm_state_dict: Optional[dict] = None,
-    lowercase: bool = True,
+    lowercase: Optional[bool] = None,
     model_max_length: int = 512,
     seed: int = 0,
     **config_overrides,
 ):
-    """Assemble `(CoveModel, tokenizer)` from a word list and its `(len(words) + 4, dim)` vector matrix
-    (rows in tokenizer order: the 4 special tokens first). The MT-LSTM is `lstm_state_dict` (already converted
-    keys) or freshly initialised with `seed`."""
+    """Assemble `(CoveModel, tokenizer)` from a word list and its vector matrix.
+
+    Args:
+        words: the vocabulary without the special tokens; the tokenizer is `SPECIAL_TOKENS + words`.
+        vectors: `(len(words) + 4, dim)` matrix in tokenizer order (the 4 special tokens' rows first; they are
+            zeroed).
+        config: the model's configuration. Its `vocab_size` and `word_vector_dim` are set (in place) from the
+            tokenizer and `vectors`; everything else is used as given. `None`: a default `CoveConfig` with
+            `config_overrides`.
+        lstm_state_dict: MT-LSTM weights with converted keys (`convert_salesforce_state_dict`); `None` initialises
+            the MT-LSTM freshly with `seed`.
+        lowercase: whether the tokenizer lower-cases; it is also stored as `config.lowercase`. `None` (default)
+            takes `config.lowercase` when a config is given, else `True`.
+        model_max_length: the tokenizer's `model_max_length`.
+        seed: seed of the fresh initialisation.
+        **config_overrides: `CoveConfig` fields for the default config (e.g. `hidden_size=4`).
+
+    Raises:
+        ValueError: `config` together with `config_overrides` (set the fields on the config instead), `config`
+            with a `lowercase` that disagrees with `config.lowercase`, an override of a field set here (`vocab_size`,
+            `word_vector_dim`), a `vectors` matrix of the wrong shape, or MT-LSTM weights that do not fit.
+    """
+    derived = [name for name in _DERIVED_FIELDS if name in config_overrides]
+    if derived:
+        raise ValueError(
+            f"config_overrides may not set {derived}: vocab_size and word_vector_dim come from the tokenizer and "
+            f"the vectors"
+        )
+    if config is not None:
+        if config_overrides:
+            raise ValueError(
+                f"create_cove_checkpoint got both a config and config overrides {sorted(config_overrides)}; set "
+                f"those fields on the config instead"
+            )
+        if lowercase is not None and lowercase != config.lowercase:
+            raise ValueError(
+                f"lowercase={lowercase} disagrees with config.lowercase={config.lowercase}: the tokenizer and the "
+                f"config must agree (omit lowercase to use the config's)"
+            )
+        lowercase = config.lowercase
+    elif lowercase is None:
+        lowercase = True
     tokenizer = build_cove_tokenizer(words, lowercase=lowercase, model_max_length=model_max_length)
     vocab_size = len(tokenizer)
     if vectors.dim() != 2 or vectors.shape[0] != vocab_size:

@@ -4,12 +4,29 @@ As with `BertConfig`, a single config class serves the base model and all heads.
 part of the model that reads them; every field has a default and is documented below.
 """
 
+import math
+import numbers
+
 from transformers import PreTrainedConfig
 
 COVE_OUTPUT_CHOICES = ("top", "both")
 BCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove", "scalar_mix")
 BCN_POOLING_CHOICES = ("max", "mean", "min", "self")
 DCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _check_int(name: str, value, minimum: int) -> None:
+    """ValueError unless `value` is an int (not a bool) >= `minimum`."""
+    if not _is_int(value) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
 
 
 class CoveConfig(PreTrainedConfig):
@@ -110,6 +127,10 @@ class CoveConfig(PreTrainedConfig):
 
     Special token ids (shared with the tokenizer): `pad_token_id` (0), `unk_token_id` (1), and for the MT target
     side `bos_token_id` / `decoder_start_token_id` (2), `eos_token_id` (3).
+
+    Validation: sizes, layer counts and lengths must be ints >= 1 (`char_ngram_dim` >= 0), dropouts in [0, 1),
+    `initializer_range` > 0, and `pad_token_id` an id of both vocabularies (< `vocab_size` and
+    `target_vocab_size`); anything else is a `ValueError` when the config is built (or loaded).
     """
 
     model_type = "cove"
@@ -170,12 +191,42 @@ class CoveConfig(PreTrainedConfig):
         bad_pool = [p for p in bcn_pooling if p not in BCN_POOLING_CHOICES]
         if bad_pool or not bcn_pooling:
             raise ValueError(f"bcn_pooling must be a non-empty list of {BCN_POOLING_CHOICES}, got {list(bcn_pooling)}")
-        for name, value in (("vocab_size", vocab_size), ("word_vector_dim", word_vector_dim),
-                            ("hidden_size", hidden_size), ("num_hidden_layers", num_hidden_layers)):
-            if int(value) < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
-        if char_ngram_dim < 0:
-            raise ValueError(f"char_ngram_dim must be >= 0, got {char_ngram_dim}")
+        for name, value in (
+            ("vocab_size", vocab_size),
+            ("word_vector_dim", word_vector_dim),
+            ("hidden_size", hidden_size),
+            ("num_hidden_layers", num_hidden_layers),
+            ("target_vocab_size", target_vocab_size),
+            ("decoder_embedding_dim", decoder_embedding_dim),
+            ("decoder_hidden_size", decoder_hidden_size),
+            ("decoder_num_layers", decoder_num_layers),
+            ("max_source_length", max_source_length),
+            ("bcn_feedforward_dim", bcn_feedforward_dim),
+            ("bcn_hidden_size", bcn_hidden_size),
+            ("bcn_maxout_pool", bcn_maxout_pool),
+            ("dcn_hidden_size", dcn_hidden_size),
+            ("dcn_pool_size", dcn_pool_size),
+            ("dcn_max_iterations", dcn_max_iterations),
+            ("dcn_max_answer_length", dcn_max_answer_length),
+        ):
+            _check_int(name, value, minimum=1)
+        _check_int("char_ngram_dim", char_ngram_dim, minimum=0)
+        for name, value in (
+            ("encoder_dropout", encoder_dropout),
+            ("decoder_dropout", decoder_dropout),
+            ("bcn_dropout", bcn_dropout),
+            ("dcn_dropout", dcn_dropout),
+        ):
+            if not _is_real(value) or not 0 <= value < 1:
+                raise ValueError(f"{name} must be a probability in [0, 1), got {value!r}")
+        if not _is_real(initializer_range) or not 0 < initializer_range < math.inf:
+            raise ValueError(f"initializer_range must be a finite number > 0 (U(-r, r)), got {initializer_range!r}")
+        # the pad row of the source table (and of the MT target embeddings) is padding_idx and is kept at zero
+        if not _is_int(pad_token_id) or not 0 <= pad_token_id < min(vocab_size, target_vocab_size):
+            raise ValueError(
+                f"pad_token_id must be an id of both vocabularies, in [0, {min(vocab_size, target_vocab_size)}) "
+                f"(vocab_size={vocab_size}, target_vocab_size={target_vocab_size}), got {pad_token_id!r}"
+            )
         self.vocab_size = vocab_size
         self.word_vector_dim = word_vector_dim
         self.hidden_size = hidden_size

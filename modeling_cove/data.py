@@ -110,14 +110,16 @@ def ptb_tree_leaves(tree: str) -> str:
 
 
 def read_tsv_splits(folder, required: tuple) -> dict:
-    """{split: list of row dicts} from `folder/{train,validation,test}.tsv` (header line, tab-separated)."""
+    """{split: list of row dicts} from `folder/{train,validation,test}.tsv` (header line, tab-separated, UTF-8 with
+    or without a byte-order mark)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"TSV data folder not found: {folder}")
     splits = {}
     for split in TSV_SPLITS:
         path = folder / f"{split}.tsv"
-        lines = [line for line in _read_lines(path) if line.strip()]
+        # utf-8-sig: a byte-order mark (written by Excel and some Windows editors) is not part of the first column
+        lines = [line for line in _read_lines(path, encoding="utf-8-sig") if line.strip()]
         if not lines:
             raise ValueError(f"{path} is empty (expected a header line with columns {', '.join(required)})")
         header = lines[0].split("\t")
@@ -369,7 +371,8 @@ def load_squad(data_dir: Optional[str] = None) -> DatasetDict:
     """SQuAD v1.1 as DatasetDict(train, validation).
 
     Local (`data_dir/squad/dev-v1.1.json.xz`, dev only): split by ARTICLE, ~80% of the 48 articles (seed 0) for
-    training and the rest for evaluation, so no context is shared between the two. Hub: `rajpurkar/squad` train/validation.
+    training and the rest for evaluation, so no context is shared between the two. Hub: `rajpurkar/squad`
+    train/validation.
     """
     if data_dir is not None:
         folder = _check_data_dir(data_dir, "squad")

@@ -13,8 +13,11 @@ How a file is read (the real ``glove.840B.300d.txt`` is read unchanged):
 - Header: the first (non-blank) line is a word2vec header, and is skipped, when it is exactly two non-negative
   integers ``N D`` (unless ``dim=1`` was requested, where ``"5 3"`` is a word). ``D`` is then the file's dimension;
   ``N`` is not checked. A line of that form anywhere else is an ordinary (and here malformed) entry.
-- Dimension: from the header, else the number of values on the first line (the first word must not contain a
-  space; true of every published file). If ``dim`` is given and differs, that is an error at that line.
+- Dimension: from the header or ``dim`` (they must agree), else the number of values on the first entry, whose
+  word then must not contain a space (true of every published file). When the dimension ``D`` is known before the
+  first entry, that entry may have a word with spaces (rule below), but a first entry of another dimension is an
+  error at its line: fewer than ``D`` values, or more than ``D`` with every field after the first one a number
+  (``"a 1 2 3"`` after a header ``"2 2"``).
 - Words with spaces (``glove.840B`` has a few, e.g. ``". . ."``): every line must have at least ``D + 1``
   fields; the LAST ``D`` fields are the vector and everything before them (joined by single spaces) is the word.
   A line with fewer fields is an error. (So a stray line with too many values would be read as a word with a
@@ -38,6 +41,7 @@ import gzip
 import io
 import lzma
 import os
+import re
 import zipfile
 from pathlib import Path
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -57,6 +61,7 @@ NGRAM_ORDERS = (2, 3, 4)
 
 _PARSE_CHUNK_ROWS = 256  # kept lines parsed together (one numpy call per chunk; ~0.6 MB of text at 300-d)
 _PROGRESS_EVERY = 1 << 13  # lines between progress-bar updates
+_NUMBER = re.compile(rb"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")  # a decimal number, as in vector values
 _MAGIC = {
     b"\x1f\x8b": ".gz",
     b"\xfd7zXZ\x00": ".xz",
@@ -132,6 +137,7 @@ class _VectorLines:
         self.requested_dim = dim
         self.dim = dim
         self.dim_source = f"dim={dim} was requested" if dim is not None else None
+        self.header_line = None  # the line number of a word2vec header, once read
         self.progress = progress
         self.desc = desc or self.path.name
         self.lines_read = 0  # physical lines consumed so far
@@ -146,6 +152,49 @@ class _VectorLines:
     def error(self, line_no: int, message: str) -> ValueError:
         return ValueError(f"{self.path}, line {line_no}: {message}")
 
+    def _header_dim(self, line_no: int, line: bytes, header_dim: int) -> int:
+        """The dimension declared by a word2vec header `N D`, checked against a requested `dim`."""
+        if header_dim < 1:
+            raise self.error(line_no, f"the header {line.decode()!r} declares dimension {header_dim}")
+        if self.requested_dim is not None and header_dim != self.requested_dim:
+            raise self.error(
+                line_no,
+                f"the header {line.decode()!r} declares {header_dim}-dimensional vectors, "
+                f"but dim={self.requested_dim} was requested",
+            )
+        self.dim = header_dim
+        self.header_line = line_no
+        self.dim_source = f"declared by the header on line {line_no}"
+        return header_dim
+
+    def _first_entry_dim(self, line_no: int, fields: List[bytes], dim: Optional[int]) -> int:
+        """The file's dimension, set or checked on its first entry (`fields`: the line split on spaces).
+
+        With `dim` unknown it is the number of fields after the first (the first word must not contain a space).
+        With `dim` known (requested or from a header), the entry must have at least `dim` values, and more than
+        `dim + 1` fields are a word with spaces, unless every field between the first and the last `dim` is a
+        number: that is a file of another dimension (e.g. a header declaring the wrong `D`), reported here.
+        """
+        values = len(fields) - 1
+        if dim is None:
+            if values < 1:
+                raise self.error(line_no, "the first entry has a word but no vector values")
+            self.dim = values
+            self.dim_source = f"the number of values on line {line_no}"
+            return values
+        word_tail = fields[1 : values - dim + 1]  # the fields between the first and the last `dim`
+        if values < dim or (word_tail and all(_NUMBER.fullmatch(field) for field in word_tail)):
+            header = f"declared by the header on line {self.header_line}" if self.header_line else None
+            if self.requested_dim is None:
+                expected = f"the dimension is {dim}, {header}"
+            else:
+                expected = f"dim={dim} was requested" + (f" and {header}" if header else "")
+            raise self.error(
+                line_no,
+                f"the first entry has {values} vector values, but {expected} (the file's dimension is {values})",
+            )
+        return dim
+
     def __iter__(self) -> Iterator[Tuple[int, str, bytes]]:
         stream, raw, total = _open_binary(self.path)
         self._raw, self._total_bytes = raw, total
@@ -154,7 +203,9 @@ class _VectorLines:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=self.desc)
-        path, dim, first, line_no, reported = self.path, self.dim, True, 0, 0
+        path, dim, line_no, reported = self.path, self.dim, 0, 0
+        may_be_header = True  # the first non-blank line may be a word2vec header
+        first_entry = True  # the next non-blank line is the file's first entry (after any header)
         try:
             for line_no, line in enumerate(stream, start=1):
                 if bar is not None and line_no % _PROGRESS_EVERY == 0:
@@ -162,39 +213,19 @@ class _VectorLines:
                     bar.update(position - reported)
                     reported = position
                 line = line.rstrip(b"\r\n ")
-                if first:
-                    if line_no == 1 and line.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark
-                        line = line[3:]
-                    if not line:
-                        continue
-                    first = False
-                    fields = line.split(b" ")
-                    if _is_header(fields) and self.requested_dim != 1:
-                        header_dim = int(fields[1])
-                        if header_dim < 1:
-                            raise self.error(line_no, f"the header {line.decode()!r} declares dimension {header_dim}")
-                        if dim is not None and header_dim != dim:
-                            raise self.error(
-                                line_no,
-                                f"the header {line.decode()!r} declares {header_dim}-dimensional vectors, "
-                                f"but dim={dim} was requested",
-                            )
-                        dim = self.dim = header_dim
-                        self.dim_source = f"declared by the header on line {line_no}"
-                        continue
-                    if dim is None:
-                        if len(fields) < 2:
-                            raise self.error(line_no, "the first entry has a word but no vector values")
-                        dim = self.dim = len(fields) - 1
-                        self.dim_source = f"the number of values on line {line_no}"
-                    elif len(fields) - 1 != dim:
-                        raise self.error(
-                            line_no,
-                            f"the first entry has {len(fields) - 1} vector values, but dim={dim} was requested "
-                            f"(the file's dimension is {len(fields) - 1})",
-                        )
-                elif not line:
+                if line_no == 1 and line.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark
+                    line = line[3:]
+                if not line:
                     continue
+                if first_entry:
+                    fields = line.split(b" ")
+                    if may_be_header:
+                        may_be_header = False
+                        if _is_header(fields) and self.requested_dim != 1:
+                            dim = self._header_dim(line_no, line, int(fields[1]))
+                            continue
+                    first_entry = False
+                    dim = self._first_entry_dim(line_no, fields, dim)
                 spaces = line.count(b" ")
                 if spaces == dim:  # the common case: a word without spaces
                     cut = line.index(b" ")

@@ -64,3 +64,16 @@ def test_tsv_layout_of_the_embedded_examples(tmp_path):
         load_classification("trec6", tmp_path / "nowhere")
     with pytest.raises(ValueError, match="unknown task"):
         load_classification("mnli", tmp_path)
+
+
+def test_tsv_with_byte_order_mark(tmp_path):
+    for split, text in (("train", "a good film\tpositive\nbad\tnegative\n"), ("validation", "fine\tpositive\n"),
+                        ("test", "dull\tnegative\n")):
+        # train.tsv starts with a UTF-8 BOM (as Excel writes it): the first column is still "text"
+        data = ("\ufeff" if split == "train" else "") + "text\tlabel\n" + text
+        (tmp_path / f"{split}.tsv").write_bytes(data.encode("utf-8"))
+    rows = read_tsv_splits(tmp_path, ("text", "label"))
+    assert rows["train"] == [{"text": "a good film", "label": "positive"}, {"text": "bad", "label": "negative"}]
+    clf = load_classification("tsv", tmp_path)
+    assert clf["train"]["text"] == ["a good film", "bad"] and clf["train"]["label"] == [1, 0]
+    assert clf["train"].features["label"].names == ["negative", "positive"]

@@ -1020,3 +1020,41 @@ def test_single_call_path_equals_per_layer_path(tiny_checkpoint, monkeypatch):
     trained.encoder.dropout = 0.2
     trained(**tokenizer(batches[1], padding=True, return_tensors="pt"))
     assert len(calls) == 2 * len(batches)  # dropout between the layers: per layer
+
+
+def test_config_rejects_invalid_values(tmp_path):
+    """Values that would crash later or silently misbehave are a clear ValueError when the config is built."""
+    cases = [
+        (dict(target_vocab_size=0), r"target_vocab_size must be an int >= 1, got 0"),
+        (dict(decoder_embedding_dim=0), r"decoder_embedding_dim must be an int >= 1, got 0"),
+        (dict(max_source_length=-1), r"max_source_length must be an int >= 1, got -1"),
+        (dict(dcn_max_iterations=0), r"dcn_max_iterations must be an int >= 1, got 0"),
+        (dict(hidden_size=2.5), r"hidden_size must be an int >= 1, got 2\.5"),
+        (dict(vocab_size="10"), r"vocab_size must be an int >= 1, got '10'"),
+        (dict(char_ngram_dim=None), r"char_ngram_dim must be an int >= 0, got None"),
+        (dict(char_ngram_dim=-1), r"char_ngram_dim must be an int >= 0, got -1"),
+        (dict(encoder_dropout=-1), r"encoder_dropout must be a probability in \[0, 1\), got -1"),
+        (dict(decoder_dropout=1.0), r"decoder_dropout must be a probability in \[0, 1\), got 1\.0"),
+        (dict(bcn_dropout=float("nan")), r"bcn_dropout must be a probability"),
+        (dict(dcn_dropout="0.2"), r"dcn_dropout must be a probability in \[0, 1\), got '0\.2'"),
+        (dict(initializer_range=0), r"initializer_range must be a finite number > 0 \(U\(-r, r\)\), got 0"),
+        (dict(initializer_range=float("inf")), r"initializer_range must be a finite number > 0"),
+        (dict(vocab_size=24, pad_token_id=30),
+         r"pad_token_id must be an id of both vocabularies, in \[0, 24\) \(vocab_size=24, target_vocab_size=50000\)"),
+        (dict(target_vocab_size=5, pad_token_id=5), r"pad_token_id .* in \[0, 5\)"),
+        (dict(pad_token_id=None), r"pad_token_id must be an id of both vocabularies"),
+    ]
+    for overrides, message in cases:
+        with pytest.raises(ValueError, match=message):
+            CoveConfig(**overrides)
+    # the boundaries are accepted, and a valid config survives save/load
+    config = CoveConfig(vocab_size=1, target_vocab_size=1, char_ngram_dim=0, encoder_dropout=0.0,
+                        decoder_dropout=0.999, initializer_range=1e-3, max_source_length=1)
+    config.save_pretrained(tmp_path / "ok")
+    assert CoveConfig.from_pretrained(tmp_path / "ok").decoder_dropout == 0.999
+    # a checkpoint's config.json is validated when loaded
+    saved = json.loads((tmp_path / "ok" / "config.json").read_text())
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "config.json").write_text(json.dumps({**saved, "encoder_dropout": -1}))
+    with pytest.raises(ValueError, match=r"encoder_dropout must be a probability in \[0, 1\), got -1"):
+        CoveConfig.from_pretrained(tmp_path / "bad")

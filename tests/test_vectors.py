@@ -243,6 +243,39 @@ def test_requested_dim_differs_from_file(tmp_path):
         read_word_vectors(path, dim=0)
 
 
+def test_header_with_wrong_dimension_is_caught_on_the_first_entry(tmp_path):
+    # "2 2" but 3 values per entry: without the check, "a 1" / "b 4" would be read as words with [2, 3] / [5, 6]
+    path = write(tmp_path / "h.txt", "2 2\n\na 1 2 3\nb 4 5 6\n")
+    with pytest.raises(ValueError, match=r"h\.txt, line 3: the first entry has 3 vector values, but the dimension is "
+                                         r"2, declared by the header on line 1 \(the file's dimension is 3\)"):
+        read_word_vectors(path)
+    with pytest.raises(ValueError, match=r"line 3: .* but dim=2 was requested and declared by the header on line 1"):
+        build_embedding_matrix(path, ["<pad>", "a", "b"], dim=2)
+    with pytest.raises(ValueError, match=r"line 3: .*declared by the header"):
+        vector_file_dim(path)
+    fewer = write(tmp_path / "fewer.txt", "1 3\na 1 2\n")
+    with pytest.raises(ValueError, match=r"fewer\.txt, line 2: the first entry has 2 vector values, but the dimension"):
+        read_word_vectors(fewer)
+
+
+def test_first_word_with_spaces_when_the_dimension_is_known(tmp_path):
+    path = write(tmp_path / "vec.txt", ". . . 1 2 3\n- - 0.5 -1 2e1\na 4 5 6\n")
+    words, matrix = read_word_vectors(path, dim=3)
+    assert words == [". . .", "- -", "a"]
+    assert torch.equal(matrix, torch.tensor([[1.0, 2.0, 3.0], [0.5, -1.0, 20.0], [4.0, 5.0, 6.0]]))
+    # the same after a header, without dim
+    header = write(tmp_path / "h.txt", "3 3\n. . . 1 2 3\na 4 5 6\n")
+    assert read_word_vectors(header)[0] == [". . .", "a"] and vector_file_dim(header) == 3
+    # dim=None and no header: the first word must not contain a space (documented), line 2 then disagrees
+    with pytest.raises(ValueError, match=r"line 2: .*5 is the number of values on line 1"):
+        read_word_vectors(path)
+    # a first entry that is a word and only numbers is a file of another dimension, not a word "a 1 2"
+    other = write(tmp_path / "5d.txt", "a 1 2 3 4 5\n")
+    with pytest.raises(ValueError, match=r"line 1: the first entry has 5 vector values, but dim=3 was requested "
+                                         r"\(the file's dimension is 5\)"):
+        read_word_vectors(other, dim=3)
+
+
 def test_unparseable_value_names_the_line(tmp_path):
     lines = [f"w{i} {i} {i}" for i in range(1500)]
     lines[1234] = "bad 0.5 0.5x"  # line 1235, inside the second parse chunk
@@ -423,3 +456,51 @@ def test_real_stand_in_vectors_restricted_vocab():
     for i, word in enumerate(wanted, start=1):
         assert torch.equal(matrix[i], reference[word])
     assert torch.equal(matrix[0], torch.zeros(300))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# From vectors to a checkpoint: vocabulary selection and checkpoint assembly (modeling_cove/build.py)
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_select_vocabulary_cap():
+    from collections import Counter
+
+    from modeling_cove.build import select_vocabulary
+
+    counts = Counter({"a": 9, "c": 8, "b": 8, "d": 1, "e": 2, "<unk>": 50})
+    has_vector = {"d"}.__contains__  # "d" is rare but has a vector; "e" is rare without one; "<unk>" is special
+    assert select_vocabulary(counts, has_vector, oov_min_count=5) == ["a", "b", "c", "d"]
+    assert select_vocabulary(counts, has_vector, oov_min_count=5, max_size=2) == ["a", "b"]
+    assert select_vocabulary(counts, has_vector, oov_min_count=5, max_size=np.int64(3)) == ["a", "b", "c"]
+    assert select_vocabulary(counts, has_vector, oov_min_count=5, max_size=0) == []  # 0 is a cap, not "no cap"
+    assert select_vocabulary(counts, oov_min_count=2, max_size=10) == ["a", "b", "c", "e"]
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(ValueError, match=r"max_size must be None \(no cap\) or an int >= 0, got"):
+            select_vocabulary(counts, has_vector, max_size=bad)
+
+
+def test_create_cove_checkpoint_config_and_overrides():
+    from modeling_cove import CoveConfig
+    from modeling_cove.build import create_cove_checkpoint
+
+    words, vectors = ["Cat", "dog"], torch.arange(18, dtype=torch.float32).reshape(6, 3)
+    # a given config: its lowercase drives the tokenizer; vocab_size and word_vector_dim are set from the inputs
+    config = CoveConfig(lowercase=False, hidden_size=2)
+    model, tokenizer = create_cove_checkpoint(words, vectors, config=config)
+    assert model.config is config and (config.vocab_size, config.word_vector_dim, config.lowercase) == (6, 3, False)
+    assert tokenizer("Cat dog cat")["input_ids"] == [4, 5, 1]  # cased: "cat" is unknown
+    assert torch.equal(model.embeddings.weight[4], torch.tensor([12.0, 13.0, 14.0]))
+    assert torch.equal(model.embeddings.weight[1], torch.zeros(3))  # special rows are zeroed
+    model, tokenizer = create_cove_checkpoint(words, vectors, config=CoveConfig(hidden_size=2), lowercase=True)
+    assert model.config.lowercase and tokenizer("Cat dog")["input_ids"] == [1, 5]  # "cat" is not in the vocab
+    # no config: overrides build it, lowercase defaults to True
+    model, _ = create_cove_checkpoint(words, vectors, hidden_size=2, cove_output="both")
+    assert (model.config.hidden_size, model.config.cove_output, model.config.lowercase) == (2, "both", True)
+    # conflicts are errors, not silently ignored
+    with pytest.raises(ValueError, match=r"both a config and config overrides \['cove_output', 'hidden_size'\]"):
+        create_cove_checkpoint(words, vectors, config=CoveConfig(hidden_size=2), hidden_size=8, cove_output="both")
+    with pytest.raises(ValueError, match=r"lowercase=True disagrees with config\.lowercase=False"):
+        create_cove_checkpoint(words, vectors, config=CoveConfig(lowercase=False, hidden_size=2), lowercase=True)
+    with pytest.raises(ValueError, match=r"config_overrides may not set \['vocab_size', 'word_vector_dim'\]"):
+        create_cove_checkpoint(words, vectors, vocab_size=10, word_vector_dim=3)
