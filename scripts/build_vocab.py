@@ -66,7 +66,10 @@ def parse_args(argv=None):
                    help="look words up lower-cased in a cased vectors file (e.g. GloVe 840B), first occurrence wins")
     p.add_argument("--oov-min-count", type=int, default=5,
                    help="also keep words WITHOUT a vector that occur at least this often (zero rows)")
-    p.add_argument("--max-size", type=int, default=None, help="cap on the vocabulary size (most frequent first)")
+    p.add_argument("--max-size", type=int, default=None,
+                   help="at most this many corpus words, most frequent first; the 4 special tokens (<pad> <unk> <s> "
+                        "</s>) come on top, so the tokenizer holds up to MAX_SIZE + 4 entries (train_mt.py's "
+                        "--max-vocab counts them: --max-vocab N = --max-size N-4). Default: no cap")
     p.add_argument("--char-ngrams", default=None, help="Hashimoto char n-gram file (adds char_ngram_dim=100)")
     p.add_argument("--model-max-length", type=int, default=512)
     p.add_argument("--include-word-vectors", action="store_true", help="config: output [GloVe; CoVe] (eq. 6)")

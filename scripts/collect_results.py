@@ -9,7 +9,8 @@ commit that made it). benchmarks/RESULTS.md is written by hand from these files.
 
 Reads: runs/bcn/<task>/<column>-seed<N>/metrics.json (scripts/train_classifier.py; dropout searches in
 runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N>; BCN runs on other pretrainings of CoVe-S in the folders of
-ENCODER_VARIANTS; runs on random subsets, --max-train/eval-examples, in any runs/bcn*/ folder, e.g. runs/bcn-imdb),
+ENCODER_VARIANTS; runs on random subsets, --max-train/eval-examples, in the runs/bcn*/ folders other than those
+and runs/bcn-dropout, e.g. runs/bcn-imdb, one cell per setup),
 runs/cove-small/metrics.json (scripts/train_mt.py), runs/dcn-squad-*/metrics.json
 (scripts/train_qa.py), runs/main-cove-small/report.json and REPORT.md (`scripts/main.py --preset cove-small`, full size
 only) and runs/main/report.json and REPORT.md (`scripts/main.py`, the embedded default, not --quick).
@@ -97,6 +98,7 @@ def full_runs(runs: Path, pattern: str, subsampled: bool = False):
     (then only those)."""
     for metrics_path in sorted(runs.glob(pattern)):
         m = json.loads(metrics_path.read_text())
+        m["_folder"] = metrics_path.relative_to(runs).parts[0]  # the run family: runs/<folder>/<task>/<run>
         if m.get("limit") or (m.get("max_steps") or -1) > 0 or bool(m.get("subsample")) != subsampled:
             continue
         yield m, {
@@ -131,12 +133,53 @@ def collect_dropout_sweep(runs: Path, table: dict) -> dict:
             for task, columns in sweep.items()}
 
 
-def collect_classification(runs: Path, pattern: str = "bcn/*/*-seed*/metrics.json", subsampled: bool = False) -> dict:
-    table = {}
+def collect_classification(runs: Path, pattern: str = "bcn/*/*-seed*/metrics.json", subsampled: bool = False,
+                           exclude=()) -> dict:
+    """task -> column -> cell (summarize) over the runs matching `pattern`. With `subsampled`, runs of one task and
+    column are pooled only when they share their setup (run family folder, encoder, hyperparameters, subsets): a
+    column with several setups gets one cell per setup, labelled "<column> @ <folder>" (with " #k" if one folder
+    holds several), each recording its setup. Runs in the runs/ folders named in `exclude` are left out."""
+    table, setups = {}, {}
     for m, record in full_runs(runs, pattern, subsampled):
-        table.setdefault(m["task"], {}).setdefault(m["column"], []).append(record)
-    return {task: {column: summarize(task, column, records) for column, records in columns.items()}
-            for task, columns in table.items()}
+        if m["_folder"] in exclude:
+            continue
+        if subsampled:
+            setup = run_setup(m)
+            setups.setdefault((m["task"], m["column"]), {}).setdefault(json.dumps(setup, sort_keys=True), setup)
+            key = (m["column"], json.dumps(setup, sort_keys=True))
+        else:
+            key = (m["column"], None)
+        table.setdefault(m["task"], {}).setdefault(key, []).append(record)
+    result = {}
+    for task, cells in table.items():
+        for (column, setup_key), records in cells.items():
+            found = setups.get((task, column), {})
+            label = column
+            if len(found) > 1:
+                folder = found[setup_key]["folder"]
+                same_folder = sorted(k for k, v in found.items() if v["folder"] == folder)
+                label = f"{column} @ {folder}" + (f" #{same_folder.index(setup_key) + 1}" if len(same_folder) > 1
+                                                   else "")
+            result.setdefault(task, {})[label] = summarize(task, column, records)
+            if setup_key is not None:
+                result[task][label]["setup"] = found[setup_key]
+    return result
+
+
+def collect_subsampled(runs: Path) -> dict:
+    """The runs on random subsets in runs/bcn*/ with the CoVe-S of runs/cove-small: the encoder variants' folders
+    (ENCODER_VARIANTS, another MT-LSTM) and the dropout search (runs/bcn-dropout) are left out; what remains is
+    still split by setup (collect_classification)."""
+    other = {folder for folder, _ in ENCODER_VARIANTS.values()} | {"bcn-dropout"}
+    return collect_classification(runs, "bcn*/*/*-seed*/metrics.json", subsampled=True, exclude=other)
+
+
+def run_setup(m: dict) -> dict:
+    """What must match for two seeds to share a table cell: the runs/ family folder (runs/<folder>/<task>/...), the
+    encoder, the hyperparameters (but the yaml's path) and the random subsets."""
+    hyperparameters = {k: v for k, v in (m.get("hyperparameters") or {}).items() if k != "source"}
+    return {"folder": m["_folder"], "encoder": m["encoder"], "hyperparameters": hyperparameters,
+            "subsample": m.get("subsample")}
 
 
 def summarize(task: str, column: str, records: list) -> dict:
@@ -244,7 +287,7 @@ def main(argv=None):
             "encoder_variants": collect_encoder_variants(runs, out),
             "subsampled": {"what": "runs on fixed random subsets of the splits (--max-train-examples, "
                                    "--max-eval-examples: a CPU budget, IMDb); each run records its subsets",
-                           "results": collect_classification(runs, "bcn*/*/*-seed*/metrics.json", subsampled=True)},
+                           "results": collect_subsampled(runs)},
             }
         if args.merge and existing.exists():
             report = merge_classification(json.loads(existing.read_text()), report)

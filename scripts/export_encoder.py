@@ -55,8 +55,8 @@ out.last_hidden_state  # (1, T, {out})
 - Word vectors (fixed): `{vectors}`. {vector_note}
 - Tokenization: lower-cased Moses-style (source: the saved CoVe tokenizer; target: sacremoses `de`).
 - Vocabulary: {vocab_size} source entries (special tokens included); the target side had {target_vocab_size}.
-- Optimisation (PAPER.md §2): SGD lr {lr}, halved each epoch after validation perplexity first rose, stop below
-  {min_lr}; gradient-norm clip {grad_clip}; global batch {batch_size} sentences; dropout {dropout}; {epochs} epochs.
+- Optimisation: {optimisation}; gradient-norm clip {grad_clip}; global batch {batch_size} sentences;
+  dropout {dropout}; {epochs} epochs.
 
 ## Results of the MT model
 {results}
@@ -86,6 +86,20 @@ def results_table(metrics: dict) -> str:
     return "\n".join(lines)
 
 
+def optimisation_text(settings: dict) -> str:
+    """The optimizer and lr schedule the run used (train_mt.py's settings), and whether it is the paper's."""
+    if not settings.get("optimizer"):
+        return "not recorded"
+    optimizer = {"sgd": "SGD", "adam": "Adam"}.get(settings["optimizer"], settings["optimizer"])
+    decay, start = settings.get("lr_decay", "?"), settings.get("start_decay_at")
+    factor = "halved" if decay == 0.5 else f"multiplied by {decay}"
+    when = "after validation perplexity first rose" + (f" or from epoch {start} on" if start is not None else "")
+    paper = (settings["optimizer"], settings.get("lr"), decay, start) == ("sgd", 1.0, 0.5, None)
+    source = "the schedule of PAPER.md §2" if paper else "differs from PAPER.md §2 (SGD lr 1, halved)"
+    return (f"{optimizer} lr {settings.get('lr', '?')}, {factor} each epoch {when}, stop below "
+            f"{settings.get('min_lr', '?')} ({source})")
+
+
 def model_card(out_dir: Path, config, metrics: dict, name: str = None) -> str:
     settings = (metrics or {}).get("settings", {})
     data = (metrics or {}).get("data", {})
@@ -105,7 +119,7 @@ def model_card(out_dir: Path, config, metrics: dict, name: str = None) -> str:
         max_length=settings.get("max_length", "?"), vectors=vectors,
         vector_note="Stand-in word2vec vectors, NOT GloVe 840B." if stand_in else "",
         vocab_size=config.vocab_size, target_vocab_size=data.get("target_vocab_size", "?"),
-        lr=settings.get("lr", "?"), min_lr=settings.get("min_lr", "?"), grad_clip=settings.get("grad_clip", "?"),
+        optimisation=optimisation_text(settings), grad_clip=settings.get("grad_clip", "?"),
         batch_size=settings.get("batch_size", "?"), dropout=config.decoder_dropout,
         epochs=len((metrics or {}).get("epochs", [])), results=results_table(metrics),
         limitations="\n".join(limitations),

@@ -229,6 +229,14 @@ def resolve(args) -> dict:
     else:
         fail(f"preset vectors.source must be ppmi or file, got {vec['source']!r}")
 
+    accelerate_config = None
+    if args.accelerate_config:
+        given = Path(args.accelerate_config)
+        # a path relative to the working directory, else to the repository (configuration/accelerate/...)
+        accelerate_config = given.resolve() if given.is_file() else repo_path(given)
+        if not accelerate_config.is_file():
+            fail(f"--accelerate-config {args.accelerate_config} not found")
+
     return {
         "preset": preset["name"],
         "preset_file": preset["path"],
@@ -240,7 +248,7 @@ def resolve(args) -> dict:
         "tasks": tasks,
         "repo_id": args.repo_id or preset["publish"]["repo_id"],
         "quick": bool(args.quick),
-        "accelerate_config": str(repo_path(args.accelerate_config)) if args.accelerate_config else None,
+        "accelerate_config": str(accelerate_config) if accelerate_config else None,
     }
 
 

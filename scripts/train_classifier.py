@@ -557,6 +557,21 @@ def write_eval_results(best_dir: Path, path: Path, args, command: str, commit: s
     write_eval_json(path, record)
 
 
+RUN_OUTPUTS = ("best", "checkpoints", "eval_results.json", "metrics.json", "curve.png")  # what main() writes
+
+
+def remove_previous_outputs(output_dir: Path):
+    """Delete the files and folders an earlier run of this script wrote into `output_dir` (RUN_OUTPUTS); other files
+    stay. With --overwrite --no-save-model an old best/ and eval_results.json would otherwise sit beside the new
+    metrics.json, and push_to_hub.py would publish the stale model."""
+    for name in RUN_OUTPUTS:
+        path = output_dir / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+
+
 def main(argv=None):
     args = parse_args(argv)
     command = " ".join(["python", "scripts/train_classifier.py"] + (argv if argv is not None else sys.argv[1:]))
@@ -625,6 +640,8 @@ def main(argv=None):
     )
 
     checkpoint_dir = output_dir / "checkpoints"
+    if args.overwrite:  # the previous run's outputs (only what this script writes), so none is left beside new ones
+        remove_previous_outputs(output_dir)
     training_args = make_training_arguments(checkpoint_dir, hp, args.seed, max_steps=args.max_steps,
                                             sampling=hp["sampling"])
     timer = epoch_timer_callback()

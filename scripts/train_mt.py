@@ -87,8 +87,11 @@ DEFAULTS = {
     "test_num_beams": 5,
     "seed": 1234,
 }
+# Settings fixed by the first run: the data order, the vocabularies and mt/config.json are built from them once and
+# the optimizer state is saved with every checkpoint, so --resume refuses other values (they would be ignored).
 RESUME_KEYS = ("dataset", "data_dir", "limit_train", "limit_eval", "max_length", "batch_size", "chunk_batches",
-               "seed", "max_vocab", "source_min_freq", "target_min_freq", "init_from", "vectors")
+               "seed", "max_vocab", "source_min_freq", "target_min_freq", "init_from", "vectors", "vectors_lowercase",
+               "config_overrides", "optimizer")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -164,6 +167,24 @@ def load_preset(path) -> dict:
     return preset
 
 
+def check_config_fields(fields, source: str) -> dict:
+    """`fields` if it is a dict of CoveConfig fields; else a ValueError naming the unknown key and its close match (a
+    typo would otherwise be set on the config silently and recorded while the model uses the default)."""
+    import difflib
+
+    from modeling_cove import CoveConfig
+
+    if not isinstance(fields, dict):
+        raise ValueError(f"{source} must be a JSON object of CoveConfig fields, got {fields!r}")
+    known = sorted(CoveConfig().to_dict())
+    for key in fields:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"{source}: {key!r} is not a CoveConfig field{hint}")
+    return fields
+
+
 def resolve_settings(args, preset: dict) -> dict:
     """One flat dict of every setting: DEFAULTS < preset['training'] (and preset['data']) < command line."""
     settings = dict(DEFAULTS)
@@ -182,9 +203,13 @@ def resolve_settings(args, preset: dict) -> dict:
         settings[key] = getattr(args, key)
     settings["vectors_lowercase"] = bool(args.vectors_lowercase or preset.get("vectors", {}).get("lowercase", False))
     config = {"freeze_encoder": False}  # MT pretraining trains the MT-LSTM (the word vectors stay fixed)
-    config.update(preset.get("config", {}))
+    config.update(check_config_fields(preset.get("config", {}), "preset config block"))
     if args.config_overrides:
-        config.update(json.loads(args.config_overrides))
+        try:
+            overrides = json.loads(args.config_overrides)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"--config-overrides is not valid JSON ({err}): {args.config_overrides!r}") from None
+        config.update(check_config_fields(overrides, "--config-overrides"))
     settings["config_overrides"] = config
     if settings["batch_size"] < 1 or settings["max_length"] < 1:
         raise ValueError("batch_size and max_length must be >= 1")
@@ -433,6 +458,7 @@ class TrainerState:
         self.epoch_nll_sum = 0.0  # of the current epoch, summed over processes
         self.epoch_tokens = 0
         self.running = []  # (loss, nll per token) of the steps since the last loss_log entry
+        self.running_logged = False  # loss_log[-1] is `running` flushed at a --max-steps stop inside an epoch
         self.train_seconds = 0.0
         self.epoch_wall_seconds = []  # wall time of each finished epoch, evaluation included
         self.train_target_tokens = 0
@@ -558,7 +584,7 @@ def main(argv=None):
         datasets.disable_progress_bars()
         transformers.logging.set_verbosity_error()
 
-    # --- output folder, resume bookkeeping ---
+    # --- output folder checks, resume bookkeeping (nothing is written before the data has loaded) ---
     run_file = output_dir / "run_settings.json"
     if args.resume:
         if not run_file.exists():
@@ -566,21 +592,14 @@ def main(argv=None):
         previous = json.loads(run_file.read_text())
         changed = {k: (previous.get(k), settings.get(k)) for k in RESUME_KEYS if previous.get(k) != settings.get(k)}
         if changed:
-            raise SystemExit(f"error: --resume with different data/batching settings {changed}; the run would not "
-                             "continue exactly. Use the original arguments.")
-    elif output_dir.exists() and any(output_dir.iterdir()):
-        if not args.overwrite:
-            raise SystemExit(f"error: {output_dir} exists and is not empty (use --resume or --overwrite)")
-        accelerator.wait_for_everyone()
-        if is_main:
-            shutil.rmtree(output_dir)
-    accelerator.wait_for_everyone()
-    if is_main:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        run_file.write_text(json.dumps(settings, indent=2) + "\n")
-    set_seed(settings["seed"])
+            raise SystemExit(f"error: --resume with different data/batching/model settings {changed}; the run would "
+                             "not continue exactly. Use the original arguments.")
+    elif output_dir.exists() and any(output_dir.iterdir()) and not args.overwrite:
+        raise SystemExit(f"error: {output_dir} exists and is not empty (use --resume or --overwrite)")
+    if settings["vectors"] and not Path(settings["vectors"]).is_file():
+        raise SystemExit(f"error: --vectors {settings['vectors']} is not a file")
 
-    # --- data: load, tokenize ---
+    # --- data: load (a wrong --data-dir or --dataset fails here, before the output folder is touched) ---
     from modeling_cove.data import load_translation
     from modeling_cove.modeling_cove_mt import (
         TARGET_TOKENIZER_SUBFOLDER,
@@ -596,6 +615,19 @@ def main(argv=None):
     if settings["limit_eval"]:
         for split in ("validation", "test"):
             raw[split] = raw[split].select(range(min(settings["limit_eval"], len(raw[split]))))
+
+    # --- output folder: cleared with --overwrite, then the settings that --resume compares against ---
+    if not args.resume and output_dir.exists() and any(output_dir.iterdir()):
+        accelerator.wait_for_everyone()
+        if is_main:
+            shutil.rmtree(output_dir)
+    accelerator.wait_for_everyone()
+    if is_main:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        run_file.write_text(json.dumps(settings, indent=2) + "\n")
+    set_seed(settings["seed"])
+
+    # --- tokenize ---
     lowercase = bool(settings["config_overrides"].get("lowercase", True))
     tokenized = raw.map(tokenize_batch, batched=True, fn_kwargs={"lowercase": lowercase},
                         num_proc=args.preprocess_workers, desc="tokenizing")
@@ -696,7 +728,11 @@ def main(argv=None):
         accelerator.load_state(str(checkpoints[-1]))  # model, optimizer, RNG states of every process
         state.load_state_dict(json.loads((checkpoints[-1] / "trainer_state.json").read_text()))
         accelerator.print(f"resumed from {checkpoints[-1]} (epoch {state.epoch}, step {state.global_step})")
-        if state.finished and state.step_in_epoch == 0:
+        steps_left = not settings["max_steps"] or state.global_step < settings["max_steps"]
+        if state.finished and steps_left and state.step_in_epoch > 0:
+            state.finished = False  # stopped by --max-steps inside an epoch: continue that epoch
+            accelerator.print(f"continuing epoch {state.epoch + 1} at its step {state.step_in_epoch + 1}")
+        elif state.finished and steps_left:
             # a finished run continues when the limits given now allow another epoch (e.g. a larger --max-epochs
             # or --time-budget-minutes); the same rule as at the end of every epoch
             fits = args.time_budget_minutes is None or (
@@ -704,6 +740,9 @@ def main(argv=None):
             if fits and state.epoch < settings["max_epochs"] and state.lr >= settings["min_lr"]:
                 state.finished = False
                 accelerator.print(f"continuing a finished run: epoch {state.epoch + 1} fits the new limits")
+        elif not steps_left:
+            state.finished = True
+            accelerator.print(f"step {state.global_step} >= --max-steps {settings['max_steps']}: nothing to train")
     else:
         if args.resume:
             accelerator.print("--resume: no complete checkpoint yet, starting from the beginning")
@@ -752,6 +791,9 @@ def main(argv=None):
         stopped_early = False
         for batch in batches[state.step_in_epoch:]:
             step_start = time.time()
+            if state.running_logged:  # continuing after a --max-steps stop: its partial entry grows again
+                state.loss_log.pop()
+                state.running_logged = False
             inputs = collate(train_store.rows(rank_share(batch, rank, world)), pad_id, accelerator.device)
             out = model(**inputs)
             # paper loss: summed NLL / global batch size; DDP averages over processes, hence the factor `world`
@@ -777,13 +819,20 @@ def main(argv=None):
             bar.set_postfix(loss=f"{float(stats[0]) / len(batch):.2f}", ppl=f"{math.exp(min(float(stats[0] / stats[1]), 50)):.1f}",
                             lr=f"{state.lr:g}")
             if max_steps and state.global_step >= max_steps:
-                stopped_early = True
+                stopped_early = state.step_in_epoch < len(batches)  # inside the epoch (not at its last batch)
                 break
             if args.save_steps and state.global_step % args.save_steps == 0 and state.step_in_epoch < len(batches):
                 save_checkpoint(accelerator, output_dir, state, args.keep_checkpoints)
         bar.close()
 
-        # --- end of epoch (or of a --max-steps run): validation, lr schedule, checkpoint ---
+        # --- end of epoch (or of a --max-steps run): loss log, validation, lr schedule, checkpoint ---
+        if state.running:  # the steps since the last --log-every entry (logging windows end with the epoch)
+            state.loss_log.append([state.global_step, float(np.mean([r[0] for r in state.running])),
+                                   float(np.mean([r[1] for r in state.running]))])
+            # after a --max-steps stop inside the epoch the window stays open: --resume replaces this entry
+            state.running_logged = stopped_early
+            if not stopped_early:
+                state.running = []
         val = evaluate_perplexity(unwrapped, val_ppl_store, settings, accelerator, pad_id)
         train_nll = state.epoch_nll_sum / state.epoch_tokens if state.epoch_tokens else None
         record = {
@@ -805,25 +854,32 @@ def main(argv=None):
                 bleu = compute_bleu(hyps, references["validation"])
                 record["val_bleu"], record["val_sacrebleu"] = bleu["bleu"], bleu["sacrebleu"]
         accelerator.print(json.dumps(record))
+        if state.history and state.history[-1]["epoch"] == epoch and not state.history[-1]["complete"]:
+            state.history.pop()  # the record of this epoch's earlier --max-steps stop, now superseded
         state.history.append(record)
-        # PAPER.md §2: halve the lr every epoch once validation perplexity has risen; stop below min_lr
-        # (optionally also from epoch `start_decay_at` on, as OpenNMT-py's -start_decay_at)
-        rose = state.previous_val_ppl is not None and val["perplexity"] > state.previous_val_ppl
-        scheduled = settings["start_decay_at"] is not None and epoch >= settings["start_decay_at"]
-        if state.decay_started or rose or scheduled:
-            state.decay_started = True
-            state.lr *= settings["lr_decay"]
-            for group in optimizer.param_groups:
-                group["lr"] = state.lr
-        state.previous_val_ppl = val["perplexity"]
-        state.epoch = epoch
-        state.step_in_epoch = 0
-        state.epoch_nll_sum, state.epoch_tokens = 0.0, 0
-        state.epoch_wall_seconds.append(time.time() - epoch_start)
-        out_of_time = args.time_budget_minutes is not None and (
-            sum(state.epoch_wall_seconds) + state.epoch_wall_seconds[-1] > 60 * args.time_budget_minutes)
-        state.finished = (stopped_early or out_of_time or state.lr < settings["min_lr"]
-                          or epoch >= settings["max_epochs"])
+        if stopped_early:
+            # a --max-steps stop inside the epoch keeps its position (epoch, step, training NLL sums) and the lr,
+            # so that --resume with a larger --max-steps continues exactly as an uninterrupted run
+            state.finished = True
+        else:
+            # PAPER.md §2: halve the lr every epoch once validation perplexity has risen; stop below min_lr
+            # (optionally also from epoch `start_decay_at` on, as OpenNMT-py's -start_decay_at)
+            rose = state.previous_val_ppl is not None and val["perplexity"] > state.previous_val_ppl
+            scheduled = settings["start_decay_at"] is not None and epoch >= settings["start_decay_at"]
+            if state.decay_started or rose or scheduled:
+                state.decay_started = True
+                state.lr *= settings["lr_decay"]
+                for group in optimizer.param_groups:
+                    group["lr"] = state.lr
+            state.previous_val_ppl = val["perplexity"]
+            state.epoch = epoch
+            state.step_in_epoch = 0
+            state.epoch_nll_sum, state.epoch_tokens = 0.0, 0
+            state.epoch_wall_seconds.append(time.time() - epoch_start)
+            out_of_time = args.time_budget_minutes is not None and (
+                sum(state.epoch_wall_seconds) + state.epoch_wall_seconds[-1] > 60 * args.time_budget_minutes)
+            state.finished = (bool(max_steps and state.global_step >= max_steps) or out_of_time
+                              or state.lr < settings["min_lr"] or epoch >= settings["max_epochs"])
         save_checkpoint(accelerator, output_dir, state, args.keep_checkpoints)
         if is_main:
             write_metrics(metrics_path, metrics_payload())

@@ -89,13 +89,31 @@ def load_settings(args) -> dict:
     return settings
 
 
+def check_config_keys(keys, source: str):
+    """Exit with a clear error when a key is not a CoveConfig field (a typo would otherwise be set silently on the
+    config and recorded, while the model uses the default)."""
+    import difflib
+
+    from modeling_cove import CoveConfig
+
+    known = set(CoveConfig().to_dict())
+    for key in keys:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            sys.exit(f"error: {source}: {key!r} is not a CoveConfig field{hint}")
+
+
 def model_overrides(args) -> dict:
+    """The preset's CoveConfig fields < --model-override KEY=VALUE < --dcn-input; unknown keys are refused."""
     with open(args.model_preset) as f:
         preset = {k: v for k, v in json.load(f).items() if not k.startswith("_")}
+    check_config_keys(preset, args.model_preset)
     for item in args.model_override:
         if "=" not in item:
             sys.exit(f"error: --model-override expects KEY=VALUE, got {item!r}")
         key, value = item.split("=", 1)
+        check_config_keys([key], "--model-override")
         try:
             preset[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -284,9 +302,9 @@ def main(argv=None):
     out = Path(args.output_dir)
     if out.exists() and any(out.iterdir()) and not args.overwrite:
         sys.exit(f"error: {out} exists and is not empty (use --overwrite)")
-    out.mkdir(parents=True, exist_ok=True)
     settings = load_settings(args)
-    overrides = model_overrides(args)
+    overrides = model_overrides(args)  # checked before anything is written
+    out.mkdir(parents=True, exist_ok=True)
     if args.threads:
         torch.set_num_threads(args.threads)
     seed = int(settings.get("seed", 0))

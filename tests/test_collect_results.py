@@ -182,3 +182,31 @@ def test_columns_versus_vectors_paired_by_seed(tmp_path):
     assert cove["validation_accuracy"]["mean"] == -1.0 and cove["validation_accuracy"]["std"] == 0.0
     assert table["trec6"]["random - vectors"]["test_accuracy"] == {"seeds": [2], "mean": -7.0, "higher_on": 0,
                                                                    "lower_on": 1}
+
+
+def test_subsampled_table_keeps_run_families_apart(tmp_path):
+    """Subset runs of another encoder variant (bcn-gpu) or of the dropout search (bcn-dropout) are not pooled into
+    the subsampled table; runs of one column with another encoder or other hyperparameters get their own cell."""
+    runs = tmp_path / "runs"
+    write_run(runs, "bcn/imdb/vectors-seed1", "imdb", "vectors", 1, 0.2, 0.88, 0.87)  # the main table
+    subsets = {"train": "4000 of 22500", "validation": "2000 of 2500", "test": "2000 of 25000"}
+    for seed, test in ((1, 0.80), (2, 0.84)):
+        write_run(runs, f"bcn-imdb/imdb/vectors-seed{seed}", "imdb", "vectors", seed, 0.2, test, 0.8,
+                  subsample=subsets)
+    write_run(runs, "bcn-gpu/imdb/vectors-seed3", "imdb", "vectors", 3, 0.2, 0.50, 0.5, subsample=subsets,
+              encoder="runs/cove-small-gpu/encoder")
+    write_run(runs, "bcn-dropout/imdb/vectors-d0.3-seed4", "imdb", "vectors", 4, 0.3, 0.60, 0.6, subsample=subsets)
+    write_run(runs, "bcn-imdb-big/imdb/vectors-seed1", "imdb", "vectors", 1, 0.2, 0.70, 0.7, subsample=subsets,
+              encoder="enc2")
+    write_run(runs, "bcn-imdb-big/imdb/vectors-seed2", "imdb", "vectors", 2, 0.1, 0.90, 0.9, subsample=subsets,
+              encoder="enc2")
+    collect(["--runs", str(runs), "--out", str(tmp_path / "out")])
+    cells = json.loads((tmp_path / "out" / "classification.json").read_text())["subsampled"]["results"]["imdb"]
+    assert sorted(cells) == ["vectors @ bcn-imdb", "vectors @ bcn-imdb-big #1", "vectors @ bcn-imdb-big #2"]
+    assert cells["vectors @ bcn-imdb"]["test_accuracy"] == {"mean": 82.0, "std": 2.83, "n": 2}
+    assert cells["vectors @ bcn-imdb"]["setup"] == {"folder": "bcn-imdb", "encoder": "enc", "subsample": subsets,
+                                                    "hyperparameters": {"epochs": 15, "dropout": 0.2}}
+    big = sorted((cell["setup"]["hyperparameters"]["dropout"], cell["test_accuracy"]["mean"])
+                 for label, cell in cells.items() if "big" in label)
+    assert big == [(0.1, 90.0), (0.2, 70.0)]
+    assert all(cell["paper_table2_validation"] == 91.1 for cell in cells.values())

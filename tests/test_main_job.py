@@ -188,6 +188,8 @@ def test_other_settings_in_the_same_run_dir_are_refused(job):
     (["--data-dir", "/nonexistent/data"], "--data-dir /nonexistent/data does not exist"),
     (["--vectors", "/nonexistent/glove.txt"], "vectors file not found: /nonexistent/glove.txt"),
     (["--vectors", str(REPO / "examples" / "README.md")], "is not a word-vectors text file"),
+    (["--accelerate-config", "configuration/accelerate/no-such.yaml"],
+     "--accelerate-config configuration/accelerate/no-such.yaml not found"),
 ])
 def test_bad_input_exits_2(tmp_path, extra, message):
     run_dir = tmp_path / "run"
@@ -214,3 +216,16 @@ def test_the_published_column_is_chosen_on_validation():
     trained["vectors+cove"]["validation_accuracy"] = 100.0
     assert main.published_column(trained) == "vectors+cove"  # a tie keeps the preset's CoVe column (trained first)
     assert main.published_column({"vectors+cove": {"validation_accuracy": 10.0}}) == "vectors+cove"
+
+
+def test_accelerate_config_is_resolved_from_the_repository(tmp_path, monkeypatch):
+    """--accelerate-config relative to the repository (as in the docstring) or to the working directory."""
+    import main  # scripts/ is on sys.path (conftest.py)
+
+    monkeypatch.chdir(tmp_path)
+    args = main.parse_args(["--quick", "--run-dir", str(tmp_path / "run"),
+                            "--accelerate-config", "configuration/accelerate/cpu.yaml"])
+    assert main.resolve(args)["accelerate_config"] == str(REPO / "configuration" / "accelerate" / "cpu.yaml")
+    (tmp_path / "mine.yaml").write_text("compute_environment: LOCAL_MACHINE\n")
+    args = main.parse_args(["--quick", "--run-dir", str(tmp_path / "run"), "--accelerate-config", "mine.yaml"])
+    assert main.resolve(args)["accelerate_config"] == str(tmp_path / "mine.yaml")

@@ -476,3 +476,19 @@ def test_train_qa_script_smoke(tmp_path):
     qa = pipeline("cove-question-answering", model=str(out / "model"))
     row = heldout[0]
     assert qa(question=row["question"], context=row["context"])["answer"] == predictions[row["id"]]
+
+
+def test_train_qa_rejects_unknown_model_override_before_any_work(tmp_path):
+    """A typo in --model-override (dcn_hiden_size) is refused with the close match named; nothing is written."""
+    import train_qa
+
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit, match=r"'dcn_hiden_size' is not a CoveConfig field \(did you mean "
+                                         r"'dcn_hidden_size'\?\)"):
+        train_qa.main(["--checkpoint", str(tmp_path / "missing"), "--output-dir", str(out),
+                       "--model-override", "dcn_hiden_size=20"])
+    assert not out.exists()
+    args = train_qa.parse_args(["--checkpoint", "x", "--output-dir", "y", "--model-override", "dcn_hidden_size=20",
+                                "dcn_pool_size=2"])
+    overrides = train_qa.model_overrides(args)
+    assert overrides["dcn_hidden_size"] == 20 and overrides["dcn_pool_size"] == 2 and overrides["dcn_dropout"] == 0.2

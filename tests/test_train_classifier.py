@@ -281,12 +281,16 @@ def test_end_to_end_smoke_run_on_trec6(tmp_path):
     accuracy = sum(int(p == g) for p, g in zip(predictions, test["label"])) / 40
     assert accuracy == pytest.approx(saved["test"]["accuracy"], abs=1e-9)
 
-    # a second run reuses the cached features
+    # a second run reuses the cached features; --overwrite --no-save-model removes the first run's best/ and
+    # eval_results.json (push_to_hub.py would publish them beside the new metrics) and keeps files of others
+    (out / "notes.txt").write_text("not written by train_classifier.py\n")
     again = tc.main(["--task", "trec6", "--encoder", str(encoder_dir), "--bcn-input", "vectors+cove",
                      "--data-dir", str(data_dir), "--config", str(config), "--limit", "40", "--max-steps", "1",
-                     "--output-dir", str(tmp_path / "run2"), "--cache-dir", str(tmp_path / "cache"),
-                     "--no-save-model"])
+                     "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-save-model",
+                     "--overwrite"])
     assert all(info["hit"] for info in again["feature_cache"].values())
+    assert sorted(p.name for p in out.iterdir()) == ["curve.png", "metrics.json", "notes.txt"]
+    assert json.loads((out / "metrics.json").read_text())["global_steps"] == 1
     # too big for the cache limit: the MT-LSTM runs inside every step instead, same script otherwise
     live = tc.main(["--task", "trec6", "--encoder", str(encoder_dir), "--bcn-input", "vectors+cove",
                     "--data-dir", str(data_dir), "--config", str(config), "--limit", "16", "--max-steps", "1",

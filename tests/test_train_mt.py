@@ -248,7 +248,7 @@ def test_bad_arguments(toy, tmp_path):
         train_mt.main(common_args(toy, tmp_path / "b", "--resume"))
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "run_settings.json").write_text(json.dumps({"seed": 1}))
-    with pytest.raises(SystemExit, match="different data/batching settings"):
+    with pytest.raises(SystemExit, match="different data/batching/model settings"):
         train_mt.main(common_args(toy, tmp_path / "c", "--resume"))
     with pytest.raises(SystemExit, match="exists and is not empty"):
         train_mt.main(common_args(toy, tmp_path / "c"))
@@ -296,3 +296,103 @@ def test_init_from_checkpoint_keeps_word_vectors_fixed(toy, tmp_path):
     assert not torch.equal(trained["cove.encoder.rnn.weight_ih_l0"], start["encoder.rnn.weight_ih_l0"])
     stats = json.loads((out / "metrics.json").read_text())["data"]
     assert stats["source_vocab_size"] == len(tokenizer) and stats["source_vocab_from"] == str(tmp_path / "vocab")
+
+
+def trainer_state(out: Path) -> dict:
+    return json.loads((train_mt.checkpoint_dirs(out)[-1] / "trainer_state.json").read_text())
+
+
+def test_max_steps_stop_then_resume_equals_uninterrupted_run(toy, tmp_path):
+    """--max-steps 3 (inside epoch 1 of 6 steps), then --resume --max-steps 8, equals one --max-steps 8 run: the
+    epoch's remaining batches are trained, the lr is not decayed at the stop, the partial epoch record and loss-log
+    entry are replaced; a second --resume with the same --max-steps trains nothing."""
+    quick = ["--seed", "7", "--no-bleu", "--no-test", "--no-export"]
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    train_mt.main(common_args(toy, whole, *quick, "--max-steps", "8"))
+    train_mt.main(common_args(toy, split, *quick, "--max-steps", "3"))
+    stopped = trainer_state(split)
+    assert (stopped["epoch"], stopped["step_in_epoch"], stopped["global_step"], stopped["lr"]) == (0, 3, 3, 1.0)
+    assert len(stopped["loss_log"]) == 1 and stopped["loss_log"][0][0] == 3  # the 3 steps are logged (item 6)
+    train_mt.main(common_args(toy, split, *quick, "--max-steps", "8", "--resume"))
+
+    a, b = weights(whole), weights(split)
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=1e-6, atol=1e-7, msg=name)
+    ref, res = trainer_state(whole), trainer_state(split)
+    assert [e["global_step"] for e in ref["history"]] == [e["global_step"] for e in res["history"]] == [6, 8]
+    for key in ("epoch", "steps", "complete", "lr"):
+        assert [e[key] for e in ref["history"]] == [e[key] for e in res["history"]], key
+    assert [e["complete"] for e in res["history"]] == [True, False]
+    for key in ("train_nll_per_token", "val_nll_per_token"):
+        np.testing.assert_allclose([e[key] for e in ref["history"]], [e[key] for e in res["history"]], rtol=1e-6)
+    # the loss log: one entry per epoch end / stop with the default --log-every 10
+    assert [r[0] for r in ref["loss_log"]] == [r[0] for r in res["loss_log"]] == [6, 8]
+    np.testing.assert_allclose(ref["loss_log"], res["loss_log"], rtol=1e-6)
+    assert (res["epoch"], res["step_in_epoch"], res["global_step"]) == (1, 2, 8)
+
+    train_mt.main(common_args(toy, split, *quick, "--max-steps", "8", "--resume"))
+    assert trainer_state(split)["global_step"] == 8
+    for name, tensor in weights(split).items():
+        assert torch.equal(tensor, b[name]), name
+
+
+def test_resume_refuses_other_model_settings_and_config_typos(toy, tmp_path):
+    """--config-overrides, --optimizer and --vectors-lowercase are fixed by the first run (mt/config.json, the
+    vocabulary, the optimizer state): --resume with other values is refused like other data settings; an unknown
+    CoveConfig key is refused before anything is written."""
+    out = tmp_path / "run"
+    out.mkdir()
+    args = train_mt.parse_args(common_args(toy, out))
+    (out / "run_settings.json").write_text(json.dumps(train_mt.resolve_settings(args, {})))
+    for extra, changed in ((["--optimizer", "adam"], "optimizer"), (["--vectors-lowercase"], "vectors_lowercase")):
+        with pytest.raises(SystemExit, match=f"different data/batching/model settings.*'{changed}'"):
+            train_mt.main(common_args(toy, out, "--resume", *extra))
+    with pytest.raises(SystemExit, match="'config_overrides'"):
+        train_mt.main(common_args(toy, out, "--resume", overrides={"decoder_dropout": 0.5}))
+    with pytest.raises(ValueError, match=r"'decoder_hiden_size' is not a CoveConfig field \(did you mean "
+                                         r"'decoder_hidden_size'\?\)"):
+        train_mt.main(common_args(toy, tmp_path / "typo", overrides={"decoder_hiden_size": 8}))
+    with pytest.raises(ValueError, match="must be a JSON object"):
+        train_mt.main(["--output-dir", str(tmp_path / "list"), "--config-overrides", "[1]"])
+    assert not (tmp_path / "typo").exists() and not (tmp_path / "list").exists()
+
+
+def test_wrong_inputs_leave_the_output_folder_unwritten(toy, tmp_path):
+    """A --data-dir typo (or a missing --vectors file) fails before run_settings.json is written, so the corrected
+    command runs in the same folder without --overwrite."""
+    out = tmp_path / "run"
+
+    def with_value(option, value):
+        args = common_args(toy, out, "--max-steps", "1", "--no-bleu", "--no-test", "--no-export")
+        args[args.index(option) + 1] = value
+        return args
+
+    with pytest.raises(FileNotFoundError):
+        train_mt.main(with_value("--data-dir", str(toy / "dtaa")))
+    assert not out.exists() or not any(out.iterdir())
+    with pytest.raises(SystemExit, match="--vectors .*missing.txt is not a file"):
+        train_mt.main(with_value("--vectors", str(toy / "missing.txt")))
+    assert not out.exists() or not any(out.iterdir())
+    train_mt.main(common_args(toy, out, "--max-steps", "1", "--no-bleu", "--no-test", "--no-export"))
+    assert trainer_state(out)["global_step"] == 1
+
+
+def test_encoder_card_describes_the_run_optimisation():
+    """The exported encoder's card states the optimizer and lr schedule of the run, not always the paper's."""
+    from export_encoder import model_card
+
+    from modeling_cove import CoveConfig
+
+    config = CoveConfig(vocab_size=10, word_vector_dim=8, hidden_size=4)
+    adam = {"settings": {"optimizer": "adam", "lr": 0.001, "lr_decay": 0.9, "start_decay_at": 3, "min_lr": 3e-5,
+                         "grad_clip": 5.0, "batch_size": 64}, "epochs": []}
+    card = model_card(Path("enc"), config, adam)
+    assert ("- Optimisation: Adam lr 0.001, multiplied by 0.9 each epoch after validation perplexity first rose or "
+            "from epoch 3 on, stop below 3e-05 (differs from PAPER.md §2 (SGD lr 1, halved)); gradient-norm clip "
+            "5.0; global batch 64 sentences;") in card
+    assert "SGD lr 0.001" not in card
+    paper = {"settings": {**adam["settings"], "optimizer": "sgd", "lr": 1.0, "lr_decay": 0.5, "start_decay_at": None,
+                          "min_lr": 0.03}}
+    assert ("- Optimisation: SGD lr 1.0, halved each epoch after validation perplexity first rose, stop below 0.03 "
+            "(the schedule of PAPER.md §2);") in model_card(Path("enc"), config, paper)
+    assert "- Optimisation: not recorded;" in model_card(Path("enc"), config, None)
