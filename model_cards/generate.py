@@ -283,7 +283,7 @@ def render_loading(architecture: str, record: dict, config: dict, repo_id: str, 
             "from transformers import AutoModel, AutoTokenizer",
             "",
             f'model = AutoModel.from_pretrained("{repo_id}"{trust})',
-            f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}")',
+            f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}"{trust})',
             'batch = tokenizer(["The cat sat on the mat ."], return_tensors="pt")',
             "outputs = model(**batch)",
             f"outputs.last_hidden_state  # (batch, time, {_output_size(config)})",
@@ -313,7 +313,7 @@ def render_loading(architecture: str, record: dict, config: dict, repo_id: str, 
     if architecture == "CoveForQuestionAnswering":
         lines = head + ["from transformers import AutoModelForQuestionAnswering, AutoTokenizer", "",
                         f'model = AutoModelForQuestionAnswering.from_pretrained("{repo_id}"{trust})',
-                        f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}")']
+                        f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}"{trust})']
         if _has_qa_pipeline(config):
             if remote:
                 lines += ["", "# transformers 5 has no built-in question-answering pipeline; this repository ships "
@@ -332,8 +332,8 @@ def render_loading(architecture: str, record: dict, config: dict, repo_id: str, 
             "from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer",
             "",
             f'model = AutoModelForSeq2SeqLM.from_pretrained("{repo_id}"{trust})',
-            f'source_tokenizer = AutoTokenizer.from_pretrained("{repo_id}")',
-            f'target_tokenizer = AutoTokenizer.from_pretrained("{repo_id}", subfolder="target_tokenizer")',
+            f'source_tokenizer = AutoTokenizer.from_pretrained("{repo_id}"{trust})',
+            f'target_tokenizer = AutoTokenizer.from_pretrained("{repo_id}", subfolder="target_tokenizer"{trust})',
             'batch = source_tokenizer(["A man is playing a guitar ."], return_tensors="pt",',
             "                         return_token_type_ids=False)",
             "ids = model.generate(**batch, num_beams=5, max_new_tokens=50)",

@@ -565,16 +565,28 @@ class CovePreTrainedModel(PreTrainedModel):
             self.cove_encoder_model().encoder.eval()
         return self
 
-    def save_pretrained(self, save_directory, *args, **kwargs):
-        """`PreTrainedModel.save_pretrained` (safetensors) plus Hub remote code: the full `auto_map` in config.json
-        and the flat code files next to the weights, so that a process without `modeling_cove` installed loads the
-        checkpoint through every Auto class with `trust_remote_code=True`."""
-        self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **full_auto_map()}
-        kwargs.setdefault("safe_serialization", True)
+    def save_pretrained(self, save_directory, *args, push_to_hub: bool = False, **kwargs):
+        """`PreTrainedModel.save_pretrained` (safetensors) plus Hub remote code: an `auto_map` in config.json for
+        every Auto class whose code file is here, and those flat code files next to the weights, so that a process
+        without `modeling_cove` installed loads the checkpoint through every class the config names, with
+        `trust_remote_code=True`. (Running as remote code, only the files that model imported are here, and the
+        config then names only their classes.) `push_to_hub=True` uploads the folder after the code files are in
+        it (`push_to_hub`, with `repo_id` defaulting to the folder's name, `token`, `commit_message`, `private`,
+        `revision`, `create_pr` from the keyword arguments)."""
+        self.config.auto_map = full_auto_map()
+        hub_kwargs = {}
+        if push_to_hub:
+            hub_kwargs = {key: kwargs.pop(key) for key in ("repo_id", "commit_message", "commit_description",
+                                                           "private", "revision", "create_pr", "tags")
+                          if key in kwargs}
+            hub_kwargs.setdefault("repo_id", Path(save_directory).name)
+            hub_kwargs["token"] = kwargs.get("token")
         result = super().save_pretrained(save_directory, *args, **kwargs)
         if kwargs.get("is_main_process", True):
             for path in remote_code_files():
                 shutil.copyfile(path, Path(save_directory) / path.name)
+            if push_to_hub:
+                self.push_to_hub(**hub_kwargs)
         return result
 
     @torch.no_grad()

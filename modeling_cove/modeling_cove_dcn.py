@@ -33,7 +33,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers.modeling_outputs import QuestionAnsweringModelOutput
 
 from .configuration_cove import DCN_INPUT_CHOICES, CoveConfig
-from .modeling_cove import CoveModel, CovePreTrainedModel
+from .modeling_cove import CoveModel, CovePreTrainedModel, remote_code_files
 
 QUESTION_SEGMENT, CONTEXT_SEGMENT = 0, 1
 IGNORE_INDEX = -100  # start/end position that is ignored by the loss (as in nn.CrossEntropyLoss)
@@ -318,14 +318,18 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Also records the question-answering pipeline (`pipeline_cove.CoveQuestionAnsweringPipeline`, shipped
         with the code files) as `custom_pipelines` in config.json, so that
-        `pipeline("question-answering", model=dir, trust_remote_code=True)` works without this package."""
-        self.config.custom_pipelines = {
-            "question-answering": {
-                "impl": "pipeline_cove.CoveQuestionAnsweringPipeline",
-                "pt": ["AutoModelForQuestionAnswering"],
-                "type": "text",
+        `pipeline("question-answering", model=dir, trust_remote_code=True)` works without this package. (Running as
+        remote code without `pipeline_cove.py` beside it, the pipeline is not recorded: its file would be missing.)"""
+        if any(path.name == "pipeline_cove.py" for path in remote_code_files()):
+            self.config.custom_pipelines = {
+                "question-answering": {
+                    "impl": "pipeline_cove.CoveQuestionAnsweringPipeline",
+                    "pt": ["AutoModelForQuestionAnswering"],
+                    "type": "text",
+                }
             }
-        }
+        else:
+            self.config.custom_pipelines = {}
         return super().save_pretrained(save_directory, *args, **kwargs)
 
     # ----- inputs ---------------------------------------------------------------------------------------------

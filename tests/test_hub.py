@@ -485,6 +485,77 @@ def test_folder_loads_through_every_advertised_auto_class_without_the_package(lo
     assert checked == len(built["heads"]) * (len(full_auto_map()) - 1)
 
 
+RESAVE = """
+import json, sys
+sys.modules["modeling_cove"] = None  # as for a user without the package
+from transformers import AutoModelForQuestionAnswering
+AutoModelForQuestionAnswering.from_pretrained(sys.argv[1], trust_remote_code=True).save_pretrained(sys.argv[2])
+"""
+
+LOAD_NAMED = """
+import importlib, json, sys
+sys.modules["modeling_cove"] = None
+import transformers
+folder = sys.argv[1]
+config = json.load(open(folder + "/config.json"))
+for auto in config["auto_map"]:
+    if auto != "AutoConfig":
+        model = getattr(transformers, auto).from_pretrained(folder, trust_remote_code=True)
+        print(auto, type(model).__name__)
+for task in config.get("custom_pipelines", {}):
+    print(task, type(transformers.pipeline(task, model=folder, trust_remote_code=True)).__name__)
+"""
+
+
+def test_a_model_resaved_without_the_package_names_only_the_code_it_ships(built, tmp_path):
+    """Fine-tuning `org/cove-dcn` without the package: the model runs as remote code, and only the files it imported
+    are beside it, so saving it again ships only those. Its config must then name only their classes and no
+    pipeline whose file is missing (it used to keep every Auto class and the QA pipeline, which then failed to load
+    in a fresh process), and everything it names must load there."""
+    if "dcn" not in built:
+        pytest.skip("no DCN head in this install")
+    env, resaved = offline_env(tmp_path / "hf_home"), tmp_path / "resaved"
+    for script, args in ((RESAVE, [str(built["dcn_stage"].folder), str(resaved)]), (LOAD_NAMED, [str(resaved)])):
+        result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env,
+                                cwd=str(tmp_path), timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+    config = json.loads((resaved / "config.json").read_text())
+    shipped = {path.name for path in resaved.glob("*.py")}
+    assert "pipeline_cove.py" not in shipped and "modeling_cove_bcn.py" not in shipped
+    named = [ref for ref in config["auto_map"].values()] + [
+        spec["impl"] for spec in (config.get("custom_pipelines") or {}).values()]
+    assert all(f"{ref.split('.')[0]}.py" in shipped for ref in named), (named, shipped)
+    assert config["auto_map"]["AutoModelForQuestionAnswering"] == "modeling_cove_dcn.CoveForQuestionAnswering"
+    loaded_classes = result.stdout.split()
+    assert loaded_classes[loaded_classes.index("AutoModelForQuestionAnswering") + 1] == "CoveForQuestionAnswering"
+
+
+SAVE_AND_PUSH = """
+import sys
+from modeling_cove import CoveModel
+model = CoveModel.from_pretrained(sys.argv[1])
+model.save_pretrained(sys.argv[2], push_to_hub=True, repo_id=sys.argv[3], token=sys.argv[4], commit_message="resave")
+"""
+
+
+def test_save_pretrained_with_push_to_hub_uploads_the_code_files(built, hub, tmp_path):
+    """`save_pretrained(dir, push_to_hub=True, repo_id=...)`: the upload happens after the code files are copied in,
+    so the repo gets what its auto_map names (it used to fail on a `safe_serialization` argument transformers 5 no
+    longer takes, and to upload before the code files were there)."""
+    env = offline_env(tmp_path / "hf_home")
+    env.update({"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0", "HF_ENDPOINT": hub.url,
+                "HF_HUB_DISABLE_XET": "1", "NO_PROXY": "127.0.0.1"})
+    folder = tmp_path / "saved"
+    result = subprocess.run([sys.executable, "-c", SAVE_AND_PUSH, str(built["base_ckpt"]), str(folder),
+                             "org/cove-resaved", TOKEN], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len(hub.commits) == 1 and hub.commits[0]["header"]["summary"] == "resave"
+    uploaded = set(hub.commits[0]["files"])
+    local = {path.name for path in folder.iterdir() if path.is_file()}
+    assert {"config.json", "model.safetensors", "modeling_cove.py", "configuration_cove.py"} <= uploaded
+    assert {path.name for path in remote_code_files()} <= uploaded and local <= uploaded
+
+
 def test_round_trip_upload_then_download_online(loaded, built):
     """What push_to_hub uploads is what `from_pretrained("org/name", trust_remote_code=True)` downloads and runs."""
     tensors, info = loaded["online"]
