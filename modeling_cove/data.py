@@ -193,7 +193,12 @@ def _local_classification(task: str, root: Path, imdb_words: int) -> DatasetDict
     if task == "tsv":
         rows = read_tsv_splits(root, ("text", "label"))
         names = sorted({r["label"] for split_rows in rows.values() for r in split_rows})
-        pair = "text_pair" in rows["train"][0] if rows["train"] else False
+        # a pair task when the files have a text_pair column (decided on every split with rows: a header-only
+        # train.tsv must not drop the column of the others); files that disagree are an error
+        with_pair = {split: "text_pair" in split_rows[0] for split, split_rows in rows.items() if split_rows}
+        pair = any(with_pair.values())
+        if pair and not all(with_pair.values()):
+            raise ValueError(f"{root}: some splits have a text_pair column and some do not: {with_pair}")
         features = _classification_features(names, pair=pair)
         out = {}
         for split, split_rows in rows.items():

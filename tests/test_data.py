@@ -77,3 +77,18 @@ def test_tsv_with_byte_order_mark(tmp_path):
     clf = load_classification("tsv", tmp_path)
     assert clf["train"]["text"] == ["a good film", "bad"] and clf["train"]["label"] == [1, 0]
     assert clf["train"].features["label"].names == ["negative", "positive"]
+
+
+def test_tsv_pair_column_is_kept_with_a_header_only_train_file(tmp_path):
+    """A pair task whose train.tsv has only its header: the text_pair column of the other splits is kept (it used to
+    be decided on train's first row alone and dropped); splits that disagree on the column are an error."""
+    files = {"train": "", "validation": "a cat\ta dog\tyes\n", "test": "the mat\ta hat\tno\n"}
+    for split, text in files.items():
+        (tmp_path / f"{split}.tsv").write_text("text\ttext_pair\tlabel\n" + text)
+    clf = load_classification("tsv", tmp_path)
+    assert clf["train"].num_rows == 0 and "text_pair" in clf["train"].column_names
+    assert clf["validation"]["text_pair"] == ["a dog"] and clf["test"]["text_pair"] == ["a hat"]
+    assert clf["test"].features["label"].names == ["no", "yes"] and clf["test"]["label"] == [0]
+    (tmp_path / "test.tsv").write_text("text\tlabel\nthe mat\tno\n")
+    with pytest.raises(ValueError, match="some splits have a text_pair column and some do not"):
+        load_classification("tsv", tmp_path)
