@@ -5,13 +5,12 @@ The released MT-LSTM (`wmtlstm-b142a7f2.pth`, `wmtlstm-8f474287.pth`) is the sta
 `encoder.rnn`, so conversion is a prefix rename plus shape checks.
 """
 
-import numbers
 from collections import Counter
 from typing import Iterable, Optional
 
 import torch
 
-from .configuration_cove import CoveConfig
+from .configuration_cove import CoveConfig, is_int
 from .modeling_cove import CoveModel
 from .tokenization_cove import SPECIAL_TOKENS, build_cove_tokenizer, moses_tokenize
 
@@ -102,7 +101,7 @@ def select_vocabulary(counts: Counter, has_vector=None, oov_min_count: int = 5, 
     Raises:
         ValueError: `max_size` is not `None` or an int >= 0.
     """
-    valid_cap = isinstance(max_size, numbers.Integral) and not isinstance(max_size, bool) and max_size >= 0
+    valid_cap = is_int(max_size) and max_size >= 0
     if max_size is not None and not valid_cap:
         raise ValueError(f"max_size must be None (no cap) or an int >= 0, got {max_size!r}")
     words = [w for w, c in counts.items() if w not in SPECIAL_TOKENS and

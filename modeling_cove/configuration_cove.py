@@ -15,7 +15,8 @@ BCN_POOLING_CHOICES = ("max", "mean", "min", "self")
 DCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove")
 
 
-def _is_int(value) -> bool:
+def is_int(value) -> bool:
+    """An integer (Python or numpy), not a bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
@@ -25,7 +26,7 @@ def _is_real(value) -> bool:
 
 def _check_int(name: str, value, minimum: int) -> None:
     """ValueError unless `value` is an int (not a bool) >= `minimum`."""
-    if not _is_int(value) or value < minimum:
+    if not is_int(value) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
 
 
@@ -222,7 +223,7 @@ class CoveConfig(PreTrainedConfig):
         if not _is_real(initializer_range) or not 0 < initializer_range < math.inf:
             raise ValueError(f"initializer_range must be a finite number > 0 (U(-r, r)), got {initializer_range!r}")
         # the pad row of the source table (and of the MT target embeddings) is padding_idx and is kept at zero
-        if not _is_int(pad_token_id) or not 0 <= pad_token_id < min(vocab_size, target_vocab_size):
+        if not is_int(pad_token_id) or not 0 <= pad_token_id < min(vocab_size, target_vocab_size):
             raise ValueError(
                 f"pad_token_id must be an id of both vocabularies, in [0, {min(vocab_size, target_vocab_size)}) "
                 f"(vocab_size={vocab_size}, target_vocab_size={target_vocab_size}), got {pad_token_id!r}"
@@ -290,3 +291,17 @@ class CoveConfig(PreTrainedConfig):
         if self.include_word_vectors:
             size += self.word_vector_dim
         return size + self.char_ngram_dim
+
+
+def check_field_names(names, source: str) -> None:
+    """ValueError naming the first of `names` that is not a CoveConfig field, with its closest match. For scripts
+    that set config fields by name (presets, overrides on the command line): a typo would otherwise be set on the
+    config and recorded while the model keeps the default."""
+    import difflib
+
+    known = sorted(CoveConfig().to_dict())
+    for name in names:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"{source}: {name!r} is not a CoveConfig field{hint}")

@@ -168,20 +168,13 @@ def load_preset(path) -> dict:
 
 
 def check_config_fields(fields, source: str) -> dict:
-    """`fields` if it is a dict of CoveConfig fields; else a ValueError naming the unknown key and its close match (a
-    typo would otherwise be set on the config silently and recorded while the model uses the default)."""
-    import difflib
-
-    from modeling_cove import CoveConfig
+    """`fields` if it is a dict of CoveConfig fields; else a ValueError (`check_field_names` names an unknown key
+    and its close match)."""
+    from modeling_cove.configuration_cove import check_field_names
 
     if not isinstance(fields, dict):
         raise ValueError(f"{source} must be a JSON object of CoveConfig fields, got {fields!r}")
-    known = sorted(CoveConfig().to_dict())
-    for key in fields:
-        if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ValueError(f"{source}: {key!r} is not a CoveConfig field{hint}")
+    check_field_names(fields, source)
     return fields
 
 

@@ -90,18 +90,13 @@ def load_settings(args) -> dict:
 
 
 def check_config_keys(keys, source: str):
-    """Exit with a clear error when a key is not a CoveConfig field (a typo would otherwise be set silently on the
-    config and recorded, while the model uses the default)."""
-    import difflib
+    """Exit with a clear error when a key is not a CoveConfig field (`check_field_names`)."""
+    from modeling_cove.configuration_cove import check_field_names
 
-    from modeling_cove import CoveConfig
-
-    known = set(CoveConfig().to_dict())
-    for key in keys:
-        if key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            sys.exit(f"error: {source}: {key!r} is not a CoveConfig field{hint}")
+    try:
+        check_field_names(keys, source)
+    except ValueError as err:
+        sys.exit(f"error: {err}")
 
 
 def model_overrides(args) -> dict:
