@@ -90,6 +90,10 @@ class CoveConfig(PreTrainedConfig):
             Longest source/target sentence (tokens) used for MT training; longer pairs are dropped.
         length_penalty_alpha (`float`, *optional*, defaults to 1.0):
             Length normalisation exponent used by beam search (`generate(length_penalty=...)` default).
+        mt_loss_reduction (`str`, *optional*, defaults to `"token_mean"`):
+            How `CoveForMachineTranslation` reduces the target-token NLL to its `loss`: `"token_mean"` (the mean
+            token cross-entropy, as every transformers Seq2SeqLM) or `"sentence"` (the paper's: summed token NLL
+            divided by the number of sentences in the batch). `nll_sum` and `num_tokens` are returned either way.
 
     BCN classifier (eqs. 7–16, PAPER.md §3; read by `CoveForSequenceClassification`):
         bcn_input (`str`, *optional*, defaults to `"vectors+cove"`):
@@ -161,6 +165,7 @@ class CoveConfig(PreTrainedConfig):
         attention_bias=False,
         max_source_length=75,
         length_penalty_alpha=1.0,
+        mt_loss_reduction="token_mean",
         # BCN
         bcn_input="vectors+cove",
         bcn_feedforward_dim=300,
@@ -250,6 +255,9 @@ class CoveConfig(PreTrainedConfig):
         self.attention_bias = attention_bias
         self.max_source_length = max_source_length
         self.length_penalty_alpha = length_penalty_alpha
+        if mt_loss_reduction not in ("token_mean", "sentence"):
+            raise ValueError(f"mt_loss_reduction must be 'token_mean' or 'sentence', got {mt_loss_reduction!r}")
+        self.mt_loss_reduction = mt_loss_reduction
 
         self.bcn_input = bcn_input
         self.bcn_feedforward_dim = bcn_feedforward_dim
