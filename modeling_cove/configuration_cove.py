@@ -114,6 +114,15 @@ class CoveConfig(PreTrainedConfig):
             Batch-normalise the maxout layers (paper); `False` gives AllenNLP's variant.
         bcn_dropout (`float`, *optional*, defaults to 0.2):
             Dropout before every feed-forward layer (paper searched 0.1/0.2/0.3).
+        bcn_max_length (`int` or `None`, *optional*, defaults to 4096):
+            Longest text (tokens; for a pair, each side) the BCN accepts. Its biattention (eqs. 9–10) holds
+            `batch x len(x) x len(y)` affinities, so memory grows with the square of the length (20k tokens: several
+            GB). Longer inputs are a `ValueError` that states that memory and the fix (`truncation=True` with the
+            tokenizer's `model_max_length`). `None`: no limit.
+        bcn_pair_input (`bool`, *optional*, defaults to `False`):
+            Whether the model classifies sentence pairs (e.g. SNLI). `True`: every input must have a non-empty
+            second text (`text_pair`); one without is a `ValueError` instead of being read as a single sentence.
+            `False`: single texts (duplicated, x = y) and pairs are both accepted.
 
     DCN question answering (PAPER.md §4; read by `CoveForQuestionAnswering`):
         dcn_input (`str`, *optional*, defaults to `"vectors+cove"`):
@@ -175,6 +184,8 @@ class CoveConfig(PreTrainedConfig):
         bcn_maxout_pool=4,
         bcn_batch_norm=True,
         bcn_dropout=0.2,
+        bcn_max_length=4096,
+        bcn_pair_input=False,
         # DCN
         dcn_input="vectors+cove",
         dcn_hidden_size=200,
@@ -217,6 +228,10 @@ class CoveConfig(PreTrainedConfig):
         ):
             _check_int(name, value, minimum=1)
         _check_int("char_ngram_dim", char_ngram_dim, minimum=0)
+        if bcn_max_length is not None:
+            _check_int("bcn_max_length", bcn_max_length, minimum=1)
+        if not isinstance(bcn_pair_input, bool):
+            raise ValueError(f"bcn_pair_input must be True or False, got {bcn_pair_input!r}")
         for name, value in (
             ("encoder_dropout", encoder_dropout),
             ("decoder_dropout", decoder_dropout),
@@ -267,6 +282,8 @@ class CoveConfig(PreTrainedConfig):
         self.bcn_maxout_pool = bcn_maxout_pool
         self.bcn_batch_norm = bcn_batch_norm
         self.bcn_dropout = bcn_dropout
+        self.bcn_max_length = bcn_max_length
+        self.bcn_pair_input = bcn_pair_input
 
         if dcn_input not in DCN_INPUT_CHOICES:
             raise ValueError(f"dcn_input must be one of {DCN_INPUT_CHOICES}, got {dcn_input!r}")
