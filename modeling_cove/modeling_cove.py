@@ -19,8 +19,11 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput
+from transformers.utils import logging
 
 from .configuration_cove import CoveConfig
+
+logger = logging.get_logger(__name__)
 
 
 @dataclass
@@ -42,6 +45,52 @@ class CoveModelOutput(BaseModelOutput):
     final_hidden_state: Optional[torch.FloatTensor] = None
     final_cell_state: Optional[torch.FloatTensor] = None
     attention_mask: Optional[torch.LongTensor] = None
+
+
+# (device type, dtype) -> whether `torch.lstm` runs in that dtype under autocast there; probed once per process.
+_LSTM_KERNEL_SUPPORT = {}
+
+
+def lstm_kernel_supports(device_type: str, dtype: torch.dtype) -> bool:
+    """Whether an LSTM runs under `torch.autocast(device_type, dtype=dtype)` on this machine, found by running a
+    tiny one once per process (a capability probe, not a guess from the CPU's name): oneDNN has no bf16 LSTM on
+    CPUs without AVX-512 bf16 instructions and refuses to build the primitive (docs/bf16.md)."""
+    key = (device_type, dtype)
+    if key not in _LSTM_KERNEL_SUPPORT:
+        if device_type != "cpu" or dtype == torch.float32:
+            _LSTM_KERNEL_SUPPORT[key] = True  # only CPU kernels are known to lack a dtype
+        else:
+            weights = [torch.zeros(8, 2), torch.zeros(8, 2), torch.zeros(8), torch.zeros(8)]
+            state = torch.zeros(1, 1, 2)
+            try:
+                with torch.no_grad(), torch.autocast("cpu", dtype=dtype):
+                    torch.lstm(torch.zeros(1, 1, 2), (state, state), weights, True, 1, 0.0, False, False, True)
+                _LSTM_KERNEL_SUPPORT[key] = True
+            except RuntimeError:
+                _LSTM_KERNEL_SUPPORT[key] = False
+    return _LSTM_KERNEL_SUPPORT[key]
+
+
+def bf16_lstm_kernel_available() -> bool:
+    """Whether this CPU runs LSTMs in bf16 under autocast (tests skip the bf16-kernel-only checks where not)."""
+    return lstm_kernel_supports("cpu", torch.bfloat16)
+
+
+def lstm_autocast_fallback(device_type: str) -> Optional[torch.dtype]:
+    """None when an LSTM call on `device_type` may run as the current autocast says; else the autocast dtype whose
+    LSTM kernel this machine lacks. The caller then runs its LSTM with autocast off, in fp32, and casts the result
+    to the returned dtype, so the rest of the model sees what autocast would have given (values within bf16
+    tolerance of fp32). Warns once per process."""
+    if not torch.is_autocast_enabled(device_type):
+        return None
+    dtype = torch.get_autocast_dtype(device_type)
+    if lstm_kernel_supports(device_type, dtype):
+        return None
+    logger.warning_once(
+        f"This {device_type.upper()} has no {dtype} LSTM kernel (oneDNN needs AVX-512 bf16 instructions): under "
+        f"autocast the LSTMs run in float32 and their outputs are cast to {dtype}; the rest runs as autocast says."
+    )
+    return dtype
 
 
 def lengths_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -422,6 +471,22 @@ class CoveEncoder(nn.Module):
         of the caller's output is fine) that receives the top layer's output, and is then the list's last entry;
         the unpacked path writes its rows there directly, the others copy.
         """
+        fallback = lstm_autocast_fallback(vectors.device.type)
+        if fallback is not None:  # no LSTM kernel in the autocast dtype here: fp32, cast back to what autocast gives
+            with torch.autocast(vectors.device.type, enabled=False):
+                outputs, final_h, final_c = self.run_layers(vectors.float(), lengths, final_states, top_only,
+                                                            unpacked, out)
+            if out is not None:  # written in fp32 values: rounded as autocast's own output would be
+                out.copy_(out.to(fallback))
+            outputs = [layer if layer is out else layer.to(fallback) for layer in outputs]
+            if final_h is not None:
+                final_h, final_c = final_h.to(fallback), final_c.to(fallback)
+            return outputs, final_h, final_c
+        return self.run_layers(vectors, lengths, final_states, top_only, unpacked, out)
+
+    def run_layers(self, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool, top_only: bool,
+                   unpacked: Optional[bool], out: Optional[torch.Tensor]):
+        """`forward` on a machine whose LSTM kernels take the current autocast dtype (or with autocast off)."""
         batch, time, _ = vectors.shape
         uniform = bool((lengths == time).all())
         if out is not None and out.shape != (batch, time, 2 * self.hidden_size):

@@ -18,7 +18,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 import modeling_cove  # noqa: F401  (registers the Auto classes)
 from modeling_cove import CoveConfig, CoveModel
 from modeling_cove.build import convert_salesforce_state_dict, create_cove_checkpoint, salesforce_shapes
-from modeling_cove.modeling_cove import CoveEncoder
+from modeling_cove.modeling_cove import CoveEncoder, bf16_lstm_kernel_available
 from modeling_cove.tokenization_cove import SPECIAL_TOKENS
 
 from conftest import REPO
@@ -902,6 +902,9 @@ def test_unpacked_path_gives_the_packed_gradients(tiny_checkpoint):
         assert (packed - unpacked).abs().max() <= 1e-5
 
 
+@pytest.mark.skipif(not bf16_lstm_kernel_available(),
+                    reason="this CPU has no bf16 LSTM kernel (no AVX-512 bf16): the encoder runs its LSTMs in fp32 "
+                           "under autocast and casts no weights")
 def test_bf16_autocast_casts_frozen_weights_once_and_recasts_after_a_change(tiny_checkpoint, monkeypatch):
     """Under autocast the frozen encoder's weights are cast to bf16 once per layer (`autocast_weights`) instead of
     at every `torch.lstm` call, and `encode` keeps the casts for all its batches (`weights_cast_once`). The result
@@ -1058,3 +1061,52 @@ def test_config_rejects_invalid_values(tmp_path):
     (tmp_path / "bad" / "config.json").write_text(json.dumps({**saved, "encoder_dropout": -1}))
     with pytest.raises(ValueError, match=r"encoder_dropout must be a probability in \[0, 1\), got -1"):
         CoveConfig.from_pretrained(tmp_path / "bad")
+
+
+@pytest.mark.parametrize("cove_output", ["top", "both"])
+def test_bf16_autocast_without_the_bf16_lstm_kernel_runs_the_lstm_in_fp32(cove_output, monkeypatch, caplog):
+    """On a CPU whose oneDNN has no bf16 LSTM (AVX2 only), `forward` and `encode` under bf16 autocast run the MT-LSTM
+    in fp32 and cast its outputs to bf16: the same dtypes as on a CPU with the kernel, values within bf16 rounding of
+    fp32, and one warning. Forced here with the probe's answer, so it runs on every CPU."""
+    from modeling_cove import modeling_cove as modeling
+
+    monkeypatch.setattr(modeling, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
+    torch.manual_seed(0)
+    model, tokenizer = create_cove_checkpoint(WORDS, torch.randn(len(SPECIAL_TOKENS) + len(WORDS), 8), hidden_size=4,
+                                              cove_output=cove_output, include_word_vectors=False)
+    model.eval()
+    batch = tokenizer(["a dog", "the cat sat on the mat ."], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        reference = model(**batch, output_final_states=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            fallback = model(**batch, output_final_states=True)
+            fast = model(**batch).last_hidden_state
+            hidden = model(**batch, output_hidden_states=True).hidden_states
+            encoded = model.encode(["a dog", "the cat sat on the mat ."], tokenizer, batch_size=2)
+    tokens = batch["attention_mask"].bool()
+    for output in (fallback.last_hidden_state, fast):
+        assert output.dtype == torch.float32  # the fp32 padding mask is multiplied in, as with the kernel
+        torch.testing.assert_close(output, reference.last_hidden_state, rtol=1e-2, atol=1e-2)
+        assert output[~tokens].abs().max() == 0
+    assert all(layer.dtype == torch.float32 for layer in hidden[1:])  # masked at padding by the fp32 mask
+    assert fallback.final_hidden_state.dtype == torch.bfloat16
+    torch.testing.assert_close(fallback.final_hidden_state.float(), reference.final_hidden_state, rtol=1e-2,
+                               atol=1e-2)
+    for row, vectors in enumerate(encoded):
+        assert vectors.dtype == torch.bfloat16  # the MT-LSTM layers alone: autocast's dtype
+        torch.testing.assert_close(vectors.float(), reference.last_hidden_state[row, tokens[row]], rtol=1e-2,
+                                   atol=1e-2)
+    warnings = [r for r in caplog.records if "no torch.bfloat16 LSTM kernel" in r.getMessage()]
+    assert len(warnings) <= 1  # once per process (an earlier test may have warned already)
+
+
+def test_the_bf16_lstm_probe_answers_what_the_kernel_does():
+    """The capability probe agrees with a real `nn.LSTM` call under CPU bf16 autocast on this machine."""
+    lstm = torch.nn.LSTM(3, 4, bidirectional=True, batch_first=True)
+    try:
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            lstm(torch.randn(2, 5, 3))
+        runs = True
+    except RuntimeError:
+        runs = False
+    assert bf16_lstm_kernel_available() == runs
