@@ -19,6 +19,12 @@ is the cumulative cross-entropy over all of them. Inference (`model.eval()`): an
 (s_i, e_i) equals (s_{i-1}, e_{i-1}); its scores are then frozen, so a batch gives the same result as each example
 alone. The initial guess is s_0 = first context token, e_0 = last context token (the whole context).
 
+Labels. `start_positions`/`end_positions` are positions in the input sequence. A row whose start or end is not a
+context token (0, the label transformers' SQuAD preprocessing gives a window without the answer; -100; a position
+>= the sequence length; a question or padding position) means "no answer in this window": that row adds nothing to
+the loss, as transformers' QA heads ignore out-of-range positions (`CrossEntropyLoss(ignore_index=...)`). The DCN has
+no [CLS] position to point at, so such a row is left out of the loss as a whole (start and end, every iteration).
+
 Precomputed features: the encoder is frozen, so run `compute_cove_features(...)` once per dataset and pass the
 result as `cove_features=` to skip the MT-LSTM on later epochs (identical results, tested). Only the MT-LSTM
 outputs are cached; the word vectors (and char n-grams) are looked up from `input_ids` as usual.
@@ -45,9 +51,25 @@ class CoveQuestionAnsweringModelOutput(QuestionAnsweringModelOutput):
 
     Args:
         loss (`torch.FloatTensor` of shape `()`, with labels): cumulative cross-entropy over the decoder iterations,
-            `sum_i (CE(alpha_i, s*) + CE(beta_i, e*)) / 2`, averaged over the examples with labels.
+            `sum_i (CE(alpha_i, s*) + CE(beta_i, e*)) / 2`, averaged over the rows whose answer lies in the window
+            (start and end are context tokens); other rows are "no answer in this window" and ignored. 0 (with a
+            gradient graph) when no row has an answer.
         start_logits, end_logits (`torch.FloatTensor` of shape `(batch, time)`): final-iteration scores over the
             FULL input sequence; every position that is not a context token holds `torch.finfo(dtype).min`.
+        hidden_states (`tuple(torch.FloatTensor)`, with `output_hidden_states=True`): three tensors over the FULL
+            input sequence (`time` positions, zero at padding):
+            `[0]` w~ (eq. 6), the DCN's input per token, `(batch, time, input_size)` (word vectors, the MT-LSTM's
+            CoVe outputs and char n-grams per `config.dcn_input`; the MT-LSTM ran on question and context apart);
+            `[1]` the shared encoder's output (eqs. 7-8), `(batch, time, dcn_hidden_size)`: D' at context tokens,
+            Q' (before the question projection) at question tokens;
+            `[2]` U, the coattention fusion biLSTM's output, `(batch, time, 2 * dcn_hidden_size)` at context
+            tokens, zero elsewhere.
+        attentions (`tuple(torch.FloatTensor)`, with `output_attentions=True`): the coattention maps `(A^Q, A^D)`,
+            each `(batch, m + 1, n + 1)` with m / n the longest context / question in the batch. Row 0 is the
+            document sentinel, row i >= 1 the i-th context token in input order (the i-th position with
+            `token_type_ids == 1`); column 0 is the question sentinel, column j >= 1 the j-th question token.
+            A^Q is normalised over the document (each column sums to 1 over the rows), A^D over the question (each
+            row sums to 1); rows and columns of padding are zero.
         iteration_spans (`torch.LongTensor` of shape `(batch, max_iterations, 2)`): (start, end) argmax of each
             iteration as positions in the input sequence; after an example stopped its last span is repeated.
         num_iterations (`torch.LongTensor` of shape `(batch,)`): iterations each example ran.
@@ -101,6 +123,14 @@ def segment_gather(x: torch.Tensor, segment_mask: torch.Tensor):
         index = positions.unsqueeze(-1).expand(-1, -1, x.shape[-1])
         gathered = x.gather(1, index) * mask.unsqueeze(-1).to(x.dtype)
     return gathered, positions, mask
+
+
+def segment_scatter(values: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, length: int) -> torch.Tensor:
+    """Inverse of `segment_gather`: values (B, L, C) of one segment, zero past each row's `mask`, back at their
+    `positions` (B, L) in a (B, length, C) tensor that is zero at every other position."""
+    index = positions.unsqueeze(-1).expand(-1, -1, values.shape[-1])
+    values = values * mask.unsqueeze(-1).to(values.dtype)  # padding slots add zeros wherever they point
+    return values.new_zeros(values.shape[0], length, values.shape[-1]).scatter_add(1, index, values)
 
 
 def run_bilstm(lstm: nn.LSTM, inputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -222,15 +252,18 @@ class CoattentionEncoder(nn.Module):
         return context_d, attention_q, attention_d
 
     def forward(self, document_features, document_mask, question_features, question_mask):
-        """Features (B, m, input) / (B, n, input) with bool masks. Returns U (B, m, 2l), zero at padding."""
-        document = self.encode(document_features, document_mask)  # D' (B, m, l)
-        question = self.encode(question_features, question_mask)  # Q' (B, n, l)
-        document, document_mask_s = self.with_sentinel(document, document_mask, self.document_sentinel)
-        question, question_mask_s = self.with_sentinel(question, question_mask, self.question_sentinel)
+        """Features (B, m, input) / (B, n, input) with bool masks. Returns U (B, m, 2l), D' (B, m, l), Q' (B, n, l)
+        (zero at padding), A^Q and A^D (B, m+1, n+1) with sentinels at index 0 and zero rows/columns of padding."""
+        encoded_document = self.encode(document_features, document_mask)  # D' (B, m, l)
+        encoded_question = self.encode(question_features, question_mask)  # Q' (B, n, l)
+        document, document_mask_s = self.with_sentinel(encoded_document, document_mask, self.document_sentinel)
+        question, question_mask_s = self.with_sentinel(encoded_question, question_mask, self.question_sentinel)
         question = torch.tanh(self.question_projection(question))  # Q = tanh(W_Q Q' + b_Q), sentinel included
-        context_d, _, _ = self.coattention(document, document_mask_s, question, question_mask_s)
+        context_d, attention_q, attention_d = self.coattention(document, document_mask_s, question, question_mask_s)
         fusion_input = torch.cat([document, context_d], dim=-1)[:, 1:]  # [D; C^D] without the sentinel column
-        return self.dropout(run_bilstm(self.fusion_lstm, fusion_input, document_mask))  # U, (B, m, 2l)
+        fused = self.dropout(run_bilstm(self.fusion_lstm, fusion_input, document_mask))  # U, (B, m, 2l)
+        pairs = (document_mask_s.unsqueeze(2) & question_mask_s.unsqueeze(1)).to(attention_q.dtype)  # (B, m+1, n+1)
+        return fused, encoded_document, encoded_question, attention_q * pairs, attention_d * pairs
 
 
 class DynamicPointingDecoder(nn.Module):
@@ -400,22 +433,18 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
 
     def context_labels(self, positions: Optional[torch.Tensor], context_positions: torch.Tensor,
                        context_mask: torch.Tensor, name: str) -> Optional[torch.Tensor]:
-        """Map start/end positions in the input sequence to indices among the context tokens (IGNORE_INDEX kept).
-        A position that is not a context token is an error."""
+        """Map start/end positions in the input sequence (B,) to indices among the context tokens. A position that
+        is not a context token (0, -100, >= the sequence length, a question or padding position) becomes
+        IGNORE_INDEX: "no answer in this window"."""
         if positions is None:
             return None
-        positions = positions.view(-1).to(context_positions.device)
+        if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
+            raise TypeError(f"{name} must hold integer positions, got dtype {positions.dtype}")
+        positions = positions.reshape(-1).to(device=context_positions.device, dtype=torch.long)
         if positions.shape[0] != context_positions.shape[0]:
             raise ValueError(f"{name} has {positions.shape[0]} entries for a batch of {context_positions.shape[0]}")
         hits = (context_positions == positions.unsqueeze(1)) & context_mask  # (B, m)
-        ignored = positions == IGNORE_INDEX
-        bad = (~hits.any(dim=1) & ~ignored).nonzero().flatten().tolist()
-        if bad:
-            raise ValueError(
-                f"{name} of rows {bad} ({positions[bad].tolist()}) are not context tokens (token_type_ids 1); "
-                f"use {IGNORE_INDEX} for an example without an answer in the window"
-            )
-        return torch.where(ignored, torch.full_like(positions, IGNORE_INDEX), hits.long().argmax(dim=1))
+        return torch.where(hits.any(dim=1), hits.long().argmax(dim=1), torch.full_like(positions, IGNORE_INDEX))
 
     # ----- forward --------------------------------------------------------------------------------------------
 
@@ -427,15 +456,25 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         cove_features: Optional[torch.Tensor] = None,
         start_positions: Optional[torch.Tensor] = None,
         end_positions: Optional[torch.Tensor] = None,
+        output_attentions: Optional[bool] = None,
+        output_hidden_states: Optional[bool] = None,
         return_dict: Optional[bool] = None,
     ) -> CoveQuestionAnsweringModelOutput:
         """
         input_ids (B, T): question + context as one pair sequence, right-padded.
         attention_mask (B, T): 1 = token (default: all). token_type_ids (B, T): 0 = question, 1 = context (required).
         cove_features (B, T, cove_size): precomputed `compute_cove_features(...)`; skips the MT-LSTM.
-        start_positions, end_positions (B,): answer span as input positions (context tokens), or -100 to ignore.
+        start_positions, end_positions (B,): answer span as input positions. A row whose start or end is not a
+            context token (e.g. 0, -100, >= T) has no answer in this window and is ignored by the loss.
+        output_attentions: also return the coattention maps (A^Q, A^D); output_hidden_states: also return w~, the
+            encoder's D'/Q' and U (see `CoveQuestionAnsweringModelOutput`). Defaults: the config's.
+        return_dict: False returns `output.to_tuple()` (the fields that are not None, in order).
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
+        output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
         if input_ids is None:
             raise ValueError("CoveForQuestionAnswering needs input_ids (also when cove_features are given)")
         if (start_positions is None) != (end_positions is None):
@@ -444,7 +483,7 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
             attention_mask = torch.ones_like(input_ids)
         self.cove.check_inputs(input_ids, attention_mask)
         question_seg, context_seg = self.segment_masks(attention_mask, token_type_ids)
-        question_ids, _, question_mask = segment_gather(input_ids, question_seg)  # (B, n)
+        question_ids, question_positions, question_mask = segment_gather(input_ids, question_seg)  # (B, n)
         context_ids, context_positions, context_mask = segment_gather(input_ids, context_seg)  # (B, m)
 
         question_cove = context_cove = None
@@ -464,7 +503,8 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         question_features = self.word_inputs(question_ids, question_mask, question_cove)  # (B, n, C)
         context_features = self.word_inputs(context_ids, context_mask, context_cove)  # (B, m, C)
 
-        document = self.coattention_encoder(context_features, context_mask, question_features, question_mask)
+        document, encoded_document, encoded_question, attention_q, attention_d = self.coattention_encoder(
+            context_features, context_mask, question_features, question_mask)  # U (B, m, 2l)
         start_scores, end_scores, spans, active = self.decoder(document, context_mask,
                                                                early_stop=not self.training)
 
@@ -472,9 +512,12 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         start_labels = self.context_labels(start_positions, context_positions, context_mask, "start_positions")
         end_labels = self.context_labels(end_positions, context_positions, context_mask, "end_positions")
         if start_labels is not None:
+            # a row with start or end outside the context has no answer in this window: left out as a whole
+            labelled = (start_labels != IGNORE_INDEX) & (end_labels != IGNORE_INDEX)  # (B,)
+            start_labels = start_labels.masked_fill(~labelled, IGNORE_INDEX)
+            end_labels = end_labels.masked_fill(~labelled, IGNORE_INDEX)
             # cumulative cross-entropy over the iterations each example ran
             ce = nn.CrossEntropyLoss(ignore_index=IGNORE_INDEX, reduction="none")
-            labelled = (start_labels != IGNORE_INDEX) & (end_labels != IGNORE_INDEX)
             total = document.new_zeros(())
             for alpha, beta, ran in zip(start_scores, end_scores, active):
                 per_example = (ce(alpha, start_labels) + ce(beta, end_labels)) / 2
@@ -492,16 +535,26 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         iteration_spans = context_positions.gather(1, spans.flatten(1)).view_as(spans)
         num_iterations = active.long().sum(dim=0)
 
-        if not return_dict:
-            output = (start_logits, end_logits, iteration_spans, num_iterations)
-            return ((loss,) + output) if loss is not None else output
-        return CoveQuestionAnsweringModelOutput(
+        hidden_states = None
+        if output_hidden_states:  # each over the full input sequence, zero where it does not apply
+            length = input_ids.shape[1]
+            hidden_states = (
+                segment_scatter(question_features, question_positions, question_mask, length)
+                + segment_scatter(context_features, context_positions, context_mask, length),  # w~ (B, T, C)
+                segment_scatter(encoded_question, question_positions, question_mask, length)
+                + segment_scatter(encoded_document, context_positions, context_mask, length),  # Q'/D' (B, T, l)
+                segment_scatter(document, context_positions, context_mask, length),  # U (B, T, 2l)
+            )
+        output = CoveQuestionAnsweringModelOutput(
             loss=loss,
             start_logits=start_logits,
             end_logits=end_logits,
+            hidden_states=hidden_states,
+            attentions=(attention_q, attention_d) if output_attentions else None,
             iteration_spans=iteration_spans,
             num_iterations=num_iterations,
         )
+        return output if return_dict else output.to_tuple()
 
 
 __all__ = ["CoveForQuestionAnswering", "CoveQuestionAnsweringModelOutput", "HighwayMaxoutNetwork",

@@ -406,9 +406,12 @@ def test_bad_inputs_give_clear_errors():
         model(input_ids=ids, token_type_ids=torch.zeros_like(types), attention_mask=mask)
     with pytest.raises(ValueError, match="no question tokens"):
         model(input_ids=ids, token_type_ids=torch.ones_like(types), attention_mask=mask)
-    with pytest.raises(ValueError, match="not context tokens"):
-        model(input_ids=ids, token_type_ids=types, attention_mask=mask, start_positions=torch.tensor([1]),
-              end_positions=torch.tensor([4]))
+    with pytest.raises(TypeError, match="start_positions must hold integer positions"):
+        model(input_ids=ids, token_type_ids=types, attention_mask=mask, start_positions=torch.tensor([4.0]),
+              end_positions=torch.tensor([5]))
+    with pytest.raises(ValueError, match="end_positions has 2 entries for a batch of 1"):
+        model(input_ids=ids, token_type_ids=types, attention_mask=mask, start_positions=torch.tensor([4]),
+              end_positions=torch.tensor([5, 6]))
     with pytest.raises(ValueError, match="both start_positions and end_positions"):
         model(input_ids=ids, token_type_ids=types, attention_mask=mask, start_positions=torch.tensor([4]))
     with pytest.raises(ValueError, match="cove_features must have shape"):
@@ -436,3 +439,153 @@ def test_save_load_keeps_encoder_frozen_and_records_pipeline(tmp_path):
     assert_same_weights(model, loaded)
     assert_reproduces(b, a, "start_logits")
     assert (tmp_path / "pipeline_cove.py").exists() and (tmp_path / "squad_preprocessing.py").exists()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# transformers conventions: tuple output, unknown arguments, out-of-window labels, hidden states and attention maps
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def assert_same_outputs(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        if isinstance(x, tuple):
+            assert_same_outputs(x, y)
+        else:
+            assert torch.equal(x, y)
+
+
+@pytest.mark.parametrize("labels", [False, True])
+@pytest.mark.parametrize("extras", [False, True])
+def test_return_dict_false_is_exactly_to_tuple(labels, extras):
+    model = tiny_model()
+    ids, types, mask = pair_batch([(3, 5), (2, 6)])
+    kwargs = dict(input_ids=ids, token_type_ids=types, attention_mask=mask, output_hidden_states=extras,
+                  output_attentions=extras)
+    if labels:
+        kwargs.update(start_positions=torch.tensor([4, 0]), end_positions=torch.tensor([5, 0]))
+    as_dict = model(**kwargs)
+    as_tuple = model(**kwargs, return_dict=False)
+    assert isinstance(as_tuple, tuple)
+    assert len(as_tuple) == len(as_dict.to_tuple()) == 4 + labels + 2 * extras
+    assert_same_outputs(as_tuple, as_dict.to_tuple())
+
+
+def test_unknown_keyword_argument_is_a_type_error_naming_it():
+    model = tiny_model()
+    ids, types, mask = pair_batch([(3, 5)])
+    with pytest.raises(TypeError, match="not_an_argument"):
+        model(input_ids=ids, token_type_ids=types, attention_mask=mask, not_an_argument=1)
+
+
+def test_positions_outside_the_context_mean_no_answer_in_this_window():
+    """Rows whose start or end is not a context token add nothing: the loss is that of the in-window rows alone,
+    worked out by hand (scores fixed per position, so every row of the same layout has the same CE)."""
+    start_scores, end_scores = [0.0, 1.0, 2.0, 0.5], [0.0, 0.0, 1.0, 3.0]
+    ids, types, mask = pair_batch([(2, 4)] * 6)  # T = 6: question 0-1, context 2-5
+    starts = torch.tensor([3, 0, 6, 3, -100, 2])  # rows 0 and 5 in the window; 1: (0, 0); 2: >= T; 3: end in
+    ends = torch.tensor([5, 0, 6, 1, -100, 4])  # the question; 4: -100
+    log_z_start = math.log(sum(math.exp(s) for s in start_scores))
+    log_z_end = math.log(sum(math.exp(s) for s in end_scores))
+    row0 = (log_z_start - 1.0) + (log_z_end - 3.0)  # context tokens 1 and 3
+    row5 = (log_z_start - 0.0) + (log_z_end - 1.0)  # context tokens 0 and 2
+    iterations = 4
+    model = rigged_model(start_scores, end_scores, max_iterations=iterations).train()
+    out = model(input_ids=ids, token_type_ids=types, attention_mask=mask, start_positions=starts,
+                end_positions=ends)
+    assert math.isclose(float(out.loss), iterations * (row0 + row5) / 2 / 2, rel_tol=1e-6)
+    # the same batch with the out-of-window rows dropped gives the same loss
+    keep = torch.tensor([0, 5])
+    alone = model(input_ids=ids[keep], token_type_ids=types[keep], attention_mask=mask[keep],
+                  start_positions=starts[keep], end_positions=ends[keep])
+    assert math.isclose(float(out.loss), float(alone.loss), rel_tol=1e-6)
+    # with a real model: a batch without any answer gives loss 0 that still backpropagates (a Trainer step runs)
+    model = tiny_model().train()
+    out = model(input_ids=ids, token_type_ids=types, attention_mask=mask, start_positions=torch.zeros(6).long(),
+                end_positions=torch.zeros(6).long())
+    assert float(out.loss.detach()) == 0.0 and out.loss.requires_grad
+    out.loss.backward()
+
+
+def trainer_features(tokenizer, pairs, answers):
+    """Tokenized (question, context) pairs, padded to one length, with start/end positions as input positions:
+    `answers` holds the answer word per pair, or None for "no answer in this window" (labelled 0, 0 as
+    transformers' SQuAD preprocessing labels such windows)."""
+    encoded = tokenizer([q for q, _ in pairs], [c for _, c in pairs], padding="max_length", max_length=16)
+    rows = []
+    for i, answer in enumerate(answers):
+        row = {key: encoded[key][i] for key in ("input_ids", "token_type_ids", "attention_mask")}
+        if answer is None:
+            row["start_positions"] = row["end_positions"] = 0
+        else:
+            position = [p for p, (t, w) in enumerate(zip(row["token_type_ids"], row["input_ids"]))
+                        if t == 1 and w == tokenizer.convert_tokens_to_ids(answer)][0]
+            row["start_positions"] = row["end_positions"] = position
+        rows.append(row)
+    return rows
+
+
+def test_trainer_step_on_features_with_out_of_window_labels(tmp_path):
+    from transformers import Trainer, TrainingArguments
+
+    from modeling_cove.tokenization_cove import build_cove_tokenizer
+
+    words = "where is the cat dog on mat a sunny day in paris sat slept under tree ?".split()
+    tokenizer = build_cove_tokenizer(words)
+    pairs = [("where is the cat ?", "the cat sat on the mat"), ("where is the dog ?", "a sunny day in paris"),
+             ("where is the dog ?", "the dog slept under the tree"), ("where is the cat ?", "a sunny day")]
+    rows = trainer_features(tokenizer, pairs, ["mat", None, "tree", None])
+    model = tiny_model(vocab_size=len(tokenizer)).train()
+    before = {k: v.detach().clone() for k, v in model.named_parameters()}
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=4, report_to=[],
+                             use_cpu=True, save_strategy="no", logging_steps=1, learning_rate=0.1,
+                             dataloader_num_workers=0)
+    trainer = Trainer(model=model, args=args, train_dataset=rows)
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert len(losses) == 2 and all(math.isfinite(x) and x > 0 for x in losses)
+    changed = [k for k, v in model.named_parameters() if not torch.equal(v.detach(), before[k])]
+    assert any(k.startswith("decoder.") for k in changed) and not any(k.startswith("cove.") for k in changed)
+
+
+def test_hidden_states_and_coattention_maps_match_a_reference():
+    """Every returned tensor is checked against the model's parts run on each example alone (no padding) and the
+    coattention against the loop reference above."""
+    model = tiny_model(seed=5)
+    enc = model.coattention_encoder
+    pairs = [(3, 7), (2, 4)]
+    ids, types, mask = pair_batch(pairs, seed=5)
+    out = model(input_ids=ids, token_type_ids=types, attention_mask=mask, output_hidden_states=True,
+                output_attentions=True)
+    words, encoded, fused = out.hidden_states
+    attention_q, attention_d = out.attentions
+    m_max, n_max = max(c for _, c in pairs), max(q for q, _ in pairs)
+    assert words.shape == (2, 10, model.input_size) and encoded.shape == (2, 10, 6) and fused.shape == (2, 10, 12)
+    assert attention_q.shape == attention_d.shape == (2, m_max + 1, n_max + 1)
+    # w~ = [GloVe(w); CoVe(w)] per token, CoVe of each segment alone
+    cove = model.compute_cove_features(ids, mask, types)
+    expected_words = torch.cat([model.cove.embeddings(ids), cove], dim=-1) * mask.unsqueeze(-1)
+    torch.testing.assert_close(words, expected_words, rtol=1e-6, atol=1e-6)
+    with torch.no_grad():
+        for b, (q, c) in enumerate(pairs):
+            question_words, context_words = words[b:b + 1, :q], words[b:b + 1, q:q + c]
+            q_prime = enc.encode(question_words, torch.ones(1, q, dtype=torch.bool))[0]  # (n, l)
+            d_prime = enc.encode(context_words, torch.ones(1, c, dtype=torch.bool))[0]  # (m, l)
+            torch.testing.assert_close(encoded[b, :q], q_prime, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(encoded[b, q:q + c], d_prime, rtol=1e-5, atol=1e-6)
+            D = torch.cat([enc.document_sentinel.unsqueeze(0), d_prime])  # (m+1, l)
+            Q = torch.tanh(enc.question_projection(torch.cat([enc.question_sentinel.unsqueeze(0), q_prime])))
+            ref_cd, ref_aq, ref_ad = coattention_reference(D.tolist(), Q.tolist(), c + 1, q + 1)
+            torch.testing.assert_close(attention_q[b, :c + 1, :q + 1].T, torch.tensor(ref_aq), rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(attention_d[b, :c + 1, :q + 1], torch.tensor(ref_ad), rtol=1e-5, atol=1e-6)
+            assert float(attention_q[b, c + 1:].abs().sum() + attention_q[b, :, q + 1:].abs().sum()) == 0.0
+            assert float(attention_d[b, c + 1:].abs().sum() + attention_d[b, :, q + 1:].abs().sum()) == 0.0
+            # U = biLSTM([D; C^D]) without the sentinel row, at the context positions only
+            fusion_input = torch.cat([D, torch.tensor(ref_cd)], dim=-1)[1:].unsqueeze(0)
+            u = enc.fusion_lstm(fusion_input)[0][0]  # (m, 2l)
+            torch.testing.assert_close(fused[b, q:q + c], u, rtol=1e-5, atol=1e-5)
+            assert float(fused[b, :q].abs().sum() + fused[b, q + c:].abs().sum()) == 0.0
+    # the maps and hidden states are those the scores came from: asking for them changes nothing
+    plain = model(input_ids=ids, token_type_ids=types, attention_mask=mask)
+    assert torch.equal(plain.start_logits, out.start_logits) and plain.hidden_states is None
+    assert plain.attentions is None
