@@ -6,6 +6,7 @@ part of the model that reads them; every field has a default and is documented b
 
 import math
 import numbers
+import re
 
 from transformers import PreTrainedConfig
 
@@ -66,6 +67,11 @@ class CoveConfig(PreTrainedConfig):
         lowercase (`bool`, *optional*, defaults to `True`):
             Informational: whether the vocabulary was built from lower-cased text (the released MT-LSTM was).
             The tokenizer carries the behaviour; this mirrors it for model cards.
+        vocabulary_fingerprint (`str` or `None`, *optional*, defaults to `None`):
+            The vocabulary the word-vector rows are indexed by, as `"<size>:<16 hex digits>"`
+            (`tokenization_cove.vocabulary_fingerprint(tokenizer)`: the start of the sha256 of the token list in id
+            order). Set by `create_cove_checkpoint`; `tokenization_cove.check_tokenizer_matches(config, tokenizer)`
+            refuses a tokenizer with another vocabulary. `None` (checkpoints from before the field): not checked.
         output_final_states (`bool`, *optional*, defaults to `False`):
             Default of `CoveModel.forward(output_final_states=...)`: also return the MT-LSTM's final h and c. Only
             the MT decoder needs them (`CoveForMachineTranslation` sets this to `True`). Without them, padded
@@ -164,6 +170,7 @@ class CoveConfig(PreTrainedConfig):
         freeze_encoder=True,
         initializer_range=0.1,
         lowercase=True,
+        vocabulary_fingerprint=None,
         output_final_states=False,
         # MT decoder
         target_vocab_size=50000,
@@ -260,6 +267,14 @@ class CoveConfig(PreTrainedConfig):
         self.freeze_encoder = freeze_encoder
         self.initializer_range = initializer_range
         self.lowercase = lowercase
+        if vocabulary_fingerprint is not None and not (
+            isinstance(vocabulary_fingerprint, str) and re.fullmatch(r"[1-9][0-9]*:[0-9a-f]{16}", vocabulary_fingerprint)
+        ):
+            raise ValueError(
+                f"vocabulary_fingerprint must be None or '<size>:<16 lower-case hex digits>' "
+                f"(tokenization_cove.vocabulary_fingerprint), got {vocabulary_fingerprint!r}"
+            )
+        self.vocabulary_fingerprint = vocabulary_fingerprint
         self.output_final_states = output_final_states
 
         self.target_vocab_size = target_vocab_size
