@@ -82,7 +82,10 @@ def split_pair(attention_mask: torch.Tensor, token_type_ids: Optional[torch.Tens
     empty = (lengths == 0).nonzero().flatten().tolist()
     if empty:
         raise ValueError(
-            f"row(s) {empty} have no tokens (empty text): there is nothing to classify. Filter out empty texts."
+            f"an input text produced no tokens (empty or only whitespace): row(s) {empty} of this batch of "
+            f"{len(lengths)} (rows of one forward call: inside a pipeline with batch_size, of one batch, not indices "
+            "in your list of texts). There is nothing to classify: leave out empty texts, e.g. "
+            "`[t for t in texts if t.strip()]`."
         )
     if token_type_ids is None:
         return lengths, torch.zeros_like(lengths)
@@ -130,18 +133,26 @@ class CoveScalarMix(nn.Module):
         return self.gamma * sum(weight * layer for weight, layer in zip(weights, layers))
 
 
-def biattention(x: torch.Tensor, x_mask: torch.Tensor, y: torch.Tensor, y_mask: torch.Tensor):
+def biattention(x: torch.Tensor, x_mask: torch.Tensor, y: torch.Tensor, y_mask: torch.Tensor,
+                return_attention: bool = False):
     """Eqs. 9–10. x: X (B, n, d), y: Y (B, m, d); masks (B, n) / (B, m) bool.
 
     A = X Yᵀ (B, n, m); A_x = softmax(A) column-wise (over the x positions), A_y = softmax(Aᵀ) column-wise (over
     the y positions); C_x = A_xᵀ X (B, m, d) (x summarised for every y token), C_y = A_yᵀ Y (B, n, d) (y summarised
     for every x token). Padded positions get no attention weight; C rows at padded positions are zero.
+    Returns (C_x, C_y), and with `return_attention` (C_x, C_y, A_x (B, n, m), A_y (B, m, n)): every column of a
+    real token sums to 1 over the real positions of the first axis; rows and columns of padding are zero.
     """
     affinity = torch.bmm(x, y.transpose(1, 2))  # eq. 9: A = X Yᵀ, (B, n, m)
-    attention_x = masked_softmax(affinity, x_mask[:, :, None], dim=1)  # A_x, columns sum to 1 over x, (B, n, m)
-    attention_y = masked_softmax(affinity.transpose(1, 2), y_mask[:, :, None], dim=1)  # A_y, (B, m, n)
-    context_x = torch.bmm(attention_x.transpose(1, 2), x) * y_mask[:, :, None].to(x.dtype)  # eq. 10: C_x (B, m, d)
-    context_y = torch.bmm(attention_y.transpose(1, 2), y) * x_mask[:, :, None].to(x.dtype)  # eq. 10: C_y (B, n, d)
+    # eq. 9: A_x, columns sum to 1 over x, (B, n, m); A_y, columns sum to 1 over y, (B, m, n); zero at padding
+    attention_x = masked_softmax(affinity, x_mask[:, :, None], dim=1) * y_mask[:, None, :].to(affinity.dtype)
+    attention_y = masked_softmax(affinity.transpose(1, 2), y_mask[:, :, None], dim=1) * x_mask[:, None, :].to(
+        affinity.dtype
+    )
+    context_x = torch.bmm(attention_x.transpose(1, 2), x)  # eq. 10: C_x = A_xᵀ X, (B, m, d), zero at y padding
+    context_y = torch.bmm(attention_y.transpose(1, 2), y)  # eq. 10: C_y = A_yᵀ Y, (B, n, d), zero at x padding
+    if return_attention:
+        return context_x, context_y, attention_x, attention_y
     return context_x, context_y
 
 
@@ -205,6 +216,34 @@ class CoveMaxout(nn.Module):
 # ----------------------------------------------------------------------------------------------------------------
 
 
+PROBLEM_TYPES = (None, "single_label_classification", "multi_label_classification", "regression")
+# (B, Tx, Ty) maps the biattention (eqs. 9–10) holds at once in a forward: the affinity A, and for each of A_x and
+# A_y its masked scores and its softmax.
+BIATTENTION_MAPS = 5
+
+
+def biattention_bytes(batch: int, x_time: int, y_time: int, element_size: int = 4) -> int:
+    """Memory of the biattention's (batch, x_time, y_time) maps in one forward (eqs. 9–10), in bytes."""
+    return BIATTENTION_MAPS * batch * x_time * y_time * element_size
+
+
+def merge_pair(first: torch.Tensor, second: torch.Tensor, lx: torch.Tensor, attention_mask: torch.Tensor):
+    """Put per-text states back at their positions in the concatenated sequence: `first` (B, Tx, C) holds the first
+    texts left-aligned, `second` (B, Ty, C) the second texts; row b takes `first[b, :lx[b]]` at positions
+    `[0, lx[b])` and `second[b]` from position `lx[b]` on. Returns (B, T, C) laid out like `attention_mask` (B, T),
+    zero at padding."""
+    batch, time = attention_mask.shape
+    positions = torch.arange(time, device=attention_mask.device)[None, :]  # (1, T)
+    in_first = (positions < lx[:, None]).unsqueeze(-1)  # (B, T, 1)
+    width = first.shape[-1]
+    index_first = positions.clamp(max=first.shape[1] - 1).expand(batch, time)
+    index_second = (positions - lx[:, None]).clamp(min=0, max=second.shape[1] - 1)
+    from_first = first.gather(1, index_first.unsqueeze(-1).expand(-1, -1, width))
+    from_second = second.gather(1, index_second.unsqueeze(-1).expand(-1, -1, width))
+    merged = torch.where(in_first, from_first, from_second)
+    return merged * attention_mask.unsqueeze(-1).to(merged.dtype)
+
+
 def bcn_layer_indices(config: CoveConfig) -> list:
     """Indices into `CoveModel(...).hidden_states` (0 = word vectors, k = MT-LSTM layer k) of the MT-LSTM layers that
     `config.bcn_input` reads. Empty for "vectors" (the MT-LSTM is not run at all)."""
@@ -245,12 +284,12 @@ class CoveForSequenceClassification(CovePreTrainedModel):
 
     def __init__(self, config: CoveConfig):
         super().__init__(config)
-        if config.num_labels < 2:
-            raise ValueError(f"CoveForSequenceClassification needs num_labels >= 2, got {config.num_labels}")
-        if config.problem_type not in (None, "single_label_classification"):
+        if config.problem_type not in PROBLEM_TYPES:
+            raise ValueError(f"problem_type must be one of {PROBLEM_TYPES}, got {config.problem_type!r}")
+        if config.problem_type == "single_label_classification" and config.num_labels < 2:
             raise ValueError(
-                f"CoveForSequenceClassification supports problem_type='single_label_classification' only, "
-                f"got {config.problem_type!r}"
+                f"problem_type='single_label_classification' needs num_labels >= 2, got {config.num_labels} "
+                "(num_labels=1 is a regression head: problem_type='regression' or None)"
             )
         if config.bcn_input == "scalar_mix" and config.word_vector_dim != config.hidden_size:
             raise ValueError(
@@ -316,13 +355,13 @@ class CoveForSequenceClassification(CovePreTrainedModel):
     def _encoder_needs_grad(self) -> bool:
         return torch.is_grad_enabled() and any(p.requires_grad for p in self.cove.parameters())
 
-    def cove_layers(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple:
-        """`self.cove(...).hidden_states` for the layers this model reads. When that is the top layer alone and the
+    def cove_layers(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, layer_indices: list) -> tuple:
+        """`self.cove(...).hidden_states` for the layers `layer_indices`. When that is the top layer alone and the
         encoder's `last_hidden_state` is exactly that layer (no word vectors, no layer 1, no char n-grams in it), it
         is read from there: a top-layer-only request, which on a GPU runs the MT-LSTM as one cuDNN call
         (`CoveEncoder.run_single_call`) instead of per layer and direction. Same values either way (tested)."""
         top = self.config.num_hidden_layers
-        if self.layer_indices == [top] and self.cove.output_is_top_layer():
+        if list(layer_indices) == [top] and self.cove.output_is_top_layer():
             output = self.cove(input_ids, attention_mask, output_final_states=False)
             return (None,) * top + (output.last_hidden_state,)
         return self.cove(input_ids, attention_mask, output_hidden_states=True, output_final_states=False).hidden_states
@@ -332,22 +371,25 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         input_ids: torch.Tensor,
         attention_mask: Optional[torch.Tensor] = None,
         token_type_ids: Optional[torch.Tensor] = None,
+        layer_indices: Optional[Sequence[int]] = None,
     ) -> tuple:
         """The MT-LSTM outputs this model reads, laid out like `input_ids`: a tuple like `CoveModel.hidden_states`
         `(None, layer 1 (B, T, 2h) or None, ..., layer L (B, T, 2h) or None)` with only the layers
-        `config.bcn_input` needs filled in (the word vectors, entry 0, are a cheap lookup and left to `forward`).
+        `config.bcn_input` needs filled in (the word vectors, entry 0, are a cheap lookup and left to `forward`);
+        `layer_indices` (1..L) asks for other layers instead (`forward(output_hidden_states=True)` asks for all).
         For a pair, each text is encoded on its own (as in the paper) and its states are put back at its positions.
         Zero at padding. Pass the result as `forward(..., cove_hidden_states=...)`, e.g. after caching it.
         """
+        layer_indices = self.layer_indices if layer_indices is None else list(layer_indices)
         attention_mask = self.cove.check_inputs(input_ids, attention_mask)
         lx, ly = split_pair(attention_mask, token_type_ids)
         states = [None] * (self.config.num_hidden_layers + 1)
-        if not self.layer_indices:
+        if not layer_indices:
             return tuple(states)
         with torch.set_grad_enabled(self._encoder_needs_grad()):
             if not bool((ly > 0).any()):  # single texts: one encoder pass
-                hidden = self.cove_layers(input_ids, attention_mask)
-                for k in self.layer_indices:
+                hidden = self.cove_layers(input_ids, attention_mask, layer_indices)
+                for k in layer_indices:
                     states[k] = hidden[k]
                 return tuple(states)
             # pairs: encode the first and the second text separately (rows without a second text give zeros)
@@ -356,25 +398,18 @@ class CoveForSequenceClassification(CovePreTrainedModel):
             for start, length in ((starts, lx), (lx, ly)):
                 ids = take_segment(input_ids, start, length)
                 mask = (torch.arange(ids.shape[1], device=ids.device)[None, :] < length[:, None]).long()
-                parts.append(self.cove_layers(ids, mask))
-            time = input_ids.shape[1]
-            positions = torch.arange(time, device=input_ids.device)[None, :]  # (1, T)
-            in_first = (positions < lx[:, None]).unsqueeze(-1)  # (B, T, 1)
-            for k in self.layer_indices:
-                first, second = parts[0][k], parts[1][k]
-                index_first = positions.clamp(max=first.shape[1] - 1).expand(len(lx), time)
-                index_second = (positions - lx[:, None]).clamp(min=0, max=second.shape[1] - 1)
-                width = first.shape[-1]
-                from_first = first.gather(1, index_first.unsqueeze(-1).expand(-1, -1, width))
-                from_second = second.gather(1, index_second.unsqueeze(-1).expand(-1, -1, width))
-                merged = torch.where(in_first, from_first, from_second)
-                states[k] = merged * attention_mask.unsqueeze(-1).to(merged.dtype)
+                parts.append(self.cove_layers(ids, mask, layer_indices))
+            for k in layer_indices:
+                states[k] = merge_pair(parts[0][k], parts[1][k], lx, attention_mask)
             return tuple(states)
 
-    def bcn_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, cove_hidden_states: tuple):
-        """Eq. 6 (or the `bcn_input` variant): the per-token BCN input w~, (B, T, D_in), zero at padding."""
+    def bcn_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, cove_hidden_states: tuple,
+                   vectors: Optional[torch.Tensor] = None):
+        """Eq. 6 (or the `bcn_input` variant): the per-token BCN input w~, (B, T, D_in), zero at padding. `vectors`:
+        the word vectors GloVe(w) (B, T, 300), zero at padding, when already looked up."""
         mask = attention_mask.unsqueeze(-1).to(self.cove.embeddings.weight.dtype)  # (B, T, 1)
-        vectors = self.cove.embeddings(input_ids) * mask  # GloVe(w), (B, T, 300)
+        if vectors is None:
+            vectors = self.cove.embeddings(input_ids) * mask  # GloVe(w), (B, T, 300)
         layers = [cove_hidden_states[k] for k in self.layer_indices]
         if self.config.bcn_input == "vectors":
             parts = [vectors]
@@ -408,6 +443,91 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         return tuple(cove_hidden_states)
 
     # ------------------------------------------------------------------------------------------------------------
+    # up-front checks
+    # ------------------------------------------------------------------------------------------------------------
+
+    def check_pair_input(self, ly: torch.Tensor):
+        """A pair model (`config.bcn_pair_input`) refuses rows without a second text instead of reading them as a
+        single sentence."""
+        if not self.config.bcn_pair_input:
+            return
+        missing = (ly == 0).nonzero().flatten().tolist()
+        if missing:
+            raise ValueError(
+                f"this model classifies sentence pairs (config.bcn_pair_input=True), but row(s) {missing} of this "
+                f"batch of {len(ly)} have no second text (text_pair missing, None or empty): pass both texts, "
+                "e.g. classifier({'text': premise, 'text_pair': hypothesis}) or tokenizer(premise, hypothesis), "
+                "each with at least one token"
+            )
+
+    def check_length(self, lx: torch.Tensor, ly: torch.Tensor):
+        """Texts (each side of a pair) longer than `config.bcn_max_length` tokens are a ValueError stating the
+        biattention's memory and the fix, checked before anything runs."""
+        limit = self.config.bcn_max_length
+        if limit is None:
+            return
+        y_len = torch.where(ly > 0, ly, lx)  # a single text is its own y
+        longest = int(torch.maximum(lx, y_len).max())
+        if longest <= limit:
+            return
+        batch, x_time, y_time = len(lx), int(lx.max()), int(y_len.max())
+        size = biattention_bytes(batch, x_time, y_time, self.feedforward.weight.element_size()) / 2**30
+        raise ValueError(
+            f"an input text has {longest} tokens, more than config.bcn_max_length={limit}: the BCN's biattention "
+            f"(eqs. 9–10) compares every token of one text with every token of the other, so this batch would take "
+            f"about {size:.2f} GiB for its {batch} x {x_time} x {y_time} attention maps (growing with the square of "
+            f"the length). Truncate the texts: pipeline(..., truncation=True) or tokenizer(..., truncation=True) cut "
+            f"them at the tokenizer's model_max_length (or pass max_length=<= {limit}); or raise "
+            f"config.bcn_max_length (None: no limit) if that memory is available."
+        )
+
+    def check_labels(self, labels: torch.Tensor, batch: int) -> str:
+        """Checks `labels` against the problem type and returns it: `config.problem_type`, or when that is None
+        inferred as transformers' sequence-classification heads do (num_labels == 1: "regression"; integer labels:
+        "single_label_classification"; else "multi_label_classification") and then stored in the config."""
+        problem_type = self.config.problem_type
+        if problem_type is None:
+            if self.num_labels == 1:
+                problem_type = "regression"
+            elif not labels.is_floating_point() and labels.dtype != torch.bool:
+                problem_type = "single_label_classification"
+            else:
+                problem_type = "multi_label_classification"
+        if problem_type == "single_label_classification":
+            if labels.dim() != 1 or labels.shape[0] != batch:
+                raise ValueError(
+                    f"labels must have shape ({batch},) for single_label_classification, got {tuple(labels.shape)} "
+                    "(multi-hot labels: float, shape (batch, num_labels), problem_type='multi_label_classification')"
+                )
+            if labels.is_floating_point() or labels.dtype == torch.bool:
+                raise TypeError(f"labels must be integer class ids, got dtype {labels.dtype}")
+            if bool(((labels < 0) | (labels >= self.num_labels)).any()):
+                raise ValueError(
+                    f"labels must be class ids in [0, {self.num_labels}), got min {int(labels.min())}, "
+                    f"max {int(labels.max())} (config.id2label: {self.config.id2label})"
+                )
+        else:
+            shapes = [(batch, self.num_labels)] + ([(batch,)] if problem_type == "regression" and self.num_labels == 1
+                                                    else [])
+            if tuple(labels.shape) not in shapes:
+                raise ValueError(
+                    f"labels must have shape {' or '.join(map(str, shapes))} for {problem_type}, got "
+                    f"{tuple(labels.shape)}"
+                )
+            if labels.dtype == torch.bool and problem_type == "regression":
+                raise TypeError("regression labels must be numbers (float), got dtype torch.bool")
+            values = labels.float()
+            if not bool(torch.isfinite(values).all()):
+                raise ValueError(f"labels must be finite for {problem_type}")
+            if problem_type == "multi_label_classification" and bool(((values < 0) | (values > 1)).any()):
+                raise ValueError(
+                    "multi_label_classification labels must be multi-hot (or probabilities) in [0, 1], got min "
+                    f"{float(values.min())}, max {float(values.max())}"
+                )
+        self.config.problem_type = problem_type
+        return problem_type
+
+    # ------------------------------------------------------------------------------------------------------------
     # forward
     # ------------------------------------------------------------------------------------------------------------
 
@@ -418,6 +538,8 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         token_type_ids: Optional[torch.Tensor] = None,
         labels: Optional[torch.Tensor] = None,
         cove_hidden_states: Optional[tuple] = None,
+        output_attentions: Optional[bool] = None,
+        output_hidden_states: Optional[bool] = None,
         return_dict: Optional[bool] = None,
     ) -> SequenceClassifierOutput:
         r"""
@@ -426,38 +548,69 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         attention_mask (`torch.LongTensor` of shape `(batch, time)`, *optional*): 1 = token, 0 = padding.
         token_type_ids (`torch.LongTensor` of shape `(batch, time)`, *optional*): 0 = first text, 1 = second text.
             A row without type-1 tokens is a single text and is duplicated (x = y, as in the paper) — so a pair with
-            an EMPTY second text is classified as its first text alone.
-        labels (`torch.LongTensor` of shape `(batch,)`, *optional*): class ids in `[0, num_labels)`; gives the mean
-            cross-entropy `loss`.
+            an EMPTY second text is classified as its first text alone, unless `config.bcn_pair_input` is True: a
+            pair model refuses such rows with a `ValueError`.
+        labels (`torch.Tensor`, *optional*): gives `loss`, per `config.problem_type` (when None, inferred as
+            transformers' heads do and stored: `num_labels == 1` -> "regression", integer labels ->
+            "single_label_classification", else "multi_label_classification"):
+            - "single_label_classification": class ids `(batch,)` in `[0, num_labels)`, mean cross-entropy;
+            - "regression": numbers `(batch,)` or `(batch, 1)` (`num_labels == 1`) or `(batch, num_labels)`,
+              mean squared error;
+            - "multi_label_classification": multi-hot (or probabilities) `(batch, num_labels)` in [0, 1],
+              `BCEWithLogitsLoss` (mean over batch and labels).
         cove_hidden_states (`tuple`, *optional*): precomputed encoder states from `compute_cove_hidden_states`
             (or `CoveModel(..., output_hidden_states=True).hidden_states` for single texts), laid out like
             `input_ids`; skips the MT-LSTM. Gives the same logits as computing them here.
+        output_attentions (`bool`, *optional*): return `attentions = (A_x, A_y)`, the biattention maps of eqs. 9–10:
+            A_x `(batch, Tx, Ty)` = column-wise softmax of A = X Yᵀ over the first text's tokens, A_y `(batch, Ty,
+            Tx)` = column-wise softmax of Aᵀ over the second text's tokens. Tx is the longest first text of the
+            batch, Ty the longest second text (for a single text y = x, Ty = Tx); positions are each text's own,
+            from 0. Every column of a real token sums to 1 over the real tokens; padding rows and columns are 0.
+            One map per direction (no heads, no layers).
+        output_hidden_states (`bool`, *optional*): return `hidden_states`, each `(batch, time, ·)` laid out like
+            `input_ids` and zero at padding: `(word vectors (300), MT-LSTM layer 1 (2h), ..., layer L (2h), BCN
+            encoder biLSTM X / Y (eqs. 7–8, 2H), BCN integrator X|y / Y|x (eqs. 11–12, 2H))` — CoVe's per-text
+            states (each text of a pair encoded on its own), then the BCN's: X and X|y at the first text's
+            positions, Y and Y|x at the second text's. For a single text (y = x) the BCN entries hold X and X|y (Y
+            equals X; Y|x, the same text through the other integrator, is not returned). Every MT-LSTM layer is
+            returned, also those `config.bcn_input` does not read (then run for this output only).
+        return_dict (`bool`, *optional*): False returns `SequenceClassifierOutput.to_tuple()`: (loss, logits,
+            hidden_states, attentions), leaving out those that are None.
 
-        Empty texts (rows without tokens) and pairs with an empty first text raise a `ValueError`. A text of only
-        out-of-vocabulary words is classified from zero word vectors (the paper's OOV rule). There is no length limit
-        (LSTMs): texts longer than the tokenizer's `model_max_length` are read in full unless the caller truncates.
+        Up-front checks (`ValueError`, nothing runs before them): a text with no tokens (empty or only whitespace;
+        the message names the row of this call's batch: inside a pipeline with `batch_size`, a row of its batch, not
+        the caller's index), a pair with an empty first text, on a pair model a missing second text, and a text (a
+        pair's side) longer than `config.bcn_max_length` tokens (default 4096: the biattention is quadratic in the
+        length; the message states its memory and to truncate, e.g. `pipeline(..., truncation=True)`, which cuts at
+        the tokenizer's `model_max_length`). A text of only out-of-vocabulary words is classified from zero word
+        vectors (the paper's OOV rule). Unknown keyword arguments are a `TypeError`.
         """
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        config = self.config
+        return_dict = return_dict if return_dict is not None else config.return_dict
+        output_attentions = output_attentions if output_attentions is not None else config.output_attentions
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else config.output_hidden_states
+        )
         if input_ids is None:
             raise ValueError("CoveForSequenceClassification needs input_ids (also when cove_hidden_states are given)")
         attention_mask = self.cove.check_inputs(input_ids, attention_mask)
         lx, ly = split_pair(attention_mask, token_type_ids)
-        if labels is not None:
-            if labels.dim() != 1 or labels.shape[0] != input_ids.shape[0]:
-                raise ValueError(f"labels must have shape ({input_ids.shape[0]},), got {tuple(labels.shape)}")
-            if labels.is_floating_point():
-                raise TypeError(f"labels must be integer class ids, got dtype {labels.dtype}")
-            if bool(((labels < 0) | (labels >= self.num_labels)).any()):
-                raise ValueError(
-                    f"labels must be class ids in [0, {self.num_labels}), got min {int(labels.min())}, "
-                    f"max {int(labels.max())} (config.id2label: {self.config.id2label})"
-                )
+        self.check_pair_input(ly)
+        self.check_length(lx, ly)
+        problem_type = self.check_labels(labels, input_ids.shape[0]) if labels is not None else None
 
-        if cove_hidden_states is None:
-            cove_hidden_states = self.compute_cove_hidden_states(input_ids, attention_mask, token_type_ids)
-        else:
+        # the MT-LSTM layers to run: those the BCN reads, or every layer when the hidden states are returned
+        layer_indices = list(range(1, config.num_hidden_layers + 1)) if output_hidden_states else self.layer_indices
+        if cove_hidden_states is not None:
             cove_hidden_states = self.check_cove_hidden_states(cove_hidden_states, input_ids)
-        inputs = self.bcn_inputs(input_ids, attention_mask, cove_hidden_states)  # eq. 6: w~, (B, T, D_in)
+            if any(cove_hidden_states[k] is None for k in layer_indices):  # asked for layers the cache lacks
+                cove_hidden_states = None
+        if cove_hidden_states is None:
+            cove_hidden_states = self.compute_cove_hidden_states(input_ids, attention_mask, token_type_ids,
+                                                                 layer_indices)
+        mask = attention_mask.unsqueeze(-1).to(self.cove.embeddings.weight.dtype)  # (B, T, 1)
+        vectors = self.cove.embeddings(input_ids) * mask  # GloVe(w), (B, T, 300)
+        inputs = self.bcn_inputs(input_ids, attention_mask, cove_hidden_states, vectors)  # eq. 6: w~, (B, T, D_in)
 
         # eqs. 7–8: f = ReLU feed-forward, then the BCN encoder biLSTM; x = first text, y = second text (or x again)
         features = torch.relu(self.feedforward(self.input_dropout(inputs)))  # f(w~), (B, T, F)
@@ -475,8 +628,10 @@ class CoveForSequenceClassification(CovePreTrainedModel):
             y_mask = torch.arange(y_states.shape[1], device=y_states.device)[None, :] < y_len[:, None]
         y_len = y_mask.sum(dim=1)
 
-        # eqs. 9–10: biattention
-        context_x, context_y = biattention(x_states, x_mask, y_states, y_mask)  # C_x (B, Ty, 2H), C_y (B, Tx, 2H)
+        # eqs. 9–10: biattention; C_x (B, Ty, 2H), C_y (B, Tx, 2H), A_x (B, Tx, Ty), A_y (B, Ty, Tx)
+        context_x, context_y, attention_x, attention_y = biattention(
+            x_states, x_mask, y_states, y_mask, return_attention=True
+        )
 
         # eqs. 11–12: integrate, two separate one-layer biLSTMs over [X; X - C_y; X * C_y] and [Y; Y - C_x; Y * C_x]
         x_given_y = run_bilstm(
@@ -495,11 +650,29 @@ class CoveForSequenceClassification(CovePreTrainedModel):
             logits = layer(logits)
 
         loss = None
-        if labels is not None:
+        if problem_type == "single_label_classification":
             loss = nn.functional.cross_entropy(logits, labels.long())
-        if not return_dict:
-            return (loss, logits) if loss is not None else (logits,)
-        return SequenceClassifierOutput(loss=loss, logits=logits)
+        elif problem_type == "regression":
+            loss = nn.functional.mse_loss(logits.reshape(labels.shape), labels.to(logits.dtype))
+        elif problem_type == "multi_label_classification":
+            loss = nn.functional.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+
+        hidden_states = None
+        if output_hidden_states:
+            # the second text's states go from position lx on; a single text (ly = 0) has none there
+            hidden_states = (
+                vectors,
+                *cove_hidden_states[1:],
+                merge_pair(x_states, y_states, lx, attention_mask),  # X / Y, (B, T, 2H)
+                merge_pair(x_given_y, y_given_x, lx, attention_mask),  # X|y / Y|x, (B, T, 2H)
+            )
+        output = SequenceClassifierOutput(
+            loss=loss,
+            logits=logits,
+            hidden_states=hidden_states,
+            attentions=(attention_x, attention_y) if output_attentions else None,
+        )
+        return output if return_dict else output.to_tuple()
 
 
 __all__ = ["CoveForSequenceClassification"]
