@@ -602,6 +602,13 @@ class CovePreTrainedModel(PreTrainedModel):
         """The CoveModel inside this model (itself for the base model, `self.cove` for a head)."""
         return self if isinstance(self, CoveModel) else getattr(self, self.base_model_prefix)
 
+    def post_init(self):
+        """`PreTrainedModel.post_init`; in a head, also marks its `CoveModel` as serving a head (`inside_head`): the
+        head's `output_attentions` asks for the head's own attention maps, which the encoder then does not refuse."""
+        super().post_init()
+        if not isinstance(self, CoveModel) and isinstance(getattr(self, self.base_model_prefix, None), CoveModel):
+            self.cove_encoder_model().inside_head = True
+
     def freeze_frozen_parts(self):
         """Apply `config.freeze_embeddings` / `config.freeze_encoder` (`requires_grad=False`)."""
         cove = self.cove_encoder_model()
@@ -705,6 +712,8 @@ class CoveModel(CovePreTrainedModel):
             else None
         )
         self.encoder = CoveEncoder(config)
+        # True when a head holds this model (`self.cove`): `output_attentions` then asks for the head's maps
+        self.inside_head = False
         self.post_init()
         self.freeze_frozen_parts()
 
@@ -726,19 +735,53 @@ class CoveModel(CovePreTrainedModel):
                 f"input_ids is empty (shape {tuple(input_ids.shape)}): the input text produced no tokens"
             )
         self.check_token_ids(input_ids)
-        if attention_mask is None:
-            return torch.ones_like(input_ids, dtype=torch.long)
-        if attention_mask.shape != input_ids.shape:
+        return self.check_attention_mask(attention_mask, input_ids, "input_ids")
+
+    def check_inputs_embeds(self, inputs_embeds: torch.Tensor, attention_mask: Optional[torch.Tensor]) -> torch.Tensor:
+        """Up-front checks of word-vector rows passed instead of ids; returns the (B, T) attention mask."""
+        config = self.config
+        if not isinstance(inputs_embeds, torch.Tensor):
+            raise TypeError(f"inputs_embeds must be a tensor, got {type(inputs_embeds).__name__}")
+        if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != config.word_vector_dim:
+            raise ValueError(f"inputs_embeds must have shape (batch, time, word_vector_dim={config.word_vector_dim}), "
+                             f"got {tuple(inputs_embeds.shape)}")
+        if not inputs_embeds.is_floating_point():
+            raise TypeError(f"inputs_embeds must be floating-point word vectors, got dtype {inputs_embeds.dtype}")
+        if inputs_embeds.shape[0] == 0 or inputs_embeds.shape[1] == 0:
+            raise ValueError(f"inputs_embeds is empty (shape {tuple(inputs_embeds.shape)}): no tokens")
+        if inputs_embeds.device != self.embeddings.weight.device:
+            raise ValueError(f"inputs_embeds is on {inputs_embeds.device}, the model on "
+                             f"{self.embeddings.weight.device}: move one of them")
+        if self.char_ngram_embeddings is not None:
             raise ValueError(
-                f"attention_mask shape {tuple(attention_mask.shape)} != input_ids shape {tuple(input_ids.shape)}"
+                f"inputs_embeds cannot be used with char n-gram embeddings (config.char_ngram_dim="
+                f"{config.char_ngram_dim}): they are looked up by token id, so pass input_ids instead"
+            )
+        return self.check_attention_mask(attention_mask, inputs_embeds[..., 0], "inputs_embeds")
+
+    @staticmethod
+    def check_attention_mask(attention_mask: Optional[torch.Tensor], like: torch.Tensor, name: str) -> torch.Tensor:
+        """The `(B, T)` mask for inputs whose first two dimensions are `like`'s (all ones when None)."""
+        if attention_mask is None:
+            return torch.ones(like.shape, dtype=torch.long, device=like.device)
+        if attention_mask.shape != like.shape:
+            raise ValueError(
+                f"attention_mask shape {tuple(attention_mask.shape)} != {name} shape {tuple(like.shape)} "
+                "(batch, time)"
             )
         return attention_mask
 
     def check_token_ids(self, ids: torch.Tensor):
-        """Every id in `ids` must index the vocabulary (a clear error instead of one deep in the embedding)."""
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.config.vocab_size):
+        """Every id in `ids` must index the vocabulary (a clear error instead of one deep in the embedding). While
+        `torch.export` traces the model, the check is a runtime assertion in the graph (no Python branch on values)."""
+        vocab_size = self.config.vocab_size
+        if torch.compiler.is_exporting():
+            torch._assert_async(((ids >= 0) & (ids < vocab_size)).all(),
+                                f"input_ids contain ids outside [0, {vocab_size}): tokenizer and checkpoint do not match")
+            return
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
             raise ValueError(
-                f"input_ids contain ids outside [0, {self.config.vocab_size}) (min {int(ids.min())}, "
+                f"input_ids contain ids outside [0, {vocab_size}) (min {int(ids.min())}, "
                 f"max {int(ids.max())}): tokenizer and checkpoint do not match"
             )
 
@@ -750,28 +793,47 @@ class CoveModel(CovePreTrainedModel):
         output_hidden_states: Optional[bool] = None,
         return_dict: Optional[bool] = None,
         output_final_states: Optional[bool] = None,
-        **kwargs,
+        inputs_embeds: Optional[torch.Tensor] = None,
+        output_attentions: Optional[bool] = None,
     ) -> CoveModelOutput:
         """
         input_ids: (B, T) token ids, right-padded. attention_mask: (B, T), 1 = token (default: all tokens).
+        inputs_embeds: (B, T, config.word_vector_dim) word vectors instead of `input_ids` (e.g. your own GloVe rows),
+        zeroed at padding and cast to the model's dtype; the same as `input_ids` whose rows
+        `model.get_input_embeddings()(input_ids)` are these. Exactly one of the two is required (else a ValueError);
+        models with char n-gram embeddings (`config.char_ngram_dim > 0`, looked up by id) need `input_ids`.
         token_type_ids: accepted (tokenizers return them) and ignored by the encoder.
         output_final_states: False skips the final h/c (None in the output) and lets padded batches run unpacked
         where `CoveEncoder.unpacked_by_default` finds that faster than packing (same outputs).
         Default: config.output_final_states.
+        output_attentions: the MT-LSTM has no attention maps, so True is a ValueError here. Inside a head (its
+        `self.cove`) the flag asks for the head's own maps (BCN biattention, DCN coattention, MT decoder), and the
+        encoder ignores it.
+        return_dict=False: the output's `to_tuple()` (the fields that are not None, in order, `attention_mask` last).
+        Any other keyword argument is a TypeError naming it.
         A row with no tokens (all-zero mask) gives zero outputs (a defined result, not an error).
         """
-        if input_ids is None:
-            raise ValueError("CoveModel needs input_ids")
+        if output_attentions and not self.inside_head:
+            raise ValueError(
+                "output_attentions=True: CoveModel has no attention maps (the CoVe encoder is an LSTM). The heads "
+                "return their own (BCN biattention, DCN coattention, MT decoder attention)."
+            )
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("CoveModel needs exactly one of input_ids and inputs_embeds, got "
+                             + ("both" if input_ids is not None else "neither"))
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         if output_final_states is None:
             output_final_states = self.config.output_final_states
-        attention_mask = self.check_inputs(input_ids, attention_mask)
+        if inputs_embeds is not None:
+            attention_mask = self.check_inputs_embeds(inputs_embeds, attention_mask)
+        else:
+            attention_mask = self.check_inputs(input_ids, attention_mask)
         lengths = lengths_from_mask(attention_mask).cpu()  # (B,) on the host: packing and the checks below read it
         return self.forward_checked(input_ids, attention_mask, lengths, output_hidden_states, output_final_states,
-                                    return_dict)
+                                    return_dict, inputs_embeds=inputs_embeds)
 
     def reads_top_layer_only(self, output_hidden_states: bool) -> bool:
         """Whether a forward reads the MT-LSTM's top layer alone: no hidden states, no layer 1 in the output."""
@@ -794,20 +856,25 @@ class CoveModel(CovePreTrainedModel):
             dtype = torch.promote_types(dtype, vectors.dtype)
         return dtype
 
-    def forward_checked(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor], lengths: torch.Tensor,
-                        output_hidden_states: bool, output_final_states: bool, return_dict: bool,
-                        unpacked: Optional[bool] = None, zero_padding: bool = True):
+    def forward_checked(self, input_ids: Optional[torch.Tensor], attention_mask: Optional[torch.Tensor],
+                        lengths: torch.Tensor, output_hidden_states: bool, output_final_states: bool, return_dict: bool,
+                        unpacked: Optional[bool] = None, zero_padding: bool = True,
+                        inputs_embeds: Optional[torch.Tensor] = None):
         """`forward` after its checks: `input_ids` (B, T) valid ids, `attention_mask` (B, T) right-padded (None = no
         padding), `lengths` (B,) its row sums *on the host*. Reads nothing back from the device on the way, so on a
         GPU the host can queue the next batch while this one runs (`encode`). `unpacked`: see `CoveEncoder.forward`.
         `zero_padding=False` skips zeroing the outputs at padding (they hold garbage there) for a caller that cuts
-        each row to its length (`encode`); no path lets padding reach a real token, so that changes nothing else."""
+        each row to its length (`encode`); no path lets padding reach a real token, so that changes nothing else.
+        `inputs_embeds` (B, T, word_vector_dim), checked, replaces the lookup of `input_ids` (then None)."""
+        shape = (input_ids if inputs_embeds is None else inputs_embeds[..., 0]).shape  # (B, T)
         if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        mask_outputs = zero_padding and bool((lengths < input_ids.shape[1]).any())  # without padding: a mask of ones
+            attention_mask = torch.ones(shape, dtype=torch.long, device=self.embeddings.weight.device)
+        mask_outputs = zero_padding and bool((lengths < shape[1]).any())  # without padding: a mask of ones
         mask = attention_mask.unsqueeze(-1).to(self.embeddings.weight.dtype) if mask_outputs else None  # (B, T, 1)
 
-        if unpacked and not output_hidden_states:
+        if inputs_embeds is not None:
+            vectors = inputs_embeds.to(self.embeddings.weight.dtype)  # the caller's GloVe(w), (B, T, 300)
+        elif unpacked and not output_hidden_states:
             # `encode`'s batches: looked up time-major, the layout the LSTM kernels read, so the encoder's transpose
             # to it copies nothing (the vectors are not returned, so their layout is not seen)
             vectors = self.embeddings(input_ids.t()).transpose(0, 1)  # GloVe(w), (B, T, 300), time-major in memory
@@ -822,7 +889,7 @@ class CoveModel(CovePreTrainedModel):
         output = None  # None: the output is the top layer alone
         if not self.output_is_top_layer():
             dtype = self.output_dtype(vectors, mask_outputs)
-            output = vectors.new_empty(*input_ids.shape, config.output_size, dtype=dtype)
+            output = vectors.new_empty(*shape, config.output_size, dtype=dtype)
         vectors_end = config.word_vector_dim if config.include_word_vectors else 0
         top_start = vectors_end + (config.encoder_output_size if config.cove_output == "both" else 0)
         top_end = top_start + config.encoder_output_size
@@ -855,15 +922,14 @@ class CoveModel(CovePreTrainedModel):
             last_hidden_state = output
 
         hidden_states = (vectors, *layers) if output_hidden_states else None
-        if not return_dict:
-            return tuple(v for v in (last_hidden_state, hidden_states, final_h, final_c) if v is not None)
-        return CoveModelOutput(
+        output = CoveModelOutput(
             last_hidden_state=last_hidden_state,
             hidden_states=hidden_states,
             final_hidden_state=final_h,
             final_cell_state=final_c,
             attention_mask=attention_mask,
         )
+        return output if return_dict else output.to_tuple()
 
     @torch.inference_mode()
     def encode(

@@ -1110,3 +1110,99 @@ def test_the_bf16_lstm_probe_answers_what_the_kernel_does():
     except RuntimeError:
         runs = False
     assert bf16_lstm_kernel_available() == runs
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# transformers conventions (issue 31)
+
+
+@pytest.mark.parametrize("final_states", [False, True])
+def test_inputs_embeds_equal_the_input_ids_path(tiny_checkpoint, final_states):
+    """Word-vector rows passed as `inputs_embeds` (padded batch, rows given non-zero at padding) give exactly what
+    their ids give: every output field, hidden states included; the rows are zeroed at padding like looked-up ones."""
+    _, model, tokenizer = tiny_checkpoint
+    batch = tokenizer(["the cat sat on the mat .", "a dog", "cat"], padding=True, return_tensors="pt")
+    rows = model.get_input_embeddings()(batch["input_ids"]).detach()
+    rows = torch.where(batch["attention_mask"].bool().unsqueeze(-1), rows, torch.full_like(rows, 7.0))
+    with torch.no_grad():
+        by_ids = model(**batch, output_hidden_states=True, output_final_states=final_states)
+        by_rows = model(inputs_embeds=rows, attention_mask=batch["attention_mask"], output_hidden_states=True,
+                        output_final_states=final_states)
+        fast = model(inputs_embeds=rows, attention_mask=batch["attention_mask"], output_final_states=final_states)
+    assert by_ids.keys() == by_rows.keys()
+    for name in by_ids.keys():
+        expected, got = by_ids[name], by_rows[name]
+        for e, g in zip(*((expected, got) if isinstance(expected, tuple) else ((expected,), (got,)))):
+            assert torch.equal(e, g), name
+    assert torch.equal(fast.last_hidden_state, by_ids.last_hidden_state)
+    # word vectors in the output (include_word_vectors): the given rows, zero at padding
+    assert torch.equal(by_rows.last_hidden_state[..., :8], rows * batch["attention_mask"].unsqueeze(-1))
+
+
+def test_inputs_embeds_bad_uses_give_clear_errors(tiny_checkpoint):
+    _, model, tokenizer = tiny_checkpoint
+    batch = tokenizer(["the cat sat ."], return_tensors="pt")
+    rows = model.get_input_embeddings()(batch["input_ids"]).detach()
+    with pytest.raises(ValueError, match="exactly one of input_ids and inputs_embeds, got both"):
+        model(input_ids=batch["input_ids"], inputs_embeds=rows)
+    with pytest.raises(ValueError, match="exactly one of input_ids and inputs_embeds, got neither"):
+        model(attention_mask=batch["attention_mask"])
+    with pytest.raises(ValueError, match="word_vector_dim=8"):
+        model(inputs_embeds=rows[..., :5])
+    with pytest.raises(ValueError, match="word_vector_dim=8"):
+        model(inputs_embeds=rows[0])
+    with pytest.raises(TypeError, match="floating-point"):
+        model(inputs_embeds=rows.long())
+    with pytest.raises(ValueError, match="inputs_embeds is empty"):
+        model(inputs_embeds=rows[:, :0])
+    with pytest.raises(ValueError, match="attention_mask shape \\(1, 3\\) != inputs_embeds shape \\(1, 4\\)"):
+        model(inputs_embeds=rows, attention_mask=batch["attention_mask"][:, :3])
+    # char n-gram vectors are looked up by id: rows alone cannot give them
+    torch.manual_seed(0)
+    ngram_model, _ = create_cove_checkpoint(WORDS, torch.randn(len(SPECIAL_TOKENS) + len(WORDS), 8), hidden_size=4,
+                                            char_ngram_dim=3)
+    with pytest.raises(ValueError, match="char_ngram_dim=3.*pass input_ids"):
+        ngram_model(inputs_embeds=rows)
+    # float64 rows are cast to the model's dtype: the same as fp32 rows
+    with torch.no_grad():
+        assert torch.equal(model(inputs_embeds=rows.double()).last_hidden_state,
+                           model(inputs_embeds=rows).last_hidden_state)
+
+
+@pytest.mark.parametrize("hidden_and_final", [False, True])
+def test_return_dict_false_is_to_tuple(tiny_checkpoint, hidden_and_final):
+    """`return_dict=False` gives exactly `ModelOutput.to_tuple()`: the same fields in the same positions, the
+    `attention_mask` field (which the MT head and the feature-extraction pipeline read) included."""
+    _, model, tokenizer = tiny_checkpoint
+    batch = tokenizer(["the cat sat .", "a dog"], padding=True, return_tensors="pt")
+    flags = dict(output_hidden_states=hidden_and_final, output_final_states=hidden_and_final)
+    with torch.no_grad():
+        as_dict = model(**batch, **flags).to_tuple()
+        as_tuple = model(**batch, **flags, return_dict=False)
+    assert isinstance(as_tuple, tuple) and len(as_tuple) == len(as_dict) == (5 if hidden_and_final else 2)
+    for got, expected in zip(as_tuple, as_dict):
+        if isinstance(expected, tuple):
+            assert all(torch.equal(g, e) for g, e in zip(got, expected))
+        else:
+            assert torch.equal(got, expected)
+    assert torch.equal(as_tuple[-1], batch["attention_mask"])
+
+
+def test_unknown_keyword_arguments_and_output_attentions_are_errors(tiny_checkpoint):
+    """An unknown keyword is a TypeError naming it (it was swallowed); `output_attentions=True` is a ValueError on
+    the base model (no attention maps), while a head's encoder leaves the flag to the head."""
+    _, model, tokenizer = tiny_checkpoint
+    batch = tokenizer(["the cat sat ."], return_tensors="pt")
+    with pytest.raises(TypeError, match="not_an_argument"):
+        model(**batch, not_an_argument=1)
+    with pytest.raises(ValueError, match="no attention maps"):
+        model(**batch, output_attentions=True)
+    with torch.no_grad():  # what tokenizers, pipelines and generate() pass is accepted
+        out = model(**batch, output_attentions=False, return_dict=True)
+    assert out.attentions is None and not model.inside_head
+    from modeling_cove import CoveForSequenceClassification
+
+    head = CoveForSequenceClassification(model.config)
+    assert head.cove.inside_head
+    with torch.no_grad():
+        assert head.cove(**batch, output_attentions=True).attentions is None
