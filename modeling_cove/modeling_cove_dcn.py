@@ -39,7 +39,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers.modeling_outputs import QuestionAnsweringModelOutput
 
 from .configuration_cove import DCN_INPUT_CHOICES, CoveConfig
-from .modeling_cove import CoveModel, CovePreTrainedModel, remote_code_files
+from .modeling_cove import CoveModel, CovePreTrainedModel, lstm_autocast_fallback, remote_code_files
 
 QUESTION_SEGMENT, CONTEXT_SEGMENT = 0, 1
 IGNORE_INDEX = -100  # start/end position that is ignored by the loss (as in nn.CrossEntropyLoss)
@@ -135,7 +135,12 @@ def segment_scatter(values: torch.Tensor, positions: torch.Tensor, mask: torch.T
 
 def run_bilstm(lstm: nn.LSTM, inputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Batch-first LSTM over right-padded inputs (B, L, C); packed, so padding never changes a result.
-    Returns (B, L, out) with zeros at padding."""
+    Returns (B, L, out) with zeros at padding. Under autocast in a dtype whose LSTM kernel this machine lacks (bf16 on
+    CPUs without AVX-512 bf16), the LSTM runs in float32 and its output is cast to that dtype."""
+    fallback = lstm_autocast_fallback(inputs.device.type)
+    if fallback is not None:
+        with torch.autocast(inputs.device.type, enabled=False):
+            return run_bilstm(lstm, inputs.float(), mask).to(fallback)
     lengths = mask.sum(dim=1).clamp(min=1).cpu()
     packed = pack_padded_sequence(inputs, lengths, batch_first=True, enforce_sorted=False)
     output, _ = lstm(packed)

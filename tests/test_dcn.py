@@ -589,3 +589,35 @@ def test_hidden_states_and_coattention_maps_match_a_reference():
     plain = model(input_ids=ids, token_type_ids=types, attention_mask=mask)
     assert torch.equal(plain.start_logits, out.start_logits) and plain.hidden_states is None
     assert plain.attentions is None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# bf16 autocast on CPUs without a bf16 LSTM kernel
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_bf16_autocast_with_the_lstm_fallback_forced_matches_fp32(monkeypatch):
+    """Forced as on an AVX2-only CPU: the DCN's biLSTMs run in float32 with autocast off (their inputs are seen in
+    float32), the rest under bf16 autocast; U and the scores are within bf16 tolerance of the fp32 model."""
+    import modeling_cove.modeling_cove
+
+    monkeypatch.setattr(modeling_cove.modeling_cove, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
+    model = tiny_model(seed=1, initializer_range=0.5, dcn_max_iterations=1)  # O(1) scores; one iteration: no
+    ids, types, mask = pair_batch([(3, 9), (2, 6), (4, 5)], seed=1)  # argmax near a tie can change the path
+    seen = []
+    for lstm in (model.coattention_encoder.encoder_lstm, model.coattention_encoder.fusion_lstm):
+        lstm.register_forward_pre_hook(lambda module, args: seen.append(
+            (args[0].data.dtype, torch.is_autocast_enabled("cpu"))))
+    with torch.no_grad():
+        reference = model(input_ids=ids, token_type_ids=types, attention_mask=mask, output_hidden_states=True)
+    seen.clear()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(input_ids=ids, token_type_ids=types, attention_mask=mask, output_hidden_states=True)
+    assert seen == [(torch.float32, False)] * 3  # question, context, fusion
+    assert out.start_logits.dtype == torch.bfloat16 and out.hidden_states[2].dtype == torch.bfloat16
+    context = types.bool() & mask.bool()
+    for got, want in ((out.hidden_states[2], reference.hidden_states[2]),
+                      (out.start_logits[context], reference.start_logits[context])):
+        scale = float(want.abs().max())
+        torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=2e-2 * scale)
+    assert bool((out.start_logits[~context] == torch.finfo(torch.bfloat16).min).all())
