@@ -609,6 +609,39 @@ class CovePreTrainedModel(PreTrainedModel):
         if not isinstance(self, CoveModel) and isinstance(getattr(self, self.base_model_prefix, None), CoveModel):
             self.cove_encoder_model().inside_head = True
 
+    def _resize_token_embeddings(self, new_num_tokens, pad_to_multiple_of=None, mean_resizing=True):
+        """`resize_token_embeddings`' hook: the source vocabulary's tables (word vectors, and char n-grams when
+        present) get `new_num_tokens` rows (rounded up to `pad_to_multiple_of`); rows past the old size are ZERO,
+        the paper's vector for a word without one (as `<unk>`), whatever `mean_resizing` says, and the tables keep
+        their `requires_grad` (frozen under `config.freeze_embeddings`). Removing rows cuts them from the end. The
+        MT head's target vocabulary (`lm_head`, `target_vocab_size`) is another vocabulary and is left as it is.
+        `resize_token_embeddings` then stores the new size as `config.vocab_size`; a `config.vocabulary_fingerprint`
+        of the old vocabulary is cleared (with a warning)."""
+        cove = self.cove_encoder_model()
+        if new_num_tokens is None and pad_to_multiple_of is None:
+            return cove.embeddings
+        if new_num_tokens is None:
+            new_num_tokens = cove.embeddings.num_embeddings
+        if pad_to_multiple_of is not None:
+            if isinstance(pad_to_multiple_of, bool) or not isinstance(pad_to_multiple_of, int) or pad_to_multiple_of < 1:
+                raise ValueError(f"pad_to_multiple_of must be an int >= 1, got {pad_to_multiple_of!r}")
+            new_num_tokens = -(-new_num_tokens // pad_to_multiple_of) * pad_to_multiple_of
+        if isinstance(new_num_tokens, bool) or not isinstance(new_num_tokens, int) or new_num_tokens < 1:
+            raise ValueError(f"new_num_tokens must be an int >= 1, got {new_num_tokens!r}")
+        specials = [i for i in (self.config.pad_token_id, self.config.unk_token_id) if i is not None]
+        if specials and new_num_tokens <= max(specials):
+            raise ValueError(f"new_num_tokens={new_num_tokens} would remove the pad/unk rows (ids {specials})")
+        if new_num_tokens != cove.embeddings.num_embeddings and getattr(self.config, "vocabulary_fingerprint", None):
+            # it describes the old vocabulary; the tokenizer that goes with the new size is not known here
+            logger.warning("resize_token_embeddings: config.vocabulary_fingerprint described the old vocabulary and is "
+                           "cleared; record the new tokenizer's (tokenization_cove.vocabulary_fingerprint) to check it")
+            self.config.vocabulary_fingerprint = None
+        for table in (cove.embeddings, cove.char_ngram_embeddings):
+            if table is not None:
+                resize_rows_with_zeros(table, new_num_tokens)
+        cove.embeddings.special_rows = [i for i in specials if i < new_num_tokens]
+        return cove.embeddings
+
     def freeze_frozen_parts(self):
         """Apply `config.freeze_embeddings` / `config.freeze_encoder` (`requires_grad=False`)."""
         cove = self.cove_encoder_model()
@@ -681,6 +714,18 @@ class CovePreTrainedModel(PreTrainedModel):
                 nn.init.ones_(module.weight)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
+
+
+@torch.no_grad()
+def resize_rows_with_zeros(table: nn.Embedding, num_rows: int):
+    """`table` (in place, same module and parameter object kind) with `num_rows` rows: the old ones first, zero rows
+    after them; its `requires_grad` is kept."""
+    old = table.weight
+    weight = old.new_zeros(num_rows, old.shape[1])  # (num_rows, C)
+    kept = min(num_rows, old.shape[0])
+    weight[:kept] = old[:kept]
+    table.weight = nn.Parameter(weight, requires_grad=old.requires_grad)
+    table.num_embeddings = num_rows
 
 
 class CoveWordEmbeddings(nn.Embedding):

@@ -21,7 +21,7 @@ from modeling_cove.build import convert_salesforce_state_dict, create_cove_check
 from modeling_cove.modeling_cove import CoveEncoder, bf16_lstm_kernel_available
 from modeling_cove.tokenization_cove import SPECIAL_TOKENS
 
-from conftest import REPO
+from conftest import REPO, assert_same_weights
 from hf_cache import build_offline_cache, offline_env
 
 WORDS = ["the", "cat", "sat", "on", "mat", ".", "a", "dog", "ran", "far", "away", "!"]
@@ -1206,3 +1206,44 @@ def test_unknown_keyword_arguments_and_output_attentions_are_errors(tiny_checkpo
     assert head.cove.inside_head
     with torch.no_grad():
         assert head.cove(**batch, output_attentions=True).attentions is None
+
+
+@pytest.mark.parametrize("head", [False, True], ids=["CoveModel", "CoveForSequenceClassification"])
+def test_resize_token_embeddings_adds_zero_frozen_rows_and_survives_save_load(tmp_path, head):
+    """`tokenizer.add_tokens` + `resize_token_embeddings`: the new words get ZERO rows (the paper's unknown-word
+    vector), so a new word encodes exactly as `<unk>`; the table stays frozen; `config.vocab_size` follows; char
+    n-gram rows follow too; the pair round-trips through save_pretrained -> from_pretrained (the heads too)."""
+    from modeling_cove import CoveForSequenceClassification
+
+    torch.manual_seed(0)
+    vectors = torch.randn(len(SPECIAL_TOKENS) + len(WORDS), 8)
+    base, tokenizer = create_cove_checkpoint(WORDS, vectors, hidden_size=4, include_word_vectors=True,
+                                             cove_output="both", char_ngram_dim=3)
+    model = CoveForSequenceClassification(base.config).eval() if head else base
+    cove = model.cove_encoder_model()
+    old_size = model.config.vocab_size
+    old_rows = cove.embeddings.weight.detach().clone()
+    assert tokenizer.add_tokens(["zebra", "okapi"]) == 2
+    model.resize_token_embeddings(len(tokenizer) + 1)  # one row past the tokenizer too
+    assert model.config.vocab_size == cove.config.vocab_size == old_size + 3 == cove.embeddings.num_embeddings
+    for table in (cove.embeddings, cove.char_ngram_embeddings):
+        assert table.weight.shape[0] == old_size + 3 and not table.weight.requires_grad
+        assert torch.equal(table.weight[old_size:], torch.zeros(3, table.weight.shape[1]))
+    assert torch.equal(cove.embeddings.weight[:old_size], old_rows)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    loaded = type(model).from_pretrained(tmp_path).eval()
+    assert loaded.config.vocab_size == old_size + 3
+    assert_same_weights(model, loaded)
+    assert not loaded.cove_encoder_model().embeddings.weight.requires_grad
+    new_word = tokenizer(["the zebra sat"], return_tensors="pt")
+    assert new_word["input_ids"][0, 1] == old_size
+    unk = {**new_word, "input_ids": new_word["input_ids"].clone()}
+    unk["input_ids"][0, 1] = tokenizer.unk_token_id
+    encoder = loaded.cove_encoder_model()
+    with torch.no_grad():  # word vectors and MT-LSTM layers: the new word is the unknown word (char n-grams differ)
+        by_new = encoder(**new_word, output_hidden_states=True).hidden_states
+        by_unk = encoder(**unk, output_hidden_states=True).hidden_states
+    assert all(torch.equal(a, b) for a, b in zip(by_new, by_unk))
+    with pytest.raises(ValueError, match="pad/unk rows"):
+        model.resize_token_embeddings(1)
