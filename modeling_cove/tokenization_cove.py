@@ -54,11 +54,22 @@ keep runs of them together.
 
 Empty input: an empty or whitespace-only text gives ZERO tokens (with `add_eos=True`, only `</s>`).
 Texts longer than `model_max_length` are only cut with `truncation=True` (the usual transformers behaviour).
+`model_max_length` defaults to `DEFAULT_MODEL_MAX_LENGTH` (4096 tokens), the BCN's default `bcn_max_length`, so
+`pipeline("text-classification", ..., truncation=True)` cuts every text to a length the classifier accepts.
+
+Vocabulary fingerprint: `vocabulary_fingerprint(tokenizer)` is a short digest of the id-ordered token list;
+`create_cove_checkpoint` stores it as `config.vocabulary_fingerprint`, and `check_tokenizer_matches(config, tokenizer)`
+refuses a tokenizer whose vocabulary differs from the one the checkpoint's word vectors are indexed by.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
+import numbers
+import re
+import weakref
 
 from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers, processors
 from tokenizers.models import WordLevel
@@ -66,6 +77,9 @@ from transformers import PreTrainedTokenizerFast
 
 SPECIAL_TOKENS = ["<pad>", "<unk>", "<s>", "</s>"]
 PAD_TOKEN, UNK_TOKEN, BOS_TOKEN, EOS_TOKEN = SPECIAL_TOKENS
+# Default `model_max_length` of a built tokenizer: the BCN's default `bcn_max_length` (its T x T biattention bounds
+# the text length), so that `truncation=True` always gives inputs the classifier accepts.
+DEFAULT_MODEL_MAX_LENGTH = 4096
 
 # English non-breaking prefixes of Moses (sacremoses 0.2.0, `nonbreaking_prefix.en`, comments dropped):
 # a token "<prefix>." keeps its period. Copied here so that building/loading never needs sacremoses.
@@ -246,7 +260,7 @@ _CoveTokenizerFast.__name__ = "PreTrainedTokenizerFast"
 def build_cove_tokenizer(
     words,
     lowercase: bool = True,
-    model_max_length: int = 512,
+    model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
     add_eos: bool = False,
 ) -> PreTrainedTokenizerFast:
     """Word-level fast tokenizer over `SPECIAL_TOKENS + words`.
@@ -257,7 +271,8 @@ def build_cove_tokenizer(
             `0..3` for `<pad> <unk> <s> </s>` and then `words` in order, contiguous. With `lowercase=True` the
             text is lower-cased before lookup, so upper-case entries in `words` can never be produced.
         lowercase: lower-case the text (after splitting decisions, see the module docstring).
-        model_max_length: maximum sequence length (`truncation=True` cuts to it).
+        model_max_length: maximum sequence length (`truncation=True` cuts to it; saved in tokenizer_config.json).
+            Defaults to `DEFAULT_MODEL_MAX_LENGTH` (4096), the BCN's default `bcn_max_length`.
         add_eos: append `</s>` to each sequence (MT target side): single "$A </s>", pair "$A </s> $B </s>".
 
     Returns:
@@ -268,8 +283,9 @@ def build_cove_tokenizer(
     """
     if isinstance(words, str):
         raise TypeError("words must be an iterable of tokens, not a single string")
-    if int(model_max_length) < 1:
-        raise ValueError(f"model_max_length must be >= 1, got {model_max_length}")
+    if (isinstance(model_max_length, bool) or not isinstance(model_max_length, numbers.Integral)
+            or model_max_length < 1):
+        raise ValueError(f"model_max_length must be an int >= 1, got {model_max_length!r}")
     vocab: dict[str, int] = {token: index for index, token in enumerate(SPECIAL_TOKENS)}
     for word in words:
         if not isinstance(word, str) or not word:
@@ -306,12 +322,112 @@ def build_cove_tokenizer(
     return fast
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Vocabulary fingerprint: which vocabulary a checkpoint's word-vector rows are indexed by.
+# ---------------------------------------------------------------------------------------------------------
+FINGERPRINT_PATTERN = re.compile(r"([1-9][0-9]*):([0-9a-f]{16})")
+# tokenizer -> {(len(tokenizer), size): fingerprint}; `encode` may check the same tokenizer on every call
+_FINGERPRINT_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _vocabulary_digest(tokens: list) -> str:
+    # tokens in id order (None for an id without a token); JSON keeps any string, newlines included, unambiguous
+    payload = json.dumps(tokens, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return hashlib.sha256(payload).hexdigest()[:16]
+
+
+def vocabulary_fingerprint(tokenizer, size=None) -> str:
+    """Fingerprint of `tokenizer`'s vocabulary: `"<size>:<16 hex digits>"`.
+
+    The hex digits are the start of the sha256 of the JSON list of the tokens with ids `0..size-1`, in id order
+    (`null` for an id no token has), added tokens included. `size` defaults to `len(tokenizer)`. The same words
+    in another order (other ids) give another fingerprint; the fingerprint of a tokenizer's first `size` ids does
+    not change when tokens are appended (`tokenizer.add_tokens`), so a checkpoint resized for them still matches.
+
+    Raises:
+        TypeError: `tokenizer` has no `get_vocab()`.
+        ValueError: `size` is not an int in `[1, len(tokenizer)]`.
+    """
+    if not callable(getattr(tokenizer, "get_vocab", None)):
+        raise TypeError(f"vocabulary_fingerprint expects a tokenizer with get_vocab(), got {type(tokenizer).__name__}")
+    total = len(tokenizer)
+    if size is None:
+        size = total
+    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= total:
+        raise ValueError(f"size must be an int in [1, {total}] (the tokenizer's length), got {size!r}")
+    try:
+        cache = _FINGERPRINT_CACHE.setdefault(tokenizer, {})
+    except TypeError:  # not weak-referenceable: no cache
+        cache = {}
+    key = (total, size)
+    if key not in cache:
+        tokens = [None] * size
+        for token, index in tokenizer.get_vocab().items():
+            if 0 <= index < size:
+                tokens[index] = token
+        cache[key] = f"{size}:{_vocabulary_digest(tokens)}"
+    return cache[key]
+
+
+def parse_vocabulary_fingerprint(fingerprint: str) -> tuple:
+    """`"<size>:<16 hex digits>"` -> `(size, hex digits)`; ValueError naming the value otherwise."""
+    match = FINGERPRINT_PATTERN.fullmatch(fingerprint) if isinstance(fingerprint, str) else None
+    if match is None:
+        raise ValueError(
+            f"vocabulary_fingerprint must be None or '<size>:<16 lower-case hex digits>' (as "
+            f"vocabulary_fingerprint(tokenizer) returns), got {fingerprint!r}"
+        )
+    return int(match.group(1)), match.group(2)
+
+
+def check_tokenizer_matches(config, tokenizer) -> None:
+    """Raise ValueError unless `tokenizer` has the vocabulary the checkpoint of `config` was built with.
+
+    The checkpoint's word vectors are rows indexed by token id: another vocabulary maps words to other words'
+    vectors and gives wrong results without any error. A config without `vocabulary_fingerprint` (checkpoints
+    from before the field existed) is accepted. The tokenizer's first `size` ids (the size recorded in the
+    fingerprint) must match, and it may not have more tokens than the model has rows (`config.vocab_size`): tokens
+    added with `tokenizer.add_tokens` need `model.resize_token_embeddings(len(tokenizer))`.
+    """
+    recorded = getattr(config, "vocabulary_fingerprint", None)
+    if recorded is None:
+        return
+    size, _ = parse_vocabulary_fingerprint(recorded)
+    have = len(tokenizer)
+    if have < size:
+        raise ValueError(
+            f"the tokenizer does not belong to this checkpoint: it has {have} tokens (fingerprint "
+            f"{vocabulary_fingerprint(tokenizer)}), the checkpoint's vocabulary has {size} (fingerprint {recorded}). "
+            f"Load the tokenizer saved with the model (AutoTokenizer.from_pretrained on the checkpoint folder)"
+        )
+    found = vocabulary_fingerprint(tokenizer, size)
+    if found != recorded:
+        whole = "" if have == size else f"; all {have} tokens: {vocabulary_fingerprint(tokenizer)}"
+        raise ValueError(
+            f"the tokenizer does not belong to this checkpoint: its vocabulary differs from the one the word vectors "
+            f"are indexed by. Checkpoint: {size} tokens, fingerprint {recorded}; tokenizer: {have} tokens, "
+            f"fingerprint of its first {size} ids {found}{whole}. Load the tokenizer saved with the model "
+            f"(AutoTokenizer.from_pretrained on the checkpoint folder)"
+        )
+    vocab_size = getattr(config, "vocab_size", None)
+    if vocab_size is not None and have > vocab_size:
+        raise ValueError(
+            f"the tokenizer has {have} tokens but the model has {vocab_size} word-vector rows (vocab_size): ids "
+            f">= {vocab_size} have no vector. After tokenizer.add_tokens(...), call "
+            f"model.resize_token_embeddings(len(tokenizer))"
+        )
+
+
 __all__ = [
+    "DEFAULT_MODEL_MAX_LENGTH",
     "SPECIAL_TOKENS",
     "NONBREAKING_PREFIXES_EN",
     "NUMERIC_ONLY_PREFIXES_EN",
     "build_cove_tokenizer",
     "build_normalizer",
     "build_pre_tokenizer",
+    "check_tokenizer_matches",
     "moses_tokenize",
+    "parse_vocabulary_fingerprint",
+    "vocabulary_fingerprint",
 ]

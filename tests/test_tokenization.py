@@ -1,5 +1,6 @@
 """Tests of the CoVe word-level fast tokenizer (modeling_cove/tokenization_cove.py)."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -7,10 +8,20 @@ import sys
 import textwrap
 
 import pytest
+import torch
 from transformers import AutoTokenizer
 
 from conftest import REPO
-from modeling_cove.tokenization_cove import SPECIAL_TOKENS, build_cove_tokenizer, moses_tokenize
+from modeling_cove import CoveConfig, CoveModel
+from modeling_cove.build import create_cove_checkpoint
+from modeling_cove.tokenization_cove import (
+    DEFAULT_MODEL_MAX_LENGTH,
+    SPECIAL_TOKENS,
+    build_cove_tokenizer,
+    check_tokenizer_matches,
+    moses_tokenize,
+    vocabulary_fingerprint,
+)
 
 # (text, expected lower-cased tokens), written by hand from the Moses rules (and checked against sacremoses 0.2.0)
 HAND_PICKED = [
@@ -272,3 +283,136 @@ def test_repo_layout_flat_relative_imports():
     source = (REPO / "modeling_cove" / "tokenization_cove.py").read_text()
     assert "import sacremoses" not in source and "from sacremoses" not in source
     assert "from modeling_cove" not in source and "import modeling_cove" not in source
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Vocabulary fingerprint (issue 31: a tokenizer of another checkpoint is an error, not silently wrong vectors)
+# ---------------------------------------------------------------------------------------------------------------
+FP_WORDS = ["the", "cat", "sat", "on", "mat", "."]
+
+
+def reference_fingerprint(tokens: list) -> str:
+    """By hand: '<count>:' + the first 16 hex digits of sha256 over the JSON token list in id order."""
+    payload = json.dumps(tokens, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return f"{len(tokens)}:{hashlib.sha256(payload).hexdigest()[:16]}"
+
+
+def test_vocabulary_fingerprint_is_the_sha256_of_the_id_ordered_tokens(tmp_path):
+    tokenizer = build_cove_tokenizer(FP_WORDS)
+    expected = reference_fingerprint(SPECIAL_TOKENS + FP_WORDS)
+    assert vocabulary_fingerprint(tokenizer) == expected
+    assert vocabulary_fingerprint(tokenizer, size=4) == reference_fingerprint(SPECIAL_TOKENS)
+    # the same words in another order are other ids: another fingerprint; lowercasing does not enter it
+    assert vocabulary_fingerprint(build_cove_tokenizer(FP_WORDS[::-1])) != expected
+    assert vocabulary_fingerprint(build_cove_tokenizer(FP_WORDS, lowercase=False)) == expected
+    # survives save -> AutoTokenizer (added tokens count, in id order)
+    tokenizer.save_pretrained(tmp_path)
+    assert vocabulary_fingerprint(AutoTokenizer.from_pretrained(tmp_path)) == expected
+    tokenizer.add_tokens(["zebra"])
+    assert vocabulary_fingerprint(tokenizer) == reference_fingerprint(SPECIAL_TOKENS + FP_WORDS + ["zebra"])
+    assert vocabulary_fingerprint(tokenizer, size=len(FP_WORDS) + 4) == expected  # the prefix is unchanged
+    with pytest.raises(ValueError, match=r"size must be an int in \[1, 11\]"):
+        vocabulary_fingerprint(tokenizer, size=12)
+    with pytest.raises(TypeError, match="get_vocab"):
+        vocabulary_fingerprint(["the", "cat"])
+
+
+def test_checkpoint_records_fingerprint_and_it_survives_save(tmp_path):
+    model, tokenizer = create_cove_checkpoint(FP_WORDS, torch.randn(len(FP_WORDS) + 4, 6), hidden_size=3)
+    assert model.config.vocabulary_fingerprint == reference_fingerprint(SPECIAL_TOKENS + FP_WORDS)
+    config = CoveConfig(hidden_size=3)
+    create_cove_checkpoint(FP_WORDS, torch.randn(len(FP_WORDS) + 4, 6), config=config)  # a given config: set in place
+    assert config.vocabulary_fingerprint == model.config.vocabulary_fingerprint
+    with pytest.raises(ValueError, match="may not set.*vocabulary_fingerprint"):
+        create_cove_checkpoint(FP_WORDS, torch.randn(10, 6), vocabulary_fingerprint="10:0123456789abcdef")
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    loaded = CoveModel.from_pretrained(tmp_path)
+    assert loaded.config.vocabulary_fingerprint == model.config.vocabulary_fingerprint
+    check_tokenizer_matches(loaded.config, AutoTokenizer.from_pretrained(tmp_path))  # its own tokenizer: accepted
+
+
+def test_check_tokenizer_matches():
+    tokenizer = build_cove_tokenizer(FP_WORDS)
+    config = CoveConfig(vocab_size=len(tokenizer), vocabulary_fingerprint=vocabulary_fingerprint(tokenizer))
+    check_tokenizer_matches(config, tokenizer)
+    recorded = config.vocabulary_fingerprint
+    # same size, another vocabulary: both fingerprints and both sizes named
+    other = build_cove_tokenizer(["the", "dog", "sat", "on", "mat", "."])
+    with pytest.raises(ValueError, match="does not belong to this checkpoint") as error:
+        check_tokenizer_matches(config, other)
+    message = str(error.value)
+    assert recorded in message and vocabulary_fingerprint(other) in message and "10 tokens" in message
+    # the same words in another order: other ids for the same vectors
+    with pytest.raises(ValueError, match="does not belong"):
+        check_tokenizer_matches(config, build_cove_tokenizer(FP_WORDS[::-1]))
+    # a smaller and a larger vocabulary
+    smaller = build_cove_tokenizer(FP_WORDS[:3])
+    with pytest.raises(ValueError, match=f"it has 7 tokens .*{vocabulary_fingerprint(smaller)}.*has 10 .*{recorded}"):
+        check_tokenizer_matches(config, smaller)
+    with pytest.raises(ValueError, match="does not belong.*12 tokens"):
+        check_tokenizer_matches(config, build_cove_tokenizer(["a", "b"] + FP_WORDS))
+    # tokens appended with add_tokens: accepted once the model has rows for them (resize_token_embeddings)
+    tokenizer.add_tokens(["zebra", "okapi"])
+    with pytest.raises(ValueError, match="12 tokens but the model has 10 word-vector rows.*resize_token_embeddings"):
+        check_tokenizer_matches(config, tokenizer)
+    config.vocab_size = len(tokenizer)
+    check_tokenizer_matches(config, tokenizer)
+
+
+def test_check_tokenizer_matches_accepts_configs_without_fingerprint(tmp_path):
+    """Checkpoints saved before the field existed carry no fingerprint: not checked (any tokenizer passes)."""
+    old = CoveConfig(vocab_size=10)
+    assert old.vocabulary_fingerprint is None
+    check_tokenizer_matches(old, build_cove_tokenizer(["x"]))
+    # an old config.json (no such key) loads with None
+    old.save_pretrained(tmp_path)
+    raw = json.loads((tmp_path / "config.json").read_text())
+    raw.pop("vocabulary_fingerprint", None)
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    assert CoveConfig.from_pretrained(tmp_path).vocabulary_fingerprint is None
+    with pytest.raises(ValueError, match="vocabulary_fingerprint must be None or '<size>:<16"):
+        CoveConfig(vocabulary_fingerprint="abc")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# model_max_length: the built tokenizer's limit is the BCN's (issue 31: pipeline(..., truncation=True) bounds texts)
+# ---------------------------------------------------------------------------------------------------------------
+def test_default_model_max_length_is_the_bcn_limit_and_is_saved(tmp_path):
+    assert DEFAULT_MODEL_MAX_LENGTH == 4096 == CoveConfig().bcn_max_length
+    assert build_cove_tokenizer(FP_WORDS).model_max_length == DEFAULT_MODEL_MAX_LENGTH
+    model, tokenizer = create_cove_checkpoint(FP_WORDS, torch.randn(len(FP_WORDS) + 4, 6), hidden_size=3)
+    tokenizer.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "tokenizer_config.json").read_text())["model_max_length"] == 4096
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    text = " ".join(["the cat"] * 2500)  # 5000 tokens
+    assert len(loaded(text)["input_ids"]) == 5000
+    assert loaded(text, truncation=True)["input_ids"] == loaded(text)["input_ids"][:4096]
+    with pytest.raises(ValueError, match="model_max_length must be an int >= 1"):
+        build_cove_tokenizer(FP_WORDS, model_max_length=2.5)
+
+
+def test_text_classification_pipeline_truncates_to_model_max_length():
+    """`pipeline("text-classification")(text, truncation=True)` hands the BCN at most model_max_length tokens, the
+    BCN's limit; the logits equal the model's on the first 4096 tokens."""
+    bcn = pytest.importorskip("modeling_cove.modeling_cove_bcn")
+    from transformers import pipeline
+
+    _, tokenizer = create_cove_checkpoint(FP_WORDS, torch.randn(len(FP_WORDS) + 4, 6), hidden_size=3)
+    config = CoveConfig(vocab_size=len(tokenizer), word_vector_dim=6, hidden_size=3, bcn_feedforward_dim=4,
+                        bcn_hidden_size=3, bcn_maxout_reductions=[2, 2], bcn_maxout_pool=2, num_labels=2,
+                        id2label={0: "neg", 1: "pos"}, label2id={"neg": 0, "pos": 1})
+    torch.manual_seed(0)
+    model = bcn.CoveForSequenceClassification(config).eval()
+    seen = []
+    model.register_forward_pre_hook(lambda module, args, kwargs: seen.append(kwargs["input_ids"].shape[1]),
+                                    with_kwargs=True)
+    text = " ".join(["the cat sat"] * 1700)  # 5100 tokens
+    classify = pipeline("text-classification", model=model, tokenizer=tokenizer)
+    out = classify(text, truncation=True, top_k=None)
+    assert seen == [4096]
+    ids = tokenizer(text, return_tensors="pt")["input_ids"][:, :4096]
+    with torch.no_grad():
+        probs = model(input_ids=ids).logits.softmax(-1)[0]
+    assert {d["label"]: d["score"] for d in out} == pytest.approx({"neg": probs[0].item(), "pos": probs[1].item()},
+                                                                  abs=1e-6)
