@@ -21,14 +21,17 @@ vocabulary); the target side is a second word-level tokenizer built with `add_eo
 the subfolder `target_tokenizer/` (load it with `load_target_tokenizer(path)`).
 
 Generation (`generate()`, greedy and beam search with length normalisation) goes through `GenerationMixin`: the
-recurrent decoder state is passed as `past_key_values = (h (B, L, H), c (B, L, H), input_feed (B, H))`, all
-batch-first so that beam search can reorder it with `_reorder_cache`. By default a translation has at most
-`config.max_source_length` tokens + `</s>` (`generation_config.max_length = max_source_length + 2`, counting the
-leading `<s>`); `max_length` or `max_new_tokens` passed to `generate()` override it. With `output_attentions=True,
+recurrent decoder state is the output field and `forward` argument `cache = (h (B, L, H), c (B, L, H),
+input_feed (B, H))` (transformers' name for the decoding state since 5.24; `past_key_values`, its older name, is the
+field on older releases and is accepted by `forward` as well), all batch-first so that beam search can reorder it with
+`_reorder_cache`. Each generation step runs the decoder over the newest token only. By default a translation has at
+most `config.max_source_length` tokens + `</s>` (`generation_config.max_length = max_source_length + 2`, counting the
+leading `<s>`); `max_length` or `max_new_tokens` passed to `generate()` override it. Finished rows of a batch are
+padded with `pad_token_id` after their `</s>` (greedy and beam search alike). With `output_attentions=True,
 return_dict_in_generate=True`, `cross_attentions` holds the attention weights α_t of every generated step.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Optional
 
 import torch
@@ -41,6 +44,10 @@ from .modeling_cove import CoveModel, CoveModelOutput, CovePreTrainedModel, leng
 
 TARGET_TOKENIZER_SUBFOLDER = "target_tokenizer"
 
+# transformers >= 5.24 names the decoding state `cache` (in outputs and in `forward`), earlier 5.x `past_key_values`:
+# the output field generate() reads the state from and feeds back to `prepare_inputs_for_generation`
+CACHE_FIELD = "cache" if "cache" in {f.name for f in fields(Seq2SeqLMOutput)} else "past_key_values"
+
 
 @dataclass
 class CoveSeq2SeqLMOutput(Seq2SeqLMOutput):
@@ -48,13 +55,23 @@ class CoveSeq2SeqLMOutput(Seq2SeqLMOutput):
 
     Args:
         loss (`torch.FloatTensor`, returned with `labels`):
-            The paper's training loss: target-token negative log-likelihood summed over the batch and divided by the
-            number of sentences in the batch.
+            With `config.mt_loss_reduction="token_mean"` (default) the mean cross-entropy over the counted target
+            tokens (`nll_sum / num_tokens`, as every transformers Seq2SeqLM); with `"sentence"` the paper's training
+            loss, `nll_sum / batch size`.
         logits (`torch.FloatTensor` of shape `(batch, target_time, target_vocab_size)`): scores before softmax.
-        past_key_values (`tuple`, returned with `use_cache=True`):
+        cache (`tuple`, returned with `use_cache=True`; named `past_key_values` on transformers < 5.24):
             Decoder state after the last step: `(h (B, L, H), c (B, L, H), input_feed h~ (B, H))`.
+        decoder_hidden_states (`tuple(torch.FloatTensor)`, returned with `output_hidden_states=True`):
+            `decoder_num_layers + 1` tensors of shape `(batch, target_time, decoder_hidden_size)`: the output h_t of
+            each decoder LSTM layer (eq. 2) at every step, then the attentional state h~_t (eq. 4, before dropout)
+            that the output layer reads.
         cross_attentions (`tuple(torch.FloatTensor)`, returned with `output_attentions=True`):
-            One tensor `(batch, 1, target_time, source_time)`: the attention weights α_t of eq. 3.
+            One tensor `(batch, 1, target_time, source_time)`: the attention weights α_t of eq. 3 (the decoder has
+            no self-attention: `decoder_attentions` stays None).
+        encoder_last_hidden_state (`torch.FloatTensor` of shape `(batch, source_time, config.output_size)`):
+            The encoder's `last_hidden_state`.
+        encoder_hidden_states (`tuple(torch.FloatTensor)`, returned with `output_hidden_states=True`):
+            The encoder's `hidden_states` (see `CoveModelOutput`).
         nll_sum (`torch.FloatTensor`, returned with `labels`): summed target-token NLL (a scalar).
         num_tokens (`torch.LongTensor`, returned with `labels`): number of target tokens counted in `nll_sum`.
             Per-token NLL = `nll_sum / num_tokens`; perplexity = `exp(nll_sum / num_tokens)`.
@@ -101,7 +118,8 @@ class CoveStackedLSTM(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, inputs: torch.Tensor, h: torch.Tensor, c: torch.Tensor):
-        """inputs: (B, C); h, c: (B, L, H). Returns the top layer's output (B, H) and the new h, c (B, L, H)."""
+        """inputs: (B, C); h, c: (B, L, H). Returns the top layer's output (B, H) and the new h, c (B, L, H) (the
+        new h holds every layer's output of this step)."""
         new_h, new_c = [], []
         for i, layer in enumerate(self.layers):
             h_i, c_i = layer(inputs, (h[:, i], c[:, i]))
@@ -136,14 +154,16 @@ class CoveDecoder(nn.Module):
         context_mask: torch.Tensor,
         state: tuple,
         output_attentions: bool = False,
+        output_hidden_states: bool = False,
     ):
         """decoder_input_ids: (B, T); context: (B, S, C); context_mask: (B, S) bool;
         state: (h (B, L, H), c (B, L, H), input_feed (B, H)).
 
-        Returns h~ for all steps (B, T, H) (after dropout), the new state, and α (B, T, S) or None."""
+        Returns h~ for all steps (B, T, H) (after dropout), the new state, α (B, T, S) or None, and the hidden states
+        or None: each layer's h_t (B, T, H) then h~ before dropout (B, T, H)."""
         h, c, input_feed = state  # (B, L, H), (B, L, H), (B, H)
         embedded = self.dropout(self.embed_tokens(decoder_input_ids))  # z, (B, T, E)
-        outputs, alphas = [], []
+        outputs, alphas, layer_states, h_tildes = [], [], [], []
         for t in range(decoder_input_ids.shape[1]):
             # eq. 2 with input feeding: h_t^dec = LSTM([z_{t-1}; h~_{t-1}], h_{t-1}^dec)
             rnn_input = torch.cat([embedded[:, t], input_feed], dim=-1)  # (B, E + H)
@@ -153,9 +173,16 @@ class CoveDecoder(nn.Module):
             outputs.append(input_feed)
             if output_attentions:
                 alphas.append(alpha)
+            if output_hidden_states:
+                layer_states.append(h)  # every layer's h_t, (B, L, H)
+                h_tildes.append(h_tilde)
         new_state = (h, c, input_feed)
         attentions = torch.stack(alphas, dim=1) if output_attentions else None
-        return torch.stack(outputs, dim=1), new_state, attentions
+        hidden_states = None
+        if output_hidden_states:
+            per_layer = torch.stack(layer_states, dim=2)  # (B, L, T, H)
+            hidden_states = tuple(per_layer.unbind(1)) + (torch.stack(h_tildes, dim=1),)
+        return torch.stack(outputs, dim=1), new_state, attentions, hidden_states
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -214,8 +241,13 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
             super()._init_weights(module)
 
     # --- accessors used by transformers / GenerationMixin ---
-    def get_encoder(self, modality=None):
-        return self.cove
+    def get_encoder(self, modality: Optional[str] = None):
+        """The text encoder `self.cove` for `modality=None`; for another modality ("image", "video", "audio") what
+        `PreTrainedModel.get_encoder` gives a model without such an encoder (the model itself), and its `ValueError`
+        for an unknown modality."""
+        if modality is None:
+            return self.cove
+        return super().get_encoder(modality=modality)
 
     def get_decoder(self):
         return self.decoder
@@ -231,25 +263,47 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
         return False  # the state is (h, c, input_feed), not attention keys/values
 
     @staticmethod
-    def _reorder_cache(past_key_values, beam_idx):
-        return tuple(state.index_select(0, beam_idx.to(state.device)) for state in past_key_values)
+    def _reorder_cache(cache, beam_idx):
+        return tuple(state.index_select(0, beam_idx.to(state.device)) for state in cache)
 
     def generate(self, inputs=None, generation_config=None, **kwargs):
-        """`GenerationMixin.generate`, where a length passed here replaces the stored default length.
+        """`GenerationMixin.generate`, where a length passed here replaces the stored default length, and every row's
+        tokens after its first `</s>` are `pad_token_id`.
 
         transformers prefers a stored `generation_config.max_new_tokens` (checkpoints saved by earlier versions of
         this model have one) over a `max_length` passed to `generate()`, and warns when a `max_new_tokens` passed to
         `generate()` meets the stored `max_length`. Passing only one of the two unsets the other one here.
+        transformers' beam search fills finished rows with `pad_token_id or eos_token_id`, i.e. with `</s>` when the
+        pad id is 0 (as here): the rows are re-padded with the pad id.
         """
         if kwargs.get("max_length") is not None and kwargs.get("max_new_tokens") is None:
             kwargs["max_new_tokens"] = None
         elif kwargs.get("max_new_tokens") is not None and kwargs.get("max_length") is None:
             kwargs["max_length"] = None
-        return super().generate(inputs, generation_config=generation_config, **kwargs)
+        output = super().generate(inputs, generation_config=generation_config, **kwargs)
+        config = generation_config if generation_config is not None else self.generation_config
+        pad_token_id = kwargs.get("pad_token_id", config.pad_token_id)
+        eos_token_id = kwargs.get("eos_token_id", config.eos_token_id)
+        prompt = kwargs.get("decoder_input_ids")
+        prompt_length = prompt.shape[1] if isinstance(prompt, torch.Tensor) else 1  # <s> by default
+        sequences = output if isinstance(output, torch.Tensor) else output.sequences
+        if pad_token_id is not None and eos_token_id is not None:
+            self.pad_after_eos(sequences[:, prompt_length:], pad_token_id, eos_token_id)
+        return output
+
+    @staticmethod
+    def pad_after_eos(sequences: torch.Tensor, pad_token_id: int, eos_token_id) -> torch.Tensor:
+        """In place: every id after the first of `eos_token_id` (an id or a list of ids) in each row of `sequences`
+        (B, T) becomes `pad_token_id`. Returns `sequences`."""
+        eos = torch.as_tensor(eos_token_id, device=sequences.device).reshape(-1)
+        is_eos = torch.isin(sequences, eos).long()  # (B, T)
+        after_eos = (is_eos.cumsum(dim=1) - is_eos) > 0  # an </s> came earlier in the row
+        return sequences.masked_fill_(after_eos, pad_token_id)
 
     def prepare_inputs_for_generation(
         self,
         decoder_input_ids,
+        cache=None,
         past_key_values=None,
         attention_mask=None,
         encoder_outputs=None,
@@ -258,17 +312,20 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
         output_hidden_states=None,
         **kwargs,
     ):
-        """The inputs of one `forward` call during `generate()`; `output_attentions` / `output_hidden_states` are passed
-        on (they make `generate(..., return_dict_in_generate=True)` return `cross_attentions` / hidden states)."""
-        # with a state, the decoder only needs the newest token; without one it re-reads the whole prefix
-        if past_key_values is not None:
+        """The inputs of one `forward` call during `generate()`. generate() hands the decoder state back as `cache`
+        (transformers >= 5.24) or `past_key_values` (earlier); with a state, the decoder reads only the newest token.
+        `output_attentions` / `output_hidden_states` are passed on (they make `generate(...,
+        return_dict_in_generate=True)` return `cross_attentions` / hidden states). Other generation bookkeeping
+        (`next_sequence_length`, `is_first_iteration`, ...) is not needed by this model."""
+        state = cache if cache is not None else past_key_values
+        if state is not None:
             decoder_input_ids = decoder_input_ids[:, -1:]
         return {
             "input_ids": None,
             "attention_mask": attention_mask,
             "encoder_outputs": encoder_outputs,
             "decoder_input_ids": decoder_input_ids,
-            "past_key_values": past_key_values,
+            "cache": state,
             "use_cache": use_cache if use_cache is not None else True,
             "output_attentions": output_attentions,
             "output_hidden_states": output_hidden_states,
@@ -290,7 +347,10 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
         return encoder_last_hidden_state[..., start : start + width]
 
     def check_source(self, attention_mask: torch.Tensor):
-        """Clear errors for empty sources and sources longer than `config.max_source_length`."""
+        """Clear errors for empty sources and sources longer than `config.max_source_length`. Skipped while
+        `torch.export` traces (the checks read tensor values)."""
+        if torch.compiler.is_exporting():
+            return
         lengths = lengths_from_mask(attention_mask)
         empty = (lengths == 0).nonzero().flatten().tolist()
         if empty:
@@ -305,7 +365,10 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
 
     def check_target_ids(self, ids: torch.Tensor, name: str, allow_ignore_index: bool = False):
         """Clear errors for target ids outside the target vocabulary. -100 (the loss's ignore index) is accepted
-        only with `allow_ignore_index=True` (labels): decoder inputs are embedded, so they must be real ids."""
+        only with `allow_ignore_index=True` (labels): decoder inputs are embedded, so they must be real ids. Skipped
+        while `torch.export` traces (the checks read tensor values)."""
+        if torch.compiler.is_exporting():
+            return
         if not allow_ignore_index and bool((ids == -100).any()):
             raise ValueError(
                 f"{name} contain -100: -100 marks ignored positions in labels only; decoder inputs must be target "
@@ -328,6 +391,7 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
         decoder_input_ids: Optional[torch.Tensor] = None,
         decoder_attention_mask: Optional[torch.Tensor] = None,
         encoder_outputs: Optional[CoveModelOutput] = None,
+        cache: Optional[tuple] = None,
         past_key_values: Optional[tuple] = None,
         labels: Optional[torch.Tensor] = None,
         use_cache: Optional[bool] = None,
@@ -340,11 +404,25 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
         decoder_input_ids: (B, T) target ids (no -100), the shape of `labels` when both are given; default
         `shift_tokens_right(labels)`. decoder_attention_mask: accepted and not needed (padded target steps only
         influence later steps of the same row; their loss is masked by labels).
-        encoder_outputs: a `CoveModelOutput` to reuse (generation). past_key_values: decoder state to continue from.
+        encoder_outputs: a `CoveModelOutput` to reuse (generation). cache: decoder state to continue from (the
+        `cache` of an earlier call); `past_key_values` is its older name (give one of the two).
+        output_hidden_states: also return the encoder's and the decoder's hidden states (see `CoveSeq2SeqLMOutput`).
+        output_attentions: also return the attention weights α of eq. 3 as `cross_attentions`.
+        return_dict=False returns `CoveSeq2SeqLMOutput.to_tuple()` (its fields that are not None, in order).
+        An unknown keyword argument is a `TypeError` naming it.
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         use_cache = use_cache if use_cache is not None else not self.training
-        output_attentions = bool(output_attentions)
+        output_attentions = bool(
+            output_attentions if output_attentions is not None else self.config.output_attentions
+        )
+        output_hidden_states = bool(
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        if past_key_values is not None:
+            if cache is not None:
+                raise ValueError("give the decoder state as cache or as past_key_values (its older name), not both")
+            cache = past_key_values
 
         if encoder_outputs is None:
             if input_ids is None:
@@ -359,7 +437,7 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
             raise TypeError("encoder_outputs must be the CoveModelOutput returned by model.get_encoder()(...)")
         if attention_mask is None:
             attention_mask = encoder_outputs.attention_mask
-        if past_key_values is None:
+        if cache is None:
             self.check_source(attention_mask)
         context = self.context_from_encoder(encoder_outputs.last_hidden_state)  # H, (B, S, 2h)
         context_mask = attention_mask.bool()  # (B, S)
@@ -387,9 +465,9 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
                 f"shifted right)"
             )
 
-        if past_key_values is None and encoder_outputs.final_hidden_state is None:
+        if cache is None and encoder_outputs.final_hidden_state is None:
             raise ValueError("encoder_outputs hold no final states: run the encoder with output_final_states=True")
-        if past_key_values is None:
+        if cache is None:
             # decoder init: encoder final (h, c) per layer (B, L, 600); first input feed h~_0 = 0
             state = (
                 encoder_outputs.final_hidden_state,
@@ -397,9 +475,15 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
                 context.new_zeros(context.shape[0], self.config.decoder_hidden_size),
             )
         else:
-            state = tuple(past_key_values)
-        h_tilde, new_state, alphas = self.decoder(
-            decoder_input_ids, context, context_mask, state, output_attentions=output_attentions
+            if not isinstance(cache, (tuple, list)) or len(cache) != 3:
+                raise TypeError(
+                    "cache must be the (h, c, input_feed) tuple returned as `cache` by an earlier call, got "
+                    f"{type(cache).__name__}"
+                )
+            state = tuple(cache)
+        h_tilde, new_state, alphas, decoder_hidden_states = self.decoder(
+            decoder_input_ids, context, context_mask, state,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
         )
         logits = self.lm_head(h_tilde)  # softmax(W_out h~_t + b_out) before the softmax, (B, T, V)
 
@@ -410,22 +494,23 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
                 logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=-100, reduction="sum"
             )
             num_tokens = (targets != -100).sum()
-            loss = nll_sum / labels.shape[0]  # paper: summed token NLL divided by the batch size
+            if self.config.mt_loss_reduction == "sentence":
+                loss = nll_sum / labels.shape[0]  # the paper's: summed token NLL divided by the batch size
+            else:
+                loss = nll_sum / num_tokens  # mean token cross-entropy (NaN when no token counts, as F.cross_entropy)
 
-        past = new_state if use_cache else None
-        cross_attentions = (alphas.unsqueeze(1),) if output_attentions else None
-        if not return_dict:
-            return tuple(v for v in (loss, logits, past, nll_sum, num_tokens) if v is not None)
-        return CoveSeq2SeqLMOutput(
+        output = CoveSeq2SeqLMOutput(
             loss=loss,
             logits=logits,
-            past_key_values=past,
-            cross_attentions=cross_attentions,
+            decoder_hidden_states=decoder_hidden_states,
+            cross_attentions=(alphas.unsqueeze(1),) if output_attentions else None,
             encoder_last_hidden_state=encoder_outputs.last_hidden_state,
-            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_hidden_states=encoder_outputs.hidden_states if output_hidden_states else None,
             nll_sum=nll_sum,
             num_tokens=num_tokens,
+            **{CACHE_FIELD: new_state if use_cache else None},
         )
+        return output if return_dict else output.to_tuple()
 
     # --- convenience for users and scripts ---
     def check_tokenizers(self, source_tokenizer=None, target_tokenizer=None):

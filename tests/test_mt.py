@@ -9,7 +9,7 @@ import torch
 from torch.nn import functional as F
 
 from modeling_cove import CoveConfig, CoveForMachineTranslation, CoveModel
-from modeling_cove.modeling_cove_mt import CoveAttention, load_target_tokenizer, shift_tokens_right
+from modeling_cove.modeling_cove_mt import CACHE_FIELD, CoveAttention, load_target_tokenizer, shift_tokens_right
 from modeling_cove.tokenization_cove import build_cove_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,7 +87,7 @@ def test_teacher_forced_logits_match_plain_torch(attention_bias):
         c = [enc.final_cell_state[:, 0], enc.final_cell_state[:, 1]]
         feed = torch.zeros(2, 8)  # h~_0 = 0
         dec, att = model.decoder, model.decoder.attention
-        expected = []
+        expected, layer1, layer2, tildes, alphas = [], [], [], [], []
         for t in range(3):
             x = torch.cat([dec.embed_tokens.weight[decoder_input_ids[:, t]], feed], dim=-1)  # input feeding
             h[0], c[0] = lstm_cell(x, h[0], c[0], dec.rnn.layers[0])
@@ -101,12 +101,48 @@ def test_teacher_forced_logits_match_plain_torch(attention_bias):
             pre = torch.cat([ctx, h[1]], -1) @ att.linear_out.weight.T
             feed = torch.tanh(pre + (att.linear_out.bias if attention_bias else 0))
             expected.append(feed @ model.lm_head.weight.T + model.lm_head.bias)
+            layer1.append(h[0])
+            layer2.append(h[1])
+            tildes.append(feed)
+            alphas.append(alpha)
         expected = torch.stack(expected, dim=1)
     torch.testing.assert_close(out.logits, expected, atol=1e-5, rtol=1e-5)
+    # output_hidden_states: each decoder layer's h_t, then h~_t, all (B, T, H); output_attentions: α (B, 1, T, S)
+    with torch.no_grad():
+        full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+                     output_hidden_states=True, output_attentions=True)
+    assert len(full.decoder_hidden_states) == model.config.decoder_num_layers + 1
+    for got, want in zip(full.decoder_hidden_states, (layer1, layer2, tildes)):
+        assert got.shape == (2, 3, 8)
+        torch.testing.assert_close(got, torch.stack(want, dim=1), atol=1e-5, rtol=1e-5)
+    (cross,) = full.cross_attentions
+    torch.testing.assert_close(cross, torch.stack(alphas, dim=1)[:, None], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(full.logits, out.logits)
+    # the encoder's hidden states are passed through
+    assert full.encoder_hidden_states is not None
+    for got, want in zip(full.encoder_hidden_states,
+                         model.cove(input_ids=input_ids, attention_mask=attention_mask,
+                                    output_hidden_states=True).hidden_states):
+        torch.testing.assert_close(got, want)
+    assert out.decoder_hidden_states is None and out.encoder_hidden_states is None and out.cross_attentions is None
 
 
-def test_loss_is_summed_nll_over_batch_size():
+def test_loss_is_mean_token_cross_entropy():
+    """The default loss is what every transformers Seq2SeqLM returns: the mean token cross-entropy over the labels
+    that are not -100."""
     model = tiny_model()
+    assert model.config.mt_loss_reduction == "token_mean"
+    input_ids, attention_mask = padded([[5, 6, 7], [9, 10]])
+    labels = labels_of([[11, 12, 13, EOS], [14, EOS]])
+    out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    want = F.cross_entropy(out.logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+    torch.testing.assert_close(out.loss, want)
+    torch.testing.assert_close(out.loss, out.nll_sum / out.num_tokens)
+
+
+def test_loss_sentence_reduction_is_summed_nll_over_batch_size():
+    """config.mt_loss_reduction="sentence": the paper's loss, summed token NLL / number of sentences."""
+    model = tiny_model(mt_loss_reduction="sentence")
     input_ids, attention_mask = padded([[5, 6, 7], [9, 10]])
     labels = labels_of([[11, 12, 13, EOS], [14, EOS]])
     out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
@@ -232,7 +268,7 @@ def test_generate_padding_consistency(copy_model):
         alone = copy_model.generate(input_ids=torch.tensor([src]), max_new_tokens=8, num_beams=3)[0]
         n = len(alone)
         assert batch[i, :n].tolist() == alone.tolist()
-        assert set(batch[i, n:].tolist()) <= {0, EOS}  # the rest is filler (generate pads finished rows)
+        assert set(batch[i, n:].tolist()) <= {0}  # the rest is padding (generate pads finished rows)
 
 
 def never_ending_model(seed=3):
@@ -300,6 +336,60 @@ def test_generate_returns_cross_attentions(num_beams):
         torch.testing.assert_close(generated, teacher, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_generate_runs_the_decoder_one_step_per_token(num_beams):
+    """generate() hands the decoder state back (transformers' `cache`): every forward call runs the decoder over the
+    newest token only, never over the prefix again, and there is one call per generated token."""
+    model = never_ending_model()
+    input_ids, attention_mask = padded([[5, 6, 7, 8], [9, 10], [11]])
+    widths = []
+    original = model.decoder.forward
+
+    def counting_forward(decoder_input_ids, *args, **kwargs):
+        widths.append(decoder_input_ids.shape[1])
+        return original(decoder_input_ids, *args, **kwargs)
+
+    model.decoder.forward = counting_forward
+    out = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=6, num_beams=num_beams)
+    assert out.shape == (3, 7)  # the </s> logit is pushed down: every row runs to the limit
+    assert widths == [1] * 6
+    # the state survives a round trip through forward: two steps with the cache = the same steps teacher-forced
+    with torch.no_grad():
+        first = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=out[:, :1])
+        second = model(encoder_outputs=model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask),
+                       attention_mask=attention_mask, decoder_input_ids=out[:, 1:2], cache=first[CACHE_FIELD])
+        forced = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=out[:, :2])
+    torch.testing.assert_close(torch.cat([first.logits, second.logits], dim=1), forced.logits, atol=1e-6, rtol=1e-5)
+
+
+def test_pad_after_eos_written_out():
+    rows = torch.tensor([[2, 7, 3, 3, 3], [2, 3, 9, 9, 3], [2, 7, 8, 9, 5], [2, 7, 4, 8, 1]])
+    out = CoveForMachineTranslation.pad_after_eos(rows.clone(), 0, EOS)
+    assert out.tolist() == [[2, 7, 3, 0, 0], [2, 3, 0, 0, 0], [2, 7, 8, 9, 5], [2, 7, 4, 8, 1]]
+    # a list of </s> ids: the first of any of them ends the row
+    out = CoveForMachineTranslation.pad_after_eos(rows.clone(), 0, [EOS, 4])
+    assert out.tolist() == [[2, 7, 3, 0, 0], [2, 3, 0, 0, 0], [2, 7, 8, 9, 5], [2, 7, 4, 0, 0]]
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_generate_pads_finished_rows_with_pad_id(copy_model, num_beams):
+    """Batched sources whose translations differ in length: after its </s>, each shorter row holds pad_token_id (0),
+    never </s> (transformers' beam search fills with `pad_token_id or eos_token_id`, and 0 is falsy)."""
+    sources = [[5, 6, 7, 8, 9], [10, 11], [12, 13, 14], [4]]
+    input_ids, attention_mask = padded(sources)
+    for kwargs in ({}, {"return_dict_in_generate": True, "num_return_sequences": num_beams}):
+        out = copy_model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8,
+                                  num_beams=num_beams, **kwargs)
+        sequences = out if isinstance(out, torch.Tensor) else out.sequences
+        lengths = []
+        for row in sequences.tolist():
+            assert EOS in row[1:]
+            end = row.index(EOS, 1)
+            assert row[end + 1 :] == [0] * (len(row) - end - 1)
+            lengths.append(end + 1)
+        assert len(set(lengths)) > 1 and min(lengths) < sequences.shape[1]  # some rows were padded
+
+
 def test_translate_with_tokenizers(copy_model):
     words = [f"w{i}" for i in range(12)]  # ids 4..15 on both sides
     source_tokenizer = build_cove_tokenizer(words)
@@ -314,6 +404,144 @@ def test_translate_with_tokenizers(copy_model):
         copy_model.translate(["w1"], source_tokenizer, build_cove_tokenizer(words[:5], add_eos=True))
     with pytest.raises(ValueError, match="source tokenizer has"):
         copy_model.translate(["w1"], build_cove_tokenizer(words + ["extra"]), target_tokenizer)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# transformers conventions
+
+
+def assert_same_nested(a, b):
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor)
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    else:
+        assert isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)) and len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_same_nested(x, y)
+
+
+@pytest.mark.parametrize("extras", [{}, {"labels": True}, {"use_cache": False}, {"output_hidden_states": True},
+                                    {"output_attentions": True, "labels": True, "output_hidden_states": True}])
+def test_return_dict_false_is_to_tuple(extras):
+    model = tiny_model()
+    input_ids, attention_mask = padded([[5, 6, 7], [9, 10]])
+    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, **extras)
+    if kwargs.pop("labels", False):
+        kwargs["labels"] = labels_of([[11, 12, EOS], [14, EOS]])
+    else:
+        kwargs["decoder_input_ids"] = torch.tensor([[2, 11, 12], [2, 13, 14]])
+    with torch.no_grad():
+        as_dict = model(**kwargs)
+        as_tuple = model(**kwargs, return_dict=False)
+    assert isinstance(as_tuple, tuple)
+    assert_same_nested(as_tuple, as_dict.to_tuple())
+    if "labels" in kwargs:
+        torch.testing.assert_close(as_tuple[0], as_dict.loss)
+
+
+def test_forward_keyword_arguments():
+    """An unknown keyword is a TypeError naming it; `past_key_values` is accepted as the older name of `cache`."""
+    model = tiny_model()
+    input_ids, attention_mask = padded([[5, 6, 7], [9, 10]])
+    decoder_input_ids = torch.tensor([[2, 11], [2, 13]])
+    with pytest.raises(TypeError, match="not_an_argument"):
+        model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+              not_an_argument=1)
+    with torch.no_grad():
+        first = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids[:, :1])
+        state = first[CACHE_FIELD]
+        new = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids[:, 1:],
+                    cache=state)
+        old = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids[:, 1:],
+                    past_key_values=state)
+    torch.testing.assert_close(new.logits, old.logits)
+    with pytest.raises(ValueError, match="not both"):
+        model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+              cache=state, past_key_values=state)
+    with pytest.raises(TypeError, match="cache must be the \\(h, c, input_feed\\) tuple"):
+        model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+              cache=state[:2])
+
+
+def test_get_encoder_by_modality():
+    """The text encoder for modality None; for "image"/"video"/"audio" what transformers' base class returns for a
+    model with no such encoder (the model itself, so export tools do not split it as multimodal)."""
+    model = tiny_model()
+    assert model.get_encoder() is model.cove
+    for modality in ("image", "video", "audio"):
+        assert model.get_encoder(modality=modality) is model
+    with pytest.raises(ValueError, match="modality"):
+        model.get_encoder(modality="smell")
+
+
+def test_seq2seq_trainer_step_and_generate_evaluation(tmp_path):
+    """Seq2SeqTrainer end to end: a training step (the keys a collator gives reach forward; the loss is the mean token
+    cross-entropy) and evaluation with predict_with_generate (greedy and beam)."""
+    from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+    model = tiny_model().train()
+    rows = [([5, 6, 7], [11, 12, EOS]), ([9, 10], [13, EOS]), ([8, 9, 10, 11], [14, 15, 16, EOS])]
+
+    def collate(batch):
+        input_ids, attention_mask = padded([src for src, _ in batch])
+        return {"input_ids": input_ids, "attention_mask": attention_mask,
+                "labels": labels_of([tgt for _, tgt in batch])}
+
+    before = [p.detach().clone() for p in model.decoder.parameters()]
+    for num_beams in (1, 2):
+        args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=3,
+                                        per_device_eval_batch_size=3, max_steps=1, learning_rate=0.1,
+                                        report_to=[], save_strategy="no", use_cpu=True, predict_with_generate=True,
+                                        generation_max_length=6, generation_num_beams=num_beams,
+                                        dataloader_num_workers=0)
+        trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=rows, eval_dataset=rows, data_collator=collate)
+        assert trainer.train().training_loss > 0
+        prediction = trainer.predict(rows)
+        assert prediction.predictions.shape[0] == 3 and prediction.metrics["test_loss"] > 0
+        with torch.no_grad():
+            want = model.eval()(**collate(rows)).loss
+        assert math.isclose(prediction.metrics["test_loss"], float(want), rel_tol=1e-4)
+        model.train()
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.decoder.parameters()))
+
+
+def test_torch_export_of_the_decoder():
+    """torch.export traces the decoder with its input checks (they read tensor values) left out while exporting; the
+    exported program gives the eager outputs. The encoder is run outside here (`encoder_outputs`)."""
+    model = tiny_model()
+    input_ids, attention_mask = padded([[5, 6, 7, 8], [9, 10]])
+    kwargs = dict(attention_mask=attention_mask, decoder_input_ids=torch.tensor([[2, 11, 12], [2, 13, 14]]),
+                  labels=labels_of([[11, 12, EOS], [13, EOS]]))
+    with torch.no_grad():
+        kwargs["encoder_outputs"] = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask,
+                                                        output_final_states=True)
+        program = torch.export.export(model, args=(), kwargs=kwargs)
+        got, want = program.module()(**kwargs), model(**kwargs)
+    torch.testing.assert_close(got.logits, want.logits)
+    torch.testing.assert_close(got.loss, want.loss)
+    # outside export the checks run as before
+    with pytest.raises(ValueError, match="decoder_input_ids contain ids outside"):
+        model(**{**kwargs, "labels": None, "decoder_input_ids": torch.tensor([[2, 99], [2, 5]])})
+
+
+def test_decoder_under_cpu_bf16_autocast_needs_no_lstm_kernel():
+    """The decoder's nn.LSTMCell runs as matrix products and pointwise ops (no oneDNN RNN primitive, which CPUs
+    without avx512_bf16 lack under bf16 autocast), within bf16 tolerance of fp32."""
+    model = tiny_model()
+    input_ids, attention_mask = padded([[5, 6, 7, 8], [9, 10]])
+    decoder_input_ids = torch.tensor([[2, 11, 12], [2, 13, 14]])
+    with torch.no_grad():
+        encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask,
+                                              output_final_states=True)
+        want = model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
+                     decoder_input_ids=decoder_input_ids).logits
+        with torch.autograd.profiler.profile() as profile, torch.autocast("cpu", dtype=torch.bfloat16):
+            got = model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
+                        decoder_input_ids=decoder_input_ids).logits
+    ops = {event.name for event in profile.function_events}
+    assert "aten::lstm_cell" in ops and not any("rnn" in op or op == "aten::lstm" for op in ops)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), want, atol=0.05, rtol=0.02)
 
 
 # ---------------------------------------------------------------------------------------------------------------
