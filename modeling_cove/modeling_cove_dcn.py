@@ -28,6 +28,11 @@ no [CLS] position to point at, so such a row is left out of the loss as a whole 
 Precomputed features: the encoder is frozen, so run `compute_cove_features(...)` once per dataset and pass the
 result as `cove_features=` to skip the MT-LSTM on later epochs (identical results, tested). Only the MT-LSTM
 outputs are cached; the word vectors (and char n-grams) are looked up from `input_ids` as usual.
+
+Word vectors instead of ids: `inputs_embeds` (B, T, word_vector_dim) with `attention_mask` and `token_type_ids`
+replaces `input_ids` (exactly one of the two): the rows stand for `model.cove.embeddings(input_ids)`, feed both the
+MT-LSTM and the GloVe part of w~, and give the results of `input_ids` with those rows (tested). Models with char
+n-grams (looked up by id) need `input_ids`.
 """
 
 from dataclasses import dataclass
@@ -394,44 +399,60 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
     def encoder_is_frozen(self) -> bool:
         return not any(p.requires_grad for p in self.cove.parameters())
 
-    def run_cove(self, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """MT-LSTM outputs used by the DCN for one right-padded segment: (B, L) -> (B, L, cove_size), zero at
-        padding (the last layer; first and last with `cove_output="both"`)."""
+    def run_cove(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """MT-LSTM outputs used by the DCN for one right-padded segment: ids (B, L) or word vectors (B, L, D) ->
+        (B, L, cove_size), zero at padding (the last layer; first and last with `cove_output="both"`)."""
+        inputs = {"inputs_embeds": tokens} if tokens.is_floating_point() else {"input_ids": tokens}
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.encoder_is_frozen()):
-            out = self.cove(input_ids=input_ids, attention_mask=mask.long(), output_hidden_states=True,
-                            return_dict=True, output_final_states=False)
+            out = self.cove(**inputs, attention_mask=mask.long(), output_hidden_states=True, return_dict=True,
+                            output_final_states=False)
             layers = out.hidden_states[1:]
             return torch.cat([layers[0], layers[-1]], dim=-1) if self.config.cove_output == "both" else layers[-1]
 
-    def word_inputs(self, input_ids: torch.Tensor, mask: torch.Tensor, cove: Optional[torch.Tensor]):
-        """eq. 6, w~ = [GloVe(w); CoVe(w)] (per `config.dcn_input`, + char n-grams): (B, L, input_size)."""
+    def word_inputs(self, tokens: torch.Tensor, mask: torch.Tensor, cove: Optional[torch.Tensor]):
+        """eq. 6, w~ = [GloVe(w); CoVe(w)] (per `config.dcn_input`, + char n-grams): ids (B, L) or word vectors
+        (B, L, D) -> (B, L, input_size)."""
         float_mask = mask.unsqueeze(-1).to(self.cove.embeddings.weight.dtype)
         parts = []
         if "vectors" in self.dcn_input:
-            parts.append(self.cove.embeddings(input_ids) * float_mask)
+            vectors = tokens if tokens.is_floating_point() else self.cove.embeddings(tokens)
+            parts.append(vectors * float_mask)
         if cove is not None:
             parts.append(cove * float_mask)
-        if self.cove.char_ngram_embeddings is not None:
-            parts.append(self.cove.char_ngram_embeddings(input_ids) * float_mask)
+        if self.cove.char_ngram_embeddings is not None:  # (inputs_embeds with char n-grams is refused up front)
+            parts.append(self.cove.char_ngram_embeddings(tokens) * float_mask)
         return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
 
-    def compute_cove_features(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
-                              token_type_ids: Optional[torch.Tensor] = None) -> Optional[torch.Tensor]:
+    def checked_tokens(self, input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor],
+                       attention_mask: Optional[torch.Tensor]):
+        """Up-front checks of exactly one of `input_ids` (B, T) / `inputs_embeds` (B, T, word_vector_dim). Returns
+        (the ids or the word vectors in the model's dtype, the (B, T) attention mask)."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("CoveForQuestionAnswering needs exactly one of input_ids and inputs_embeds (word-vector "
+                             "rows), got " + ("both" if input_ids is not None else "neither"))
+        if inputs_embeds is not None:
+            attention_mask = self.cove.check_inputs_embeds(inputs_embeds, attention_mask)
+            return inputs_embeds.to(self.cove.embeddings.weight.dtype), attention_mask
+        return input_ids, self.cove.check_inputs(input_ids, attention_mask)
+
+    def compute_cove_features(self, input_ids: Optional[torch.Tensor] = None,
+                              attention_mask: Optional[torch.Tensor] = None,
+                              token_type_ids: Optional[torch.Tensor] = None,
+                              inputs_embeds: Optional[torch.Tensor] = None) -> Optional[torch.Tensor]:
         """MT-LSTM features at every position of the pair sequence, (B, T, cove_size), zero at padding: the
         encoder runs on the question and on the context separately. Pass them back as `cove_features=` (the
         encoder is frozen; a frozen encoder also stays in eval mode, so there is no encoder dropout). None when
-        `config.dcn_input == "vectors"` (no MT-LSTM)."""
+        `config.dcn_input == "vectors"` (no MT-LSTM). `inputs_embeds` (B, T, word_vector_dim) may replace
+        `input_ids`."""
         if self.cove_size == 0:
             return None
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        self.cove.check_inputs(input_ids, attention_mask)
+        tokens, attention_mask = self.checked_tokens(input_ids, inputs_embeds, attention_mask)
         features = None
         for seg in self.segment_masks(attention_mask, token_type_ids):
-            ids, positions, mask = segment_gather(input_ids, seg)
-            seg_features = self.run_cove(ids, mask)  # (B, L, C), zero at padding
+            segment, positions, mask = segment_gather(tokens, seg)
+            seg_features = self.run_cove(segment, mask)  # (B, L, C), zero at padding
             if features is None:
-                features = seg_features.new_zeros(*input_ids.shape, seg_features.shape[-1])
+                features = seg_features.new_zeros(*attention_mask.shape, seg_features.shape[-1])
             index = positions.unsqueeze(-1).expand(-1, -1, seg_features.shape[-1])
             features = features.scatter_add(1, index, seg_features)  # padding slots add zeros
         return features
@@ -464,9 +485,12 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
         return_dict: Optional[bool] = None,
+        inputs_embeds: Optional[torch.Tensor] = None,
     ) -> CoveQuestionAnsweringModelOutput:
         """
         input_ids (B, T): question + context as one pair sequence, right-padded.
+        inputs_embeds (B, T, word_vector_dim): word-vector rows instead of `input_ids` (exactly one of the two; the
+            results of the ids whose `model.cove.embeddings` rows these are). Needs no char n-grams.
         attention_mask (B, T): 1 = token (default: all). token_type_ids (B, T): 0 = question, 1 = context (required).
         cove_features (B, T, cove_size): precomputed `compute_cove_features(...)`; skips the MT-LSTM.
         start_positions, end_positions (B,): answer span as input positions. A row whose start or end is not a
@@ -480,20 +504,17 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
-        if input_ids is None:
-            raise ValueError("CoveForQuestionAnswering needs input_ids (also when cove_features are given)")
+        tokens, attention_mask = self.checked_tokens(input_ids, inputs_embeds, attention_mask)  # (B, T[, D])
         if (start_positions is None) != (end_positions is None):
             raise ValueError("pass both start_positions and end_positions, or neither")
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        self.cove.check_inputs(input_ids, attention_mask)
+        shape = attention_mask.shape  # (B, T)
         question_seg, context_seg = self.segment_masks(attention_mask, token_type_ids)
-        question_ids, question_positions, question_mask = segment_gather(input_ids, question_seg)  # (B, n)
-        context_ids, context_positions, context_mask = segment_gather(input_ids, context_seg)  # (B, m)
+        question_tokens, question_positions, question_mask = segment_gather(tokens, question_seg)  # (B, n[, D])
+        context_tokens, context_positions, context_mask = segment_gather(tokens, context_seg)  # (B, m[, D])
 
         question_cove = context_cove = None
         if cove_features is not None:
-            expected = (*input_ids.shape, self.cove_size)
+            expected = (*shape, self.cove_size)
             if self.cove_size == 0 or tuple(cove_features.shape) != expected:
                 raise ValueError(
                     f"cove_features must have shape {expected} (from compute_cove_features), got "
@@ -503,10 +524,10 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
             question_cove = segment_gather(cove_features, question_seg)[0]
             context_cove = segment_gather(cove_features, context_seg)[0]
         elif self.cove_size:
-            question_cove = self.run_cove(question_ids, question_mask)  # MT-LSTM on the question alone
-            context_cove = self.run_cove(context_ids, context_mask)  # and on the context alone
-        question_features = self.word_inputs(question_ids, question_mask, question_cove)  # (B, n, C)
-        context_features = self.word_inputs(context_ids, context_mask, context_cove)  # (B, m, C)
+            question_cove = self.run_cove(question_tokens, question_mask)  # MT-LSTM on the question alone
+            context_cove = self.run_cove(context_tokens, context_mask)  # and on the context alone
+        question_features = self.word_inputs(question_tokens, question_mask, question_cove)  # (B, n, C)
+        context_features = self.word_inputs(context_tokens, context_mask, context_cove)  # (B, m, C)
 
         document, encoded_document, encoded_question, attention_q, attention_d = self.coattention_encoder(
             context_features, context_mask, question_features, question_mask)  # U (B, m, 2l)
@@ -531,7 +552,7 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
 
         # final scores over the full input sequence; non-context positions get the most negative value
         neg = torch.finfo(document.dtype).min
-        full = document.new_full(input_ids.shape, neg)
+        full = document.new_full(shape, neg)
         start_logits = full.scatter(1, context_positions, start_scores[-1].masked_fill(~context_mask, neg))
         end_logits = full.scatter(1, context_positions, end_scores[-1].masked_fill(~context_mask, neg))
         # padding slots of context_positions point at arbitrary positions: restore "not context" there
@@ -542,7 +563,7 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
 
         hidden_states = None
         if output_hidden_states:  # each over the full input sequence, zero where it does not apply
-            length = input_ids.shape[1]
+            length = shape[1]
             hidden_states = (
                 segment_scatter(question_features, question_positions, question_mask, length)
                 + segment_scatter(context_features, context_positions, context_mask, length),  # w~ (B, T, C)

@@ -621,3 +621,44 @@ def test_bf16_autocast_with_the_lstm_fallback_forced_matches_fp32(monkeypatch):
         scale = float(want.abs().max())
         torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=2e-2 * scale)
     assert bool((out.start_logits[~context] == torch.finfo(torch.bfloat16).min).all())
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# inputs_embeds
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dcn_input", ["vectors+cove", "vectors", "cove"])
+def test_inputs_embeds_equal_the_ids_path_given_the_same_rows(dcn_input):
+    model = tiny_model(dcn_input=dcn_input).train()  # training: every iteration and the loss
+    ids, types, mask = pair_batch([(3, 9), (4, 5)])
+    labels = dict(start_positions=torch.tensor([5, 0]), end_positions=torch.tensor([7, 0]))
+    rows = model.cove.embeddings(ids).detach()  # (B, T, word_vector_dim)
+    rows[1, 9:] = 7.0  # rows at padding are never read
+    from_ids = model(input_ids=ids, token_type_ids=types, attention_mask=mask, output_hidden_states=True, **labels)
+    from_rows = model(inputs_embeds=rows, token_type_ids=types, attention_mask=mask, output_hidden_states=True,
+                      **labels)
+    torch.testing.assert_close(from_rows.start_logits, from_ids.start_logits, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(from_rows.end_logits, from_ids.end_logits, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(from_rows.loss, from_ids.loss, rtol=1e-6, atol=1e-6)
+    for a, b in zip(from_rows.hidden_states, from_ids.hidden_states):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+    assert torch.equal(from_rows.iteration_spans, from_ids.iteration_spans)
+    if dcn_input != "vectors":
+        torch.testing.assert_close(model.compute_cove_features(inputs_embeds=rows, attention_mask=mask,
+                                                               token_type_ids=types),
+                                   model.compute_cove_features(ids, mask, types), rtol=1e-6, atol=1e-6)
+
+
+def test_inputs_embeds_bad_combinations_are_clear_errors():
+    model = tiny_model()
+    ids, types, mask = pair_batch([(3, 5)])
+    rows = model.cove.embeddings(ids).detach()
+    with pytest.raises(ValueError, match="exactly one of input_ids and inputs_embeds.*both"):
+        model(input_ids=ids, inputs_embeds=rows, token_type_ids=types, attention_mask=mask)
+    with pytest.raises(ValueError, match="exactly one of input_ids and inputs_embeds.*neither"):
+        model(token_type_ids=types, attention_mask=mask)
+    with pytest.raises(ValueError, match="word_vector_dim=6"):
+        model(inputs_embeds=rows[..., :5], token_type_ids=types, attention_mask=mask)
+    with pytest.raises(ValueError, match="char n-gram"):
+        tiny_model(char_ngram_dim=4)(inputs_embeds=rows, token_type_ids=types, attention_mask=mask)
