@@ -29,7 +29,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from .configuration_cove import CoveConfig
-from .modeling_cove import CoveModel, CovePreTrainedModel, lengths_from_mask
+from .modeling_cove import CoveModel, CovePreTrainedModel, lengths_from_mask, lstm_autocast_fallback
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -46,7 +46,18 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.
 
 def run_bilstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """A batch-first biLSTM over right-padded `inputs` (B, T, C) with `lengths` (B,) >= 1.
-    Returns (B, T, 2H), zero at padded positions. Packed, so a row's result does not depend on the padding."""
+    Returns (B, T, 2H), zero at padded positions. Packed, so a row's result does not depend on the padding.
+    Under autocast on a machine without an LSTM kernel in the autocast dtype (bf16 on AVX2-only CPUs), it runs in
+    fp32 and the output is cast to that dtype (`lstm_autocast_fallback`)."""
+    fallback = lstm_autocast_fallback(inputs.device.type)
+    if fallback is not None:
+        with torch.autocast(inputs.device.type, enabled=False):
+            return run_bilstm_kernel(lstm, inputs.float(), lengths).to(fallback)
+    return run_bilstm_kernel(lstm, inputs, lengths)
+
+
+def run_bilstm_kernel(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """`run_bilstm` on a machine whose LSTM kernel takes the current autocast dtype (or with autocast off)."""
     time = inputs.shape[1]
     if bool((lengths == time).all()):  # nothing to pack
         output, _ = lstm(inputs)

@@ -183,10 +183,15 @@ def test_split_pair_layouts():
 # ---------------------------------------------------------------------------------------------------------------
 
 
-@torch.no_grad()
 def reference_logits(model, x_ids, y_ids=None):
     """BCN logits of ONE example written out with plain tensor ops, no padding, no batching: x_ids (Tx,), y_ids
     (Ty,) or None for a single sentence (then y = x)."""
+    return reference_bcn(model, x_ids, y_ids)["logits"]
+
+
+@torch.no_grad()
+def reference_bcn(model, x_ids, y_ids=None):
+    """`reference_logits` with its intermediate values: dict of logits, X, Y, A_x, A_y, X|y ("X_y"), Y|x ("Y_x")."""
     cfg = model.config
 
     def word_inputs(ids):  # eq. 6 (or the variant): w~ (T, D)
@@ -229,7 +234,7 @@ def reference_logits(model, x_ids, y_ids=None):
             n = layer.norm
             h = (h - n.running_mean) / torch.sqrt(n.running_var + n.eps) * n.weight + n.bias
         z = h.view(layer.out_dim, layer.pool).max(-1).values
-    return z
+    return dict(logits=z, X=X, Y=Y, A_x=A_x, A_y=A_y, X_y=X_y, Y_x=Y_x)
 
 
 def batch(rows, pairs=None, pad_to=None):
@@ -490,9 +495,9 @@ def test_all_oov_text_is_classified_from_zero_vectors():
     assert torch.allclose(probs.sum(), torch.tensor(1.0))
 
 
-def test_long_input_has_no_length_limit():
-    """Documented result: LSTMs have no position limit; a text longer than the tokenizer's model_max_length is read
-    in full (the caller truncates if wanted)."""
+def test_long_input_up_to_bcn_max_length_is_read_in_full():
+    """Documented result: LSTMs have no position limit; a text longer than the tokenizer's model_max_length but within
+    config.bcn_max_length (the biattention's memory bound) is read in full (the caller truncates if wanted)."""
     model = tiny_model()
     torch.manual_seed(0)
     long_ids = torch.randint(4, 30, (1, 700))
@@ -643,8 +648,9 @@ def test_pipeline_bad_input(classifier):
 
 
 def test_pipeline_longer_than_model_max_length(classifier):
-    """Documented: the LSTM BCN has no length limit; the tokenizer warns and the whole text is read unless the
-    caller passes truncation=True (then the first model_max_length tokens are)."""
+    """Documented: below config.bcn_max_length the BCN reads texts longer than model_max_length; the tokenizer warns
+    and the whole text is read unless the caller passes truncation=True (then the first model_max_length tokens
+    are)."""
     tokenizer = classifier.tokenizer
     assert tokenizer.model_max_length == 16
     long_text = " ".join(["the cat sat on the mat ."] * 5)  # 35 tokens
@@ -653,3 +659,207 @@ def test_pipeline_longer_than_model_max_length(classifier):
     first_16 = " ".join(tokenizer.convert_ids_to_tokens(tokenizer(long_text)["input_ids"][:16]))
     assert truncated == classifier(first_16, top_k=None)
     assert full != truncated
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# transformers conventions: tuples, kwargs, hidden states, attention maps, problem types, limits, bf16 fallback
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_return_dict_false_is_exactly_to_tuple():
+    model = tiny_model(seed=8)
+    for pairs in (None, SECONDS):
+        ids, mask, tt = batch(SENTENCES, pairs)
+        for labels in (None, torch.tensor([0, 2, 1, 2])):
+            for hidden in (False, True):
+                for attentions in (False, True):
+                    kwargs = dict(labels=labels, output_hidden_states=hidden, output_attentions=attentions)
+                    as_dict = model(ids, mask, tt, **kwargs)
+                    as_tuple = model(ids, mask, tt, return_dict=False, **kwargs)
+                    expected = as_dict.to_tuple()
+                    assert isinstance(as_tuple, tuple) and len(as_tuple) == len(expected)
+                    assert len(expected) == 1 + (labels is not None) + hidden + attentions
+                    flat = torch.utils._pytree.tree_leaves
+                    for got, want in zip(flat(as_tuple), flat(expected), strict=True):
+                        assert torch.equal(got, want)
+
+
+def test_unknown_keyword_argument_is_a_type_error_naming_it():
+    model = tiny_model()
+    ids, mask, tt = batch(SENTENCES)
+    with pytest.raises(TypeError, match="not_an_argument"):
+        model(input_ids=ids, attention_mask=mask, not_an_argument=1)
+
+
+@pytest.mark.parametrize("pairs", [None, SECONDS], ids=["single", "pairs"])
+def test_output_attentions_are_the_biattention_maps(pairs):
+    """attentions = (A_x (B, Tx, Ty), A_y (B, Ty, Tx)) of eqs. 9–10: equal, row by row, to the one-example reference
+    computation; every column of a real token sums to 1 over the real tokens; padding is zero."""
+    model = tiny_model(seed=9)
+    ids, mask, tt = batch(SENTENCES, pairs, pad_to=12)
+    out = model(ids, mask, tt, output_attentions=True)
+    attention_x, attention_y = out.attentions
+    x_lens = [len(row) for row in SENTENCES]
+    y_lens = x_lens if pairs is None else [len(row) for row in pairs]
+    assert attention_x.shape == (4, max(x_lens), max(y_lens)) and attention_y.shape == (4, max(y_lens), max(x_lens))
+    for i, row in enumerate(SENTENCES):
+        ref = reference_bcn(model, torch.tensor(row), None if pairs is None else torch.tensor(pairs[i]))
+        n, m = x_lens[i], y_lens[i]
+        torch.testing.assert_close(attention_x[i, :n, :m], ref["A_x"], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(attention_y[i, :m, :n], ref["A_y"], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(attention_x[i, :n, :m].sum(0), torch.ones(m), rtol=0, atol=1e-6)
+        torch.testing.assert_close(attention_y[i, :m, :n].sum(0), torch.ones(n), rtol=0, atol=1e-6)
+        assert not attention_x[i, n:].any() and not attention_x[i, :, m:].any()
+        assert not attention_y[i, m:].any() and not attention_y[i, :, n:].any()
+    assert attention_x[0, :6, : y_lens[0]].std() > 1e-3  # not uniform: a real map
+    assert torch.equal(out.logits, model(ids, mask, tt).logits)  # asking for the maps changes nothing
+    # hand computation, one tiny example: A = X Yᵀ, A_x = column softmax over x
+    x, y = torch.tensor([[[1.0, 0.0], [0.0, 2.0]]]), torch.tensor([[[1.0, 1.0], [2.0, 0.0], [0.0, -1.0]]])
+    _, _, a_x, a_y = biattention(x, torch.ones(1, 2, dtype=torch.bool), y, torch.ones(1, 3, dtype=torch.bool),
+                                 return_attention=True)
+    e = math.e  # A = [[1, 2, 0], [2, 0, -2]]
+    assert torch.allclose(a_x[0, :, 0], torch.tensor([e / (e + e**2), e**2 / (e + e**2)]))
+    assert torch.allclose(a_y[0, :, 1], torch.tensor([1, e**-2, e**-4]) / (1 + e**-2 + e**-4))
+
+
+@pytest.mark.parametrize("mode", ["vectors+cove", "vectors"])
+def test_output_hidden_states_are_cove_layers_then_bcn_states(mode):
+    """hidden_states = (word vectors, MT-LSTM layer 1, layer 2, X / Y, X|y / Y|x), each (B, T, ·) at the input's
+    positions, zero at padding: equal to the encoder run on each text alone and to the one-example reference."""
+    model = tiny_model(bcn_input=mode, seed=10)
+    for pairs in (None, SECONDS):
+        ids, mask, tt = batch(SENTENCES, pairs, pad_to=12)
+        out = model(ids, mask, tt, output_hidden_states=True)
+        hidden = out.hidden_states
+        assert len(hidden) == 5
+        assert [h.shape for h in hidden] == [(4, 12, 6), (4, 12, 12), (4, 12, 12), (4, 12, 8), (4, 12, 8)]
+        assert torch.equal(out.logits, model(ids, mask, tt).logits)
+        for i, row in enumerate(SENTENCES):
+            second = None if pairs is None else pairs[i]
+            ref = reference_bcn(model, torch.tensor(row), None if second is None else torch.tensor(second))
+            n = len(row)
+            total = n + (0 if second is None else len(second))
+            for text, start in ((row, 0),) + (() if second is None else ((second, n),)):
+                alone = model.cove(torch.tensor([text]), output_hidden_states=True).hidden_states
+                for k in range(3):
+                    torch.testing.assert_close(hidden[k][i, start : start + len(text)], alone[k][0], atol=1e-6,
+                                               rtol=1e-5)
+            torch.testing.assert_close(hidden[3][i, :n], ref["X"], atol=1e-6, rtol=1e-5)
+            torch.testing.assert_close(hidden[4][i, :n], ref["X_y"], atol=1e-6, rtol=1e-5)
+            if second is not None:
+                torch.testing.assert_close(hidden[3][i, n:total], ref["Y"], atol=1e-6, rtol=1e-5)
+                torch.testing.assert_close(hidden[4][i, n:total], ref["Y_x"], atol=1e-6, rtol=1e-5)
+            assert all(not h[i, total:].any() for h in hidden)
+    # with features cached for the BCN's layers only, the hidden states still hold every layer
+    ids, mask, tt = batch(SENTENCES, SECONDS)
+    cached = model.compute_cove_hidden_states(ids, mask, tt)
+    again = model(ids, mask, tt, cove_hidden_states=cached, output_hidden_states=True).hidden_states
+    fresh = model(ids, mask, tt, output_hidden_states=True).hidden_states
+    assert all(torch.equal(a, b) for a, b in zip(again, fresh))
+
+
+def test_regression_problem_type_mse_loss_by_hand():
+    """num_labels=1 and problem_type None: inferred "regression" as transformers' heads infer it, MSE loss."""
+    model = tiny_model(num_labels=1, id2label={0: "score"}, label2id={"score": 0}, seed=11)
+    assert model.config.problem_type is None
+    ids, mask, tt = batch(SENTENCES)
+    labels = torch.tensor([0.5, -1.0, 2.0, 0.25])
+    out = model(ids, mask, tt, labels=labels)
+    assert out.logits.shape == (4, 1)
+    expected = sum((float(out.logits.detach()[i, 0]) - float(labels[i])) ** 2 for i in range(4)) / 4
+    assert out.loss.item() == pytest.approx(expected, rel=1e-5)
+    assert model.config.problem_type == "regression"
+    assert torch.allclose(model(ids, mask, tt, labels=labels[:, None]).loss, out.loss)  # (B, 1) labels too
+    with pytest.raises(ValueError, match=r"labels must have shape \(4, 1\) or \(4,\) for regression"):
+        model(ids, mask, tt, labels=torch.zeros(4, 2))
+    with pytest.raises(ValueError, match="finite"):
+        model(ids, mask, tt, labels=torch.tensor([0.5, float("nan"), 2.0, 0.25]))
+    model.train()
+    model(ids, mask, tt, labels=labels).loss.backward()
+    assert model.feedforward.weight.grad.abs().sum() > 0
+
+
+def test_multi_label_problem_type_bce_loss_by_hand():
+    """Float multi-hot labels with problem_type None: inferred "multi_label_classification", BCEWithLogits (mean
+    over batch and labels); an explicit problem_type works the same."""
+    ids, mask, tt = batch(SENTENCES)
+    labels = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    for problem_type in (None, "multi_label_classification"):
+        model = tiny_model(seed=12, problem_type=problem_type)
+        out = model(ids, mask, tt, labels=labels)
+        z, y = out.logits.detach().double(), labels.double()
+        expected = -(y * torch.log(torch.sigmoid(z)) + (1 - y) * torch.log(1 - torch.sigmoid(z))).mean()
+        assert out.loss.item() == pytest.approx(float(expected), rel=1e-5)
+        assert model.config.problem_type == "multi_label_classification"
+    with pytest.raises(ValueError, match=r"labels must have shape \(4, 3\)"):
+        model(ids, mask, tt, labels=labels[:, :2])
+    with pytest.raises(ValueError, match=r"in \[0, 1\]"):
+        model(ids, mask, tt, labels=labels * 2)
+    # integer class ids still infer single-label classification
+    single = tiny_model(seed=12)
+    single(ids, mask, tt, labels=torch.tensor([0, 2, 1, 2]))
+    assert single.config.problem_type == "single_label_classification"
+    with pytest.raises(ValueError, match="multi_label_classification"):  # the hint for multi-hot integer labels
+        single(ids, mask, tt, labels=labels.long())
+
+
+def test_texts_longer_than_bcn_max_length_are_refused_up_front(monkeypatch):
+    """The biattention is quadratic in the length: above config.bcn_max_length the forward raises before running
+    anything, stating the memory and the fix; at the limit (and with None) it runs."""
+    model = tiny_model(bcn_max_length=6)
+    calls = []
+    monkeypatch.setattr(model, "compute_cove_hidden_states", lambda *a, **k: calls.append(1))
+    long = [[4, 5, 6, 7, 8, 9, 10]]
+    with pytest.raises(ValueError, match=r"7 tokens, more than config.bcn_max_length=6") as error:
+        model(*batch(long + [[4, 5]]))
+    message = str(error.value)
+    assert "truncation=True" in message and "model_max_length" in message
+    assert f"{5 * 2 * 7 * 7 * 4 / 2**30:.2f} GiB" in message and "2 x 7 x 7" in message
+    with pytest.raises(ValueError, match="7 tokens"):  # the second text of a pair counts on its own
+        model(*batch([[4, 5]], long))
+    assert not calls  # refused before the encoder ran
+    monkeypatch.undo()
+    assert model(*batch([long[0][:6]], [long[0][:6]])).logits.shape == (1, 3)  # each side at the limit: fine
+    model.config.bcn_max_length = None
+    assert model(*batch(long)).logits.shape == (1, 3)
+    assert CoveConfig().bcn_max_length == 4096
+
+
+def test_pair_model_refuses_inputs_without_a_second_text():
+    """config.bcn_pair_input: rows without type-1 tokens (no or an empty text_pair) are an error, not a single
+    sentence; pairs give the same logits as on a model that also takes single texts."""
+    model = tiny_model(seed=13, bcn_pair_input=True)
+    plain = tiny_model(seed=13)
+    pairs = batch(SENTENCES, SECONDS)
+    assert torch.equal(model(*pairs).logits, plain(*pairs).logits)
+    with pytest.raises(ValueError, match=r"bcn_pair_input=True.*row\(s\) \[1, 3\] .*no second text"):
+        model(*batch(SENTENCES, [SECONDS[0], [], SECONDS[2], []]))
+    ids, mask, _ = batch(SENTENCES)
+    with pytest.raises(ValueError, match="no second text"):
+        model(input_ids=ids, attention_mask=mask)  # no token_type_ids at all
+    with pytest.raises(ValueError, match="bcn_pair_input must be True or False"):
+        tiny_config(bcn_pair_input="yes")
+
+
+def test_bf16_autocast_with_the_lstm_fallback_forced_matches_fp32(monkeypatch):
+    """Where the CPU has no bf16 LSTM kernel (forced here on any CPU), the BCN's own biLSTMs run in fp32 with
+    autocast off and are cast to bf16: logits within bf16 tolerance of fp32, for single texts and pairs."""
+    import modeling_cove.modeling_cove as modeling
+
+    monkeypatch.setattr(modeling, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
+    model = tiny_model(seed=14)
+    seen = []
+    for lstm in (model.encoder, model.integrator_x, model.integrator_y):
+        lstm.register_forward_pre_hook(
+            lambda module, args: seen.append((torch.is_autocast_enabled("cpu"), args[0].data.dtype))
+        )
+    for pairs in (None, SECONDS):
+        inputs = batch(SENTENCES, pairs)
+        with torch.no_grad():
+            reference = model(*inputs).logits
+            seen.clear()
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                logits = model(*inputs).logits
+        assert seen and all(state == (False, torch.float32) for state in seen)  # the fallback really ran
+        assert (logits.float() - reference).abs().max() <= 0.02 * reference.abs().max()  # bf16: 8 bits, ~0.4%
+        assert torch.isfinite(logits).all()
