@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -1049,3 +1050,159 @@ def test_tokenizer_of_another_vocabulary(built, hub, tmp_path, capsys):
     build_cove_tokenizer(WORDS[:5]).save_pretrained(ckpt)  # weights and eval JSON still match, the tokenizer not
     err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json")])
     assert f"the tokenizer has 9 tokens but the model's vocab_size is {len(WORDS) + 4}" in err
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The tokenizer through AutoTokenizer without the package (issue 31)
+# ----------------------------------------------------------------------------------------------------------------
+# Why `AutoTokenizer.from_pretrained(ckpt)` alone prompts "[y/N]" without the package: transformers reads config.json
+# with AutoConfig first, for every folder; its auto_map names configuration_cove.CoveConfig (remote code, needed for
+# AutoModel with trust_remote_code=True) and "cove" is not a model type transformers knows unless `modeling_cove` is
+# imported (it registers it). No content of tokenizer_config.json changes that. The tokenizer itself is the stock
+# class: these are the ways that load it with no prompt, no warning and no tokenizer code from the checkpoint.
+TOKENIZER_LOADER = r'''
+import json, sys
+mode, source = sys.argv[1], sys.argv[2]
+if mode == "package":
+    import modeling_cove  # noqa: F401  (registers the "cove" model type)
+else:
+    sys.modules["modeling_cove"] = None  # `import modeling_cove` now raises ImportError
+import transformers
+if mode == "fast":
+    tokenizer = transformers.PreTrainedTokenizerFast.from_pretrained(source)
+else:
+    tokenizer = transformers.AutoTokenizer.from_pretrained(source, **({"trust_remote_code": True} if mode == "trust"
+                                                                      else {}))
+print("RESULT " + json.dumps({
+    "class": type(tokenizer).__name__, "module": type(tokenizer).__module__,
+    "ids": tokenizer(sys.argv[3:], padding=True)["input_ids"],
+    "model_max_length": tokenizer.model_max_length,
+    "remote_modules": sorted(name for name in sys.modules if name.startswith("transformers_modules")),
+}))
+'''
+
+
+def load_tokenizer_in_fresh_process(mode: str, source: str, hf_home: Path, cwd: Path) -> tuple:
+    """(result dict, full output) of TOKENIZER_LOADER in a fresh interpreter, offline, stdin closed (a prompt would
+    print its question and read EOF)."""
+    script = cwd / "tokenizer_loader.py"
+    script.write_text(TOKENIZER_LOADER)
+    env = offline_env(hf_home)
+    env["PYTHONPATH"] = str(REPO) if mode == "package" else ""
+    proc = subprocess.run([sys.executable, str(script), mode, source, *SENTENCES], env=env, cwd=str(cwd),
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    return json.loads(lines[-1][len("RESULT "):]), proc.stdout
+
+
+@pytest.mark.parametrize("mode", ["trust", "fast", "package"])
+def test_tokenizer_loads_without_prompt_warning_or_tokenizer_code(built, tmp_path, mode):
+    """From the Hub id (offline cache) and from the checkpoint folder: the stock transformers class, the original
+    ids, the saved model_max_length; no "[y/N]" question, no "model of type `cove`" warning. "trust":
+    AutoTokenizer(trust_remote_code=True) without the package runs only the config's code, "fast":
+    PreTrainedTokenizerFast.from_pretrained runs none, "package": AutoTokenizer with `modeling_cove` imported needs
+    no flag."""
+    hf_home = tmp_path / "hf_home"
+    build_offline_cache(hf_home, BASE_REPO, built["base_stage"].folder)
+    tokenizer = built["tokenizer"]
+    expected = tokenizer(SENTENCES, padding=True)["input_ids"]
+    for source in (BASE_REPO, str(built["base_ckpt"])):
+        result, output = load_tokenizer_in_fresh_process(mode, source, hf_home, tmp_path)
+        assert "[y/N]" not in output and "custom code" not in output, output
+        assert "model of type" not in output, output
+        assert result["module"].startswith("transformers.") and result["class"] in ("TokenizersBackend",
+                                                                                      "PreTrainedTokenizerFast")
+        assert result["ids"] == expected and result["model_max_length"] == tokenizer.model_max_length
+        if mode == "fast":
+            assert result["remote_modules"] == []  # no code from the checkpoint at all
+        if mode == "trust":  # only the configuration file (AutoConfig), never a tokenizer or model module
+            files = {name.rsplit(".", 1)[-1] for name in result["remote_modules"]}
+            assert "configuration_cove" in files and not files & {"tokenization_cove", "modeling_cove"}, files
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A truncated or corrupt weights file (issue 31): the error names the file and the fix
+# ----------------------------------------------------------------------------------------------------------------
+def truncate(path: Path, size: int) -> Path:
+    with open(path, "r+b") as handle:
+        handle.truncate(size)
+    return path
+
+
+def load_error(folder) -> Exception:
+    """What safetensors raises when `CoveModel.from_pretrained(folder)` reads the weights."""
+    from safetensors import SafetensorError
+
+    with pytest.raises(SafetensorError) as error:
+        CoveModel.from_pretrained(folder)
+    return error.value
+
+
+def test_safetensors_file_problem_reads_the_layout(built, tmp_path):
+    from modeling_cove.build import safetensors_file_problem
+
+    weights = built["base_ckpt"] / "model.safetensors"
+    assert safetensors_file_problem(weights) is None
+    size = weights.stat().st_size
+    header_length = int.from_bytes(weights.read_bytes()[:8], "little")
+    cases = {
+        size // 2: f"it has {size // 2} bytes but its header describes {size} (the end is missing)",
+        8 + header_length // 2: f"header length field says {header_length} bytes of metadata",
+        5: "it has 5 bytes, fewer than the 8-byte header length field",
+    }
+    for cut, reason in cases.items():
+        copy = tmp_path / f"cut{cut}.safetensors"
+        copy.write_bytes(weights.read_bytes()[:cut])
+        assert reason in safetensors_file_problem(copy)
+    longer = tmp_path / "longer.safetensors"
+    longer.write_bytes(weights.read_bytes() + b"\0")
+    assert "extra bytes" in safetensors_file_problem(longer)
+    page = tmp_path / "page.safetensors"  # e.g. an HTML error page saved under the weights' name
+    page.write_bytes((20).to_bytes(8, "little") + b"<html>not found</htm")
+    assert "not valid JSON" in safetensors_file_problem(page)
+
+
+def test_truncated_weights_error_names_the_file_and_the_fix(built, tmp_path):
+    from modeling_cove.build import raise_for_unreadable_weights
+
+    folder = tmp_path / "ckpt"
+    shutil.copytree(built["base_ckpt"], folder)
+    weights = folder / "model.safetensors"
+    size = weights.stat().st_size
+    truncate(weights, size // 2)
+    error = load_error(folder)
+    assert "incomplete metadata" in str(error) and str(weights) not in str(error)  # what users saw: no file named
+    with pytest.raises(OSError) as wrapped:
+        raise_for_unreadable_weights(error, str(folder))
+    message = str(wrapped.value)
+    assert f"{weights} ({size // 2} bytes): it has {size // 2} bytes but its header describes {size}" in message
+    assert "interrupted or truncated" in message and "copy or download it again" in message
+    assert "incomplete metadata" in message and wrapped.value.__cause__ is error
+
+
+def test_truncated_weights_in_the_hub_cache_name_the_cached_file(built, tmp_path):
+    """A Hub id (the download was cut off): the error names the file in the cache and force_download=True."""
+    from modeling_cove.build import raise_for_unreadable_weights
+
+    snapshot = build_offline_cache(tmp_path / "hf_home", BASE_REPO, built["base_stage"].folder)
+    truncate(snapshot / "model.safetensors", 100)
+    error = load_error(snapshot)
+    with pytest.raises(OSError) as wrapped:
+        raise_for_unreadable_weights(error, BASE_REPO, cache_dir=tmp_path / "hf_home" / "hub")
+    message = str(wrapped.value)
+    assert f"{snapshot / 'model.safetensors'} (100 bytes)" in message
+    assert f"from_pretrained('{BASE_REPO}', force_download=True)" in message
+
+
+def test_unreadable_weights_without_a_broken_file_still_names_the_checkpoint(built, tmp_path):
+    from modeling_cove.build import raise_for_unreadable_weights
+
+    folder = tmp_path / "ckpt"
+    shutil.copytree(built["base_ckpt"], folder)
+    cause = ValueError("some other read failure")
+    with pytest.raises(OSError, match=f"cannot load the weights of {re.escape(str(folder))} in .*some other read"):
+        raise_for_unreadable_weights(cause, str(folder))
+    with pytest.raises(OSError, match="cannot load the weights of org/absent: some other read failure.*force_down"):
+        raise_for_unreadable_weights(cause, "org/absent", cache_dir=tmp_path / "empty")
