@@ -94,11 +94,16 @@ def lstm_autocast_fallback(device_type: str) -> Optional[torch.dtype]:
 
 
 def lengths_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Number of tokens per row of a right-padded `(B, T)` mask. Raises on left padding or holes."""
+    """Number of tokens per row of a right-padded `(B, T)` mask. Raises on left padding or holes (while
+    `torch.export` traces, a runtime assertion in the graph instead of a Python branch on values)."""
     mask = attention_mask.bool()
     lengths = mask.sum(dim=1)
     positions = torch.arange(mask.shape[1], device=mask.device)
-    if not torch.equal(positions.unsqueeze(0) < lengths.unsqueeze(1), mask):
+    right_padded = positions.unsqueeze(0) < lengths.unsqueeze(1)  # (B, T)
+    if torch.compiler.is_exporting():
+        torch._assert_async((right_padded == mask).all(), "attention_mask must be right-padded")
+        return lengths
+    if not torch.equal(right_padded, mask):
         raise ValueError(
             "attention_mask must be right-padded (a run of 1s followed by 0s in every row); got left padding or "
             "holes. Use a tokenizer with padding_side='right'."
@@ -488,12 +493,14 @@ class CoveEncoder(nn.Module):
                    unpacked: Optional[bool], out: Optional[torch.Tensor]):
         """`forward` on a machine whose LSTM kernels take the current autocast dtype (or with autocast off)."""
         batch, time, _ = vectors.shape
-        uniform = bool((lengths == time).all())
         if out is not None and out.shape != (batch, time, 2 * self.hidden_size):
             raise ValueError(f"out must have shape {(batch, time, 2 * self.hidden_size)}, got {tuple(out.shape)}")
         if out is not None and (out.stride(2) != 1 or out.stride(0) != time * out.stride(1)):
             raise ValueError("out must be a column slice of a contiguous (B, T, D) tensor (its rows are written as "
                              f"B*T rows of one view), got strides {out.stride()}")
+        if torch.compiler.is_exporting():
+            return self.run_traceable(vectors, lengths, final_states, top_only, out)
+        uniform = bool((lengths == time).all())
         if top_only and self.uses_single_call(vectors.device):
             outputs, final_h, final_c = self.run_single_call(vectors, lengths, uniform, final_states)
             return self.top_layer_into(outputs, out), final_h, final_c
@@ -527,6 +534,56 @@ class CoveEncoder(nn.Module):
         if not final_states:
             return outputs, None, None
         return outputs, torch.stack(final_h, dim=1), torch.stack(final_c, dim=1)
+
+    def run_traceable(self, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool, top_only: bool,
+                      out: Optional[torch.Tensor]):
+        """`forward` with no Python branch on tensor values and no read back to the host, the path `torch.export`
+        traces: right-padded `(B, T, C)` rows run unpacked, rows in their order, no time segments; the backward
+        direction runs over each row reversed within its length (a gather along time by a `(T, B)` index built
+        from the `lengths` tensor; the same gather puts it back). With `final_states`, each direction runs one
+        `torch.lstm` step at a time and keeps its state past a row's end (`run_direction_stepwise`): the graph then
+        holds T steps per direction and layer, and the export is for that T. Same results as the other paths
+        (garbage at padding, which callers mask)."""
+        time, device = vectors.shape[1], vectors.device
+        steps = torch.arange(time, device=device).unsqueeze(1)  # (T, 1)
+        row_lengths = lengths.to(device).unsqueeze(0)  # (1, B)
+        valid = steps < row_lengths  # (T, B)
+        reverse = torch.where(valid, row_lengths - 1 - steps, steps)  # (T, B): each row reversed within its length
+        layer_input = vectors.transpose(0, 1)  # (T, B, C)
+        outputs, final_h, final_c = [], [], []
+        for layer in range(self.num_layers):
+            if layer > 0 and self.dropout > 0 and self.training:
+                layer_input = nn.functional.dropout(layer_input, self.dropout, training=True)
+            weights = self.layer_weights(layer)
+            reversed_input = layer_input.gather(0, reverse.unsqueeze(-1).expand_as(layer_input))  # (T, B, C)
+            if final_states:
+                forward, h_forward, c_forward = self.run_direction_stepwise(layer_input, weights[:4], valid)
+                backward, h_backward, c_backward = self.run_direction_stepwise(reversed_input, weights[4:], valid)
+                final_h.append(torch.cat([h_forward, h_backward], dim=-1))  # [forward; backward] (B, 2H)
+                final_c.append(torch.cat([c_forward, c_backward], dim=-1))
+            else:
+                forward = self.run_direction(layer_input, weights[:4])  # (T, B, H)
+                backward = self.run_direction(reversed_input, weights[4:])
+            backward = backward.gather(0, reverse.unsqueeze(-1).expand_as(backward))  # back in order
+            layer_input = torch.cat([forward, backward], dim=-1)  # (T, B, 2H)
+            outputs.append(layer_input.transpose(0, 1))  # (B, T, 2H)
+        outputs = self.top_layer_into(outputs[-1:] if top_only else outputs, out)
+        if not final_states:
+            return outputs, None, None
+        return outputs, torch.stack(final_h, dim=1), torch.stack(final_c, dim=1)
+
+    def run_direction_stepwise(self, inputs: torch.Tensor, weights: list, valid: torch.Tensor):
+        """One direction over time-major `(T, B, C)` inputs, one step at a time, each row's state kept from its last
+        `valid` (T, B) step on. Returns the outputs `(T, B, H)` and the final h and c `(B, H)`."""
+        h = c = inputs.new_zeros(1, inputs.shape[1], self.hidden_size)
+        train = self.kernel_train_mode(inputs)
+        pieces = []
+        for t in range(inputs.shape[0]):
+            piece, h_next, c_next = torch.lstm(inputs[t:t + 1], (h, c), weights, True, 1, 0.0, train, False, False)
+            keep = valid[t].view(1, -1, 1)  # (1, B, 1)
+            h, c = torch.where(keep, h_next, h), torch.where(keep, c_next, c)
+            pieces.append(piece)  # (1, B, H)
+        return torch.cat(pieces, dim=0), h[0], c[0]
 
     @staticmethod
     def top_layer_into(outputs: list, out: Optional[torch.Tensor]) -> list:
@@ -914,7 +971,8 @@ class CoveModel(CovePreTrainedModel):
         shape = (input_ids if inputs_embeds is None else inputs_embeds[..., 0]).shape  # (B, T)
         if attention_mask is None:
             attention_mask = torch.ones(shape, dtype=torch.long, device=self.embeddings.weight.device)
-        mask_outputs = zero_padding and bool((lengths < shape[1]).any())  # without padding: a mask of ones
+        exporting = torch.compiler.is_exporting()  # no Python branch on tensor values then: always masked
+        mask_outputs = zero_padding and (exporting or bool((lengths < shape[1]).any()))  # else a mask of ones
         mask = attention_mask.unsqueeze(-1).to(self.embeddings.weight.dtype) if mask_outputs else None  # (B, T, 1)
 
         if inputs_embeds is not None:
@@ -944,7 +1002,7 @@ class CoveModel(CovePreTrainedModel):
         layers, final_h, final_c = self.encoder(vectors, lengths.clamp(min=1), final_states=output_final_states,
                                                 top_only=top_only, unpacked=unpacked,
                                                 out=output[..., top_start:top_end] if top_in_output else None)
-        if final_h is not None and bool((lengths == 0).any()):  # empty rows ran on one pad step: no state, zero
+        if final_h is not None and (exporting or bool((lengths == 0).any())):  # empty rows ran on a pad step: zero
             has_tokens = (lengths > 0).to(device=final_h.device, dtype=final_h.dtype).view(-1, 1, 1)  # (B, 1, 1)
             final_h, final_c = final_h * has_tokens, final_c * has_tokens
         # zero at padding: the layers where they are returned as they are, (B, T, 600) each; `output` once, below

@@ -1247,3 +1247,37 @@ def test_resize_token_embeddings_adds_zero_frozen_rows_and_survives_save_load(tm
     assert all(torch.equal(a, b) for a, b in zip(by_new, by_unk))
     with pytest.raises(ValueError, match="pad/unk rows"):
         model.resize_token_embeddings(1)
+
+
+@pytest.mark.parametrize("flags", [{}, {"output_final_states": False, "output_hidden_states": True},
+                                   {"output_final_states": True, "output_hidden_states": True}])
+def test_torch_export_traces_and_gives_the_eager_outputs(tiny_checkpoint, flags):
+    """`torch.export` traces CoveModel (it stopped at the id check's `int(ids.min())`): no Python branch on tensor
+    values while exporting. The exported program, run on another padded batch of the same shape (an empty row in it),
+    gives the eager outputs; the id and padding checks stay in the graph as runtime assertions."""
+    _, model, tokenizer = tiny_checkpoint
+    model = copy.deepcopy(model).eval()
+    trace_batch = tokenizer(["the cat sat on the mat .", "a dog", "cat"], padding=True, return_tensors="pt")
+    kwargs = dict(input_ids=trace_batch["input_ids"], attention_mask=trace_batch["attention_mask"])
+    program = torch.export.export(model, args=(), kwargs={**kwargs, **flags})
+    batch = tokenizer(["a dog ran far away !", "", "the mat"], padding="max_length", max_length=7,
+                      return_tensors="pt")
+    run = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **flags)
+    with torch.no_grad():
+        expected = model(**run)
+        got = program.module()(**run)
+    final_states = flags.get("output_final_states", False)
+    names = ["last_hidden_state", "attention_mask"] + (["final_hidden_state", "final_cell_state"] if final_states
+                                                       else [])
+    assert got.keys() == expected.keys()
+    assert expected.final_hidden_state is None or expected.final_hidden_state[1].abs().max() == 0
+    for name in names:
+        torch.testing.assert_close(got[name], expected[name], rtol=1e-6, atol=1e-6, msg=name)
+    for g, e in zip(got.get("hidden_states", ()), expected.get("hidden_states", ())):
+        torch.testing.assert_close(g, e, rtol=1e-6, atol=1e-6)
+    bad = dict(run, input_ids=batch["input_ids"].clone())
+    bad["input_ids"][0, 0] = 99
+    with pytest.raises(RuntimeError, match="outside \\[0, 16\\)"):
+        program.module()(**bad)
+    with pytest.raises(RuntimeError, match="right-padded"):
+        program.module()(**dict(run, attention_mask=batch["attention_mask"].flip(1)))
