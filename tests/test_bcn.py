@@ -13,6 +13,7 @@ from torch import nn
 import modeling_cove  # noqa: F401  (registers the Auto classes)
 from modeling_cove import CoveConfig, CoveForSequenceClassification, CoveModel
 from modeling_cove.modeling_cove_bcn import (
+    BIATTENTION_MAPS,
     CoveBCNPooling,
     CoveMaxout,
     bcn_input_size,
@@ -814,7 +815,7 @@ def test_texts_longer_than_bcn_max_length_are_refused_up_front(monkeypatch):
         model(*batch(long + [[4, 5]]))
     message = str(error.value)
     assert "truncation=True" in message and "model_max_length" in message
-    assert f"{5 * 2 * 7 * 7 * 4 / 2**30:.2f} GiB" in message and "2 x 7 x 7" in message
+    assert f"{BIATTENTION_MAPS * 2 * 7 * 7 * 4 / 2**30:.2f} GiB" in message and "2 x 7 x 7" in message
     with pytest.raises(ValueError, match="7 tokens"):  # the second text of a pair counts on its own
         model(*batch([[4, 5]], long))
     assert not calls  # refused before the encoder ran
