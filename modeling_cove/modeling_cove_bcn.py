@@ -363,26 +363,35 @@ class CoveForSequenceClassification(CovePreTrainedModel):
     # CoVe features
     # ------------------------------------------------------------------------------------------------------------
 
-    def _encoder_needs_grad(self) -> bool:
-        return torch.is_grad_enabled() and any(p.requires_grad for p in self.cove.parameters())
+    def _encoder_needs_grad(self, inputs_embeds: Optional[torch.Tensor] = None) -> bool:
+        """Whether the encoder runs with autograd: a trainable encoder, or word vectors passed in that need a
+        gradient (e.g. attributions w.r.t. `inputs_embeds`)."""
+        needs = any(p.requires_grad for p in self.cove.parameters())
+        needs = needs or (inputs_embeds is not None and inputs_embeds.requires_grad)
+        return torch.is_grad_enabled() and needs
 
-    def cove_layers(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, layer_indices: list) -> tuple:
-        """`self.cove(...).hidden_states` for the layers `layer_indices`. When that is the top layer alone and the
+    def cove_layers(self, inputs: torch.Tensor, attention_mask: torch.Tensor, layer_indices: list) -> tuple:
+        """`self.cove(...).hidden_states` for the layers `layer_indices`, of `inputs`: token ids (B, T) or word
+        vectors (B, T, 300) (`inputs_embeds`). When that is the top layer alone and the
         encoder's `last_hidden_state` is exactly that layer (no word vectors, no layer 1, no char n-grams in it), it
         is read from there: a top-layer-only request, which on a GPU runs the MT-LSTM as one cuDNN call
         (`CoveEncoder.run_single_call`) instead of per layer and direction. Same values either way (tested)."""
         top = self.config.num_hidden_layers
+        given = {"inputs_embeds" if inputs.is_floating_point() else "input_ids": inputs}
         if list(layer_indices) == [top] and self.cove.output_is_top_layer():
-            output = self.cove(input_ids, attention_mask, output_final_states=False)
+            output = self.cove(**given, attention_mask=attention_mask, output_final_states=False)
             return (None,) * top + (output.last_hidden_state,)
-        return self.cove(input_ids, attention_mask, output_hidden_states=True, output_final_states=False).hidden_states
+        return self.cove(
+            **given, attention_mask=attention_mask, output_hidden_states=True, output_final_states=False
+        ).hidden_states
 
     def compute_cove_hidden_states(
         self,
-        input_ids: torch.Tensor,
+        input_ids: Optional[torch.Tensor] = None,
         attention_mask: Optional[torch.Tensor] = None,
         token_type_ids: Optional[torch.Tensor] = None,
         layer_indices: Optional[Sequence[int]] = None,
+        inputs_embeds: Optional[torch.Tensor] = None,
     ) -> tuple:
         """The MT-LSTM outputs this model reads, laid out like `input_ids`: a tuple like `CoveModel.hidden_states`
         `(None, layer 1 (B, T, 2h) or None, ..., layer L (B, T, 2h) or None)` with only the layers
@@ -390,16 +399,17 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         `layer_indices` (1..L) asks for other layers instead (`forward(output_hidden_states=True)` asks for all).
         For a pair, each text is encoded on its own (as in the paper) and its states are put back at its positions.
         Zero at padding. Pass the result as `forward(..., cove_hidden_states=...)`, e.g. after caching it.
+        `inputs_embeds` (B, T, 300): word vectors instead of `input_ids` (exactly one of the two), as in `forward`.
         """
         layer_indices = self.layer_indices if layer_indices is None else list(layer_indices)
-        attention_mask = self.cove.check_inputs(input_ids, attention_mask)
+        inputs, attention_mask = self.check_inputs(input_ids, inputs_embeds, attention_mask)
         lx, ly = split_pair(attention_mask, token_type_ids)
         states = [None] * (self.config.num_hidden_layers + 1)
         if not layer_indices:
             return tuple(states)
-        with torch.set_grad_enabled(self._encoder_needs_grad()):
+        with torch.set_grad_enabled(self._encoder_needs_grad(inputs_embeds)):
             if not bool((ly > 0).any()):  # single texts: one encoder pass
-                hidden = self.cove_layers(input_ids, attention_mask, layer_indices)
+                hidden = self.cove_layers(inputs, attention_mask, layer_indices)
                 for k in layer_indices:
                     states[k] = hidden[k]
                 return tuple(states)
@@ -407,9 +417,9 @@ class CoveForSequenceClassification(CovePreTrainedModel):
             starts = torch.zeros_like(lx)
             parts = []
             for start, length in ((starts, lx), (lx, ly)):
-                ids = take_segment(input_ids, start, length)
-                mask = (torch.arange(ids.shape[1], device=ids.device)[None, :] < length[:, None]).long()
-                parts.append(self.cove_layers(ids, mask, layer_indices))
+                segment = take_segment(inputs, start, length)  # ids (B, W) or word vectors (B, W, 300)
+                mask = (torch.arange(segment.shape[1], device=segment.device)[None, :] < length[:, None]).long()
+                parts.append(self.cove_layers(segment, mask, layer_indices))
             for k in layer_indices:
                 states[k] = merge_pair(parts[0][k], parts[1][k], lx, attention_mask)
             return tuple(states)
@@ -430,9 +440,22 @@ class CoveForSequenceClassification(CovePreTrainedModel):
             parts = [vectors, *layers]  # eq. 6: [GloVe(w); CoVe(w)]
         else:  # PAPER.md §6: gamma * sum_k softmax(w)_k h_k over {[g; g], layer 1, ..., layer L}
             parts = [self.scalar_mix([torch.cat([vectors, vectors], dim=-1), *layers])]
-        if self.cove.char_ngram_embeddings is not None:
+        if self.cove.char_ngram_embeddings is not None:  # looked up by id (`inputs_embeds` is refused with them)
             parts.append(self.cove.char_ngram_embeddings(input_ids) * mask)
         return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+
+    def check_inputs(self, input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor],
+                     attention_mask: Optional[torch.Tensor]):
+        """Exactly one of `input_ids` (B, T) and `inputs_embeds` (B, T, 300), checked by the encoder's own checks.
+        Returns (that one, the (B, T) attention mask)."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError(
+                "CoveForSequenceClassification needs exactly one of input_ids and inputs_embeds (also when "
+                f"cove_hidden_states are given), got {'both' if input_ids is not None else 'neither'}"
+            )
+        if inputs_embeds is not None:
+            return inputs_embeds, self.cove.check_inputs_embeds(inputs_embeds, attention_mask)
+        return input_ids, self.cove.check_inputs(input_ids, attention_mask)
 
     def check_cove_hidden_states(self, cove_hidden_states, input_ids: torch.Tensor) -> tuple:
         expected = self.config.num_hidden_layers + 1
@@ -441,7 +464,7 @@ class CoveForSequenceClassification(CovePreTrainedModel):
                 f"cove_hidden_states must be a tuple of {expected} entries like CoveModel(...).hidden_states "
                 "(word vectors, layer 1, ..., layer L; unused entries may be None)"
             )
-        batch, time = input_ids.shape
+        batch, time = input_ids.shape[:2]
         for k in self.layer_indices:
             state = cove_hidden_states[k]
             shape = (batch, time, self.config.encoder_output_size)
@@ -549,6 +572,7 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         token_type_ids: Optional[torch.Tensor] = None,
         labels: Optional[torch.Tensor] = None,
         cove_hidden_states: Optional[tuple] = None,
+        inputs_embeds: Optional[torch.Tensor] = None,
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
         return_dict: Optional[bool] = None,
@@ -556,6 +580,12 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         r"""
         input_ids (`torch.LongTensor` of shape `(batch, time)`): token ids, right-padded. A pair is ONE concatenated
             sequence (first text, then second text), as `tokenizer(text, text_pair)` returns it.
+        inputs_embeds (`torch.FloatTensor` of shape `(batch, time, word_vector_dim)`, *optional*): the word vectors
+            GloVe(w) themselves instead of `input_ids` (e.g. your own GloVe rows), laid out like `input_ids` (pairs
+            concatenated, `token_type_ids` as for ids), zeroed at padding and cast to the model's dtype: the same
+            logits as the ids whose rows `model.get_input_embeddings()(input_ids)` are these. Exactly one of the two
+            is required (else a `ValueError`); char n-gram models (`config.char_ngram_dim > 0`) need `input_ids`.
+            Gradients reach `inputs_embeds` through the (frozen) encoder when it requires them.
         attention_mask (`torch.LongTensor` of shape `(batch, time)`, *optional*): 1 = token, 0 = padding.
         token_type_ids (`torch.LongTensor` of shape `(batch, time)`, *optional*): 0 = first text, 1 = second text.
             A row without type-1 tokens is a single text and is duplicated (x = y, as in the paper) — so a pair with
@@ -602,25 +632,28 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else config.output_hidden_states
         )
-        if input_ids is None:
-            raise ValueError("CoveForSequenceClassification needs input_ids (also when cove_hidden_states are given)")
-        attention_mask = self.cove.check_inputs(input_ids, attention_mask)
+        inputs, attention_mask = self.check_inputs(input_ids, inputs_embeds, attention_mask)  # ids or vectors
         lx, ly = split_pair(attention_mask, token_type_ids)
         self.check_pair_input(ly)
         self.check_length(lx, ly)
-        problem_type = self.check_labels(labels, input_ids.shape[0]) if labels is not None else None
+        problem_type = self.check_labels(labels, inputs.shape[0]) if labels is not None else None
 
         # the MT-LSTM layers to run: those the BCN reads, or every layer when the hidden states are returned
         layer_indices = list(range(1, config.num_hidden_layers + 1)) if output_hidden_states else self.layer_indices
         if cove_hidden_states is not None:
-            cove_hidden_states = self.check_cove_hidden_states(cove_hidden_states, input_ids)
+            cove_hidden_states = self.check_cove_hidden_states(cove_hidden_states, inputs)
             if any(cove_hidden_states[k] is None for k in layer_indices):  # asked for layers the cache lacks
                 cove_hidden_states = None
         if cove_hidden_states is None:
-            cove_hidden_states = self.compute_cove_hidden_states(input_ids, attention_mask, token_type_ids,
-                                                                 layer_indices)
-        mask = attention_mask.unsqueeze(-1).to(self.cove.embeddings.weight.dtype)  # (B, T, 1)
-        vectors = self.cove.embeddings(input_ids) * mask  # GloVe(w), (B, T, 300)
+            cove_hidden_states = self.compute_cove_hidden_states(
+                input_ids, attention_mask, token_type_ids, layer_indices, inputs_embeds=inputs_embeds
+            )
+        dtype = self.cove.embeddings.weight.dtype
+        mask = attention_mask.unsqueeze(-1).to(dtype)  # (B, T, 1)
+        if inputs_embeds is not None:
+            vectors = inputs_embeds.to(dtype) * mask  # GloVe(w) as given, (B, T, 300)
+        else:
+            vectors = self.cove.embeddings(input_ids) * mask  # GloVe(w), (B, T, 300)
         inputs = self.bcn_inputs(input_ids, attention_mask, cove_hidden_states, vectors)  # eq. 6: w~, (B, T, D_in)
 
         # eqs. 7–8: f = ReLU feed-forward, then the BCN encoder biLSTM; x = first text, y = second text (or x again)

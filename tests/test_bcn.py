@@ -473,7 +473,7 @@ def test_bad_input_gives_clear_errors():
         model(*batch([[]], [[4, 5]]))
     with pytest.raises(ValueError, match="outside"):
         model(input_ids=torch.tensor([[4, 99]]))
-    with pytest.raises(ValueError, match="needs input_ids"):
+    with pytest.raises(ValueError, match="needs exactly one of input_ids and inputs_embeds"):
         model(attention_mask=torch.ones(1, 2, dtype=torch.long))
     with pytest.raises(ValueError, match="right-padded"):
         model(input_ids=torch.tensor([[0, 4, 5]]), attention_mask=torch.tensor([[0, 1, 1]]))
@@ -864,3 +864,42 @@ def test_bf16_autocast_with_the_lstm_fallback_forced_matches_fp32(monkeypatch):
         assert seen and all(state == (False, torch.float32) for state in seen)  # the fallback really ran
         assert (logits.float() - reference).abs().max() <= 0.02 * reference.abs().max()  # bf16: 8 bits, ~0.4%
         assert torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize("mode", ["vectors+cove", "scalar_mix"])
+def test_inputs_embeds_equal_the_input_ids_path(mode):
+    """inputs_embeds = the ids' word-vector rows give the same logits, hidden states and attention maps as the ids,
+    for single texts and pairs; gradients reach inputs_embeds; both or neither, char n-grams: clear errors."""
+    model = tiny_model(bcn_input=mode, seed=15)
+    for pairs in (None, SECONDS):
+        ids, mask, tt = batch(SENTENCES, pairs, pad_to=12)
+        embeds = model.get_input_embeddings()(ids)
+        embeds = embeds.masked_fill(~mask.bool()[..., None], 3.0)  # values at padding are ignored
+        kwargs = dict(attention_mask=mask, token_type_ids=tt, output_hidden_states=True, output_attentions=True)
+        by_ids = model(input_ids=ids, **kwargs)
+        by_embeds = model(inputs_embeds=embeds, **kwargs)
+        for got, want in zip(torch.utils._pytree.tree_leaves(by_embeds.to_tuple()),
+                             torch.utils._pytree.tree_leaves(by_ids.to_tuple()), strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+        cached = model.compute_cove_hidden_states(inputs_embeds=embeds, attention_mask=mask, token_type_ids=tt)
+        cached_logits = model(inputs_embeds=embeds, attention_mask=mask, token_type_ids=tt,
+                              cove_hidden_states=cached).logits
+        torch.testing.assert_close(cached_logits, by_ids.logits, rtol=1e-6, atol=1e-6)
+    # gradients reach the word vectors, through the frozen encoder too
+    ids, mask, tt = batch(SENTENCES[:1])
+    embeds = model.get_input_embeddings()(ids).detach().requires_grad_(True)
+    model(inputs_embeds=embeds, attention_mask=mask).logits.sum().backward()
+    assert embeds.grad is not None and embeds.grad.abs().sum() > 0
+    assert all(p.grad is None for p in model.cove.parameters())
+    cove_only = tiny_model(bcn_input="cove", seed=15)  # the word vectors reach the BCN only through the MT-LSTM
+    embeds.grad = None
+    cove_only(inputs_embeds=embeds, attention_mask=mask).logits.sum().backward()
+    assert embeds.grad is not None and embeds.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="got both"):
+        model(input_ids=ids, inputs_embeds=embeds)
+    with pytest.raises(ValueError, match="got neither"):
+        model(attention_mask=mask)
+    with pytest.raises(ValueError, match="word_vector_dim=6"):
+        model(inputs_embeds=torch.zeros(1, 3, 5))
+    with pytest.raises(ValueError, match="char n-gram"):
+        tiny_model(char_ngram_dim=4)(inputs_embeds=embeds.detach())
