@@ -347,11 +347,15 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
         return encoder_last_hidden_state[..., start : start + width]
 
     def check_source(self, attention_mask: torch.Tensor):
-        """Clear errors for empty sources and sources longer than `config.max_source_length`. Skipped while
-        `torch.export` traces (the checks read tensor values)."""
-        if torch.compiler.is_exporting():
-            return
+        """Clear errors for empty sources and sources longer than `config.max_source_length`. While `torch.export`
+        traces the model, a runtime assertion in the graph instead (no Python branch on tensor values)."""
         lengths = lengths_from_mask(attention_mask)
+        if torch.compiler.is_exporting():
+            torch._assert_async(
+                ((lengths > 0) & (lengths <= self.config.max_source_length)).all(),
+                f"source sentences must have 1 to max_source_length={self.config.max_source_length} tokens",
+            )
+            return
         empty = (lengths == 0).nonzero().flatten().tolist()
         if empty:
             raise ValueError(f"source sentence(s) at batch index {empty} are empty: there is nothing to translate")
@@ -365,9 +369,13 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
 
     def check_target_ids(self, ids: torch.Tensor, name: str, allow_ignore_index: bool = False):
         """Clear errors for target ids outside the target vocabulary. -100 (the loss's ignore index) is accepted
-        only with `allow_ignore_index=True` (labels): decoder inputs are embedded, so they must be real ids. Skipped
-        while `torch.export` traces (the checks read tensor values)."""
+        only with `allow_ignore_index=True` (labels): decoder inputs are embedded, so they must be real ids. While
+        `torch.export` traces the model, a runtime assertion in the graph instead (no Python branch on values)."""
+        valid = ((ids >= 0) & (ids < self.config.target_vocab_size)) | ((ids == -100) & allow_ignore_index)
         if torch.compiler.is_exporting():
+            torch._assert_async(
+                valid.all(), f"{name} contain ids outside [0, {self.config.target_vocab_size}) (-100 only in labels)"
+            )
             return
         if not allow_ignore_index and bool((ids == -100).any()):
             raise ValueError(
@@ -375,7 +383,6 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
                 f"token ids (pad with pad_token_id={self.config.pad_token_id}, or pass labels and let the model build "
                 f"decoder_input_ids)"
             )
-        valid = ((ids >= 0) & (ids < self.config.target_vocab_size)) | ((ids == -100) & allow_ignore_index)
         if not bool(valid.all()):
             bad = ids[~valid]
             raise ValueError(
@@ -392,15 +399,18 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
         decoder_attention_mask: Optional[torch.Tensor] = None,
         encoder_outputs: Optional[CoveModelOutput] = None,
         cache: Optional[tuple] = None,
-        past_key_values: Optional[tuple] = None,
         labels: Optional[torch.Tensor] = None,
         use_cache: Optional[bool] = None,
         output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
         return_dict: Optional[bool] = None,
+        inputs_embeds: Optional[torch.Tensor] = None,
+        past_key_values: Optional[tuple] = None,
     ) -> CoveSeq2SeqLMOutput:
         """
         input_ids / attention_mask: (B, S) source, right-padded. labels: (B, T) target ids (-100 / pad ignored).
+        inputs_embeds: (B, S, config.word_vector_dim) source word vectors instead of `input_ids` (see
+        `CoveModel.forward`); exactly one of the two unless `encoder_outputs` is given.
         decoder_input_ids: (B, T) target ids (no -100), the shape of `labels` when both are given; default
         `shift_tokens_right(labels)`. decoder_attention_mask: accepted and not needed (padded target steps only
         influence later steps of the same row; their loss is masked by labels).
@@ -425,13 +435,20 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
             cache = past_key_values
 
         if encoder_outputs is None:
-            if input_ids is None:
-                raise ValueError("CoveForMachineTranslation needs input_ids (or encoder_outputs)")
-            attention_mask = self.cove.check_inputs(input_ids, attention_mask)
+            if (input_ids is None) == (inputs_embeds is None):
+                raise ValueError(
+                    "CoveForMachineTranslation needs exactly one of input_ids and inputs_embeds (or encoder_outputs), "
+                    "got " + ("both" if input_ids is not None else "neither")
+                )
+            if inputs_embeds is not None:
+                attention_mask = self.cove.check_inputs_embeds(inputs_embeds, attention_mask)
+            else:
+                attention_mask = self.cove.check_inputs(input_ids, attention_mask)
             self.check_source(attention_mask)
             encoder_outputs = self.cove(
-                input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=output_hidden_states,
-                return_dict=True, output_final_states=True,  # the decoder starts from the final states
+                input_ids=input_ids, inputs_embeds=inputs_embeds, attention_mask=attention_mask,
+                output_hidden_states=output_hidden_states, return_dict=True,
+                output_final_states=True,  # the decoder starts from the final states
             )
         elif not isinstance(encoder_outputs, CoveModelOutput):
             raise TypeError("encoder_outputs must be the CoveModelOutput returned by model.get_encoder()(...)")

@@ -505,23 +505,57 @@ def test_seq2seq_trainer_step_and_generate_evaluation(tmp_path):
     assert any(not torch.equal(a, b) for a, b in zip(before, model.decoder.parameters()))
 
 
-def test_torch_export_of_the_decoder():
-    """torch.export traces the decoder with its input checks (they read tensor values) left out while exporting; the
-    exported program gives the eager outputs. The encoder is run outside here (`encoder_outputs`)."""
+def test_torch_export_matches_eager():
+    """torch.export traces the whole model from (input_ids, attention_mask, decoder_input_ids, labels): the input
+    checks that read tensor values are runtime assertions in the graph, not Python branches. The program gives the
+    eager outputs on a second batch with other words and other padding, and refuses a bad target id at run time."""
     model = tiny_model()
-    input_ids, attention_mask = padded([[5, 6, 7, 8], [9, 10]])
-    kwargs = dict(attention_mask=attention_mask, decoder_input_ids=torch.tensor([[2, 11, 12], [2, 13, 14]]),
-                  labels=labels_of([[11, 12, EOS], [13, EOS]]))
+
+    def batch(sources, targets):
+        input_ids, attention_mask = padded(sources)
+        labels = labels_of(targets)
+        return dict(input_ids=input_ids, attention_mask=attention_mask, labels=labels,
+                    decoder_input_ids=shift_tokens_right(labels, 0, 2))
+
+    first = batch([[5, 6, 7, 8], [9, 10]], [[11, 12, EOS], [13, EOS]])
+    second = batch([[4, 9], [12, 13, 14, 15]], [[16, EOS], [17, 18, EOS]])
     with torch.no_grad():
-        kwargs["encoder_outputs"] = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask,
-                                                        output_final_states=True)
-        program = torch.export.export(model, args=(), kwargs=kwargs)
-        got, want = program.module()(**kwargs), model(**kwargs)
-    torch.testing.assert_close(got.logits, want.logits)
-    torch.testing.assert_close(got.loss, want.loss)
-    # outside export the checks run as before
+        program = torch.export.export(model, args=(), kwargs=first).module()
+        for inputs in (first, second):
+            got, want = program(**inputs), model(**inputs)
+            torch.testing.assert_close(got.logits, want.logits)
+            torch.testing.assert_close(got.loss, want.loss)
+        with pytest.raises(RuntimeError, match="decoder_input_ids contain ids outside"):
+            program(**{**second, "decoder_input_ids": torch.tensor([[2, 99, 5], [2, 5, 6]])})
+    # outside export the checks are the usual ValueErrors
     with pytest.raises(ValueError, match="decoder_input_ids contain ids outside"):
-        model(**{**kwargs, "labels": None, "decoder_input_ids": torch.tensor([[2, 99], [2, 5]])})
+        model(**{**second, "decoder_input_ids": torch.tensor([[2, 99, 5], [2, 5, 6]])})
+
+
+def test_inputs_embeds_equal_input_ids():
+    """Source word vectors given as inputs_embeds (B, S, word_vector_dim) with attention_mask: the same logits, loss
+    and generated sequences as the ids whose rows they are; both or neither is a ValueError."""
+    model = tiny_model(seed=1)
+    input_ids, attention_mask = padded([[5, 6, 7, 8], [9, 10]])
+    labels = labels_of([[11, 12, EOS], [13, EOS]])
+    with torch.no_grad():
+        rows = model.get_input_embeddings()(input_ids)  # (B, S, 6)
+        by_ids = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+        by_rows = model(inputs_embeds=rows, attention_mask=attention_mask, labels=labels)
+    torch.testing.assert_close(by_rows.logits, by_ids.logits)
+    torch.testing.assert_close(by_rows.loss, by_ids.loss)
+    for num_beams in (1, 2):
+        want = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=5,
+                              num_beams=num_beams)
+        got = model.generate(inputs_embeds=rows, attention_mask=attention_mask, max_new_tokens=5,
+                             num_beams=num_beams)
+        assert torch.equal(got, want)
+    with pytest.raises(ValueError, match="exactly one of input_ids and inputs_embeds .* got both"):
+        model(input_ids=input_ids, inputs_embeds=rows, attention_mask=attention_mask, labels=labels)
+    with pytest.raises(ValueError, match="exactly one of input_ids and inputs_embeds .* got neither"):
+        model(attention_mask=attention_mask, labels=labels)
+    with pytest.raises(ValueError, match="inputs_embeds must have shape"):
+        model(inputs_embeds=rows[..., :4], attention_mask=attention_mask, labels=labels)
 
 
 def test_decoder_under_cpu_bf16_autocast_needs_no_lstm_kernel():
