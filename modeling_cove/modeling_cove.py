@@ -712,9 +712,21 @@ class CovePreTrainedModel(PreTrainedModel):
 
     @classmethod
     def from_pretrained(cls, *args, **kwargs):
+        """`PreTrainedModel.from_pretrained`, with the frozen parts frozen again, and an unreadable weights file (a
+        truncated or corrupt `model.safetensors`, for which safetensors names no file) an `OSError` naming the file,
+        what is wrong with it and the fix (`build.raise_for_unreadable_weights`)."""
+        try:
+            model = super().from_pretrained(*args, **kwargs)
+        except Exception as error:
+            if not type(error).__module__.startswith("safetensors"):
+                raise
+            from .build import raise_for_unreadable_weights  # here: build imports this module
+
+            checkpoint = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+            raise_for_unreadable_weights(error, checkpoint, subfolder=kwargs.get("subfolder") or "",
+                                         cache_dir=kwargs.get("cache_dir"), revision=kwargs.get("revision"))
         # transformers 5.x loads checkpoint tensors as new `nn.Parameter`s with requires_grad=True, undoing the
         # freezing done in `__init__`: apply it again so Trainer/optimizers never update a frozen encoder.
-        model = super().from_pretrained(*args, **kwargs)
         if isinstance(model, tuple):  # output_loading_info=True
             return (model[0].freeze_frozen_parts(), *model[1:])
         return model.freeze_frozen_parts()

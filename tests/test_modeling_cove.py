@@ -403,9 +403,15 @@ def test_wrong_vector_dimension_and_corrupted_checkpoint(tiny_checkpoint, tmp_pa
     (broken / "model.safetensors").write_bytes(data[: len(data) // 2])
     from transformers import AutoModel
 
-    with pytest.raises(Exception) as info:
-        AutoModel.from_pretrained(broken)
-    assert "safetensors" in (type(info.value).__module__ + str(info.value)).lower() or "deserializ" in str(info.value).lower()
+    from modeling_cove import CoveForSequenceClassification
+
+    # an OSError naming the file and what is wrong with it (safetensors' own error named no file), for the Auto
+    # classes, the base model and the heads
+    for load in (AutoModel.from_pretrained, CoveModel.from_pretrained, CoveForSequenceClassification.from_pretrained):
+        with pytest.raises(OSError, match="model.safetensors .*the end is missing") as info:
+            load(broken)
+        assert str(broken / "model.safetensors") in str(info.value)
+        assert type(info.value.__cause__).__module__.startswith("safetensors")
 
 
 def test_encode_bucketed_batches_equal_each_sentence_alone_in_order(tiny_checkpoint):
@@ -1281,3 +1287,27 @@ def test_torch_export_traces_and_gives_the_eager_outputs(tiny_checkpoint, flags)
         program.module()(**bad)
     with pytest.raises(RuntimeError, match="right-padded"):
         program.module()(**dict(run, attention_mask=batch["attention_mask"].flip(1)))
+
+
+def test_truncated_weights_named_when_loaded_as_remote_code(tiny_checkpoint, tmp_path):
+    """The error translation also runs where the checkpoint's own code files are all there is (trust_remote_code in
+    a process that cannot import modeling_cove, Hub id from the offline cache): an OSError naming the file."""
+    path, _, _ = tiny_checkpoint
+    broken = tmp_path / "broken"
+    shutil.copytree(path, broken)
+    data = (broken / "model.safetensors").read_bytes()
+    (broken / "model.safetensors").write_bytes(data[: len(data) - 100])
+    hf_home = tmp_path / "hf_home"
+    build_offline_cache(hf_home, "org/cove-broken", broken)
+    code = """
+        import sys
+        sys.modules['modeling_cove'] = None
+        from transformers import AutoModel
+        try:
+            AutoModel.from_pretrained('org/cove-broken', trust_remote_code=True)
+        except OSError as error:
+            print("OSError", type(error.__cause__).__module__, error)
+    """
+    result = run_python(code, offline_env(hf_home), tmp_path)
+    assert result.returncode == 0 and "OSError safetensors" in result.stdout, result.stderr[-3000:]
+    assert "model.safetensors" in result.stdout and "the end is missing" in result.stdout, result.stdout
