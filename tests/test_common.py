@@ -89,6 +89,14 @@ def crop_like(batch_value: torch.Tensor, row: int, alone: torch.Tensor) -> torch
     return batch_value[row : row + 1][(slice(None), *region)]
 
 
+def text_spans(inputs: dict, row: int) -> list:
+    """[(start, end)] of each text in row `row` of a pair batch: the runs of equal `token_type_ids` among its tokens."""
+    length = int(inputs["attention_mask"][row].sum())
+    types = inputs["token_type_ids"][row, :length].tolist()
+    bounds = [0] + [t for t in range(1, length) if types[t] != types[t - 1]] + [length]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
 def simulate_cpu_without_bf16_lstm(monkeypatch):
     """What an AVX2-only CPU does, on any CPU: the model's capability probe reports no bf16 LSTM kernel (the lead's
     documented switch, `_LSTM_KERNEL_SUPPORT`), and `torch.lstm` / `nn.LSTM` raise oneDNN's error when called under
@@ -183,10 +191,14 @@ class CoveModelTesterMixin:
         assert_equal_structure(as_tuple, as_dict.to_tuple())
 
     def test_return_dict_false_is_to_tuple_with_hidden_states(self):
+        """Also with the optional outputs: hidden states (every class) and attention maps (the heads with them)."""
         model = self.build_model()
         inputs = self.prepare_inputs(model)
-        as_dict = self.forward(model, inputs, output_hidden_states=True)
-        as_tuple = self.forward(model, inputs, output_hidden_states=True, return_dict=False)
+        options = dict(output_hidden_states=True)
+        if self.has_attention_maps:
+            options["output_attentions"] = True
+        as_dict = self.forward(model, inputs, **options)
+        as_tuple = self.forward(model, inputs, **options, return_dict=False)
         assert len(as_tuple) == len(as_dict.to_tuple()), (len(as_tuple), list(as_dict.keys()))
         assert_equal_structure(as_tuple, as_dict.to_tuple())
 
@@ -457,6 +469,24 @@ class CoveModelTesterMixin:
         if not freeze_encoder:  # an unfrozen MT-LSTM learns
             assert all(bool(model.get_parameter(name).grad.abs().sum() > 0) for name in encoder)
 
+    @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none on this machine)")
+    def test_same_outputs_on_gpu(self):
+        """On a GPU (cuDNN, and the encoder's single-call path) the outputs match the CPU's, in fp32 and under bf16
+        autocast."""
+        model = self.build_model()
+        inputs = self.prepare_inputs(model)
+        expected = self.main_outputs(self.forward(model, inputs), inputs)
+        on_gpu = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+        model.cuda()
+        actual = self.main_outputs(self.forward(model, on_gpu), on_gpu)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            in_bf16 = self.main_outputs(self.forward(model, on_gpu), on_gpu)
+        for name in expected:
+            torch.testing.assert_close(actual[name].cpu(), expected[name], rtol=1e-4, atol=1e-4,
+                                       msg=lambda m: f"{name}: {m}")
+            torch.testing.assert_close(in_bf16[name].float().cpu(), expected[name], **BF16_TOLERANCE,
+                                       msg=lambda m: f"{name} (bf16): {m}")
+
     def export_inputs(self, model, seed: int) -> dict:
         return self.prepare_inputs(model, seed=seed)
 
@@ -559,6 +589,38 @@ class TestCoveForSequenceClassification(CoveModelTesterMixin):
             values["loss"] = output.loss
         return values
 
+    def check_hidden_states(self, model, inputs, output):
+        """The first L + 1 entries are CoveModel's hidden states of each text run alone (a pair's texts are encoded
+        apart), at that text's positions."""
+        super().check_hidden_states(model, inputs, output)
+        layers = model.config.num_hidden_layers + 1
+        assert len(output.hidden_states) >= layers
+        for row in range(inputs["input_ids"].shape[0]):
+            for start, end in text_spans(inputs, row):
+                with torch.no_grad():
+                    alone = model.cove(inputs["input_ids"][row : row + 1, start:end], output_hidden_states=True)
+                for k in range(layers):
+                    torch.testing.assert_close(output.hidden_states[k][row, start:end], alone.hidden_states[k][0],
+                                               rtol=1e-5, atol=1e-6, msg=lambda m: f"row {row} layer {k}: {m}")
+
+    def test_biattention_maps_from_hidden_states(self):
+        """Eq. 9's A = X Yᵀ from the returned BCN encoder states X and Y (X at the first text's positions, Y at the
+        second's; Y = X for a single text): A_x is its softmax over the x tokens, A_y the softmax of Aᵀ over the y
+        tokens."""
+        model = self.build_model()
+        inputs = self.prepare_inputs(model)
+        output = self.forward(model, inputs, output_hidden_states=True, output_attentions=True)
+        attention_x, attention_y = output.attentions
+        encoder_states = output.hidden_states[model.config.num_hidden_layers + 1]  # X / Y, (B, T, 2H)
+        for row in range(inputs["input_ids"].shape[0]):
+            spans = text_spans(inputs, row)
+            x = encoder_states[row, spans[0][0] : spans[0][1]]
+            y = encoder_states[row, spans[-1][0] : spans[-1][1]]
+            affinity = x @ y.T  # eq. 9, (n, m)
+            n, m = affinity.shape
+            torch.testing.assert_close(attention_x[row, :n, :m], torch.softmax(affinity, dim=0))
+            torch.testing.assert_close(attention_y[row, :m, :n], torch.softmax(affinity.T, dim=0))
+
     def test_load_with_other_label_count(self, tmp_path):
         """Fine-tuning a checkpoint on a task with other labels: refused unless `ignore_mismatched_sizes=True`, which
         keeps every weight but the output layer's."""
@@ -621,6 +683,20 @@ class TestCoveForQuestionAnswering(CoveModelTesterMixin):
         if output.get("loss") is not None:
             values["loss"] = output.loss
         return values
+
+    def check_hidden_states(self, model, inputs, output):
+        """`hidden_states[0]` is w~ of eq. 6 at every token: [word vectors; CoVe of the token's own text (question or
+        context) run alone through CoveModel]."""
+        super().check_hidden_states(model, inputs, output)
+        inputs_width = model.config.word_vector_dim + model.config.encoder_output_size
+        assert output.hidden_states[0].shape == (*inputs["input_ids"].shape, inputs_width)
+        for row in range(inputs["input_ids"].shape[0]):
+            for start, end in text_spans(inputs, row):
+                ids = inputs["input_ids"][row : row + 1, start:end]
+                with torch.no_grad():
+                    expected = torch.cat([model.cove.embeddings(ids), model.cove(ids).last_hidden_state], dim=-1)
+                torch.testing.assert_close(output.hidden_states[0][row, start:end], expected[0], rtol=1e-5,
+                                           atol=1e-6, msg=lambda m: f"row {row}, tokens {start}:{end}: {m}")
 
     def test_start_and_end_outside_the_context_mean_no_answer(self):
         """transformers' SQuAD features label a window without the answer 0/0: such a row adds nothing to the loss
