@@ -1,5 +1,7 @@
 """CoveForMachineTranslation (eqs. 2–4): values against plain-torch reference computations, generation (greedy,
-beam, length normalisation, cache reordering), padding, checkpoint cross-loading, bad input, BLEU module."""
+beam, length normalisation, cache reordering, one decoder step per token, pad fill), padding, transformers conventions
+(to_tuple, kwargs, loss, hidden states, inputs_embeds, get_encoder, Seq2SeqTrainer, torch.export, bf16 autocast),
+checkpoint cross-loading, bad input, BLEU module."""
 
 import math
 from pathlib import Path
@@ -576,6 +578,31 @@ def test_decoder_under_cpu_bf16_autocast_needs_no_lstm_kernel():
     assert "aten::lstm_cell" in ops and not any("rnn" in op or op == "aten::lstm" for op in ops)
     assert got.dtype == torch.bfloat16
     torch.testing.assert_close(got.float(), want, atol=0.05, rtol=0.02)
+
+
+@pytest.mark.parametrize("kernel", [True, False])
+def test_bf16_autocast_forward_and_generate(monkeypatch, kernel):
+    """The whole model under CPU bf16 autocast, as on a CPU with the encoder's bf16 LSTM kernel and (forced) as on
+    one without it (the encoder's LSTM falls back to fp32, the decoder needs no fallback): within bf16 tolerance of
+    fp32, and generate() runs."""
+    import modeling_cove.modeling_cove as cove_module
+
+    if kernel and not cove_module.bf16_lstm_kernel_available():
+        pytest.skip("this CPU has no bf16 LSTM kernel (no avx512_bf16): the fallback case covers it")
+    if not kernel:
+        monkeypatch.setattr(cove_module, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
+    model = tiny_model()
+    input_ids, attention_mask = padded([[5, 6, 7, 8], [9, 10]])
+    labels = labels_of([[11, 12, EOS], [13, EOS]])
+    with torch.no_grad():
+        want = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            got = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+            generated = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=4,
+                                       num_beams=2)
+    torch.testing.assert_close(got.logits.float(), want.logits, atol=0.05, rtol=0.02)
+    torch.testing.assert_close(got.loss, want.loss, atol=0.02, rtol=0.02)
+    assert generated.shape == (2, 5) and bool((generated[:, 0] == 2).all())
 
 
 # ---------------------------------------------------------------------------------------------------------------
