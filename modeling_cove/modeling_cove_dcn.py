@@ -25,6 +25,12 @@ context token (0, the label transformers' SQuAD preprocessing gives a window wit
 the loss, as transformers' QA heads ignore out-of-range positions (`CrossEntropyLoss(ignore_index=...)`). The DCN has
 no [CLS] position to point at, so such a row is left out of the loss as a whole (start and end, every iteration).
 
+`torch.export`: while tracing, the forward has no Python branch on tensor values (input checks become runtime
+assertions, segments are gathered at the full width T, the biLSTMs run unpacked with each row reversed within its
+length for the backward direction, the decoder runs every iteration with stopped rows frozen): the exported program
+gives the eager results (tested). Its batch size may vary; its sequence length is the traced one (`torch.lstm`
+unrolls over time), so pad every input to that length (padding changes no result).
+
 Precomputed features: the encoder is frozen, so run `compute_cove_features(...)` once per dataset and pass the
 result as `cove_features=` to skip the MT-LSTM on later epochs (identical results, tested). Only the MT-LSTM
 outputs are cached; the word vectors (and char n-grams) are looked up from `input_ids` as usual.
@@ -70,7 +76,8 @@ class CoveQuestionAnsweringModelOutput(QuestionAnsweringModelOutput):
             `[2]` U, the coattention fusion biLSTM's output, `(batch, time, 2 * dcn_hidden_size)` at context
             tokens, zero elsewhere.
         attentions (`tuple(torch.FloatTensor)`, with `output_attentions=True`): the coattention maps `(A^Q, A^D)`,
-            each `(batch, m + 1, n + 1)` with m / n the longest context / question in the batch. Row 0 is the
+            each `(batch, m + 1, n + 1)` with m / n the longest context / question in the batch (both the
+            sequence length `time` in a program made by `torch.export`). Row 0 is the
             document sentinel, row i >= 1 the i-th context token in input order (the i-th position with
             `token_type_ids == 1`); column 0 is the question sentinel, column j >= 1 the j-th question token.
             A^Q is normalised over the document (each column sums to 1 over the rows), A^D over the question (each
@@ -115,10 +122,11 @@ def segment_gather(x: torch.Tensor, segment_mask: torch.Tensor):
 
     x: (B, T) or (B, T, C); segment_mask: (B, T) bool.
     Returns (gathered (B, L[, C]) zero past each row's length, positions (B, L) indices into T, mask (B, L) bool),
-    with L the longest segment in the batch.
+    with L the longest segment in the batch (T while `torch.export` traces).
     """
     lengths = segment_mask.sum(dim=1)
-    max_len = max(int(lengths.max()), 1)
+    # while torch.export traces, L = T (no Python branch on tensor values): more padding, the same results
+    max_len = x.shape[1] if torch.compiler.is_exporting() else max(int(lengths.max()), 1)
     # a stable sort on "not in segment" puts the segment's positions first, in their original order
     positions = torch.sort((~segment_mask).to(torch.int8), dim=1, stable=True).indices[:, :max_len]
     mask = torch.arange(max_len, device=x.device).unsqueeze(0) < lengths.unsqueeze(1)
@@ -146,11 +154,35 @@ def run_bilstm(lstm: nn.LSTM, inputs: torch.Tensor, mask: torch.Tensor) -> torch
     if fallback is not None:
         with torch.autocast(inputs.device.type, enabled=False):
             return run_bilstm(lstm, inputs.float(), mask).to(fallback)
+    if torch.compiler.is_exporting():
+        return run_bilstm_traceable(lstm, inputs, mask)
     lengths = mask.sum(dim=1).clamp(min=1).cpu()
     packed = pack_padded_sequence(inputs, lengths, batch_first=True, enforce_sorted=False)
     output, _ = lstm(packed)
     output, _ = pad_packed_sequence(output, batch_first=True, total_length=inputs.shape[1])
     return output * mask.unsqueeze(-1).to(output.dtype)
+
+
+def run_bilstm_traceable(lstm: nn.LSTM, inputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """`run_bilstm` without packing and without reading lengths back to the host, the path `torch.export` traces:
+    the forward direction runs over the padded rows as they are (padding comes after every token), the backward
+    direction over each row reversed within its length (a gather along time; the same gather puts it back).
+    One-layer `lstm` only (the DCN's). Returns (B, L, 2H), zero at padding, equal to `run_bilstm` (tested)."""
+    if lstm.num_layers != 1 or not lstm.bidirectional or not lstm.batch_first or not lstm.bias:
+        raise ValueError("run_bilstm_traceable runs one-layer, bidirectional, batch-first LSTMs with biases")
+    lengths = mask.sum(dim=1, keepdim=True)  # (B, 1)
+    steps = torch.arange(inputs.shape[1], device=inputs.device).unsqueeze(0)  # (1, L)
+    reverse = torch.where(steps < lengths, lengths - 1 - steps, steps)  # (B, L): each row reversed in its length
+    zeros = inputs.new_zeros(1, inputs.shape[0], lstm.hidden_size)  # h_0 = c_0 = 0, (1, B, H)
+
+    def direction(x: torch.Tensor, suffix: str) -> torch.Tensor:
+        weights = [getattr(lstm, f"{name}_l0{suffix}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        return torch.lstm(x, (zeros, zeros), weights, True, 1, 0.0, False, False, True)[0]  # (B, L, H)
+
+    forward = direction(inputs, "")
+    backward = direction(inputs.gather(1, reverse.unsqueeze(-1).expand_as(inputs)), "_reverse")
+    backward = backward.gather(1, reverse.unsqueeze(-1).expand_as(backward))  # back in order
+    return torch.cat([forward, backward], dim=-1) * mask.unsqueeze(-1).to(forward.dtype)  # (B, L, 2H)
 
 
 def best_spans(start_logits: torch.Tensor, end_logits: torch.Tensor, max_answer_length: int = 15, top_k: int = 1,
@@ -322,7 +354,8 @@ class DynamicPointingDecoder(nn.Module):
             spans.append(torch.stack([start, end], dim=1))
             if early_stop:
                 done = done | converged
-                if bool(done.all()):
+                # stopped rows are frozen, so running on changes nothing: while exporting, no data-dependent break
+                if not torch.compiler.is_exporting() and bool(done.all()):
                     break
         while len(spans) < self.max_iterations:  # pad the record of stopped batches with the final span
             spans.append(spans[-1])
@@ -391,6 +424,9 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         question = tokens & (token_type_ids == QUESTION_SEGMENT)
         context = tokens & (token_type_ids == CONTEXT_SEGMENT)
         for name, seg in (("question", question), ("context", context)):
+            if torch.compiler.is_exporting():  # a runtime assertion in the graph, no Python branch on values
+                torch._assert_async(seg.any(dim=1).all(), f"a row has no {name} tokens")
+                continue
             empty = (~seg.any(dim=1)).nonzero().flatten().tolist()
             if empty:
                 raise ValueError(f"rows {empty} have no {name} tokens (empty {name} after tokenization?)")

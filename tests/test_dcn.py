@@ -662,3 +662,47 @@ def test_inputs_embeds_bad_combinations_are_clear_errors():
         model(inputs_embeds=rows[..., :5], token_type_ids=types, attention_mask=mask)
     with pytest.raises(ValueError, match="char n-gram"):
         tiny_model(char_ngram_dim=4)(inputs_embeds=rows, token_type_ids=types, attention_mask=mask)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# torch.export
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_traceable_bilstm_equals_the_packed_one_in_values_and_gradients():
+    from modeling_cove.modeling_cove_dcn import run_bilstm, run_bilstm_traceable
+
+    torch.manual_seed(6)
+    lstm = nn.LSTM(3, 4, batch_first=True, bidirectional=True)
+    inputs = torch.randn(3, 6, 3, requires_grad=True)
+    mask = torch.arange(6).unsqueeze(0) < torch.tensor([[6], [2], [4]])
+    packed = run_bilstm(lstm, inputs, mask)
+    traced = run_bilstm_traceable(lstm, inputs, mask)
+    torch.testing.assert_close(traced, packed, rtol=1e-6, atol=1e-6)
+    assert float(traced[~mask].abs().sum().detach()) == 0.0
+    weights = torch.randn_like(packed)
+    grads_packed = torch.autograd.grad((packed * weights).sum(), [inputs, *lstm.parameters()])
+    grads_traced = torch.autograd.grad((traced * weights).sum(), [inputs, *lstm.parameters()])
+    for a, b in zip(grads_traced, grads_packed):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dcn_input", ["vectors+cove", "vectors"])
+def test_torch_export_gives_the_eager_results(dcn_input):
+    """Traced on one batch (batch size dynamic, length fixed), the program answers another batch of other
+    question/context lengths and padding as the eager model does."""
+    from torch.export import Dim
+
+    model = tiny_model(seed=7, dcn_input=dcn_input, dcn_max_iterations=2)  # a smaller graph: faster to trace
+    ids, types, mask = pair_batch([(2, 4), (2, 3)], seed=7)  # T = 6
+    dims = {0: Dim.AUTO}
+    program = torch.export.export(model, (), dict(input_ids=ids, attention_mask=mask, token_type_ids=types),
+                                  dynamic_shapes={"input_ids": dims, "attention_mask": dims, "token_type_ids": dims},
+                                  strict=False)
+    ids, types, mask = pair_batch([(3, 3), (2, 2), (1, 5)], seed=8)  # T = 6 again, three rows
+    got = program.module()(input_ids=ids, attention_mask=mask, token_type_ids=types)
+    want = model(input_ids=ids, attention_mask=mask, token_type_ids=types)
+    torch.testing.assert_close(got.start_logits, want.start_logits, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got.end_logits, want.end_logits, rtol=1e-5, atol=1e-6)
+    assert torch.equal(got.iteration_spans, want.iteration_spans)
+    assert torch.equal(got.num_iterations, want.num_iterations)
