@@ -49,11 +49,33 @@ def run_bilstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> to
     Returns (B, T, 2H), zero at padded positions. Packed, so a row's result does not depend on the padding.
     Under autocast on a machine without an LSTM kernel in the autocast dtype (bf16 on AVX2-only CPUs), it runs in
     fp32 and the output is cast to that dtype (`lstm_autocast_fallback`)."""
+    run = run_bilstm_traceable if torch.compiler.is_exporting() else run_bilstm_kernel
     fallback = lstm_autocast_fallback(inputs.device.type)
     if fallback is not None:
         with torch.autocast(inputs.device.type, enabled=False):
-            return run_bilstm_kernel(lstm, inputs.float(), lengths).to(fallback)
-    return run_bilstm_kernel(lstm, inputs, lengths)
+            return run(lstm, inputs.float(), lengths).to(fallback)
+    return run(lstm, inputs, lengths)
+
+
+def run_bilstm_traceable(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """`run_bilstm` with no packing and no Python branch on tensor values, the path `torch.export` traces: the
+    forward direction runs over the padded rows (padding comes after a row's tokens, so it never reaches them), the
+    backward direction over each row reversed within its length (a gather along time; the same gather puts it back).
+    Same results as packing; (B, T, 2H), zero at padding."""
+    time = inputs.shape[1]
+    steps = torch.arange(time, device=inputs.device)[None, :]  # (1, T)
+    valid = steps < lengths[:, None]  # (B, T)
+    reverse = torch.where(valid, lengths[:, None] - 1 - steps, steps)  # (B, T): each row reversed within its length
+
+    def direction(sequence, suffix):  # one direction of the one-layer biLSTM, batch-first (B, T, C) -> (B, T, H)
+        weights = [getattr(lstm, f"{name}_l0{suffix}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        state = sequence.new_zeros(1, sequence.shape[0], lstm.hidden_size)
+        return torch.lstm(sequence, (state, state), weights, True, 1, 0.0, lstm.training, False, True)[0]
+
+    forward = direction(inputs, "")
+    backward = direction(inputs.gather(1, reverse.unsqueeze(-1).expand_as(inputs)), "_reverse")
+    backward = backward.gather(1, reverse.unsqueeze(-1).expand_as(backward))  # back in order
+    return torch.cat([forward, backward], dim=-1) * valid.unsqueeze(-1).to(forward.dtype)
 
 
 def run_bilstm_kernel(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -69,11 +91,27 @@ def run_bilstm_kernel(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor
     return output * mask.to(output.dtype)
 
 
+def require(ok: torch.Tensor, summary: str, detail=None) -> None:
+    """A `ValueError` unless every entry of the bool tensor `ok` is True; its message is `detail()` (built only
+    then, e.g. naming rows) or `summary`. While `torch.export` traces, a runtime assertion in the graph with the
+    `summary` instead: no Python branch on tensor values."""
+    if torch.compiler.is_exporting():
+        torch._assert_async(ok.all(), summary)
+    elif not bool(ok.all()):
+        raise ValueError(detail() if detail is not None else summary)
+
+
+def rows_where(condition: torch.Tensor) -> list:
+    """The indices of the True entries of a (B,) bool tensor, for error messages."""
+    return condition.nonzero().flatten().tolist()
+
+
 def take_segment(sequence: torch.Tensor, start: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
     """Cut per-row segments `sequence[b, start[b] : start[b] + length[b]]` out of a (B, T, ...) tensor and left-align
-    them in a right-padded (B, max(length), ...) tensor whose padding is zero."""
+    them in a right-padded (B, max(length), ...) tensor whose padding is zero (while `torch.export` traces,
+    (B, T, ...): the width may not depend on tensor values)."""
     batch, time = sequence.shape[:2]
-    width = max(int(length.max()), 1)
+    width = time if torch.compiler.is_exporting() else max(int(length.max()), 1)
     steps = torch.arange(width, device=sequence.device)
     index = (start[:, None] + steps[None, :]).clamp(max=time - 1)  # (B, W)
     valid = steps[None, :] < length[:, None]  # (B, W)
@@ -90,14 +128,14 @@ def split_pair(attention_mask: torch.Tensor, token_type_ids: Optional[torch.Tens
     `ly == 0` means a single text (it is then duplicated, x = y). Returns (lx, ly), each (B,) long.
     """
     lengths = lengths_from_mask(attention_mask)  # raises on left padding / holes
-    empty = (lengths == 0).nonzero().flatten().tolist()
-    if empty:
-        raise ValueError(
-            f"an input text produced no tokens (empty or only whitespace): row(s) {empty} of this batch of "
-            f"{len(lengths)} (rows of one forward call: inside a pipeline with batch_size, of one batch, not indices "
-            "in your list of texts). There is nothing to classify: leave out empty texts, e.g. "
-            "`[t for t in texts if t.strip()]`."
-        )
+    require(
+        lengths > 0,
+        "an input text produced no tokens (empty or only whitespace)",
+        lambda: f"an input text produced no tokens (empty or only whitespace): row(s) {rows_where(lengths == 0)} of "
+        f"this batch of {len(lengths)} (rows of one forward call: inside a pipeline with batch_size, of one batch, "
+        "not indices in your list of texts). There is nothing to classify: leave out empty texts, e.g. "
+        "`[t for t in texts if t.strip()]`.",
+    )
     if token_type_ids is None:
         return lengths, torch.zeros_like(lengths)
     if token_type_ids.shape != attention_mask.shape:
@@ -106,21 +144,20 @@ def split_pair(attention_mask: torch.Tensor, token_type_ids: Optional[torch.Tens
         )
     tokens = attention_mask.bool()
     types = token_type_ids.masked_fill(~tokens, 0)
-    if bool(((types != 0) & (types != 1)).any()):
-        raise ValueError("token_type_ids must be 0 (first text) or 1 (second text) at every token")
+    require((types == 0) | (types == 1), "token_type_ids must be 0 (first text) or 1 (second text) at every token")
     second = types == 1
     ly = second.sum(dim=1)
     lx = lengths - ly
     positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)[None, :]
     expected = (positions >= lx[:, None]) & (positions < lengths[:, None])
-    if not torch.equal(second, expected):
-        raise ValueError(
-            "token_type_ids must mark the first text with 0 and then the second text with 1 in one contiguous run "
-            "(layout: text 0 tokens, text 1 tokens, padding), as `tokenizer(text, text_pair)` returns them"
-        )
-    no_first = ((ly > 0) & (lx == 0)).nonzero().flatten().tolist()
-    if no_first:
-        raise ValueError(f"row(s) {no_first} are pairs with an empty first text: nothing to classify")
+    require(
+        second == expected,
+        "token_type_ids must mark the first text with 0 and then the second text with 1 in one contiguous run "
+        "(layout: text 0 tokens, text 1 tokens, padding), as `tokenizer(text, text_pair)` returns them",
+    )
+    no_first = (ly > 0) & (lx == 0)
+    require(~no_first, "a pair has an empty first text: nothing to classify",
+            lambda: f"row(s) {rows_where(no_first)} are pairs with an empty first text: nothing to classify")
     return lx, ly
 
 
@@ -408,7 +445,8 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         if not layer_indices:
             return tuple(states)
         with torch.set_grad_enabled(self._encoder_needs_grad(inputs_embeds)):
-            if not bool((ly > 0).any()):  # single texts: one encoder pass
+            # single texts: one encoder pass (while exporting, the pair path below serves every batch)
+            if not torch.compiler.is_exporting() and not bool((ly > 0).any()):
                 hidden = self.cove_layers(inputs, attention_mask, layer_indices)
                 for k in layer_indices:
                     states[k] = hidden[k]
@@ -485,14 +523,14 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         single sentence."""
         if not self.config.bcn_pair_input:
             return
-        missing = (ly == 0).nonzero().flatten().tolist()
-        if missing:
-            raise ValueError(
-                f"this model classifies sentence pairs (config.bcn_pair_input=True), but row(s) {missing} of this "
-                f"batch of {len(ly)} have no second text (text_pair missing, None or empty): pass both texts, "
-                "e.g. classifier({'text': premise, 'text_pair': hypothesis}) or tokenizer(premise, hypothesis), "
-                "each with at least one token"
-            )
+        require(
+            ly > 0,
+            "this model classifies sentence pairs (config.bcn_pair_input=True), but an input has no second text",
+            lambda: f"this model classifies sentence pairs (config.bcn_pair_input=True), but row(s) "
+            f"{rows_where(ly == 0)} of this batch of {len(ly)} have no second text (text_pair missing, None or "
+            "empty): pass both texts, e.g. classifier({'text': premise, 'text_pair': hypothesis}) or "
+            "tokenizer(premise, hypothesis), each with at least one token",
+        )
 
     def check_length(self, lx: torch.Tensor, ly: torch.Tensor):
         """Texts (each side of a pair) longer than `config.bcn_max_length` tokens are a ValueError stating the
@@ -501,19 +539,21 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         if limit is None:
             return
         y_len = torch.where(ly > 0, ly, lx)  # a single text is its own y
-        longest = int(torch.maximum(lx, y_len).max())
-        if longest <= limit:
-            return
-        batch, x_time, y_time = len(lx), int(lx.max()), int(y_len.max())
-        size = biattention_bytes(batch, x_time, y_time, self.feedforward.weight.element_size()) / 2**30
-        raise ValueError(
-            f"an input text has {longest} tokens, more than config.bcn_max_length={limit}: the BCN's biattention "
-            f"(eqs. 9–10) compares every token of one text with every token of the other, so this batch would take "
-            f"about {size:.2f} GiB for its {batch} x {x_time} x {y_time} attention maps (growing with the square of "
-            f"the length). Truncate the texts: pipeline(..., truncation=True) or tokenizer(..., truncation=True) cut "
-            f"them at the tokenizer's model_max_length (or pass max_length=<= {limit}); or raise "
-            f"config.bcn_max_length (None: no limit) if that memory is available."
-        )
+        longest = torch.maximum(lx, y_len)  # (B,)
+
+        def detail():
+            batch, x_time, y_time = len(lx), int(lx.max()), int(y_len.max())
+            size = biattention_bytes(batch, x_time, y_time, self.feedforward.weight.element_size()) / 2**30
+            return (
+                f"an input text has {int(longest.max())} tokens, more than config.bcn_max_length={limit}: the BCN's "
+                f"biattention (eqs. 9–10) compares every token of one text with every token of the other, so this "
+                f"batch would take about {size:.2f} GiB for its {batch} x {x_time} x {y_time} attention maps "
+                f"(growing with the square of the length). Truncate the texts: pipeline(..., truncation=True) or "
+                f"tokenizer(..., truncation=True) cut them at the tokenizer's model_max_length (or pass max_length="
+                f"<= {limit}); or raise config.bcn_max_length (None: no limit) if that memory is available."
+            )
+
+        require(longest <= limit, f"an input text is longer than config.bcn_max_length={limit} tokens", detail)
 
     def check_labels(self, labels: torch.Tensor, batch: int) -> str:
         """Checks `labels` against the problem type and returns it: `config.problem_type`, or when that is None
@@ -535,11 +575,12 @@ class CoveForSequenceClassification(CovePreTrainedModel):
                 )
             if labels.is_floating_point() or labels.dtype == torch.bool:
                 raise TypeError(f"labels must be integer class ids, got dtype {labels.dtype}")
-            if bool(((labels < 0) | (labels >= self.num_labels)).any()):
-                raise ValueError(
-                    f"labels must be class ids in [0, {self.num_labels}), got min {int(labels.min())}, "
-                    f"max {int(labels.max())} (config.id2label: {self.config.id2label})"
-                )
+            require(
+                (labels >= 0) & (labels < self.num_labels),
+                f"labels must be class ids in [0, {self.num_labels})",
+                lambda: f"labels must be class ids in [0, {self.num_labels}), got min {int(labels.min())}, "
+                f"max {int(labels.max())} (config.id2label: {self.config.id2label})",
+            )
         else:
             shapes = [(batch, self.num_labels)] + ([(batch,)] if problem_type == "regression" and self.num_labels == 1
                                                     else [])
@@ -551,12 +592,13 @@ class CoveForSequenceClassification(CovePreTrainedModel):
             if labels.dtype == torch.bool and problem_type == "regression":
                 raise TypeError("regression labels must be numbers (float), got dtype torch.bool")
             values = labels.float()
-            if not bool(torch.isfinite(values).all()):
-                raise ValueError(f"labels must be finite for {problem_type}")
-            if problem_type == "multi_label_classification" and bool(((values < 0) | (values > 1)).any()):
-                raise ValueError(
-                    "multi_label_classification labels must be multi-hot (or probabilities) in [0, 1], got min "
-                    f"{float(values.min())}, max {float(values.max())}"
+            require(torch.isfinite(values), f"labels must be finite for {problem_type}")
+            if problem_type == "multi_label_classification":
+                require(
+                    (values >= 0) & (values <= 1),
+                    "multi_label_classification labels must be multi-hot (or probabilities) in [0, 1]",
+                    lambda: "multi_label_classification labels must be multi-hot (or probabilities) in [0, 1], got "
+                    f"min {float(values.min())}, max {float(values.max())}",
                 )
         self.config.problem_type = problem_type
         return problem_type
@@ -625,6 +667,11 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         length; the message states its memory and to truncate, e.g. `pipeline(..., truncation=True)`, which cuts at
         the tokenizer's `model_max_length`). A text of only out-of-vocabulary words is classified from zero word
         vectors (the paper's OOV rule). Unknown keyword arguments are a `TypeError`.
+
+        `torch.export.export` traces this forward: the checks above become runtime assertions in the graph (a
+        `RuntimeError` with the message's first part), every batch takes the pair path (a single text as the pair
+        (x, x), same logits), the biLSTMs run unpacked (`run_bilstm_traceable`) and the attention maps are
+        `(batch, T, T)` at the padded width T.
         """
         config = self.config
         return_dict = return_dict if return_dict is not None else config.return_dict
@@ -658,7 +705,8 @@ class CoveForSequenceClassification(CovePreTrainedModel):
 
         # eqs. 7–8: f = ReLU feed-forward, then the BCN encoder biLSTM; x = first text, y = second text (or x again)
         features = torch.relu(self.feedforward(self.input_dropout(inputs)))  # f(w~), (B, T, F)
-        single = not bool((ly > 0).any())
+        # single texts only: y = x, one biLSTM run (while exporting, the pair path serves every batch: no value branch)
+        single = not torch.compiler.is_exporting() and not bool((ly > 0).any())
         x_len = lx
         x_feat = features[:, : int(lx.max())] if single else take_segment(features, torch.zeros_like(lx), lx)
         x_states = run_bilstm(self.encoder, x_feat, x_len)  # X, (B, Tx, 2H)
