@@ -208,6 +208,16 @@ class CoveModelTesterMixin:
         with pytest.raises(TypeError, match="not_an_argument"):
             self.forward(model, inputs, not_an_argument=1)
 
+    def test_left_padding_is_value_error(self):
+        """CoVe reads right-padded rows only (packing); a left-padded mask is refused up front, naming the fix."""
+        model = self.build_model()
+        inputs = self.prepare_inputs(model)
+        mask = inputs["attention_mask"].clone()
+        row = int(mask.sum(dim=1).argmin())  # a row with padding, made left-padded
+        mask[row] = mask[row].flip(0)
+        with pytest.raises(ValueError, match="right-padded"):
+            self.forward(model, {**inputs, "attention_mask": mask})
+
     def test_deterministic_in_eval_mode(self):
         model = self.build_model()
         inputs = self.prepare_inputs(model)
@@ -362,6 +372,7 @@ class CoveModelTesterMixin:
         inputs = self.prepare_inputs(model)
         expected = self.forward(model, inputs)
         model.save_pretrained(tmp_path)
+        assert (tmp_path / "model.safetensors").is_file() and not list(tmp_path.glob("*.bin"))
         loaded = self.model_class.from_pretrained(tmp_path)
         assert type(loaded) is self.model_class and not loaded.training
         assert_same_weights(model, loaded)
@@ -378,9 +389,13 @@ class CoveModelTesterMixin:
         torch.manual_seed(3)
         base = CoveModel(tiny_config(**self.config_overrides)).eval()
         base.save_pretrained(tmp_path / "base")
-        head = self.model_class.from_pretrained(tmp_path / "base")
+        head, info = self.model_class.from_pretrained(tmp_path / "base", output_loading_info=True)
         encoder = head.cove_encoder_model()
         assert_same_weights(base, encoder)
+        # exactly the head's own weights are reported missing (and initialised), nothing unexpected
+        prefix = "" if head is encoder else head.base_model_prefix + "."
+        own = {name for name in head.state_dict() if not name.startswith(prefix)} if prefix else set()
+        assert set(info["missing_keys"]) == own and not info["unexpected_keys"] and not info["mismatched_keys"]
         head.save_pretrained(tmp_path / "head")
         assert_same_weights(base, CoveModel.from_pretrained(tmp_path / "head"))
 
@@ -836,7 +851,8 @@ class TestCoveConfig:
         assert loaded.to_dict() == config.to_dict()
 
     def test_every_field_survives_from_dict(self):
-        """Each field set to a non-default valid value alone is kept through to_dict -> from_dict."""
+        """Each field set to a valid value of its own (non-default where the field allows) is kept through to_dict ->
+        from_dict. A field added to CoveConfig must get a value here (the test names it)."""
         changed = dict(vocab_size=40, word_vector_dim=8, hidden_size=3, num_hidden_layers=1, encoder_dropout=0.5,
                        cove_output="both", include_word_vectors=True, char_ngram_dim=4, freeze_embeddings=False,
                        freeze_encoder=False, initializer_range=0.2, lowercase=False, output_final_states=True,
