@@ -136,13 +136,14 @@ def test_pipeline_regression_and_multi_label_heads(tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("empty", ["", "  "], ids=["empty", "whitespace"])
 @pytest.mark.parametrize("batch_size", [1, 2])
-def test_empty_text_in_a_batch_is_an_error_that_says_which_text(classifier, batch_size):
+def test_empty_text_in_a_batch_is_an_error_that_says_which_text(classifier, batch_size, empty):
     """Documented: an empty (or whitespace-only) text is an error saying that a text produced no tokens; inside the
     pipeline's batches the row it names is within the batch, and the message says so instead of passing it off as
     the caller's index."""
     with pytest.raises(ValueError, match="produced no tokens") as error:
-        classifier(["a", "b", "c", "  "], batch_size=batch_size)
+        classifier(["a", "b", "c", empty], batch_size=batch_size)
     if batch_size == 2:
         message = str(error.value)
         assert "empty or only whitespace" in message and "not indices in your list" in message
