@@ -10,13 +10,13 @@ rebuilds that tokenization with the `tokenizers` library so that it
 
 Loading a checkpoint's tokenizer: the tokenizer needs no code, but a model checkpoint's config.json names
 `configuration_cove.CoveConfig` as remote code (so that `AutoModel...(trust_remote_code=True)` works without this
-package), and `AutoTokenizer.from_pretrained` reads config.json with `AutoConfig` first. Where `modeling_cove` is not
+package), and `AutoTokenizer.from_pretrained` reads config.json with `AutoConfig` first. Where this package is not
 imported, transformers does not know the model type "cove", so a bare `AutoTokenizer.from_pretrained(checkpoint)`
 asks "[y/N]" and, refused, falls back with a "model of type `cove`" warning; nothing in tokenizer_config.json can
 avoid that. These load it with no question and no warning (tested offline, without the package):
 `PreTrainedTokenizerFast.from_pretrained(checkpoint)` (no code from the checkpoint at all);
 `AutoTokenizer.from_pretrained(checkpoint, trust_remote_code=True)` (runs only configuration_cove.py; the tokenizer
-is still the stock class); or `import modeling_cove` first, then `AutoTokenizer.from_pretrained(checkpoint)`.
+is still the stock class); or, with this package imported first (it registers "cove"), a bare AutoTokenizer.
 
 How it works
 ------------

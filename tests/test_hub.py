@@ -1131,12 +1131,13 @@ def truncate(path: Path, size: int) -> Path:
     return path
 
 
-def load_error(folder) -> Exception:
-    """What safetensors raises when `CoveModel.from_pretrained(folder)` reads the weights."""
-    from safetensors import SafetensorError
+def read_error(weights: Path) -> Exception:
+    """What safetensors raises when transformers opens `weights` (names no file)."""
+    from safetensors import SafetensorError, safe_open
 
     with pytest.raises(SafetensorError) as error:
-        CoveModel.from_pretrained(folder)
+        with safe_open(str(weights), framework="pt"):
+            pass
     return error.value
 
 
@@ -1172,7 +1173,7 @@ def test_truncated_weights_error_names_the_file_and_the_fix(built, tmp_path):
     weights = folder / "model.safetensors"
     size = weights.stat().st_size
     truncate(weights, size // 2)
-    error = load_error(folder)
+    error = read_error(weights)
     assert "incomplete metadata" in str(error) and str(weights) not in str(error)  # what users saw: no file named
     with pytest.raises(OSError) as wrapped:
         raise_for_unreadable_weights(error, str(folder))
@@ -1180,6 +1181,10 @@ def test_truncated_weights_error_names_the_file_and_the_fix(built, tmp_path):
     assert f"{weights} ({size // 2} bytes): it has {size // 2} bytes but its header describes {size}" in message
     assert "interrupted or truncated" in message and "copy or download it again" in message
     assert "incomplete metadata" in message and wrapped.value.__cause__ is error
+    # CovePreTrainedModel.from_pretrained raises exactly this error
+    with pytest.raises(OSError) as loading:
+        CoveModel.from_pretrained(folder)
+    assert str(loading.value) == message.replace(str(error), str(loading.value.__cause__))
 
 
 def test_truncated_weights_in_the_hub_cache_name_the_cached_file(built, tmp_path):
@@ -1188,7 +1193,7 @@ def test_truncated_weights_in_the_hub_cache_name_the_cached_file(built, tmp_path
 
     snapshot = build_offline_cache(tmp_path / "hf_home", BASE_REPO, built["base_stage"].folder)
     truncate(snapshot / "model.safetensors", 100)
-    error = load_error(snapshot)
+    error = read_error(snapshot / "model.safetensors")
     with pytest.raises(OSError) as wrapped:
         raise_for_unreadable_weights(error, BASE_REPO, cache_dir=tmp_path / "hf_home" / "hub")
     message = str(wrapped.value)
