@@ -16,8 +16,10 @@ Data flow (shapes: B batch, T time, H = config.bcn_hidden_size):
 
 The encoder is frozen when training the BCN (as in the paper), so its per-token outputs can be computed once per
 dataset and passed back in as `cove_hidden_states` (see `compute_cove_hidden_states`); the result is identical to
-running the encoder inside `forward`. All LSTMs run on packed sequences and every softmax and pooling is masked, so
-padding never changes a result.
+running the encoder inside `forward`. All LSTMs run on packed sequences (while `torch.export` traces, unpacked with
+each row reversed within its length for the backward direction) and every softmax and pooling is masked, so
+padding never changes a result. Texts are bounded by `config.bcn_max_length` (the biattention is T×T), and a pair
+model (`config.bcn_pair_input`) refuses inputs without a second text; see `forward` for every check.
 """
 
 import math
