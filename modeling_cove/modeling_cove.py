@@ -93,6 +93,26 @@ def lstm_autocast_fallback(device_type: str) -> Optional[torch.dtype]:
     return dtype
 
 
+def autocast_lstm(inputs: torch.Tensor, batch_sizes: Optional[torch.Tensor], hx: tuple, weights: list,
+                  bidirectional: bool, train: bool, batch_first: bool = False):
+    """One `torch.lstm` call of one layer (dropout 0): padded `inputs` (`batch_sizes` None) or packed data. Where
+    autocast's dtype has no LSTM kernel on this machine (`lstm_autocast_fallback`), the call runs with autocast off
+    in fp32, and its results come in the dtype autocast gives with the kernel: the autocast dtype for padded inputs;
+    fp32 for packed data, which autocast runs in fp32 anyway. Returns (output, h_n, c_n)."""
+    def call(inputs, hx, weights):
+        if batch_sizes is None:
+            return torch.lstm(inputs, hx, weights, True, 1, 0.0, train, bidirectional, batch_first)
+        return torch.lstm(inputs, batch_sizes, hx, weights, True, 1, 0.0, train, bidirectional)
+
+    device_type = inputs.device.type
+    fallback = lstm_autocast_fallback(device_type)
+    if fallback is None:
+        return call(inputs, hx, weights)
+    with torch.autocast(device_type, enabled=False):
+        results = call(inputs.float(), tuple(h.float() for h in hx), [w.float() for w in weights])
+    return results if batch_sizes is not None else tuple(r.to(fallback) for r in results)
+
+
 def lengths_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     """Number of tokens per row of a right-padded `(B, T)` mask. Raises on left padding or holes (while
     `torch.export` traces, a runtime assertion in the graph instead of a Python branch on values)."""
@@ -325,8 +345,8 @@ class CoveEncoder(nn.Module):
         if not torch.is_autocast_enabled(device_type) or any(w.requires_grad for w in weights):
             return weights
         dtype = torch.get_autocast_dtype(device_type)
-        if weights[0].dtype != torch.float32 or dtype == torch.float32:
-            return weights
+        if weights[0].dtype != torch.float32 or dtype == torch.float32 or not lstm_kernel_supports(device_type, dtype):
+            return weights  # (no kernel in that dtype: `autocast_lstm` runs in fp32 on these weights)
         cache = self._autocast_cache
         cast = None if cache is None else cache.get((layer, dtype))
         if cast is None:
@@ -358,9 +378,9 @@ class CoveEncoder(nn.Module):
         weights = self.layer_weights(layer)
         train = self.kernel_train_mode(inputs)
         if batch_sizes is None:
-            output, h_n, c_n = torch.lstm(inputs, (zeros, zeros), weights, True, 1, 0.0, train, True, True)
+            output, h_n, c_n = autocast_lstm(inputs, None, (zeros, zeros), weights, True, train, True)
         else:
-            output, h_n, c_n = torch.lstm(inputs, batch_sizes, (zeros, zeros), weights, True, 1, 0.0, train, True)
+            output, h_n, c_n = autocast_lstm(inputs, batch_sizes, (zeros, zeros), weights, True, train)
         return output, h_n, c_n
 
     @staticmethod
@@ -380,12 +400,12 @@ class CoveEncoder(nn.Module):
         zeros = inputs.new_zeros(1, batch, self.hidden_size)
         train = self.kernel_train_mode(inputs)
         if segments is None or len(segments) == 1:
-            return torch.lstm(inputs, (zeros, zeros), weights, True, 1, 0.0, train, False, False)[0]
+            return autocast_lstm(inputs, None, (zeros, zeros), weights, False, train)[0]
         output = None  # (T, B, H) in the dtype the kernel gives (under autocast, its dtype)
         h, c = zeros, zeros
         for start, end, rows in segments:
-            piece, h, c = torch.lstm(inputs[start:end, :rows], (h[:, :rows], c[:, :rows]), weights, True, 1, 0.0,
-                                     train, False, False)  # (end - start, rows, H), h and c (1, rows, H)
+            piece, h, c = autocast_lstm(inputs[start:end, :rows], None, (h[:, :rows], c[:, :rows]), weights, False,
+                                        train)  # (end - start, rows, H), h and c (1, rows, H)
             if output is None:
                 output = piece.new_empty(inputs.shape[0], batch, self.hidden_size)
             output[start:end, :rows] = piece
@@ -476,22 +496,11 @@ class CoveEncoder(nn.Module):
         of the caller's output is fine) that receives the top layer's output, and is then the list's last entry;
         the unpacked path writes its rows there directly, the others copy.
         """
-        fallback = lstm_autocast_fallback(vectors.device.type)
-        if fallback is not None:  # no LSTM kernel in the autocast dtype here: fp32, cast back to what autocast gives
-            with torch.autocast(vectors.device.type, enabled=False):
-                outputs, final_h, final_c = self.run_layers(vectors.float(), lengths, final_states, top_only,
-                                                            unpacked, out)
-            if out is not None:  # written in fp32 values: rounded as autocast's own output would be
-                out.copy_(out.to(fallback))
-            outputs = [layer if layer is out else layer.to(fallback) for layer in outputs]
-            if final_h is not None:
-                final_h, final_c = final_h.to(fallback), final_c.to(fallback)
-            return outputs, final_h, final_c
         return self.run_layers(vectors, lengths, final_states, top_only, unpacked, out)
 
     def run_layers(self, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool, top_only: bool,
                    unpacked: Optional[bool], out: Optional[torch.Tensor]):
-        """`forward` on a machine whose LSTM kernels take the current autocast dtype (or with autocast off)."""
+        """`forward`; every LSTM call goes through `autocast_lstm` (fp32 where the autocast dtype has no kernel)."""
         batch, time, _ = vectors.shape
         if out is not None and out.shape != (batch, time, 2 * self.hidden_size):
             raise ValueError(f"out must have shape {(batch, time, 2 * self.hidden_size)}, got {tuple(out.shape)}")
@@ -579,7 +588,7 @@ class CoveEncoder(nn.Module):
         train = self.kernel_train_mode(inputs)
         pieces = []
         for t in range(inputs.shape[0]):
-            piece, h_next, c_next = torch.lstm(inputs[t:t + 1], (h, c), weights, True, 1, 0.0, train, False, False)
+            piece, h_next, c_next = autocast_lstm(inputs[t:t + 1], None, (h, c), weights, False, train)
             keep = valid[t].view(1, -1, 1)  # (1, B, 1)
             h, c = torch.where(keep, h_next, h), torch.where(keep, c_next, c)
             pieces.append(piece)  # (1, B, H)

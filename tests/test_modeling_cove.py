@@ -1095,7 +1095,7 @@ def test_bf16_autocast_without_the_bf16_lstm_kernel_runs_the_lstm_in_fp32(cove_o
         torch.testing.assert_close(output, reference.last_hidden_state, rtol=1e-2, atol=1e-2)
         assert output[~tokens].abs().max() == 0
     assert all(layer.dtype == torch.float32 for layer in hidden[1:])  # masked at padding by the fp32 mask
-    assert fallback.final_hidden_state.dtype == torch.bfloat16
+    assert fallback.final_hidden_state.dtype == torch.float32  # a padded batch with final states runs packed: fp32
     torch.testing.assert_close(fallback.final_hidden_state.float(), reference.final_hidden_state, rtol=1e-2,
                                atol=1e-2)
     for row, vectors in enumerate(encoded):
@@ -1311,3 +1311,43 @@ def test_truncated_weights_named_when_loaded_as_remote_code(tiny_checkpoint, tmp
     result = run_python(code, offline_env(hf_home), tmp_path)
     assert result.returncode == 0 and "OSError safetensors" in result.stdout, result.stderr[-3000:]
     assert "model.safetensors" in result.stdout and "the end is missing" in result.stdout, result.stdout
+
+
+@pytest.mark.skipif(not bf16_lstm_kernel_available(),
+                    reason="this CPU has no bf16 LSTM kernel (no avx512_bf16): nothing to compare the fallback with")
+def test_the_bf16_fallback_gives_the_dtypes_of_the_kernel_on_every_path(tiny_checkpoint, monkeypatch):
+    """Without the kernel (forced), every output of every path comes in the dtype it has with the kernel, within
+    bf16 rounding of it: bf16 from padded-input LSTM calls (uniform batches, the unpacked path, encode), fp32 from
+    packed ones (final states of a padded batch), which autocast runs in fp32 anyway (the fallback cast them to bf16
+    before each LSTM call went through `autocast_lstm`)."""
+    from modeling_cove import modeling_cove as modeling
+
+    _, model, tokenizer = tiny_checkpoint
+    padded = tokenizer(["a dog", "the cat sat on the mat ."], padding=True, return_tensors="pt")
+    uniform = tokenizer(["a dog", "the cat"], padding=True, return_tensors="pt")
+    texts = ["a dog", "the cat sat on the mat .", "cat"]
+
+    def run():
+        outputs = {}
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            for name, batch in (("padded", padded), ("uniform", uniform)):
+                for final_states in (False, True):
+                    for hidden in (False, True):
+                        out = model(**batch, output_final_states=final_states, output_hidden_states=hidden)
+                        key = f"{name} final={final_states} hidden={hidden}"
+                        outputs[key + " last"] = out.last_hidden_state
+                        for i, layer in enumerate(out.hidden_states or ()):
+                            outputs[f"{key} hidden {i}"] = layer
+                        if final_states:
+                            outputs[key + " h"], outputs[key + " c"] = out.final_hidden_state, out.final_cell_state
+            for i, vectors in enumerate(model.encode(texts, tokenizer, batch_size=3, num_workers=1)):
+                outputs[f"encode {i}"] = vectors
+        return outputs
+
+    with_kernel = run()
+    monkeypatch.setattr(modeling, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
+    fallback = run()
+    assert {out.dtype for out in with_kernel.values()} == {torch.float32, torch.bfloat16}  # both kinds are covered
+    for key, expected in with_kernel.items():
+        assert fallback[key].dtype == expected.dtype, key
+        torch.testing.assert_close(fallback[key].float(), expected.float(), rtol=2e-2, atol=2e-2, msg=key)
