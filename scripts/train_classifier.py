@@ -319,8 +319,10 @@ class BCNCollator:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def build_model(encoder_dir, column: str, label_names: list, hp: dict, seed: int, freeze_random=False):
-    """The BCN on top of the CoVe checkpoint `encoder_dir` (encoder weights loaded, BCN freshly initialised)."""
+def build_model(encoder_dir, column: str, label_names: list, hp: dict, seed: int, freeze_random=False,
+                pair_input: bool = False):
+    """The BCN on top of the CoVe checkpoint `encoder_dir` (encoder weights loaded, BCN freshly initialised).
+    `pair_input`: the task classifies sentence pairs (SNLI), so the checkpoint refuses inputs without a second text."""
     from transformers import set_seed
 
     from modeling_cove import CoveForSequenceClassification
@@ -340,6 +342,7 @@ def build_model(encoder_dir, column: str, label_names: list, hp: dict, seed: int
         bcn_feedforward_dim=hp["feedforward_dim"],
         freeze_embeddings=not (column == "random" and not freeze_random),
         freeze_encoder=True,
+        bcn_pair_input=pair_input,
     )
     model = CoveForSequenceClassification.from_pretrained(encoder_dir, **overrides)
     if column == "random":  # Table 2 "Random": random word vectors at the scale of the real ones
@@ -605,7 +608,8 @@ def main(argv=None):
         if count:
             print(f"warning: dropped {count} {split} rows with an empty text or an empty pair side", flush=True)
 
-    model = build_model(args.encoder, args.bcn_input, label_names, hp, args.seed, args.freeze_random_embeddings)
+    model = build_model(args.encoder, args.bcn_input, label_names, hp, args.seed, args.freeze_random_embeddings,
+                        pair_input="text_pair" in raw["train"].column_names)
     n_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     print(f"{type(model).__name__}: {n_trainable:,} trainable parameters, "
           f"{sum(p.numel() for p in model.parameters()):,} in all", flush=True)

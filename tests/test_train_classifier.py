@@ -220,6 +220,11 @@ def test_build_model_columns(tiny_encoder_dir):
     frozen = tc.build_model(path, "random", ["p", "q"], hp, seed=3, freeze_random=True)
     assert not frozen.cove.embeddings.weight.requires_grad
     assert torch.equal(frozen.cove.embeddings.weight, weight)  # same seed, same random vectors
+    assert not cove.config.bcn_pair_input  # a single-text task
+    pair = tc.build_model(path, "vectors+cove", ["p", "q"], hp, seed=3, pair_input=True)
+    assert pair.config.bcn_pair_input  # a pair task (SNLI): the checkpoint refuses inputs without a second text
+    with pytest.raises(ValueError, match="second text"):
+        pair(**build_cove_tokenizer(["what", "is"])(["what is"], return_tensors="pt"))
 
 
 def tiny_trec6_setup(tmp_path):
