@@ -285,6 +285,7 @@ class CoveModelTesterMixin:
         batch = self.forward(model, inputs, output_attentions=True)
         maps = self.attention_maps(batch)
         assert maps, f"{self.model_class.__name__}: output_attentions=True returned no attention maps"
+        assert not self.attention_maps(self.forward(model, inputs)), "attention maps returned without being asked"
         for row in range(inputs["input_ids"].shape[0]):
             alone_inputs = self.row_inputs(inputs, row)
             alone = self.attention_maps(self.forward(model, alone_inputs, output_attentions=True))
@@ -329,6 +330,9 @@ class CoveModelTesterMixin:
         for name, value in default.items():  # asking for hidden states changes no other output
             if name in output and "hidden_states" not in name:
                 assert_equal_structure(output[name], value, name)
+        model.config.output_hidden_states = True  # the config's default, as in every transformers model
+        by_config = self.forward(model, inputs)
+        assert_equal_structure(by_config.to_tuple(), output.to_tuple())
 
     def test_resize_token_embeddings_adds_zero_frozen_rows(self, tmp_path):
         model = self.build_model()
@@ -557,8 +561,9 @@ class TestCoveModel(CoveModelTesterMixin):
         loaded, loaded_tokenizer = CoveModel.from_pretrained(tmp_path), AutoTokenizer.from_pretrained(tmp_path)
         assert len(loaded_tokenizer) == loaded.config.vocab_size == len(words) + 6
         check_tokenizer_matches(loaded.config, loaded_tokenizer)
-        added = loaded_tokenizer(["the zebra sat on the quokka"], return_tensors="pt", return_token_type_ids=False)
-        unknown = loaded_tokenizer(["the xyzzy sat on the plugh"], return_tensors="pt", return_token_type_ids=False)
+        # everything the tokenizer returns goes to forward, as the feature-extraction pipeline passes it
+        added = loaded_tokenizer(["the zebra sat on the quokka"], return_tensors="pt")
+        unknown = loaded_tokenizer(["the xyzzy sat on the plugh"], return_tensors="pt")
         assert added["input_ids"][0, [1, 5]].tolist() == [len(words) + 4, len(words) + 5]
         assert unknown["input_ids"][0, [1, 5]].tolist() == [UNK, UNK]
         with torch.no_grad():
