@@ -99,8 +99,8 @@ def text_spans(inputs: dict, row: int) -> list:
 
 def simulate_cpu_without_bf16_lstm(monkeypatch):
     """What an AVX2-only CPU does, on any CPU: the model's capability probe reports no bf16 LSTM kernel (the switch
-    `modeling_cove.py` documents for tests, `_LSTM_KERNEL_SUPPORT`), and `torch.lstm` / `nn.LSTM` raise oneDNN's error when called under
-    CPU bf16 autocast (outside autocast, with any weights, they run as usual)."""
+    `modeling_cove.py` documents for tests, `_LSTM_KERNEL_SUPPORT`), and `torch.lstm` / `nn.LSTM` raise oneDNN's
+    error when called under CPU bf16 autocast (outside autocast, with any weights, they run as usual)."""
     monkeypatch.setattr(cove_module, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
     kernel = torch.lstm
 
