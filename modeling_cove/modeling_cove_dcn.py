@@ -50,7 +50,13 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers.modeling_outputs import QuestionAnsweringModelOutput
 
 from .configuration_cove import DCN_INPUT_CHOICES, CoveConfig
-from .modeling_cove import CoveModel, CovePreTrainedModel, lstm_autocast_fallback, remote_code_files
+from .modeling_cove import (
+    CoveModel,
+    CovePreTrainedModel,
+    lengths_from_mask,
+    lstm_autocast_fallback,
+    remote_code_files,
+)
 
 QUESTION_SEGMENT, CONTEXT_SEGMENT = 0, 1
 IGNORE_INDEX = -100  # start/end position that is ignored by the loss (as in nn.CrossEntropyLoss)
@@ -325,7 +331,6 @@ class DynamicPointingDecoder(nn.Module):
         finfo.min), spans (B, I, 2) doc-local, and `active` (I, B) bool: whether each example ran iteration i."""
         batch, _, _ = document.shape
         rows = torch.arange(batch, device=document.device)
-        neg = torch.finfo(document.dtype).min
         proj_start = self.hmn_start.project_document(document)  # (B, m, l*p), shared by all iterations
         proj_end = self.hmn_end.project_document(document)
         start = torch.zeros(batch, dtype=torch.long, device=document.device)  # s_0 = first context token
@@ -338,9 +343,11 @@ class DynamicPointingDecoder(nn.Module):
         for _ in range(self.max_iterations):
             u_start, u_end = document[rows, start], document[rows, end]  # (B, 2l)
             h_new, c_new = self.cell(torch.cat([u_start, u_end], dim=-1), (h, c))
-            alpha_new = self.hmn_start(proj_start, h_new, u_start, u_end).masked_fill(~mask, neg)  # (B, m)
+            alpha_new = self.hmn_start(proj_start, h_new, u_start, u_end)  # (B, m), autocast's dtype under autocast
+            alpha_new = alpha_new.masked_fill(~mask, torch.finfo(alpha_new.dtype).min)
             start_new = alpha_new.argmax(dim=1)
-            beta_new = self.hmn_end(proj_end, h_new, document[rows, start_new], u_end).masked_fill(~mask, neg)
+            beta_new = self.hmn_end(proj_end, h_new, document[rows, start_new], u_end)  # (B, m)
+            beta_new = beta_new.masked_fill(~mask, torch.finfo(beta_new.dtype).min)
             end_new = beta_new.argmax(dim=1)
             keep = done.unsqueeze(1)  # finished examples keep their scores, span and state
             alpha = alpha_new if alpha is None else torch.where(keep, alpha, alpha_new)
@@ -468,8 +475,11 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
                              "rows), got " + ("both" if input_ids is not None else "neither"))
         if inputs_embeds is not None:
             attention_mask = self.cove.check_inputs_embeds(inputs_embeds, attention_mask)
-            return inputs_embeds.to(self.cove.embeddings.weight.dtype), attention_mask
-        return input_ids, self.cove.check_inputs(input_ids, attention_mask)
+            tokens = inputs_embeds.to(self.cove.embeddings.weight.dtype)
+        else:
+            tokens, attention_mask = input_ids, self.cove.check_inputs(input_ids, attention_mask)
+        lengths_from_mask(attention_mask)  # right padding, as in CoveModel (a ValueError naming it otherwise)
+        return tokens, attention_mask
 
     def compute_cove_features(self, input_ids: Optional[torch.Tensor] = None,
                               attention_mask: Optional[torch.Tensor] = None,
@@ -587,8 +597,8 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
             loss = total / labelled.sum().clamp(min=1)
 
         # final scores over the full input sequence; non-context positions get the most negative value
-        neg = torch.finfo(document.dtype).min
-        full = document.new_full(shape, neg)
+        neg = torch.finfo(start_scores.dtype).min  # the scores' dtype (autocast's under autocast)
+        full = start_scores.new_full(shape, neg)
         start_logits = full.scatter(1, context_positions, start_scores[-1].masked_fill(~context_mask, neg))
         end_logits = full.scatter(1, context_positions, end_scores[-1].masked_fill(~context_mask, neg))
         # padding slots of context_positions point at arbitrary positions: restore "not context" there

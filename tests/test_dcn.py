@@ -414,6 +414,9 @@ def test_bad_inputs_give_clear_errors():
               end_positions=torch.tensor([5, 6]))
     with pytest.raises(ValueError, match="both start_positions and end_positions"):
         model(input_ids=ids, token_type_ids=types, attention_mask=mask, start_positions=torch.tensor([4]))
+    padded_ids, padded_types, padded_mask = pair_batch([(3, 5), (2, 3)])
+    with pytest.raises(ValueError, match="right-padded"):
+        model(input_ids=padded_ids, token_type_ids=padded_types.flip(1), attention_mask=padded_mask.flip(1))
     with pytest.raises(ValueError, match="cove_features must have shape"):
         model(input_ids=ids, token_type_ids=types, attention_mask=mask, cove_features=torch.zeros(1, 8, 3))
     with pytest.raises(ValueError, match="outside"):
@@ -596,12 +599,15 @@ def test_hidden_states_and_coattention_maps_match_a_reference():
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def test_bf16_autocast_with_the_lstm_fallback_forced_matches_fp32(monkeypatch):
+@pytest.mark.parametrize("forced", [True, False])
+def test_bf16_autocast_matches_fp32_with_the_lstm_fallback_forced_or_as_this_cpu_runs(monkeypatch, forced):
     """Forced as on an AVX2-only CPU: the DCN's biLSTMs run in float32 with autocast off (their inputs are seen in
-    float32), the rest under bf16 autocast; U and the scores are within bf16 tolerance of the fp32 model."""
+    float32), the rest under bf16 autocast; not forced: whatever this CPU runs. Either way U and the scores are
+    within bf16 tolerance of the fp32 model."""
     import modeling_cove.modeling_cove
 
-    monkeypatch.setattr(modeling_cove.modeling_cove, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
+    if forced:
+        monkeypatch.setattr(modeling_cove.modeling_cove, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
     model = tiny_model(seed=1, initializer_range=0.5, dcn_max_iterations=1)  # O(1) scores; one iteration: no
     ids, types, mask = pair_batch([(3, 9), (2, 6), (4, 5)], seed=1)  # argmax near a tie can change the path
     seen = []
@@ -613,8 +619,10 @@ def test_bf16_autocast_with_the_lstm_fallback_forced_matches_fp32(monkeypatch):
     seen.clear()
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         out = model(input_ids=ids, token_type_ids=types, attention_mask=mask, output_hidden_states=True)
-    assert seen == [(torch.float32, False)] * 3  # question, context, fusion
-    assert out.start_logits.dtype == torch.bfloat16 and out.hidden_states[2].dtype == torch.bfloat16
+    if forced or not modeling_cove.modeling_cove.bf16_lstm_kernel_available():
+        assert seen == [(torch.float32, False)] * 3  # question, context, fusion
+        assert out.hidden_states[2].dtype == torch.bfloat16
+    assert out.start_logits.dtype == torch.bfloat16
     context = types.bool() & mask.bool()
     for got, want in ((out.hidden_states[2], reference.hidden_states[2]),
                       (out.start_logits[context], reference.start_logits[context])):
