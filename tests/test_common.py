@@ -646,7 +646,7 @@ class TestCoveForSequenceClassification(CoveModelTesterMixin):
         keeps every weight but the output layer's."""
         model = self.build_model()
         model.save_pretrained(tmp_path)
-        labels = dict(num_labels=5, id2label={i: f"l{i}" for i in range(5)}, label2id={f"l{i}": i for i in range(5)})
+        labels = dict(id2label={i: f"l{i}" for i in range(5)}, label2id={f"l{i}": i for i in range(5)})  # 5 labels
         with pytest.raises(RuntimeError, match="ignore_mismatched_sizes"):
             self.model_class.from_pretrained(tmp_path, **labels)
         loaded = self.model_class.from_pretrained(tmp_path, ignore_mismatched_sizes=True, **labels).eval()
