@@ -207,7 +207,7 @@ def best_spans(start_logits: torch.Tensor, end_logits: torch.Tensor, max_answer_
     if mask is None:  # (in the logits' own dtype: its most negative value marks "not context")
         mask = start_logits > torch.finfo(start_logits.dtype).min
     mask = mask.to(device=start_logits.device, dtype=torch.bool)
-    start_logits, end_logits = start_logits.float(), end_logits.float()
+    start_logits, end_logits = start_logits.detach().float(), end_logits.detach().float()  # scores, no graph
     if not bool(mask.any()):
         return []
     neg = torch.finfo(torch.float32).min

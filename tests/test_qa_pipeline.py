@@ -345,6 +345,29 @@ def test_pipeline_local_name(local_qa):
     assert local_qa([{"question": q, "context": CONTEXT} for q in QUESTIONS], batch_size=2) == both
 
 
+def test_model_takes_the_tokenizers_output_and_the_pipeline_answers_from_its_scores(local_qa):
+    """What the tokenizer returns goes to the model as it is (return_dict=False: exactly to_tuple()); anything else
+    (offset_mapping) is a TypeError naming it; the pipeline's answer is the best span of those scores."""
+    from modeling_cove.modeling_cove_dcn import best_spans
+
+    model, tokenizer = local_qa.model, local_qa.tokenizer
+    encoding = tokenizer(QUESTIONS[1], CONTEXT, return_tensors="pt")
+    assert set(encoding) == {"input_ids", "token_type_ids", "attention_mask"}
+    output = model(**encoding)
+    as_tuple = model(**encoding, return_dict=False)
+    assert len(as_tuple) == len(output.to_tuple()) == 4
+    assert all(torch.equal(a, b) for a, b in zip(as_tuple, output.to_tuple()))
+    with_offsets = tokenizer(QUESTIONS[1], CONTEXT, return_tensors="pt", return_offsets_mapping=True)
+    with pytest.raises(TypeError, match="offset_mapping"):
+        model(**with_offsets)
+    (start, end, score), = best_spans(output.start_logits[0], output.end_logits[0],
+                                      max_answer_length=model.config.dcn_max_answer_length)
+    offsets = with_offsets["offset_mapping"][0].tolist()
+    answer = local_qa(question=QUESTIONS[1], context=CONTEXT)
+    assert (answer["start"], answer["end"]) == (offsets[start][0], offsets[end][1])
+    assert answer["score"] == pytest.approx(score, rel=1e-6)
+
+
 def test_pipeline_top_k_and_max_answer_len(local_qa):
     answers = local_qa(question=QUESTIONS[0], context=CONTEXT, top_k=5, max_answer_len=2)
     assert len(answers) == 5
