@@ -39,7 +39,9 @@ class CoveModelOutput(BaseModelOutput):
             Final `h` of each MT-LSTM layer, forward and backward directions concatenated (decoder init, §2).
         final_cell_state (`torch.FloatTensor` of shape `(batch, num_layers, 2 * hidden_size)`):
             Final `c` of each layer, same layout. Both are None with `output_final_states=False`.
-        attention_mask (`torch.LongTensor` of shape `(batch, time)`): the mask the encoder used (1 = token).
+        attention_mask (`torch.LongTensor` of shape `(batch, time)`): the mask the encoder used (1 = token); the
+            last entry of `to_tuple()` and of `return_dict=False` (the MT head and the feature pipelines read it).
+        attentions: always None: the encoder has no attention maps (`output_attentions=True` is a ValueError).
     """
 
     final_hidden_state: Optional[torch.FloatTensor] = None
@@ -689,7 +691,8 @@ class CovePreTrainedModel(PreTrainedModel):
         if new_num_tokens is None:
             new_num_tokens = cove.embeddings.num_embeddings
         if pad_to_multiple_of is not None:
-            if isinstance(pad_to_multiple_of, bool) or not isinstance(pad_to_multiple_of, int) or pad_to_multiple_of < 1:
+            if (isinstance(pad_to_multiple_of, bool) or not isinstance(pad_to_multiple_of, int)
+                    or pad_to_multiple_of < 1):
                 raise ValueError(f"pad_to_multiple_of must be an int >= 1, got {pad_to_multiple_of!r}")
             new_num_tokens = -(-new_num_tokens // pad_to_multiple_of) * pad_to_multiple_of
         if isinstance(new_num_tokens, bool) or not isinstance(new_num_tokens, int) or new_num_tokens < 1:
@@ -899,8 +902,8 @@ class CoveModel(CovePreTrainedModel):
         `torch.export` traces the model, the check is a runtime assertion in the graph (no Python branch on values)."""
         vocab_size = self.config.vocab_size
         if torch.compiler.is_exporting():
-            torch._assert_async(((ids >= 0) & (ids < vocab_size)).all(),
-                                f"input_ids contain ids outside [0, {vocab_size}): tokenizer and checkpoint do not match")
+            torch._assert_async(((ids >= 0) & (ids < vocab_size)).all(), f"input_ids contain ids outside "
+                                f"[0, {vocab_size}): tokenizer and checkpoint do not match")
             return
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
             raise ValueError(
