@@ -1356,3 +1356,21 @@ def test_the_bf16_fallback_gives_the_dtypes_of_the_kernel_on_every_path(tiny_che
     for key, expected in with_kernel.items():
         assert fallback[key].dtype == expected.dtype, key
         torch.testing.assert_close(fallback[key].float(), expected.float(), rtol=2e-2, atol=2e-2, msg=key)
+
+
+def test_trainer_predict_passes_only_what_forward_names(tiny_checkpoint, tmp_path):
+    """With forward's arguments all named (no **kwargs), Trainer drops the dataset's other columns ("text") by the
+    signature and its predictions are the model's own outputs for the padded batch."""
+    from datasets import Dataset
+    from transformers import DataCollatorWithPadding, Trainer, TrainingArguments
+
+    _, model, tokenizer = tiny_checkpoint
+    texts = ["the cat sat on the mat .", "a dog"]
+    data = Dataset.from_dict({"text": texts}).map(lambda row: tokenizer(row["text"]), batched=True)
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_eval_batch_size=2, report_to=[], use_cpu=True)
+    trainer = Trainer(model=model, args=args, data_collator=DataCollatorWithPadding(tokenizer))
+    predictions = trainer.predict(data).predictions
+    hidden = predictions[0] if isinstance(predictions, tuple) else predictions
+    with torch.no_grad():
+        expected = model(**tokenizer(texts, padding=True, return_tensors="pt")).last_hidden_state
+    torch.testing.assert_close(torch.as_tensor(hidden), expected, rtol=1e-6, atol=1e-6)
