@@ -418,10 +418,11 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         top = self.config.num_hidden_layers
         given = {"inputs_embeds" if inputs.is_floating_point() else "input_ids": inputs}
         if list(layer_indices) == [top] and self.cove.output_is_top_layer():
-            output = self.cove(**given, attention_mask=attention_mask, output_final_states=False)
+            output = self.cove(**given, attention_mask=attention_mask, output_final_states=False, return_dict=True)
             return (None,) * top + (output.last_hidden_state,)
         return self.cove(
-            **given, attention_mask=attention_mask, output_hidden_states=True, output_final_states=False
+            **given, attention_mask=attention_mask, output_hidden_states=True, output_final_states=False,
+            return_dict=True,
         ).hidden_states
 
     def compute_cove_hidden_states(

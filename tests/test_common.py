@@ -202,6 +202,17 @@ class CoveModelTesterMixin:
         assert len(as_tuple) == len(as_dict.to_tuple()), (len(as_tuple), list(as_dict.keys()))
         assert_equal_structure(as_tuple, as_dict.to_tuple())
 
+    def test_config_return_dict_false_gives_the_same_tuple(self):
+        """`config.return_dict=False` (no argument) gives the same tuple: a head reads its encoder's outputs by name
+        whatever the config says."""
+        model = self.build_model()
+        inputs = self.prepare_inputs(model)
+        as_dict = self.forward(model, inputs, output_hidden_states=True)
+        model.config.return_dict = False
+        as_tuple = self.forward(model, inputs, output_hidden_states=True)
+        assert isinstance(as_tuple, tuple)
+        assert_equal_structure(as_tuple, as_dict.to_tuple())
+
     def test_unknown_keyword_argument_is_type_error(self):
         model = self.build_model()
         inputs = self.prepare_inputs(model)
