@@ -22,6 +22,7 @@ from transformers.modeling_outputs import BaseModelOutput
 from transformers.utils import logging
 
 from .configuration_cove import CoveConfig
+from .tokenization_cove import check_tokenizer_matches, parse_vocabulary_fingerprint
 
 logger = logging.get_logger(__name__)
 
@@ -683,8 +684,9 @@ class CovePreTrainedModel(PreTrainedModel):
         the paper's vector for a word without one (as `<unk>`), whatever `mean_resizing` says, and the tables keep
         their `requires_grad` (frozen under `config.freeze_embeddings`). Removing rows cuts them from the end. The
         MT head's target vocabulary (`lm_head`, `target_vocab_size`) is another vocabulary and is left as it is.
-        `resize_token_embeddings` then stores the new size as `config.vocab_size`; a `config.vocabulary_fingerprint`
-        of the old vocabulary is cleared (with a warning)."""
+        `resize_token_embeddings` then stores the new size as `config.vocab_size`. `config.vocabulary_fingerprint`
+        covers the recorded vocabulary's ids only, so it stays when rows are added (the tokenizer check stays in
+        force) and is cleared, with a warning, when rows of that vocabulary are cut."""
         cove = self.cove_encoder_model()
         if new_num_tokens is None and pad_to_multiple_of is None:
             return cove.embeddings
@@ -700,10 +702,13 @@ class CovePreTrainedModel(PreTrainedModel):
         specials = [i for i in (self.config.pad_token_id, self.config.unk_token_id) if i is not None]
         if specials and new_num_tokens <= max(specials):
             raise ValueError(f"new_num_tokens={new_num_tokens} would remove the pad/unk rows (ids {specials})")
-        if new_num_tokens != cove.embeddings.num_embeddings and getattr(self.config, "vocabulary_fingerprint", None):
-            # it describes the old vocabulary; the tokenizer that goes with the new size is not known here
-            logger.warning("resize_token_embeddings: config.vocabulary_fingerprint described the old vocabulary and is "
-                           "cleared; record the new tokenizer's (tokenization_cove.vocabulary_fingerprint) to check it")
+        fingerprint = getattr(self.config, "vocabulary_fingerprint", None)
+        if fingerprint and new_num_tokens < parse_vocabulary_fingerprint(fingerprint)[0]:
+            # rows of the recorded vocabulary are cut: the fingerprint no longer describes this table (growing keeps
+            # it: it covers the first ids only, which tokens added after them leave as they were)
+            logger.warning("resize_token_embeddings: the table is cut below the recorded vocabulary, so "
+                           "config.vocabulary_fingerprint is cleared; record the new tokenizer's "
+                           "(tokenization_cove.vocabulary_fingerprint) to check it")
             self.config.vocabulary_fingerprint = None
         for table in (cove.embeddings, cove.char_ngram_embeddings):
             if table is not None:
@@ -1099,6 +1104,7 @@ class CoveModel(CovePreTrainedModel):
         if texts and isinstance(texts[0], str):
             if tokenizer is None:
                 raise ValueError("encode needs the tokenizer to encode strings")
+            check_tokenizer_matches(self.config, tokenizer)
             ids = tokenizer(texts, add_special_tokens=True)["input_ids"]
         else:
             ids = [list(x) for x in texts]

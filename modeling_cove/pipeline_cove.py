@@ -50,12 +50,24 @@ from .squad_preprocessing import (
     extract_answers,
     tokenize_windows,
 )
+from .tokenization_cove import check_tokenizer_matches
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 logger = logging.get_logger(__name__)
 
 
-class CoveQuestionAnsweringPipeline(ChunkPipeline):
+class CheckedTokenizer:
+    """Pipeline mixin: refuses, when the pipeline is built, a tokenizer whose vocabulary is not the one the
+    checkpoint's word vectors are indexed by (`check_tokenizer_matches`: another vocabulary maps words to other
+    words' vectors and would give wrong answers without an error)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.tokenizer is not None:
+            check_tokenizer_matches(self.model.config, self.tokenizer)
+
+
+class CoveQuestionAnsweringPipeline(CheckedTokenizer, ChunkPipeline):
     """Extractive QA over a CoVe DCN checkpoint (see the module docstring)."""
 
     _load_tokenizer = True
@@ -143,7 +155,7 @@ class PreTokenized(dict):
     """One text's tokenizer output (lists of ids), made by `CoveFeatureExtractionPipeline.__call__`."""
 
 
-class CoveFeatureExtractionPipeline(FeatureExtractionPipeline):
+class CoveFeatureExtractionPipeline(CheckedTokenizer, FeatureExtractionPipeline):
     """Feature extraction that runs a list of texts in length order (see the module docstring)."""
 
     def __call__(self, *args, **kwargs):

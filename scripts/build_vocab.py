@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from modeling_cove.build import count_tokens, create_cove_checkpoint, select_vocabulary
-from modeling_cove.tokenization_cove import SPECIAL_TOKENS
+from modeling_cove.tokenization_cove import DEFAULT_MODEL_MAX_LENGTH, SPECIAL_TOKENS
 from modeling_cove.vectors import build_char_ngram_matrix, embedding_matrix_from_vectors, read_word_vectors
 
 TEXT_SOURCES = ("multi30k", "iwslt", "wmt17", "sst2", "sst5", "trec6", "trec50", "imdb", "snli", "squad")
@@ -71,7 +71,7 @@ def parse_args(argv=None):
                         "</s>) come on top, so the tokenizer holds up to MAX_SIZE + 4 entries (train_mt.py's "
                         "--max-vocab counts them: --max-vocab N = --max-size N-4). Default: no cap")
     p.add_argument("--char-ngrams", default=None, help="Hashimoto char n-gram file (adds char_ngram_dim=100)")
-    p.add_argument("--model-max-length", type=int, default=512)
+    p.add_argument("--model-max-length", type=int, default=DEFAULT_MODEL_MAX_LENGTH)
     p.add_argument("--include-word-vectors", action="store_true", help="config: output [GloVe; CoVe] (eq. 6)")
     p.add_argument("--cove-output", choices=["top", "both"], default="top")
     p.add_argument("--seed", type=int, default=0, help="seed of the fresh MT-LSTM initialisation")

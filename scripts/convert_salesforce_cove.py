@@ -28,7 +28,7 @@ from modeling_cove.build import (
     select_vocabulary,
 )
 from modeling_cove.configuration_cove import CoveConfig
-from modeling_cove.tokenization_cove import SPECIAL_TOKENS
+from modeling_cove.tokenization_cove import DEFAULT_MODEL_MAX_LENGTH, SPECIAL_TOKENS
 from modeling_cove.vectors import (
     build_embedding_matrix,
     embedding_matrix_from_vectors,
@@ -52,7 +52,7 @@ def parse_args(argv=None):
     p.add_argument("--oov-min-count", type=int, default=1000000000, help="keep words without vectors seen this often")
     p.add_argument("--include-word-vectors", action="store_true", help="output [GloVe; CoVe] (eq. 6)")
     p.add_argument("--cove-output", choices=["top", "both"], default="top")
-    p.add_argument("--model-max-length", type=int, default=512)
+    p.add_argument("--model-max-length", type=int, default=DEFAULT_MODEL_MAX_LENGTH)
     p.add_argument("--overwrite", action="store_true")
     return p.parse_args(argv)
 

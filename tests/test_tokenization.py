@@ -416,3 +416,38 @@ def test_text_classification_pipeline_truncates_to_model_max_length():
         probs = model(input_ids=ids).logits.softmax(-1)[0]
     assert {d["label"]: d["score"] for d in out} == pytest.approx({"neg": probs[0].item(), "pos": probs[1].item()},
                                                                   abs=1e-6)
+
+
+def test_a_tokenizer_of_another_vocabulary_is_refused_where_model_and_tokenizer_meet(tmp_path):
+    """`encode`, the feature-extraction and question-answering pipelines refuse a tokenizer whose vocabulary is not
+    the checkpoint's (ids that happen to be in range would silently read other words' vectors); the checkpoint's own
+    tokenizer, and it with added tokens after `resize_token_embeddings` (the fingerprint is kept), pass."""
+    from transformers import pipeline
+
+    from modeling_cove import CoveForQuestionAnswering
+    from modeling_cove.pipeline_cove import CoveFeatureExtractionPipeline, CoveQuestionAnsweringPipeline
+
+    torch.manual_seed(0)
+    model, tokenizer = create_cove_checkpoint(FP_WORDS, torch.randn(len(FP_WORDS) + 4, 6), hidden_size=3)
+    other = build_cove_tokenizer(FP_WORDS[::-1])  # same size, ids in range, other words
+    assert len(other) == len(tokenizer)
+    with pytest.raises(ValueError, match="does not belong to this checkpoint"):
+        model.encode([FP_WORDS[0]], other)
+    assert model.encode([FP_WORDS[0]], tokenizer)[0].shape[0] == 1
+    with pytest.raises(ValueError, match="does not belong to this checkpoint"):
+        pipeline("cove-feature-extraction", model=model, tokenizer=other)
+    assert pipeline("cove-feature-extraction", model=model, tokenizer=tokenizer)
+    model.save_pretrained(tmp_path)
+    qa_model = CoveForQuestionAnswering.from_pretrained(tmp_path, dcn_hidden_size=4)
+    with pytest.raises(ValueError, match="does not belong to this checkpoint"):
+        CoveQuestionAnsweringPipeline(model=qa_model, tokenizer=other)
+    assert CoveQuestionAnsweringPipeline(model=qa_model, tokenizer=tokenizer).model is qa_model
+    # added words + resize: the fingerprint covers the first ids, so it is kept and the check stays in force
+    fingerprint = model.config.vocabulary_fingerprint
+    tokenizer.add_tokens(["zebra"])
+    model.resize_token_embeddings(len(tokenizer))
+    assert model.config.vocabulary_fingerprint == fingerprint
+    assert CoveFeatureExtractionPipeline(model=model, tokenizer=tokenizer).model is model
+    other.add_tokens(["zebra"])
+    with pytest.raises(ValueError, match="does not belong to this checkpoint"):
+        model.encode(["zebra"], other)
