@@ -66,3 +66,34 @@ def assert_same_weights(model, loaded):
     assert saved.keys() == restored.keys()
     for name, tensor in saved.items():
         assert torch.equal(restored[name], tensor), name
+
+
+def simulate_cpu_without_bf16_lstm(monkeypatch):
+    """What an AVX2-only CPU does, on any CPU: the model's capability probe reports no bf16 LSTM kernel (the switch
+    `modeling_cove.py` documents for tests, `_LSTM_KERNEL_SUPPORT`), and `torch.lstm` / `nn.LSTM` raise oneDNN's
+    error when called under CPU bf16 autocast (outside autocast, with any weights, they run as usual)."""
+    import torch
+    from torch import nn
+
+    from modeling_cove import modeling_cove as cove_module
+
+    monkeypatch.setattr(cove_module, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
+    kernel = torch.lstm
+
+    def lstm_without_bf16_kernel(*args, **kwargs):
+        if torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16:
+            raise RuntimeError("could not create a primitive descriptor for the LSTM forward propagation primitive "
+                               "(simulated: this CPU has no bf16 LSTM kernel)")
+        return kernel(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "lstm", lstm_without_bf16_kernel)
+    monkeypatch.setattr(torch._VF, "lstm", lstm_without_bf16_kernel)  # what nn.LSTM calls
+    lstm = nn.LSTM(2, 2)
+    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(RuntimeError, match="primitive descriptor"):
+        lstm(torch.zeros(1, 1, 2))  # the simulation is in force
+
+
+@pytest.fixture
+def cpu_without_bf16_lstm(monkeypatch):
+    """`simulate_cpu_without_bf16_lstm` for the test that asks for it."""
+    simulate_cpu_without_bf16_lstm(monkeypatch)

@@ -114,6 +114,36 @@ def test_trainer_steps_on_single_texts_and_pairs(tmp_path):
     assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
 
 
+@pytest.mark.parametrize("kernel", ["as this CPU runs", "simulated AVX2-only CPU"])
+def test_trainer_with_bf16_and_the_pipeline_under_autocast_run_on_every_cpu(tmp_path, monkeypatch, kernel):
+    """`Trainer(TrainingArguments(bf16=True))` (CPU bf16 autocast) trains the BCN, and the pipeline classifies under
+    bf16 autocast, also where oneDNN has no bf16 LSTM (simulated on any CPU: the probe says so and `torch.lstm`
+    raises oneDNN's error under autocast, as on an AVX2-only EPYC): the LSTMs then run in fp32."""
+    from transformers import DataCollatorWithPadding, Trainer, TrainingArguments, pipeline
+
+    from conftest import simulate_cpu_without_bf16_lstm
+
+    if kernel != "as this CPU runs":
+        simulate_cpu_without_bf16_lstm(monkeypatch)
+    path = save_classifier(tmp_path / "ckpt", seed=2)
+    model = CoveForSequenceClassification.from_pretrained(path)
+    tokenizer = classifier_at(path).tokenizer
+    texts = ["The cat sat.", "A man plays far away.", "A dog ran.", "Someone sat on the mat."]
+    rows = [{**tokenizer(text), "labels": i % 3} for i, text in enumerate(texts)]
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=4, bf16=True,
+                             report_to=[], save_strategy="no", use_cpu=True, seed=0, dataloader_num_workers=0)
+    result = Trainer(model=model, args=args, train_dataset=rows, data_collator=DataCollatorWithPadding(tokenizer)).train()
+    assert result.global_step == 2 and torch.isfinite(torch.tensor(result.training_loss))
+    model.eval()
+    clf = pipeline("text-classification", model=model, tokenizer=tokenizer, top_k=None)
+    exact = clf(texts)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fast = clf(texts)
+    for exact_scores, bf16_scores in zip(exact, fast):
+        by_label = {entry["label"]: entry["score"] for entry in exact_scores}
+        assert all(abs(entry["score"] - by_label[entry["label"]]) < 0.02 for entry in bf16_scores)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # regression and multi-label heads through the pipeline
 # ---------------------------------------------------------------------------------------------------------------
