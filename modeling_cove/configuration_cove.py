@@ -14,6 +14,7 @@ COVE_OUTPUT_CHOICES = ("top", "both")
 BCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove", "scalar_mix")
 BCN_POOLING_CHOICES = ("max", "mean", "min", "self")
 DCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove")
+LSTM_IMPLEMENTATION_CHOICES = ("auto", "reference", "unpacked", "single_call")  # modeling_cove/lstm_kernels.py
 
 
 def is_int(value) -> bool:
@@ -78,6 +79,14 @@ class CoveConfig(PreTrainedConfig):
             batches run unpacked on the fused LSTM kernel, faster on CPU than packing (same outputs): with more
             than one CPU thread all of them (rows sorted inside, time segments), on a GPU or one CPU thread those
             that are mostly tokens (real tokens >= 0.7 x the padded batch); `encode`'s batches always.
+        lstm_implementation (`str`, *optional*, defaults to `"auto"`):
+            How the MT-LSTM runs, with the same results (as transformers' `attn_implementation`; docs/lstm_kernels.md):
+            `"reference"` (the paper's packed biLSTM, layer by layer), `"unpacked"` (padded rows on the fused kernel,
+            one direction at a time; on CPU sorted and in time segments; calls without final states),
+            `"single_call"` (the whole biLSTM as one `nn.LSTM` call; top layer only, no dropout between the layers),
+            or `"auto"` (per device and call: `"single_call"` on CUDA, `"unpacked"` as described above, else the
+            reference). A call the chosen strategy cannot serve runs the reference. Change it at run time with
+            `model.set_lstm_implementation(...)`.
 
     MT decoder (eqs. 2–4, PAPER.md §2; read by `CoveForMachineTranslation`):
         target_vocab_size (`int`, *optional*, defaults to 50000):
@@ -172,6 +181,7 @@ class CoveConfig(PreTrainedConfig):
         lowercase=True,
         vocabulary_fingerprint=None,
         output_final_states=False,
+        lstm_implementation="auto",
         # MT decoder
         target_vocab_size=50000,
         decoder_embedding_dim=300,
@@ -276,6 +286,11 @@ class CoveConfig(PreTrainedConfig):
             )
         self.vocabulary_fingerprint = vocabulary_fingerprint
         self.output_final_states = output_final_states
+        if lstm_implementation not in LSTM_IMPLEMENTATION_CHOICES:
+            raise ValueError(
+                f"lstm_implementation must be one of {LSTM_IMPLEMENTATION_CHOICES}, got {lstm_implementation!r}"
+            )
+        self.lstm_implementation = lstm_implementation
 
         self.target_vocab_size = target_vocab_size
         self.decoder_embedding_dim = decoder_embedding_dim
