@@ -79,8 +79,8 @@ class CoveConfig(PreTrainedConfig):
             batches run unpacked on the fused LSTM kernel, faster on CPU than packing (same outputs): with more
             than one CPU thread all of them (rows sorted inside, time segments), on a GPU or one CPU thread those
             that are mostly tokens (real tokens >= 0.7 x the padded batch); `encode`'s batches always.
-        lstm_implementation (`str`, *optional*, defaults to `"auto"`):
-            How the MT-LSTM runs, with the same results (as transformers' `attn_implementation`; docs/lstm_kernels.md):
+        lstm_implementation (`str`, *optional*, defaults to `"auto"`, a keyword argument as transformers'
+            `attn_implementation`): how the MT-LSTM runs, with the same results (docs/lstm_kernels.md):
             `"reference"` (the paper's packed biLSTM, layer by layer), `"unpacked"` (padded rows on the fused kernel,
             one direction at a time; on CPU sorted and in time segments; calls without final states),
             `"single_call"` (the whole biLSTM as one `nn.LSTM` call; top layer only, no dropout between the layers),
@@ -181,7 +181,6 @@ class CoveConfig(PreTrainedConfig):
         lowercase=True,
         vocabulary_fingerprint=None,
         output_final_states=False,
-        lstm_implementation="auto",
         # MT decoder
         target_vocab_size=50000,
         decoder_embedding_dim=300,
@@ -286,6 +285,8 @@ class CoveConfig(PreTrainedConfig):
             )
         self.vocabulary_fingerprint = vocabulary_fingerprint
         self.output_final_states = output_final_states
+        # a keyword argument, as transformers' `attn_implementation`: `from_pretrained(..., lstm_implementation=...)`
+        lstm_implementation = kwargs.pop("lstm_implementation", "auto")
         if lstm_implementation not in LSTM_IMPLEMENTATION_CHOICES:
             raise ValueError(
                 f"lstm_implementation must be one of {LSTM_IMPLEMENTATION_CHOICES}, got {lstm_implementation!r}"
