@@ -5,10 +5,7 @@ The released MT-LSTM (`wmtlstm-b142a7f2.pth`, `wmtlstm-8f474287.pth`) is the sta
 `encoder.rnn`, so conversion is a prefix rename plus shape checks.
 """
 
-import json
-import os
 from collections import Counter
-from pathlib import Path
 from typing import Iterable, Optional
 
 import torch
@@ -203,97 +200,3 @@ def create_cove_checkpoint(
             raise ValueError(f"MT-LSTM weights do not fit: missing {lstm_missing}, unexpected {unexpected}")
     model.eval()
     return model, tokenizer
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Unreadable weights: name the broken file instead of safetensors' bare "incomplete metadata".
-# ---------------------------------------------------------------------------------------------------------------
-def safetensors_file_problem(path) -> Optional[str]:
-    """Why the safetensors file at `path` is incomplete or corrupt, or `None` when its layout is whole.
-
-    A safetensors file is an 8-byte little-endian header length, a JSON header naming each tensor's byte range
-    (`data_offsets`) in the data that follows, then that data: the file must be exactly as long as the header
-    says. Reads only the header.
-    """
-    path = Path(path)
-    size = path.stat().st_size
-    if size < 8:
-        return f"it has {size} bytes, fewer than the 8-byte header length field"
-    with open(path, "rb") as handle:
-        header_length = int.from_bytes(handle.read(8), "little")
-        if 8 + header_length > size:
-            return (f"its header length field says {header_length} bytes of metadata, but the file has only {size} "
-                    f"bytes")
-        raw = handle.read(header_length)
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return "its metadata is not valid JSON (not a safetensors file, e.g. an error page saved in its place)"
-    if not isinstance(header, dict):
-        return "its metadata is not a JSON object"
-    ends = []
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
-        if not (isinstance(offsets, list) and len(offsets) == 2 and all(is_int(x) for x in offsets)):
-            return f"its metadata has no valid data_offsets for tensor {name!r}"
-        ends.append(offsets[1])
-    expected = 8 + header_length + max(ends, default=0)
-    if size < expected:
-        return f"it has {size} bytes but its header describes {expected} (the end is missing)"
-    if size > expected:
-        return f"it has {size} bytes but its header describes {expected} (extra bytes after the tensors)"
-    return None
-
-
-def _weights_folder(checkpoint, subfolder: str = "", cache_dir=None, revision=None) -> Optional[Path]:
-    """The local folder holding the weights of `checkpoint` (a folder, or a Hub id already in the cache)."""
-    folder = Path(checkpoint) / subfolder if subfolder else Path(checkpoint)
-    if folder.is_dir():
-        return folder
-    if os.path.isfile(str(checkpoint)):
-        return Path(checkpoint).parent
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        for filename in ("model.safetensors", "model.safetensors.index.json"):
-            found = try_to_load_from_cache(str(checkpoint), f"{subfolder}/{filename}" if subfolder else filename,
-                                           cache_dir=cache_dir, revision=revision)
-            if isinstance(found, str):
-                return Path(found).parent
-    except Exception:  # not a Hub id (huggingface_hub validates it), or no cache: the caller reports without a folder
-        return None
-    return None
-
-
-def raise_for_unreadable_weights(error: Exception, checkpoint, subfolder: str = "", cache_dir=None,
-                                 revision=None):
-    """Re-raise a weights-reading `error` of `from_pretrained(checkpoint)` as an `OSError` naming the broken file.
-
-    safetensors reports a truncated or corrupt file as e.g. `SafetensorError: Error while deserializing header:
-    incomplete metadata, file not fully covered`, naming no file. This finds the checkpoint's folder (a local
-    folder, or the Hub cache's snapshot for a Hub id), checks every `*.safetensors` file in it
-    (`safetensors_file_problem`) and raises an `OSError` naming each broken file, its size and what is wrong, the
-    likely cause (an interrupted or truncated download or copy) and the fix (download or copy it again;
-    `force_download=True` for a Hub id), with `error` as its cause. When no file is found broken, the `OSError`
-    still names the checkpoint and quotes `error`. Always raises.
-    """
-    folder = _weights_folder(checkpoint, subfolder, cache_dir, revision)
-    broken = []
-    if folder is not None:
-        for path in sorted(folder.glob("*.safetensors")):
-            problem = safetensors_file_problem(path)
-            if problem is not None:
-                broken.append(f"{path} ({path.stat().st_size} bytes): {problem}")
-    hub = folder is None or not Path(checkpoint).exists()
-    redo = (f"download it again: from_pretrained({str(checkpoint)!r}, force_download=True)" if hub
-            else "copy or download it again (or save the model again)")
-    if broken:
-        raise OSError(
-            f"cannot load the weights of {checkpoint}: " + "; ".join(broken) + ". The file is incomplete or corrupt, "
-            f"most likely a download or copy that was interrupted or truncated; {redo}. (safetensors: {error})"
-        ) from error
-    where = f" in {folder}" if folder is not None else ""
-    raise OSError(f"cannot load the weights of {checkpoint}{where}: {error}. If a weights file was downloaded or "
-                  f"copied, it may be corrupt; {redo}") from error

@@ -8,7 +8,6 @@ Parameter names are chosen so that the released Salesforce state dict (`wmtlstm-
 import bisect
 import contextlib
 import itertools
-import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from transformers.modeling_outputs import BaseModelOutput
 from transformers.utils import logging
 
 from .configuration_cove import CoveConfig
+from .hub import checkpoint_code, raise_for_unreadable_weights
 from .tokenization_cove import check_tokenizer_matches, parse_vocabulary_fingerprint
 
 logger = logging.get_logger(__name__)
@@ -636,28 +636,6 @@ class CoveEncoder(nn.Module):
         return [output], per_layer(h_n), per_layer(c_n)
 
 
-# Every Auto class a CoVe checkpoint can be loaded with, and the flat file defining it. A saved checkpoint carries
-# all of them (and the code files), so any head can be loaded from any CoVe checkpoint with trust_remote_code=True.
-AUTO_MAP = {
-    "AutoConfig": "configuration_cove.CoveConfig",
-    "AutoModel": "modeling_cove.CoveModel",
-    "AutoModelForSeq2SeqLM": "modeling_cove_mt.CoveForMachineTranslation",
-    "AutoModelForSequenceClassification": "modeling_cove_bcn.CoveForSequenceClassification",
-    "AutoModelForQuestionAnswering": "modeling_cove_dcn.CoveForQuestionAnswering",
-}
-PACKAGE_DIR = Path(__file__).resolve().parent
-
-
-def remote_code_files() -> list:
-    """The flat code files shipped with every checkpoint (all of the package's modules except `__init__.py`)."""
-    return sorted(p for p in PACKAGE_DIR.glob("*.py") if p.name != "__init__.py")
-
-
-def full_auto_map() -> dict:
-    """AUTO_MAP restricted to the classes whose file exists here (all of them in a complete install)."""
-    return {auto: ref for auto, ref in AUTO_MAP.items() if (PACKAGE_DIR / f"{ref.split('.')[0]}.py").exists()}
-
-
 class CovePreTrainedModel(PreTrainedModel):
     config_class = CoveConfig
     base_model_prefix = "cove"
@@ -731,14 +709,12 @@ class CovePreTrainedModel(PreTrainedModel):
     def from_pretrained(cls, *args, **kwargs):
         """`PreTrainedModel.from_pretrained`, with the frozen parts frozen again, and an unreadable weights file (a
         truncated or corrupt `model.safetensors`, for which safetensors names no file) an `OSError` naming the file,
-        what is wrong with it and the fix (`build.raise_for_unreadable_weights`)."""
+        what is wrong with it and the fix (`hub.raise_for_unreadable_weights`)."""
         try:
             model = super().from_pretrained(*args, **kwargs)
         except Exception as error:
             if not type(error).__module__.startswith("safetensors"):
                 raise
-            from .build import raise_for_unreadable_weights  # here: build imports this module
-
             checkpoint = args[0] if args else kwargs.get("pretrained_model_name_or_path")
             raise_for_unreadable_weights(error, checkpoint, subfolder=kwargs.get("subfolder") or "",
                                          cache_dir=kwargs.get("cache_dir"), revision=kwargs.get("revision"))
@@ -757,14 +733,16 @@ class CovePreTrainedModel(PreTrainedModel):
         return self
 
     def save_pretrained(self, save_directory, *args, push_to_hub: bool = False, **kwargs):
-        """`PreTrainedModel.save_pretrained` (safetensors) plus Hub remote code: an `auto_map` in config.json for
-        every Auto class whose code file is here, and those flat code files next to the weights, so that a process
-        without `modeling_cove` installed loads the checkpoint through every class the config names, with
+        """`PreTrainedModel.save_pretrained` (safetensors) plus Hub remote code (`hub.checkpoint_code`): config.json
+        names in `auto_map` every class whose code files are here and in `custom_pipelines` this architecture's
+        pipelines, and exactly their flat code files lie next to the weights, so that a process without
+        `modeling_cove` installed loads the checkpoint through every class the config names, with
         `trust_remote_code=True`. (Running as remote code, only the files that model imported are here, and the
         config then names only their classes.) `push_to_hub=True` uploads the folder after the code files are in
         it (`push_to_hub`, with `repo_id` defaulting to the folder's name, `token`, `commit_message`, `private`,
         `revision`, `create_pr` from the keyword arguments)."""
-        self.config.auto_map = full_auto_map()
+        code = checkpoint_code(type(self))
+        code.apply_to(self.config)
         hub_kwargs = {}
         if push_to_hub:
             hub_kwargs = {key: kwargs.pop(key) for key in ("repo_id", "commit_message", "commit_description",
@@ -774,8 +752,7 @@ class CovePreTrainedModel(PreTrainedModel):
             hub_kwargs["token"] = kwargs.get("token")
         result = super().save_pretrained(save_directory, *args, **kwargs)
         if kwargs.get("is_main_process", True):
-            for path in remote_code_files():
-                shutil.copyfile(path, Path(save_directory) / path.name)
+            code.copy_to(save_directory)
             if push_to_hub:
                 self.push_to_hub(**hub_kwargs)
         return result

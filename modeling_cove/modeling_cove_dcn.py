@@ -55,7 +55,6 @@ from .modeling_cove import (
     CovePreTrainedModel,
     lengths_from_mask,
     lstm_autocast_fallback,
-    remote_code_files,
 )
 
 QUESTION_SEGMENT, CONTEXT_SEGMENT = 0, 1
@@ -397,23 +396,6 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
             r = self.config.initializer_range
             nn.init.uniform_(module.document_sentinel, -r, r)
             nn.init.uniform_(module.question_sentinel, -r, r)
-
-    def save_pretrained(self, save_directory, *args, **kwargs):
-        """Also records the question-answering pipeline (`pipeline_cove.CoveQuestionAnsweringPipeline`, shipped
-        with the code files) as `custom_pipelines` in config.json, so that
-        `pipeline("question-answering", model=dir, trust_remote_code=True)` works without this package. (Running as
-        remote code without `pipeline_cove.py` beside it, the pipeline is not recorded: its file would be missing.)"""
-        if any(path.name == "pipeline_cove.py" for path in remote_code_files()):
-            self.config.custom_pipelines = {
-                "question-answering": {
-                    "impl": "pipeline_cove.CoveQuestionAnsweringPipeline",
-                    "pt": ["AutoModelForQuestionAnswering"],
-                    "type": "text",
-                }
-            }
-        else:
-            self.config.custom_pipelines = {}
-        return super().save_pretrained(save_directory, *args, **kwargs)
 
     # ----- inputs ---------------------------------------------------------------------------------------------
 

@@ -11,10 +11,11 @@ Steps:
    weights — pickled `.bin`/`.pt` weights are refused —, a tokenizer; for translation models also
    `target_tokenizer/`), the evaluation JSON (schema in model_cards/README.md; its fingerprint must be this
    checkpoint's config and weights), the curve PNG, and a token (unless --dry-run).
-2. Assemble a Hub-ready folder: the weights, `config.json` with the full `auto_map` (config, base model, every head
-   whose code ships) and `custom_pipelines` for our question-answering pipeline, the flat remote-code `.py` files
-   of the `modeling_cove` package, the tokenizer files, the generated model card `README.md`, the training curve
-   (`training_curve.png`) and the evaluation JSON (`eval_results.json`).
+2. Assemble a Hub-ready folder: the weights, `config.json` with the `auto_map` (config, base model, every head) and,
+   for a question-answering model, `custom_pipelines` for our pipeline, the flat remote-code `.py` files those
+   classes need (`modeling_cove/hub.py`'s manifest, as `save_pretrained` ships them), the tokenizer files, the
+   generated model card `README.md`, the training curve (`training_curve.png`) and the evaluation JSON
+   (`eval_results.json`).
 3. Load the assembled folder back with the package (no missing/unexpected weights, tokenizer size = vocab size,
    one forward pass).
 4. Unless --dry-run: `create_repo(exist_ok=True, private=...)`, `create_branch` for --revision, `upload_folder`
@@ -58,7 +59,6 @@ TARGET_TOKENIZER_DIR = "target_tokenizer"  # modeling_cove_mt.TARGET_TOKENIZER_S
 CURVE_NAME = "training_curve.png"
 EVAL_NAME = "eval_results.json"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-QA_PIPELINE_TASK = "question-answering"
 REPO_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -189,59 +189,23 @@ def load_record(eval_json: Path, checkpoint_dir: Path) -> dict:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def package_code():
-    """(code files, auto_map) of the installed `modeling_cove` package: what `save_pretrained` ships too."""
-    from modeling_cove.modeling_cove import full_auto_map, remote_code_files
+def hub_config(config: dict) -> tuple:
+    """(config.json as published, code files): the `auto_map`, `custom_pipelines` and code files of the checkpoint's
+    architecture from the installed package's manifest (`modeling_cove.hub.checkpoint_code`), as `save_pretrained`
+    writes them."""
+    from modeling_cove.hub import checkpoint_code
 
-    return remote_code_files(), full_auto_map()
-
-
-def qa_pipeline_entry(code_files: list) -> Optional[dict]:
-    """`custom_pipelines` entry for our question-answering pipeline (pipeline_cove.py), in the format
-    `Pipeline.save_pretrained` writes; None when the package has no such pipeline."""
-    if not any(path.name == "pipeline_cove.py" for path in code_files):
-        return None
-    import importlib
-
-    from transformers import Pipeline
-
-    module = importlib.import_module("modeling_cove.pipeline_cove")
-    candidates = sorted(
-        name for name, obj in vars(module).items()
-        if isinstance(obj, type) and issubclass(obj, Pipeline) and obj.__module__ == module.__name__
-        and "QuestionAnswering" in name
-    )
-    if len(candidates) != 1:
-        return None
-    return {"impl": f"pipeline_cove.{candidates[0]}", "pt": ["AutoModelForQuestionAnswering"], "tf": [],
-            "type": "text"}
-
-
-def hub_config(config: dict, code_files: list, auto_map: dict) -> dict:
-    """config.json as published: full auto_map (+ custom_pipelines for the QA pipeline)."""
-    architecture = config["architectures"][0]
-    shipped = {path.stem for path in code_files}
-    if not any(ref.split(".")[-1] == architecture for ref in auto_map.values()):
-        raise PublishError(
-            f"the installed modeling_cove package has no code for {architecture} (auto_map: {auto_map}); "
-            "a Hub user could not load it with trust_remote_code=True"
-        )
+    try:
+        code = checkpoint_code(config["architectures"][0])
+    except ValueError as err:
+        raise PublishError(f"a Hub user could not load this checkpoint with trust_remote_code=True: {err}") from None
     config = dict(config)
-    config["auto_map"] = dict(auto_map)
-    pipelines = dict(config.get("custom_pipelines") or {})
-    if architecture == "CoveForQuestionAnswering" and QA_PIPELINE_TASK not in pipelines:
-        entry = qa_pipeline_entry(code_files)
-        if entry is not None:
-            pipelines[QA_PIPELINE_TASK] = entry
-    for task, info in pipelines.items():
-        module = str(info.get("impl", "")).split(".")[0]
-        if module not in shipped:
-            raise PublishError(f"custom pipeline {task!r} refers to {info.get('impl')!r}, whose file does not ship")
-    if pipelines:
-        config["custom_pipelines"] = pipelines
+    config["auto_map"] = dict(code.auto_map)
+    if code.custom_pipelines:
+        config["custom_pipelines"] = code.custom_pipelines
     else:
         config.pop("custom_pipelines", None)
-    return config
+    return config, list(code.files)
 
 
 def count_parameters(weight_files: list) -> int:
@@ -285,8 +249,7 @@ def assemble(
     config, weights, tokenizer_files = check_checkpoint(checkpoint_dir)
     record = load_record(eval_json, checkpoint_dir)
     curve = check_curve(Path(curve) if curve is not None else None)
-    code_files, auto_map = package_code()
-    published_config = hub_config(config, code_files, auto_map)
+    published_config, code_files = hub_config(config)
 
     folder = prepare_output_dir(Path(output_dir) if output_dir is not None else None)
     staging = Staging(folder=folder, repo_id=repo_id, architecture=config["architectures"][0], record=record)

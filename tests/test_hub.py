@@ -10,6 +10,7 @@
 - Bad input fails with a clear error before any request.
 """
 
+import ast
 import base64
 import contextlib
 import hashlib
@@ -39,7 +40,7 @@ import push_to_hub  # noqa: E402
 from hf_cache import build_offline_cache, offline_env  # noqa: E402
 from model_cards.evaluation import checkpoint_fingerprint, make_eval_record, write_eval_json  # noqa: E402
 from modeling_cove import CoveConfig, CoveModel  # noqa: E402
-from modeling_cove.modeling_cove import full_auto_map, remote_code_files  # noqa: E402
+from modeling_cove.hub import MANIFEST, PIPELINES, checkpoint_code  # noqa: E402
 from modeling_cove.tokenization_cove import build_cove_tokenizer  # noqa: E402
 
 
@@ -64,6 +65,20 @@ QUESTION, CONTEXT = "Where did the cat sit ?", "The cat sat on the mat . A dog r
 LABELS = ["negative", "positive"]
 BASE_REPO, BCN_REPO, DCN_REPO, MT_REPO = "org/cove-large", "org/cove-bcn-sst2", "org/cove-dcn-squad", "org/cove-mt"
 TOKEN = "hf_test_token_123"
+
+PACKAGE = REPO / "modeling_cove"
+# what every checkpoint advertises and ships: every class of the manifest (a head can start from any checkpoint);
+# a question-answering checkpoint also its pipeline
+FULL_AUTO_MAP = {entry.auto_class: entry.reference(name) for name, entry in MANIFEST.items()}
+EVERY_CLASS_FILES = set().union(*(entry.files for entry in MANIFEST.values()))
+QA_PIPELINE = PIPELINES["question-answering"]
+NOT_MODEL_CODE = {"build.py", "data.py", "vectors.py"}  # vocabulary, checkpoint-building, data and vector utilities
+
+
+def shipped_code(key: str) -> set:
+    """The code files the checkpoint of head `key` ships (from a complete install)."""
+    return EVERY_CLASS_FILES | (set(QA_PIPELINE.files) if key == "dcn" else set())
+
 
 requires_bcn = pytest.mark.skipif(CoveForSequenceClassification is None,
                                   reason="modeling_cove_bcn.py (CoveForSequenceClassification) not available")
@@ -213,7 +228,7 @@ def test_assembled_folder_has_everything_a_hub_repo_needs(built):
     stage = built["base_stage"]
     names = {f.path_in_repo for f in stage.files}
     expected = {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "README.md",
-                "training_curve.png", "eval_results.json"} | {p.name for p in remote_code_files()}
+                "training_curve.png", "eval_results.json"} | shipped_code("base")
     assert expected <= names
     assert names == {p.relative_to(stage.folder).as_posix() for p in stage.folder.rglob("*") if p.is_file()}
     assert not any(name.endswith((".bin", ".pt", ".pth")) for name in names)
@@ -222,10 +237,11 @@ def test_assembled_folder_has_everything_a_hub_repo_needs(built):
     # byte-identical weights, tokenizer and code
     for name in ("model.safetensors", "tokenizer.json"):
         assert (stage.folder / name).read_bytes() == (built["base_ckpt"] / name).read_bytes()
-    for path in remote_code_files():
-        assert (stage.folder / path.name).read_bytes() == path.read_bytes()
+    assert {p.name for p in stage.folder.glob("*.py")} == shipped_code("base")  # the manifest's files, no others
+    for name in shipped_code("base"):
+        assert (stage.folder / name).read_bytes() == (PACKAGE / name).read_bytes()
     config = json.loads((stage.folder / "config.json").read_text())
-    assert config["auto_map"] == full_auto_map()
+    assert config["auto_map"] == FULL_AUTO_MAP
     assert config["auto_map"]["AutoModel"] == "modeling_cove.CoveModel"
     for ref in config["auto_map"].values():  # every class the auto_map names ships with its file
         assert (stage.folder / (ref.split(".")[0] + ".py")).is_file()
@@ -241,7 +257,8 @@ def test_qa_folder_carries_its_pipeline(built):
     entry = config["custom_pipelines"]["question-answering"]
     assert entry["impl"] == "pipeline_cove.CoveQuestionAnsweringPipeline"
     assert entry["pt"] == ["AutoModelForQuestionAnswering"]
-    assert (built["dcn_stage"].folder / "pipeline_cove.py").is_file()
+    assert {p.name for p in built["dcn_stage"].folder.glob("*.py")} == shipped_code("dcn")
+    assert {"pipeline_cove.py", "squad_preprocessing.py"} <= shipped_code("dcn")
     readme = (built["dcn_stage"].folder / "README.md").read_text()
     assert 'pipeline("question-answering", model="org/cove-dcn-squad", trust_remote_code=True)' in readme
 
@@ -394,10 +411,17 @@ def loaded(built):
         auto_map = json.loads((folder / "config.json").read_text())["auto_map"]
         folder_jobs += [{"name": f"folder.{key}.{auto}", "source": str(folder), "auto": auto, "full": auto == own,
                          "trust": True} for auto in auto_map if auto != "AutoConfig"]
+    # the folder save_pretrained wrote (its code files only, no push_to_hub): the encoder's through every class
+    auto_map = json.loads((built["base_ckpt"] / "config.json").read_text())["auto_map"]
+    folder_jobs += [{"name": f"ckpt.base.{auto}", "source": str(built["base_ckpt"]), "auto": auto,
+                     "full": auto == "AutoModel", "trust": True} for auto in auto_map if auto != "AutoConfig"]
+    hub_pipelines = [{**p, "trust": True} for p in pipelines] + (
+        [{**qa_job, "task": "question-answering", "trust": True}] if qa else [])
+    ckpt_pipelines = [{**qa_job, "task": "question-answering", "trust": True, "source": str(built["dcn_ckpt"]),
+                       "name": "dcn.ckpt_pipeline"}] if qa else []  # and the DCN's question-answering pipeline
     without_package = {**common, "block_package": True, "out": str(root / "without_package"),
                        "jobs": [{**job, "trust": True} for job in hub_jobs] + folder_jobs,
-                       "pipelines": [{**p, "trust": True} for p in pipelines]
-                       + ([{**qa_job, "task": "question-answering", "trust": True}] if qa else [])}
+                       "pipelines": hub_pipelines + ckpt_pipelines}
     with serve_hub() as server:
         # round trip: upload every assembled folder with the script's upload step, then a fresh process without the
         # package downloads them ONLINE from this server into an empty cache (real 404s, real downloads)
@@ -408,7 +432,7 @@ def loaded(built):
         online_env.update({"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0", "HF_ENDPOINT": server.url,
                            "HF_HUB_DISABLE_XET": "1", "NO_PROXY": "127.0.0.1"})
         online = {**without_package, "out": str(root / "online"), "env": online_env,
-                  "jobs": [{**job, "trust": True} for job in hub_jobs]}
+                  "jobs": [{**job, "trust": True} for job in hub_jobs], "pipelines": hub_pipelines}
         results = run_loaders(built, [with_package, without_package, online])
         online_calls = server.calls[uploaded:]
     return {"expected": original_outputs(built), "with": results[0], "without": results[1], "online": results[2],
@@ -469,7 +493,7 @@ def test_folder_loads_through_every_advertised_auto_class_without_the_package(lo
     checked = 0
     for key, _, own in built["heads"]:
         auto_map = json.loads((built[f"{key}_stage"].folder / "config.json").read_text())["auto_map"]
-        assert auto_map == full_auto_map()
+        assert auto_map == FULL_AUTO_MAP
         for auto, ref in auto_map.items():
             if auto == "AutoConfig":
                 continue
@@ -483,7 +507,170 @@ def test_folder_loads_through_every_advertised_auto_class_without_the_package(lo
         for output in ("logits", "pair_logits", "start_logits", "end_logits", "generated"):
             if f"{key}.{output}" in expected:  # and the checkpoint's own class reproduces its head too
                 assert_reproduces(tensors[f"{prefix}.{output}"], expected[f"{key}.{output}"], f"{prefix}.{output}")
-    assert checked == len(built["heads"]) * (len(full_auto_map()) - 1)
+    assert checked == len(built["heads"]) * (len(FULL_AUTO_MAP) - 1)
+
+
+def test_saved_checkpoint_loads_every_class_and_the_qa_pipeline_without_the_package(loaded, built):
+    """The folders `save_pretrained` writes (not assembled by the push script): a head starts from the encoder's
+    folder through each class its config advertises, and the DCN's folder answers through its pipeline, with
+    nothing but the code files of the manifest beside the weights."""
+    tensors, info = loaded["without"]
+    expected = loaded["expected"]
+    auto_map = json.loads((built["base_ckpt"] / "config.json").read_text())["auto_map"]
+    assert auto_map == FULL_AUTO_MAP
+    for auto, ref in auto_map.items():
+        if auto != "AutoConfig":
+            name = f"ckpt.base.{auto}"
+            assert info[name]["class"] == ref.split(".")[-1]
+            assert info[name]["module"].startswith("transformers_modules."), name
+            assert_reproduces(tensors[f"{name}.encoder"], expected["base.encoder"], name)
+    if "dcn.pipeline" in expected:
+        result = info["dcn.ckpt_pipeline"]
+        assert result["pipeline_class"] == "CoveQuestionAnsweringPipeline"
+        assert result["pipeline_module"].startswith("transformers_modules.")
+        (answer,) = result["outputs"]
+        reference = expected["dcn.pipeline"]
+        assert (answer["answer"], answer["start"], answer["end"]) == (reference["answer"], reference["start"],
+                                                                      reference["end"])
+        assert answer["score"] == pytest.approx(reference["score"], abs=1e-6)
+
+
+def test_saved_checkpoints_ship_exactly_the_manifests_files(built):
+    """Each checkpoint carries the code of the classes its config names (every class: a head can start from any
+    checkpoint), plus its own pipeline's for question answering, and nothing else: no vocabulary, checkpoint-
+    building, data or vector utilities (every `.py` of the package used to be copied)."""
+    assert not NOT_MODEL_CODE & EVERY_CLASS_FILES and not NOT_MODEL_CODE & set(QA_PIPELINE.files)
+    assert {"configuration_cove.py", "modeling_cove.py", "modeling_cove_mt.py", "modeling_cove_bcn.py",
+            "modeling_cove_dcn.py", "tokenization_cove.py", "hub.py"} <= EVERY_CLASS_FILES
+    for key, _, own in built["heads"]:
+        folder = built[f"{key}_ckpt"]
+        config = json.loads((folder / "config.json").read_text())
+        assert {path.name for path in folder.glob("*.py")} == shipped_code(key), key
+        assert config["auto_map"] == FULL_AUTO_MAP
+        if key == "dcn":
+            assert config["custom_pipelines"] == {"question-answering": {
+                "impl": "pipeline_cove.CoveQuestionAnsweringPipeline", "pt": ["AutoModelForQuestionAnswering"],
+                "type": "text"}}
+        else:
+            assert "custom_pipelines" not in config, key
+        for path in folder.glob("*.py"):  # the package's files, unchanged
+            assert path.read_bytes() == (PACKAGE / path.name).read_bytes()
+
+
+@requires_bcn
+def test_a_head_built_from_a_qa_checkpoint_does_not_keep_its_pipeline(built, tmp_path):
+    """A BCN started from a DCN checkpoint inherits its config, `custom_pipelines` included: saved, it must not
+    advertise the question-answering pipeline (nor ship its files), which is not its own."""
+    if "dcn" not in built:
+        pytest.skip("no DCN head in this install")
+    bcn = CoveForSequenceClassification.from_pretrained(built["dcn_ckpt"])
+    assert "question-answering" in bcn.config.custom_pipelines  # inherited
+    bcn.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert "custom_pipelines" not in config
+    assert {path.name for path in tmp_path.glob("*.py")} == shipped_code("bcn")
+
+
+def test_checkpoint_code_advertises_only_the_classes_whose_files_are_there(tmp_path):
+    """Running as remote code, the module folder holds only what the model imported: the config then names only
+    those classes, and a pipeline only when its files are there too; an unknown architecture is a clear error."""
+    for name in MANIFEST["CoveForQuestionAnswering"].files:
+        shutil.copyfile(PACKAGE / name, tmp_path / name)
+    code = checkpoint_code("CoveForQuestionAnswering", package_dir=tmp_path)
+    assert code.auto_map == {"AutoConfig": "configuration_cove.CoveConfig", "AutoModel": "modeling_cove.CoveModel",
+                             "AutoModelForQuestionAnswering": "modeling_cove_dcn.CoveForQuestionAnswering"}
+    assert code.custom_pipelines == {}
+    assert {path.name for path in code.files} == set(MANIFEST["CoveForQuestionAnswering"].files)
+    for name in QA_PIPELINE.files:
+        if not (tmp_path / name).exists():
+            shutil.copyfile(PACKAGE / name, tmp_path / name)
+    code = checkpoint_code("CoveForQuestionAnswering", package_dir=tmp_path)
+    assert code.custom_pipelines == {"question-answering": QA_PIPELINE.entry()}
+    assert {path.name for path in code.files} == set(QA_PIPELINE.files)
+    assert checkpoint_code("CoveModel", package_dir=tmp_path).custom_pipelines == {}  # the DCN's, not others'
+    with pytest.raises(ValueError, match="cannot ship the code of CoveForSequenceClassification: "
+                                         "modeling_cove_bcn.py"):
+        checkpoint_code("CoveForSequenceClassification", package_dir=tmp_path)
+    with pytest.raises(ValueError, match="architecture 'BertModel' has no Hub code: expected one of"):
+        checkpoint_code("BertModel")
+    with pytest.raises(ValueError, match="'CoveConfig' has no Hub code"):
+        checkpoint_code("CoveConfig")
+
+    class MyModel(CoveModel):  # a user's subclass saves as the class it extends
+        pass
+
+    assert checkpoint_code(MyModel).auto_map == FULL_AUTO_MAP
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The manifest is the imports: a module that gains a relative import must be added to it
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def relative_imports(path: Path) -> set:
+    """The flat modules `path` imports from its own folder (`from .x import y`, `from . import x`), anywhere in the
+    file: transformers fetches a function's lazy import as much as one at the top."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level > 0:
+            assert node.level == 1, f"{path.name}: the package is flat, {'.' * node.level} reaches outside it"
+            names.update([node.module.split(".")[0]] if node.module else [alias.name for alias in node.names])
+    return names
+
+
+def import_closure(file_name: str, package_dir: Path) -> set:
+    """`file_name` and every file of `package_dir` it reaches through relative imports."""
+    seen, todo = set(), [file_name]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += [f"{module}.py" for module in relative_imports(package_dir / name)]
+    return seen
+
+
+def manifest_problems(package_dir: Path) -> list:
+    """Where `MANIFEST` / `PIPELINES` disagree with the files in `package_dir`: each class's files must be
+    the import closure of its module (a pipeline's: of its module, plus its architecture's files), and cover what
+    transformers' remote-code loader fetches (found by its own line matching, which also reads docstrings)."""
+    from transformers.dynamic_module_utils import get_relative_import_files
+
+    needs = {name: (f"{entry.module}.py", set(entry.files), set()) for name, entry in MANIFEST.items()}
+    needs.update({task: (f"{pipe.impl.split('.')[0]}.py", set(pipe.files), set(MANIFEST[pipe.architecture].files))
+                  for task, pipe in PIPELINES.items()})
+    problems = []
+    for name, (module_file, listed, base) in needs.items():
+        closure = import_closure(module_file, package_dir) | base
+        fetched = {module_file} | {Path(f).name for f in get_relative_import_files(str(package_dir / module_file))}
+        if closure != listed:
+            problems.append(f"{name}: its imports reach {sorted(closure)}, hub.py lists {sorted(listed)}")
+        if not fetched <= listed:
+            problems.append(f"{name}: transformers fetches {sorted(fetched - listed)}, which hub.py does not list")
+    return problems
+
+
+def test_manifest_lists_exactly_the_files_each_class_imports():
+    assert manifest_problems(PACKAGE) == []
+    for entry in MANIFEST.values():  # a class's own module is its first file's closure root
+        assert f"{entry.module}.py" in entry.files
+
+
+def test_manifest_check_catches_a_new_import(tmp_path):
+    """The check above fails when a module gains an import the manifest lacks, also a lazy one in a function
+    (as modeling_cove.py's import of build.py for the truncated-weights error was), or loses one."""
+    package = tmp_path / "modeling_cove"
+    shutil.copytree(PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__", "metrics"))
+    with open(package / "modeling_cove_bcn.py", "a", encoding="utf-8") as handle:
+        handle.write("\n\ndef read_glove(path):\n    from .vectors import read_word_vectors\n\n"
+                     "    return read_word_vectors(path)\n")
+    problems = manifest_problems(package)
+    assert problems and all(problem.startswith("CoveForSequenceClassification:") for problem in problems)
+    assert "vectors.py" in problems[0] and "transformers fetches ['vectors.py']" in problems[1]
+    shutil.copyfile(PACKAGE / "modeling_cove_bcn.py", package / "modeling_cove_bcn.py")
+    source = (package / "modeling_cove_mt.py").read_text(encoding="utf-8")
+    (package / "modeling_cove_mt.py").write_text(source.replace("from .modeling_cove import", "from .hub import"),
+                                                 encoding="utf-8")
+    assert [problem.split(":")[0] for problem in manifest_problems(package)] == ["CoveForMachineTranslation"]
 
 
 RESAVE = """
@@ -523,6 +710,10 @@ def test_a_model_resaved_without_the_package_names_only_the_code_it_ships(built,
     config = json.loads((resaved / "config.json").read_text())
     shipped = {path.name for path in resaved.glob("*.py")}
     assert "pipeline_cove.py" not in shipped and "modeling_cove_bcn.py" not in shipped
+    # exactly the DCN's files from the manifest: the ones transformers fetched to run it, nothing else
+    assert shipped == set(MANIFEST["CoveForQuestionAnswering"].files)
+    assert set(config["auto_map"]) == {"AutoConfig", "AutoModel", "AutoModelForQuestionAnswering"}
+    assert "custom_pipelines" not in config
     named = [ref for ref in config["auto_map"].values()] + [
         spec["impl"] for spec in (config.get("custom_pipelines") or {}).values()]
     assert all(f"{ref.split('.')[0]}.py" in shipped for ref in named), (named, shipped)
@@ -554,7 +745,7 @@ def test_save_pretrained_with_push_to_hub_uploads_the_code_files(built, hub, tmp
     uploaded = set(hub.commits[0]["files"])
     local = {path.name for path in folder.iterdir() if path.is_file()}
     assert {"config.json", "model.safetensors", "modeling_cove.py", "configuration_cove.py"} <= uploaded
-    assert {path.name for path in remote_code_files()} <= uploaded and local <= uploaded
+    assert shipped_code("base") <= uploaded and local <= uploaded and not NOT_MODEL_CODE & uploaded
 
 
 def test_round_trip_upload_then_download_online(loaded, built):
@@ -1142,7 +1333,7 @@ def read_error(weights: Path) -> Exception:
 
 
 def test_safetensors_file_problem_reads_the_layout(built, tmp_path):
-    from modeling_cove.build import safetensors_file_problem
+    from modeling_cove.hub import safetensors_file_problem
 
     weights = built["base_ckpt"] / "model.safetensors"
     assert safetensors_file_problem(weights) is None
@@ -1166,7 +1357,7 @@ def test_safetensors_file_problem_reads_the_layout(built, tmp_path):
 
 
 def test_truncated_weights_error_names_the_file_and_the_fix(built, tmp_path):
-    from modeling_cove.build import raise_for_unreadable_weights
+    from modeling_cove.hub import raise_for_unreadable_weights
 
     folder = tmp_path / "ckpt"
     shutil.copytree(built["base_ckpt"], folder)
@@ -1189,7 +1380,7 @@ def test_truncated_weights_error_names_the_file_and_the_fix(built, tmp_path):
 
 def test_truncated_weights_in_the_hub_cache_name_the_cached_file(built, tmp_path):
     """A Hub id (the download was cut off): the error names the file in the cache and force_download=True."""
-    from modeling_cove.build import raise_for_unreadable_weights
+    from modeling_cove.hub import raise_for_unreadable_weights
 
     snapshot = build_offline_cache(tmp_path / "hf_home", BASE_REPO, built["base_stage"].folder)
     truncate(snapshot / "model.safetensors", 100)
@@ -1202,7 +1393,7 @@ def test_truncated_weights_in_the_hub_cache_name_the_cached_file(built, tmp_path
 
 
 def test_unreadable_weights_without_a_broken_file_still_names_the_checkpoint(built, tmp_path):
-    from modeling_cove.build import raise_for_unreadable_weights
+    from modeling_cove.hub import raise_for_unreadable_weights
 
     folder = tmp_path / "ckpt"
     shutil.copytree(built["base_ckpt"], folder)
