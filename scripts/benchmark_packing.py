@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from benchmark import benchmark_arguments, prepare_encoder_benchmark, synchronize, write_report
-from modeling_cove.modeling_cove import length_bucketed_batches
+from modeling_cove.lstm_kernels import length_bucketed_batches, run_unpacked
 
 
 def fill(lengths: torch.Tensor, time_: int) -> float:
@@ -53,7 +53,7 @@ def grouped_forward(encoder, vectors, lengths, ratio):
     for group in groups:
         index = torch.tensor(group, device=vectors.device)
         group_time = int(lengths[group[0]])
-        for layer, output in enumerate(encoder.run_unpacked(vectors[index, :group_time], lengths[index])):
+        for layer, output in enumerate(run_unpacked(encoder, vectors[index, :group_time], lengths[index], False, False, None)[0]):
             pieces[layer].append(nn.functional.pad(output, (0, 0, 0, time_ - group_time)))
     restore = torch.tensor([row for group in groups for row in group], device=vectors.device).argsort()
     return [torch.cat(piece).index_select(0, restore) for piece in pieces]
@@ -87,7 +87,7 @@ def bench(texts, model, tokenizer, batch_size, repeats) -> dict:
 
     first = timed({
         "packed": run_arrival(lambda v, n: encoder(v, n, final_states=True)),
-        "unpacked_one_group": run_arrival(lambda v, n: encoder.run_unpacked(v, n)),
+        "unpacked_one_group": run_arrival(lambda v, n: run_unpacked(encoder, v, n, False, False, None)[0]),
         **{f"unpacked_groups_{r}": run_arrival(lambda v, n, r=r: grouped_forward(encoder, v, n, r))
            for r in (0.5, 0.6, 0.75)},
         **{name: run_arrival(lambda v, n, rule=rule: encoder(v, n, final_states=False, unpacked=rule(n, v.shape[1])))

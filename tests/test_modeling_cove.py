@@ -18,7 +18,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 import modeling_cove  # noqa: F401  (registers the Auto classes)
 from modeling_cove import CoveConfig, CoveModel
 from modeling_cove.build import convert_salesforce_state_dict, create_cove_checkpoint, salesforce_shapes
-from modeling_cove.modeling_cove import CoveEncoder, bf16_lstm_kernel_available
+from modeling_cove import lstm_kernels
+from modeling_cove.modeling_cove import bf16_lstm_kernel_available
 from modeling_cove.tokenization_cove import SPECIAL_TOKENS
 
 from conftest import REPO, assert_same_weights
@@ -488,11 +489,9 @@ def test_encode_shares_batches_among_single_threaded_workers_on_cpu(tiny_checkpo
         return original(*args, **kwargs)
 
     monkeypatch.setattr(model.encoder, "forward", record_thread)
-    from modeling_cove import modeling_cove as modeling
-
     # no floor of rows (10 inputs would make one batch): the guided cut alone
-    monkeypatch.setattr(modeling, "length_bucketed_batches",
-                        functools.partial(modeling.length_bucketed_batches, min_rows=1))
+    monkeypatch.setattr(lstm_kernels, "length_bucketed_batches",
+                        functools.partial(lstm_kernels.length_bucketed_batches, min_rows=1))
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
@@ -569,8 +568,6 @@ def test_encode_on_single_call_devices_cuts_batches_by_size_and_equals_each_alon
     still equal each input alone, in order. A vocabulary mismatch is caught once on the host, with forward's
     message. cove_output="both" (layer 1 read: the per-layer path, unpacked) is cut by size too, and with the rows
     neither sorted nor segmented, as on a GPU, still equals each input alone."""
-    import modeling_cove.modeling_cove as modeling
-
     _, model, tokenizer = tiny_checkpoint
     model = copy.deepcopy(model)
     model.config.cove_output = "top"
@@ -578,12 +575,12 @@ def test_encode_on_single_call_devices_cuts_batches_by_size_and_equals_each_alon
     with torch.no_grad():
         alone = [model(**tokenizer([s], return_tensors="pt")).last_hidden_state[0] if tokenizer(s)["input_ids"]
                  else None for s in sentences]
-    monkeypatch.setattr(modeling, "SINGLE_CALL_DEVICE_TYPES", ("cpu",))
+    monkeypatch.setattr(lstm_kernels, "SINGLE_CALL_DEVICE_TYPES", ("cpu",))
     batch_sizes, packs = [], []
-    original_batches, original_pack = modeling.length_bucketed_batches, modeling.pack
-    monkeypatch.setattr(modeling, "length_bucketed_batches",
+    original_batches, original_pack = lstm_kernels.length_bucketed_batches, lstm_kernels.pack
+    monkeypatch.setattr(lstm_kernels, "length_bucketed_batches",
                         lambda *a, **k: [batch_sizes.append(len(b)) or b for b in original_batches(*a, **k)])
-    monkeypatch.setattr(modeling, "pack", lambda *a: packs.append(original_pack(*a)) or packs[-1])
+    monkeypatch.setattr(lstm_kernels, "pack", lambda *a: packs.append(original_pack(*a)) or packs[-1])
     encoded = model.encode(sentences, tokenizer, batch_size=4, num_workers=1)  # one worker: cut by size alone
     assert batch_sizes == [4, 3]  # lengths 7, 6, 3, 3 | 2, 1, 0: by size, not the 0.75 ratio
     assert packs and all(p.sorted_indices is None for p in packs)  # packed as they came: no sort, no index copy
@@ -597,7 +594,7 @@ def test_encode_on_single_call_devices_cuts_batches_by_size_and_equals_each_alon
     model.config.cove_output = "both"
     with torch.no_grad():
         alone = [model(**tokenizer([s], return_tensors="pt")).last_hidden_state[0] for s in sentences if s]
-    monkeypatch.setattr(modeling, "SEGMENTED_DEVICE_TYPES", ())  # as on a GPU: unpacked rows unsorted, unsegmented
+    monkeypatch.setattr(lstm_kernels, "SEGMENTED_DEVICE_TYPES", ())  # as on a GPU: unpacked rows unsorted, unsegmented
     batch_sizes.clear()
     encoded = model.encode(sentences, tokenizer, batch_size=4, num_workers=1)
     assert batch_sizes == [4, 3]  # the per-layer path too: by size (its padding is cut by time segments on CPU)
@@ -673,11 +670,9 @@ def test_plan_time_segments_minimises_the_cost_model():
 
 def segment_every_row_end(monkeypatch) -> list:
     """Make every row end a segment bound (no cost per call) and record the plans `run_unpacked` makes."""
-    import modeling_cove.modeling_cove as modeling
-
     plans = []
-    original = modeling.plan_time_segments
-    monkeypatch.setattr(modeling, "plan_time_segments",
+    original = lstm_kernels.plan_time_segments
+    monkeypatch.setattr(lstm_kernels, "plan_time_segments",
                         lambda lengths, time: plans.append(original(lengths, time, call_rows=0)) or plans[-1])
     return plans
 
@@ -688,10 +683,8 @@ def test_time_segments_equal_the_packed_path_in_values_and_gradients(tiny_checkp
     back), the unpacked path must give what packing gives at every token of every layer (both directions), and a
     trainable encoder the same gradients. Off SEGMENTED_DEVICE_TYPES (a GPU; forced on CPU here) the same rows run
     unsorted, each direction in one call, with the same results."""
-    import modeling_cove.modeling_cove as modeling
-
     if not segmented:
-        monkeypatch.setattr(modeling, "SEGMENTED_DEVICE_TYPES", ())
+        monkeypatch.setattr(lstm_kernels, "SEGMENTED_DEVICE_TYPES", ())
     _, model, tokenizer = tiny_checkpoint
     model = copy.deepcopy(model).train()  # dropout is 0 in the tiny config: train mode changes no value
     for p in model.encoder.parameters():
@@ -740,11 +733,16 @@ def test_encode_runs_a_mixed_batch_unpacked_and_equal_each_alone(tiny_checkpoint
 NEAR_EQUAL = ["the cat sat on the mat .", "the dog ran far away !", "a dog sat on the mat"]  # lengths 7, 6, 6
 
 
-def count_unpacked_runs(model, monkeypatch) -> list:
+def count_strategy_calls(monkeypatch, name: str) -> list:
+    """Records each run of the strategy `name` of `lstm_kernels.LSTM_IMPLEMENTATIONS`."""
     calls = []
-    original = model.encoder.run_unpacked
-    monkeypatch.setattr(model.encoder, "run_unpacked", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = lstm_kernels.LSTM_IMPLEMENTATIONS[name]
+    monkeypatch.setitem(lstm_kernels.LSTM_IMPLEMENTATIONS, name, lambda *a, **k: calls.append(1) or original(*a, **k))
     return calls
+
+
+def count_unpacked_runs(model, monkeypatch) -> list:
+    return count_strategy_calls(monkeypatch, "unpacked")
 
 
 def test_unpacked_outputs_without_final_states_equal_packed(tiny_checkpoint, monkeypatch, single_thread):
@@ -778,7 +776,7 @@ def test_the_packing_rule_and_an_unsorted_batch_run_unpacked_equal_packed(tiny_c
     fill >= UNPACKED_MIN_FILL of it. A batch in arrival order (lengths 2, 7, 6, 6, 1: not sorted) run unpacked must
     equal the packed path at every token of every layer, and be zero at padding."""
     _, model, tokenizer = tiny_checkpoint
-    rule = CoveEncoder.unpacked_by_default
+    rule = lstm_kernels.unpacked_by_default
     one_short, mostly_padding = torch.tensor([7, 6, 6, 2]), torch.tensor([7, 2])  # fill 0.75 and 9 / 14
     threads = torch.get_num_threads()
     try:
@@ -855,8 +853,9 @@ def test_time_segments_set_the_rows_they_skip_to_zero(tiny_checkpoint):
     inputs = torch.randn(7, 4, model.config.word_vector_dim)  # (T, B, C), time-major
     segments = [(0, 1, 4), (1, 2, 3), (2, 6, 2), (6, 7, 1)]
     with torch.no_grad():
-        output = model.encoder.run_direction(inputs, model.encoder.layer_weights(0)[:4], segments)
-        whole = model.encoder.run_direction(inputs, model.encoder.layer_weights(0)[:4])
+        weights = lstm_kernels.layer_weights(model.encoder, 0)[:4]
+        output = lstm_kernels.run_direction(model.encoder, inputs, weights, segments)
+        whole = lstm_kernels.run_direction(model.encoder, inputs, weights)
     for start, end, rows in segments:
         assert torch.equal(output[start:end, rows:], torch.zeros_like(output[start:end, rows:]))
     assert torch.allclose(output[:, 0], whole[:, 0], atol=1e-6)  # the row running all 7 steps is unchanged
@@ -912,7 +911,7 @@ def test_unpacked_path_gives_the_packed_gradients(tiny_checkpoint):
                     reason="this CPU has no bf16 LSTM kernel (no AVX-512 bf16): the encoder runs its LSTMs in fp32 "
                            "under autocast and casts no weights")
 def test_bf16_autocast_casts_frozen_weights_once_and_recasts_after_a_change(tiny_checkpoint, monkeypatch):
-    """Under autocast the frozen encoder's weights are cast to bf16 once per layer (`autocast_weights`) instead of
+    """Under autocast the frozen encoder's weights are cast to bf16 once per layer (`lstm_kernels.layer_weights`) instead of
     at every `torch.lstm` call, and `encode` keeps the casts for all its batches (`weights_cast_once`). The result
     must equal autocast's own casting (the same encoder with weights that require grad, which autocast casts
     itself), and a change of a weight between calls must be seen, in place or through `.data` (no version
@@ -943,10 +942,10 @@ def test_bf16_autocast_casts_frozen_weights_once_and_recasts_after_a_change(tiny
     autocast_own.encoder.rnn.weight_hh_l1.data.mul_(2.0)
     assert torch.equal(run(model), run(autocast_own)) and torch.equal(run(model), cast)
 
-    casts = []  # (layer, first cast tensor) per call of autocast_weights
-    original = model.encoder.autocast_weights
-    monkeypatch.setattr(model.encoder, "autocast_weights",
-                        lambda layer, weights: record_cast(casts, original, layer, weights))
+    casts = []  # (layer, first cast tensor) per call of layer_weights
+    original = lstm_kernels.layer_weights
+    monkeypatch.setattr(lstm_kernels, "layer_weights",
+                        lambda encoder, layer: record_cast(casts, original, encoder, layer))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         encoded = model.encode(NEAR_EQUAL + ["a dog", "cat"], tokenizer, batch_size=2, num_workers=1)
     assert len(casts) == 3 * model.config.num_hidden_layers  # 3 batches, each layer once
@@ -983,8 +982,8 @@ def test_encode_gives_one_dtype_for_every_input(tiny_checkpoint, monkeypatch, la
     assert [e.dtype for e in wide.encode(texts, tokenizer, batch_size=2, num_workers=1)] == [torch.float64] * 4
 
 
-def record_cast(casts: list, original, layer: int, weights: list) -> list:
-    cast = original(layer, weights)
+def record_cast(casts: list, original, encoder, layer: int) -> list:
+    cast = original(encoder, layer)
     casts.append((layer, cast[0]))
     return cast
 
@@ -994,8 +993,6 @@ def test_single_call_path_equals_per_layer_path(tiny_checkpoint, monkeypatch):
     Forced on CPU here: the top layer (mixed, near-equal and equal lengths) and the final states (reordered from
     (2L, B, H) to (B, L, 2H)) must equal the per-layer path, padding stays zero, and a request that reads layer 1
     (hidden states, cove_output="both") or dropout in training keeps the per-layer path."""
-    import modeling_cove.modeling_cove as modeling
-
     _, model, tokenizer = tiny_checkpoint
     model = copy.deepcopy(model)
     model.config.cove_output = "top"  # the fixture's "both" reads layer 1
@@ -1003,10 +1000,8 @@ def test_single_call_path_equals_per_layer_path(tiny_checkpoint, monkeypatch):
     with torch.no_grad():
         expected = [model(**tokenizer(texts, padding=True, return_tensors="pt"), output_final_states=True)
                     for texts in batches]
-        monkeypatch.setattr(modeling, "SINGLE_CALL_DEVICE_TYPES", ("cpu", "cuda"))
-        calls = []
-        original = model.encoder.run_single_call
-        monkeypatch.setattr(model.encoder, "run_single_call", lambda *a, **k: calls.append(1) or original(*a, **k))
+        monkeypatch.setattr(lstm_kernels, "SINGLE_CALL_DEVICE_TYPES", ("cpu", "cuda"))
+        calls = count_strategy_calls(monkeypatch, "single_call")
         for texts, reference in zip(batches, expected):
             batch = tokenizer(texts, padding=True, return_tensors="pt")
             got = model(**batch, output_final_states=True)
@@ -1074,9 +1069,7 @@ def test_bf16_autocast_without_the_bf16_lstm_kernel_runs_the_lstm_in_fp32(cove_o
     """On a CPU whose oneDNN has no bf16 LSTM (AVX2 only), `forward` and `encode` under bf16 autocast run the MT-LSTM
     in fp32 and cast its outputs to bf16: the same dtypes as on a CPU with the kernel, values within bf16 rounding of
     fp32, and one warning. Forced here with the probe's answer, so it runs on every CPU."""
-    from modeling_cove import modeling_cove as modeling
-
-    monkeypatch.setattr(modeling, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
+    monkeypatch.setattr(lstm_kernels, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
     torch.manual_seed(0)
     model, tokenizer = create_cove_checkpoint(WORDS, torch.randn(len(SPECIAL_TOKENS) + len(WORDS), 8), hidden_size=4,
                                               cove_output=cove_output, include_word_vectors=False)
@@ -1325,8 +1318,6 @@ def test_the_bf16_fallback_gives_the_dtypes_of_the_kernel_on_every_path(tiny_che
     bf16 rounding of it: bf16 from padded-input LSTM calls (uniform batches, the unpacked path, encode), fp32 from
     packed ones (final states of a padded batch), which autocast runs in fp32 anyway (the fallback cast them to bf16
     before each LSTM call went through `autocast_lstm`)."""
-    from modeling_cove import modeling_cove as modeling
-
     _, model, tokenizer = tiny_checkpoint
     padded = tokenizer(["a dog", "the cat sat on the mat ."], padding=True, return_tensors="pt")
     uniform = tokenizer(["a dog", "the cat"], padding=True, return_tensors="pt")
@@ -1350,7 +1341,7 @@ def test_the_bf16_fallback_gives_the_dtypes_of_the_kernel_on_every_path(tiny_che
         return outputs
 
     with_kernel = run()
-    monkeypatch.setattr(modeling, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
+    monkeypatch.setattr(lstm_kernels, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
     fallback = run()
     assert {out.dtype for out in with_kernel.values()} == {torch.float32, torch.bfloat16}  # both kinds are covered
     for key, expected in with_kernel.items():

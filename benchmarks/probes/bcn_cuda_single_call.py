@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import modeling_cove.modeling_cove as modeling  # noqa: E402
+import modeling_cove.lstm_kernels as modeling  # noqa: E402  (SINGLE_CALL_DEVICE_TYPES)
 from benchmark import prepare_cuda_probe  # noqa: E402
 from modeling_cove import CoveForSequenceClassification  # noqa: E402
 

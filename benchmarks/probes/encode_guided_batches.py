@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import wait_policy  # noqa: E402, F401, I001  (before torch)
 import torch  # noqa: E402
 
-import modeling_cove.modeling_cove as modeling  # noqa: E402
+import modeling_cove.lstm_kernels as modeling  # noqa: E402  (encode's batching)
 from benchmark import (benchmark_arguments, interleaved_best, prepare_encoder_benchmark,  # noqa: E402
                        write_report)
 

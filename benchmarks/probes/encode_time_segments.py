@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import wait_policy  # noqa: E402, F401, I001  (before torch)
 import torch  # noqa: E402
 
-import modeling_cove.modeling_cove as modeling  # noqa: E402
+import modeling_cove.lstm_kernels as modeling  # noqa: E402  (the strategies and their planner)
 from benchmark import (benchmark_arguments, prepare_encoder_benchmark, reference_encode, roofline,  # noqa: E402
                        write_report)
 
