@@ -16,9 +16,8 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import modeling_cove  # noqa: F401  (registers the Auto classes)
-from modeling_cove import CoveConfig, CoveModel
+from modeling_cove import CoveConfig, CoveModel, lstm_kernels
 from modeling_cove.build import convert_salesforce_state_dict, create_cove_checkpoint, salesforce_shapes
-from modeling_cove import lstm_kernels
 from modeling_cove.modeling_cove import bf16_lstm_kernel_available
 from modeling_cove.tokenization_cove import SPECIAL_TOKENS
 

@@ -1,0 +1,188 @@
+"""The MT-LSTM's execution strategies (modeling_cove/lstm_kernels.py) against the reference (`CoveEncoder.forward`
+with `lstm_implementation="reference"`: the paper's packed biLSTM): values within 1e-5 at every token and the same
+gradients, on ragged, sorted, unsorted, empty-row and single-row batches; the dispatch key and its run-time
+override."""
+
+import copy
+
+import pytest
+import torch
+
+from modeling_cove import CoveConfig, CoveForSequenceClassification, CoveModel, lstm_kernels
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+# (name, per-row token counts, padded length): every batch kind the strategies must serve
+BATCHES = [
+    ("ragged_unsorted", [3, 7, 1, 5], 7),
+    ("sorted", [7, 5, 3, 1], 7),
+    ("empty_row", [4, 0, 6], 6),
+    ("single_row_padded", [4], 6),
+    ("single_row_full", [5], 5),
+    ("equal_lengths", [6, 6], 6),
+]
+
+
+def tiny_model(cove_output="top", seed=0) -> CoveModel:
+    """A trainable tiny encoder (dropout 0, so train and eval mode give the same values)."""
+    torch.manual_seed(seed)
+    config = CoveConfig(vocab_size=20, word_vector_dim=6, hidden_size=5, cove_output=cove_output,
+                        freeze_encoder=False, freeze_embeddings=False)
+    return CoveModel(config).eval()
+
+
+def batch_inputs(lengths, time, seed=1):
+    """(B, T, 6) word vectors (requires grad) and the right-padded (B, T) mask of `lengths`."""
+    torch.manual_seed(seed)
+    mask = (torch.arange(time).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)).long()
+    return torch.randn(len(lengths), time, 6, requires_grad=True), mask
+
+
+def run(model, embeds, mask, final_states):
+    """Outputs (zero at padding), final states and the gradients of a fixed weighted sum of them."""
+    model.zero_grad()
+    embeds.grad = None
+    output = model(inputs_embeds=embeds, attention_mask=mask, output_final_states=final_states,
+                   output_hidden_states=model.config.cove_output == "both")
+    generator = torch.Generator().manual_seed(2)  # (not randn_like: it follows the output's strides)
+    weights = torch.randn(output.last_hidden_state.shape, generator=generator)
+    loss = (output.last_hidden_state * weights).sum()
+    finals = [] if output.final_hidden_state is None else [output.final_hidden_state, output.final_cell_state]
+    for state in finals:
+        loss = loss + (state * torch.randn(state.shape, generator=generator)).sum()
+    loss.backward()
+    values = [output.last_hidden_state.detach(), *[s.detach() for s in finals]]
+    if output.hidden_states is not None:
+        values += [h.detach() for h in output.hidden_states]
+    grads = [embeds.grad.clone()] + [p.grad.clone() for p in model.encoder.parameters()]
+    return values, grads
+
+
+def count_calls(monkeypatch, name) -> list:
+    calls = []
+    original = lstm_kernels.LSTM_IMPLEMENTATIONS[name]
+    monkeypatch.setitem(lstm_kernels.LSTM_IMPLEMENTATIONS, name, lambda *a: calls.append(1) or original(*a))
+    return calls
+
+
+def assert_same(expected: list, got: list):
+    assert len(expected) == len(got)
+    for want, have in zip(expected, got):
+        assert want.shape == have.shape and want.abs().sum() > 0
+        assert (want - have).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("name,lengths,time", BATCHES, ids=[b[0] for b in BATCHES])
+@pytest.mark.parametrize("cove_output", ["top", "both"])
+def test_unpacked_equals_the_reference(monkeypatch, name, lengths, time, cove_output):
+    """"unpacked" (no final states): outputs of every layer and gradients equal the reference; it runs for every
+    padded batch and leaves full ones (nothing to pack) to the reference."""
+    model = tiny_model(cove_output)
+    embeds, mask = batch_inputs(lengths, time)
+    model.set_lstm_implementation("reference")
+    expected = run(model, embeds, mask, final_states=False)
+    calls = count_calls(monkeypatch, "unpacked")
+    model.set_lstm_implementation("unpacked")
+    got = run(model, embeds, mask, final_states=False)
+    assert len(calls) == (0 if min(lengths) == time else 1)
+    assert_same(expected[0] + expected[1], got[0] + got[1])
+
+
+@pytest.mark.parametrize("name,lengths,time", BATCHES, ids=[b[0] for b in BATCHES])
+@pytest.mark.parametrize("final_states", [True, False])
+def test_single_call_equals_the_reference(monkeypatch, name, lengths, time, final_states):
+    """"single_call" (the CUDA strategy, forced on CPU here): top layer, final states ((2L, B, H) reordered to
+    (B, L, 2H)) and gradients equal the reference, empty rows' final states zero."""
+    model = tiny_model("top")
+    embeds, mask = batch_inputs(lengths, time)
+    model.set_lstm_implementation("reference")
+    expected = run(model, embeds, mask, final_states)
+    calls = count_calls(monkeypatch, "single_call")
+    model.set_lstm_implementation("single_call")
+    got = run(model, embeds, mask, final_states)
+    assert len(calls) == 1
+    assert_same(expected[0] + expected[1], got[0] + got[1])
+    if final_states and 0 in lengths:
+        assert got[0][1][lengths.index(0)].abs().max() == 0
+
+
+@pytest.mark.parametrize("name,lengths,time", BATCHES, ids=[b[0] for b in BATCHES])
+@pytest.mark.parametrize("final_states", [True, False])
+def test_traceable_equals_the_reference_at_every_token(name, lengths, time, final_states):
+    """The path `torch.export` traces, called directly: every layer at every token, and the final states, equal the
+    reference encoder's (padding is unspecified there)."""
+    model = tiny_model("both")
+    embeds, mask = batch_inputs(lengths, time)
+    host_lengths = torch.tensor(lengths).clamp(min=1)  # as CoveModel passes them: empty rows run one pad step
+    vectors = (embeds * mask.unsqueeze(-1)).detach()
+    real = mask.bool() | (torch.arange(time) == 0)  # (B, T): the steps every row runs
+    with torch.no_grad():
+        model.set_lstm_implementation("reference")
+        expected = model.encoder(vectors, host_lengths, final_states=final_states)
+        got = lstm_kernels.run_traceable(model.encoder, vectors, host_lengths, final_states, False, None)
+    assert len(got[0]) == len(expected[0]) == 2
+    assert_same([layer[real] for layer in expected[0]], [layer[real] for layer in got[0]])
+    if final_states:
+        assert_same(list(expected[1:]), list(got[1:]))
+    else:
+        assert got[1] is None and got[2] is None
+
+
+def test_auto_picks_per_request_as_before(monkeypatch):
+    """"auto": on CPU with several threads every padded batch without final states runs unpacked, the rest the
+    reference; with one thread only batches filled >= UNPACKED_MIN_FILL (or the caller's hint); on
+    SINGLE_CALL_DEVICE_TYPES a top-layer-only request runs as one call. A forced strategy serves what it can and
+    leaves the rest to the reference; "reference" is the reference everywhere."""
+    model = tiny_model("top")
+    encoder = model.encoder
+    vectors = torch.zeros(2, 7, 6)
+    ragged, sparse, full = torch.tensor([7, 6]), torch.tensor([7, 2]), torch.tensor([7, 7])
+
+    def choose(lengths, final_states=False, top_only=True, unpacked=None):
+        return lstm_kernels.choose_lstm_implementation(encoder, vectors, lengths, final_states, top_only, unpacked)
+
+    torch.set_num_threads(2)
+    assert [choose(ragged), choose(sparse), choose(ragged, final_states=True), choose(full)] == [
+        "unpacked", "unpacked", "reference", "reference"]
+    torch.set_num_threads(1)
+    assert [choose(ragged), choose(sparse), choose(sparse, unpacked=True), choose(ragged, unpacked=False)] == [
+        "unpacked", "reference", "unpacked", "reference"]
+    monkeypatch.setattr(lstm_kernels, "SINGLE_CALL_DEVICE_TYPES", ("cpu",))
+    assert [choose(sparse), choose(full, final_states=True), choose(sparse, top_only=False)] == [
+        "single_call", "single_call", "reference"]
+    encoder.train()
+    encoder.dropout = 0.5  # dropout between the layers: one call cannot apply it
+    assert choose(sparse) == "reference"
+    encoder.eval()
+    model.set_lstm_implementation("unpacked")
+    assert [choose(sparse), choose(sparse, final_states=True), choose(full)] == ["unpacked", "reference", "reference"]
+    model.set_lstm_implementation("single_call")
+    assert [choose(sparse, final_states=True), choose(sparse, top_only=False)] == ["single_call", "reference"]
+    model.set_lstm_implementation("reference")
+    assert [choose(ragged), choose(sparse, unpacked=True)] == ["reference", "reference"]
+
+
+def test_the_key_from_config_from_pretrained_and_at_run_time(tmp_path):
+    """The key comes from the config (a keyword argument, as transformers' `attn_implementation`), from
+    `from_pretrained(..., lstm_implementation=...)`, and from `set_lstm_implementation`, which a head passes on to
+    its encoder; a value outside the choices is a ValueError naming it. Every value gives the same outputs."""
+    with pytest.raises(ValueError, match="lstm_implementation must be one of"):
+        CoveConfig(lstm_implementation="cudnn")
+    model = tiny_model("top")
+    with pytest.raises(ValueError, match="lstm_implementation must be one of .* got 'fast'"):
+        model.set_lstm_implementation("fast")
+    model.save_pretrained(tmp_path)
+    assert CoveModel.from_pretrained(tmp_path).config.lstm_implementation == "auto"
+    loaded = CoveModel.from_pretrained(tmp_path, lstm_implementation="reference")
+    assert loaded.config.lstm_implementation == "reference" and loaded.encoder.config.lstm_implementation == "reference"
+    head = CoveForSequenceClassification(copy.deepcopy(model.config))
+    assert head.set_lstm_implementation("single_call") is head
+    assert head.cove.encoder.config.lstm_implementation == "single_call"
+    embeds, mask = batch_inputs([3, 7, 1], 7)
+    outputs = []
+    for implementation in ("reference", "unpacked", "single_call", "auto"):
+        with torch.no_grad():
+            outputs.append(model.set_lstm_implementation(implementation)(
+                inputs_embeds=embeds, attention_mask=mask).last_hidden_state)
+    for output in outputs[1:]:
+        assert (output - outputs[0]).abs().max() <= 1e-5
