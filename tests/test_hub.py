@@ -602,6 +602,26 @@ def test_checkpoint_code_advertises_only_the_classes_whose_files_are_there(tmp_p
     assert checkpoint_code(MyModel).auto_map == FULL_AUTO_MAP
 
 
+def test_package_registers_each_class_with_the_auto_class_its_checkpoints_name():
+    """`import modeling_cove` and a checkpoint's `auto_map` agree: both read the Auto class of each class from
+    `hub.MANIFEST`, and the local question-answering pipeline takes the model class the checkpoint's entry names."""
+    import transformers
+    from transformers.pipelines import PIPELINE_REGISTRY
+
+    import modeling_cove
+
+    for name, entry in MANIFEST.items():
+        cls = getattr(modeling_cove, name)
+        assert cls.__module__ == f"modeling_cove.{entry.module}"
+        if entry.auto_class != "AutoConfig":
+            assert getattr(transformers, entry.auto_class)._model_mapping[CoveConfig] is cls, name
+    assert transformers.AutoConfig.for_model("cove").__class__ is CoveConfig
+    _, task, _ = PIPELINE_REGISTRY.check_task("cove-question-answering")
+    assert task["impl"] is CoveQuestionAnsweringPipeline
+    assert [cls.__name__ for cls in task["pt"]] == list(QA_PIPELINE.pt)
+    assert QA_PIPELINE.impl == f"pipeline_cove.{CoveQuestionAnsweringPipeline.__name__}"
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The manifest is the imports: a module that gains a relative import must be added to it
 # ----------------------------------------------------------------------------------------------------------------
