@@ -56,7 +56,7 @@ class HubPipeline:
 
 
 CONFIG_FILES = ("configuration_cove.py",)
-ENCODER_FILES = CONFIG_FILES + ("hub.py", "modeling_cove.py", "tokenization_cove.py")
+ENCODER_FILES = CONFIG_FILES + ("hub.py", "lstm_kernels.py", "modeling_cove.py", "tokenization_cove.py")
 DCN_FILES = ENCODER_FILES + ("modeling_cove_dcn.py",)
 
 MANIFEST = {
