@@ -522,3 +522,48 @@ def to_device_async(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     if device.type != "cuda":
         return tensor.to(device)
     return tensor.pin_memory().to(device, non_blocking=True)
+
+
+def encode_in_batches(model: nn.Module, ids: list, batch_size: int, workers: int, progress: bool) -> list:
+    """`CoveModel.encode` of checked lists of token ids: sorted by length, cut into batches of up to `batch_size`
+    (`length_bucketed_batches`, guided for `workers` > 1), run on `workers` host threads (`run_on_cpu_workers`)
+    with the hint to run unpacked and no final states. Padded ids are gathered from one flat tensor, checked once
+    on the host, and go to a GPU without a wait. Returns one `(T_i, output_size)` tensor per input, in order."""
+    device = model.embeddings.weight.device
+    results = [None] * len(ids)
+    all_lengths = torch.tensor([len(x) for x in ids], dtype=torch.long)
+    flat_ids = torch.tensor([token for x in ids for token in x] + [model.config.pad_token_id], dtype=torch.long)
+    model.check_token_ids(flat_ids)  # once, on the host: forward's per-batch device checks are skipped
+    starts = all_lengths.cumsum(0) - all_lengths  # where each input begins in flat_ids
+    pad_position = flat_ids.shape[0] - 1  # the pad id appended at the end
+    single_call = uses_single_call(model.encoder, device, model.reads_top_layer_only(False))
+    batches = length_bucketed_batches(all_lengths.tolist(), batch_size, min_ratio=0.0, workers=workers)  # longest 1st
+    workers = min(workers, len(batches))
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(batches), desc="encoding", unit=" batches")
+
+    def run_batch(batch):
+        lengths = all_lengths[batch]  # (B,) on the host, longest first
+        if lengths[0] == 0:  # the rest of the (sorted) batch is empty too: (0, D) rows in the others' dtype
+            dtype = model.output_dtype(model.embeddings.weight, masked=False)
+            for i in batch:
+                results[i] = torch.zeros(0, model.config.output_size, dtype=dtype, device=device)
+            return
+        steps = torch.arange(int(lengths[0])).unsqueeze(0)  # (1, T)
+        valid = steps < lengths.unsqueeze(1)  # (B, T)
+        input_ids = flat_ids[torch.where(valid, starts[batch].unsqueeze(1) + steps, pad_position)]  # (B, T)
+        mask = None if lengths[-1] == lengths[0] else to_device_async(valid.long(), device)
+        hidden = model.forward_checked(to_device_async(input_ids, device), mask, lengths,
+                                       output_hidden_states=False, output_final_states=False, return_dict=False,
+                                       unpacked=not single_call, zero_padding=False)[0]  # (B, T, D)
+        for i, length, row in zip(batch, lengths.tolist(), hidden.unbind(0)):
+            results[i] = row[:length]
+
+    with weights_cast_once(model.encoder):  # under autocast: frozen weights cast once for all batches
+        run_on_cpu_workers(run_batch, batches, workers, bar)  # on CPU: one intra-op thread each
+    if bar is not None:
+        bar.close()
+    return results

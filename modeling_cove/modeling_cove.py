@@ -460,8 +460,8 @@ class CoveModel(CovePreTrainedModel):
         models with char n-gram embeddings (`config.char_ngram_dim > 0`, looked up by id) need `input_ids`.
         token_type_ids: accepted (tokenizers return them) and ignored by the encoder.
         output_final_states: False skips the final h/c (None in the output) and lets padded batches run unpacked
-        where `CoveEncoder.unpacked_by_default` finds that faster than packing (same outputs).
-        Default: config.output_final_states.
+        where `config.lstm_implementation` says so (same outputs; docs/lstm_kernels.md). Default:
+        config.output_final_states.
         output_attentions: the MT-LSTM has no attention maps, so True is a ValueError here. Inside a head (its
         `self.cove`) the flag asks for the head's own maps (BCN biattention, DCN coattention, MT decoder), and the
         encoder ignores it.
@@ -638,46 +638,4 @@ class CoveModel(CovePreTrainedModel):
         else:
             ids = [list(x) for x in texts]
         workers = lstm_kernels.cpu_worker_count(device) if num_workers is None else num_workers
-        return self.encode_ids(ids, batch_size, workers, progress)
-
-    def encode_ids(self, ids: list, batch_size: int, workers: int, progress: bool) -> list:
-        """`encode` of checked lists of token ids, on `workers` host threads."""
-        device = self.embeddings.weight.device
-        results = [None] * len(ids)
-        all_lengths = torch.tensor([len(x) for x in ids], dtype=torch.long)
-        flat_ids = torch.tensor([token for x in ids for token in x] + [self.config.pad_token_id], dtype=torch.long)
-        self.check_token_ids(flat_ids)  # once, on the host: forward's per-batch device checks are skipped
-        starts = all_lengths.cumsum(0) - all_lengths  # where each input begins in flat_ids
-        pad_position = flat_ids.shape[0] - 1  # the pad id appended at the end
-        single_call = lstm_kernels.uses_single_call(self.encoder, device, self.reads_top_layer_only(False))
-        batches = lstm_kernels.length_bucketed_batches(all_lengths.tolist(), batch_size, min_ratio=0.0,
-                                                       workers=workers)  # longest first
-        workers = min(workers, len(batches))
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(batches), desc="encoding", unit=" batches")
-
-        def run_batch(batch):
-            lengths = all_lengths[batch]  # (B,) on the host, longest first
-            if lengths[0] == 0:  # the rest of the (sorted) batch is empty too: (0, D) rows in the others' dtype
-                dtype = self.output_dtype(self.embeddings.weight, masked=False)
-                for i in batch:
-                    results[i] = torch.zeros(0, self.config.output_size, dtype=dtype, device=device)
-                return
-            steps = torch.arange(int(lengths[0])).unsqueeze(0)  # (1, T)
-            valid = steps < lengths.unsqueeze(1)  # (B, T)
-            input_ids = flat_ids[torch.where(valid, starts[batch].unsqueeze(1) + steps, pad_position)]  # (B, T)
-            mask = None if lengths[-1] == lengths[0] else lstm_kernels.to_device_async(valid.long(), device)
-            hidden = self.forward_checked(lstm_kernels.to_device_async(input_ids, device), mask, lengths,
-                                          output_hidden_states=False, output_final_states=False, return_dict=False,
-                                          unpacked=not single_call, zero_padding=False)[0]  # (B, T, D)
-            for i, length, row in zip(batch, lengths.tolist(), hidden.unbind(0)):
-                results[i] = row[:length]
-
-        with lstm_kernels.weights_cast_once(self.encoder):  # under autocast: frozen weights cast once for all batches
-            lstm_kernels.run_on_cpu_workers(run_batch, batches, workers, bar)  # on CPU: one intra-op thread each
-        if bar is not None:
-            bar.close()
-        return results
+        return lstm_kernels.encode_in_batches(self, ids, batch_size, workers, progress)

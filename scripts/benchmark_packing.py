@@ -13,7 +13,7 @@ Writes benchmarks/results/packing.json.
    every row is >= 0.75 x the longest) and the fill rule (unpacked when real tokens >= f x the padded batch).
 2. Length-sorted batches cut by size (what `CoveModel.encode` sends; most hold near-equal lengths): unpacked (the
    default without final states; on CPU in time segments, `plan_time_segments`) vs packed.
-The model's rule (`CoveEncoder.unpacked_by_default`): with more than one CPU thread always unpacked (on CPU the
+The model's rule (`lstm_kernels.unpacked_by_default`, "auto"): with more than one CPU thread always unpacked (on CPU the
 unpacked path sorts the rows inside and runs them in time segments, so "unpacked as one group" is that); on a GPU or
 a single CPU thread when real tokens >= UNPACKED_MIN_FILL (0.7) x the padded batch.
 Each figure: seconds for the whole set, best of `--repeats` interleaved repeats; random weights (speed only).
@@ -53,7 +53,8 @@ def grouped_forward(encoder, vectors, lengths, ratio):
     for group in groups:
         index = torch.tensor(group, device=vectors.device)
         group_time = int(lengths[group[0]])
-        for layer, output in enumerate(run_unpacked(encoder, vectors[index, :group_time], lengths[index], False, False, None)[0]):
+        outputs = run_unpacked(encoder, vectors[index, :group_time], lengths[index], False, False, None)[0]
+        for layer, output in enumerate(outputs):
             pieces[layer].append(nn.functional.pad(output, (0, 0, 0, time_ - group_time)))
     restore = torch.tensor([row for group in groups for row in group], device=vectors.device).argsort()
     return [torch.cat(piece).index_select(0, restore) for piece in pieces]

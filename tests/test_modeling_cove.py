@@ -668,7 +668,7 @@ def test_plan_time_segments_minimises_the_cost_model():
 
 
 def segment_every_row_end(monkeypatch) -> list:
-    """Make every row end a segment bound (no cost per call) and record the plans `run_unpacked` makes."""
+    """Make every row end a segment bound (no cost per call) and record the plans `lstm_kernels.run_unpacked` makes."""
     plans = []
     original = lstm_kernels.plan_time_segments
     monkeypatch.setattr(lstm_kernels, "plan_time_segments",
@@ -799,8 +799,9 @@ def test_the_packing_rule_and_an_unsorted_batch_run_unpacked_equal_packed(tiny_c
 
 
 def test_unpacked_top_only_returns_the_top_layer_alone(tiny_checkpoint):
-    """`run_unpacked` runs time-major and, asked for the top layer alone (`top_only`), builds no batch-major output
-    for the layers below it: the one tensor it returns must equal the top of the full list, at every real token."""
+    """`lstm_kernels.run_unpacked` runs time-major and, asked for the top layer alone (`top_only`), builds no
+    batch-major output for the layers below it: the one tensor it returns must equal the top of the full list, at
+    every real token."""
     _, model, tokenizer = tiny_checkpoint
     batch = tokenizer(NEAR_EQUAL, padding=True, return_tensors="pt")
     lengths = batch["attention_mask"].sum(1)
@@ -910,11 +911,11 @@ def test_unpacked_path_gives_the_packed_gradients(tiny_checkpoint):
                     reason="this CPU has no bf16 LSTM kernel (no AVX-512 bf16): the encoder runs its LSTMs in fp32 "
                            "under autocast and casts no weights")
 def test_bf16_autocast_casts_frozen_weights_once_and_recasts_after_a_change(tiny_checkpoint, monkeypatch):
-    """Under autocast the frozen encoder's weights are cast to bf16 once per layer (`lstm_kernels.layer_weights`) instead of
-    at every `torch.lstm` call, and `encode` keeps the casts for all its batches (`weights_cast_once`). The result
-    must equal autocast's own casting (the same encoder with weights that require grad, which autocast casts
-    itself), and a change of a weight between calls must be seen, in place or through `.data` (no version
-    counter sees that)."""
+    """Under autocast the frozen encoder's weights are cast to bf16 once per layer (`lstm_kernels.layer_weights`)
+    instead of at every `torch.lstm` call, and `encode` keeps the casts for all its batches
+    (`lstm_kernels.weights_cast_once`). The result must equal autocast's own casting (the same encoder with
+    weights that require grad, which autocast casts itself), and a change of a weight between calls must be seen,
+    in place or through `.data` (no version counter sees that)."""
     _, model, tokenizer = tiny_checkpoint
     model = copy.deepcopy(model).eval()
     batch = tokenizer(NEAR_EQUAL + ["a dog"], padding=True, return_tensors="pt")
