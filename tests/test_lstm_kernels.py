@@ -109,23 +109,31 @@ def test_single_call_equals_the_reference(monkeypatch, name, lengths, time, fina
 @pytest.mark.parametrize("name,lengths,time", BATCHES, ids=[b[0] for b in BATCHES])
 @pytest.mark.parametrize("final_states", [True, False])
 def test_traceable_equals_the_reference_at_every_token(name, lengths, time, final_states):
-    """The path `torch.export` traces, called directly: every layer at every token, and the final states, equal the
-    reference encoder's (padding is unspecified there)."""
+    """The path `torch.export` traces, called directly: every layer at every token, the final states, and the
+    gradients (of the vectors and every weight) equal the reference encoder's (padding is unspecified there)."""
     model = tiny_model("both")
     embeds, mask = batch_inputs(lengths, time)
     host_lengths = torch.tensor(lengths).clamp(min=1)  # as CoveModel passes them: empty rows run one pad step
-    vectors = (embeds * mask.unsqueeze(-1)).detach()
     real = mask.bool() | (torch.arange(time) == 0)  # (B, T): the steps every row runs
-    with torch.no_grad():
-        model.set_lstm_implementation("reference")
-        expected = model.encoder(vectors, host_lengths, final_states=final_states)
-        got = lstm_kernels.run_traceable(model.encoder, vectors, host_lengths, final_states, False, None)
-    assert len(got[0]) == len(expected[0]) == 2
-    assert_same([layer[real] for layer in expected[0]], [layer[real] for layer in got[0]])
-    if final_states:
-        assert_same(list(expected[1:]), list(got[1:]))
-    else:
-        assert got[1] is None and got[2] is None
+    results = []
+    for strategy in ("reference", "traceable"):
+        vectors = (embeds * mask.unsqueeze(-1)).detach().requires_grad_(True)
+        model.zero_grad()
+        if strategy == "reference":
+            model.set_lstm_implementation("reference")
+            layers, final_h, final_c = model.encoder(vectors, host_lengths, final_states=final_states)
+        else:
+            layers, final_h, final_c = lstm_kernels.run_traceable(model.encoder, vectors, host_lengths, final_states,
+                                                                  False, None)
+        values = [layer[real] for layer in layers] + ([final_h, final_c] if final_states else [])
+        generator = torch.Generator().manual_seed(3)
+        sum((value * torch.randn(value.shape, generator=generator)).sum() for value in values).backward()
+        grads = [vectors.grad] + [p.grad.clone() for p in model.encoder.parameters()]
+        results.append(([value.detach() for value in values], grads, final_h))
+    (expected, expected_grads, _), (got, got_grads, got_final_h) = results
+    assert len(got) == len(expected) == (4 if final_states else 2)
+    assert_same(expected + expected_grads, got + got_grads)
+    assert final_states or got_final_h is None
 
 
 def test_auto_picks_per_request_as_before(monkeypatch):
