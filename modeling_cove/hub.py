@@ -55,6 +55,9 @@ class HubPipeline:
         return {"impl": self.impl, "pt": list(self.pt), "type": self.type}
 
 
+# The encoder needs its LSTM strategies, this module (save_pretrained, the unreadable-weights error) and
+# tokenization_cove.py (the check that a tokenizer's vocabulary is the checkpoint's); tokenization_cove.py imports
+# nothing else of the package, so the vocabulary-building and vector-reading code stays out.
 CONFIG_FILES = ("configuration_cove.py",)
 ENCODER_FILES = CONFIG_FILES + ("hub.py", "lstm_kernels.py", "modeling_cove.py", "tokenization_cove.py")
 DCN_FILES = ENCODER_FILES + ("modeling_cove_dcn.py",)
@@ -70,6 +73,8 @@ MANIFEST = {
 }
 
 # transformers 5.x has no "question-answering" pipeline of its own: a DCN checkpoint records ours under that name.
+# The pipeline reads its windows and answers with squad_preprocessing.py, which ships whole (its training labels,
+# frozen-feature cache and word-overlap baseline come along: plain functions, no further imports).
 PIPELINES = {
     "question-answering": HubPipeline("CoveForQuestionAnswering", "pipeline_cove.CoveQuestionAnsweringPipeline",
                                       ("AutoModelForQuestionAnswering",), "text",
