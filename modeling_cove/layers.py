@@ -1,0 +1,181 @@
+"""Layers the BCN (`modeling_cove_bcn.py`) and the DCN (`modeling_cove_dcn.py`) share, each defined once.
+
+- `masked_softmax`: a softmax that gives padding no weight (the BCN's biattention and self-attentive pooling, the
+  DCN's coattention);
+- `run_bilstm`: a one-layer biLSTM over right-padded rows, as if each row ran alone (packed; while `torch.export`
+  traces, `run_bilstm_traceable`; under a bf16 autocast this CPU has no LSTM kernel for, in fp32);
+- `pair_segments`, `segment_gather`, `segment_scatter`: a pair (first text / question, second text / context) arrives
+  as ONE sequence told apart by `token_type_ids`; each segment is cut out left-aligned, run on its own and put back;
+- `run_encoder_checked`: the head's CoVe encoder on inputs the head has checked already (each input checked once);
+- `maxout`: the max over groups of units (the BCN's maxout network, the DCN's highway maxout network);
+- `require`: an up-front check that is a `ValueError` in eager mode and a runtime assertion while exporting.
+
+Shapes: B batch, T time (the padded input), L the longest segment, C channels, H an LSTM's hidden size.
+"""
+
+from typing import Callable, Optional
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from .modeling_cove import CoveModel, CoveModelOutput, lstm_autocast_fallback
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# checks
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def require(ok: torch.Tensor, summary: str, detail: Optional[Callable[[], str]] = None) -> None:
+    """A `ValueError` unless every entry of the bool tensor `ok` is True; its message is `detail()` (built only then,
+    e.g. naming rows) or `summary`. While `torch.export` traces, a runtime assertion in the graph with the `summary`
+    instead: no Python branch on tensor values."""
+    if torch.compiler.is_exporting():
+        torch._assert_async(ok.all(), summary)
+    elif not bool(ok.all()):
+        raise ValueError(detail() if detail is not None else summary)
+
+
+def rows_where(condition: torch.Tensor) -> list:
+    """The indices of the True entries of a (B,) bool tensor, for error messages."""
+    return condition.nonzero().flatten().tolist()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# masked softmax and maxout
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
+    """Softmax of `scores` over `dim` where the bool `mask` (broadcast against `scores`) is True; masked entries get
+    probability 0. A slice must hold at least one unmasked entry (the heads refuse empty texts up front). Masked
+    scores take the most negative value of the scores' own dtype (so bf16 scores stay bf16)."""
+    return torch.softmax(scores.masked_fill(~mask, torch.finfo(scores.dtype).min), dim=dim)
+
+
+def maxout(x: torch.Tensor, pool_size: int) -> torch.Tensor:
+    """The max over consecutive groups of `pool_size` features: (..., units * pool_size) -> (..., units); output unit
+    j pools the inputs j * p .. j * p + p - 1."""
+    return x.view(*x.shape[:-1], x.shape[-1] // pool_size, pool_size).max(dim=-1).values
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# biLSTM over right-padded rows
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def valid_steps(lengths: torch.Tensor, time: int) -> torch.Tensor:
+    """(B, T) bool: True at the first `lengths[b]` steps of row b."""
+    return torch.arange(time, device=lengths.device)[None, :] < lengths[:, None]
+
+
+def run_bilstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """A one-layer, batch-first biLSTM over right-padded `inputs` (B, T, C) whose row b holds `lengths[b]` >= 1 steps.
+    Returns (B, T, 2H), zero at padding; a row's values do not depend on the padding (each row as if alone).
+
+    Packed (`run_bilstm_packed`); while `torch.export` traces, unpacked (`run_bilstm_traceable`, the same values).
+    Under autocast in a dtype whose LSTM kernel this machine lacks (bf16 on CPUs without AVX-512 bf16), the LSTM runs
+    in fp32 with autocast off and its output is cast to that dtype (`lstm_autocast_fallback`)."""
+    run = run_bilstm_traceable if torch.compiler.is_exporting() else run_bilstm_packed
+    fallback = lstm_autocast_fallback(inputs.device.type)
+    if fallback is not None:
+        with torch.autocast(inputs.device.type, enabled=False):
+            return run(lstm, inputs.float(), lengths).to(fallback)
+    return run(lstm, inputs, lengths)
+
+
+def run_bilstm_packed(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """`run_bilstm` as `nn.LSTM` runs it: on packed rows, or on the padded tensor when every row fills it (nothing to
+    pack). (B, T, C) -> (B, T, 2H), zero at padding."""
+    time = inputs.shape[1]
+    if bool((lengths == time).all()):  # no padding
+        output, _ = lstm(inputs)
+    else:
+        packed = pack_padded_sequence(inputs, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        output, _ = lstm(packed)
+        output, _ = pad_packed_sequence(output, batch_first=True, total_length=time)
+    return output * valid_steps(lengths, time).unsqueeze(-1).to(output.dtype)
+
+
+def run_bilstm_traceable(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """`run_bilstm` without packing and without reading lengths back to the host, the path `torch.export` traces: the
+    forward direction runs over the padded rows as they are (padding comes after a row's steps, so it never reaches
+    them), the backward direction over each row reversed within its length (a gather along time; the same gather puts
+    it back). (B, T, C) -> (B, T, 2H), zero at padding; the packed run's values and gradients."""
+    if lstm.num_layers != 1 or not lstm.bidirectional or not lstm.batch_first or not lstm.bias:
+        raise ValueError("run_bilstm_traceable runs one-layer, bidirectional, batch-first LSTMs with biases")
+    steps = torch.arange(inputs.shape[1], device=inputs.device)[None, :]  # (1, T)
+    valid = steps < lengths[:, None]  # (B, T)
+    reverse = torch.where(valid, lengths[:, None] - 1 - steps, steps)  # (B, T): each row reversed within its length
+    zeros = inputs.new_zeros(1, inputs.shape[0], lstm.hidden_size)  # h_0 = c_0 = 0, (1, B, H)
+
+    def direction(sequence: torch.Tensor, suffix: str) -> torch.Tensor:  # (B, T, C) -> (B, T, H)
+        weights = [getattr(lstm, f"{name}_l0{suffix}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        return torch.lstm(sequence, (zeros, zeros), weights, True, 1, 0.0, lstm.training, False, True)[0]
+
+    forward = direction(inputs, "")
+    backward = direction(inputs.gather(1, reverse.unsqueeze(-1).expand_as(inputs)), "_reverse")
+    backward = backward.gather(1, reverse.unsqueeze(-1).expand_as(backward))  # back in order
+    return torch.cat([forward, backward], dim=-1) * valid.unsqueeze(-1).to(forward.dtype)  # (B, T, 2H)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# pair segmentation by token_type_ids
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def pair_segments(attention_mask: torch.Tensor, token_type_ids: Optional[torch.Tensor]):
+    """The two segments of right-padded pair sequences, as `tokenizer(text, text_pair)` lays them out: (first,
+    second), each (B, T) bool, True at the tokens (`attention_mask` 1) whose `token_type_ids` is 0 / 1. Padding
+    belongs to neither, whatever its type id; other type ids to neither. Without `token_type_ids` every token is in
+    the first segment. Which layouts and empty segments a head accepts is the head's own check."""
+    tokens = attention_mask.bool()
+    if token_type_ids is None:
+        return tokens, torch.zeros_like(tokens)
+    if token_type_ids.shape != attention_mask.shape:
+        raise ValueError(f"token_type_ids shape {tuple(token_type_ids.shape)} != attention_mask shape "
+                         f"{tuple(attention_mask.shape)}")
+    return tokens & (token_type_ids == 0), tokens & (token_type_ids == 1)
+
+
+def segment_gather(x: torch.Tensor, segment: torch.Tensor):
+    """Cut one segment out of each row and left-align it, keeping the tokens' order.
+
+    x (B, T, ...) (ids (B, T) or features (B, T, C)); segment (B, T) bool. Returns (gathered (B, L, ...), zero past
+    each row's segment; positions (B, L), the segment's indices into T, arbitrary past its end; mask (B, L) bool),
+    L = the longest segment in the batch, at least 1 (T while `torch.export` traces: no width from tensor values).
+    """
+    batch, time = segment.shape
+    lengths = segment.sum(dim=1)  # (B,)
+    width = time if torch.compiler.is_exporting() else max(int(lengths.max()), 1)
+    # a stable sort on "not in the segment" puts the segment's positions first, in their original order
+    positions = torch.sort((~segment).to(torch.int8), dim=1, stable=True).indices[:, :width]  # (B, L)
+    mask = valid_steps(lengths, width)  # (B, L)
+    trailing = [1] * (x.dim() - 2)
+    index = positions.view(batch, width, *trailing).expand(batch, width, *x.shape[2:])
+    return x.gather(1, index) * mask.view(batch, width, *trailing).to(x.dtype), positions, mask
+
+
+def segment_scatter(values: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, time: int) -> torch.Tensor:
+    """The inverse of `segment_gather`: a segment's `values` (B, L, C) back at their `positions` (B, L) of a
+    (B, T=`time`, C) tensor that is zero everywhere else (entries past a row's `mask` (B, L) are left out)."""
+    index = positions.unsqueeze(-1).expand(-1, -1, values.shape[-1])
+    values = values * mask.unsqueeze(-1).to(values.dtype)  # entries past the segment add zeros wherever they point
+    return values.new_zeros(values.shape[0], time, values.shape[-1]).scatter_add(1, index, values)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the CoVe encoder inside a head
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def run_encoder_checked(cove: CoveModel, inputs: torch.Tensor, attention_mask: torch.Tensor,
+                        output_hidden_states: bool) -> CoveModelOutput:
+    """`cove(...)` (the head's `CoveModel`) on inputs the head's forward has checked already (ids in the vocabulary,
+    word-vector shape, right padding), e.g. one segment of a checked pair: the encoder's forward without its own
+    checks, so each input is checked once per forward. `inputs`: token ids (B, T) or word vectors (B, T, D);
+    `attention_mask` (B, T) right-padded. No final states; returns the `CoveModelOutput` (return_dict)."""
+    ids, vectors = (None, inputs) if inputs.is_floating_point() else (inputs, None)
+    lengths = attention_mask.sum(dim=1).cpu()  # (B,) on the host, as the encoder's forward passes them
+    return cove.forward_checked(ids, attention_mask, lengths, output_hidden_states, False, True, inputs_embeds=vectors)
