@@ -23,111 +23,38 @@ model (`config.bcn_pair_input`) refuses inputs without a second text; see `forwa
 """
 
 import math
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers.modeling_outputs import SequenceClassifierOutput
+from transformers.utils import add_start_docstrings_to_model_forward
 
 from .configuration_cove import CoveConfig
-from .modeling_cove import CoveModel, CovePreTrainedModel, lengths_from_mask, lstm_autocast_fallback
+from .layers import (masked_softmax, maxout, pair_segments, require, rows_where, run_bilstm, run_encoder_checked,
+                     segment_gather, segment_scatter)
+from .modeling_cove import CoveModel, CovePreTrainedModel, lengths_from_mask
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# small masked building blocks (plain functions so the tests can check them one by one)
+# the two texts of a row (the shared layers are in layers.py)
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
-    """Softmax over `dim` ignoring positions where `mask` is False (mask broadcasts against scores).
-    Every slice must have at least one unmasked position (guaranteed: empty texts are rejected up front)."""
-    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    return torch.softmax(scores, dim=dim)
+class TextPair(NamedTuple):
+    """Where the two texts of each row of one concatenated, right-padded sequence are (`split_pair`)."""
+
+    first: torch.Tensor  # (B, T) bool: the first text x
+    second: torch.Tensor  # (B, T) bool: the second text (all False in a row with a single text, then y = x)
+    lx: torch.Tensor  # (B,) long: the first text's length
+    ly: torch.Tensor  # (B,) long: the second text's length (0: a single text)
 
 
-def run_bilstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """A batch-first biLSTM over right-padded `inputs` (B, T, C) with `lengths` (B,) >= 1.
-    Returns (B, T, 2H), zero at padded positions. Packed, so a row's result does not depend on the padding.
-    Under autocast on a machine without an LSTM kernel in the autocast dtype (bf16 on AVX2-only CPUs), it runs in
-    fp32 and the output is cast to that dtype (`lstm_autocast_fallback`)."""
-    run = run_bilstm_traceable if torch.compiler.is_exporting() else run_bilstm_kernel
-    fallback = lstm_autocast_fallback(inputs.device.type)
-    if fallback is not None:
-        with torch.autocast(inputs.device.type, enabled=False):
-            return run(lstm, inputs.float(), lengths).to(fallback)
-    return run(lstm, inputs, lengths)
-
-
-def run_bilstm_traceable(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """`run_bilstm` with no packing and no Python branch on tensor values, the path `torch.export` traces: the
-    forward direction runs over the padded rows (padding comes after a row's tokens, so it never reaches them), the
-    backward direction over each row reversed within its length (a gather along time; the same gather puts it back).
-    Same results as packing; (B, T, 2H), zero at padding."""
-    time = inputs.shape[1]
-    steps = torch.arange(time, device=inputs.device)[None, :]  # (1, T)
-    valid = steps < lengths[:, None]  # (B, T)
-    reverse = torch.where(valid, lengths[:, None] - 1 - steps, steps)  # (B, T): each row reversed within its length
-
-    def direction(sequence, suffix):  # one direction of the one-layer biLSTM, batch-first (B, T, C) -> (B, T, H)
-        weights = [getattr(lstm, f"{name}_l0{suffix}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
-        state = sequence.new_zeros(1, sequence.shape[0], lstm.hidden_size)
-        return torch.lstm(sequence, (state, state), weights, True, 1, 0.0, lstm.training, False, True)[0]
-
-    forward = direction(inputs, "")
-    backward = direction(inputs.gather(1, reverse.unsqueeze(-1).expand_as(inputs)), "_reverse")
-    backward = backward.gather(1, reverse.unsqueeze(-1).expand_as(backward))  # back in order
-    return torch.cat([forward, backward], dim=-1) * valid.unsqueeze(-1).to(forward.dtype)
-
-
-def run_bilstm_kernel(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """`run_bilstm` on a machine whose LSTM kernel takes the current autocast dtype (or with autocast off)."""
-    time = inputs.shape[1]
-    if bool((lengths == time).all()):  # nothing to pack
-        output, _ = lstm(inputs)
-    else:
-        packed = pack_padded_sequence(inputs, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        output, _ = lstm(packed)
-        output, _ = pad_packed_sequence(output, batch_first=True, total_length=time)
-    mask = (torch.arange(time, device=inputs.device)[None, :] < lengths[:, None]).unsqueeze(-1)
-    return output * mask.to(output.dtype)
-
-
-def require(ok: torch.Tensor, summary: str, detail=None) -> None:
-    """A `ValueError` unless every entry of the bool tensor `ok` is True; its message is `detail()` (built only
-    then, e.g. naming rows) or `summary`. While `torch.export` traces, a runtime assertion in the graph with the
-    `summary` instead: no Python branch on tensor values."""
-    if torch.compiler.is_exporting():
-        torch._assert_async(ok.all(), summary)
-    elif not bool(ok.all()):
-        raise ValueError(detail() if detail is not None else summary)
-
-
-def rows_where(condition: torch.Tensor) -> list:
-    """The indices of the True entries of a (B,) bool tensor, for error messages."""
-    return condition.nonzero().flatten().tolist()
-
-
-def take_segment(sequence: torch.Tensor, start: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
-    """Cut per-row segments `sequence[b, start[b] : start[b] + length[b]]` out of a (B, T, ...) tensor and left-align
-    them in a right-padded (B, max(length), ...) tensor whose padding is zero (while `torch.export` traces,
-    (B, T, ...): the width may not depend on tensor values)."""
-    batch, time = sequence.shape[:2]
-    width = time if torch.compiler.is_exporting() else max(int(length.max()), 1)
-    steps = torch.arange(width, device=sequence.device)
-    index = (start[:, None] + steps[None, :]).clamp(max=time - 1)  # (B, W)
-    valid = steps[None, :] < length[:, None]  # (B, W)
-    gather_index = index.view(batch, width, *([1] * (sequence.dim() - 2))).expand(batch, width, *sequence.shape[2:])
-    segment = sequence.gather(1, gather_index)
-    valid = valid.view(batch, width, *([1] * (sequence.dim() - 2)))
-    return segment * valid.to(segment.dtype) if segment.is_floating_point() else segment * valid.long()
-
-
-def split_pair(attention_mask: torch.Tensor, token_type_ids: Optional[torch.Tensor]):
-    """Lengths of the first (x) and second (y) text in each row of one concatenated, right-padded sequence.
+def split_pair(attention_mask: torch.Tensor, token_type_ids: Optional[torch.Tensor]) -> TextPair:
+    """The first (x) and second (y) text of each row of one concatenated, right-padded sequence, checked.
 
     Expected layout per row: `lx` tokens of type 0, then `ly` tokens of type 1, then padding (any type id).
-    `ly == 0` means a single text (it is then duplicated, x = y). Returns (lx, ly), each (B,) long.
+    `ly == 0` means a single text (it is then duplicated, x = y). Without `token_type_ids` every row is one text.
     """
     lengths = lengths_from_mask(attention_mask)  # raises on left padding / holes
     require(
@@ -138,16 +65,11 @@ def split_pair(attention_mask: torch.Tensor, token_type_ids: Optional[torch.Tens
         "not indices in your list of texts). There is nothing to classify: leave out empty texts, e.g. "
         "`[t for t in texts if t.strip()]`.",
     )
+    first, second = pair_segments(attention_mask, token_type_ids)
     if token_type_ids is None:
-        return lengths, torch.zeros_like(lengths)
-    if token_type_ids.shape != attention_mask.shape:
-        raise ValueError(
-            f"token_type_ids shape {tuple(token_type_ids.shape)} != attention_mask shape {tuple(attention_mask.shape)}"
-        )
-    tokens = attention_mask.bool()
-    types = token_type_ids.masked_fill(~tokens, 0)
-    require((types == 0) | (types == 1), "token_type_ids must be 0 (first text) or 1 (second text) at every token")
-    second = types == 1
+        return TextPair(first, second, lengths, torch.zeros_like(lengths))
+    require(first | second | ~attention_mask.bool(),
+            "token_type_ids must be 0 (first text) or 1 (second text) at every token")
     ly = second.sum(dim=1)
     lx = lengths - ly
     positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)[None, :]
@@ -160,7 +82,16 @@ def split_pair(attention_mask: torch.Tensor, token_type_ids: Optional[torch.Tens
     no_first = (ly > 0) & (lx == 0)
     require(~no_first, "a pair has an empty first text: nothing to classify",
             lambda: f"row(s) {rows_where(no_first)} are pairs with an empty first text: nothing to classify")
-    return lx, ly
+    return TextPair(first, second, lx, ly)
+
+
+class TextStates(NamedTuple):
+    """One side of the pair after a biLSTM: its tokens left-aligned, and where they sit in the input."""
+
+    states: torch.Tensor  # (B, L, C), zero past each row's text
+    mask: torch.Tensor  # (B, L) bool: the text's tokens
+    lengths: torch.Tensor  # (B,) long
+    positions: torch.Tensor  # (B, L) long: each token's index in the input sequence (arbitrary past the text)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -258,7 +189,7 @@ class CoveMaxout(nn.Module):
                 )
             else:
                 hidden = self.norm(hidden)
-        return hidden.view(hidden.shape[0], self.out_dim, self.pool).max(dim=-1).values  # (B, out)
+        return maxout(hidden, self.pool)  # (B, out)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -277,21 +208,12 @@ def biattention_bytes(batch: int, x_time: int, y_time: int, element_size: int = 
     return BIATTENTION_MAPS * batch * x_time * y_time * element_size
 
 
-def merge_pair(first: torch.Tensor, second: torch.Tensor, lx: torch.Tensor, attention_mask: torch.Tensor):
-    """Put per-text states back at their positions in the concatenated sequence: `first` (B, Tx, C) holds the first
-    texts left-aligned, `second` (B, Ty, C) the second texts; row b takes `first[b, :lx[b]]` at positions
-    `[0, lx[b])` and `second[b]` from position `lx[b]` on. Returns (B, T, C) laid out like `attention_mask` (B, T),
-    zero at padding."""
-    batch, time = attention_mask.shape
-    positions = torch.arange(time, device=attention_mask.device)[None, :]  # (1, T)
-    in_first = (positions < lx[:, None]).unsqueeze(-1)  # (B, T, 1)
-    width = first.shape[-1]
-    index_first = positions.clamp(max=first.shape[1] - 1).expand(batch, time)
-    index_second = (positions - lx[:, None]).clamp(min=0, max=second.shape[1] - 1)
-    from_first = first.gather(1, index_first.unsqueeze(-1).expand(-1, -1, width))
-    from_second = second.gather(1, index_second.unsqueeze(-1).expand(-1, -1, width))
-    merged = torch.where(in_first, from_first, from_second)
-    return merged * attention_mask.unsqueeze(-1).to(merged.dtype)
+def merge_pair(x: TextStates, y: TextStates, pair: TextPair) -> torch.Tensor:
+    """Per-text states back at their positions in the input sequence: x's states (B, Tx, C) at the first text's,
+    y's (B, Ty, C) at the second text's (nothing for a single text, whose y is x). (B, T, C), zero at padding."""
+    time = pair.first.shape[1]
+    placed = segment_scatter(x.states, x.positions, x.mask, time)
+    return placed + segment_scatter(y.states, y.positions, y.mask & (pair.ly > 0)[:, None], time)
 
 
 def bcn_layer_indices(config: CoveConfig) -> list:
@@ -317,6 +239,62 @@ def bcn_input_size(config: CoveConfig) -> int:
         if config.bcn_input == "vectors+cove":
             size += config.word_vector_dim
     return size + config.char_ngram_dim
+
+
+BCN_INPUTS_DOCSTRING = r"""
+    input_ids (`torch.LongTensor` of shape `(batch, time)`): token ids, right-padded. A pair is ONE concatenated
+        sequence (first text, then second text), as `tokenizer(text, text_pair)` returns it.
+    inputs_embeds (`torch.FloatTensor` of shape `(batch, time, word_vector_dim)`, *optional*): the word vectors
+        GloVe(w) themselves instead of `input_ids` (e.g. your own GloVe rows), laid out like `input_ids` (pairs
+        concatenated, `token_type_ids` as for ids), zeroed at padding and cast to the model's dtype: the same
+        logits as the ids whose rows `model.get_input_embeddings()(input_ids)` are these. Exactly one of the two
+        is required (else a `ValueError`); char n-gram models (`config.char_ngram_dim > 0`) need `input_ids`.
+        Gradients reach `inputs_embeds` through the (frozen) encoder when it requires them.
+    attention_mask (`torch.LongTensor` of shape `(batch, time)`, *optional*): 1 = token, 0 = padding.
+    token_type_ids (`torch.LongTensor` of shape `(batch, time)`, *optional*): 0 = first text, 1 = second text.
+        A row without type-1 tokens is a single text and is duplicated (x = y, as in the paper) — so a pair with
+        an EMPTY second text is classified as its first text alone, unless `config.bcn_pair_input` is True: a
+        pair model refuses such rows with a `ValueError`.
+    labels (`torch.Tensor`, *optional*): gives `loss`, per `config.problem_type` (when None, inferred as
+        transformers' heads do and stored: `num_labels == 1` -> "regression", integer labels ->
+        "single_label_classification", else "multi_label_classification"):
+        - "single_label_classification": class ids `(batch,)` in `[0, num_labels)`, mean cross-entropy;
+        - "regression": numbers `(batch,)` or `(batch, 1)` (`num_labels == 1`) or `(batch, num_labels)`,
+          mean squared error;
+        - "multi_label_classification": multi-hot (or probabilities) `(batch, num_labels)` in [0, 1],
+          `BCEWithLogitsLoss` (mean over batch and labels).
+    cove_hidden_states (`tuple`, *optional*): precomputed encoder states from `compute_cove_hidden_states`
+        (or `CoveModel(..., output_hidden_states=True).hidden_states` for single texts), laid out like
+        `input_ids`; skips the MT-LSTM. Gives the same logits as computing them here.
+    output_attentions (`bool`, *optional*): return `attentions = (A_x, A_y)`, the biattention maps of eqs. 9–10:
+        A_x `(batch, Tx, Ty)` = column-wise softmax of A = X Yᵀ over the first text's tokens, A_y `(batch, Ty,
+        Tx)` = column-wise softmax of Aᵀ over the second text's tokens. Tx is the longest first text of the
+        batch, Ty the longest second text (for a single text y = x, Ty = Tx); positions are each text's own,
+        from 0. Every column of a real token sums to 1 over the real tokens; padding rows and columns are 0.
+        One map per direction (no heads, no layers).
+    output_hidden_states (`bool`, *optional*): return `hidden_states`, each `(batch, time, ·)` laid out like
+        `input_ids` and zero at padding: `(word vectors (300), MT-LSTM layer 1 (2h), ..., layer L (2h), BCN
+        encoder biLSTM X / Y (eqs. 7–8, 2H), BCN integrator X|y / Y|x (eqs. 11–12, 2H))` — CoVe's per-text
+        states (each text of a pair encoded on its own), then the BCN's: X and X|y at the first text's
+        positions, Y and Y|x at the second text's. For a single text (y = x) the BCN entries hold X and X|y (Y
+        equals X; Y|x, the same text through the other integrator, is not returned). Every MT-LSTM layer is
+        returned, also those `config.bcn_input` does not read (then run for this output only).
+    return_dict (`bool`, *optional*): False returns `SequenceClassifierOutput.to_tuple()`: (loss, logits,
+        hidden_states, attentions), leaving out those that are None.
+
+    Up-front checks (`ValueError`, nothing runs before them): a text with no tokens (empty or only whitespace;
+    the message names the row of this call's batch: inside a pipeline with `batch_size`, a row of its batch, not
+    the caller's index), a pair with an empty first text, on a pair model a missing second text, and a text (a
+    pair's side) longer than `config.bcn_max_length` tokens (default 4096: the biattention is quadratic in the
+    length; the message states its memory and to truncate, e.g. `pipeline(..., truncation=True)`, which cuts at
+    the tokenizer's `model_max_length`). A text of only out-of-vocabulary words is classified from zero word
+    vectors (the paper's OOV rule). Unknown keyword arguments are a `TypeError`.
+
+    `torch.export.export` traces this forward: the checks above become runtime assertions in the graph (a
+    `RuntimeError` with the message's first part), every batch takes the pair path (a single text as the pair
+    (x, x), same logits), the biLSTMs run unpacked (`layers.run_bilstm_traceable`) and the attention maps are
+    `(batch, T, T)` at the padded width T.
+"""
 
 
 class CoveForSequenceClassification(CovePreTrainedModel):
@@ -410,20 +388,16 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         return torch.is_grad_enabled() and needs
 
     def cove_layers(self, inputs: torch.Tensor, attention_mask: torch.Tensor, layer_indices: list) -> tuple:
-        """`self.cove(...).hidden_states` for the layers `layer_indices`, of `inputs`: token ids (B, T) or word
-        vectors (B, T, 300) (`inputs_embeds`). When that is the top layer alone and the
+        """`self.cove(...).hidden_states` for the layers `layer_indices`, of checked `inputs`: token ids (B, T) or
+        word vectors (B, T, 300) (`inputs_embeds`). When that is the top layer alone and the
         encoder's `last_hidden_state` is exactly that layer (no word vectors, no layer 1, no char n-grams in it), it
         is read from there: a top-layer-only request, which on a GPU runs the MT-LSTM as one cuDNN call
-        (`CoveEncoder.run_single_call`) instead of per layer and direction. Same values either way (tested)."""
+        (`lstm_kernels.run_single_call`) instead of per layer and direction. Same values either way (tested)."""
         top = self.config.num_hidden_layers
-        given = {"inputs_embeds" if inputs.is_floating_point() else "input_ids": inputs}
         if list(layer_indices) == [top] and self.cove.output_is_top_layer():
-            output = self.cove(**given, attention_mask=attention_mask, output_final_states=False, return_dict=True)
+            output = run_encoder_checked(self.cove, inputs, attention_mask, output_hidden_states=False)
             return (None,) * top + (output.last_hidden_state,)
-        return self.cove(
-            **given, attention_mask=attention_mask, output_hidden_states=True, output_final_states=False,
-            return_dict=True,
-        ).hidden_states
+        return run_encoder_checked(self.cove, inputs, attention_mask, output_hidden_states=True).hidden_states
 
     def compute_cove_hidden_states(
         self,
@@ -443,26 +417,31 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         """
         layer_indices = self.layer_indices if layer_indices is None else list(layer_indices)
         inputs, attention_mask = self.check_inputs(input_ids, inputs_embeds, attention_mask)
-        lx, ly = split_pair(attention_mask, token_type_ids)
+        return self.cove_hidden_states(inputs, attention_mask, split_pair(attention_mask, token_type_ids),
+                                       layer_indices)
+
+    def cove_hidden_states(self, inputs: torch.Tensor, attention_mask: torch.Tensor, pair: TextPair,
+                           layer_indices: list) -> tuple:
+        """`compute_cove_hidden_states` of checked inputs (ids (B, T) or word vectors (B, T, 300)) split in `pair`.
+        eq. 5: CoVe(w) = MT-LSTM(GloVe(w)), each text of a pair on its own."""
         states = [None] * (self.config.num_hidden_layers + 1)
         if not layer_indices:
             return tuple(states)
-        with torch.set_grad_enabled(self._encoder_needs_grad(inputs_embeds)):
+        with torch.set_grad_enabled(self._encoder_needs_grad(inputs if inputs.is_floating_point() else None)):
             # single texts: one encoder pass (while exporting, the pair path below serves every batch)
-            if not torch.compiler.is_exporting() and not bool((ly > 0).any()):
+            if not torch.compiler.is_exporting() and not bool((pair.ly > 0).any()):
                 hidden = self.cove_layers(inputs, attention_mask, layer_indices)
                 for k in layer_indices:
                     states[k] = hidden[k]
                 return tuple(states)
             # pairs: encode the first and the second text separately (rows without a second text give zeros)
-            starts = torch.zeros_like(lx)
-            parts = []
-            for start, length in ((starts, lx), (lx, ly)):
-                segment = take_segment(inputs, start, length)  # ids (B, W) or word vectors (B, W, 300)
-                mask = (torch.arange(segment.shape[1], device=segment.device)[None, :] < length[:, None]).long()
-                parts.append(self.cove_layers(segment, mask, layer_indices))
-            for k in layer_indices:
-                states[k] = merge_pair(parts[0][k], parts[1][k], lx, attention_mask)
+            time = attention_mask.shape[1]
+            for side in (pair.first, pair.second):
+                segment, positions, mask = segment_gather(inputs, side)  # ids (B, L) or word vectors (B, L, 300)
+                hidden = self.cove_layers(segment, mask.long(), layer_indices)
+                for k in layer_indices:  # back at the text's positions, (B, T, 2h)
+                    placed = segment_scatter(hidden[k], positions, mask, time)
+                    states[k] = placed if states[k] is None else states[k] + placed
             return tuple(states)
 
     def bcn_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, cove_hidden_states: tuple,
@@ -607,9 +586,10 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         return problem_type
 
     # ------------------------------------------------------------------------------------------------------------
-    # forward
+    # forward: the paper's steps, each checked input read once
     # ------------------------------------------------------------------------------------------------------------
 
+    @add_start_docstrings_to_model_forward(BCN_INPUTS_DOCSTRING)
     def forward(
         self,
         input_ids: Optional[torch.Tensor] = None,
@@ -622,152 +602,107 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         output_hidden_states: Optional[bool] = None,
         return_dict: Optional[bool] = None,
     ) -> SequenceClassifierOutput:
-        r"""
-        input_ids (`torch.LongTensor` of shape `(batch, time)`): token ids, right-padded. A pair is ONE concatenated
-            sequence (first text, then second text), as `tokenizer(text, text_pair)` returns it.
-        inputs_embeds (`torch.FloatTensor` of shape `(batch, time, word_vector_dim)`, *optional*): the word vectors
-            GloVe(w) themselves instead of `input_ids` (e.g. your own GloVe rows), laid out like `input_ids` (pairs
-            concatenated, `token_type_ids` as for ids), zeroed at padding and cast to the model's dtype: the same
-            logits as the ids whose rows `model.get_input_embeddings()(input_ids)` are these. Exactly one of the two
-            is required (else a `ValueError`); char n-gram models (`config.char_ngram_dim > 0`) need `input_ids`.
-            Gradients reach `inputs_embeds` through the (frozen) encoder when it requires them.
-        attention_mask (`torch.LongTensor` of shape `(batch, time)`, *optional*): 1 = token, 0 = padding.
-        token_type_ids (`torch.LongTensor` of shape `(batch, time)`, *optional*): 0 = first text, 1 = second text.
-            A row without type-1 tokens is a single text and is duplicated (x = y, as in the paper) — so a pair with
-            an EMPTY second text is classified as its first text alone, unless `config.bcn_pair_input` is True: a
-            pair model refuses such rows with a `ValueError`.
-        labels (`torch.Tensor`, *optional*): gives `loss`, per `config.problem_type` (when None, inferred as
-            transformers' heads do and stored: `num_labels == 1` -> "regression", integer labels ->
-            "single_label_classification", else "multi_label_classification"):
-            - "single_label_classification": class ids `(batch,)` in `[0, num_labels)`, mean cross-entropy;
-            - "regression": numbers `(batch,)` or `(batch, 1)` (`num_labels == 1`) or `(batch, num_labels)`,
-              mean squared error;
-            - "multi_label_classification": multi-hot (or probabilities) `(batch, num_labels)` in [0, 1],
-              `BCEWithLogitsLoss` (mean over batch and labels).
-        cove_hidden_states (`tuple`, *optional*): precomputed encoder states from `compute_cove_hidden_states`
-            (or `CoveModel(..., output_hidden_states=True).hidden_states` for single texts), laid out like
-            `input_ids`; skips the MT-LSTM. Gives the same logits as computing them here.
-        output_attentions (`bool`, *optional*): return `attentions = (A_x, A_y)`, the biattention maps of eqs. 9–10:
-            A_x `(batch, Tx, Ty)` = column-wise softmax of A = X Yᵀ over the first text's tokens, A_y `(batch, Ty,
-            Tx)` = column-wise softmax of Aᵀ over the second text's tokens. Tx is the longest first text of the
-            batch, Ty the longest second text (for a single text y = x, Ty = Tx); positions are each text's own,
-            from 0. Every column of a real token sums to 1 over the real tokens; padding rows and columns are 0.
-            One map per direction (no heads, no layers).
-        output_hidden_states (`bool`, *optional*): return `hidden_states`, each `(batch, time, ·)` laid out like
-            `input_ids` and zero at padding: `(word vectors (300), MT-LSTM layer 1 (2h), ..., layer L (2h), BCN
-            encoder biLSTM X / Y (eqs. 7–8, 2H), BCN integrator X|y / Y|x (eqs. 11–12, 2H))` — CoVe's per-text
-            states (each text of a pair encoded on its own), then the BCN's: X and X|y at the first text's
-            positions, Y and Y|x at the second text's. For a single text (y = x) the BCN entries hold X and X|y (Y
-            equals X; Y|x, the same text through the other integrator, is not returned). Every MT-LSTM layer is
-            returned, also those `config.bcn_input` does not read (then run for this output only).
-        return_dict (`bool`, *optional*): False returns `SequenceClassifierOutput.to_tuple()`: (loss, logits,
-            hidden_states, attentions), leaving out those that are None.
-
-        Up-front checks (`ValueError`, nothing runs before them): a text with no tokens (empty or only whitespace;
-        the message names the row of this call's batch: inside a pipeline with `batch_size`, a row of its batch, not
-        the caller's index), a pair with an empty first text, on a pair model a missing second text, and a text (a
-        pair's side) longer than `config.bcn_max_length` tokens (default 4096: the biattention is quadratic in the
-        length; the message states its memory and to truncate, e.g. `pipeline(..., truncation=True)`, which cuts at
-        the tokenizer's `model_max_length`). A text of only out-of-vocabulary words is classified from zero word
-        vectors (the paper's OOV rule). Unknown keyword arguments are a `TypeError`.
-
-        `torch.export.export` traces this forward: the checks above become runtime assertions in the graph (a
-        `RuntimeError` with the message's first part), every batch takes the pair path (a single text as the pair
-        (x, x), same logits), the biLSTMs run unpacked (`run_bilstm_traceable`) and the attention maps are
-        `(batch, T, T)` at the padded width T.
-        """
         config = self.config
         return_dict = return_dict if return_dict is not None else config.return_dict
         output_attentions = output_attentions if output_attentions is not None else config.output_attentions
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else config.output_hidden_states
         )
+        # up-front checks, once per input: nothing below checks them again
         inputs, attention_mask = self.check_inputs(input_ids, inputs_embeds, attention_mask)  # ids or vectors
-        lx, ly = split_pair(attention_mask, token_type_ids)
-        self.check_pair_input(ly)
-        self.check_length(lx, ly)
+        pair = split_pair(attention_mask, token_type_ids)
+        self.check_pair_input(pair.ly)
+        self.check_length(pair.lx, pair.ly)
         problem_type = self.check_labels(labels, inputs.shape[0]) if labels is not None else None
 
-        # the MT-LSTM layers to run: those the BCN reads, or every layer when the hidden states are returned
-        layer_indices = list(range(1, config.num_hidden_layers + 1)) if output_hidden_states else self.layer_indices
-        if cove_hidden_states is not None:
-            cove_hidden_states = self.check_cove_hidden_states(cove_hidden_states, inputs)
-            if any(cove_hidden_states[k] is None for k in layer_indices):  # asked for layers the cache lacks
-                cove_hidden_states = None
-        if cove_hidden_states is None:
-            cove_hidden_states = self.compute_cove_hidden_states(
-                input_ids, attention_mask, token_type_ids, layer_indices, inputs_embeds=inputs_embeds
-            )
+        # eqs. 5–6: CoVe(w), then w~ = [GloVe(w); CoVe(w)] (or the `bcn_input` variant), (B, T, D_in)
+        cove_hidden_states = self.encoder_states(inputs, attention_mask, pair, cove_hidden_states, output_hidden_states)
         dtype = self.cove.embeddings.weight.dtype
-        mask = attention_mask.unsqueeze(-1).to(dtype)  # (B, T, 1)
-        if inputs_embeds is not None:
-            vectors = inputs_embeds.to(dtype) * mask  # GloVe(w) as given, (B, T, 300)
-        else:
-            vectors = self.cove.embeddings(input_ids) * mask  # GloVe(w), (B, T, 300)
-        inputs = self.bcn_inputs(input_ids, attention_mask, cove_hidden_states, vectors)  # eq. 6: w~, (B, T, D_in)
+        vectors = inputs.to(dtype) if inputs.is_floating_point() else self.cove.embeddings(inputs)  # GloVe(w)
+        vectors = vectors * attention_mask.unsqueeze(-1).to(dtype)  # (B, T, 300), zero at padding
+        word_inputs = self.bcn_inputs(input_ids, attention_mask, cove_hidden_states, vectors)  # w~, (B, T, D_in)
 
-        # eqs. 7–8: f = ReLU feed-forward, then the BCN encoder biLSTM; x = first text, y = second text (or x again)
-        features = torch.relu(self.feedforward(self.input_dropout(inputs)))  # f(w~), (B, T, F)
-        # single texts only: y = x, one biLSTM run (while exporting, the pair path serves every batch: no value branch)
-        single = not torch.compiler.is_exporting() and not bool((ly > 0).any())
-        x_len = lx
-        x_feat = features[:, : int(lx.max())] if single else take_segment(features, torch.zeros_like(lx), lx)
-        x_states = run_bilstm(self.encoder, x_feat, x_len)  # X, (B, Tx, 2H)
-        x_mask = torch.arange(x_states.shape[1], device=x_states.device)[None, :] < x_len[:, None]  # (B, Tx)
-        if single:  # x = y: the same sequence through the same biLSTM
-            y_states, y_mask = x_states, x_mask
-        else:
-            y_start = torch.where(ly > 0, lx, torch.zeros_like(lx))
-            y_len = torch.where(ly > 0, ly, lx)  # rows without a second text: y = x
-            y_states = run_bilstm(self.encoder, take_segment(features, y_start, y_len), y_len)  # Y, (B, Ty, 2H)
-            y_mask = torch.arange(y_states.shape[1], device=y_states.device)[None, :] < y_len[:, None]
-        y_len = y_mask.sum(dim=1)
-
+        x, y = self.encode_texts(word_inputs, pair)  # eqs. 7–8: X (B, Tx, 2H), Y (B, Ty, 2H)
         # eqs. 9–10: biattention; C_x (B, Ty, 2H), C_y (B, Tx, 2H), A_x (B, Tx, Ty), A_y (B, Ty, Tx)
         context_x, context_y, attention_x, attention_y = biattention(
-            x_states, x_mask, y_states, y_mask, return_attention=True
+            x.states, x.mask, y.states, y.mask, return_attention=True
         )
-
-        # eqs. 11–12: integrate, two separate one-layer biLSTMs over [X; X - C_y; X * C_y] and [Y; Y - C_x; Y * C_x]
-        x_given_y = run_bilstm(
-            self.integrator_x, torch.cat([x_states, x_states - context_y, x_states * context_y], dim=-1), x_len
-        )  # X|y, (B, Tx, 2H)
-        y_given_x = run_bilstm(
-            self.integrator_y, torch.cat([y_states, y_states - context_x, y_states * context_x], dim=-1), y_len
-        )  # Y|x, (B, Ty, 2H)
-
-        # eqs. 13–16: pool over time, join both sides
-        pooled = torch.cat([self.pool_x(x_given_y, x_mask), self.pool_y(y_given_x, y_mask)], dim=-1)  # (B, 2*P*2H)
-
-        # batch-normalised maxout network -> logits (B, num_labels)
+        x_given_y, y_given_x = self.integrate(x, y, context_x, context_y)  # eqs. 11–12: X|y, Y|x
+        # eqs. 13–16: pool over time, join both sides (B, 2*P*2H); then the batch-normalised maxout network
+        pooled = torch.cat([self.pool_x(x_given_y, x.mask), self.pool_y(y_given_x, y.mask)], dim=-1)
         logits = pooled
         for layer in self.classifier:
-            logits = layer(logits)
-
-        loss = None
-        if problem_type == "single_label_classification":
-            loss = nn.functional.cross_entropy(logits, labels.long())
-        elif problem_type == "regression":
-            loss = nn.functional.mse_loss(logits.reshape(labels.shape), labels.to(logits.dtype))
-        elif problem_type == "multi_label_classification":
-            loss = nn.functional.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+            logits = layer(logits)  # (B, num_labels) after the last layer
 
         hidden_states = None
-        if output_hidden_states:
-            # the second text's states go from position lx on; a single text (ly = 0) has none there
+        if output_hidden_states:  # each (B, T, ·) laid out like input_ids
             hidden_states = (
                 vectors,
                 *cove_hidden_states[1:],
-                merge_pair(x_states, y_states, lx, attention_mask),  # X / Y, (B, T, 2H)
-                merge_pair(x_given_y, y_given_x, lx, attention_mask),  # X|y / Y|x, (B, T, 2H)
+                merge_pair(x, y, pair),  # X / Y, (B, T, 2H)
+                merge_pair(x._replace(states=x_given_y), y._replace(states=y_given_x), pair),  # X|y / Y|x
             )
         output = SequenceClassifierOutput(
-            loss=loss,
+            loss=self.loss(logits, labels, problem_type),
             logits=logits,
             hidden_states=hidden_states,
             attentions=(attention_x, attention_y) if output_attentions else None,
         )
         return output if return_dict else output.to_tuple()
+
+    def encoder_states(self, inputs: torch.Tensor, attention_mask: torch.Tensor, pair: TextPair,
+                       cove_hidden_states: Optional[tuple], output_hidden_states: bool) -> tuple:
+        """eq. 5, CoVe(w): the MT-LSTM layers `forward` reads (every layer when the hidden states are returned), from
+        `cove_hidden_states` when given and holding them, else computed (each text of a pair on its own)."""
+        every_layer = list(range(1, self.config.num_hidden_layers + 1))
+        layer_indices = every_layer if output_hidden_states else self.layer_indices
+        if cove_hidden_states is not None:
+            cove_hidden_states = self.check_cove_hidden_states(cove_hidden_states, inputs)
+            if all(cove_hidden_states[k] is not None for k in layer_indices):
+                return cove_hidden_states
+        return self.cove_hidden_states(inputs, attention_mask, pair, layer_indices)
+
+    def encode_texts(self, inputs: torch.Tensor, pair: TextPair):
+        """eqs. 7–8: X = biLSTM(f(x)), Y = biLSTM(f(y)) with f a ReLU feed-forward layer, x the first text and y the
+        second (or x again: a single text is duplicated). w~ (B, T, D_in) -> (X, Y) as `TextStates` (B, T*, 2H)."""
+        features = torch.relu(self.feedforward(self.input_dropout(inputs)))  # f(w~), (B, T, F)
+        # single texts only: y = x, one biLSTM run (while exporting, the pair path serves every batch: no value branch)
+        if not torch.compiler.is_exporting() and not bool((pair.ly > 0).any()):
+            width = int(pair.lx.max())
+            positions = torch.arange(width, device=features.device).expand(features.shape[0], width)  # (B, Tx)
+            mask = positions < pair.lx[:, None]  # (B, Tx)
+            x = TextStates(run_bilstm(self.encoder, features[:, :width], pair.lx), mask, pair.lx, positions)
+            return x, x  # x = y: the same sequence through the same biLSTM
+        has_second = (pair.ly > 0)[:, None]  # (B, 1)
+        sides = []
+        for side in (pair.first, torch.where(has_second, pair.second, pair.first)):  # rows without a second text: y = x
+            segment, positions, mask = segment_gather(features, side)  # (B, T*, F)
+            lengths = mask.sum(dim=1)
+            sides.append(TextStates(run_bilstm(self.encoder, segment, lengths), mask, lengths, positions))
+        return sides[0], sides[1]
+
+    def integrate(self, x: TextStates, y: TextStates, context_x: torch.Tensor, context_y: torch.Tensor):
+        """eqs. 11–12: X|y = biLSTM([X; X - C_y; X * C_y]) and Y|x = biLSTM([Y; Y - C_x; Y * C_x]), two separate
+        one-layer biLSTMs; (B, Tx, 2H) and (B, Ty, 2H)."""
+        x_given_y = run_bilstm(
+            self.integrator_x, torch.cat([x.states, x.states - context_y, x.states * context_y], dim=-1), x.lengths
+        )
+        y_given_x = run_bilstm(
+            self.integrator_y, torch.cat([y.states, y.states - context_x, y.states * context_x], dim=-1), y.lengths
+        )
+        return x_given_y, y_given_x
+
+    @staticmethod
+    def loss(logits: torch.Tensor, labels: Optional[torch.Tensor], problem_type: Optional[str]):
+        """The loss of `problem_type` (None without labels): mean cross-entropy, mean squared error, or
+        `BCEWithLogitsLoss` averaged over batch and labels."""
+        if problem_type == "single_label_classification":
+            return nn.functional.cross_entropy(logits, labels.long())
+        if problem_type == "regression":
+            return nn.functional.mse_loss(logits.reshape(labels.shape), labels.to(logits.dtype))
+        if problem_type == "multi_label_classification":
+            return nn.functional.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+        return None
 
 
 __all__ = ["CoveForSequenceClassification"]

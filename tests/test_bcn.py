@@ -18,9 +18,7 @@ from modeling_cove.modeling_cove_bcn import (
     CoveMaxout,
     bcn_input_size,
     biattention,
-    masked_softmax,
     split_pair,
-    take_segment,
 )
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -130,15 +128,6 @@ def test_pooling_matches_hand_computation():
     assert torch.allclose(pool(states_bad, mask), pool(states, mask))
 
 
-def test_masked_softmax_and_take_segment():
-    scores = torch.tensor([[1.0, 2.0, 50.0]])
-    probs = masked_softmax(scores, torch.tensor([[True, True, False]]), dim=1)
-    assert torch.allclose(probs, torch.tensor([[1 / (1 + math.e), math.e / (1 + math.e), 0.0]]))
-    seq = torch.arange(10.0).view(2, 5, 1)
-    seg = take_segment(seq, torch.tensor([1, 3]), torch.tensor([3, 2]))
-    assert seg[..., 0].tolist() == [[1.0, 2.0, 3.0], [8.0, 9.0, 0.0]]
-
-
 def test_maxout_layer_with_batch_norm_by_hand():
     layer = CoveMaxout(3, 2, pool=2, dropout=0.0, batch_norm=True).eval()
     with torch.no_grad():
@@ -161,12 +150,15 @@ def test_maxout_layer_with_batch_norm_by_hand():
 def test_split_pair_layouts():
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 0, 0, 0]])
     types = torch.tensor([[0, 0, 1, 1, 1], [0, 1, 1, 0, 0], [0, 0, 0, 0, 0]])
-    lx, ly = split_pair(mask, types)
-    assert lx.tolist() == [2, 1, 2] and ly.tolist() == [3, 2, 0]
-    lx, ly = split_pair(mask, None)
-    assert lx.tolist() == [5, 3, 2] and ly.tolist() == [0, 0, 0]
+    pair = split_pair(mask, types)
+    assert pair.lx.tolist() == [2, 1, 2] and pair.ly.tolist() == [3, 2, 0]
+    assert pair.first.int().tolist() == [[1, 1, 0, 0, 0], [1, 0, 0, 0, 0], [1, 1, 0, 0, 0]]
+    assert pair.second.int().tolist() == [[0, 0, 1, 1, 1], [0, 1, 1, 0, 0], [0, 0, 0, 0, 0]]
+    pair = split_pair(mask, None)
+    assert pair.lx.tolist() == [5, 3, 2] and pair.ly.tolist() == [0, 0, 0]
+    assert torch.equal(pair.first, mask.bool()) and not pair.second.any()
     padding_type_one = torch.tensor([[0, 0, 1, 1, 1], [0, 1, 1, 1, 1], [0, 0, 1, 1, 1]])
-    assert split_pair(mask, padding_type_one)[1].tolist() == [3, 2, 0]  # types at padding are ignored
+    assert split_pair(mask, padding_type_one).ly.tolist() == [3, 2, 0]  # types at padding are ignored
     with pytest.raises(ValueError, match="contiguous run"):
         split_pair(mask, torch.tensor([[0, 1, 0, 1, 1], [0, 1, 1, 0, 0], [0, 0, 0, 0, 0]]))
     with pytest.raises(ValueError, match="empty first text"):
@@ -352,14 +344,15 @@ def test_top_layer_reads_take_the_single_call_path_with_the_same_logits(mode, mo
     """A BCN reading only the top MT-LSTM layer ("vectors+cove", "cove") asks the encoder for that layer alone, which
     on a GPU runs the MT-LSTM as one cuDNN call. Forced on CPU here: logits (single texts and pairs) equal the
     per-layer path, and the single call runs exactly for those modes; the scalar mix reads layer 1 as well."""
-    import modeling_cove.modeling_cove as modeling
+    from modeling_cove import lstm_kernels
 
     model = tiny_model(bcn_input=mode, seed=5)
     expected = [model(*batch(SENTENCES, pairs)).logits for pairs in (None, SECONDS)]
-    monkeypatch.setattr(modeling, "SINGLE_CALL_DEVICE_TYPES", ("cpu",))
+    monkeypatch.setattr(lstm_kernels, "SINGLE_CALL_DEVICE_TYPES", ("cpu",))
     calls = []
-    original = model.cove.encoder.run_single_call
-    monkeypatch.setattr(model.cove.encoder, "run_single_call", lambda *a: calls.append(1) or original(*a))
+    original = lstm_kernels.LSTM_IMPLEMENTATIONS["single_call"]
+    monkeypatch.setitem(lstm_kernels.LSTM_IMPLEMENTATIONS, "single_call",
+                        lambda *a, **k: calls.append(1) or original(*a, **k))
     for pairs, reference in zip((None, SECONDS), expected):
         assert (model(*batch(SENTENCES, pairs)).logits - reference).abs().max() <= 1e-5
     assert len(calls) == {"vectors+cove": 3, "cove": 3, "scalar_mix": 0, "vectors": 0}[mode]  # pairs: 2 calls
@@ -905,27 +898,6 @@ def test_inputs_embeds_equal_the_input_ids_path(mode):
         tiny_model(char_ngram_dim=4)(inputs_embeds=embeds.detach())
 
 
-def test_traceable_bilstm_equals_the_packed_one():
-    """run_bilstm_traceable (the path torch.export traces: unpacked, backward direction reversed within each row's
-    length by a gather) gives the packed run's values, zero at padding, and the same gradients."""
-    from modeling_cove.modeling_cove_bcn import run_bilstm_kernel, run_bilstm_traceable
-
-    torch.manual_seed(0)
-    lstm = nn.LSTM(3, 4, batch_first=True, bidirectional=True)
-    inputs = torch.randn(3, 6, 3, requires_grad=True)
-    lengths = torch.tensor([6, 2, 4])
-    packed = run_bilstm_kernel(lstm, inputs, lengths)
-    traced = run_bilstm_traceable(lstm, inputs, lengths)
-    torch.testing.assert_close(traced, packed, rtol=1e-5, atol=1e-6)
-    assert not traced[1, 2:].any() and not traced[2, 4:].any()
-    (grad_packed,) = torch.autograd.grad(packed.square().sum(), inputs)
-    (grad_traced,) = torch.autograd.grad(traced.square().sum(), inputs)
-    torch.testing.assert_close(grad_traced, grad_packed, rtol=1e-5, atol=1e-6)
-    # a row alone, unpadded, gives the same values: padding never reaches a token
-    torch.testing.assert_close(traced[1, :2], run_bilstm_kernel(lstm, inputs[1:2, :2], lengths[1:2])[0],
-                               rtol=1e-5, atol=1e-6)
-
-
 def test_torch_export_traces_the_bcn():
     """torch.export traces the BCN (checks become runtime assertions, no Python branch on tensor values); the
     exported program equals eager on other batches of the same shape (pairs, single texts, mixed) and refuses an
@@ -941,3 +913,36 @@ def test_torch_export_traces_the_bcn():
     empty = dict(zip(names, batch([[4, 5], []] + SENTENCES[:2], pad_to=11)))
     with pytest.raises(RuntimeError, match="produced no tokens"):
         exported(**empty)
+
+
+def count_calls(monkeypatch, calls, owner, name, key):
+    """Replace `owner.name` by a wrapper that counts its calls under `calls[key]`."""
+    original = getattr(owner, name)
+
+    def counted(*args, **kwargs):
+        calls[key] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+
+
+@pytest.mark.parametrize("bcn_input", ["vectors+cove", "vectors"])
+def test_forward_checks_each_input_once(monkeypatch, bcn_input):
+    """One forward checks each input once: the ids against the vocabulary, the mask's right padding, the pair layout
+    (the BCN's forward, its compute_cove_hidden_states and the encoder's forward on each text each checked them)."""
+    from modeling_cove import modeling_cove as cove_module
+    from modeling_cove import modeling_cove_bcn as bcn_module
+
+    model = tiny_model(bcn_input=bcn_input)
+    calls = {"ids": 0, "right padding": 0, "pair layout": 0}
+    count_calls(monkeypatch, calls, model.cove, "check_token_ids", "ids")
+    count_calls(monkeypatch, calls, bcn_module, "split_pair", "pair layout")
+    for module in (cove_module, bcn_module):  # the encoder's and the head's name for the one check
+        count_calls(monkeypatch, calls, module, "lengths_from_mask", "right padding")
+    for pairs in (None, SECONDS):
+        calls.update(dict.fromkeys(calls, 0))
+        model(*batch(SENTENCES, pairs))
+        assert calls == {"ids": 1, "right padding": 1, "pair layout": 1}, pairs
+    calls.update(dict.fromkeys(calls, 0))
+    model.compute_cove_hidden_states(*batch(SENTENCES, SECONDS))
+    assert calls == {"ids": 1, "right padding": 1, "pair layout": 1}
