@@ -46,15 +46,15 @@ from typing import Optional
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers.modeling_outputs import QuestionAnsweringModelOutput
 
 from .configuration_cove import DCN_INPUT_CHOICES, CoveConfig
+from .layers import (masked_softmax, maxout, pair_segments, require, rows_where, run_bilstm, run_encoder_checked,
+                     segment_gather, segment_scatter)
 from .modeling_cove import (
     CoveModel,
     CovePreTrainedModel,
     lengths_from_mask,
-    lstm_autocast_fallback,
 )
 
 QUESTION_SEGMENT, CONTEXT_SEGMENT = 0, 1
@@ -109,85 +109,6 @@ def dcn_input_size(config: CoveConfig) -> int:
     [word vectors;] [CoVe;] [char n-grams]."""
     mode = getattr(config, "dcn_input", "vectors+cove")
     return (config.word_vector_dim if "vectors" in mode else 0) + cove_feature_size(config) + config.char_ngram_dim
-
-
-def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
-    """softmax over `dim` where `mask` (broadcastable, bool) is True; masked entries get probability 0."""
-    return torch.softmax(scores.masked_fill(~mask, torch.finfo(scores.dtype).min), dim=dim)
-
-
-def maxout(x: torch.Tensor, pool_size: int) -> torch.Tensor:
-    """max over consecutive groups of `pool_size` features: (..., units * p) -> (..., units).
-    Output unit j pools the linear outputs j*p .. j*p + p - 1."""
-    return x.view(*x.shape[:-1], x.shape[-1] // pool_size, pool_size).max(dim=-1).values
-
-
-def segment_gather(x: torch.Tensor, segment_mask: torch.Tensor):
-    """Move the tokens of one segment to the front of each row, keeping their order.
-
-    x: (B, T) or (B, T, C); segment_mask: (B, T) bool.
-    Returns (gathered (B, L[, C]) zero past each row's length, positions (B, L) indices into T, mask (B, L) bool),
-    with L the longest segment in the batch (T while `torch.export` traces).
-    """
-    lengths = segment_mask.sum(dim=1)
-    # while torch.export traces, L = T (no Python branch on tensor values): more padding, the same results
-    max_len = x.shape[1] if torch.compiler.is_exporting() else max(int(lengths.max()), 1)
-    # a stable sort on "not in segment" puts the segment's positions first, in their original order
-    positions = torch.sort((~segment_mask).to(torch.int8), dim=1, stable=True).indices[:, :max_len]
-    mask = torch.arange(max_len, device=x.device).unsqueeze(0) < lengths.unsqueeze(1)
-    if x.dim() == 2:
-        gathered = x.gather(1, positions) * mask.to(x.dtype)
-    else:
-        index = positions.unsqueeze(-1).expand(-1, -1, x.shape[-1])
-        gathered = x.gather(1, index) * mask.unsqueeze(-1).to(x.dtype)
-    return gathered, positions, mask
-
-
-def segment_scatter(values: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, length: int) -> torch.Tensor:
-    """Inverse of `segment_gather`: values (B, L, C) of one segment, zero past each row's `mask`, back at their
-    `positions` (B, L) in a (B, length, C) tensor that is zero at every other position."""
-    index = positions.unsqueeze(-1).expand(-1, -1, values.shape[-1])
-    values = values * mask.unsqueeze(-1).to(values.dtype)  # padding slots add zeros wherever they point
-    return values.new_zeros(values.shape[0], length, values.shape[-1]).scatter_add(1, index, values)
-
-
-def run_bilstm(lstm: nn.LSTM, inputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Batch-first LSTM over right-padded inputs (B, L, C); packed, so padding never changes a result.
-    Returns (B, L, out) with zeros at padding. Under autocast in a dtype whose LSTM kernel this machine lacks (bf16 on
-    CPUs without AVX-512 bf16), the LSTM runs in float32 and its output is cast to that dtype."""
-    fallback = lstm_autocast_fallback(inputs.device.type)
-    if fallback is not None:
-        with torch.autocast(inputs.device.type, enabled=False):
-            return run_bilstm(lstm, inputs.float(), mask).to(fallback)
-    if torch.compiler.is_exporting():
-        return run_bilstm_traceable(lstm, inputs, mask)
-    lengths = mask.sum(dim=1).clamp(min=1).cpu()
-    packed = pack_padded_sequence(inputs, lengths, batch_first=True, enforce_sorted=False)
-    output, _ = lstm(packed)
-    output, _ = pad_packed_sequence(output, batch_first=True, total_length=inputs.shape[1])
-    return output * mask.unsqueeze(-1).to(output.dtype)
-
-
-def run_bilstm_traceable(lstm: nn.LSTM, inputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """`run_bilstm` without packing and without reading lengths back to the host, the path `torch.export` traces:
-    the forward direction runs over the padded rows as they are (padding comes after every token), the backward
-    direction over each row reversed within its length (a gather along time; the same gather puts it back).
-    One-layer `lstm` only (the DCN's). Returns (B, L, 2H), zero at padding, equal to `run_bilstm` (tested)."""
-    if lstm.num_layers != 1 or not lstm.bidirectional or not lstm.batch_first or not lstm.bias:
-        raise ValueError("run_bilstm_traceable runs one-layer, bidirectional, batch-first LSTMs with biases")
-    lengths = mask.sum(dim=1, keepdim=True)  # (B, 1)
-    steps = torch.arange(inputs.shape[1], device=inputs.device).unsqueeze(0)  # (1, L)
-    reverse = torch.where(steps < lengths, lengths - 1 - steps, steps)  # (B, L): each row reversed in its length
-    zeros = inputs.new_zeros(1, inputs.shape[0], lstm.hidden_size)  # h_0 = c_0 = 0, (1, B, H)
-
-    def direction(x: torch.Tensor, suffix: str) -> torch.Tensor:
-        weights = [getattr(lstm, f"{name}_l0{suffix}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
-        return torch.lstm(x, (zeros, zeros), weights, True, 1, 0.0, False, False, True)[0]  # (B, L, H)
-
-    forward = direction(inputs, "")
-    backward = direction(inputs.gather(1, reverse.unsqueeze(-1).expand_as(inputs)), "_reverse")
-    backward = backward.gather(1, reverse.unsqueeze(-1).expand_as(backward))  # back in order
-    return torch.cat([forward, backward], dim=-1) * mask.unsqueeze(-1).to(forward.dtype)  # (B, L, 2H)
 
 
 def best_spans(start_logits: torch.Tensor, end_logits: torch.Tensor, max_answer_length: int = 15, top_k: int = 1,
@@ -278,7 +199,7 @@ class CoattentionEncoder(nn.Module):
 
     def encode(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """eqs. 7-8: biLSTM(tanh(W w~ + b)); (B, L, input) -> (B, L, l), zero at padding."""
-        return self.dropout(run_bilstm(self.encoder_lstm, torch.tanh(self.feedforward(features)), mask))
+        return self.dropout(run_bilstm(self.encoder_lstm, torch.tanh(self.feedforward(features)), mask.sum(dim=1)))
 
     @staticmethod
     def with_sentinel(x: torch.Tensor, mask: torch.Tensor, sentinel: torch.Tensor):
@@ -308,7 +229,7 @@ class CoattentionEncoder(nn.Module):
         question = torch.tanh(self.question_projection(question))  # Q = tanh(W_Q Q' + b_Q), sentinel included
         context_d, attention_q, attention_d = self.coattention(document, document_mask_s, question, question_mask_s)
         fusion_input = torch.cat([document, context_d], dim=-1)[:, 1:]  # [D; C^D] without the sentinel column
-        fused = self.dropout(run_bilstm(self.fusion_lstm, fusion_input, document_mask))  # U, (B, m, 2l)
+        fused = self.dropout(run_bilstm(self.fusion_lstm, fusion_input, document_mask.sum(dim=1)))  # U, (B, m, 2l)
         pairs = (document_mask_s.unsqueeze(2) & question_mask_s.unsqueeze(1)).to(attention_q.dtype)  # (B, m+1, n+1)
         return fused, encoded_document, encoded_question, attention_q * pairs, attention_d * pairs
 
@@ -406,19 +327,11 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
                 "CoveForQuestionAnswering needs token_type_ids to tell the question (0) from the context (1): "
                 "tokenize question and context as a pair, tokenizer(question, context)"
             )
-        if token_type_ids.shape != attention_mask.shape:
-            raise ValueError(f"token_type_ids shape {tuple(token_type_ids.shape)} != attention_mask shape "
-                             f"{tuple(attention_mask.shape)}")
-        tokens = attention_mask.bool()
-        question = tokens & (token_type_ids == QUESTION_SEGMENT)
-        context = tokens & (token_type_ids == CONTEXT_SEGMENT)
-        for name, seg in (("question", question), ("context", context)):
-            if torch.compiler.is_exporting():  # a runtime assertion in the graph, no Python branch on values
-                torch._assert_async(seg.any(dim=1).all(), f"a row has no {name} tokens")
-                continue
-            empty = (~seg.any(dim=1)).nonzero().flatten().tolist()
-            if empty:
-                raise ValueError(f"rows {empty} have no {name} tokens (empty {name} after tokenization?)")
+        question, context = pair_segments(attention_mask, token_type_ids)  # types QUESTION_ / CONTEXT_SEGMENT
+        for name, segment in (("question", question), ("context", context)):
+            missing = ~segment.any(dim=1)  # (B,)
+            require(~missing, f"a row has no {name} tokens",
+                    lambda: f"rows {rows_where(missing)} have no {name} tokens (empty {name} after tokenization?)")
         return question, context
 
     def encoder_is_frozen(self) -> bool:
@@ -426,12 +339,10 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
 
     def run_cove(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """MT-LSTM outputs used by the DCN for one right-padded segment: ids (B, L) or word vectors (B, L, D) ->
-        (B, L, cove_size), zero at padding (the last layer; first and last with `cove_output="both"`)."""
-        inputs = {"inputs_embeds": tokens} if tokens.is_floating_point() else {"input_ids": tokens}
+        (B, L, cove_size), zero at padding (the last layer; first and last with `cove_output="both"`). The tokens
+        were checked with the whole input (`checked_tokens`): the encoder does not check them again."""
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.encoder_is_frozen()):
-            out = self.cove(**inputs, attention_mask=mask.long(), output_hidden_states=True, return_dict=True,
-                            output_final_states=False)
-            layers = out.hidden_states[1:]
+            layers = run_encoder_checked(self.cove, tokens, mask.long(), output_hidden_states=True).hidden_states[1:]
             return torch.cat([layers[0], layers[-1]], dim=-1) if self.config.cove_output == "both" else layers[-1]
 
     def word_inputs(self, tokens: torch.Tensor, mask: torch.Tensor, cove: Optional[torch.Tensor]):
@@ -500,6 +411,70 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         hits = (context_positions == positions.unsqueeze(1)) & context_mask  # (B, m)
         return torch.where(hits.any(dim=1), hits.long().argmax(dim=1), torch.full_like(positions, IGNORE_INDEX))
 
+    def check_cove_features(self, cove_features: Optional[torch.Tensor], shape: torch.Size):
+        """`cove_features`, when given, must be `compute_cove_features`' (B, T, cove_size) for inputs of `shape`."""
+        if cove_features is None:
+            return
+        expected = (*shape, self.cove_size)
+        if self.cove_size == 0 or tuple(cove_features.shape) != expected:
+            raise ValueError(
+                f"cove_features must have shape {expected} (from compute_cove_features), got "
+                f"{tuple(cove_features.shape)}" + (" (dcn_input='vectors' uses no CoVe)" if not self.cove_size else "")
+            )
+
+    def segment_features(self, tokens: torch.Tensor, mask: torch.Tensor, cove_features: Optional[torch.Tensor],
+                         segment: torch.Tensor) -> torch.Tensor:
+        """eq. 6, w~ of one segment (question or context) of the pair: its tokens left-aligned, ids (B, L) or word
+        vectors (B, L, D), with `mask` (B, L); CoVe from `cove_features` (B, T, cove_size) at the `segment` (B, T)
+        when given, else the MT-LSTM run on the segment alone. Returns (B, L, input_size)."""
+        cove = None
+        if cove_features is not None:
+            cove = segment_gather(cove_features, segment)[0]  # (B, L, cove_size)
+        elif self.cove_size:
+            cove = self.run_cove(tokens, mask)  # eq. 5: CoVe(w) = MT-LSTM(GloVe(w)), (B, L, cove_size)
+        return self.word_inputs(tokens, mask, cove)
+
+    @staticmethod
+    def loss(start_scores: torch.Tensor, end_scores: torch.Tensor, active: torch.Tensor,
+             start_labels: Optional[torch.Tensor], end_labels: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+        """The cumulative cross-entropy over the decoder iterations each example ran, `sum_i (CE(alpha_i, s*) +
+        CE(beta_i, e*)) / 2`, averaged over the rows whose answer lies in the window; scores (I, B, m), `active`
+        (I, B), labels (B,) among the context tokens. None without labels."""
+        if start_labels is None:
+            return None
+        # a row with start or end outside the context has no answer in this window: left out as a whole
+        labelled = (start_labels != IGNORE_INDEX) & (end_labels != IGNORE_INDEX)  # (B,)
+        start_labels = start_labels.masked_fill(~labelled, IGNORE_INDEX)
+        end_labels = end_labels.masked_fill(~labelled, IGNORE_INDEX)
+        ce = nn.CrossEntropyLoss(ignore_index=IGNORE_INDEX, reduction="none")
+        total = start_scores.new_zeros(())
+        for alpha, beta, ran in zip(start_scores, end_scores, active):
+            per_example = (ce(alpha, start_labels) + ce(beta, end_labels)) / 2  # (B,)
+            total = total + (per_example * (ran & labelled).to(per_example.dtype)).sum()
+        return total / labelled.sum().clamp(min=1)
+
+    @staticmethod
+    def full_sequence_scores(scores: torch.Tensor, context_positions: torch.Tensor, context_mask: torch.Tensor,
+                             context_segment: torch.Tensor) -> torch.Tensor:
+        """Context-token scores (B, m) at their positions of the input sequence (B, T); every position that is not
+        a context token holds the most negative value of the scores' dtype (autocast's under autocast)."""
+        neg = torch.finfo(scores.dtype).min
+        full = scores.new_full(context_segment.shape, neg)
+        full = full.scatter(1, context_positions, scores.masked_fill(~context_mask, neg))
+        # padding slots of context_positions point at arbitrary positions: restore "not context" there
+        return full.masked_fill(~context_segment, neg)
+
+    @staticmethod
+    def full_sequence_states(time: int, word_inputs: tuple, encoded: tuple, document: torch.Tensor,
+                             question_at: tuple, context_at: tuple) -> tuple:
+        """`hidden_states` over the full input sequence (B, T, ·), zero where they do not apply: w~ (question,
+        context), the shared encoder's Q' / D' (question, context), U (context); `*_at` = (positions, mask) (B, L)."""
+        def place(question, context):
+            return segment_scatter(question, *question_at, time) + segment_scatter(context, *context_at, time)
+
+        return place(*word_inputs), place(*encoded), segment_scatter(document, *context_at, time)
+
+
     # ----- forward --------------------------------------------------------------------------------------------
 
     def forward(
@@ -532,81 +507,39 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
+        # up-front checks, once per input: nothing below checks them again
         tokens, attention_mask = self.checked_tokens(input_ids, inputs_embeds, attention_mask)  # (B, T[, D])
         if (start_positions is None) != (end_positions is None):
             raise ValueError("pass both start_positions and end_positions, or neither")
-        shape = attention_mask.shape  # (B, T)
-        question_seg, context_seg = self.segment_masks(attention_mask, token_type_ids)
+        question_seg, context_seg = self.segment_masks(attention_mask, token_type_ids)  # (B, T) bool each
+        self.check_cove_features(cove_features, attention_mask.shape)
         question_tokens, question_positions, question_mask = segment_gather(tokens, question_seg)  # (B, n[, D])
         context_tokens, context_positions, context_mask = segment_gather(tokens, context_seg)  # (B, m[, D])
-
-        question_cove = context_cove = None
-        if cove_features is not None:
-            expected = (*shape, self.cove_size)
-            if self.cove_size == 0 or tuple(cove_features.shape) != expected:
-                raise ValueError(
-                    f"cove_features must have shape {expected} (from compute_cove_features), got "
-                    f"{tuple(cove_features.shape)}" + (" (dcn_input='vectors' uses no CoVe)" if not self.cove_size
-                                                       else "")
-                )
-            question_cove = segment_gather(cove_features, question_seg)[0]
-            context_cove = segment_gather(cove_features, context_seg)[0]
-        elif self.cove_size:
-            question_cove = self.run_cove(question_tokens, question_mask)  # MT-LSTM on the question alone
-            context_cove = self.run_cove(context_tokens, context_mask)  # and on the context alone
-        question_features = self.word_inputs(question_tokens, question_mask, question_cove)  # (B, n, C)
-        context_features = self.word_inputs(context_tokens, context_mask, context_cove)  # (B, m, C)
-
-        document, encoded_document, encoded_question, attention_q, attention_d = self.coattention_encoder(
-            context_features, context_mask, question_features, question_mask)  # U (B, m, 2l)
-        start_scores, end_scores, spans, active = self.decoder(document, context_mask,
-                                                               early_stop=not self.training)
-
-        loss = None
         start_labels = self.context_labels(start_positions, context_positions, context_mask, "start_positions")
         end_labels = self.context_labels(end_positions, context_positions, context_mask, "end_positions")
-        if start_labels is not None:
-            # a row with start or end outside the context has no answer in this window: left out as a whole
-            labelled = (start_labels != IGNORE_INDEX) & (end_labels != IGNORE_INDEX)  # (B,)
-            start_labels = start_labels.masked_fill(~labelled, IGNORE_INDEX)
-            end_labels = end_labels.masked_fill(~labelled, IGNORE_INDEX)
-            # cumulative cross-entropy over the iterations each example ran
-            ce = nn.CrossEntropyLoss(ignore_index=IGNORE_INDEX, reduction="none")
-            total = document.new_zeros(())
-            for alpha, beta, ran in zip(start_scores, end_scores, active):
-                per_example = (ce(alpha, start_labels) + ce(beta, end_labels)) / 2
-                total = total + (per_example * (ran & labelled).to(per_example.dtype)).sum()
-            loss = total / labelled.sum().clamp(min=1)
 
-        # final scores over the full input sequence; non-context positions get the most negative value
-        neg = torch.finfo(start_scores.dtype).min  # the scores' dtype (autocast's under autocast)
-        full = start_scores.new_full(shape, neg)
-        start_logits = full.scatter(1, context_positions, start_scores[-1].masked_fill(~context_mask, neg))
-        end_logits = full.scatter(1, context_positions, end_scores[-1].masked_fill(~context_mask, neg))
-        # padding slots of context_positions point at arbitrary positions: restore "not context" there
-        start_logits = start_logits.masked_fill(~context_seg, neg)
-        end_logits = end_logits.masked_fill(~context_seg, neg)
-        iteration_spans = context_positions.gather(1, spans.flatten(1)).view_as(spans)
-        num_iterations = active.long().sum(dim=0)
+        # eq. 6: w~ per segment, the MT-LSTM run on the question and on the context apart; (B, n, C), (B, m, C)
+        question_features = self.segment_features(question_tokens, question_mask, cove_features, question_seg)
+        context_features = self.segment_features(context_tokens, context_mask, cove_features, context_seg)
+        # eqs. 7-8, coattention and fusion: U (B, m, 2l), D' (B, m, l), Q' (B, n, l), A^Q and A^D (B, m+1, n+1)
+        document, encoded_document, encoded_question, attention_q, attention_d = self.coattention_encoder(
+            context_features, context_mask, question_features, question_mask)
+        # dynamic pointing decoder: scores (I, B, m) per iteration, spans (B, I, 2), `active` (I, B)
+        start_scores, end_scores, spans, active = self.decoder(document, context_mask, early_stop=not self.training)
 
         hidden_states = None
         if output_hidden_states:  # each over the full input sequence, zero where it does not apply
-            length = shape[1]
-            hidden_states = (
-                segment_scatter(question_features, question_positions, question_mask, length)
-                + segment_scatter(context_features, context_positions, context_mask, length),  # w~ (B, T, C)
-                segment_scatter(encoded_question, question_positions, question_mask, length)
-                + segment_scatter(encoded_document, context_positions, context_mask, length),  # Q'/D' (B, T, l)
-                segment_scatter(document, context_positions, context_mask, length),  # U (B, T, 2l)
-            )
+            hidden_states = self.full_sequence_states(
+                attention_mask.shape[1], (question_features, context_features), (encoded_question, encoded_document),
+                document, (question_positions, question_mask), (context_positions, context_mask))
         output = CoveQuestionAnsweringModelOutput(
-            loss=loss,
-            start_logits=start_logits,
-            end_logits=end_logits,
+            loss=self.loss(start_scores, end_scores, active, start_labels, end_labels),
+            start_logits=self.full_sequence_scores(start_scores[-1], context_positions, context_mask, context_seg),
+            end_logits=self.full_sequence_scores(end_scores[-1], context_positions, context_mask, context_seg),
             hidden_states=hidden_states,
             attentions=(attention_q, attention_d) if output_attentions else None,
-            iteration_spans=iteration_spans,
-            num_iterations=num_iterations,
+            iteration_spans=context_positions.gather(1, spans.flatten(1)).view_as(spans),  # input positions
+            num_iterations=active.long().sum(dim=0),
         )
         return output if return_dict else output.to_tuple()
 

@@ -13,8 +13,6 @@ from modeling_cove.modeling_cove_dcn import (
     CoattentionEncoder,
     HighwayMaxoutNetwork,
     best_spans,
-    maxout,
-    segment_gather,
 )
 
 
@@ -103,12 +101,6 @@ def test_hmn_matches_loop_reference():
         assert torch.allclose(scores[b], torch.tensor(ref), atol=1e-5)
 
 
-def test_maxout_groups_consecutive_units():
-    x = torch.tensor([[1.0, 5.0, 2.0, -1.0, 0.0, -3.0]])
-    assert maxout(x, 2).tolist() == [[5.0, 2.0, 0.0]]
-    assert maxout(x, 3).tolist() == [[5.0, 0.0]]
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # coattention
 # ----------------------------------------------------------------------------------------------------------------
@@ -189,17 +181,6 @@ def test_sentinels_take_part_in_coattention():
 # ----------------------------------------------------------------------------------------------------------------
 # the whole model: segments, padding, precomputed features
 # ----------------------------------------------------------------------------------------------------------------
-
-
-def test_segment_gather_keeps_order_and_zero_pads():
-    x = torch.tensor([[5, 6, 7, 8, 0], [1, 2, 3, 0, 0]])
-    seg = torch.tensor([[0, 1, 1, 0, 0], [1, 0, 1, 0, 0]], dtype=torch.bool)
-    gathered, positions, mask = segment_gather(x, seg)
-    assert gathered.tolist() == [[6, 7], [1, 3]]
-    assert positions.tolist() == [[1, 2], [0, 2]]
-    assert mask.tolist() == [[True, True], [True, True]]
-    gathered, positions, mask = segment_gather(x, torch.tensor([[1, 1, 1, 0, 0], [1, 0, 0, 0, 0]], dtype=torch.bool))
-    assert gathered.tolist() == [[5, 6, 7], [1, 0, 0]] and mask.tolist() == [[1, 1, 1], [1, 0, 0]]
 
 
 @pytest.mark.parametrize("dcn_input", ["vectors+cove", "vectors", "cove"])
@@ -677,24 +658,6 @@ def test_inputs_embeds_bad_combinations_are_clear_errors():
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def test_traceable_bilstm_equals_the_packed_one_in_values_and_gradients():
-    from modeling_cove.modeling_cove_dcn import run_bilstm, run_bilstm_traceable
-
-    torch.manual_seed(6)
-    lstm = nn.LSTM(3, 4, batch_first=True, bidirectional=True)
-    inputs = torch.randn(3, 6, 3, requires_grad=True)
-    mask = torch.arange(6).unsqueeze(0) < torch.tensor([[6], [2], [4]])
-    packed = run_bilstm(lstm, inputs, mask)
-    traced = run_bilstm_traceable(lstm, inputs, mask)
-    torch.testing.assert_close(traced, packed, rtol=1e-6, atol=1e-6)
-    assert float(traced[~mask].abs().sum().detach()) == 0.0
-    weights = torch.randn_like(packed)
-    grads_packed = torch.autograd.grad((packed * weights).sum(), [inputs, *lstm.parameters()])
-    grads_traced = torch.autograd.grad((traced * weights).sum(), [inputs, *lstm.parameters()])
-    for a, b in zip(grads_traced, grads_packed):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
-
-
 @pytest.mark.parametrize("dcn_input", ["vectors+cove", "vectors"])
 def test_torch_export_gives_the_eager_results(dcn_input):
     """Traced on one batch (batch size dynamic, length fixed), the program answers another batch of other
@@ -714,3 +677,31 @@ def test_torch_export_gives_the_eager_results(dcn_input):
     torch.testing.assert_close(got.end_logits, want.end_logits, rtol=1e-5, atol=1e-6)
     assert torch.equal(got.iteration_spans, want.iteration_spans)
     assert torch.equal(got.num_iterations, want.num_iterations)
+
+
+def test_forward_checks_each_input_once(monkeypatch):
+    """One forward (and one compute_cove_features) checks each input once: the ids against the vocabulary and the
+    mask's right padding (before, the encoder's forward checked each segment again)."""
+    from modeling_cove import modeling_cove as cove_module
+    from modeling_cove import modeling_cove_dcn as dcn_module
+
+    model = tiny_model()
+    calls = {"ids": 0, "right padding": 0}
+
+    def count(owner, name, key):
+        original = getattr(owner, name)
+
+        def counted(*args, **kwargs):
+            calls[key] += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counted)
+
+    count(model.cove, "check_token_ids", "ids")
+    for module in (cove_module, dcn_module):  # the encoder's and the head's name for the one check
+        count(module, "lengths_from_mask", "right padding")
+    ids, types, mask = pair_batch([(3, 9), (5, 4)])
+    for run in (lambda: model(ids, mask, types), lambda: model.compute_cove_features(ids, mask, types)):
+        calls.update(dict.fromkeys(calls, 0))
+        run()
+        assert calls == {"ids": 1, "right padding": 1}
