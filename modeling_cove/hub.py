@@ -60,7 +60,8 @@ class HubPipeline:
 # nothing else of the package, so the vocabulary-building and vector-reading code stays out.
 CONFIG_FILES = ("configuration_cove.py",)
 ENCODER_FILES = CONFIG_FILES + ("hub.py", "lstm_kernels.py", "modeling_cove.py", "tokenization_cove.py")
-DCN_FILES = ENCODER_FILES + ("modeling_cove_dcn.py",)
+HEAD_FILES = ENCODER_FILES + ("layers.py",)  # the layers the BCN and the DCN share
+DCN_FILES = HEAD_FILES + ("modeling_cove_dcn.py",)
 
 MANIFEST = {
     "CoveConfig": HubClass("AutoConfig", "configuration_cove", CONFIG_FILES),
@@ -68,7 +69,7 @@ MANIFEST = {
     "CoveForMachineTranslation": HubClass("AutoModelForSeq2SeqLM", "modeling_cove_mt",
                                           ENCODER_FILES + ("modeling_cove_mt.py",)),
     "CoveForSequenceClassification": HubClass("AutoModelForSequenceClassification", "modeling_cove_bcn",
-                                              ENCODER_FILES + ("modeling_cove_bcn.py",)),
+                                              HEAD_FILES + ("modeling_cove_bcn.py",)),
     "CoveForQuestionAnswering": HubClass("AutoModelForQuestionAnswering", "modeling_cove_dcn", DCN_FILES),
 }
 
