@@ -338,9 +338,17 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         return not any(p.requires_grad for p in self.cove.parameters())
 
     def run_cove(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """MT-LSTM outputs used by the DCN for one right-padded segment: ids (B, L) or word vectors (B, L, D) ->
-        (B, L, cove_size), zero at padding (the last layer; first and last with `cove_output="both"`). The tokens
-        were checked with the whole input (`checked_tokens`): the encoder does not check them again."""
+        """MT-LSTM outputs used by the DCN for one right-padded segment: ids (B, L) or word vectors (B, L, D) with
+        its (B, L) mask -> (B, L, cove_size), zero at padding (the last layer; first and last with
+        `cove_output="both"`). For callers with segments of their own (the SQuAD feature cache): checks them first,
+        as `forward` checks its inputs."""
+        self.checked_tokens(None if tokens.is_floating_point() else tokens,
+                            tokens if tokens.is_floating_point() else None, mask)
+        return self.segment_cove(tokens, mask)
+
+    def segment_cove(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """`run_cove` of a segment cut from inputs `forward` has checked already: the encoder does not check it
+        again. eq. 5: CoVe(w) = MT-LSTM(GloVe(w)), (B, L, cove_size)."""
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.encoder_is_frozen()):
             layers = run_encoder_checked(self.cove, tokens, mask.long(), output_hidden_states=True).hidden_states[1:]
             return torch.cat([layers[0], layers[-1]], dim=-1) if self.config.cove_output == "both" else layers[-1]
@@ -389,7 +397,7 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         features = None
         for seg in self.segment_masks(attention_mask, token_type_ids):
             segment, positions, mask = segment_gather(tokens, seg)
-            seg_features = self.run_cove(segment, mask)  # (B, L, C), zero at padding
+            seg_features = self.segment_cove(segment, mask)  # (B, L, C), zero at padding
             if features is None:
                 features = seg_features.new_zeros(*attention_mask.shape, seg_features.shape[-1])
             index = positions.unsqueeze(-1).expand(-1, -1, seg_features.shape[-1])
@@ -431,7 +439,7 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         if cove_features is not None:
             cove = segment_gather(cove_features, segment)[0]  # (B, L, cove_size)
         elif self.cove_size:
-            cove = self.run_cove(tokens, mask)  # eq. 5: CoVe(w) = MT-LSTM(GloVe(w)), (B, L, cove_size)
+            cove = self.segment_cove(tokens, mask)  # eq. 5: CoVe(w) = MT-LSTM(GloVe(w)), (B, L, cove_size)
         return self.word_inputs(tokens, mask, cove)
 
     @staticmethod

@@ -705,3 +705,16 @@ def test_forward_checks_each_input_once(monkeypatch):
         calls.update(dict.fromkeys(calls, 0))
         run()
         assert calls == {"ids": 1, "right padding": 1}
+
+
+def test_run_cove_checks_the_segments_of_other_callers():
+    """run_cove (the entry of the SQuAD feature cache, which cuts segments itself) checks its ids and padding as
+    forward does, and gives the features forward computes for that segment."""
+    model = tiny_model()
+    ids, types, mask = pair_batch([(3, 9), (5, 4)])
+    with pytest.raises(ValueError, match=r"outside \[0, 40\)"):
+        model.run_cove(torch.full((1, 3), 40), torch.ones(1, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="right-padded"):
+        model.run_cove(ids[:, :3], torch.tensor([[0, 1, 1], [1, 1, 1]], dtype=torch.bool))
+    question = model.run_cove(ids[:1, :3], torch.ones(1, 3, dtype=torch.bool))  # row 0's question, (1, 3, C)
+    torch.testing.assert_close(question[0], model.compute_cove_features(ids, mask, types)[0, :3])
