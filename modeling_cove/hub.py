@@ -74,8 +74,8 @@ MANIFEST = {
 }
 
 # transformers 5.x has no "question-answering" pipeline of its own: a DCN checkpoint records ours under that name.
-# The pipeline reads its windows and answers with squad_preprocessing.py, which ships whole (its training labels,
-# frozen-feature cache and word-overlap baseline come along: plain functions, no further imports).
+# The pipeline cuts windows and reads answers with squad_preprocessing.py, which ships whole: its training-side
+# functions come along, and bring no further file (the manifest test checks what each file imports).
 PIPELINES = {
     "question-answering": HubPipeline("CoveForQuestionAnswering", "pipeline_cove.CoveQuestionAnsweringPipeline",
                                       ("AutoModelForQuestionAnswering",), "text",
