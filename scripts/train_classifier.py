@@ -13,12 +13,13 @@ Columns of the CoVe paper's Table 2 (`--bcn-input`):
     cove, scalar_mix   CoVe only / ELMo-style scalar mix over {[g; g], layer 1, layer 2} (PAPER.md §6)
 
 Because the encoder is frozen, the MT-LSTM states of every split are computed ONCE (length-sorted batches) and
-cached on disk (safetensors) under --cache-dir, keyed by a hash of the encoder weights, the layers used and the
-token ids; later epochs, seeds and runs reuse them. The model receives them as `cove_hidden_states` (same logits as
-running the encoder; tested). The best checkpoint by validation accuracy is evaluated on test (accuracy and macro-F1
-through our own `evaluate` modules in modeling_cove/metrics) and saved with the tokenizer to <output-dir>/best, which
-loads with `pipeline("text-classification", model=<output-dir>/best)`. <output-dir>/metrics.json holds the command,
-commit, hyperparameters, per-epoch wall time and validation curve, test figures; <output-dir>/curve.png the curves.
+cached on disk (safetensors; modeling_cove/feature_cache.py) under --cache-dir, keyed by a hash of the encoder
+weights, the layers used and the token ids; later epochs, seeds and runs reuse them. The model receives them as
+`cove_hidden_states` (same logits as running the encoder; tested). The best checkpoint by validation accuracy is
+evaluated on test (accuracy and macro-F1 through our own `evaluate` modules in modeling_cove/metrics) and saved
+with the tokenizer to <output-dir>/best, which loads with `pipeline("text-classification", model=<output-dir>/best)`.
+<output-dir>/metrics.json holds the command, commit, hyperparameters, per-epoch wall time and validation curve,
+test figures; <output-dir>/curve.png the curves.
 
 Examples:
     python scripts/train_classifier.py --task trec6 --encoder runs/cove-s --bcn-input vectors+cove --seed 1 \\
@@ -28,7 +29,6 @@ Examples:
 """
 
 import argparse
-import hashlib
 import json
 import os
 import platform
@@ -51,7 +51,6 @@ import yaml  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 TASK_CONFIG_DIR = REPO / "configuration" / "tasks"
 COLUMNS = ("random", "vectors", "vectors+cove", "cove", "scalar_mix")
-FEATURE_CACHE_VERSION = "bcn-cove-features-v1"
 
 # defaults for every key a task yaml may set (a yaml key not listed here is an error: catches typos)
 HYPERPARAMETER_DEFAULTS = {
@@ -200,97 +199,17 @@ def tokenize_splits(dataset_dict, tokenizer, max_length=None, limit=None):
     return out, dropped
 
 
-class FeatureStore:
-    """Per-token MT-LSTM states of one split: `states` (total tokens, width) float32, rows cut by `offsets`."""
-
-    def __init__(self, states: torch.Tensor, offsets: torch.Tensor):
-        self.states, self.offsets = states, offsets
-
-    def __len__(self):
-        return self.offsets.shape[0] - 1
-
-    def get(self, row: int) -> torch.Tensor:
-        return self.states[self.offsets[row] : self.offsets[row + 1]]
-
-
-def feature_cache_key(model, ds) -> str:
-    """Hash of what determines the cached states: encoder weights and word vectors, the layers read, the tokens."""
-    digest = hashlib.sha256(FEATURE_CACHE_VERSION.encode())
-    digest.update(json.dumps({"layers": model.layer_indices}).encode())
-    for name, tensor in sorted(model.cove.state_dict().items()):
-        if name.startswith(("embeddings.", "encoder.")):
-            digest.update(name.encode())
-            digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    lengths = np.asarray(list(ds["length"]), dtype=np.int64)
-    digest.update(lengths.tobytes())
-    for column in ("input_ids", "token_type_ids"):
-        flat = np.fromiter((t for row in list(ds[column]) for t in row), dtype=np.int64, count=int(lengths.sum()))
-        digest.update(flat.tobytes())
-    return digest.hexdigest()
-
-
-@torch.no_grad()
-def compute_feature_store(model, ds, batch_size: int, desc: str = "CoVe features") -> FeatureStore:
-    """Run the frozen encoder once over a tokenised split, in length-sorted batches."""
-    from tqdm.auto import tqdm
-
-    model.eval()
-    lengths = list(ds["length"])
-    ids, types = list(ds["input_ids"]), list(ds["token_type_ids"])
-    offsets = torch.zeros(len(lengths) + 1, dtype=torch.long)
-    offsets[1:] = torch.cumsum(torch.tensor(lengths, dtype=torch.long), 0)
-    width = model.config.encoder_output_size * len(model.layer_indices)
-    states = torch.zeros(int(offsets[-1]), width)
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    for start in tqdm(range(0, len(order), batch_size), desc=desc, unit=" batches"):
-        rows = order[start : start + batch_size]
-        batch = pad_batch([ids[i] for i in rows], [types[i] for i in rows], model.config.pad_token_id)
-        hidden = model.compute_cove_hidden_states(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
-        joined = torch.cat([hidden[k] for k in model.layer_indices], dim=-1)  # (B, T, width)
-        for b, i in enumerate(rows):
-            states[offsets[i] : offsets[i + 1]] = joined[b, : lengths[i]]
-    return FeatureStore(states, offsets)
-
-
-def cached_feature_store(model, ds, cache_dir, name: str, batch_size: int):
-    """Load the split's states from the cache or compute and save them. Returns (store, info dict)."""
-    from safetensors.torch import load_file, save_file
-
-    start = time.time()
-    key = feature_cache_key(model, ds)
-    path = Path(cache_dir) / f"{name}-{key[:20]}.safetensors"
-    if path.exists():
-        tensors = load_file(str(path))
-        store = FeatureStore(tensors["states"], tensors["offsets"])
-        if len(store) != len(ds):
-            raise RuntimeError(f"feature cache {path} has {len(store)} rows, expected {len(ds)}: delete it")
-        return store, {"path": str(path), "hit": True, "seconds": round(time.time() - start, 2)}
-    store = compute_feature_store(model, ds, batch_size, desc=f"CoVe features {name}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    save_file({"states": store.states.contiguous(), "offsets": store.offsets}, str(tmp),
-              metadata={"key": key, "layers": json.dumps(model.layer_indices), "name": name})
-    os.replace(tmp, path)
-    return store, {"path": str(path), "hit": False, "seconds": round(time.time() - start, 2)}
-
-
 def pad_batch(ids, types, pad_token_id: int) -> dict:
     """Right-pad token id lists: input_ids, attention_mask, token_type_ids (0 on padding)."""
-    width = max(len(row) for row in ids)
-    input_ids = torch.full((len(ids), width), pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros(len(ids), width, dtype=torch.long)
-    token_type_ids = torch.zeros(len(ids), width, dtype=torch.long)
-    for b, (row, row_types) in enumerate(zip(ids, types)):
-        input_ids[b, : len(row)] = torch.tensor(row, dtype=torch.long)
-        attention_mask[b, : len(row)] = 1
-        token_type_ids[b, : len(row)] = torch.tensor(row_types, dtype=torch.long)
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+    from modeling_cove.feature_cache import pad_rows
+
+    return pad_rows(ids, types, pad_token_id)
 
 
 @dataclass
 class BCNCollator:
-    """Pads a batch and, when feature stores are given, adds the cached MT-LSTM states as `cove_hidden_states`
-    (rows carry `feature_store` (split id) and `feature_row`)."""
+    """Pads a batch and, when cached features are given (`feature_cache.CachedFeatures`, one per split), adds the
+    cached MT-LSTM states as `cove_hidden_states` (rows carry `feature_store` (split id) and `feature_row`)."""
 
     pad_token_id: int
     layer_indices: list = field(default_factory=list)
@@ -305,7 +224,7 @@ class BCNCollator:
             time_steps = batch["input_ids"].shape[1]
             states = torch.zeros(len(rows), time_steps, self.layer_width * len(self.layer_indices))
             for b, r in enumerate(rows):
-                row_states = self.stores[r["feature_store"]].get(r["feature_row"])
+                row_states = self.stores[r["feature_store"]][r["feature_row"]]  # (L, width)
                 states[b, : row_states.shape[0]] = row_states
             hidden = [None] * self.num_states
             for j, k in enumerate(self.layer_indices):
@@ -594,6 +513,7 @@ def main(argv=None):
     from transformers import AutoTokenizer, EarlyStoppingCallback
 
     from modeling_cove.data import load_classification
+    from modeling_cove.feature_cache import cached_features
 
     print(f"task {args.task}, column {args.bcn_input}, seed {args.seed}, data "
           f"{args.data_dir or 'Hub dataset ids'}, hyperparameters {hp['source']}", flush=True)
@@ -628,9 +548,9 @@ def main(argv=None):
         ds = splits[split]
         if use_cache:
             name = f"{args.task}-{split}" + (f"-limit{args.limit}" if args.limit else "")
-            store, info = cached_feature_store(model, ds, args.cache_dir, name, hp["feature_batch_size"])
-            collator_stores.append(store)
-            feature_info[split] = info
+            features = cached_features(model, ds, args.cache_dir, name, hp["feature_batch_size"], progress=True)
+            collator_stores.append(features)
+            info = feature_info[split] = features.info()
             print(f"CoVe features {split}: {'cache hit' if info['hit'] else 'computed'} in {info['seconds']} s "
                   f"-> {info['path']}", flush=True)
         splits[split] = ds.add_column("feature_store", [split_id] * len(ds)).add_column(

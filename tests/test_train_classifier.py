@@ -12,6 +12,7 @@ from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 import modeling_cove  # noqa: F401
 import train_classifier as tc
 from modeling_cove import CoveConfig, CoveForSequenceClassification, CoveModel
+from modeling_cove.feature_cache import cached_features
 from modeling_cove.tokenization_cove import build_cove_tokenizer, moses_tokenize
 
 from conftest import require_data
@@ -66,7 +67,7 @@ def hyperparameters(**overrides):
 def train_toy(tmp_path, gradient_accumulation_steps, batch_size, steps=3, model_class=CoveForSequenceClassification):
     model = tiny_bcn(model_class=model_class)
     ds = toy_dataset()
-    store = tc.compute_feature_store(model, ds, batch_size=16)
+    store = cached_features(model, ds, batch_size=16)
     collator = tc.BCNCollator(0, list(model.layer_indices), 3, 12, [store])
     args = tc.make_training_arguments(
         tmp_path / f"ga{gradient_accumulation_steps}", hyperparameters(), seed=0, max_steps=steps,
@@ -102,7 +103,7 @@ def test_gradient_accumulation_does_not_scale_the_loss(tmp_path):
 def test_cached_features_through_collator_equal_live_encoder(pairs):
     model = tiny_bcn(seed=1, bcn_dropout=0.0).eval()
     ds = toy_dataset(n=10, seed=1, pairs=pairs)
-    store = tc.compute_feature_store(model, ds, batch_size=4)
+    store = cached_features(model, ds, batch_size=4)
     cached = tc.BCNCollator(0, list(model.layer_indices), 3, 12, [store])
     live = tc.BCNCollator(0)
     rows = [ds[i] for i in range(len(ds))]
@@ -117,21 +118,22 @@ def test_cached_features_through_collator_equal_live_encoder(pairs):
         ids = torch.tensor([ds[i]["input_ids"]])
         types = torch.tensor([ds[i]["token_type_ids"]])
         alone = model.compute_cove_hidden_states(ids, torch.ones_like(ids), types)[2][0]
-        assert torch.allclose(store.get(i), alone, atol=1e-6)
+        assert torch.allclose(store[i], alone, atol=1e-6)
 
 
 def test_feature_cache_hits_and_keys_on_encoder_weights(tmp_path):
     model = tiny_bcn(seed=2)
     ds = toy_dataset(n=12, seed=2)
-    first, info1 = tc.cached_feature_store(model, ds, tmp_path, "toy-train", batch_size=5)
-    second, info2 = tc.cached_feature_store(model, ds, tmp_path, "toy-train", batch_size=5)
+    first = cached_features(model, ds, tmp_path, "toy-train", batch_size=5)
+    second = cached_features(model, ds, tmp_path, "toy-train", batch_size=5)
+    info1, info2 = first.info(), second.info()
     assert not info1["hit"] and info2["hit"] and info1["path"] == info2["path"]
     assert torch.equal(first.states, second.states) and torch.equal(first.offsets, second.offsets)
     with torch.no_grad():
         model.cove.encoder.rnn.weight_hh_l1.add_(0.01)  # another encoder -> another cache entry
-    _, info3 = tc.cached_feature_store(model, ds, tmp_path, "toy-train", batch_size=5)
+    info3 = cached_features(model, ds, tmp_path, "toy-train", batch_size=5).info()
     assert not info3["hit"] and info3["path"] != info1["path"]
-    _, info4 = tc.cached_feature_store(model, ds.select(range(11)), tmp_path, "toy-train", batch_size=5)
+    info4 = cached_features(model, ds.select(range(11)), tmp_path, "toy-train", batch_size=5).info()
     assert info4["path"] not in (info1["path"], info3["path"])  # other tokens -> another entry
 
 
