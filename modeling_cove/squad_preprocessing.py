@@ -1,5 +1,5 @@
 """SQuAD for the DCN: windowed pair tokenization with character offsets, training labels, answer extraction,
-a feature cache for the frozen encoder, and the sliding-window word-overlap baseline.
+batching, and the sliding-window word-overlap baseline.
 
 Long contexts are cut into overlapping windows (`max_length` tokens for question + context, consecutive windows
 share `doc_stride` context tokens), so no part of a context is ever dropped. In training, a window whose context
@@ -18,7 +18,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from .modeling_cove_dcn import CONTEXT_SEGMENT, QUESTION_SEGMENT, best_spans
+from .modeling_cove_dcn import CONTEXT_SEGMENT, best_spans
 
 DEFAULT_MAX_LENGTH = 384
 DEFAULT_DOC_STRIDE = 128
@@ -255,7 +255,7 @@ def extract_answers(context: str, windows: list, max_answer_length: int = 15, to
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# batching and the feature cache for the frozen encoder
+# batching (the frozen encoder's feature cache is modeling_cove/feature_cache.py)
 # ----------------------------------------------------------------------------------------------------------------
 
 
@@ -273,75 +273,6 @@ def pad_batch(rows: list, pad_token_id: int = 0) -> dict:
         batch["token_type_ids"][i, :n] = torch.as_tensor(r["token_type_ids"])
         batch["attention_mask"][i, :n] = 1
     return batch
-
-
-class CoveFeatureCache:
-    """MT-LSTM features of every distinct question and context window of a feature set, computed once with a
-    frozen `CoveForQuestionAnswering` (the encoder runs on each segment alone, as in `forward`), so training
-    epochs skip the MT-LSTM. `collate(rows)` returns a padded batch with `cove_features` (B, T, C).
-
-    Rows need `input_ids` and `token_type_ids`; `build` adds `question_key` / `context_key` to them.
-    """
-
-    def __init__(self, dtype: torch.dtype = torch.float32):
-        self.dtype = dtype
-        self.segments: list = []  # one (L, C) tensor per distinct segment
-        self.keys: dict = {}  # tuple(token ids) -> index into segments
-
-    @staticmethod
-    def split(row) -> tuple:
-        ids, types = row["input_ids"], row["token_type_ids"]
-        question = tuple(t for t, s in zip(ids, types) if s == QUESTION_SEGMENT)
-        context = tuple(t for t, s in zip(ids, types) if s == CONTEXT_SEGMENT)
-        return question, context
-
-    @torch.no_grad()
-    def build(self, model, features: dict, batch_size: int = 64, progress: bool = False) -> dict:
-        """Encode the distinct segments of `features` (dict of lists); returns `features` with `question_key`,
-        `context_key` columns added."""
-        model.eval()
-        rows = [dict(input_ids=i, token_type_ids=t) for i, t in zip(features["input_ids"],
-                                                                     features["token_type_ids"])]
-        question_keys, context_keys, todo = [], [], []
-        for row in rows:
-            for segment, keys in zip(self.split(row), (question_keys, context_keys)):
-                if segment not in self.keys:
-                    self.keys[segment] = len(self.keys)
-                    todo.append(segment)
-                keys.append(self.keys[segment])
-        self.segments.extend([None] * len(todo))
-        order = sorted(todo, key=len, reverse=True)
-        batches = [order[i: i + batch_size] for i in range(0, len(order), batch_size)]
-        if progress:
-            from tqdm.auto import tqdm
-
-            batches = tqdm(batches, desc="CoVe features", unit=" batches")
-        device = next(model.parameters()).device
-        for batch in batches:
-            ids = torch.zeros(len(batch), len(batch[0]), dtype=torch.long)
-            mask = torch.zeros_like(ids, dtype=torch.bool)
-            for i, seg in enumerate(batch):
-                ids[i, : len(seg)] = torch.as_tensor(seg)
-                mask[i, : len(seg)] = True
-            out = model.run_cove(ids.to(device), mask.to(device)).cpu()
-            for i, seg in enumerate(batch):
-                self.segments[self.keys[seg]] = out[i, : len(seg)].to(self.dtype).clone()
-        return {**features, "question_key": question_keys, "context_key": context_keys}
-
-    def num_bytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in self.segments)
-
-    def collate(self, rows: list, pad_token_id: int = 0) -> dict:
-        batch = pad_batch(rows, pad_token_id)
-        width = self.segments[0].shape[-1]
-        features = torch.zeros(*batch["input_ids"].shape, width)
-        for i, r in enumerate(rows):
-            types = torch.as_tensor(r["token_type_ids"])
-            for segment, key in ((QUESTION_SEGMENT, r["question_key"]), (CONTEXT_SEGMENT, r["context_key"])):
-                positions = (types == segment).nonzero().flatten()
-                features[i, positions] = self.segments[key].float()
-        batch["cove_features"] = features
-        return batch
 
 
 # ----------------------------------------------------------------------------------------------------------------

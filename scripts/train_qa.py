@@ -22,7 +22,8 @@ fixed seed, in data.py), train on the first part, evaluate on the held-out artic
 `rajpurkar/squad` train/validation splits are used.
 
 The encoder is frozen: with CoVe inputs the MT-LSTM features of every distinct question and context window are
-computed once (`CoveFeatureCache`) and reused by every epoch (`--no-cache` runs the MT-LSTM in every step instead).
+computed once (modeling_cove/feature_cache.py; kept on disk too with --cache-dir) and reused by every epoch
+(`--no-cache` runs the MT-LSTM in every step instead).
 Training stops after `epochs`, `--max-steps` or `--time-budget-minutes`, whichever comes first.
 
 Outputs in --output-dir: `model/` (checkpoint + tokenizer; loads with
@@ -70,6 +71,9 @@ def parse_args(argv=None):
     p.add_argument("--limit-train", type=int, default=None, help="use only the first N training questions")
     p.add_argument("--limit-eval", type=int, default=None, help="use only the first N held-out questions")
     p.add_argument("--no-cache", action="store_true", help="run the frozen MT-LSTM in every step (slow)")
+    p.add_argument("--cache-dir", default=None,
+                   help="also keep the CoVe features on disk here (safetensors, keyed by the encoder weights, the "
+                        "layers and the token ids) for later runs; default: in memory only")
     p.add_argument("--cache-dtype", choices=["float32", "float16"], default="float32",
                    help="storage type of the cached CoVe features (float16 halves the memory)")
     p.add_argument("--no-baseline", action="store_true", help="skip the sliding-window baseline")
@@ -149,16 +153,19 @@ def load_model(checkpoint: str, overrides: dict):
 
 
 class QACollator:
-    """Pads `input_ids`/`token_type_ids` rows, adds labels when present and, with a cache, `cove_features`."""
+    """Pads `input_ids`/`token_type_ids` rows, adds labels when present and, with cached features of the rows'
+    distinct segments (`feature_cache.CachedFeatures`; rows carry `question_key` / `context_key`), `cove_features`."""
 
     def __init__(self, cache=None, pad_token_id: int = 0):
         self.cache, self.pad_token_id = cache, pad_token_id
 
     def __call__(self, rows):
+        from modeling_cove.feature_cache import segment_placements
         from modeling_cove.squad_preprocessing import pad_batch
 
-        batch = self.cache.collate(rows, self.pad_token_id) if self.cache is not None else \
-            pad_batch(rows, self.pad_token_id)
+        batch = pad_batch(rows, self.pad_token_id)
+        if self.cache is not None:
+            batch["cove_features"] = self.cache.batch(segment_placements(rows), batch["input_ids"].shape[1])
         if "start_positions" in rows[0]:
             batch["start_positions"] = torch.tensor([r["start_positions"] for r in rows], dtype=torch.long)
             batch["end_positions"] = torch.tensor([r["end_positions"] for r in rows], dtype=torch.long)
@@ -310,7 +317,8 @@ def main(argv=None):
     from transformers import Trainer, TrainingArguments
 
     from modeling_cove.data import load_squad
-    from modeling_cove.squad_preprocessing import CoveFeatureCache, prepare_eval_features, prepare_train_features
+    from modeling_cove.feature_cache import cached_features, distinct_segments
+    from modeling_cove.squad_preprocessing import prepare_eval_features, prepare_train_features
 
     data = load_squad(args.data_dir)
     train, validation = data["train"], data["validation"]
@@ -341,13 +349,14 @@ def main(argv=None):
     cache_seconds = 0.0
     if model.cove_size and not args.no_cache:
         t0 = time.time()
-        cache = CoveFeatureCache(dtype=getattr(torch, args.cache_dtype))
-        train_features = cache.build(model, train_features, progress=True)
-        heldout_features = cache.build(model, heldout_features)
-        predict_features = cache.build(model, predict_features)
+        segments, (train_features, heldout_features, predict_features) = distinct_segments(
+            [train_features, heldout_features, predict_features])
+        cache = cached_features(model, segments, args.cache_dir, "squad-segments", batch_size=64,
+                                dtype=getattr(torch, args.cache_dtype), progress=True)
         cache_seconds = time.time() - t0
-        print(f"CoVe feature cache: {len(cache.segments)} segments, {cache.num_bytes() / 2**20:.0f} MiB, "
-              f"{cache_seconds:.0f}s")
+        print(f"CoVe feature cache: {len(cache)} segments, {cache.num_bytes() / 2**20:.0f} MiB, "
+              f"{'cache hit' if cache.hit else 'computed'} in {cache_seconds:.0f}s" +
+              (f" -> {cache.path}" if cache.path else ""))
     collator = QACollator(cache, tokenizer.pad_token_id)
     label_keys = ["input_ids", "token_type_ids", "start_positions", "end_positions", "question_key", "context_key"]
     train_rows = rows_of(train_features, label_keys)

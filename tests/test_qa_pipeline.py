@@ -15,9 +15,7 @@ import torch
 from conftest import require_data
 from modeling_cove import CoveConfig, CoveForQuestionAnswering
 from modeling_cove.squad_preprocessing import (
-    CoveFeatureCache,
     extract_answers,
-    pad_batch,
     prepare_eval_features,
     prepare_train_features,
     sliding_window_answer,
@@ -226,32 +224,6 @@ def test_tokenize_windows_rejects_bad_input():
         tokenize_windows(tokenizer, [None], ["a"])
     with pytest.raises(ValueError, match="must exceed the question"):
         tokenize_windows(tokenizer, ["a b a b"], ["a b"], max_length=6, doc_stride=3)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# feature cache
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def test_feature_cache_batches_equal_live_model():
-    train, _ = squad_slice(12)
-    tokenizer = build_cove_tokenizer(vocabulary(list(train["context"]) + list(train["question"])))
-    torch.manual_seed(0)
-    config = CoveConfig(vocab_size=len(tokenizer), word_vector_dim=8, hidden_size=4, dcn_hidden_size=6,
-                        dcn_pool_size=2, dcn_dropout=0.0)
-    model = CoveForQuestionAnswering(config).eval()
-    features, _ = prepare_train_features(train, tokenizer, max_length=120, doc_stride=32)
-    cache = CoveFeatureCache()
-    features = cache.build(model, features, batch_size=5)
-    assert len(cache.segments) < 2 * len(features["input_ids"])  # shared contexts are encoded once
-    rows = [dict(zip(features, values)) for values in zip(*features.values())][:6]
-    cached = cache.collate(rows)
-    live = pad_batch(rows)
-    assert torch.equal(cached["input_ids"], live["input_ids"])
-    a = model(**{k: cached[k] for k in ("input_ids", "token_type_ids", "attention_mask", "cove_features")})
-    b = model(**live)
-    assert torch.allclose(a.start_logits, b.start_logits, atol=1e-5)
-    assert torch.allclose(a.end_logits, b.end_logits, atol=1e-5)
 
 
 # ----------------------------------------------------------------------------------------------------------------
