@@ -188,7 +188,9 @@ def bench_bcn(args, work: Path) -> dict:
     splits, _ = tc.tokenize_splits({"train": raw["train"]}, tokenizer)
     train = splits["train"]
     template = tc.build_model(encoder_dir, "vectors+cove", labels, hp, seed=1)
-    store = tc.compute_feature_store(template, train, hp["feature_batch_size"])
+    from modeling_cove.feature_cache import compute_features
+
+    store = compute_features(template, train, hp["feature_batch_size"])
     train = train.add_column("feature_store", [0] * len(train)).add_column("feature_row", list(range(len(train))))
     collator = tc.BCNCollator(pad_token_id=template.config.pad_token_id, layer_indices=list(template.layer_indices),
                               num_states=template.config.num_hidden_layers + 1,
