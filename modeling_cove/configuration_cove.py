@@ -7,6 +7,7 @@ part of the model that reads them; every field has a default and is documented b
 import math
 import numbers
 import re
+from dataclasses import dataclass
 
 from transformers import PreTrainedConfig
 
@@ -15,6 +16,61 @@ BCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove", "scalar_mix")
 BCN_POOLING_CHOICES = ("max", "mean", "min", "self")
 DCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove")
 LSTM_IMPLEMENTATION_CHOICES = ("auto", "reference", "unpacked", "single_call")  # modeling_cove/lstm_kernels.py
+
+
+# eq. 6's parts, in the order they always take in a per-token feature vector w~ (FeatureLayout)
+FEATURE_PARTS = ("word_vectors", "first_layer", "top_layer", "char_ngrams")
+FEATURE_READERS = ("encoder", "bcn", "dcn")
+
+
+@dataclass(frozen=True)
+class FeatureLayout:
+    """The columns of a per-token feature vector w~ (eq. 6): its named parts in order, each as `(name, start, end)`.
+
+    Parts: `"word_vectors"` (GloVe(w), word_vector_dim), `"first_layer"` (MT-LSTM layer 1, 2h), `"top_layer"`
+    (MT-LSTM layer L: CoVe(w), 2h), `"char_ngrams"` (char_ngram_dim), and, for the BCN's `bcn_input="scalar_mix"`
+    only, `"scalar_mix"` (2h) in place of the word vectors and layers. Built by `CoveConfig.feature_layout`; every
+    model reads its columns from here instead of computing offsets."""
+
+    parts: tuple  # ((name, start, end), ...) in column order, end-exclusive
+
+    @classmethod
+    def from_widths(cls, named_widths) -> "FeatureLayout":
+        """The layout of the `(name, width)` pairs placed side by side in this order."""
+        parts, start = [], 0
+        for name, width in named_widths:
+            parts.append((name, start, start + width))
+            start += width
+        return cls(tuple(parts))
+
+    @property
+    def names(self) -> tuple:
+        return tuple(name for name, _, _ in self.parts)
+
+    @property
+    def size(self) -> int:
+        """Total width D (the last part's end; 0 without parts)."""
+        return self.parts[-1][2] if self.parts else 0
+
+    def has(self, name: str) -> bool:
+        return name in self.names
+
+    def columns(self, name: str) -> tuple:
+        """`(start, end)` of part `name`; a ValueError naming the parts there are when it is not one of them."""
+        for part, start, end in self.parts:
+            if part == name:
+                return start, end
+        raise ValueError(f"the feature layout has no part {name!r}; its parts are {list(self.names)}")
+
+    def select(self, features, name: str):
+        """Part `name` of `features` (..., D): its columns `features[..., start:end]` (a view)."""
+        start, end = self.columns(name)
+        return features[..., start:end]
+
+    def mt_lstm_layers(self, num_layers: int) -> list:
+        """The `hidden_states` indices (1 = layer 1, L = the top layer) of the MT-LSTM parts, in column order."""
+        return [{"first_layer": 1, "top_layer": num_layers}[name] for name in self.names
+                if name in ("first_layer", "top_layer")]
 
 
 def is_int(value) -> bool:
@@ -35,6 +91,25 @@ def _check_int(name: str, value, minimum: int) -> None:
 class CoveConfig(PreTrainedConfig):
     r"""
     Configuration of a CoVe model (McCann et al. 2017, "Learned in Translation: Contextualized Word Vectors").
+
+    The per-token features w~ of eq. 6 (one concept, `CoveConfig.feature_layout`): a w~ is made of named parts,
+    always in the order [word vectors; MT-LSTM layer 1; top layer; char n-grams], and `FeatureLayout` reports the
+    columns of each. Which parts a model's w~ holds is said by the fields README users know, kept as they were
+    (checkpoints saved before this layout existed load with the same behaviour, and no field was renamed):
+        - `cove_output` chooses the MT-LSTM parts everywhere: `"top"` = the top layer, `"both"` = layer 1 and the
+          top layer (a head's w~ and the encoder's output alike);
+        - `char_ngram_dim > 0` appends the char n-grams everywhere;
+        - the word vectors and whether CoVe is read at all depend on the reader: `include_word_vectors` for the
+          encoder's own output (`CoveModel(...).last_hidden_state`, `feature_layout("encoder")`, which the MT head
+          and `encode` read), `bcn_input` for the BCN (`feature_layout("bcn")`) and `dcn_input` for the DCN
+          (`feature_layout("dcn")`): `"vectors+cove"` = word vectors and the CoVe parts, `"vectors"` = word
+          vectors only, `"cove"` = the CoVe parts only (`"scalar_mix"`: one mixed part, BCN only).
+    The heads run the encoder for the layers they read and build their own w~ (each text of a pair apart), so
+    `include_word_vectors` changes only the encoder's output, never a head's input. Why three reader fields and not
+    one: a checkpoint records all three, and an encoder checkpoint with `include_word_vectors=False` (CoVe(w) alone,
+    as released) is what the heads start from, reading the word vectors as eq. 6 says.
+    One exception kept from before: the BCN with a 1-layer MT-LSTM and `cove_output="both"` reads that layer once
+    (layer 1 is the top layer), where the encoder output and the DCN hold it twice.
 
     Encoder (MT-LSTM, PAPER.md §1):
         vocab_size (`int`, *optional*, defaults to 50000):
@@ -341,12 +416,26 @@ class CoveConfig(PreTrainedConfig):
 
     @property
     def output_size(self) -> int:
-        """Width of `CoveModel(...).last_hidden_state`:
-        word_vector_dim·include_word_vectors + 2h·(1 + [cove_output == 'both']) + char_ngram_dim."""
-        size = self.encoder_output_size * (2 if self.cove_output == "both" else 1)
-        if self.include_word_vectors:
-            size += self.word_vector_dim
-        return size + self.char_ngram_dim
+        """Width of `CoveModel(...).last_hidden_state`: `feature_layout("encoder").size`."""
+        return self.feature_layout("encoder").size
+
+    def feature_layout(self, reader: str = "encoder") -> FeatureLayout:
+        """Eq. 6's per-token features w~ as `reader` ("encoder", "bcn" or "dcn") has them: its parts and their
+        columns (the class docstring says which fields choose them)."""
+        if reader not in FEATURE_READERS:
+            raise ValueError(f"reader must be one of {FEATURE_READERS}, got {reader!r}")
+        layer = self.encoder_output_size
+        mode = {"encoder": "vectors+cove" if self.include_word_vectors else "cove", "bcn": self.bcn_input,
+                "dcn": getattr(self, "dcn_input", "vectors+cove")}[reader]
+        if mode == "scalar_mix":
+            widths = (("scalar_mix", layer), ("char_ngrams", self.char_ngram_dim))
+        else:
+            words, cove = "vectors" in mode, "cove" in mode
+            # layer 1 is the top layer of a 1-layer MT-LSTM: the BCN reads it once (see the class docstring)
+            first = cove and self.cove_output == "both" and (reader != "bcn" or self.num_hidden_layers > 1)
+            widths = (("word_vectors", self.word_vector_dim if words else 0), ("first_layer", layer if first else 0),
+                      ("top_layer", layer if cove else 0), ("char_ngrams", self.char_ngram_dim))
+        return FeatureLayout.from_widths((name, width) for name, width in widths if width)
 
 
 def check_field_names(names, source: str) -> None:

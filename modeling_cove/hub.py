@@ -55,11 +55,13 @@ class HubPipeline:
         return {"impl": self.impl, "pt": list(self.pt), "type": self.type}
 
 
-# The encoder needs its LSTM strategies, this module (save_pretrained, the unreadable-weights error) and
-# tokenization_cove.py (the check that a tokenizer's vocabulary is the checkpoint's); tokenization_cove.py imports
-# nothing else of the package, so the vocabulary-building and vector-reading code stays out.
+# The encoder needs its word-vector table and input checks (embeddings.py), its LSTM strategies, this module
+# (save_pretrained, the unreadable-weights error) and tokenization_cove.py (the check that a tokenizer's vocabulary
+# is the checkpoint's); tokenization_cove.py imports nothing else of the package, so the vocabulary-building and
+# vector-reading code stays out.
 CONFIG_FILES = ("configuration_cove.py",)
-ENCODER_FILES = CONFIG_FILES + ("hub.py", "lstm_kernels.py", "modeling_cove.py", "tokenization_cove.py")
+ENCODER_FILES = CONFIG_FILES + ("embeddings.py", "hub.py", "lstm_kernels.py", "modeling_cove.py",
+                                "tokenization_cove.py")
 HEAD_FILES = ENCODER_FILES + ("layers.py",)  # the layers the BCN and the DCN share
 DCN_FILES = HEAD_FILES + ("modeling_cove_dcn.py",)
 

@@ -16,10 +16,11 @@ from torch import nn
 from torch.nn.utils.rnn import pad_packed_sequence
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput
-from transformers.utils import logging
 
 from . import lstm_kernels
 from .configuration_cove import CoveConfig
+from .embeddings import CoveInputChecks, CoveWordEmbeddings, lengths_from_mask  # noqa: F401  (heads import these here)
+from .embeddings import resize_rows_with_zeros, resize_source_vocabulary  # noqa: F401
 from .hub import checkpoint_code, raise_for_unreadable_weights
 from .lstm_kernels import (  # noqa: F401  (moved there; the heads, scripts and tests import them from here)
     SEGMENTED_DEVICE_TYPES,
@@ -35,9 +36,7 @@ from .lstm_kernels import (  # noqa: F401  (moved there; the heads, scripts and 
     plan_time_segments,
     run_on_cpu_workers,
 )
-from .tokenization_cove import check_tokenizer_matches, parse_vocabulary_fingerprint
-
-logger = logging.get_logger(__name__)
+from .tokenization_cove import check_tokenizer_matches
 
 
 class _ForwardsKernelSupportToKernels(types.ModuleType):
@@ -74,24 +73,6 @@ class CoveModelOutput(BaseModelOutput):
     final_hidden_state: Optional[torch.FloatTensor] = None
     final_cell_state: Optional[torch.FloatTensor] = None
     attention_mask: Optional[torch.LongTensor] = None
-
-
-def lengths_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Number of tokens per row of a right-padded `(B, T)` mask. Raises on left padding or holes (while
-    `torch.export` traces, a runtime assertion in the graph instead of a Python branch on values)."""
-    mask = attention_mask.bool()
-    lengths = mask.sum(dim=1)
-    positions = torch.arange(mask.shape[1], device=mask.device)
-    right_padded = positions.unsqueeze(0) < lengths.unsqueeze(1)  # (B, T)
-    if torch.compiler.is_exporting():
-        torch._assert_async((right_padded == mask).all(), "attention_mask must be right-padded")
-        return lengths
-    if not torch.equal(right_padded, mask):
-        raise ValueError(
-            "attention_mask must be right-padded (a run of 1s followed by 0s in every row); got left padding or "
-            "holes. Use a tokenizer with padding_side='right'."
-        )
-    return lengths
 
 
 class CoveEncoder(nn.Module):
@@ -205,42 +186,10 @@ class CovePreTrainedModel(PreTrainedModel):
             self.cove_encoder_model().inside_head = True
 
     def _resize_token_embeddings(self, new_num_tokens, pad_to_multiple_of=None, mean_resizing=True):
-        """`resize_token_embeddings`' hook: the source vocabulary's tables (word vectors, and char n-grams when
-        present) get `new_num_tokens` rows (rounded up to `pad_to_multiple_of`); rows past the old size are ZERO,
-        the paper's vector for a word without one (as `<unk>`), whatever `mean_resizing` says, and the tables keep
-        their `requires_grad` (frozen under `config.freeze_embeddings`). Removing rows cuts them from the end. The
-        MT head's target vocabulary (`lm_head`, `target_vocab_size`) is another vocabulary and is left as it is.
-        `resize_token_embeddings` then stores the new size as `config.vocab_size`. `config.vocabulary_fingerprint`
-        covers the recorded vocabulary's ids only, so it stays when rows are added (the tokenizer check stays in
-        force) and is cleared, with a warning, when rows of that vocabulary are cut."""
-        cove = self.cove_encoder_model()
-        if new_num_tokens is None and pad_to_multiple_of is None:
-            return cove.embeddings
-        if new_num_tokens is None:
-            new_num_tokens = cove.embeddings.num_embeddings
-        if pad_to_multiple_of is not None:
-            if (isinstance(pad_to_multiple_of, bool) or not isinstance(pad_to_multiple_of, int)
-                    or pad_to_multiple_of < 1):
-                raise ValueError(f"pad_to_multiple_of must be an int >= 1, got {pad_to_multiple_of!r}")
-            new_num_tokens = -(-new_num_tokens // pad_to_multiple_of) * pad_to_multiple_of
-        if isinstance(new_num_tokens, bool) or not isinstance(new_num_tokens, int) or new_num_tokens < 1:
-            raise ValueError(f"new_num_tokens must be an int >= 1, got {new_num_tokens!r}")
-        specials = [i for i in (self.config.pad_token_id, self.config.unk_token_id) if i is not None]
-        if specials and new_num_tokens <= max(specials):
-            raise ValueError(f"new_num_tokens={new_num_tokens} would remove the pad/unk rows (ids {specials})")
-        fingerprint = getattr(self.config, "vocabulary_fingerprint", None)
-        if fingerprint and new_num_tokens < parse_vocabulary_fingerprint(fingerprint)[0]:
-            # rows of the recorded vocabulary are cut: the fingerprint no longer describes this table (growing keeps
-            # it: it covers the first ids only, which tokens added after them leave as they were)
-            logger.warning("resize_token_embeddings: the table is cut below the recorded vocabulary, so "
-                           "config.vocabulary_fingerprint is cleared; record the new tokenizer's "
-                           "(tokenization_cove.vocabulary_fingerprint) to check it")
-            self.config.vocabulary_fingerprint = None
-        for table in (cove.embeddings, cove.char_ngram_embeddings):
-            if table is not None:
-                resize_rows_with_zeros(table, new_num_tokens)
-        cove.embeddings.special_rows = [i for i in specials if i < new_num_tokens]
-        return cove.embeddings
+        """`resize_token_embeddings`' hook: the source tables get `new_num_tokens` rows, the new ones ZERO (the
+        paper's vector for a word without one), whatever `mean_resizing` says (`embeddings.resize_source_vocabulary`
+        says the rest)."""
+        return resize_source_vocabulary(self, new_num_tokens, pad_to_multiple_of)
 
     def freeze_frozen_parts(self):
         """Apply `config.freeze_embeddings` / `config.freeze_encoder` (`requires_grad=False`)."""
@@ -327,33 +276,7 @@ class CovePreTrainedModel(PreTrainedModel):
                 nn.init.zeros_(module.bias)
 
 
-@torch.no_grad()
-def resize_rows_with_zeros(table: nn.Embedding, num_rows: int):
-    """`table` (in place, same module and parameter object kind) with `num_rows` rows: the old ones first, zero rows
-    after them; its `requires_grad` is kept."""
-    old = table.weight
-    weight = old.new_zeros(num_rows, old.shape[1])  # (num_rows, C)
-    kept = min(num_rows, old.shape[0])
-    weight[:kept] = old[:kept]
-    table.weight = nn.Parameter(weight, requires_grad=old.requires_grad)
-    table.num_embeddings = num_rows
-
-
-class CoveWordEmbeddings(nn.Embedding):
-    """Fixed word-vector table (GloVe). Rows `pad_token_id` and `unk_token_id` are zero: OOV words get a zero
-    vector, as in the paper."""
-
-    def __init__(self, num_embeddings: int, embedding_dim: int, pad_token_id: int, unk_token_id: int):
-        super().__init__(num_embeddings, embedding_dim, padding_idx=pad_token_id)
-        self.special_rows = [i for i in (pad_token_id, unk_token_id) if i is not None and 0 <= i < num_embeddings]
-
-    @torch.no_grad()
-    def zero_special_rows(self):
-        for row in self.special_rows:
-            self.weight[row].zero_()
-
-
-class CoveModel(CovePreTrainedModel):
+class CoveModel(CoveInputChecks, CovePreTrainedModel):
     """The CoVe encoder: word vectors (frozen) -> MT-LSTM. `last_hidden_state` is CoVe(w) (eq. 5), or eq. 6's
     `[GloVe(w); CoVe(w)]` with `config.include_word_vectors`, optionally with both layers and char n-grams."""
 
@@ -378,68 +301,6 @@ class CoveModel(CovePreTrainedModel):
 
     def set_input_embeddings(self, value):
         self.embeddings = value
-
-    def check_inputs(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor]) -> torch.Tensor:
-        """Up-front checks with clear messages; returns the (B, T) attention mask."""
-        if input_ids.dim() != 2:
-            raise ValueError(f"input_ids must have shape (batch, time), got {tuple(input_ids.shape)}")
-        if input_ids.dtype not in (torch.long, torch.int):  # what nn.Embedding takes
-            raise TypeError(f"input_ids must be integer token ids (int64 or int32), got dtype {input_ids.dtype} "
-                            "(convert with .long())")
-        if input_ids.shape[0] == 0 or input_ids.shape[1] == 0:
-            raise ValueError(
-                f"input_ids is empty (shape {tuple(input_ids.shape)}): the input text produced no tokens"
-            )
-        self.check_token_ids(input_ids)
-        return self.check_attention_mask(attention_mask, input_ids, "input_ids")
-
-    def check_inputs_embeds(self, inputs_embeds: torch.Tensor, attention_mask: Optional[torch.Tensor]) -> torch.Tensor:
-        """Up-front checks of word-vector rows passed instead of ids; returns the (B, T) attention mask."""
-        config = self.config
-        if not isinstance(inputs_embeds, torch.Tensor):
-            raise TypeError(f"inputs_embeds must be a tensor, got {type(inputs_embeds).__name__}")
-        if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != config.word_vector_dim:
-            raise ValueError(f"inputs_embeds must have shape (batch, time, word_vector_dim={config.word_vector_dim}), "
-                             f"got {tuple(inputs_embeds.shape)}")
-        if not inputs_embeds.is_floating_point():
-            raise TypeError(f"inputs_embeds must be floating-point word vectors, got dtype {inputs_embeds.dtype}")
-        if inputs_embeds.shape[0] == 0 or inputs_embeds.shape[1] == 0:
-            raise ValueError(f"inputs_embeds is empty (shape {tuple(inputs_embeds.shape)}): no tokens")
-        if inputs_embeds.device != self.embeddings.weight.device:
-            raise ValueError(f"inputs_embeds is on {inputs_embeds.device}, the model on "
-                             f"{self.embeddings.weight.device}: move one of them")
-        if self.char_ngram_embeddings is not None:
-            raise ValueError(
-                f"inputs_embeds cannot be used with char n-gram embeddings (config.char_ngram_dim="
-                f"{config.char_ngram_dim}): they are looked up by token id, so pass input_ids instead"
-            )
-        return self.check_attention_mask(attention_mask, inputs_embeds[..., 0], "inputs_embeds")
-
-    @staticmethod
-    def check_attention_mask(attention_mask: Optional[torch.Tensor], like: torch.Tensor, name: str) -> torch.Tensor:
-        """The `(B, T)` mask for inputs whose first two dimensions are `like`'s (all ones when None)."""
-        if attention_mask is None:
-            return torch.ones(like.shape, dtype=torch.long, device=like.device)
-        if attention_mask.shape != like.shape:
-            raise ValueError(
-                f"attention_mask shape {tuple(attention_mask.shape)} != {name} shape {tuple(like.shape)} "
-                "(batch, time)"
-            )
-        return attention_mask
-
-    def check_token_ids(self, ids: torch.Tensor):
-        """Every id in `ids` must index the vocabulary (a clear error instead of one deep in the embedding). While
-        `torch.export` traces the model, the check is a runtime assertion in the graph (no Python branch on values)."""
-        vocab_size = self.config.vocab_size
-        if torch.compiler.is_exporting():
-            torch._assert_async(((ids >= 0) & (ids < vocab_size)).all(), f"input_ids contain ids outside "
-                                f"[0, {vocab_size}): tokenizer and checkpoint do not match")
-            return
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
-            raise ValueError(
-                f"input_ids contain ids outside [0, {vocab_size}) (min {int(ids.min())}, "
-                f"max {int(ids.max())}): tokenizer and checkpoint do not match"
-            )
 
     def forward(
         self,
@@ -493,13 +354,12 @@ class CoveModel(CovePreTrainedModel):
 
     def reads_top_layer_only(self, output_hidden_states: bool) -> bool:
         """Whether a forward reads the MT-LSTM's top layer alone: no hidden states, no layer 1 in the output."""
-        return not output_hidden_states and self.config.cove_output != "both"
+        return not output_hidden_states and not self.config.feature_layout().has("first_layer")
 
     def output_is_top_layer(self) -> bool:
-        """Whether `last_hidden_state` is the top MT-LSTM layer and nothing else (CoVe(w) of eq. 5: no word vectors,
-        no layer 1, no char n-grams concatenated to it in `forward_checked`)."""
-        config = self.config
-        return self.reads_top_layer_only(False) and not config.include_word_vectors and config.char_ngram_dim == 0
+        """Whether `last_hidden_state` is the top MT-LSTM layer and nothing else (CoVe(w) of eq. 5: the encoder's
+        feature layout has no other part)."""
+        return self.config.feature_layout().names == ("top_layer",)
 
     def output_dtype(self, vectors: torch.Tensor, masked: bool) -> torch.dtype:
         """The dtype of `last_hidden_state` for word `vectors`: what concatenating its parts gives (the top layer
@@ -508,7 +368,8 @@ class CoveModel(CovePreTrainedModel):
         model's dtype)."""
         device_type = vectors.device.type
         dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else vectors.dtype
-        if self.config.include_word_vectors or self.char_ngram_embeddings is not None or masked:
+        layout = self.config.feature_layout()
+        if layout.has("word_vectors") or layout.has("char_ngrams") or masked:
             dtype = torch.promote_types(dtype, vectors.dtype)
         return dtype
 
@@ -574,27 +435,23 @@ class CoveModel(CovePreTrainedModel):
 
     def top_layer_columns(self) -> tuple:
         """Where the top MT-LSTM layer lies in `last_hidden_state`'s columns (eq. 6 layout): (start, end)."""
-        config = self.config
-        start = (config.word_vector_dim if config.include_word_vectors else 0) + (
-            config.encoder_output_size if config.cove_output == "both" else 0)
-        return start, start + config.encoder_output_size
+        return self.config.feature_layout().columns("top_layer")
 
     def fill_output(self, output: torch.Tensor, vectors: torch.Tensor, layers: list, input_ids: Optional[torch.Tensor],
                     mask: Optional[torch.Tensor], top_written: bool):
-        """Writes eq. 6's parts into their columns of `output` (B, T, D): [word vectors; layer 1; top layer; char
-        n-grams] per config (the top layer only unless the encoder wrote it there, `top_written`), then zeroes
-        padding with `mask` (B, T, 1) when given."""
-        config = self.config
-        top_start, top_end = self.top_layer_columns()
-        vectors_end = config.word_vector_dim if config.include_word_vectors else 0
-        if config.include_word_vectors:
-            output[..., :vectors_end] = vectors
-        if config.cove_output == "both":
-            output[..., vectors_end:top_start] = layers[0]
-        if not top_written:
-            output[..., top_start:top_end] = layers[-1]
-        if self.char_ngram_embeddings is not None:
-            output[..., top_end:] = self.char_ngram_embeddings(input_ids)  # zero at pad ids (padding_idx)
+        """Writes eq. 6's parts into their columns of `output` (B, T, D), as `config.feature_layout()` places them:
+        [word vectors; layer 1; top layer; char n-grams] (the top layer only unless the encoder wrote it there,
+        `top_written`), then zeroes padding with `mask` (B, T, 1) when given."""
+        layout = self.config.feature_layout()
+        for name, start, end in layout.parts:
+            if name == "word_vectors":
+                output[..., start:end] = vectors
+            elif name == "first_layer":
+                output[..., start:end] = layers[0]
+            elif name == "top_layer" and not top_written:
+                output[..., start:end] = layers[-1]
+            elif name == "char_ngrams":
+                output[..., start:end] = self.char_ngram_embeddings(input_ids)  # zero at pad ids (padding_idx)
         if mask is not None:
             output.mul_(mask)  # every part at once, the top layer too where the encoder wrote it here
 
