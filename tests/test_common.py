@@ -97,6 +97,14 @@ def text_spans(inputs: dict, row: int) -> list:
     return list(zip(bounds[:-1], bounds[1:]))
 
 
+def logits_and_loss(output) -> dict:
+    """The outputs a head is compared by: its logits, and its loss where labels were given."""
+    values = {"logits": output.logits}
+    if output.get("loss") is not None:
+        values["loss"] = output.loss
+    return values
+
+
 class CoveModelTesterMixin:
     """Conventions every CoVe model class keeps. A subclass sets `model_class` and writes `prepare_inputs`; it may
     override `main_outputs` (the outputs compared by value) and the `check_*` hooks for what is class-specific."""
@@ -595,10 +603,7 @@ class TestCoveForSequenceClassification(CoveModelTesterMixin):
         return inputs
 
     def main_outputs(self, output, inputs):
-        values = {"logits": output.logits}
-        if output.get("loss") is not None:
-            values["loss"] = output.loss
-        return values
+        return logits_and_loss(output)
 
     def check_hidden_states(self, model, inputs, output):
         """The first L + 1 entries are CoveModel's hidden states of each text run alone (a pair's texts are encoded
@@ -747,10 +752,7 @@ class TestCoveForMachineTranslation(CoveModelTesterMixin):
         return inputs
 
     def main_outputs(self, output, inputs):
-        values = {"logits": output.logits}
-        if output.get("loss") is not None:
-            values["loss"] = output.loss
-        return values
+        return logits_and_loss(output)
 
     def check_hidden_states(self, model, inputs, output):
         with torch.no_grad():
