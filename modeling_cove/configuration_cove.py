@@ -67,6 +67,16 @@ class FeatureLayout:
         start, end = self.columns(name)
         return features[..., start:end]
 
+    def span(self, names) -> tuple:
+        """`(start, end)` of those of the parts `names` that are here, which must be neighbours; `(0, 0)` when none
+        is (e.g. `("first_layer", "top_layer")`: the columns of the CoVe parts, eq. 6's CoVe(w))."""
+        present = [(start, end) for name, start, end in self.parts if name in names]
+        if not present:
+            return 0, 0
+        if any(a[1] != b[0] for a, b in zip(present, present[1:])):
+            raise ValueError(f"the parts {list(names)} are not neighbours in the feature layout {list(self.names)}")
+        return present[0][0], present[-1][1]
+
     def mt_lstm_layers(self, num_layers: int) -> list:
         """The `hidden_states` indices (1 = layer 1, L = the top layer) of the MT-LSTM parts, in column order."""
         return [{"first_layer": 1, "top_layer": num_layers}[name] for name in self.names

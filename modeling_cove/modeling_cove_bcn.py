@@ -218,27 +218,16 @@ def merge_pair(x: TextStates, y: TextStates, pair: TextPair) -> torch.Tensor:
 
 def bcn_layer_indices(config: CoveConfig) -> list:
     """Indices into `CoveModel(...).hidden_states` (0 = word vectors, k = MT-LSTM layer k) of the MT-LSTM layers that
-    `config.bcn_input` reads. Empty for "vectors" (the MT-LSTM is not run at all)."""
-    last = config.num_hidden_layers
-    if config.bcn_input == "vectors":
-        return []
+    `config.bcn_input` reads: those of `config.feature_layout("bcn")`, every layer for "scalar_mix". Empty for
+    "vectors" (the MT-LSTM is not run at all)."""
     if config.bcn_input == "scalar_mix":
-        return list(range(1, last + 1))
-    return [1, last] if config.cove_output == "both" and last > 1 else [last]
+        return list(range(1, config.num_hidden_layers + 1))
+    return config.feature_layout("bcn").mt_lstm_layers(config.num_hidden_layers)
 
 
 def bcn_input_size(config: CoveConfig) -> int:
     """Width D_in of the per-token BCN input w~ for `config.bcn_input` (plus char n-grams when present)."""
-    layer = config.encoder_output_size
-    if config.bcn_input == "vectors":
-        size = config.word_vector_dim
-    elif config.bcn_input == "scalar_mix":
-        size = layer
-    else:
-        size = layer * len(bcn_layer_indices(config))
-        if config.bcn_input == "vectors+cove":
-            size += config.word_vector_dim
-    return size + config.char_ngram_dim
+    return config.feature_layout("bcn").size
 
 
 BCN_INPUTS_DOCSTRING = r"""
@@ -452,16 +441,18 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         if vectors is None:
             vectors = self.cove.embeddings(input_ids) * mask  # GloVe(w), (B, T, 300)
         layers = [cove_hidden_states[k] for k in self.layer_indices]
-        if self.config.bcn_input == "vectors":
-            parts = [vectors]
-        elif self.config.bcn_input == "cove":
-            parts = layers
-        elif self.config.bcn_input == "vectors+cove":
-            parts = [vectors, *layers]  # eq. 6: [GloVe(w); CoVe(w)]
-        else:  # PAPER.md §6: gamma * sum_k softmax(w)_k h_k over {[g; g], layer 1, ..., layer L}
-            parts = [self.scalar_mix([torch.cat([vectors, vectors], dim=-1), *layers])]
-        if self.cove.char_ngram_embeddings is not None:  # looked up by id (`inputs_embeds` is refused with them)
-            parts.append(self.cove.char_ngram_embeddings(input_ids) * mask)
+        parts = []  # in the columns `config.feature_layout("bcn")` gives them
+        for name in self.config.feature_layout("bcn").names:
+            if name == "word_vectors":
+                parts.append(vectors)  # eq. 6: [GloVe(w); CoVe(w)]
+            elif name == "first_layer":
+                parts.append(cove_hidden_states[1])
+            elif name == "top_layer":
+                parts.append(cove_hidden_states[self.config.num_hidden_layers])
+            elif name == "scalar_mix":  # PAPER.md §6: gamma * sum_k softmax(w)_k h_k over {[g; g], layer 1, ..., L}
+                parts.append(self.scalar_mix([torch.cat([vectors, vectors], dim=-1), *layers]))
+            elif name == "char_ngrams":  # looked up by id (`inputs_embeds` is refused with them)
+                parts.append(self.cove.char_ngram_embeddings(input_ids) * mask)
         return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
 
     def check_inputs(self, input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor],

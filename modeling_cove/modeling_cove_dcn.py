@@ -98,17 +98,15 @@ class CoveQuestionAnsweringModelOutput(QuestionAnsweringModelOutput):
 
 def cove_feature_size(config: CoveConfig) -> int:
     """Width of the MT-LSTM part of w~ (0 when `config.dcn_input == "vectors"`): 2h, or 4h with
-    `cove_output="both"` (first and last layer)."""
-    if "cove" not in getattr(config, "dcn_input", "vectors+cove"):
-        return 0
-    return config.encoder_output_size * (2 if config.cove_output == "both" else 1)
+    `cove_output="both"` (first and last layer); the columns of those parts in `config.feature_layout("dcn")`."""
+    start, end = config.feature_layout("dcn").span(("first_layer", "top_layer"))
+    return end - start
 
 
 def dcn_input_size(config: CoveConfig) -> int:
     """Width of w~, the per-token input of the DCN, for `config.dcn_input` (default "vectors+cove"):
-    [word vectors;] [CoVe;] [char n-grams]."""
-    mode = getattr(config, "dcn_input", "vectors+cove")
-    return (config.word_vector_dim if "vectors" in mode else 0) + cove_feature_size(config) + config.char_ngram_dim
+    [word vectors;] [CoVe;] [char n-grams], `config.feature_layout("dcn").size`."""
+    return config.feature_layout("dcn").size
 
 
 def best_spans(start_logits: torch.Tensor, end_logits: torch.Tensor, max_answer_length: int = 15, top_k: int = 1,
@@ -341,7 +339,10 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         """MT-LSTM outputs used by the DCN for one right-padded segment: ids (B, L) or word vectors (B, L, D) with
         its (B, L) mask -> (B, L, cove_size), zero at padding (the last layer; first and last with
         `cove_output="both"`). For callers with segments of their own (the SQuAD feature cache): checks them first,
-        as `forward` checks its inputs."""
+        as `forward` checks its inputs. With `config.dcn_input="vectors"` (no CoVe read) a ValueError."""
+        if not self.cove_size:
+            raise ValueError("run_cove: this model reads no CoVe (config.dcn_input='vectors'), so it has no MT-LSTM "
+                             "features to compute")
         self.checked_tokens(None if tokens.is_floating_point() else tokens,
                             tokens if tokens.is_floating_point() else None, mask)
         return self.segment_cove(tokens, mask)
@@ -350,21 +351,25 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         """`run_cove` of a segment cut from inputs `forward` has checked already: the encoder does not check it
         again. eq. 5: CoVe(w) = MT-LSTM(GloVe(w)), (B, L, cove_size)."""
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.encoder_is_frozen()):
-            layers = run_encoder_checked(self.cove, tokens, mask.long(), output_hidden_states=True).hidden_states[1:]
-            return torch.cat([layers[0], layers[-1]], dim=-1) if self.config.cove_output == "both" else layers[-1]
+            hidden = run_encoder_checked(self.cove, tokens, mask.long(), output_hidden_states=True).hidden_states
+            # the MT-LSTM parts of `config.feature_layout("dcn")`, in its order: [layer 1;] top layer
+            layout = self.config.feature_layout("dcn")
+            layers = [hidden[k] for k in layout.mt_lstm_layers(self.config.num_hidden_layers)]
+            return torch.cat(layers, dim=-1) if len(layers) > 1 else layers[0]
 
     def word_inputs(self, tokens: torch.Tensor, mask: torch.Tensor, cove: Optional[torch.Tensor]):
         """eq. 6, w~ = [GloVe(w); CoVe(w)] (per `config.dcn_input`, + char n-grams): ids (B, L) or word vectors
         (B, L, D) -> (B, L, input_size)."""
         float_mask = mask.unsqueeze(-1).to(self.cove.embeddings.weight.dtype)
-        parts = []
-        if "vectors" in self.dcn_input:
-            vectors = tokens if tokens.is_floating_point() else self.cove.embeddings(tokens)
-            parts.append(vectors * float_mask)
-        if cove is not None:
-            parts.append(cove * float_mask)
-        if self.cove.char_ngram_embeddings is not None:  # (inputs_embeds with char n-grams is refused up front)
-            parts.append(self.cove.char_ngram_embeddings(tokens) * float_mask)
+        parts = []  # in the columns `config.feature_layout("dcn")` gives them
+        for name in self.config.feature_layout("dcn").names:
+            if name == "word_vectors":
+                vectors = tokens if tokens.is_floating_point() else self.cove.embeddings(tokens)
+                parts.append(vectors * float_mask)
+            elif name == "top_layer":  # `cove` holds the MT-LSTM parts, [layer 1;] top layer, side by side
+                parts.append(cove * float_mask)
+            elif name == "char_ngrams":  # (inputs_embeds with char n-grams is refused up front)
+                parts.append(self.cove.char_ngram_embeddings(tokens) * float_mask)
         return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
 
     def checked_tokens(self, input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor],

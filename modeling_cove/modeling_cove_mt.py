@@ -337,16 +337,12 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
     def context_from_encoder(self, encoder_last_hidden_state: torch.Tensor) -> torch.Tensor:
         """H of eq. 3: the MT-LSTM's top layer (B, S, 2h), wherever `config` places it in `last_hidden_state`
         (which may also hold the word vectors, the first layer or char n-grams)."""
-        width = self.config.encoder_output_size
-        start = self.config.word_vector_dim if self.config.include_word_vectors else 0
-        if self.config.cove_output == "both":
-            start += width
-        if encoder_last_hidden_state.shape[-1] != self.config.output_size:
+        layout = self.config.feature_layout("encoder")
+        if encoder_last_hidden_state.shape[-1] != layout.size:
             raise ValueError(
-                f"encoder output has width {encoder_last_hidden_state.shape[-1]}, config.output_size is "
-                f"{self.config.output_size}"
+                f"encoder output has width {encoder_last_hidden_state.shape[-1]}, config.output_size is {layout.size}"
             )
-        return encoder_last_hidden_state[..., start : start + width]
+        return layout.select(encoder_last_hidden_state, "top_layer")
 
     def check_source(self, attention_mask: torch.Tensor):
         """Clear errors for empty sources and sources longer than `config.max_source_length`. While `torch.export`
