@@ -72,7 +72,8 @@ PACKAGE = REPO / "modeling_cove"
 FULL_AUTO_MAP = {entry.auto_class: entry.reference(name) for name, entry in MANIFEST.items()}
 EVERY_CLASS_FILES = set().union(*(entry.files for entry in MANIFEST.values()))
 QA_PIPELINE = PIPELINES["question-answering"]
-NOT_MODEL_CODE = {"build.py", "data.py", "vectors.py"}  # vocabulary, checkpoint-building, data and vector utilities
+# training-side modules of the package: vocabulary and checkpoint building, data, word vectors, the feature cache
+NOT_MODEL_CODE = {"build.py", "data.py", "feature_cache.py", "vectors.py"}
 
 
 def shipped_code(key: str) -> set:
@@ -539,6 +540,7 @@ def test_saved_checkpoints_ship_exactly_the_manifests_files(built):
     """Each checkpoint carries the code of the classes its config names (every class: a head can start from any
     checkpoint), plus its own pipeline's for question answering, and nothing else: no vocabulary, checkpoint-
     building, data or vector utilities (every `.py` of the package used to be copied)."""
+    assert all((PACKAGE / name).is_file() for name in NOT_MODEL_CODE)  # they are in the package, and stay out:
     assert not NOT_MODEL_CODE & EVERY_CLASS_FILES and not NOT_MODEL_CODE & set(QA_PIPELINE.files)
     assert {"configuration_cove.py", "modeling_cove.py", "modeling_cove_mt.py", "modeling_cove_bcn.py",
             "modeling_cove_dcn.py", "tokenization_cove.py", "hub.py"} <= EVERY_CLASS_FILES
