@@ -432,6 +432,35 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
                 raise ValueError("give the decoder state as cache or as past_key_values (its older name), not both")
             cache = past_key_values
 
+        encoder_outputs, attention_mask = self.encode_source(input_ids, inputs_embeds, attention_mask, encoder_outputs,
+                                                             output_hidden_states)
+        if cache is None:
+            self.check_source(attention_mask)
+        context = self.context_from_encoder(encoder_outputs.last_hidden_state)  # H, (B, S, 2h)
+        context_mask = attention_mask.bool()  # (B, S)
+        decoder_input_ids = self.checked_decoder_inputs(labels, decoder_input_ids, context.shape[0])
+        state = self.decoder_state(cache, encoder_outputs, context)
+        h_tilde, new_state, alphas, decoder_hidden_states = self.decoder(
+            decoder_input_ids, context, context_mask, state,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+        )
+        logits = self.lm_head(h_tilde)  # softmax(W_out h~_t + b_out) before the softmax, (B, T, V)
+        loss, nll_sum, num_tokens = self.target_loss(logits, labels)
+        output = CoveSeq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            decoder_hidden_states=decoder_hidden_states,
+            cross_attentions=(alphas.unsqueeze(1),) if output_attentions else None,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states if output_hidden_states else None,
+            nll_sum=nll_sum,
+            num_tokens=num_tokens,
+            **{CACHE_FIELD: new_state if use_cache else None},
+        )
+        return output if return_dict else output.to_tuple()
+
+    def encode_source(self, input_ids, inputs_embeds, attention_mask, encoder_outputs, output_hidden_states: bool):
+        """The encoder's output for the checked source (or the given `encoder_outputs`), with its (B, S) mask."""
         if encoder_outputs is None:
             if (input_ids is None) == (inputs_embeds is None):
                 raise ValueError(
@@ -452,14 +481,15 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
             raise TypeError("encoder_outputs must be the CoveModelOutput returned by model.get_encoder()(...)")
         if attention_mask is None:
             attention_mask = encoder_outputs.attention_mask
-        if cache is None:
-            self.check_source(attention_mask)
-        context = self.context_from_encoder(encoder_outputs.last_hidden_state)  # H, (B, S, 2h)
-        context_mask = attention_mask.bool()  # (B, S)
+        return encoder_outputs, attention_mask
 
+    def checked_decoder_inputs(self, labels: Optional[torch.Tensor], decoder_input_ids: Optional[torch.Tensor],
+                               batch: int) -> torch.Tensor:
+        """The (B, T) decoder inputs: `decoder_input_ids`, or `labels` shifted right; both checked against the batch
+        and each other."""
         if labels is not None:
-            if labels.dim() != 2 or labels.shape[0] != context.shape[0]:
-                raise ValueError(f"labels must have shape (batch={context.shape[0]}, time), got {tuple(labels.shape)}")
+            if labels.dim() != 2 or labels.shape[0] != batch:
+                raise ValueError(f"labels must have shape (batch={batch}, time), got {tuple(labels.shape)}")
             self.check_target_ids(labels, "labels", allow_ignore_index=True)
             if decoder_input_ids is None:
                 decoder_input_ids = shift_tokens_right(
@@ -467,9 +497,9 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
                 )
         if decoder_input_ids is None:
             raise ValueError("CoveForMachineTranslation needs labels or decoder_input_ids")
-        if decoder_input_ids.dim() != 2 or decoder_input_ids.shape[0] != context.shape[0]:
+        if decoder_input_ids.dim() != 2 or decoder_input_ids.shape[0] != batch:
             raise ValueError(
-                f"decoder_input_ids must have shape (batch={context.shape[0]}, time), got "
+                f"decoder_input_ids must have shape (batch={batch}, time), got "
                 f"{tuple(decoder_input_ids.shape)}"
             )
         self.check_target_ids(decoder_input_ids, "decoder_input_ids")
@@ -479,7 +509,10 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
                 f"same shape: labels[:, t] is the target of decoder step t (omit decoder_input_ids to use labels "
                 f"shifted right)"
             )
+        return decoder_input_ids
 
+    def decoder_state(self, cache, encoder_outputs: CoveModelOutput, context: torch.Tensor) -> tuple:
+        """The decoder's (h, c, input feed) to start from: the `cache` of an earlier call, else the encoder's."""
         if cache is None and encoder_outputs.final_hidden_state is None:
             raise ValueError("encoder_outputs hold no final states: run the encoder with output_final_states=True")
         if cache is None:
@@ -496,12 +529,11 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
                     f"{type(cache).__name__}"
                 )
             state = tuple(cache)
-        h_tilde, new_state, alphas, decoder_hidden_states = self.decoder(
-            decoder_input_ids, context, context_mask, state,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-        )
-        logits = self.lm_head(h_tilde)  # softmax(W_out h~_t + b_out) before the softmax, (B, T, V)
+        return state
 
+    def target_loss(self, logits: torch.Tensor, labels: Optional[torch.Tensor]) -> tuple:
+        """(loss, summed token NLL, number of target tokens) of `logits` (B, T, V) against `labels` (B, T); Nones
+        without labels."""
         loss = nll_sum = num_tokens = None
         if labels is not None:
             targets = labels.masked_fill(labels == self.config.pad_token_id, -100)
@@ -513,19 +545,7 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
                 loss = nll_sum / labels.shape[0]  # the paper's: summed token NLL divided by the batch size
             else:
                 loss = nll_sum / num_tokens  # mean token cross-entropy (NaN when no token counts, as F.cross_entropy)
-
-        output = CoveSeq2SeqLMOutput(
-            loss=loss,
-            logits=logits,
-            decoder_hidden_states=decoder_hidden_states,
-            cross_attentions=(alphas.unsqueeze(1),) if output_attentions else None,
-            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
-            encoder_hidden_states=encoder_outputs.hidden_states if output_hidden_states else None,
-            nll_sum=nll_sum,
-            num_tokens=num_tokens,
-            **{CACHE_FIELD: new_state if use_cache else None},
-        )
-        return output if return_dict else output.to_tuple()
+        return loss, nll_sum, num_tokens
 
     # --- convenience for users and scripts ---
     def check_tokenizers(self, source_tokenizer=None, target_tokenizer=None):
