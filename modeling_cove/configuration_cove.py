@@ -98,6 +98,60 @@ def _check_int(name: str, value, minimum: int) -> None:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
 
 
+# CoveConfig's fields that `PreTrainedConfig.__init__` sets; the sizes that must be ints >= 1
+BASE_CONFIG_FIELDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+POSITIVE_INT_FIELDS = (
+    "vocab_size", "word_vector_dim", "hidden_size", "num_hidden_layers", "target_vocab_size", "decoder_embedding_dim",
+    "decoder_hidden_size", "decoder_num_layers", "max_source_length", "bcn_feedforward_dim", "bcn_hidden_size",
+    "bcn_maxout_pool", "dcn_hidden_size", "dcn_pool_size", "dcn_max_iterations", "dcn_max_answer_length",
+)
+DROPOUT_FIELDS = ("encoder_dropout", "decoder_dropout", "bcn_dropout", "dcn_dropout")
+
+
+def check_config_values(values: dict) -> None:
+    """`CoveConfig`'s validation of its field `values` (name -> value): a ValueError naming the first bad field."""
+    for name, choices in (("cove_output", COVE_OUTPUT_CHOICES), ("bcn_input", BCN_INPUT_CHOICES)):
+        if values[name] not in choices:
+            raise ValueError(f"{name} must be one of {choices}, got {values[name]!r}")
+    bcn_pooling = values["bcn_pooling"]
+    bad_pool = [p for p in bcn_pooling if p not in BCN_POOLING_CHOICES]
+    if bad_pool or not bcn_pooling:
+        raise ValueError(f"bcn_pooling must be a non-empty list of {BCN_POOLING_CHOICES}, got {list(bcn_pooling)}")
+    for name in POSITIVE_INT_FIELDS:
+        _check_int(name, values[name], minimum=1)
+    _check_int("char_ngram_dim", values["char_ngram_dim"], minimum=0)
+    if values["bcn_max_length"] is not None:
+        _check_int("bcn_max_length", values["bcn_max_length"], minimum=1)
+    if not isinstance(values["bcn_pair_input"], bool):
+        raise ValueError(f"bcn_pair_input must be True or False, got {values['bcn_pair_input']!r}")
+    for name in DROPOUT_FIELDS:
+        if not _is_real(values[name]) or not 0 <= values[name] < 1:
+            raise ValueError(f"{name} must be a probability in [0, 1), got {values[name]!r}")
+    initializer_range = values["initializer_range"]
+    if not _is_real(initializer_range) or not 0 < initializer_range < math.inf:
+        raise ValueError(f"initializer_range must be a finite number > 0 (U(-r, r)), got {initializer_range!r}")
+    # the pad row of the source table (and of the MT target embeddings) is padding_idx and is kept at zero
+    pad_token_id, vocab_size = values["pad_token_id"], values["vocab_size"]
+    target_vocab_size = values["target_vocab_size"]
+    if not is_int(pad_token_id) or not 0 <= pad_token_id < min(vocab_size, target_vocab_size):
+        raise ValueError(
+            f"pad_token_id must be an id of both vocabularies, in [0, {min(vocab_size, target_vocab_size)}) "
+            f"(vocab_size={vocab_size}, target_vocab_size={target_vocab_size}), got {pad_token_id!r}"
+        )
+    fingerprint = values["vocabulary_fingerprint"]
+    if fingerprint is not None and not (
+        isinstance(fingerprint, str) and re.fullmatch(r"[1-9][0-9]*:[0-9a-f]{16}", fingerprint)
+    ):
+        raise ValueError(
+            f"vocabulary_fingerprint must be None or '<size>:<16 lower-case hex digits>' "
+            f"(tokenization_cove.vocabulary_fingerprint), got {fingerprint!r}"
+        )
+    for name, choices in (("lstm_implementation", LSTM_IMPLEMENTATION_CHOICES),
+                          ("mt_loss_reduction", ("token_mean", "sentence")), ("dcn_input", DCN_INPUT_CHOICES)):
+        if values[name] not in choices:
+            raise ValueError(f"{name} must be one of {choices}, got {values[name]!r}")
+
+
 class CoveConfig(PreTrainedConfig):
     r"""
     Configuration of a CoVe model (McCann et al. 2017, "Learned in Translation: Contextualized Word Vectors").
@@ -302,122 +356,14 @@ class CoveConfig(PreTrainedConfig):
         decoder_start_token_id=2,
         **kwargs,
     ):
-        if cove_output not in COVE_OUTPUT_CHOICES:
-            raise ValueError(f"cove_output must be one of {COVE_OUTPUT_CHOICES}, got {cove_output!r}")
-        if bcn_input not in BCN_INPUT_CHOICES:
-            raise ValueError(f"bcn_input must be one of {BCN_INPUT_CHOICES}, got {bcn_input!r}")
-        bad_pool = [p for p in bcn_pooling if p not in BCN_POOLING_CHOICES]
-        if bad_pool or not bcn_pooling:
-            raise ValueError(f"bcn_pooling must be a non-empty list of {BCN_POOLING_CHOICES}, got {list(bcn_pooling)}")
-        for name, value in (
-            ("vocab_size", vocab_size),
-            ("word_vector_dim", word_vector_dim),
-            ("hidden_size", hidden_size),
-            ("num_hidden_layers", num_hidden_layers),
-            ("target_vocab_size", target_vocab_size),
-            ("decoder_embedding_dim", decoder_embedding_dim),
-            ("decoder_hidden_size", decoder_hidden_size),
-            ("decoder_num_layers", decoder_num_layers),
-            ("max_source_length", max_source_length),
-            ("bcn_feedforward_dim", bcn_feedforward_dim),
-            ("bcn_hidden_size", bcn_hidden_size),
-            ("bcn_maxout_pool", bcn_maxout_pool),
-            ("dcn_hidden_size", dcn_hidden_size),
-            ("dcn_pool_size", dcn_pool_size),
-            ("dcn_max_iterations", dcn_max_iterations),
-            ("dcn_max_answer_length", dcn_max_answer_length),
-        ):
-            _check_int(name, value, minimum=1)
-        _check_int("char_ngram_dim", char_ngram_dim, minimum=0)
-        if bcn_max_length is not None:
-            _check_int("bcn_max_length", bcn_max_length, minimum=1)
-        if not isinstance(bcn_pair_input, bool):
-            raise ValueError(f"bcn_pair_input must be True or False, got {bcn_pair_input!r}")
-        for name, value in (
-            ("encoder_dropout", encoder_dropout),
-            ("decoder_dropout", decoder_dropout),
-            ("bcn_dropout", bcn_dropout),
-            ("dcn_dropout", dcn_dropout),
-        ):
-            if not _is_real(value) or not 0 <= value < 1:
-                raise ValueError(f"{name} must be a probability in [0, 1), got {value!r}")
-        if not _is_real(initializer_range) or not 0 < initializer_range < math.inf:
-            raise ValueError(f"initializer_range must be a finite number > 0 (U(-r, r)), got {initializer_range!r}")
-        # the pad row of the source table (and of the MT target embeddings) is padding_idx and is kept at zero
-        if not is_int(pad_token_id) or not 0 <= pad_token_id < min(vocab_size, target_vocab_size):
-            raise ValueError(
-                f"pad_token_id must be an id of both vocabularies, in [0, {min(vocab_size, target_vocab_size)}) "
-                f"(vocab_size={vocab_size}, target_vocab_size={target_vocab_size}), got {pad_token_id!r}"
-            )
-        self.vocab_size = vocab_size
-        self.word_vector_dim = word_vector_dim
-        self.hidden_size = hidden_size
-        self.num_hidden_layers = num_hidden_layers
-        self.encoder_dropout = encoder_dropout
-        self.cove_output = cove_output
-        self.include_word_vectors = include_word_vectors
-        self.char_ngram_dim = char_ngram_dim
-        self.freeze_embeddings = freeze_embeddings
-        self.freeze_encoder = freeze_encoder
-        self.initializer_range = initializer_range
-        self.lowercase = lowercase
-        if vocabulary_fingerprint is not None and not (
-            isinstance(vocabulary_fingerprint, str) and re.fullmatch(r"[1-9][0-9]*:[0-9a-f]{16}", vocabulary_fingerprint)
-        ):
-            raise ValueError(
-                f"vocabulary_fingerprint must be None or '<size>:<16 lower-case hex digits>' "
-                f"(tokenization_cove.vocabulary_fingerprint), got {vocabulary_fingerprint!r}"
-            )
-        self.vocabulary_fingerprint = vocabulary_fingerprint
-        self.output_final_states = output_final_states
+        values = {name: value for name, value in locals().items() if name not in ("self", "kwargs", "__class__")}
         # a keyword argument, as transformers' `attn_implementation`: `from_pretrained(..., lstm_implementation=...)`
-        lstm_implementation = kwargs.pop("lstm_implementation", "auto")
-        if lstm_implementation not in LSTM_IMPLEMENTATION_CHOICES:
-            raise ValueError(
-                f"lstm_implementation must be one of {LSTM_IMPLEMENTATION_CHOICES}, got {lstm_implementation!r}"
-            )
-        self.lstm_implementation = lstm_implementation
-
-        self.target_vocab_size = target_vocab_size
-        self.decoder_embedding_dim = decoder_embedding_dim
-        self.decoder_hidden_size = decoder_hidden_size
-        self.decoder_num_layers = decoder_num_layers
-        self.decoder_dropout = decoder_dropout
-        self.attention_bias = attention_bias
-        self.max_source_length = max_source_length
-        self.length_penalty_alpha = length_penalty_alpha
-        if mt_loss_reduction not in ("token_mean", "sentence"):
-            raise ValueError(f"mt_loss_reduction must be 'token_mean' or 'sentence', got {mt_loss_reduction!r}")
-        self.mt_loss_reduction = mt_loss_reduction
-
-        self.bcn_input = bcn_input
-        self.bcn_feedforward_dim = bcn_feedforward_dim
-        self.bcn_hidden_size = bcn_hidden_size
-        self.bcn_pooling = list(bcn_pooling)
-        self.bcn_maxout_reductions = list(bcn_maxout_reductions)
-        self.bcn_maxout_pool = bcn_maxout_pool
-        self.bcn_batch_norm = bcn_batch_norm
-        self.bcn_dropout = bcn_dropout
-        self.bcn_max_length = bcn_max_length
-        self.bcn_pair_input = bcn_pair_input
-
-        if dcn_input not in DCN_INPUT_CHOICES:
-            raise ValueError(f"dcn_input must be one of {DCN_INPUT_CHOICES}, got {dcn_input!r}")
-        self.dcn_input = dcn_input
-        self.dcn_hidden_size = dcn_hidden_size
-        self.dcn_pool_size = dcn_pool_size
-        self.dcn_max_iterations = dcn_max_iterations
-        self.dcn_max_answer_length = dcn_max_answer_length
-        self.dcn_dropout = dcn_dropout
-
-        self.unk_token_id = unk_token_id
-        super().__init__(
-            pad_token_id=pad_token_id,
-            bos_token_id=bos_token_id,
-            eos_token_id=eos_token_id,
-            decoder_start_token_id=decoder_start_token_id,
-            **kwargs,
-        )
+        values["lstm_implementation"] = kwargs.pop("lstm_implementation", "auto")
+        check_config_values(values)
+        for name, value in values.items():
+            if name not in BASE_CONFIG_FIELDS:
+                setattr(self, name, list(value) if name in ("bcn_pooling", "bcn_maxout_reductions") else value)
+        super().__init__(**{name: values[name] for name in BASE_CONFIG_FIELDS}, **kwargs)
 
     @property
     def encoder_output_size(self) -> int:
