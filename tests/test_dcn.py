@@ -718,3 +718,6 @@ def test_run_cove_checks_the_segments_of_other_callers():
         model.run_cove(ids[:, :3], torch.tensor([[0, 1, 1], [1, 1, 1]], dtype=torch.bool))
     question = model.run_cove(ids[:1, :3], torch.ones(1, 3, dtype=torch.bool))  # row 0's question, (1, 3, C)
     torch.testing.assert_close(question[0], model.compute_cove_features(ids, mask, types)[0, :3])
+    # a model that reads no CoVe has no MT-LSTM features to give (before: the top layer, which it never reads)
+    with pytest.raises(ValueError, match=r"run_cove: this model reads no CoVe \(config.dcn_input='vectors'\)"):
+        tiny_model(dcn_input="vectors").run_cove(ids[:1, :3], torch.ones(1, 3, dtype=torch.bool))
