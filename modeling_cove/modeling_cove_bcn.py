@@ -289,7 +289,7 @@ BCN_INPUTS_DOCSTRING = r"""
 class CoveForSequenceClassification(CovePreTrainedModel):
     """CoVe + BCN for single-sentence and sentence-pair classification (McCann et al. 2017, §3).
 
-    `config.bcn_input` chooses what the BCN reads per token:
+    `config.bcn_input` chooses what the BCN reads per token (its parts and columns: `config.feature_layout("bcn")`):
       - "vectors+cove": eq. 6, [GloVe(w); CoVe(w)] (CoVe = last MT-LSTM layer, or first and last with
         `cove_output="both"`);
       - "vectors": the GloVe-only baseline (the MT-LSTM is not run);

@@ -4,7 +4,7 @@ Question and context arrive as ONE pair sequence from the tokenizer (question = 
 `token_type_ids`, right padding). `forward` splits the pair, runs the frozen CoVe encoder on each segment on its
 own (the MT-LSTM never sees across the question/context boundary), and then:
 
-    w~ = [GloVe(w); CoVe(w)]                                   eq. 6 (what is used is `config.dcn_input`)
+    w~ = [GloVe(w); CoVe(w)]                                   eq. 6, the parts of `config.feature_layout("dcn")`
     D', Q' = biLSTM(tanh(W w~ + b))                           eqs. 7-8 with a tanh feed-forward (§4), shared weights
     sentinels d_0, q_0 appended;  Q = tanh(W_Q Q' + b_Q)      question projection
     L = D Q^T;  A^Q = softmax over the document, A^D = softmax over the question (padding masked)
