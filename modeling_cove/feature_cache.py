@@ -104,8 +104,7 @@ def head_features(model) -> tuple:
 
         return "bcn", layers, bcn
     if isinstance(model, CoveForQuestionAnswering):
-        top = model.config.num_hidden_layers
-        layers = [1, top] if model.config.cove_output == "both" else [top]
+        layers = model.config.feature_layout("dcn").mt_lstm_layers(model.config.num_hidden_layers)
         return "dcn", layers, lambda input_ids, attention_mask, token_type_ids: model.run_cove(input_ids,
                                                                                                attention_mask)
     raise TypeError(f"model must be a CoveForSequenceClassification or a CoveForQuestionAnswering, got "
