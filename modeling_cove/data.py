@@ -189,100 +189,130 @@ def load_translation(data_dir: Optional[str] = None, name: str = "multi30k") -> 
 # classification
 
 
+def _local_tsv(task: str, root: Path, imdb_words: int) -> DatasetDict:
+    """A folder of train/validation/test TSVs with a header (text, [text_pair,] label)."""
+    rows = read_tsv_splits(root, ("text", "label"))
+    names = sorted({r["label"] for split_rows in rows.values() for r in split_rows})
+    # a pair task when the files have a text_pair column (decided on every split with rows: a header-only
+    # train.tsv must not drop the column of the others); files that disagree are an error
+    with_pair = {split: "text_pair" in split_rows[0] for split, split_rows in rows.items() if split_rows}
+    pair = any(with_pair.values())
+    if pair and not all(with_pair.values()):
+        raise ValueError(f"{root}: some splits have a text_pair column and some do not: {with_pair}")
+    features = _classification_features(names, pair=pair)
+    out = {}
+    for split, split_rows in rows.items():
+        columns = {"text": [r["text"] for r in split_rows]}
+        if pair:
+            columns["text_pair"] = [r["text_pair"] for r in split_rows]
+        columns["label"] = [names.index(r["label"]) for r in split_rows]
+        out[split] = Dataset.from_dict(columns, features=features)
+    return DatasetDict(out)
+
+
+def _local_sst2(task: str, root: Path, imdb_words: int) -> DatasetDict:
+    """SST-2 from the SentEval binary sentiment files."""
+    folder = _check_data_dir(root, "sst/senteval")
+    splits = {}
+    for split, stem in (("train", "train"), ("validation", "dev"), ("test", "test")):
+        texts, labels = [], []
+        for line in _read_lines(folder / f"binary.sentiment-{stem}"):
+            if line.strip():
+                text, label = line.rsplit("\t", 1)
+                texts.append(text.strip())
+                labels.append(int(label))
+        splits[split] = Dataset.from_dict({"text": texts, "label": labels},
+                                          features=_classification_features(LABEL_NAMES["sst2"]))
+    return DatasetDict(splits)
+
+
+def _local_sst5(task: str, root: Path, imdb_words: int) -> DatasetDict:
+    """SST-5 from the PTB trees (root label, whole sentences)."""
+    folder = _check_data_dir(root, "sst/trees")
+    splits = {}
+    for split, stem in (("train", "train"), ("validation", "dev"), ("test", "test")):
+        texts, labels = [], []
+        for line in _read_lines(folder / f"{stem}.txt"):
+            if line.strip():
+                texts.append(ptb_tree_leaves(line))
+                labels.append(int(line[1]))  # root label: "(3 (2 ..."
+        splits[split] = Dataset.from_dict({"text": texts, "label": labels},
+                                          features=_classification_features(LABEL_NAMES["sst5"]))
+    return DatasetDict(splits)
+
+
+def _local_trec(task: str, root: Path, imdb_words: int) -> DatasetDict:
+    """TREC-6 (coarse labels) or TREC-50 (fine labels); validation split off the training file."""
+    folder = _check_data_dir(root, "trec")
+    raw = {}
+    for split, name in (("train", "train_5500.label"), ("test", "TREC_10.label")):
+        rows = []
+        for line in _read_lines(folder / name, encoding="latin-1"):
+            if line.strip():
+                label, text = line.split(" ", 1)
+                rows.append((label, text.strip()))
+        raw[split] = rows
+    if task == "trec6":
+        names = LABEL_NAMES["trec6"]
+        key = lambda label: label.split(":")[0]  # noqa: E731
+    else:
+        names = sorted({label for rows in raw.values() for label, _ in rows})
+        key = lambda label: label  # noqa: E731
+    features = _classification_features(names)
+    full = {s: Dataset.from_dict({"text": [t for _, t in rows], "label": [names.index(key(l)) for l, _ in rows]},
+                                 features=features) for s, rows in raw.items()}
+    train, validation = _split_off_validation(full["train"])
+    return DatasetDict({"train": train, "validation": validation, "test": full["test"]})
+
+
+def _local_imdb(task: str, root: Path, imdb_words: int) -> DatasetDict:
+    """IMDb reviews cut to their first `imdb_words` words; validation split off the training file."""
+    folder = _check_data_dir(root, "imdb")
+    features = _classification_features(LABEL_NAMES["imdb"])
+    full = {}
+    for split in ("train", "test"):
+        texts, labels = [], []
+        with _open_text(folder / f"{split}.jsonl.xz") as f:
+            for line in f:
+                row = json.loads(line)
+                texts.append(first_words(row["text"].replace("<br />", " "), imdb_words))
+                labels.append(1 if row["label"] == "pos" else 0)
+        full[split] = Dataset.from_dict({"text": texts, "label": labels}, features=features)
+    train, validation = _split_off_validation(full["train"])
+    return DatasetDict({"train": train, "validation": validation, "test": full["test"]})
+
+
+def _local_snli(task: str, root: Path, imdb_words: int) -> DatasetDict:
+    """SNLI dev and test (no train here): training and validation are split off dev."""
+    folder = _check_data_dir(root, "snli")
+    features = _classification_features(LABEL_NAMES["snli"], pair=True)
+    full = {}
+    for split in ("dev", "test"):
+        s1, s2, labels = (_read_lines(folder / f"{p}.{split}") for p in ("s1", "s2", "labels"))
+        n = len(labels) - (labels[-1] == "")
+        full[split] = Dataset.from_dict(
+            {"text": [s.strip() for s in s1[:n]], "text_pair": [s.strip() for s in s2[:n]],
+             "label": [LABEL_NAMES["snli"].index(label) for label in labels[:n]]},
+            features=features,
+        )
+    train, validation = _split_off_validation(full["dev"])  # no SNLI train here: train on 90% of dev
+    return DatasetDict({"train": train, "validation": validation, "test": full["test"]})
+
+
+# the local readers of `load_classification` by task
+_LOCAL_READERS = {
+    "tsv": _local_tsv,
+    "sst2": _local_sst2,
+    "sst5": _local_sst5,
+    "trec6": _local_trec,
+    "trec50": _local_trec,
+    "imdb": _local_imdb,
+    "snli": _local_snli,
+}
+
+
 def _local_classification(task: str, root: Path, imdb_words: int) -> DatasetDict:
-    if task == "tsv":
-        rows = read_tsv_splits(root, ("text", "label"))
-        names = sorted({r["label"] for split_rows in rows.values() for r in split_rows})
-        # a pair task when the files have a text_pair column (decided on every split with rows: a header-only
-        # train.tsv must not drop the column of the others); files that disagree are an error
-        with_pair = {split: "text_pair" in split_rows[0] for split, split_rows in rows.items() if split_rows}
-        pair = any(with_pair.values())
-        if pair and not all(with_pair.values()):
-            raise ValueError(f"{root}: some splits have a text_pair column and some do not: {with_pair}")
-        features = _classification_features(names, pair=pair)
-        out = {}
-        for split, split_rows in rows.items():
-            columns = {"text": [r["text"] for r in split_rows]}
-            if pair:
-                columns["text_pair"] = [r["text_pair"] for r in split_rows]
-            columns["label"] = [names.index(r["label"]) for r in split_rows]
-            out[split] = Dataset.from_dict(columns, features=features)
-        return DatasetDict(out)
-    if task == "sst2":
-        folder = _check_data_dir(root, "sst/senteval")
-        splits = {}
-        for split, stem in (("train", "train"), ("validation", "dev"), ("test", "test")):
-            texts, labels = [], []
-            for line in _read_lines(folder / f"binary.sentiment-{stem}"):
-                if line.strip():
-                    text, label = line.rsplit("\t", 1)
-                    texts.append(text.strip())
-                    labels.append(int(label))
-            splits[split] = Dataset.from_dict({"text": texts, "label": labels},
-                                              features=_classification_features(LABEL_NAMES["sst2"]))
-        return DatasetDict(splits)
-    if task == "sst5":
-        folder = _check_data_dir(root, "sst/trees")
-        splits = {}
-        for split, stem in (("train", "train"), ("validation", "dev"), ("test", "test")):
-            texts, labels = [], []
-            for line in _read_lines(folder / f"{stem}.txt"):
-                if line.strip():
-                    texts.append(ptb_tree_leaves(line))
-                    labels.append(int(line[1]))  # root label: "(3 (2 ..."
-            splits[split] = Dataset.from_dict({"text": texts, "label": labels},
-                                              features=_classification_features(LABEL_NAMES["sst5"]))
-        return DatasetDict(splits)
-    if task in ("trec6", "trec50"):
-        folder = _check_data_dir(root, "trec")
-        raw = {}
-        for split, name in (("train", "train_5500.label"), ("test", "TREC_10.label")):
-            rows = []
-            for line in _read_lines(folder / name, encoding="latin-1"):
-                if line.strip():
-                    label, text = line.split(" ", 1)
-                    rows.append((label, text.strip()))
-            raw[split] = rows
-        if task == "trec6":
-            names = LABEL_NAMES["trec6"]
-            key = lambda label: label.split(":")[0]  # noqa: E731
-        else:
-            names = sorted({label for rows in raw.values() for label, _ in rows})
-            key = lambda label: label  # noqa: E731
-        features = _classification_features(names)
-        full = {s: Dataset.from_dict({"text": [t for _, t in rows], "label": [names.index(key(l)) for l, _ in rows]},
-                                     features=features) for s, rows in raw.items()}
-        train, validation = _split_off_validation(full["train"])
-        return DatasetDict({"train": train, "validation": validation, "test": full["test"]})
-    if task == "imdb":
-        folder = _check_data_dir(root, "imdb")
-        features = _classification_features(LABEL_NAMES["imdb"])
-        full = {}
-        for split in ("train", "test"):
-            texts, labels = [], []
-            with _open_text(folder / f"{split}.jsonl.xz") as f:
-                for line in f:
-                    row = json.loads(line)
-                    texts.append(first_words(row["text"].replace("<br />", " "), imdb_words))
-                    labels.append(1 if row["label"] == "pos" else 0)
-            full[split] = Dataset.from_dict({"text": texts, "label": labels}, features=features)
-        train, validation = _split_off_validation(full["train"])
-        return DatasetDict({"train": train, "validation": validation, "test": full["test"]})
-    if task == "snli":
-        folder = _check_data_dir(root, "snli")
-        features = _classification_features(LABEL_NAMES["snli"], pair=True)
-        full = {}
-        for split in ("dev", "test"):
-            s1, s2, labels = (_read_lines(folder / f"{p}.{split}") for p in ("s1", "s2", "labels"))
-            n = len(labels) - (labels[-1] == "")
-            full[split] = Dataset.from_dict(
-                {"text": [s.strip() for s in s1[:n]], "text_pair": [s.strip() for s in s2[:n]],
-                 "label": [LABEL_NAMES["snli"].index(label) for label in labels[:n]]},
-                features=features,
-            )
-        train, validation = _split_off_validation(full["dev"])  # no SNLI train here: train on 90% of dev
-        return DatasetDict({"train": train, "validation": validation, "test": full["test"]})
-    raise AssertionError(task)
+    return _LOCAL_READERS[task](task, root, imdb_words)
 
 
 def _hub_classification(task: str, imdb_words: int) -> DatasetDict:

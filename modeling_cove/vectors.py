@@ -312,6 +312,27 @@ def iter_word_vectors(path: PathLike, dim: Optional[int] = None) -> Iterator[Tup
         yield line_no, word, _parse_values(values, lines.dim, lines, line_no, word)
 
 
+def _wanted_words(vocab: Optional[Iterable[str]], lowercase: bool, path: PathLike) -> Optional[set]:
+    """The set of (lower-cased, with `lowercase`) words `read_word_vectors` keeps; None keeps every word."""
+    if vocab is None:
+        return None
+    if isinstance(vocab, str):
+        raise TypeError("vocab must be an iterable of words, not a single string")
+    wanted = {word.lower() for word in vocab} if lowercase else set(vocab)
+    if not wanted:
+        raise ValueError(f"the vocabulary is empty: no word to read from {path}")
+    return wanted
+
+
+def _raise_no_words(path: PathLike, dim: Optional[int], wanted: Optional[set]):
+    """The error of a read that kept no word: an empty file, or none of the requested words in it."""
+    if dim is None:
+        raise ValueError(f"{path} contains no word vectors (empty file, or only a header)")
+    if wanted is not None:
+        raise ValueError(f"none of the {len(wanted)} requested words were found in {path}")
+    raise ValueError(f"{path} contains no word vectors")
+
+
 def read_word_vectors(
     path: PathLike,
     vocab: Optional[Iterable[str]] = None,
@@ -342,14 +363,7 @@ def read_word_vectors(
         ValueError: (with the path and line number) wrong dimension, unparseable or non-finite value, invalid
             UTF-8, corrupted compressed data; or no entry at all / none of the requested words found.
     """
-    wanted = None
-    if vocab is not None:
-        if isinstance(vocab, str):
-            raise TypeError("vocab must be an iterable of words, not a single string")
-        wanted = {word.lower() for word in vocab} if lowercase else set(vocab)
-        if not wanted:
-            raise ValueError(f"the vocabulary is empty: no word to read from {path}")
-
+    wanted = _wanted_words(vocab, lowercase, path)
     lines = _VectorLines(path, dim=dim, progress=progress)
     words: List[str] = []
     seen = set()
@@ -390,11 +404,7 @@ def read_word_vectors(
         flush()
 
     if not words:
-        if lines.dim is None:
-            raise ValueError(f"{path} contains no word vectors (empty file, or only a header)")
-        if wanted is not None:
-            raise ValueError(f"none of the {len(wanted)} requested words were found in {path}")
-        raise ValueError(f"{path} contains no word vectors")
+        _raise_no_words(path, lines.dim, wanted)
     if buffer.shape[0] != filled:
         buffer.resize((filled, lines.dim), refcheck=False)  # shrink in place
     return words, torch.from_numpy(buffer)
