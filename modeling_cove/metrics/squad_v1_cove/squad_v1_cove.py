@@ -2,7 +2,7 @@
 
     evaluate.load("modeling_cove/metrics/squad_v1_cove")  # -> {"exact_match": 0..100, "f1": 0..100}
 
-Same definition as the official v1.1 evaluation script (PAPER.md §4): answers are normalised (lower-case, remove
+Same definition as the official v1.1 evaluation script (docs/paper.md §4): answers are normalised (lower-case, remove
 punctuation, drop the articles a/an/the, collapse whitespace); EM = normalised strings equal; F1 = harmonic mean of
 precision and recall of the normalised token multisets; each prediction takes the max over its gold answers; the
 reported numbers are means over the questions, times 100. Input layout as the Hub `squad` metric.
