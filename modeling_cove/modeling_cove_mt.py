@@ -234,7 +234,7 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        """Everything trainable ~ U(-0.1, 0.1) (PAPER.md §2), including the random target embeddings."""
+        """Everything trainable ~ U(-0.1, 0.1) (docs/paper.md §2), including the random target embeddings."""
         if module is getattr(getattr(self, "decoder", None), "embed_tokens", None):
             r = self.config.initializer_range
             nn.init.uniform_(module.weight, -r, r)
