@@ -158,7 +158,7 @@ class CovePreTrainedModel(PreTrainedModel):
     base_model_prefix = "cove"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False
-    # Trainer must not pass `num_items_in_batch`: our heads compute mean losses themselves (HF_NOTES.md).
+    # Trainer must not pass `num_items_in_batch`: our heads compute mean losses themselves (docs/transformers_notes.md).
     accepts_loss_kwargs = False
     _no_split_modules = []
 
@@ -256,7 +256,7 @@ class CovePreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        """Uniform U(-r, r) for LSTM/linear weights (PAPER.md §2), N(0, 1) word vectors with zero PAD/UNK rows."""
+        """Uniform U(-r, r) for LSTM/linear weights (docs/paper.md §2), N(0, 1) word vectors with zero PAD/UNK rows."""
         r = self.config.initializer_range
         if isinstance(module, (nn.LSTM, nn.LSTMCell)):
             for param in module.parameters():
