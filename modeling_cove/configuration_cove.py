@@ -175,7 +175,7 @@ class CoveConfig(PreTrainedConfig):
     One exception kept from before: the BCN with a 1-layer MT-LSTM and `cove_output="both"` reads that layer once
     (layer 1 is the top layer), where the encoder output and the DCN hold it twice.
 
-    Encoder (MT-LSTM, PAPER.md §1):
+    Encoder (MT-LSTM, docs/paper.md §1):
         vocab_size (`int`, *optional*, defaults to 50000):
             Number of rows of the (frozen) word-vector table, i.e. the size of the source vocabulary including
             the `[PAD]` (id 0) and `[UNK]` (id 1) rows, which are always zero vectors.
@@ -203,7 +203,7 @@ class CoveConfig(PreTrainedConfig):
             Keep the MT-LSTM fixed. Downstream heads train with a frozen encoder (paper §5); MT pretraining
             sets this to `False`.
         initializer_range (`float`, *optional*, defaults to 0.1):
-            Half-width of the uniform initialisation U(-r, r) of all trainable weights (PAPER.md §2).
+            Half-width of the uniform initialisation U(-r, r) of all trainable weights (docs/paper.md §2).
         lowercase (`bool`, *optional*, defaults to `True`):
             Informational: whether the vocabulary was built from lower-cased text (the released MT-LSTM was).
             The tokenizer carries the behaviour; this mirrors it for model cards.
@@ -227,7 +227,7 @@ class CoveConfig(PreTrainedConfig):
             reference). A call the chosen strategy cannot serve runs the reference. Change it at run time with
             `model.set_lstm_implementation(...)`.
 
-    MT decoder (eqs. 2–4, PAPER.md §2; read by `CoveForMachineTranslation`):
+    MT decoder (eqs. 2–4, docs/paper.md §2; read by `CoveForMachineTranslation`):
         target_vocab_size (`int`, *optional*, defaults to 50000):
             Size of the target (German) vocabulary.
         decoder_embedding_dim (`int`, *optional*, defaults to 300):
@@ -249,7 +249,7 @@ class CoveConfig(PreTrainedConfig):
             token cross-entropy, as every transformers Seq2SeqLM) or `"sentence"` (the paper's: summed token NLL
             divided by the number of sentences in the batch). `nll_sum` and `num_tokens` are returned either way.
 
-    BCN classifier (eqs. 7–16, PAPER.md §3; read by `CoveForSequenceClassification`):
+    BCN classifier (eqs. 7–16, docs/paper.md §3; read by `CoveForSequenceClassification`):
         bcn_input (`str`, *optional*, defaults to `"vectors+cove"`):
             What the BCN reads per token: `"vectors+cove"` (eq. 6), `"vectors"` (the GloVe-only baseline),
             `"cove"` (CoVe only) or `"scalar_mix"` (ELMo-style mix over {[g; g], layer 1, layer 2}, §6).
@@ -278,7 +278,7 @@ class CoveConfig(PreTrainedConfig):
             second text (`text_pair`); one without is a `ValueError` instead of being read as a single sentence.
             `False`: single texts (duplicated, x = y) and pairs are both accepted.
 
-    DCN question answering (PAPER.md §4; read by `CoveForQuestionAnswering`):
+    DCN question answering (docs/paper.md §4; read by `CoveForQuestionAnswering`):
         dcn_input (`str`, *optional*, defaults to `"vectors+cove"`):
             What the DCN reads per token: `"vectors+cove"` ([GloVe; CoVe], eq. 6), `"vectors"` (GloVe-only
             baseline) or `"cove"`.
