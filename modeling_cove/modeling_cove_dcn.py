@@ -1,4 +1,4 @@
-"""DCN question-answering head: `CoveForQuestionAnswering` (PAPER.md §4; Xiong et al. 2017, CoVe paper §6).
+"""DCN question-answering head: `CoveForQuestionAnswering` (docs/paper.md §4; Xiong et al. 2017, CoVe paper §6).
 
 Question and context arrive as ONE pair sequence from the tokenizer (question = segment 0, context = segment 1 via
 `token_type_ids`, right padding). `forward` splits the pair, runs the frozen CoVe encoder on each segment on its
