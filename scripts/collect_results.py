@@ -23,7 +23,7 @@ import statistics
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PAPER_TABLE2 = {  # PAPER.md §5, validation accuracy: Random | GloVe | GloVe+CoVe-S
+PAPER_TABLE2 = {  # docs/paper.md §5, validation accuracy: Random | GloVe | GloVe+CoVe-S
     "sst2": {"random": 84.2, "vectors": 88.4, "vectors+cove": 89.0},
     "sst5": {"random": 48.6, "vectors": 53.5, "vectors+cove": 54.0},
     "imdb": {"random": 88.4, "vectors": 91.1, "vectors+cove": 90.6},
