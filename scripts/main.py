@@ -689,7 +689,7 @@ def collect_curves(run_dir: Path, report: dict):
 
 
 def paper_numbers(cfg: dict) -> dict:
-    """The paper's figures from the project's own configs (typed there once, from PAPER.md): MT BLEU of CoVe-S and
+    """The paper's figures from the project's own configs (typed there once, from docs/paper.md): MT BLEU of CoVe-S and
     Table 2 rows from configuration/tasks/<task>.yaml."""
     import yaml
 
