@@ -266,7 +266,7 @@ def test_presets_resolve_to_valid_configs(name):
     config = CoveConfig(**settings["config_overrides"], vocab_size=10, target_vocab_size=10)
     assert not config.freeze_encoder and config.freeze_embeddings and config.decoder_dropout == 0.2
     assert (config.hidden_size, config.decoder_hidden_size, config.decoder_embedding_dim) == (300, 600, 300)
-    CoveForMachineTranslation(config)  # a valid MT model (sizes of PAPER.md §2)
+    CoveForMachineTranslation(config)  # a valid MT model (sizes of docs/paper.md §2)
     # the command line wins over the preset
     args = train_mt.parse_args(["--output-dir", "x", "--lr", "0.5", "--config-overrides", '{"decoder_dropout": 0.3}'])
     settings = train_mt.resolve_settings(args, preset)
