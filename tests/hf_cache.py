@@ -1,6 +1,6 @@
 """Build an offline Hugging Face Hub cache by hand, so tests can load `"org/name"` exactly as users type it.
 
-The layout is the one `huggingface_hub` writes when it downloads a repo (HF_NOTES.md):
+The layout is the one `huggingface_hub` writes when it downloads a repo (docs/transformers_notes.md):
 
     $HF_HOME/hub/models--org--name/refs/<revision>          one line: the commit id
     $HF_HOME/hub/models--org--name/snapshots/<commit>/...   the repo's files
