@@ -1,4 +1,4 @@
-"""BCN head (CoveForSequenceClassification, PAPER.md §3, eqs. 6–16): biattention and pooling against hand-computed
+"""BCN head (CoveForSequenceClassification, docs/paper.md §3, eqs. 6–16): biattention and pooling against hand-computed
 examples, the whole forward against a plain-torch one-example reference, padding consistency, pair splitting,
 single-sentence duplication, precomputed CoVe features, loss and labels, save/load, Auto classes, pipeline, bad
 input."""
