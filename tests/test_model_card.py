@@ -1,7 +1,7 @@
 """Model cards (model_cards/): the evaluation-JSON schema and fingerprints, and the generated card.
 
 The card must parse with `huggingface_hub.ModelCard`, its model-index must equal the evaluation JSON, and it must
-render the paper's numbers (PAPER.md §5) beside ours.
+render the paper's numbers (docs/paper.md §5) beside ours.
 """
 
 import hashlib
@@ -33,7 +33,7 @@ from model_cards.evaluation import (  # noqa: E402
 from modeling_cove import CoveConfig, CoveModel  # noqa: E402
 
 PAPER_SST2 = {"Random": 84.2, "GloVe": 88.4, "GloVe+Char": 90.1, "+CoVe-S": 89.0, "+CoVe-M": 90.9, "+CoVe-L": 91.1,
-              "+Char+CoVe-L": 91.2}  # PAPER.md §5, Table 2, SST-2 row (typed here independently of generate.py)
+              "+Char+CoVe-L": 91.2}  # docs/paper.md §5, Table 2, SST-2 row (typed here independently of generate.py)
 
 
 @pytest.fixture(scope="module")
