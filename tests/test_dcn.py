@@ -1,4 +1,4 @@
-"""CoveForQuestionAnswering (DCN, PAPER.md §4): building blocks against hand computations, masking/padding,
+"""CoveForQuestionAnswering (DCN, docs/paper.md §4): building blocks against hand computations, masking/padding,
 sentinels, early stop, the cumulative loss, the span constraint, the precomputed-features path, bad input."""
 
 import math
