@@ -2,7 +2,7 @@
 
 The card is YAML metadata (library, license, datasets, tags, base model, pipeline tag, `model-index`) followed by
 `template.md` filled in. Every number reported for *this model* comes from the evaluation record (validated by
-`model_cards.evaluation`); the only numbers written here by hand are the paper's (PAPER.md §2, §4, §5), shown
+`model_cards.evaluation`); the only numbers written here by hand are the paper's (docs/paper.md §2, §4, §5), shown
 beside ours. `build_card` re-parses the finished card with `huggingface_hub.ModelCard` and checks that its
 model-index equals the record before returning it.
 
@@ -32,7 +32,7 @@ DEFAULT_LICENSE = "bsd-3-clause"
 DEFAULT_INSTALL = "pip install -e .   # in a clone of the modeling_cove repository (package name: modeling-cove)"
 
 # ----------------------------------------------------------------------------------------------------------------
-# The paper's numbers (PAPER.md). Ours never appear here: they come from the evaluation JSON.
+# The paper's numbers (docs/paper.md). Ours never appear here: they come from the evaluation JSON.
 # ----------------------------------------------------------------------------------------------------------------
 
 PAPER_TABLE2_COLUMNS = ("Random", "GloVe", "GloVe+Char", "+CoVe-S", "+CoVe-M", "+CoVe-L", "+Char+CoVe-L")
