@@ -15,7 +15,8 @@ in the stock pipeline. Single texts and generators go through the stock code. `i
 with the package installed; without the package, `model.encode` (remote code) is the fast path.
 
 `CoveQuestionAnsweringPipeline` — extractive question answering with `CoveForQuestionAnswering` (DCN).
-transformers removed its "question-answering" pipeline in 5.3 and blocks the name from 5.19 (HF_NOTES.md), so:
+transformers removed its "question-answering" pipeline in 5.3 and blocks the name from 5.19
+(docs/transformers_notes.md), so:
 
 * a checkpoint saved by `CoveForQuestionAnswering.save_pretrained` records this class as `custom_pipelines` in
   config.json and carries this file, so `pipeline("question-answering", model=dir, trust_remote_code=True)` works
