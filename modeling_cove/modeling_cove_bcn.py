@@ -100,7 +100,8 @@ class TextStates(NamedTuple):
 
 
 class CoveScalarMix(nn.Module):
-    """ELMo-style scalar mix (PAPER.md §6): gamma * sum_k softmax(w)_k * h_k, with w initialised to 0 and gamma to 1."""
+    """ELMo-style scalar mix (docs/paper.md §6): gamma * sum_k softmax(w)_k * h_k, with w initialised to 0 and gamma
+    to 1."""
 
     def __init__(self, num_layers: int):
         super().__init__()
@@ -294,7 +295,7 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         `cove_output="both"`);
       - "vectors": the GloVe-only baseline (the MT-LSTM is not run);
       - "cove": CoVe(w) only;
-      - "scalar_mix": gamma * sum_k softmax(w)_k h_k over {[g; g], layer 1, ..., layer L} (ELMo style, PAPER.md §6;
+      - "scalar_mix": gamma * sum_k softmax(w)_k h_k over {[g; g], layer 1, ..., layer L} (ELMo style, docs/paper.md §6;
         needs 2 * word_vector_dim == 2 * hidden_size).
     With `char_ngram_dim > 0` the char n-gram vectors are appended in every mode.
     """
@@ -449,7 +450,7 @@ class CoveForSequenceClassification(CovePreTrainedModel):
                 parts.append(cove_hidden_states[1])
             elif name == "top_layer":
                 parts.append(cove_hidden_states[self.config.num_hidden_layers])
-            elif name == "scalar_mix":  # PAPER.md §6: gamma * sum_k softmax(w)_k h_k over {[g; g], layer 1, ..., L}
+            elif name == "scalar_mix":  # docs/paper.md §6: gamma * sum_k softmax(w)_k h_k, k over [g; g] and layers
                 parts.append(self.scalar_mix([torch.cat([vectors, vectors], dim=-1), *layers]))
             elif name == "char_ngrams":  # looked up by id (`inputs_embeds` is refused with them)
                 parts.append(self.cove.char_ngram_embeddings(input_ids) * mask)
