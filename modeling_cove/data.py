@@ -5,7 +5,8 @@
 - `load_squad` -> train/validation with `id`, `title`, `context`, `question`, `answers` (SQuAD v1.1 layout).
 
 `data_dir` is a folder laid out like this workplace's `shared/data` (see its README); with `data_dir=None` the Hub
-datasets named in HF_NOTES.md are used. Splits that the local data lacks are documented where they are made:
+datasets of `HUB_IDS` (listed in docs/transformers_notes.md) are used. Splits that the local data lacks are
+documented where they are made:
 
 - TREC, IMDb: no validation split exists; 10% of train (fixed seed 13) is held out as validation.
 - SST-2 (SentEval, phrase-level train, as the paper), SST-5 (sentence-level trees): official train/dev/test.
@@ -98,7 +99,7 @@ def _classification_features(names: list, pair: bool = False) -> Features:
 
 
 def first_words(text: str, n: int) -> str:
-    """The first `n` whitespace-separated words of `text` (IMDb reviews are cut at 200 words, PAPER.md §3)."""
+    """The first `n` whitespace-separated words of `text` (IMDb reviews are cut at 200 words, docs/paper.md §3)."""
     words = text.split()
     return " ".join(words[:n]) if len(words) > n else " ".join(words)
 
