@@ -1,8 +1,8 @@
 """Building CoVe checkpoints: vocabulary counting, checkpoint assembly, and conversion of the Salesforce weights.
 
 The released MT-LSTM (`wmtlstm-b142a7f2.pth`, `wmtlstm-8f474287.pth`) is the state dict of
-`nn.LSTM(300, 300, num_layers=2, bidirectional=True)` with no prefix (PAPER.md §1); `CoveModel` keeps that module as
-`encoder.rnn`, so conversion is a prefix rename plus shape checks.
+`nn.LSTM(300, 300, num_layers=2, bidirectional=True)` with no prefix (docs/paper.md §1); `CoveModel` keeps that
+module as `encoder.rnn`, so conversion is a prefix rename plus shape checks.
 """
 
 from collections import Counter
