@@ -10,7 +10,7 @@ The same script runs on one CPU, on N GPUs and as real 2-process DDP on CPU (glo
     torchrun --nproc_per_node 2 scripts/train_mt.py ...                     # 2 CPU processes (DDP over gloo)
     python scripts/train_mt.py ... --output-dir runs/cove-small --resume    # continue exactly where it stopped
 
-Training follows PAPER.md §2: SGD lr 1.0, halved every epoch once validation perplexity has risen for the first
+Training follows docs/paper.md §2: SGD lr 1.0, halved every epoch once validation perplexity has risen for the first
 time, stop when lr < 0.03 (or after --max-epochs); gradient-norm clip 5; batch 64 sentences (global, split over the
 processes); pairs longer than 75 tokens dropped; vocabularies <= 50k per side; fixed source word vectors; loss =
 summed token NLL / batch size. Batches are length-grouped (shuffle, sort within chunks of --chunk-batches batches,
@@ -66,7 +66,7 @@ import torch  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 BLEU_METRIC_PATH = REPO / "modeling_cove" / "metrics" / "sacrebleu_cove"
 
-# Training settings: built-in defaults (PAPER.md §2) < preset "training" block < command line.
+# Training settings: built-in defaults (docs/paper.md §2) < preset "training" block < command line.
 DEFAULTS = {
     "dataset": "multi30k",
     "optimizer": "sgd",
@@ -560,8 +560,9 @@ def main(argv=None):
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     # Accelerator(cpu=True) is what makes torchrun / `accelerate launch --multi_gpu` on a CPU machine real DDP over
-    # gloo (HF_NOTES.md). Every trainable parameter gets a gradient in every step (decoder, MT-LSTM; the word vectors
-    # are frozen), so DDP's find_unused_parameters stays off unless asked for (it costs a graph traversal per step).
+    # gloo (docs/transformers_notes.md). Every trainable parameter gets a gradient in every step (decoder, MT-LSTM;
+    # the word vectors are frozen), so DDP's find_unused_parameters stays off unless asked for (it costs a graph
+    # traversal per step).
     accelerator = Accelerator(
         cpu=args.cpu or not torch.cuda.is_available(),
         kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=args.find_unused_parameters)],
@@ -855,7 +856,7 @@ def main(argv=None):
             # so that --resume with a larger --max-steps continues exactly as an uninterrupted run
             state.finished = True
         else:
-            # PAPER.md §2: halve the lr every epoch once validation perplexity has risen; stop below min_lr
+            # docs/paper.md §2: halve the lr every epoch once validation perplexity has risen; stop below min_lr
             # (optionally also from epoch `start_decay_at` on, as OpenNMT-py's -start_decay_at)
             rose = state.previous_val_ppl is not None and val["perplexity"] > state.previous_val_ppl
             scheduled = settings["start_decay_at"] is not None and epoch >= settings["start_decay_at"]
