@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Train the BCN (`CoveForSequenceClassification`, PAPER.md §3) on a classification task with `transformers.Trainer`.
+"""Train the BCN (`CoveForSequenceClassification`, docs/paper.md §3) on a classification task with
+`transformers.Trainer`.
 
 Tasks: sst2 (phrase-level train), sst5, trec6, trec50, imdb (first 200 words), snli (pairs; only dev/test exist
 locally: train on 90% of dev, validate on the other 10%, test on test — see modeling_cove/data.py).
@@ -10,7 +11,7 @@ Columns of the CoVe paper's Table 2 (`--bcn-input`):
                   `--freeze-random-embeddings` keeps them fixed); no MT-LSTM
     vectors       the checkpoint's word vectors (GloVe or the stand-in vectors), frozen; no MT-LSTM
     vectors+cove  eq. 6: [vectors; CoVe] — the CoVe column for the encoder given with --encoder
-    cove, scalar_mix   CoVe only / ELMo-style scalar mix over {[g; g], layer 1, layer 2} (PAPER.md §6)
+    cove, scalar_mix   CoVe only / ELMo-style scalar mix over {[g; g], layer 1, layer 2} (docs/paper.md §6)
 
 Because the encoder is frozen, the MT-LSTM states of every split are computed ONCE (length-sorted batches) and
 cached on disk (safetensors; modeling_cove/feature_cache.py) under --cache-dir, keyed by a hash of the encoder
@@ -57,7 +58,7 @@ HYPERPARAMETER_DEFAULTS = {
     "epochs": 10,
     "batch_size": 64,
     "eval_batch_size": 256,
-    "learning_rate": 1e-3,  # Adam (PAPER.md §3); AdamW with weight_decay 0 is exactly Adam
+    "learning_rate": 1e-3,  # Adam (docs/paper.md §3); AdamW with weight_decay 0 is exactly Adam
     "dropout": 0.2,  # bcn_dropout; the paper searched 0.1 / 0.2 / 0.3
     "maxout_reductions": [4, 2],
     "maxout_pool": 4,
@@ -272,7 +273,7 @@ def build_model(encoder_dir, column: str, label_names: list, hp: dict, seed: int
             generator = torch.Generator().manual_seed(seed)
             weight.copy_(torch.randn(weight.shape, generator=generator) * scale)
             model.cove.embeddings.zero_special_rows()
-    if model.accepts_loss_kwargs:  # HF_NOTES.md: Trainer would scale the loss by the accumulation steps
+    if model.accepts_loss_kwargs:  # docs/transformers_notes.md: Trainer would scale the loss by the accumulation steps
         raise RuntimeError("CoveForSequenceClassification must set accepts_loss_kwargs = False")
     return model
 
