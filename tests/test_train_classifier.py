@@ -33,7 +33,7 @@ def tiny_bcn(seed=0, model_class=CoveForSequenceClassification, **overrides):
 
 
 class TrapModel(CoveForSequenceClassification):
-    """What HF_NOTES.md warns about: a model that accepts loss kwargs (so Trainer stops dividing by the
+    """What docs/transformers_notes.md warns about: a model that accepts loss kwargs (so Trainer stops dividing by the
     accumulation steps) but ignores `num_items_in_batch`."""
 
     accepts_loss_kwargs = True
@@ -80,8 +80,9 @@ def train_toy(tmp_path, gradient_accumulation_steps, batch_size, steps=3, model_
 
 
 def test_gradient_accumulation_does_not_scale_the_loss(tmp_path):
-    """Accumulating 2 x 4 examples must equal one batch of 8 (HF_NOTES.md loss-kwargs trap): same logged losses,
-    same weights after 3 optimizer steps (no batch norm / dropout, whose statistics depend on the batch)."""
+    """Accumulating 2 x 4 examples must equal one batch of 8 (the loss-kwargs trap of docs/transformers_notes.md):
+    same logged losses, same weights after 3 optimizer steps (no batch norm / dropout, whose statistics depend on
+    the batch)."""
     assert CoveForSequenceClassification.accepts_loss_kwargs is False
     losses_1, weights_1 = train_toy(tmp_path, gradient_accumulation_steps=1, batch_size=8)
     losses_2, weights_2 = train_toy(tmp_path, gradient_accumulation_steps=2, batch_size=4)
