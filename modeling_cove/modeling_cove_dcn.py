@@ -234,7 +234,10 @@ class CoattentionEncoder(nn.Module):
 
 class DynamicPointingDecoder(nn.Module):
     """h_i = LSTM(h_{i-1}, [u_{s_{i-1}}; u_{e_{i-1}}]); alpha = HMN_start(u_t, h_i, u_{s_{i-1}}, u_{e_{i-1}}),
-    s_i = argmax alpha; beta = HMN_end(u_t, h_i, u_{s_i}, u_{e_{i-1}}), e_i = argmax beta."""
+    s_i = argmax alpha; beta = HMN_end(u_t, h_i, u_{s_i}, u_{e_{i-1}}), e_i = argmax beta.
+
+    HMN_end reads the start just chosen, u_{s_i}; the DCN paper gives it the previous estimate u_{s_{i-1}}, as
+    HMN_start (docs/deviations.md)."""
 
     def __init__(self, config: CoveConfig):
         super().__init__()
