@@ -9,6 +9,9 @@ attentional LSTM decoder:
                                                                     `config.attention_bias`; the 2017 code had none)
 - output: p(ŵ_t | ...) = softmax(W_out h~_t + b_out)
 
+Eq. 4 is written as the paper's prose, Luong et al. and OpenNMT-py compute it; the typeset equation places the
+bracket differently (docs/deviations.md).
+
 The decoder starts from the encoder's final (h, c) of each layer (both directions concatenated, 600-d) and from
 h~_0 = 0. Dropout (`config.decoder_dropout`, paper 0.2) is applied to the target embeddings, between the decoder
 LSTM layers and to h~_t (which is also what is fed back as input feed, as in OpenNMT-py).
@@ -234,7 +237,8 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        """Everything trainable ~ U(-0.1, 0.1) (docs/paper.md §2), including the random target embeddings."""
+        """The recipe's U(-r, r) (docs/paper.md §2), the random target embeddings included (pad row zero); linear
+        biases start at zero (docs/deviations.md)."""
         if module is getattr(getattr(self, "decoder", None), "embed_tokens", None):
             r = self.config.initializer_range
             nn.init.uniform_(module.weight, -r, r)
