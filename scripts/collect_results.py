@@ -281,7 +281,7 @@ def main(argv=None):
                         "vectors+cove": "[vectors; CoVe-S] (eq. 6), frozen",
                         "cove": "CoVe-S alone (no word vectors), frozen",
                         "scalar_mix": "ELMo-style gamma * sum_k softmax(w)_k h_k over {[vectors; vectors], CoVe-S "
-                                      "layer 1, layer 2} (PAPER.md §6), w and gamma learned with the BCN"},
+                                      "layer 1, layer 2} (docs/paper.md §6), w and gamma learned with the BCN"},
             "results": table,
             "dropout_sweep": collect_dropout_sweep(runs, table),
             "encoder_variants": collect_encoder_variants(runs, out),

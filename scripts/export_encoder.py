@@ -95,7 +95,7 @@ def optimisation_text(settings: dict) -> str:
     factor = "halved" if decay == 0.5 else f"multiplied by {decay}"
     when = "after validation perplexity first rose" + (f" or from epoch {start} on" if start is not None else "")
     paper = (settings["optimizer"], settings.get("lr"), decay, start) == ("sgd", 1.0, 0.5, None)
-    source = "the schedule of PAPER.md §2" if paper else "differs from PAPER.md §2 (SGD lr 1, halved)"
+    source = "the schedule of docs/paper.md §2" if paper else "differs from docs/paper.md §2 (SGD lr 1, halved)"
     return (f"{optimizer} lr {settings.get('lr', '?')}, {factor} each epoch {when}, stop below "
             f"{settings.get('min_lr', '?')} ({source})")
 

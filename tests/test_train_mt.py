@@ -388,11 +388,11 @@ def test_encoder_card_describes_the_run_optimisation():
                          "grad_clip": 5.0, "batch_size": 64}, "epochs": []}
     card = model_card(Path("enc"), config, adam)
     assert ("- Optimisation: Adam lr 0.001, multiplied by 0.9 each epoch after validation perplexity first rose or "
-            "from epoch 3 on, stop below 3e-05 (differs from PAPER.md §2 (SGD lr 1, halved)); gradient-norm clip "
+            "from epoch 3 on, stop below 3e-05 (differs from docs/paper.md §2 (SGD lr 1, halved)); gradient-norm clip "
             "5.0; global batch 64 sentences;") in card
     assert "SGD lr 0.001" not in card
     paper = {"settings": {**adam["settings"], "optimizer": "sgd", "lr": 1.0, "lr_decay": 0.5, "start_decay_at": None,
                           "min_lr": 0.03}}
     assert ("- Optimisation: SGD lr 1.0, halved each epoch after validation perplexity first rose, stop below 0.03 "
-            "(the schedule of PAPER.md §2);") in model_card(Path("enc"), config, paper)
+            "(the schedule of docs/paper.md §2);") in model_card(Path("enc"), config, paper)
     assert "- Optimisation: not recorded;" in model_card(Path("enc"), config, None)
