@@ -211,35 +211,33 @@ def _local_tsv(task: str, root: Path, imdb_words: int) -> DatasetDict:
     return DatasetDict(out)
 
 
-def _local_sst2(task: str, root: Path, imdb_words: int) -> DatasetDict:
-    """SST-2 from the SentEval binary sentiment files."""
-    folder = _check_data_dir(root, "sst/senteval")
+def _sst_splits(task: str, path_of_stem, parse_line) -> DatasetDict:
+    """SST's train/dev/test files (`path_of_stem(stem)`), one example per non-empty line, `parse_line(line)` ->
+    (text, label)."""
     splits = {}
     for split, stem in (("train", "train"), ("validation", "dev"), ("test", "test")):
-        texts, labels = [], []
-        for line in _read_lines(folder / f"binary.sentiment-{stem}"):
-            if line.strip():
-                text, label = line.rsplit("\t", 1)
-                texts.append(text.strip())
-                labels.append(int(label))
-        splits[split] = Dataset.from_dict({"text": texts, "label": labels},
-                                          features=_classification_features(LABEL_NAMES["sst2"]))
+        rows = [parse_line(line) for line in _read_lines(path_of_stem(stem)) if line.strip()]
+        splits[split] = Dataset.from_dict({"text": [text for text, _ in rows], "label": [label for _, label in rows]},
+                                          features=_classification_features(LABEL_NAMES[task]))
     return DatasetDict(splits)
+
+
+def _local_sst2(task: str, root: Path, imdb_words: int) -> DatasetDict:
+    """SST-2 from the SentEval binary sentiment files (text, tab, label)."""
+    folder = _check_data_dir(root, "sst/senteval")
+
+    def parse(line):
+        text, label = line.rsplit("\t", 1)
+        return text.strip(), int(label)
+
+    return _sst_splits(task, lambda stem: folder / f"binary.sentiment-{stem}", parse)
 
 
 def _local_sst5(task: str, root: Path, imdb_words: int) -> DatasetDict:
     """SST-5 from the PTB trees (root label, whole sentences)."""
     folder = _check_data_dir(root, "sst/trees")
-    splits = {}
-    for split, stem in (("train", "train"), ("validation", "dev"), ("test", "test")):
-        texts, labels = [], []
-        for line in _read_lines(folder / f"{stem}.txt"):
-            if line.strip():
-                texts.append(ptb_tree_leaves(line))
-                labels.append(int(line[1]))  # root label: "(3 (2 ..."
-        splits[split] = Dataset.from_dict({"text": texts, "label": labels},
-                                          features=_classification_features(LABEL_NAMES["sst5"]))
-    return DatasetDict(splits)
+    return _sst_splits(task, lambda stem: folder / f"{stem}.txt",
+                       lambda line: (ptb_tree_leaves(line), int(line[1])))  # root label: "(3 (2 ..."
 
 
 def _local_trec(task: str, root: Path, imdb_words: int) -> DatasetDict:
