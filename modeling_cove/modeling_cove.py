@@ -5,8 +5,6 @@ Parameter names are chosen so that the released Salesforce state dict (`wmtlstm-
 `weight_ih_l0` -> `encoder.rnn.weight_ih_l0` (and `cove.encoder.rnn.weight_ih_l0` inside a head).
 """
 
-import sys
-import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -25,7 +23,6 @@ from .hub import checkpoint_code, raise_for_unreadable_weights
 from .lstm_kernels import (  # noqa: F401  (moved there; the heads, scripts and tests import them from here)
     SEGMENTED_DEVICE_TYPES,
     SINGLE_CALL_DEVICE_TYPES,
-    _LSTM_KERNEL_SUPPORT,
     autocast_lstm,
     bf16_lstm_kernel_available,
     cpu_worker_count,
@@ -37,19 +34,6 @@ from .lstm_kernels import (  # noqa: F401  (moved there; the heads, scripts and 
     run_on_cpu_workers,
 )
 from .tokenization_cove import check_tokenizer_matches
-
-
-class _ForwardsKernelSupportToKernels(types.ModuleType):
-    """This module's type: setting `_LSTM_KERNEL_SUPPORT` here (the tests' switch that simulates a CPU without a bf16
-    LSTM kernel, tests/conftest.py) sets it in `lstm_kernels` too, where the probe reads it."""
-
-    def __setattr__(self, name, value):
-        if name == "_LSTM_KERNEL_SUPPORT":
-            setattr(lstm_kernels, name, value)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _ForwardsKernelSupportToKernels
 
 
 @dataclass

@@ -70,14 +70,14 @@ def assert_same_weights(model, loaded):
 
 def simulate_cpu_without_bf16_lstm(monkeypatch):
     """What an AVX2-only CPU does, on any CPU: the model's capability probe reports no bf16 LSTM kernel (the switch
-    `modeling_cove.py` documents for tests, `_LSTM_KERNEL_SUPPORT`), and `torch.lstm` / `nn.LSTM` raise oneDNN's
+    `lstm_kernels.py` documents for tests, `_LSTM_KERNEL_SUPPORT`), and `torch.lstm` / `nn.LSTM` raise oneDNN's
     error when called under CPU bf16 autocast (outside autocast, with any weights, they run as usual)."""
     import torch
     from torch import nn
 
-    from modeling_cove import modeling_cove as cove_module
+    from modeling_cove import lstm_kernels
 
-    monkeypatch.setattr(cove_module, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
+    monkeypatch.setattr(lstm_kernels, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
     kernel = torch.lstm
 
     def lstm_without_bf16_kernel(*args, **kwargs):

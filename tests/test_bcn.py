@@ -838,9 +838,9 @@ def test_pair_model_refuses_inputs_without_a_second_text():
 def test_bf16_autocast_with_the_lstm_fallback_forced_matches_fp32(monkeypatch):
     """Where the CPU has no bf16 LSTM kernel (forced here on any CPU), the BCN's own biLSTMs run in fp32 with
     autocast off and are cast to bf16: logits within bf16 tolerance of fp32, for single texts and pairs."""
-    import modeling_cove.modeling_cove as modeling
+    from modeling_cove import lstm_kernels
 
-    monkeypatch.setattr(modeling, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
+    monkeypatch.setattr(lstm_kernels, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
     model = tiny_model(seed=14)
     seen = []
     for lstm in (model.encoder, model.integrator_x, model.integrator_y):

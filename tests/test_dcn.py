@@ -588,7 +588,7 @@ def test_bf16_autocast_matches_fp32_with_the_lstm_fallback_forced_or_as_this_cpu
     import modeling_cove.modeling_cove
 
     if forced:
-        monkeypatch.setattr(modeling_cove.modeling_cove, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
+        monkeypatch.setattr(modeling_cove.lstm_kernels, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
     model = tiny_model(seed=1, initializer_range=0.5, dcn_max_iterations=1)  # O(1) scores; one iteration: no
     ids, types, mask = pair_batch([(3, 9), (2, 6), (4, 5)], seed=1)  # argmax near a tie can change the path
     seen = []

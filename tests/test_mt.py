@@ -590,7 +590,7 @@ def test_bf16_autocast_forward_and_generate(monkeypatch, kernel):
     if kernel and not cove_module.bf16_lstm_kernel_available():
         pytest.skip("this CPU has no bf16 LSTM kernel (no avx512_bf16): the fallback case covers it")
     if not kernel:
-        monkeypatch.setattr(cove_module, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
+        monkeypatch.setattr(cove_module.lstm_kernels, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
     model = tiny_model()
     input_ids, attention_mask = padded([[5, 6, 7, 8], [9, 10]])
     labels = labels_of([[11, 12, EOS], [13, EOS]])
