@@ -97,6 +97,16 @@ def text_spans(inputs: dict, row: int) -> list:
     return list(zip(bounds[:-1], bounds[1:]))
 
 
+def two_segment_inputs(g: torch.Generator, segments: list) -> dict:
+    """Right-padded rows of random words, each `first + second` long, as the tokenizer gives a pair: the first
+    segment type 0, the second type 1 (a second segment of 0 words: a single text)."""
+    ids, mask = right_padded([random_words(g, first + second) for first, second in segments])
+    types = torch.zeros_like(ids)
+    for row, (first, second) in enumerate(segments):
+        types[row, first : first + second] = 1
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
 def logits_and_loss(output) -> dict:
     """The outputs a head is compared by: its logits, and its loss where labels were given."""
     values = {"logits": output.logits}
@@ -593,11 +603,7 @@ class TestCoveForSequenceClassification(CoveModelTesterMixin):
         has static shapes)."""
         g = torch.Generator().manual_seed(seed)
         texts = [(5, 0), (2, 2), (3, 0)] if seed == 0 else [(2, 3), (3, 0), (4, 0)]  # the same width, 5
-        ids, mask = right_padded([random_words(g, a + b) for a, b in texts])
-        types = torch.zeros_like(ids)
-        for row, (a, b) in enumerate(texts):
-            types[row, a : a + b] = 1
-        inputs = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        inputs = two_segment_inputs(g, texts)
         if labels:
             inputs["labels"] = torch.tensor([0, 2, 1])
         return inputs
@@ -681,11 +687,7 @@ class TestCoveForQuestionAnswering(CoveModelTesterMixin):
         """(question, context) pairs as one sequence: question type 0, context type 1; answers inside the context."""
         g = torch.Generator().manual_seed(seed)
         pairs = [(2, 4), (3, 2), (1, 3)] if seed == 0 else [(1, 5), (2, 2), (3, 3)]
-        ids, mask = right_padded([random_words(g, q + c) for q, c in pairs])
-        types = torch.zeros_like(ids)
-        for row, (q, c) in enumerate(pairs):
-            types[row, q : q + c] = 1
-        inputs = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        inputs = two_segment_inputs(g, pairs)
         if labels:
             inputs["start_positions"] = torch.tensor([q + 1 for q, _ in pairs])
             inputs["end_positions"] = torch.tensor([q + c - 1 for q, c in pairs])
