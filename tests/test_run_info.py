@@ -1,0 +1,62 @@
+"""The run-metadata helpers every training CLI and benchmark records with: commit, command, machine, JSON, curves."""
+
+import json
+
+import pytest
+
+from modeling_cove.training.presets import PresetError, load_preset
+from modeling_cove.training.run_info import command_line, git_commit, machine_info, plot_curves, write_json
+
+
+def test_git_commit_is_a_sha_or_unknown(tmp_path):
+    commit = git_commit()
+    assert commit == "unknown" or len(commit.removesuffix("-dirty")) == 40
+    assert git_commit(tmp_path) == "unknown"  # not a checkout
+
+
+def test_command_line_is_relative_to_the_checkout():
+    from modeling_cove.training.run_info import REPO
+
+    assert command_line([str(REPO / "scripts" / "main.py"), "--quick", "a b"]) == "python scripts/main.py --quick 'a b'"
+
+
+def test_machine_info_names_the_cpu_and_its_bf16_flags():
+    info = machine_info()
+    assert info["cpu"] and isinstance(info["avx512_flags"], list)
+    assert info["avx512_bf16"] == ("avx512_bf16" in info["avx512_flags"])
+    assert info["logical_cores"] >= 1 and info["torch"]
+
+
+def test_write_json_is_atomic_and_readable(tmp_path):
+    path = write_json(tmp_path / "sub" / "m.json", {"loss": [1.0, 0.5], "path": tmp_path})
+    assert json.loads(path.read_text())["loss"] == [1.0, 0.5]
+    assert not list(path.parent.glob("*.tmp"))
+
+
+def test_plot_curves_writes_a_png_also_without_data(tmp_path):
+    panels = [{"title": "loss", "series": {"train": ([1, 2, 3], [3.0, 2.0, 1.5]), "empty": ([], [])}, "log_y": True},
+              {"title": "accuracy", "series": {}, "hlines": {"baseline": 50.0}},
+              {"title": "nothing", "series": {}}]
+    path = plot_curves(panels, tmp_path / "curves.png", title="run")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_load_preset_by_name_and_path(tmp_path):
+    preset = load_preset("embedded", "main", required_keys=("vectors", "vocab"))
+    assert preset["name"] == "embedded" and preset["path"].endswith("embedded.yaml")
+    model = load_preset("cove-small", "models")
+    assert model["path"].endswith("cove-small.json")
+    custom = tmp_path / "p.json"
+    custom.write_text('{"name": "x", "config": {}}')
+    assert load_preset(str(custom), "models", known_keys={"name", "config"})["name"] == "x"
+
+
+def test_load_preset_errors_name_the_file_and_key(tmp_path):
+    with pytest.raises(PresetError, match="unknown main preset 'nope'.*embedded"):
+        load_preset("nope", "main")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ncolour: red\n")
+    with pytest.raises(PresetError, match=r"bad.yaml: unknown preset keys \['colour'\]"):
+        load_preset(str(bad), "main", known_keys={"name"})
+    with pytest.raises(PresetError, match=r"missing preset keys \['vocab'\]"):
+        load_preset(str(bad), "main", required_keys=("vocab",), known_keys=None)
