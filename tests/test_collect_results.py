@@ -1,12 +1,16 @@
-"""scripts/collect_results.py: the classification table (mean ± std over seeds) and the dropout search, from
-metrics.json files laid out as scripts/train_classifier.py writes them."""
+"""modeling_cove.training.results (behind scripts/collect_results.py): the classification table (mean ± std over
+seeds) and the dropout search, from metrics.json files laid out as the classifier training writes them."""
 
 import json
+import re
 import statistics
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from collect_results import main as collect
+from modeling_cove.training.results import collect_results
 
 
 def write_run(runs, folder, task, column, seed, dropout, test, validation, **extra):
@@ -26,7 +30,7 @@ def test_classification_table_and_dropout_sweep(tmp_path):
     write_run(runs, "bcn/trec6/random-seed1", "trec6", "random", 1, 0.2, 0.5, 0.5, limit=100)  # smoke: left out
     write_run(runs, "bcn-dropout/trec6/vectors-d0.3-seed1", "trec6", "vectors", 1, 0.3, 0.93, 0.90)
     write_run(runs, "bcn-dropout/trec6/vectors-d0.1-seed1", "trec6", "vectors", 1, 0.1, 0.91, 0.86)
-    collect(["--runs", str(runs), "--out", str(tmp_path / "out")])
+    collect_results(runs, tmp_path / "out")
     report = json.loads((tmp_path / "out" / "classification.json").read_text())
 
     vectors = report["results"]["trec6"]["vectors"]
@@ -56,7 +60,7 @@ def test_encoder_variants(tmp_path):
     mt.write_text(json.dumps({"command": "train_mt.py --resume", "epochs": [{"epoch": 5}], "test": {"bleu": 31.0},
                               "replica_weight_sha256": "not copied"}))
     (mt.parent / "curves.png").write_bytes(b"png")
-    collect(["--runs", str(runs), "--out", str(tmp_path / "out")])
+    collect_results(runs, tmp_path / "out")
     report = json.loads((tmp_path / "out" / "classification.json").read_text())
 
     assert report["results"]["trec6"]["vectors+cove"]["test_accuracy"] == {"mean": 89.0, "std": 0.0, "n": 1}
@@ -76,7 +80,7 @@ def test_scalar_mix_weights_are_averaged_over_seeds(tmp_path):
         write_run(runs, f"bcn/trec6/scalar_mix-seed{seed}", "trec6", "scalar_mix", seed, 0.2, 0.9, 0.88,
                   scalar_mix={"layers": layers, "weights": weights, "gamma": gamma})
     write_run(runs, "bcn/trec6/vectors-seed1", "trec6", "vectors", 1, 0.2, 0.9, 0.88, scalar_mix=None)
-    collect(["--runs", str(runs), "--out", str(tmp_path / "out")])
+    collect_results(runs, tmp_path / "out")
     results = json.loads((tmp_path / "out" / "classification.json").read_text())["results"]["trec6"]
 
     mix = results["scalar_mix"]["scalar_mix"]
@@ -96,7 +100,7 @@ def test_runs_on_random_subsets_get_their_own_table(tmp_path):
     write_run(runs, "bcn-imdb/imdb/vectors-seed1", "imdb", "vectors", 1, 0.2, 0.80, 0.81, subsample=subsets)
     write_run(runs, "bcn-imdb/imdb/vectors+cove-seed1", "imdb", "vectors+cove", 1, 0.2, 0.82, 0.83,
               subsample=subsets)
-    collect(["--runs", str(runs), "--out", str(tmp_path / "out")])
+    collect_results(runs, tmp_path / "out")
     report = json.loads((tmp_path / "out" / "classification.json").read_text())
     assert report["results"]["imdb"]["vectors"]["test_accuracy"] == {"mean": 88.0, "std": 0.0, "n": 1}
     assert list(report["results"]["imdb"]) == ["vectors"]
@@ -113,7 +117,7 @@ def test_main_job_reports_are_copied_unless_quick(tmp_path):
         (runs / run_dir).mkdir(parents=True)
         (runs / run_dir / "report.json").write_text(json.dumps({"quick": quick, "git": "abc", "command": run_dir}))
         (runs / run_dir / "REPORT.md").write_text(f"# {run_dir}\n")
-    collect(["--runs", str(runs), "--out", str(tmp_path / "out")])
+    collect_results(runs, tmp_path / "out")
     assert json.loads((tmp_path / "out" / "main_embedded.json").read_text())["command"] == "main"
     assert (tmp_path / "out" / "main_embedded.md").read_text() == "# main\n"
     assert not (tmp_path / "out" / "main_cove_small.json").exists()  # a --quick run is no figure
@@ -126,7 +130,7 @@ def test_merge_keeps_what_runs_lacks(tmp_path):
     runs, out = tmp_path / "runs", tmp_path / "out"
     write_run(runs, "bcn/trec6/vectors-seed1", "trec6", "vectors", 1, 0.2, 0.90, 0.88)
     write_run(runs, "bcn/sst2/vectors-seed1", "sst2", "vectors", 1, 0.2, 0.85, 0.84)
-    collect(["--runs", str(runs), "--out", str(out)])
+    collect_results(runs, out)
     before = json.loads((out / "classification.json").read_text())
 
     runs2 = tmp_path / "runs2"
@@ -134,9 +138,9 @@ def test_merge_keeps_what_runs_lacks(tmp_path):
     mt = runs2 / "cove-small-gpu" / "metrics.json"
     mt.parent.mkdir(parents=True)
     mt.write_text(json.dumps({"command": "train_mt.py", "test": {"bleu": 30.5}}))
-    collect(["--runs", str(runs2), "--out", str(out)])
+    collect_results(runs2, out)
     assert json.loads((out / "classification.json").read_text()) == before
-    collect(["--runs", str(runs2), "--out", str(out), "--merge"])
+    collect_results(runs2, out, merge=True)
     merged = json.loads((out / "classification.json").read_text())
     assert merged["results"] == before["results"]
     variant = merged["encoder_variants"]["cove-s-h200"]
@@ -145,7 +149,7 @@ def test_merge_keeps_what_runs_lacks(tmp_path):
 
     # a new seed joins the old one and the mean is computed again; a seed run again replaces its old run
     write_run(runs2, "bcn/trec6/vectors-seed2", "trec6", "vectors", 2, 0.2, 0.80, 0.70)
-    collect(["--runs", str(runs2), "--out", str(out), "--merge"])
+    collect_results(runs2, out, merge=True)
     merged = json.loads((out / "classification.json").read_text())
     assert merged["results"]["trec6"]["vectors"]["test_accuracy"] == {"mean": 85.0,
                                                                       "std": round(statistics.stdev([90, 80]), 2),
@@ -154,7 +158,7 @@ def test_merge_keeps_what_runs_lacks(tmp_path):
     assert merged["results"]["sst2"] == before["results"]["sst2"]
     assert "cove-s-h200" in merged["encoder_variants"]
     write_run(runs2, "bcn/trec6/vectors-seed1", "trec6", "vectors", 1, 0.2, 0.84, 0.80)
-    collect(["--runs", str(runs2), "--out", str(out), "--merge"])
+    collect_results(runs2, out, merge=True)
     merged = json.loads((out / "classification.json").read_text())
     assert [r["test_accuracy"] for r in merged["results"]["trec6"]["vectors"]["runs"]] == [84.0, 80.0]
 
@@ -168,7 +172,7 @@ def test_columns_versus_vectors_paired_by_seed(tmp_path):
     write_run(runs, "bcn/trec6/vectors+cove-seed4", "trec6", "vectors+cove", 4, 0.2, 0.99, 0.99)  # no pair: left out
     write_run(runs, "bcn/trec6/random-seed2", "trec6", "random", 2, 0.2, 0.85, 0.80)
     write_run(runs, "bcn/sst5/vectors+cove-seed1", "sst5", "vectors+cove", 1, 0.2, 0.45, 0.44)  # no vectors column
-    collect(["--runs", str(runs), "--out", str(tmp_path / "out")])
+    collect_results(runs, tmp_path / "out")
     table = json.loads((tmp_path / "out" / "classification.json").read_text())["versus_vectors"]
 
     assert list(table) == ["trec6"]
@@ -200,7 +204,7 @@ def test_subsampled_table_keeps_run_families_apart(tmp_path):
               encoder="enc2")
     write_run(runs, "bcn-imdb-big/imdb/vectors-seed2", "imdb", "vectors", 2, 0.1, 0.90, 0.9, subsample=subsets,
               encoder="enc2")
-    collect(["--runs", str(runs), "--out", str(tmp_path / "out")])
+    collect_results(runs, tmp_path / "out")
     cells = json.loads((tmp_path / "out" / "classification.json").read_text())["subsampled"]["results"]["imdb"]
     assert sorted(cells) == ["vectors @ bcn-imdb", "vectors @ bcn-imdb-big #1", "vectors @ bcn-imdb-big #2"]
     assert cells["vectors @ bcn-imdb"]["test_accuracy"] == {"mean": 82.0, "std": 2.83, "n": 2}
@@ -210,3 +214,25 @@ def test_subsampled_table_keeps_run_families_apart(tmp_path):
                  for label, cell in cells.items() if "big" in label)
     assert big == [(0.1, 90.0), (0.2, 70.0)]
     assert all(cell["paper_table2_validation"] == 91.1 for cell in cells.values())
+
+
+def test_cli_records_command_and_commit_in_every_file(tmp_path):
+    """scripts/collect_results.py run as a user runs it: each collected file names the command and the commit that
+    collected it (the DCN runs under "runs"), and each run keeps its own command and commit."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    write_run(runs, "bcn/trec6/vectors-seed1", "trec6", "vectors", 1, 0.2, 0.90, 0.88)
+    squad_run = runs / "dcn-squad-vectors" / "metrics.json"
+    squad_run.parent.mkdir(parents=True)
+    squad_run.write_text(json.dumps({"command": "train_qa.py", "commit": "def", "heldout": {"f1": 25.9}}))
+    script = Path(__file__).resolve().parents[1] / "scripts" / "collect_results.py"
+    done = subprocess.run([sys.executable, str(script), "--runs", str(runs), "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    classification = json.loads((out / "classification.json").read_text())
+    squad = json.loads((out / "squad.json").read_text())
+    for report in (classification, squad):
+        assert report["command"].startswith("python ") and "collect_results.py --runs" in report["command"]
+        assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?|unknown", report["commit"])  # HEAD moves under other runs
+    assert squad["runs"] == {"dcn-squad-vectors": {"command": "train_qa.py", "commit": "def",
+                                                   "heldout": {"f1": 25.9}}}
+    assert classification["results"]["trec6"]["vectors"]["runs"][0]["commit"] == "abc"

@@ -1,0 +1,315 @@
+"""The result tables of `benchmarks/results/`, collected from the real runs under `runs/`: the BCN classification
+table (mean ± std over seeds, each column minus the vectors-only one paired by seed with a 95% t interval, the
+dropout search, other pretrainings of CoVe-S, runs on random subsets), the MT pretraining record, the DCN runs and the
+main job's reports. Every file written records the command and the commit that collected it.
+
+Reads runs/bcn/<task>/<column>-seed<N>/metrics.json (`train_classifier.py`; the dropout search in
+runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N>; BCN runs over other CoVe-S pretrainings in the folders of
+ENCODER_VARIANTS; runs on random subsets, --max-train/eval-examples, in the other runs/bcn*/ folders, one cell per
+setup), runs/cove-small/metrics.json (`train_mt.py`), runs/dcn-squad-*/metrics.json (`train_qa.py`),
+runs/main-cove-small/ and runs/main/ report.json + REPORT.md (`main.py`, full size only).
+"""
+
+import json
+import logging
+import shutil
+import statistics
+from pathlib import Path
+
+from scipy.stats import t as student_t  # scipy comes with scikit-learn
+
+from .run_info import git_commit, write_json
+
+logger = logging.getLogger(__name__)
+
+PAPER_TABLE2 = {  # docs/paper.md §5, validation accuracy: Random | GloVe | GloVe+CoVe-S
+    "sst2": {"random": 84.2, "vectors": 88.4, "vectors+cove": 89.0},
+    "sst5": {"random": 48.6, "vectors": 53.5, "vectors+cove": 54.0},
+    "imdb": {"random": 88.4, "vectors": 91.1, "vectors+cove": 90.6},
+    "trec6": {"random": 88.9, "vectors": 94.9, "vectors+cove": 94.7},
+    "trec50": {"random": 81.9, "vectors": 89.2, "vectors+cove": 89.6},
+    "snli": {"random": 82.3, "vectors": 87.7, "vectors+cove": 87.3},
+}
+
+# BCN runs on a CoVe-S pretrained differently from runs/cove-small: name -> (runs/<BCN runs folder>, runs/<MT run>)
+ENCODER_VARIANTS = {
+    "cove-s-5-epochs": ("bcn-cove5", "cove-small-5ep"),  # runs/cove-small continued by --resume to 5 epochs
+    "cove-s-h200": ("bcn-gpu", "cove-small-gpu"),  # runs/cove-small's recipe on an H200 (IMDb runs there too)
+}
+MT_KEYS = ("command", "commit", "preset", "machine", "config", "trainable_parameters", "data", "epochs",
+           "train_seconds", "train_target_tokens_per_second", "wall_seconds", "test")
+
+
+def mean_std(values, digits: int = 2):
+    if not values:
+        return None
+    return {"mean": round(statistics.mean(values), digits),
+            "std": round(statistics.stdev(values), digits) if len(values) > 1 else 0.0, "n": len(values)}
+
+
+def paired_difference(runs_a: list, runs_b: list, key: str) -> dict:
+    """Column a minus column b on the seeds both ran (the splits are fixed; a seed gives every column the same batch
+    order): mean and std of the per-seed differences, a 95% t interval of the mean, and on how many seeds a is
+    higher or lower. None when no seed is shared."""
+    a, b = {r["seed"]: r[key] for r in runs_a}, {r["seed"]: r[key] for r in runs_b}
+    seeds = sorted(set(a) & set(b))
+    if not seeds:
+        return None
+    diffs = [a[s] - b[s] for s in seeds]
+    mean = statistics.mean(diffs)
+    entry = {"seeds": seeds, "mean": round(mean, 2), "higher_on": sum(d > 0 for d in diffs),
+             "lower_on": sum(d < 0 for d in diffs)}
+    if len(diffs) > 1:
+        std = statistics.stdev(diffs)
+        df = len(diffs) - 1
+        half = student_t.ppf(0.975, df) * std / len(diffs) ** 0.5
+        entry.update(std=round(std, 2), ci95=[round(mean - half, 2), round(mean + half, 2)])
+    return entry
+
+
+def versus_vectors(results: dict) -> dict:
+    """Per task, each other column minus the vectors-only column, paired by seed, on test and best validation
+    accuracy: the bar "vectors + CoVe-S not below vectors only" with its uncertainty."""
+    table = {}
+    for task, columns in results.items():
+        if "vectors" not in columns:
+            continue
+        for column, cell in columns.items():
+            if column == "vectors":
+                continue
+            test = paired_difference(cell["runs"], columns["vectors"]["runs"], "test_accuracy")
+            if test:
+                table.setdefault(task, {})[f"{column} - vectors"] = {
+                    "test_accuracy": test,
+                    "validation_accuracy": paired_difference(cell["runs"], columns["vectors"]["runs"],
+                                                             "best_validation_accuracy")}
+    return table
+
+
+def full_runs(runs: Path, pattern: str, subsampled: bool = False):
+    """(metrics, record) for each finished BCN run matching `pattern` under runs/; smoke runs (--limit,
+    --max-steps) are left out, and so are runs on random subsets (--max-train/eval-examples) unless `subsampled`
+    (then only those)."""
+    for metrics_path in sorted(runs.glob(pattern)):
+        m = json.loads(metrics_path.read_text())
+        m["_folder"] = metrics_path.relative_to(runs).parts[0]  # the run family: runs/<folder>/<task>/<run>
+        if m.get("limit") or (m.get("max_steps") or -1) > 0 or bool(m.get("subsample")) != subsampled:
+            continue
+        yield m, {
+            "seed": m["seed"],
+            "test_accuracy": round(100 * m["test"]["accuracy"], 2),
+            "test_macro_f1": round(100 * m["test"]["macro_f1"], 2),
+            "best_validation_accuracy": round(100 * m["best"]["validation_accuracy"], 2),
+            "epochs": m["hyperparameters"].get("epochs"),
+            "dropout": m["hyperparameters"].get("dropout"),
+            "seconds_per_epoch_mean": m["seconds_per_epoch_mean"],
+            "command": m["command"],
+            "commit": m.get("git"),
+            "encoder": m["encoder"],
+            **({"scalar_mix": m["scalar_mix"]} if m.get("scalar_mix") else {}),
+            **({"subsample": m["subsample"]} if m.get("subsample") else {}),
+        }
+
+
+def collect_dropout_sweep(runs: Path, table: dict) -> dict:
+    """runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N> (the paper's dropout search, 0.1 / 0.2 / 0.3, selected by
+    validation accuracy) beside the same task, column and seed at the yaml's dropout (`table`, from runs/bcn)."""
+    sweep = {}
+    for m, record in full_runs(runs, "bcn-dropout/*/*-seed*/metrics.json"):
+        sweep.setdefault(m["task"], {}).setdefault(m["column"], {})[(record["dropout"], record["seed"])] = record
+    for task, columns in sweep.items():
+        for column, found in columns.items():
+            seeds = {seed for _, seed in found}
+            for record in table.get(task, {}).get(column, {}).get("runs", []):
+                if record["seed"] in seeds:
+                    found.setdefault((record["dropout"], record["seed"]), record)
+    return {task: {column: [found[key] for key in sorted(found)] for column, found in columns.items()}
+            for task, columns in sweep.items()}
+
+
+def collect_classification(runs: Path, pattern: str = "bcn/*/*-seed*/metrics.json", subsampled: bool = False,
+                           exclude=()) -> dict:
+    """task -> column -> cell (summarize) over the runs matching `pattern`. With `subsampled`, runs of one task and
+    column are pooled only when they share their setup (run family folder, encoder, hyperparameters, subsets): a
+    column with several setups gets one cell per setup, labelled "<column> @ <folder>" (with " #k" if one folder
+    holds several), each recording its setup. Runs in the runs/ folders named in `exclude` are left out."""
+    table, setups = {}, {}
+    for m, record in full_runs(runs, pattern, subsampled):
+        if m["_folder"] in exclude:
+            continue
+        if subsampled:
+            setup = run_setup(m)
+            setups.setdefault((m["task"], m["column"]), {}).setdefault(json.dumps(setup, sort_keys=True), setup)
+            key = (m["column"], json.dumps(setup, sort_keys=True))
+        else:
+            key = (m["column"], None)
+        table.setdefault(m["task"], {}).setdefault(key, []).append(record)
+    result = {}
+    for task, cells in table.items():
+        for (column, setup_key), records in cells.items():
+            found = setups.get((task, column), {})
+            label = column
+            if len(found) > 1:
+                folder = found[setup_key]["folder"]
+                same_folder = sorted(k for k, v in found.items() if v["folder"] == folder)
+                label = f"{column} @ {folder}" + (f" #{same_folder.index(setup_key) + 1}" if len(same_folder) > 1
+                                                   else "")
+            result.setdefault(task, {})[label] = summarize(task, column, records)
+            if setup_key is not None:
+                result[task][label]["setup"] = found[setup_key]
+    return result
+
+
+def collect_subsampled(runs: Path) -> dict:
+    """The runs on random subsets in runs/bcn*/ with the CoVe-S of runs/cove-small: the encoder variants' folders
+    (ENCODER_VARIANTS, another MT-LSTM) and the dropout search (runs/bcn-dropout) are left out; what remains is
+    still split by setup (collect_classification)."""
+    other = {folder for folder, _ in ENCODER_VARIANTS.values()} | {"bcn-dropout"}
+    return collect_classification(runs, "bcn*/*/*-seed*/metrics.json", subsampled=True, exclude=other)
+
+
+def run_setup(m: dict) -> dict:
+    """What must match for two seeds to share a table cell: the runs/ family folder (runs/<folder>/<task>/...), the
+    encoder, the hyperparameters (but the yaml's path) and the random subsets."""
+    hyperparameters = {k: v for k, v in (m.get("hyperparameters") or {}).items() if k != "source"}
+    return {"folder": m["_folder"], "encoder": m["encoder"], "hyperparameters": hyperparameters,
+            "subsample": m.get("subsample")}
+
+
+def summarize(task: str, column: str, records: list) -> dict:
+    """A table cell: its runs (sorted by seed) with mean ± std over them (and the scalar mix's learned weights)."""
+    records = sorted(records, key=lambda r: r["seed"])
+    entry = {"runs": records,
+             "test_accuracy": mean_std([r["test_accuracy"] for r in records]),
+             "test_macro_f1": mean_std([r["test_macro_f1"] for r in records]),
+             "validation_accuracy": mean_std([r["best_validation_accuracy"] for r in records]),
+             "paper_table2_validation": PAPER_TABLE2.get(task, {}).get(column)}
+    mixes = [r["scalar_mix"] for r in records if "scalar_mix" in r]
+    if mixes:  # the learned layer weights softmax(w) and gamma, mean ± std over the seeds
+        layers = mixes[0]["layers"]
+        entry["scalar_mix"] = {
+            "layers": layers,
+            "weights": [mean_std([mix["weights"][k] for mix in mixes], 3) for k in range(len(layers))],
+            "gamma": mean_std([mix["gamma"] for mix in mixes], 3)}
+    return entry
+
+
+def mt_record(metrics_path: Path) -> dict:
+    m = json.loads(metrics_path.read_text())
+    return {k: m[k] for k in MT_KEYS if k in m}
+
+
+def collect_encoder_variants(runs: Path, out: Path) -> dict:
+    """The BCN table again for each CoVe-S of ENCODER_VARIANTS that has runs, with that CoVe-S's own MT figures
+    (its training curves copied to out/mt_<name>.png)."""
+    variants = {}
+    for name, (bcn_folder, mt_folder) in ENCODER_VARIANTS.items():
+        table = collect_classification(runs, f"{bcn_folder}/*/*-seed*/metrics.json")
+        if not table:
+            continue
+        mt = runs / mt_folder / "metrics.json"
+        variants[name] = {"mt": mt_record(mt) if mt.exists() else None, "results": table}
+        if variants[name]["mt"] and (runs / mt_folder / "curves.png").exists():
+            shutil.copyfile(runs / mt_folder / "curves.png", out / f"mt_{name}.png")
+            variants[name]["mt"]["curve_png"] = f"mt_{name}.png"
+    return variants
+
+
+def merge_classification(old: dict, new: dict) -> dict:
+    """classification.json `old` updated with the freshly collected `new`, run by run: a run of `new` replaces the
+    run of the same task, column and seed (and dropout, in the dropout search) in `old`, the other runs of `old` are
+    kept, and each cell's mean ± std is computed again over the result; an encoder variant's MT record comes from
+    `new` when it has one."""
+
+    def union(before: dict, after: dict, runs_of, key) -> dict:
+        """task -> column -> {key(run): run} over the cells of both tables; `after`'s run wins on the same key."""
+        merged = {}
+        for table in (before, after):
+            for task, columns in table.items():
+                for column, cell in columns.items():
+                    merged.setdefault(task, {}).setdefault(column, {}).update({key(r): r for r in runs_of(cell)})
+        return merged
+
+    def runs_table(before: dict, after: dict) -> dict:
+        cells = union(before, after, lambda cell: cell["runs"], lambda r: r["seed"])
+        return {task: {column: summarize(task, column, list(found.values())) for column, found in columns.items()}
+                for task, columns in cells.items()}
+
+    def sweep(before: dict, after: dict) -> dict:
+        cells = union(before, after, lambda cell: cell, lambda r: (r["dropout"], r["seed"]))
+        return {task: {column: [found[key] for key in sorted(found)] for column, found in columns.items()}
+                for task, columns in cells.items()}
+
+    variants = dict(old.get("encoder_variants", {}))
+    for name, variant in new["encoder_variants"].items():
+        before = variants.get(name, {})
+        variants[name] = {"mt": variant["mt"] or before.get("mt"),
+                          "results": runs_table(before.get("results", {}), variant["results"])}
+    return dict(old, what=new["what"], columns=new["columns"],
+                results=runs_table(old.get("results", {}), new["results"]),
+                dropout_sweep=sweep(old.get("dropout_sweep", {}), new["dropout_sweep"]),
+                encoder_variants=variants,
+                subsampled=dict(new["subsampled"], results=runs_table(old.get("subsampled", {}).get("results", {}),
+                                                                      new["subsampled"]["results"])))
+
+
+
+
+CLASSIFICATION_WHAT = ("BCN test accuracy (%) per task and input column, mean ± std over seeds; stand-in word2vec "
+                       "vectors (not GloVe 840B); CoVe-S = our MT-LSTM pretrained on Multi30k (mt_multi30k.json)")
+CLASSIFICATION_COLUMNS = {
+    "random": "random embeddings trained with the BCN", "vectors": "stand-in vectors, frozen",
+    "vectors+cove": "[vectors; CoVe-S] (eq. 6), frozen", "cove": "CoVe-S alone (no word vectors), frozen",
+    "scalar_mix": "ELMo-style gamma * sum_k softmax(w)_k h_k over {[vectors; vectors], CoVe-S layer 1, layer 2} "
+                  "(docs/paper.md §6), w and gamma learned with the BCN"}
+
+
+def classification_report(runs: Path, out: Path) -> dict:
+    """The classification table of the BCN runs under `runs` (empty "results" when there are none)."""
+    table = collect_classification(runs)
+    return {
+        "what": CLASSIFICATION_WHAT,
+        "columns": CLASSIFICATION_COLUMNS,
+        "results": table,
+        "dropout_sweep": collect_dropout_sweep(runs, table),
+        "encoder_variants": collect_encoder_variants(runs, out),
+        "subsampled": {"what": "runs on fixed random subsets of the splits (--max-train-examples, "
+                               "--max-eval-examples: a CPU budget, IMDb); each run records its subsets",
+                       "results": collect_subsampled(runs)},
+    }
+
+
+def collect_results(runs: Path | str, out: Path | str, merge: bool = False, command: str = "") -> list:
+    """Write the result files of `out` from the runs under `runs`; returns the paths written. `merge` adds the BCN
+    runs to the classification.json already in `out` (a run replaces the one of the same task, column and seed; the
+    others stay and every mean is computed again) instead of replacing it. `command` is recorded in every file."""
+    runs, out = Path(runs), Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = {"command": command, "commit": git_commit()}
+    written = []
+    existing = out / "classification.json"
+    report = classification_report(runs, out)
+    if report["results"] or (merge and existing.exists()):
+        if merge and existing.exists():
+            report = merge_classification(json.loads(existing.read_text()), report)
+        report["versus_vectors"] = versus_vectors(report["results"])
+        written.append(write_json(existing, {**stamp, **{k: v for k, v in report.items() if k not in stamp}}))
+    elif report["encoder_variants"]:
+        logger.warning("%s/bcn holds no runs: merge=True (--merge) adds the encoder variants' runs to %s",
+                       runs, existing)
+    mt = runs / "cove-small" / "metrics.json"
+    if mt.exists():
+        record = dict(mt_record(mt), paper_test_bleu=38.5, bar_test_bleu=30.0, curve_png="mt_multi30k.png")
+        written.append(write_json(out / "mt_multi30k.json", record))  # the run's own command and commit
+        if (runs / "cove-small" / "curves.png").exists():
+            shutil.copyfile(runs / "cove-small" / "curves.png", out / "mt_multi30k.png")
+    squad = {path.parent.name: json.loads(path.read_text()) for path in sorted(runs.glob("dcn-squad-*/metrics.json"))}
+    if squad:
+        written.append(write_json(out / "squad.json", {**stamp, "runs": squad}))
+    for run_dir, name in (("main-cove-small", "main_cove_small"), ("main", "main_embedded")):
+        main_report = runs / run_dir / "report.json"
+        found = json.loads(main_report.read_text()) if main_report.exists() else {}
+        if found and not found.get("quick"):
+            written.append(write_json(out / f"{name}.json", {"commit": found.get("git"), **found}))
+            shutil.copyfile(main_report.with_name("REPORT.md"), out / f"{name}.md")
+    return written
