@@ -1,0 +1,233 @@
+"""An ELMo-style bidirectional language model on the CoVe stack (Peters et al. 2018; docs/bilm.md).
+
+`CoveBiLMEncoder` is the encoder `CoveModel` runs when `config.encoder_type == "bilm"`: a forward and a backward
+unidirectional LSTM stack over the same frozen word vectors. The backward stack reads each row reversed within its own
+length, so padding never enters a row's states, and the two stacks never see each other's states between layers
+(a stacked biLSTM, as CoVe's MT-LSTM, would feed the backward states of layer 1, which have read the future, into
+layer 2 of the forward LM). Layer k of its output is `[forward_k; backward_k]`, `2 * hidden_size` wide: the shape of
+an MT-LSTM layer, so eq. 6's feature layout, the BCN, the DCN, the feature cache and `encode` read it unchanged.
+
+`CoveForBidirectionalLM` pretrains it: the forward top state at t predicts token t+1, the backward top state at t
+predicts token t-1, through one output layer shared by the two directions (`config.bilm_tie_softmax`), an adaptive
+softmax (`torch.nn.AdaptiveLogSoftmaxWithLoss`, Grave et al. 2017) over the source vocabulary. Its loss is the mean
+of the two directions' mean token NLL.
+"""
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pad_packed_sequence
+from transformers.utils import ModelOutput
+
+from . import lstm_kernels
+from .configuration_cove import CoveConfig
+from .modeling_cove import CoveModel, CovePreTrainedModel
+
+
+def reversal_index(lengths: torch.Tensor, time: int, device: torch.device) -> torch.Tensor:
+    """(B, T) time index that reverses each row within its length and leaves its padding where it is: position t
+    of row b reads `L_b - 1 - t` for t < L_b and t after. Applying it twice gives the identity."""
+    steps = torch.arange(time, device=device).unsqueeze(0)  # (1, T)
+    lengths = lengths.to(device).unsqueeze(1)  # (B, 1)
+    return torch.where(steps < lengths, lengths - 1 - steps, steps)
+
+
+def reverse_rows(states: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """`states` (B, T, C) with each row's time steps permuted by `index` (B, T) (`reversal_index`)."""
+    return states.gather(1, index.unsqueeze(-1).expand_as(states))
+
+
+class CoveBiLMEncoder(nn.Module):
+    """Forward and backward unidirectional LSTM stacks (`config.num_hidden_layers` layers of `config.hidden_size`)
+    over the word vectors; `config.bilm_residual` adds each layer's input to its output from layer 2 on (ELMo's
+    residual connection). Same call and return as `CoveEncoder.forward`, so `CoveModel` runs either."""
+
+    def __init__(self, config: CoveConfig):
+        super().__init__()
+        self.config = config
+        self.num_layers = config.num_hidden_layers
+        self.hidden_size = config.hidden_size
+        self.dropout = config.encoder_dropout  # between the layers, as CoveEncoder
+        self.residual = config.bilm_residual
+        sizes = [config.word_vector_dim] + [config.hidden_size] * (config.num_hidden_layers - 1)
+        self.forward_layers = nn.ModuleList(nn.LSTM(size, config.hidden_size, batch_first=True) for size in sizes)
+        self.backward_layers = nn.ModuleList(nn.LSTM(size, config.hidden_size, batch_first=True) for size in sizes)
+        self._autocast_cache = None  # read by `lstm_kernels.weights_cast_once` (CoveModel.encode), unused here
+
+    def forward(self, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool = True,
+                top_only: bool = False, unpacked: Optional[bool] = None, out: Optional[torch.Tensor] = None):
+        """vectors: (B, T, word_vector_dim) word vectors; lengths: (B,) tokens per row (>= 1), on the host.
+
+        Returns a list with each layer's output (B, T, 2H) as `[forward; backward]`, and final h and c as (B, L, 2H)
+        (the forward stack's state after the last token, the backward stack's after the first; None when
+        `final_states=False`). `out`: a `(B, T, 2H)` tensor that receives the top layer (then the list's last
+        entry). Outputs at padding are unspecified (CoveModel zeroes them). `top_only` and `unpacked` are the
+        MT-LSTM's strategy hints: each stack here always runs every layer, padded rows on the fused kernel (padding
+        comes after a row's tokens in both directions, so it never reaches them) and packed only for final states.
+        """
+        batch, time, _ = vectors.shape
+        index = reversal_index(lengths, time, vectors.device)
+        pack = final_states and not bool((lengths == time).all())
+        forward_layers, forward_h, forward_c = self.run_stack(self.forward_layers, vectors, lengths, pack)
+        backward_layers, backward_h, backward_c = self.run_stack(self.backward_layers, reverse_rows(vectors, index),
+                                                                 lengths, pack)
+        outputs = [torch.cat([f, reverse_rows(b, index)], dim=-1) for f, b in zip(forward_layers, backward_layers)]
+        outputs = lstm_kernels.top_layer_into(outputs, out)
+        if not final_states:
+            return outputs, None, None
+        final_h = torch.cat([torch.stack(forward_h, dim=1), torch.stack(backward_h, dim=1)], dim=-1)  # (B, L, 2H)
+        final_c = torch.cat([torch.stack(forward_c, dim=1), torch.stack(backward_c, dim=1)], dim=-1)
+        return outputs, final_h, final_c
+
+    def run_stack(self, layers: nn.ModuleList, inputs: torch.Tensor, lengths: torch.Tensor, pack: bool):
+        """One direction's stack over right-padded `inputs` (B, T, C) read left to right. Returns each layer's
+        output (B, T, H) and its final h and c (B, H) each (at every row's last token when `pack`, else at the
+        last step, which is the same for rows without padding)."""
+        time = inputs.shape[1]
+        outputs, final_h, final_c = [], [], []
+        layer_input = inputs
+        for k, lstm in enumerate(layers):
+            if k > 0 and self.dropout > 0 and self.training:
+                layer_input = nn.functional.dropout(layer_input, self.dropout, training=True)
+            if pack:
+                packed_output, (h_n, c_n) = lstm(lstm_kernels.pack(layer_input, lengths))
+                output = pad_packed_sequence(packed_output, batch_first=True, total_length=time)[0]
+            else:
+                output, (h_n, c_n) = lstm(layer_input)
+            if k > 0 and self.residual:
+                output = output + outputs[-1]  # ELMo: layer k's input (layer k-1's output, before dropout)
+            outputs.append(output)
+            final_h.append(h_n[0])
+            final_c.append(c_n[0])
+            layer_input = output
+        return outputs, final_h, final_c
+
+
+def adaptive_softmax_cutoffs(config: CoveConfig) -> list:
+    """The adaptive softmax's cluster boundaries for the vocabulary: `config.bilm_softmax_cutoffs`, or by default
+    (None) the most frequent tenth of the ids in the head and the next two ninths and the rest as two tail clusters
+    (ids are frequency-ordered where the vocabulary came from a frequency-sorted vectors file)."""
+    if config.bilm_softmax_cutoffs is not None:
+        return list(config.bilm_softmax_cutoffs)
+    vocab = config.vocab_size
+    return sorted({c for c in (vocab // 10, vocab // 3) if 1 <= c <= vocab - 1}) or [max(1, vocab - 1)]
+
+
+@dataclass
+class CoveBiLMOutput(ModelOutput):
+    """Output of `CoveForBidirectionalLM`.
+
+    Args:
+        loss (`torch.FloatTensor`, returned with `labels`): `(forward_loss + backward_loss) / 2`.
+        forward_loss, backward_loss (`torch.FloatTensor`, returned with `labels`): each direction's mean NLL per
+            predicted token (forward: token t+1 from the state at t; backward: token t-1); perplexity =
+            `exp(loss)`. 0 for a direction with no target in the batch.
+        forward_nll_sum, backward_nll_sum (`torch.FloatTensor`, returned with `labels`): the summed NLL per
+            direction, to pool batches and processes exactly.
+        forward_num_tokens, backward_num_tokens (`torch.LongTensor`, returned with `labels`): tokens counted.
+        forward_hidden_state, backward_hidden_state (`torch.FloatTensor` of shape `(batch, time, hidden_size)`): the
+            top layer's states of each direction, zero at padding (what the output layer reads).
+        hidden_states (`tuple(torch.FloatTensor)`, returned with `output_hidden_states=True`): the encoder's
+            `(word vectors, layer 1, ..., layer L)`, each layer `[forward; backward]` as `CoveModel` gives them.
+    """
+
+    loss: Optional[torch.FloatTensor] = None
+    forward_loss: Optional[torch.FloatTensor] = None
+    backward_loss: Optional[torch.FloatTensor] = None
+    forward_nll_sum: Optional[torch.FloatTensor] = None
+    backward_nll_sum: Optional[torch.FloatTensor] = None
+    forward_num_tokens: Optional[torch.LongTensor] = None
+    backward_num_tokens: Optional[torch.LongTensor] = None
+    forward_hidden_state: Optional[torch.FloatTensor] = None
+    backward_hidden_state: Optional[torch.FloatTensor] = None
+    hidden_states: Optional[tuple] = None
+
+
+class CoveForBidirectionalLM(CovePreTrainedModel):
+    """biLM pretraining (docs/bilm.md): `self.cove` (a `CoveModel` over `CoveBiLMEncoder`) and an adaptive softmax
+    over the source vocabulary, shared by the two directions unless `config.bilm_tie_softmax` is False.
+    `AutoModel.from_pretrained` of its checkpoint gives the encoder alone (the output layer is reported unused)."""
+
+    def __init__(self, config: CoveConfig):
+        super().__init__(config)
+        if config.encoder_type != "bilm":
+            raise ValueError(f"CoveForBidirectionalLM needs config.encoder_type='bilm', got {config.encoder_type!r}")
+        self.cove = CoveModel(config)
+        self.dropout = nn.Dropout(config.encoder_dropout)
+        self.softmax = self.new_softmax(config)
+        self.backward_softmax = None if config.bilm_tie_softmax else self.new_softmax(config)
+        self.post_init()
+        self.freeze_frozen_parts()
+
+    @staticmethod
+    def new_softmax(config: CoveConfig) -> nn.AdaptiveLogSoftmaxWithLoss:
+        return nn.AdaptiveLogSoftmaxWithLoss(config.hidden_size, config.vocab_size,
+                                             cutoffs=adaptive_softmax_cutoffs(config), div_value=4.0)
+
+    def get_input_embeddings(self):
+        return self.cove.embeddings
+
+    def output_layer(self, direction: str) -> nn.AdaptiveLogSoftmaxWithLoss:
+        """The adaptive softmax of `direction` ("forward" or "backward")."""
+        if direction not in ("forward", "backward"):
+            raise ValueError(f"direction must be 'forward' or 'backward', got {direction!r}")
+        return self.backward_softmax if direction == "backward" and self.backward_softmax is not None else self.softmax
+
+    def log_probs(self, hidden_state: torch.Tensor, direction: str = "forward") -> torch.Tensor:
+        """Full log-probabilities over the vocabulary, `(..., vocab_size)`, of top-layer states `(..., hidden_size)`
+        (`forward_hidden_state` predicts the next token, `backward_hidden_state` the previous one)."""
+        flat = hidden_state.reshape(-1, hidden_state.shape[-1])
+        return self.output_layer(direction).log_prob(flat).reshape(*hidden_state.shape[:-1], -1)
+
+    def forward(
+        self,
+        input_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        labels: Optional[torch.Tensor] = None,
+        token_type_ids: Optional[torch.Tensor] = None,
+        inputs_embeds: Optional[torch.Tensor] = None,
+        output_hidden_states: Optional[bool] = None,
+        return_dict: Optional[bool] = None,
+    ) -> CoveBiLMOutput:
+        """
+        input_ids / inputs_embeds, attention_mask, token_type_ids: as `CoveModel.forward` (right-padded rows).
+        labels: (B, T) token ids in `[0, vocab_size)`, -100 = not predicted (usually `input_ids`); the forward LM
+        predicts `labels[:, t + 1]` from the state at t, the backward LM `labels[:, t - 1]`; padding is never a
+        target. return_dict=False: `to_tuple()`. Any other keyword argument is a TypeError.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        encoded = self.cove(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                            inputs_embeds=inputs_embeds, output_hidden_states=True, return_dict=True)
+        hidden = self.config.hidden_size
+        top = encoded.hidden_states[-1]  # (B, T, 2H) = [forward; backward], zero at padding
+        forward_state, backward_state = top[..., :hidden], top[..., hidden:]
+        output = CoveBiLMOutput(forward_hidden_state=forward_state, backward_hidden_state=backward_state,
+                                hidden_states=encoded.hidden_states if output_hidden_states else None)
+        if labels is not None:
+            self.check_labels(labels, encoded.attention_mask)
+            targets = labels.masked_fill(encoded.attention_mask == 0, -100)  # padding is never predicted
+            for direction, states, shifted in (("forward", forward_state[:, :-1], targets[:, 1:]),
+                                               ("backward", backward_state[:, 1:], targets[:, :-1])):
+                valid = shifted != -100
+                picked = self.output_layer(direction)(self.dropout(states[valid]), shifted[valid])
+                nll_sum = -picked.output.sum()
+                count = valid.sum()
+                setattr(output, f"{direction}_nll_sum", nll_sum)
+                setattr(output, f"{direction}_num_tokens", count)
+                setattr(output, f"{direction}_loss", nll_sum / count.clamp(min=1))
+            output.loss = (output.forward_loss + output.backward_loss) / 2
+        return output if return_dict else output.to_tuple()
+
+    def check_labels(self, labels: torch.Tensor, attention_mask: torch.Tensor):
+        """ValueError/TypeError naming what is wrong with `labels`: shape, dtype, ids out of range."""
+        if not isinstance(labels, torch.Tensor) or labels.shape != attention_mask.shape:
+            shape = tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels).__name__
+            raise ValueError(f"labels must have the inputs' shape {tuple(attention_mask.shape)}, got {shape}")
+        if labels.dtype not in (torch.long, torch.int):
+            raise TypeError(f"labels must be integer token ids, got dtype {labels.dtype}")
+        bad = (labels != -100) & ((labels < 0) | (labels >= self.config.vocab_size))
+        if bool(bad.any()):
+            raise ValueError(f"labels must be token ids in [0, {self.config.vocab_size}) or -100, got "
+                             f"{int(labels[bad][0])}")

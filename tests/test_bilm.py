@@ -1,0 +1,296 @@
+"""The ELMo-style biLM encoder and its pretraining model (modeling_cove_bilm.py): no direction sees the other side,
+padding never reaches a token, the output has an MT-LSTM layer's shape for every head, and the pretraining loss is
+the adaptive softmax's exact NLL of the next (forward) and previous (backward) token."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from transformers import AutoModel, AutoModelForPreTraining
+
+from modeling_cove import CoveConfig, CoveForQuestionAnswering, CoveForSequenceClassification, CoveModel
+from modeling_cove.build import create_cove_checkpoint
+from modeling_cove.modeling_cove_bilm import (
+    CoveBiLMEncoder,
+    CoveForBidirectionalLM,
+    adaptive_softmax_cutoffs,
+    reversal_index,
+)
+
+WORDS = ["the", "a", "film", "is", "good", "bad", "very", "not", "plot", "actors", "and", "."]
+DIM = 4  # word_vector_dim == hidden_size: the BCN's scalar mix mixes [g; g] with the layers
+
+
+def tiny_config(**overrides) -> CoveConfig:
+    values = dict(vocab_size=len(WORDS) + 4, target_vocab_size=len(WORDS) + 4, word_vector_dim=DIM, hidden_size=DIM,
+                  encoder_type="bilm", bilm_softmax_cutoffs=[4, 9], bilm_residual=True, bilm_tie_softmax=True,
+                  freeze_encoder=False)
+    values.update(overrides)
+    return CoveConfig(**values)
+
+
+@pytest.fixture(scope="module")
+def checkpoint():
+    """A trained-from-scratch biLM's encoder checkpoint and tokenizer (random weights, fixed seed)."""
+    torch.manual_seed(0)
+    vectors = torch.randn(len(WORDS) + 4, DIM)
+    encoder, tokenizer = create_cove_checkpoint(WORDS, vectors, encoder_type="bilm", hidden_size=DIM,
+                                                bilm_softmax_cutoffs=[4, 9], seed=3)
+    return encoder.eval(), tokenizer
+
+
+def ragged_batch(seed: int = 0):
+    """Word vectors (3, 7, DIM) and row lengths 7, 4, 2 (right padding)."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(3, 7, DIM, generator=generator), torch.tensor([7, 4, 2])
+
+
+def encoder_layers(encoder, vectors, lengths) -> list:
+    with torch.no_grad():
+        return encoder(vectors, lengths, final_states=False)[0]
+
+
+def test_reversal_index_reverses_each_row_within_its_length():
+    index = reversal_index(torch.tensor([3, 1, 4]), 4, torch.device("cpu"))
+    assert index.tolist() == [[2, 1, 0, 3], [0, 1, 2, 3], [3, 2, 1, 0]]
+
+
+@pytest.mark.parametrize("residual", [True, False])
+def test_forward_states_do_not_see_the_future_nor_backward_states_the_past(residual):
+    torch.manual_seed(1)
+    encoder = CoveBiLMEncoder(tiny_config(bilm_residual=residual)).eval()
+    vectors, lengths = ragged_batch()
+    before = encoder_layers(encoder, vectors, lengths)
+    for row, length in enumerate(lengths.tolist()):
+        for t in range(length):
+            later, earlier = vectors.clone(), vectors.clone()
+            later[row, t + 1:] = torch.randn_like(later[row, t + 1:])  # the future of t (and the padding)
+            earlier[row, :t] = torch.randn_like(earlier[row, :t])  # the past of t
+            after_later, after_earlier = encoder_layers(encoder, later, lengths), encoder_layers(encoder, earlier,
+                                                                                                  lengths)
+            for layer, changed_later, changed_earlier in zip(before, after_later, after_earlier):
+                torch.testing.assert_close(changed_later[row, :t + 1, :DIM], layer[row, :t + 1, :DIM])  # forward
+                torch.testing.assert_close(changed_earlier[row, t:length, DIM:], layer[row, t:length, DIM:])  # back
+                if t + 1 < length:  # and each direction does read the side it should
+                    assert not torch.allclose(changed_later[row, t + 1, :DIM], layer[row, t + 1, :DIM])
+                if t > 0:
+                    assert not torch.allclose(changed_earlier[row, t - 1, DIM:], layer[row, t - 1, DIM:])
+
+
+def test_padding_never_reaches_a_token_and_final_states_are_each_rows_ends():
+    torch.manual_seed(2)
+    # without the residual, layer k's output is its LSTM's h, which the final states must hold at the rows' ends
+    encoder = CoveBiLMEncoder(tiny_config(num_hidden_layers=3, bilm_residual=False)).eval()
+    vectors, lengths = ragged_batch()
+    with torch.no_grad():
+        layers, final_h, _ = encoder(vectors, lengths, final_states=True)
+        for row, length in enumerate(lengths.tolist()):
+            alone, alone_h, alone_c = encoder(vectors[row:row + 1, :length], lengths[row:row + 1])
+            for layer, single in zip(layers, alone):
+                torch.testing.assert_close(layer[row, :length], single[0])
+            torch.testing.assert_close(final_h[row], alone_h[0])
+            for k, layer in enumerate(layers):  # h_n: the forward state at the last token, the backward at the first
+                torch.testing.assert_close(final_h[row, k, :DIM], layer[row, length - 1, :DIM])
+                torch.testing.assert_close(final_h[row, k, DIM:], layer[row, 0, DIM:])
+    assert final_h.shape == (3, 3, 2 * DIM) and alone_c.shape == (1, 3, 2 * DIM)
+
+
+def test_residual_adds_layer_one_to_layer_two():
+    encoder = CoveBiLMEncoder(tiny_config(bilm_residual=True)).eval()
+    for stack in (encoder.forward_layers, encoder.backward_layers):
+        for parameter in stack[1].parameters():
+            torch.nn.init.zeros_(parameter)  # a zero LSTM outputs zeros: layer 2 is then layer 1 itself
+    vectors, lengths = ragged_batch()
+    first, second = encoder_layers(encoder, vectors, lengths)
+    torch.testing.assert_close(second, first)
+
+
+def test_default_cutoffs_fit_the_vocabulary():
+    assert adaptive_softmax_cutoffs(tiny_config(bilm_softmax_cutoffs=None, vocab_size=50000)) == [5000, 16666]
+    assert adaptive_softmax_cutoffs(tiny_config(bilm_softmax_cutoffs=None)) == [1, 5]
+    assert adaptive_softmax_cutoffs(tiny_config()) == [4, 9]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# CoveModel over the biLM: the encoder every head loads
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_cove_model_runs_the_bilm_encoder_and_batch_equals_single(checkpoint):
+    encoder, tokenizer = checkpoint
+    assert isinstance(encoder.encoder, CoveBiLMEncoder)
+    texts = ["the film is very good .", "bad plot", "not good and not bad actors ."]
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = encoder(**batch, output_hidden_states=True)
+        assert out.last_hidden_state.shape[-1] == 2 * DIM
+        for row, text in enumerate(texts):
+            single = encoder(**tokenizer([text], return_tensors="pt"))
+            length = single.last_hidden_state.shape[1]
+            torch.testing.assert_close(out.last_hidden_state[row, :length], single.last_hidden_state[0])
+            assert out.last_hidden_state[row, length:].abs().sum() == 0
+        encoded = encoder.encode(texts, tokenizer=tokenizer)
+    for row, features in enumerate(encoded):
+        torch.testing.assert_close(features, out.last_hidden_state[row, :features.shape[0]])
+
+
+def test_save_and_auto_load_round_trip(checkpoint, tmp_path):
+    encoder, tokenizer = checkpoint
+    lm = CoveForBidirectionalLM(encoder.config)
+    lm.cove.load_state_dict(encoder.state_dict())
+    lm.save_pretrained(tmp_path / "lm")
+    tokenizer.save_pretrained(tmp_path / "lm")
+    assert (tmp_path / "lm" / "model.safetensors").is_file() and (tmp_path / "lm" / "modeling_cove_bilm.py").is_file()
+    config = json.loads((tmp_path / "lm" / "config.json").read_text())
+    assert config["encoder_type"] == "bilm" and config["auto_map"]["AutoModelForPreTraining"].endswith(
+        "CoveForBidirectionalLM")
+    reloaded = AutoModelForPreTraining.from_pretrained(tmp_path / "lm")
+    assert type(reloaded) is CoveForBidirectionalLM
+    for name, tensor in lm.state_dict().items():
+        torch.testing.assert_close(reloaded.state_dict()[name], tensor, rtol=0, atol=0, msg=name)
+    plain = AutoModel.from_pretrained(tmp_path / "lm")  # the encoder alone
+    assert type(plain) is CoveModel and isinstance(plain.encoder, CoveBiLMEncoder)
+    batch = tokenizer(["the film is good", "bad"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        torch.testing.assert_close(plain(**batch).last_hidden_state, encoder(**batch).last_hidden_state)
+
+
+def test_remote_code_load_without_the_package(checkpoint, tmp_path):
+    encoder, tokenizer = checkpoint
+    encoder.save_pretrained(tmp_path / "ckpt")
+    tokenizer.save_pretrained(tmp_path / "ckpt")
+    batch = tokenizer(["the film is good", "bad plot"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = encoder(**batch).last_hidden_state
+    script = (
+        "import sys, json, torch\n"
+        "sys.modules['modeling_cove'] = None\n"
+        "import transformers\n"
+        f"path = {str(tmp_path / 'ckpt')!r}\n"
+        "tok = transformers.AutoTokenizer.from_pretrained(path)\n"
+        "model = transformers.AutoModel.from_pretrained(path, trust_remote_code=True).eval()\n"
+        "batch = tok(['the film is good', 'bad plot'], padding=True, return_tensors='pt')\n"
+        "with torch.no_grad():\n"
+        "    out = model(input_ids=batch['input_ids'], attention_mask=batch['attention_mask']).last_hidden_state\n"
+        "print(json.dumps({'module': type(model).__module__, 'encoder': type(model.encoder).__name__,\n"
+        "                  'out': out.tolist()}))\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules")}
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    info = json.loads(result.stdout.strip().splitlines()[-1])
+    assert info["module"].startswith("transformers_modules.") and info["encoder"] == "CoveBiLMEncoder"
+    torch.testing.assert_close(torch.tensor(info["out"]), expected)
+
+
+def test_bcn_and_dcn_read_the_bilm_layers(checkpoint, tmp_path):
+    encoder, tokenizer = checkpoint
+    encoder.save_pretrained(tmp_path / "enc")
+    batch = tokenizer(["the film is very good .", "bad plot"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        states = encoder(**batch, output_hidden_states=True).hidden_states
+        for bcn_input in ("scalar_mix", "vectors+cove"):
+            bcn = CoveForSequenceClassification.from_pretrained(tmp_path / "enc", num_labels=2, bcn_input=bcn_input,
+                                                                cove_output="both").eval()
+            assert isinstance(bcn.cove.encoder, CoveBiLMEncoder)
+            read = bcn.compute_cove_hidden_states(**batch)
+            for k in bcn.layer_indices:
+                torch.testing.assert_close(read[k], states[k])
+            assert bcn(**batch).logits.shape == (2, 2)
+        pair = tokenizer(["is the film good ?"], ["the film is very good ."], return_tensors="pt")
+        dcn = CoveForQuestionAnswering.from_pretrained(tmp_path / "enc", dcn_input="vectors+cove").eval()
+        features = dcn.compute_cove_features(**pair)
+        question = tokenizer(["is the film good ?"], return_tensors="pt")
+        length = question["input_ids"].shape[1]
+        torch.testing.assert_close(features[0, :length], encoder(**question).last_hidden_state[0])
+        assert dcn(**pair).start_logits.shape == pair["input_ids"].shape
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The pretraining loss
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def full_log_softmax(softmax: torch.nn.AdaptiveLogSoftmaxWithLoss, states: torch.Tensor) -> torch.Tensor:
+    """The adaptive softmax's distribution over the whole vocabulary, by hand: the head's log-softmax over the
+    shortlist and one entry per tail cluster; a tail word's log-probability = its cluster's entry + its log-softmax
+    within the cluster."""
+    head = torch.log_softmax(softmax.head(states), dim=-1)  # (N, shortlist + clusters)
+    parts = [head[:, :softmax.shortlist_size]]
+    for i, tail in enumerate(softmax.tail):
+        parts.append(head[:, softmax.shortlist_size + i:softmax.shortlist_size + i + 1]
+                     + torch.log_softmax(tail(states), dim=-1))
+    return torch.cat(parts, dim=-1)  # (N, V)
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_loss_equals_a_hand_computation(checkpoint, tie):
+    encoder, tokenizer = checkpoint
+    config = CoveConfig.from_dict({**encoder.config.to_dict(), "bilm_tie_softmax": tie})
+    torch.manual_seed(4)
+    lm = CoveForBidirectionalLM(config).eval()
+    lm.cove.load_state_dict(encoder.state_dict())
+    batch = tokenizer(["the film is very good .", "bad plot", "not good actors"], padding=True, return_tensors="pt")
+    labels = batch["input_ids"].clone()
+    labels[0, 2] = -100  # not a target in either direction
+    with torch.no_grad():
+        out = lm(**batch, labels=labels)
+    mask = batch["attention_mask"].bool()
+    expected = {}
+    for direction, state, step in (("forward", out.forward_hidden_state, 1),
+                                   ("backward", out.backward_hidden_state, -1)):
+        softmax = lm.output_layer(direction)
+        nll, count = 0.0, 0
+        for row in range(labels.shape[0]):
+            for t in range(labels.shape[1]):
+                target = t + step
+                if not mask[row, t] or not 0 <= target < labels.shape[1] or not mask[row, target]:
+                    continue
+                if labels[row, target] == -100:
+                    continue
+                log_probs = full_log_softmax(softmax, state[row, t].unsqueeze(0))[0]
+                torch.testing.assert_close(torch.logsumexp(log_probs, 0), torch.tensor(0.0), atol=1e-5, rtol=0)
+                nll -= float(log_probs[labels[row, target]])
+                count += 1
+        expected[direction] = nll / count
+        assert int(getattr(out, f"{direction}_num_tokens")) == count
+        assert float(getattr(out, f"{direction}_loss")) == pytest.approx(expected[direction], abs=1e-5)
+    assert float(out.loss) == pytest.approx((expected["forward"] + expected["backward"]) / 2, abs=1e-5)
+    assert (lm.backward_softmax is None) == tie
+    torch.testing.assert_close(lm.log_probs(out.forward_hidden_state[:1, :2]),
+                               full_log_softmax(lm.softmax, out.forward_hidden_state[0, :2]).unsqueeze(0))
+
+
+def test_loss_trains_the_encoder_and_keeps_the_vectors(checkpoint):
+    encoder, tokenizer = checkpoint
+    lm = CoveForBidirectionalLM(encoder.config)
+    lm.cove.load_state_dict(encoder.state_dict())
+    batch = tokenizer(["the film is very good .", "bad plot"], padding=True, return_tensors="pt")
+    lm(**batch, labels=batch["input_ids"]).loss.backward()
+    assert lm.cove.embeddings.weight.grad is None  # frozen word vectors
+    assert all(p.grad is not None for p in lm.cove.encoder.parameters())
+    assert all(p.grad is not None for p in lm.softmax.parameters())
+    as_tuple = lm(**batch, labels=batch["input_ids"], return_dict=False)
+    assert torch.equal(as_tuple[0], lm(**batch, labels=batch["input_ids"]).loss)
+
+
+def test_bad_inputs_are_named(checkpoint):
+    encoder, tokenizer = checkpoint
+    lm = CoveForBidirectionalLM(encoder.config)
+    batch = tokenizer(["the film"], return_tensors="pt")
+    with pytest.raises(ValueError, match="labels must have the inputs' shape"):
+        lm(**batch, labels=batch["input_ids"][:, :1])
+    with pytest.raises(ValueError, match=r"token ids in \[0, 16\)"):
+        lm(**batch, labels=batch["input_ids"] + 100)
+    with pytest.raises(TypeError, match="labels must be integer"):
+        lm(**batch, labels=batch["input_ids"].float())
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        lm(**batch, bogus=1)
+    with pytest.raises(ValueError, match="encoder_type='bilm'"):
+        CoveForBidirectionalLM(tiny_config(encoder_type="mt_lstm"))
+    with pytest.raises(ValueError, match="direction"):
+        lm.output_layer("sideways")
