@@ -1,4 +1,4 @@
-"""Model cards (model_cards/): the evaluation-JSON schema and fingerprints, and the generated card.
+"""Model cards (`modeling_cove.training.cards`): the evaluation-JSON schema and fingerprints, and the generated card.
 
 The card must parse with `huggingface_hub.ModelCard`, its model-index must equal the evaluation JSON, and it must
 render the paper's numbers (docs/paper.md §5) beside ours.
@@ -7,7 +7,9 @@ render the paper's numbers (docs/paper.md §5) beside ours.
 import hashlib
 import json
 import re
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -15,12 +17,11 @@ import torch
 from huggingface_hub import ModelCard, ModelCardData
 from huggingface_hub.repocard_data import model_index_to_eval_results
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from model_cards import generate  # noqa: E402
-from model_cards.evaluation import (  # noqa: E402
+from modeling_cove import CoveConfig, CoveModel
+from modeling_cove.training import cards as generate
+from modeling_cove.training.cards import (
     CheckpointError,
+    describe_encoder,
     EvalRecordError,
     checkpoint_fingerprint,
     config_fingerprint,
@@ -30,8 +31,8 @@ from model_cards.evaluation import (  # noqa: E402
     weights_fingerprint,
     write_eval_json,
 )
-from modeling_cove import CoveConfig, CoveModel  # noqa: E402
 
+COVE_S = {"kind": "pretrained", "name": "CoVe-S", "pretraining": {"dataset": "multi30k", "test_bleu": 30.25}}
 PAPER_SST2 = {"Random": 84.2, "GloVe": 88.4, "GloVe+Char": 90.1, "+CoVe-S": 89.0, "+CoVe-M": 90.9, "+CoVe-L": 91.1,
               "+Char+CoVe-L": 91.2}  # docs/paper.md §5, Table 2, SST-2 row (typed here independently of generate.py)
 
@@ -52,7 +53,7 @@ def sst2_record(checkpoint: Path, value: float = 87.6543, **changes) -> dict:
         metrics=[{"type": "accuracy", "value": value}],
         training={"command": "python scripts/train_classifier.py --task sst2 --epochs 3",
                   "datasets": ["stanfordnlp/sst2"],
-                  "train_split": "SST-2 phrase-level train", "num_train_examples": 67349, "encoder": "CoVe-S",
+                  "train_split": "SST-2 phrase-level train", "num_train_examples": 67349, "encoder": COVE_S,
                   "base_model": "org/cove-small", "seed": 0, "hyperparameters": {"lr": 0.001, "batch_size": 64},
                   "word_vectors": {"name": "w2v-lower-300d", "stand_in": True},
                   "notes": ["Trained for 3 epochs only (CPU budget)."]},
@@ -253,17 +254,134 @@ def test_unknown_architecture_is_a_clear_error(checkpoint):
         generate.render_card(sst2_record(checkpoint), config, "org/x")
 
 
-def test_generate_command_line(checkpoint, tmp_path):
-    record = sst2_record(checkpoint)
-    eval_path = write_eval_json(tmp_path / "eval_results.json", record)
-    config_path = tmp_path / "config.json"
-    config_path.write_text(json.dumps(bcn_config(checkpoint)))
-    out = tmp_path / "README.md"
-    assert generate.main([str(eval_path), "--config", str(config_path), "--repo-id", "org/cove-bcn-sst2",
-                          "-o", str(out)]) == 0
-    card = ModelCard.load(out)
-    assert card.data.eval_results[0].metric_value == record["metrics"][0]["value"]
-    assert re.search(r"^# cove-bcn-sst2$", card.text, re.M)
+def test_a_fresh_interpreter_with_the_installed_package_writes_an_eval_json_and_a_card(tmp_path):
+    """The Trainer user's story: no repository on the path, only `pip install`ed modeling_cove."""
+    script = textwrap.dedent(f"""
+        import json, sys
+        from pathlib import Path
+        from modeling_cove import CoveConfig, CoveForSequenceClassification
+        from modeling_cove.training.cards import build_card, describe_encoder, make_eval_record, write_eval_json
+
+        ckpt = Path({str(tmp_path / "ckpt")!r})
+        CoveForSequenceClassification(CoveConfig(vocab_size=12, word_vector_dim=8, hidden_size=4, num_labels=2,
+                                                 bcn_hidden_size=4)).save_pretrained(ckpt)
+        record = make_eval_record(
+            ckpt, task={{"type": "text-classification"}},
+            dataset={{"key": "sst2", "name": "SST-2", "id": "stanfordnlp/sst2", "split": "validation"}},
+            metrics=[{{"type": "accuracy", "value": 51.5}}],
+            training={{"command": "my_trainer_script.py", "encoder": describe_encoder(ckpt), "epochs_run": 2.0,
+                      "steps_run": 40, "stop_reason": "epochs done"}})
+        write_eval_json(ckpt / "eval_results.json", record)
+        card = build_card(record, json.loads((ckpt / "config.json").read_text()), "me/cove-bcn")
+        card.save(ckpt / "README.md")
+        print("model_cards" in sys.modules, [p for p in sys.path if p.rstrip("/").endswith("main")])
+    """)
+    done = subprocess.run([sys.executable, "-I", "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False []"
+    card = ModelCard.load(tmp_path / "ckpt" / "README.md")
+    assert card.data.eval_results[0].metric_value == 51.5
+    assert "2.0 epochs, 40 optimizer steps; stopped: epochs done" in card.text
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A card states only what happened (encoder, steps run, comparable paper column)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def never_pretrained_encoder(tmp_path: Path) -> Path:
+    """What build_vocab.py writes: a checkpoint whose MT-LSTM was initialised and saved, never trained."""
+    folder = tmp_path / "vocab"
+    CoveModel(CoveConfig(vocab_size=12, word_vector_dim=8, hidden_size=4)).save_pretrained(folder)
+    (folder / "build_info.json").write_text(json.dumps({"command": "build_vocab.py", "vocab_size": 12}))
+    return folder
+
+
+def bcn_over_vocab_record(checkpoint: Path, encoder, **training) -> dict:
+    """The record of a BCN over a build_vocab.py encoder, run with `--max-steps 20` though configured for 15 epochs."""
+    return sst2_record(checkpoint, training={
+        "command": "python scripts/train_classifier.py --task sst2 --encoder runs/vocab --max-steps 20",
+        "encoder": encoder, "hyperparameters": {"epochs": 15, "batch_size": 64, "learning_rate": 0.001},
+        **training})
+
+
+def test_card_over_a_never_pretrained_encoder_says_so_and_claims_no_cove_column(checkpoint, tmp_path):
+    encoder = describe_encoder(never_pretrained_encoder(tmp_path))
+    assert encoder["kind"] == "random"
+    text = str(generate.build_card(bcn_over_vocab_record(checkpoint, encoder), bcn_config(checkpoint), "org/x"))
+    assert "pretrained as" not in text and "pretrained on English" not in text
+    assert "← comparable setting" not in text and "**this model** (+CoVe-S)" not in text
+    assert "| **this model** (see Training) | validation | **87.65** |" in text
+    assert "No paper column is comparable: the record names +CoVe-S, but the encoder is not a pretrained" in text
+    assert "randomly initialised and never trained" in text
+    assert "**Untrained encoder.**" in text.split("## Limitations")[1]
+
+
+def test_card_never_shows_the_configured_epochs_as_run(checkpoint, tmp_path):
+    encoder = describe_encoder(never_pretrained_encoder(tmp_path))
+    unrecorded = str(generate.build_card(bcn_over_vocab_record(checkpoint, encoder), bcn_config(checkpoint), "org/x"))
+    assert "epochs=15" not in unrecorded and "15 epochs" not in unrecorded
+    assert "- **Trained for:** not recorded (the evaluation record does not say how long it trained)." in unrecorded
+    assert '`batch_size=64`' in unrecorded  # the other hyperparameters stay
+    recorded = bcn_over_vocab_record(checkpoint, encoder, epochs_run=0.35, steps_run=20,
+                                     stop_reason="max steps 20 reached")
+    text = str(generate.build_card(recorded, bcn_config(checkpoint), "org/x"))
+    assert "- **Trained for:** 0.35 epochs, 20 optimizer steps; stopped: max steps 20 reached." in text
+    assert "epochs=15" not in text
+
+
+def test_a_free_text_encoder_label_is_not_a_claim_of_pretraining(checkpoint):
+    text = str(generate.build_card(bcn_over_vocab_record(checkpoint, "runs/vocab"), bcn_config(checkpoint), "org/x"))
+    assert "pretrained as" not in text and "← comparable setting" not in text
+    assert "loaded from `runs/vocab`; whether it was pretrained is not recorded" in text
+
+
+def test_describe_encoder_reads_what_the_checkpoint_is(tmp_path):
+    exported = tmp_path / "exported"
+    exported.mkdir()
+    (exported / "mt_metrics.json").write_text(json.dumps({
+        "settings": {"dataset": "iwslt"}, "epochs": [{"epoch": 1}, {"epoch": 2}], "stop_reason": "max epochs",
+        "test": {"bleu": 12.3456, "perplexity": 40.0}}))
+    assert describe_encoder(exported, name="CoVe-M") == {
+        "kind": "pretrained", "path": str(exported), "name": "CoVe-M",
+        "pretraining": {"dataset": "iwslt", "epochs_run": 2, "stop_reason": "max epochs", "test_bleu": 12.35,
+                        "test_perplexity": 40.0}}
+    converted = tmp_path / "converted"
+    converted.mkdir()
+    (converted / "conversion_info.json").write_text("{}")
+    assert describe_encoder(converted)["pretraining"]["dataset"] == "wmt17"
+    assert describe_encoder(never_pretrained_encoder(tmp_path))["kind"] == "random"
+    assert describe_encoder(exported, used=False)["kind"] == "unused"
+    assert describe_encoder("org/some-hub-encoder") == {"kind": "unknown", "path": "org/some-hub-encoder"}
+
+
+def test_paper_column_is_comparable_only_for_the_matching_setting(checkpoint, tmp_path):
+    iwslt = {"kind": "pretrained", "pretraining": {"dataset": "iwslt"}}
+    assert generate.comparable_column(sst2_record(checkpoint, paper_column="+CoVe-M", training={
+        "command": "x", "encoder": iwslt})) == ("+CoVe-M", None)
+    column, why = generate.comparable_column(sst2_record(checkpoint, training={"command": "x", "encoder": iwslt}))
+    assert column is None and "pretrained on multi30k), but the encoder was pretrained on iwslt" in why
+    column, why = generate.comparable_column(sst2_record(checkpoint, training={
+        "command": "x", "encoder": {"kind": "pretrained"}}))
+    assert column is None and "pretraining data (needs multi30k) is not recorded" in why
+    vectors_only = sst2_record(checkpoint, paper_column="GloVe", training={
+        "command": "x", "encoder": describe_encoder(tmp_path, used=False)})
+    text = str(generate.build_card(vectors_only, bcn_config(checkpoint), "org/x"))
+    assert "| McCann et al. 2017: GloVe (Table 2) ← comparable setting |" in text
+    assert "not read by this model (it reads the word vectors only)" in text
+
+
+def test_encoder_and_paper_column_are_validated(checkpoint):
+    with pytest.raises(EvalRecordError) as err:
+        sst2_record(checkpoint, paper_column="CoVe-XL", training={
+            "command": "x", "encoder": {"kind": "trained-ish", "pretraining": {"dataset": "wmt17"}},
+            "epochs_run": -1, "steps_run": 2.5})
+    message = str(err.value)
+    for problem in ("paper_column must be one of the paper's Table 2 columns", "training.encoder.kind must be one of",
+                    "training.encoder.pretraining is only for kind 'pretrained'",
+                    "training.epochs_run must be a number >= 0", "training.steps_run must be an integer >= 0"):
+        assert problem in message, problem
 
 
 def test_encoder_card_loading_code_runs_and_its_fast_paths_agree(tmp_path):
