@@ -1,19 +1,25 @@
-"""scripts/train_classifier.py: Trainer set-up (gradient accumulation does not scale the loss), the CoVe feature cache
+"""modeling_cove.training.classifier (and its CLI, scripts/train_classifier.py): Trainer set-up (gradient accumulation does not scale the loss), the CoVe feature cache
 and collator (same logits as the live encoder), tokenisation of bad rows, task configs, model building per Table 2
 column, and an end-to-end smoke run on a slice of the real TREC-6 data whose saved model works in a pipeline."""
 
 import json
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 
 import modeling_cove  # noqa: F401
-import train_classifier as tc
 from modeling_cove import CoveConfig, CoveForSequenceClassification, CoveModel
 from modeling_cove.feature_cache import cached_features
 from modeling_cove.tokenization_cove import build_cove_tokenizer, moses_tokenize
+from modeling_cove.training import classifier as tc
+from modeling_cove.training.cards import check_record_matches_checkpoint, load_eval_json
+from modeling_cove.training.collators import BCNCollator
+from modeling_cove.training.presets import PresetError
 
 from conftest import require_data
 
@@ -68,7 +74,7 @@ def train_toy(tmp_path, gradient_accumulation_steps, batch_size, steps=3, model_
     model = tiny_bcn(model_class=model_class)
     ds = toy_dataset()
     store = cached_features(model, ds, batch_size=16)
-    collator = tc.BCNCollator(0, list(model.layer_indices), 3, 12, [store])
+    collator = BCNCollator(0, list(model.layer_indices), 3, 12, [store])
     args = tc.make_training_arguments(
         tmp_path / f"ga{gradient_accumulation_steps}", hyperparameters(), seed=0, max_steps=steps,
         gradient_accumulation_steps=gradient_accumulation_steps, batch_size=batch_size, sampling="random",
@@ -105,8 +111,8 @@ def test_cached_features_through_collator_equal_live_encoder(pairs):
     model = tiny_bcn(seed=1, bcn_dropout=0.0).eval()
     ds = toy_dataset(n=10, seed=1, pairs=pairs)
     store = cached_features(model, ds, batch_size=4)
-    cached = tc.BCNCollator(0, list(model.layer_indices), 3, 12, [store])
-    live = tc.BCNCollator(0)
+    cached = BCNCollator(0, list(model.layer_indices), 3, 12, [store])
+    live = BCNCollator(0)
     rows = [ds[i] for i in range(len(ds))]
     batch_cached, batch_live = cached(rows), live(rows)
     assert "cove_hidden_states" in batch_cached and "cove_hidden_states" not in batch_live
@@ -172,9 +178,9 @@ def test_subsample_splits_draws_the_same_random_subsets_every_time():
     assert cut == {} and whole["train"]["text"] == sorted_by_label["text"] and len(whole["test"]) == 40
     with pytest.raises(ValueError, match="--max-eval-examples must be >= 1"):
         tc.subsample_splits(raw(), max_eval=0)
-    with pytest.raises(SystemExit) as exit_info:  # on the command line: a usage error before any work
-        tc.parse_args(["--task", "imdb", "--encoder", "enc", "--max-train-examples", "0"])
-    assert exit_info.value.code == 2
+    # on the command line: a usage error before any work
+    cli = run_cli(["--task", "imdb", "--encoder", "enc", "--max-train-examples", "0"])
+    assert cli.returncode == 2 and "must be >= 1, got 0" in cli.stderr
 
 
 def test_task_configs_load_and_are_checked(tmp_path):
@@ -185,9 +191,9 @@ def test_task_configs_load_and_are_checked(tmp_path):
     assert tc.load_hyperparameters("trec6", overrides={"epochs": 2, "dropout": None})["epochs"] == 2
     bad = tmp_path / "bad.yaml"
     bad.write_text("task: trec6\nepocs: 3\n")
-    with pytest.raises(ValueError, match="unknown keys"):
+    with pytest.raises(PresetError, match="unknown preset keys \\['epocs'\\]"):
         tc.load_hyperparameters("trec6", bad)
-    with pytest.raises(ValueError, match="not 'sst2'"):
+    with pytest.raises(PresetError, match="not 'sst2'"):
         tc.load_hyperparameters("sst2", tc.TASK_CONFIG_DIR / "trec6.yaml")
 
 
@@ -230,6 +236,18 @@ def test_build_model_columns(tiny_encoder_dir):
         pair(**build_cove_tokenizer(["what", "is"])(["what is"], return_tensors="pt"))
 
 
+def train(**options) -> dict:
+    return tc.train_classifier(tc.ClassifierOptions(**options))
+
+
+def run_cli(argv, launcher=(sys.executable,), timeout=300):
+    """scripts/train_classifier.py as a user runs it (a fresh interpreter with the installed package)."""
+    script = Path(tc.REPO) / "scripts" / "train_classifier.py"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    return subprocess.run([*launcher, str(script), *argv], capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=tc.REPO)
+
+
 def tiny_trec6_setup(tmp_path):
     """Real TREC-6, a tiny fresh encoder over its first 300 training questions' words, and a tiny task yaml."""
     data_dir = require_data("trec")
@@ -256,11 +274,12 @@ def test_end_to_end_smoke_run_on_trec6(tmp_path):
     best/ folder that works in pipeline("text-classification") with the reported test accuracy."""
     data_dir, raw, encoder_dir, config = tiny_trec6_setup(tmp_path)
     out = tmp_path / "run"
-    results = tc.main(["--task", "trec6", "--encoder", str(encoder_dir), "--bcn-input", "vectors+cove",
-                       "--data-dir", str(data_dir), "--config", str(config), "--limit", "40", "--max-steps", "3",
-                       "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache"), "--seed", "2"])
+    common = dict(task="trec6", encoder=str(encoder_dir), bcn_input="vectors+cove", data_dir=str(data_dir),
+                  config=str(config))
+    results = train(**common, limit=40, max_steps=3, output_dir=str(out), cache_dir=str(tmp_path / "cache"), seed=2)
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["test"] == results["test"] and saved["global_steps"] == 3
+    assert saved["stop_reason"].startswith("max steps: 3 reached") and saved["world_size"] == 1
     assert saved["splits"] == {"train": 40, "validation": 40, "test": 40}
     assert saved["feature_cache"]["train"]["hit"] is False
     assert saved["paper_table2_validation_accuracy"] == 94.7
@@ -271,14 +290,16 @@ def test_end_to_end_smoke_run_on_trec6(tmp_path):
     assert (out / "curve.png").stat().st_size > 1000
     assert not (out / "checkpoints").exists()
     # the evaluation JSON for push_to_hub.py: the test figures, fingerprinting the saved best checkpoint
-    sys.path.insert(0, str(tc.REPO))
-    from model_cards.evaluation import check_record_matches_checkpoint, load_eval_json
-
     record = load_eval_json(out / "eval_results.json")
     check_record_matches_checkpoint(record, out / "best")
     assert record["metrics"][0] == {"type": "accuracy", "value": round(100 * saved["test"]["accuracy"], 2)}
     assert record["dataset"]["key"] == "trec6" and record["dataset"]["num_examples"] == 40
     assert record["paper_column"] == "+CoVe-S" and record["training"]["seed"] == 2
+    # what really ran (not the yaml's epochs) and what the encoder is: a fresh folder without build/MT records
+    assert record["training"]["steps_run"] == 3 and record["training"]["epochs_run"] == saved["epochs_run"]
+    assert record["training"]["stop_reason"] == saved["stop_reason"] and "epochs" not in record["training"][
+        "hyperparameters"]
+    assert record["training"]["encoder"] == {"kind": "unknown", "path": str(encoder_dir)}
 
     from transformers import pipeline
 
@@ -292,18 +313,14 @@ def test_end_to_end_smoke_run_on_trec6(tmp_path):
     # a second run reuses the cached features; --overwrite --no-save-model removes the first run's best/ and
     # eval_results.json (push_to_hub.py would publish them beside the new metrics) and keeps files of others
     (out / "notes.txt").write_text("not written by train_classifier.py\n")
-    again = tc.main(["--task", "trec6", "--encoder", str(encoder_dir), "--bcn-input", "vectors+cove",
-                     "--data-dir", str(data_dir), "--config", str(config), "--limit", "40", "--max-steps", "1",
-                     "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-save-model",
-                     "--overwrite"])
+    again = train(**common, limit=40, max_steps=1, output_dir=str(out), cache_dir=str(tmp_path / "cache"),
+                  no_save_model=True, overwrite=True)
     assert all(info["hit"] for info in again["feature_cache"].values())
     assert sorted(p.name for p in out.iterdir()) == ["curve.png", "metrics.json", "notes.txt"]
     assert json.loads((out / "metrics.json").read_text())["global_steps"] == 1
     # too big for the cache limit: the MT-LSTM runs inside every step instead, same script otherwise
-    live = tc.main(["--task", "trec6", "--encoder", str(encoder_dir), "--bcn-input", "vectors+cove",
-                    "--data-dir", str(data_dir), "--config", str(config), "--limit", "16", "--max-steps", "1",
-                    "--output-dir", str(tmp_path / "run3"), "--cache-dir", str(tmp_path / "cache3"),
-                    "--no-save-model", "--max-cache-gb", "0"])
+    live = train(**common, limit=16, max_steps=1, output_dir=str(tmp_path / "run3"),
+                 cache_dir=str(tmp_path / "cache3"), no_save_model=True, max_cache_gb=0)
     assert live["feature_cache"] == {} and not (tmp_path / "cache3").exists()
     assert 0.0 <= live["test"]["accuracy"] <= 1.0
 
@@ -312,9 +329,9 @@ def test_scalar_mix_run_records_the_learned_layer_weights(tmp_path):
     """--bcn-input scalar_mix: metrics.json holds softmax(w) and gamma of the kept (best) checkpoint, in layer order."""
     data_dir, _, encoder_dir, config = tiny_trec6_setup(tmp_path)
     out = tmp_path / "run"
-    tc.main(["--task", "trec6", "--encoder", str(encoder_dir), "--bcn-input", "scalar_mix", "--data-dir",
-             str(data_dir), "--config", str(config), "--limit", "24", "--max-steps", "3", "--learning-rate", "0.05",
-             "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache"), "--max-train-examples", "30"])
+    train(task="trec6", encoder=str(encoder_dir), bcn_input="scalar_mix", data_dir=str(data_dir), config=str(config),
+          limit=24, max_steps=3, learning_rate=0.05, output_dir=str(out), cache_dir=str(tmp_path / "cache"),
+          max_train_examples=30)
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["subsample"] == {"train": "30 of 4906"}  # recorded (TREC-6 train; cut before --limit)
     notes = json.loads((out / "eval_results.json").read_text())["training"]["notes"]
