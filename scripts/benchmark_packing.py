@@ -22,116 +22,26 @@ Each figure: seconds for the whole set, best of `--repeats` interleaved repeats;
 
 import os
 
-import wait_policy  # noqa: F401, I001  (before torch: PASSIVE unless OMP_WAIT_POLICY says otherwise)
-import time
+# OpenMP reads OMP_WAIT_POLICY once, when torch loads it: PASSIVE (idle threads sleep at once) unless the caller
+# sets it, for steady timings on a shared machine; "default" leaves OpenMP's own policy (docs/benchmarks.md)
+if os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE").lower() == "default":
+    del os.environ["OMP_WAIT_POLICY"]
 
-import torch
-from torch import nn
-
-from benchmark import benchmark_arguments, prepare_encoder_benchmark, synchronize, write_report
-from modeling_cove.lstm_kernels import length_bucketed_batches, run_unpacked
-
-
-def fill(lengths: torch.Tensor, time_: int) -> float:
-    """Real tokens / padded tokens of a (B, time_) batch."""
-    return float(lengths.sum()) / (len(lengths) * time_)
-
-
-# Per-batch rules for running a padded batch unpacked (else packed): the earlier rule (every row >= 0.75 x the
-# longest) and the fill rule at three thresholds (real tokens >= f x padded tokens; the model uses UNPACKED_MIN_FILL)
-PACKING_RULES = {
-    "rule_min_ratio_0.75": lambda n, t: bool(n.min() >= 0.75 * t),
-    **{f"rule_fill_{f}": (lambda n, t, f=f: fill(n, t) >= f) for f in (0.5, 0.6, 0.7)},
-}
-
-
-def grouped_forward(encoder, vectors, lengths, ratio):
-    """Unpacked in groups of near-equal length inside one padded batch (the alternative measured here)."""
-    batch, time_, _ = vectors.shape
-    groups = length_bucketed_batches(lengths.tolist(), batch, ratio)
-    pieces = [[] for _ in range(encoder.num_layers)]
-    for group in groups:
-        index = torch.tensor(group, device=vectors.device)
-        group_time = int(lengths[group[0]])
-        outputs = run_unpacked(encoder, vectors[index, :group_time], lengths[index], False, False, None)[0]
-        for layer, output in enumerate(outputs):
-            pieces[layer].append(nn.functional.pad(output, (0, 0, 0, time_ - group_time)))
-    restore = torch.tensor([row for group in groups for row in group], device=vectors.device).argsort()
-    return [torch.cat(piece).index_select(0, restore) for piece in pieces]
-
-
-def timed(variants: dict, repeats: int) -> dict:
-    best = {name: float("inf") for name in variants}
-    for _ in range(repeats):
-        for name, fn in variants.items():
-            synchronize()
-            start = time.perf_counter()
-            with torch.inference_mode():
-                fn()
-            synchronize()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return {name: round(seconds, 3) for name, seconds in best.items()}
-
-
-def bench(texts, model, tokenizer, batch_size, repeats) -> dict:
-    encoder = model.encoder
-    device = model.embeddings.weight.device
-    arrival = []  # (vectors (B, T, 300), lengths (B,)) per batch of the texts in their order
-    for start in range(0, len(texts), batch_size):
-        batch = tokenizer(texts[start:start + batch_size], padding=True, return_tensors="pt").to(device)
-        with torch.inference_mode():
-            vectors = model.embeddings(batch["input_ids"]) * batch["attention_mask"].unsqueeze(-1)
-        arrival.append((vectors, batch["attention_mask"].sum(1).clamp(min=1)))
-
-    def run_arrival(fn):
-        return lambda: [fn(vectors, lengths) for vectors, lengths in arrival]
-
-    first = timed({
-        "packed": run_arrival(lambda v, n: encoder(v, n, final_states=True)),
-        "unpacked_one_group": run_arrival(lambda v, n: run_unpacked(encoder, v, n, False, False, None)[0]),
-        **{f"unpacked_groups_{r}": run_arrival(lambda v, n, r=r: grouped_forward(encoder, v, n, r))
-           for r in (0.5, 0.6, 0.75)},
-        **{name: run_arrival(lambda v, n, rule=rule: encoder(v, n, final_states=False, unpacked=rule(n, v.shape[1])))
-           for name, rule in PACKING_RULES.items()},
-    }, repeats)
-
-    ids = [x for x in tokenizer(texts)["input_ids"] if x]
-    sorted_batches = []
-    for batch in length_bucketed_batches([len(x) for x in ids], batch_size, min_ratio=0.0):  # as `encode` cuts
-        width = len(ids[batch[0]])
-        input_ids = torch.tensor([ids[i] + [0] * (width - len(ids[i])) for i in batch])
-        mask = (torch.arange(width)[None, :] < torch.tensor([len(ids[i]) for i in batch])[:, None]).long()
-        sorted_batches.append((input_ids.to(device), mask.to(device)))
-
-    def run_sorted(final_states):
-        return lambda: [model(input_ids=i, attention_mask=m, output_final_states=final_states)
-                        for i, m in sorted_batches]
-
-    second = timed({"unpacked": run_sorted(False), "packed": run_sorted(True)}, repeats)
-    tokens = sum(len(x) for x in ids)
-    return {
-        "texts": len(texts), "real_tokens": tokens,
-        "arrival_order_batches_seconds": first,
-        "arrival_order_best_grouped_vs_packed": round(first["packed"] / min(
-            v for k, v in first.items() if k.startswith("unpacked_groups")), 3),
-        "arrival_order_fill": [round(fill(n, v.shape[1]), 3) for v, n in arrival],
-        "arrival_order_rule_vs_packed": {name: round(first["packed"] / first[name], 3) for name in PACKING_RULES},
-        "arrival_order_batches_unpacked_by_rule": {
-            name: sum(rule(n, v.shape[1]) for v, n in arrival) for name, rule in PACKING_RULES.items()},
-        "sorted_batches_seconds": second,
-        "sorted_unpacked_vs_packed": round(second["packed"] / second["unpacked"], 3),
-    }
+from modeling_cove.benchmarking.common import benchmark_arguments, parse_benchmark_args, write_report  # noqa: E402
+from modeling_cove.benchmarking.encoder import prepare_encoder_benchmark  # noqa: E402
+from modeling_cove.benchmarking.packing import bench_packing  # noqa: E402
 
 
 def main(argv=None):
-    args = benchmark_arguments(__doc__, "packing.json").parse_args(argv)
+    args = parse_benchmark_args(benchmark_arguments(__doc__, "packing.json"), argv)
     device, texts, model, tokenizer = prepare_encoder_benchmark(args)
     results = {}
     for name, group in texts.items():
-        results[name] = bench(list(group), model, tokenizer, args.batch_size, args.repeats)
+        results[name] = bench_packing(list(group), model, tokenizer, args.batch_size, args.repeats)
         print(name, results[name], flush=True)
     write_report(args.output, argv, args.quick,
                  {"threads": args.threads, "batch_size": args.batch_size, "device": str(device)}, results)
+
 
 if __name__ == "__main__":
     main()

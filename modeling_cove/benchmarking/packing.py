@@ -1,0 +1,109 @@
+"""When should the encoder pack? An A/B of the MT-LSTM's execution paths on the same batches (random weights: speed
+only). 1. batches in arrival order (widely mixed lengths: what `pipeline("feature-extraction")` and a plain
+DataLoader send): packed, unpacked as one group, unpacked in groups of near-equal length, and a per-batch rule
+(`PACKING_RULES`) choosing between packed and unpacked; 2. length-sorted batches cut as `CoveModel.encode` cuts them:
+unpacked vs packed."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..lstm_kernels import length_bucketed_batches, run_unpacked
+from .common import interleaved_best
+
+
+def fill(lengths: torch.Tensor, time_: int) -> float:
+    """Real tokens / padded tokens of a (B, time_) batch."""
+    return float(lengths.sum()) / (len(lengths) * time_)
+
+
+# Per-batch rules for running a padded batch unpacked (else packed): the earlier rule (every row >= 0.75 x the
+# longest) and the fill rule at three thresholds (real tokens >= f x padded tokens; the model uses UNPACKED_MIN_FILL)
+PACKING_RULES = {
+    "rule_min_ratio_0.75": lambda n, t: bool(n.min() >= 0.75 * t),
+    **{f"rule_fill_{f}": (lambda n, t, f=f: fill(n, t) >= f) for f in (0.5, 0.6, 0.7)},
+}
+
+
+def grouped_forward(encoder, vectors: torch.Tensor, lengths: torch.Tensor, ratio: float) -> list:
+    """Unpacked in groups of near-equal length (`length_bucketed_batches` with `ratio`) inside one padded batch, each
+    group cut to its longest row, the results put back in order: each layer's (B, T, 2H) output."""
+    batch, time_, _ = vectors.shape
+    groups = length_bucketed_batches(lengths.tolist(), batch, ratio)
+    pieces = [[] for _ in range(encoder.num_layers)]
+    for group in groups:
+        index = torch.tensor(group, device=vectors.device)
+        group_time = int(lengths[group[0]])
+        outputs = run_unpacked(encoder, vectors[index, :group_time], lengths[index], False, False, None)[0]
+        for layer, output in enumerate(outputs):
+            pieces[layer].append(nn.functional.pad(output, (0, 0, 0, time_ - group_time)))
+    restore = torch.tensor([row for group in groups for row in group], device=vectors.device).argsort()
+    return [torch.cat(piece).index_select(0, restore) for piece in pieces]
+
+
+def timed(variants: dict, repeats: int) -> dict:
+    """Seconds of each variant in inference mode, best of `repeats` interleaved rounds, rounded to ms."""
+    best = interleaved_best({name: torch.inference_mode()(fn) for name, fn in variants.items()}, repeats)
+    return {name: round(seconds, 3) for name, seconds in best.items()}
+
+
+def arrival_order_batches(texts: list, model, tokenizer, batch_size: int) -> list:
+    """(word vectors (B, T, D) zero at padding, lengths (B,)) of each batch of `texts` in their order."""
+    device = model.embeddings.weight.device
+    batches = []
+    for start in range(0, len(texts), batch_size):
+        batch = tokenizer(texts[start:start + batch_size], padding=True, return_tensors="pt").to(device)
+        with torch.inference_mode():
+            vectors = model.embeddings(batch["input_ids"]) * batch["attention_mask"].unsqueeze(-1)
+        batches.append((vectors, batch["attention_mask"].sum(1).clamp(min=1)))
+    return batches
+
+
+def sorted_batches(ids: list, batch_size: int, device) -> list:
+    """(input_ids, attention_mask) of `ids` sorted by length and cut by size, as `CoveModel.encode` cuts them."""
+    batches = []
+    for batch in length_bucketed_batches([len(x) for x in ids], batch_size, min_ratio=0.0):
+        width = len(ids[batch[0]])
+        input_ids = torch.tensor([ids[i] + [0] * (width - len(ids[i])) for i in batch])
+        mask = (torch.arange(width)[None, :] < torch.tensor([len(ids[i]) for i in batch])[:, None]).long()
+        batches.append((input_ids.to(device), mask.to(device)))
+    return batches
+
+
+def bench_packing(texts: list, model, tokenizer, batch_size: int, repeats: int) -> dict:
+    """The packing figures of one set of texts: seconds of each path on the arrival-order batches and on the sorted
+    batches, and each rule's gain over packing every batch."""
+    encoder = model.encoder
+    arrival = arrival_order_batches(texts, model, tokenizer, batch_size)
+
+    def run_arrival(fn):
+        return lambda: [fn(vectors, lengths) for vectors, lengths in arrival]
+
+    first = timed({
+        "packed": run_arrival(lambda v, n: encoder(v, n, final_states=True)),
+        "unpacked_one_group": run_arrival(lambda v, n: run_unpacked(encoder, v, n, False, False, None)[0]),
+        **{f"unpacked_groups_{r}": run_arrival(lambda v, n, r=r: grouped_forward(encoder, v, n, r))
+           for r in (0.5, 0.6, 0.75)},
+        **{name: run_arrival(lambda v, n, rule=rule: encoder(v, n, final_states=False, unpacked=rule(n, v.shape[1])))
+           for name, rule in PACKING_RULES.items()},
+    }, repeats)
+    ids = [x for x in tokenizer(texts)["input_ids"] if x]
+    by_length = sorted_batches(ids, batch_size, model.embeddings.weight.device)
+
+    def run_sorted(final_states):
+        return lambda: [model(input_ids=i, attention_mask=m, output_final_states=final_states) for i, m in by_length]
+
+    second = timed({"unpacked": run_sorted(False), "packed": run_sorted(True)}, repeats)
+    grouped = min(v for k, v in first.items() if k.startswith("unpacked_groups"))
+    return {
+        "texts": len(texts), "real_tokens": sum(len(x) for x in ids),
+        "arrival_order_batches_seconds": first,
+        "arrival_order_best_grouped_vs_packed": round(first["packed"] / grouped, 3),
+        "arrival_order_fill": [round(fill(n, v.shape[1]), 3) for v, n in arrival],
+        "arrival_order_rule_vs_packed": {name: round(first["packed"] / first[name], 3) for name in PACKING_RULES},
+        "arrival_order_batches_unpacked_by_rule": {
+            name: sum(rule(n, v.shape[1]) for v, n in arrival) for name, rule in PACKING_RULES.items()},
+        "sorted_batches_seconds": second,
+        "sorted_unpacked_vs_packed": round(second["packed"] / second["unpacked"], 3),
+    }

@@ -1,0 +1,152 @@
+"""The benchmark library's pure parts: what the benchmarks time computes what CoveModel computes (the original recipe,
+the plain LSTM behind the roofline, the grouped packing path), the reports carry command/commit/machine, and the
+vectors loader the benchmark compares against reads what ours reads. No timing is asserted: benchmarks are never
+timed tests."""
+
+import json
+import lzma
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from modeling_cove.benchmarking import common, encoder, packing, tokenizer_agreement, vectors_loading
+from modeling_cove.training.run_info import REPO
+
+WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "far", "away"]
+
+
+@pytest.fixture
+def tiny_model(single_thread):
+    model, tokenizer = encoder.random_cove_model(WORDS, dim=8, hidden=6)
+    return model, tokenizer
+
+
+def ragged_ids(tokenizer):
+    texts = ["the cat sat on a mat", "a dog", "the dog ran far away", "cat", "a mat on the cat", "dog ran"]
+    return [x for x in tokenizer(texts)["input_ids"] if x]
+
+
+def test_reference_recipe_computes_what_encode_computes(tiny_model):
+    model, tokenizer = tiny_model
+    ids = ragged_ids(tokenizer)
+    batches = encoder.reference_encode(model, ids, batch_size=4)()
+    assert [b.shape[0] for b in batches] == [4, 2]
+    encoded = model.encode(ids, batch_size=4)
+    assert encoded[0].shape == (len(ids[0]), 12)
+    assert encoder.max_abs_diff_to_reference(batches, encoded, ids, batch_size=4) < 1e-5
+
+
+def test_plain_lstm_of_the_roofline_equals_the_model_on_equal_lengths(tiny_model):
+    model, tokenizer = tiny_model
+    input_ids = torch.tensor(tokenizer(["the cat sat", "a dog ran", "on a mat"])["input_ids"])
+    with torch.inference_mode():
+        expected = model(input_ids=input_ids).last_hidden_state
+        plain, _ = encoder.plain_lstm(model)(model.embeddings(input_ids))
+    torch.testing.assert_close(plain, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_roofline_counts_the_tokens_it_runs(tiny_model):
+    model, _ = tiny_model
+    run, tokens = encoder.roofline(model, total_tokens=100, mean_length=4.6, batch_size=4)
+    assert tokens == 4 * 5 * round(100 / 20)  # uniform (4, 5) batches holding about 100 tokens
+    run()  # runs (the timing itself is what the benchmark reports)
+
+
+def test_grouped_forward_equals_the_packed_forward(tiny_model):
+    model, tokenizer = tiny_model
+    batch = tokenizer(["the cat sat on a mat", "a dog", "the dog ran far away", "cat"], padding=True,
+                      return_tensors="pt")
+    lengths = batch["attention_mask"].sum(1)
+    with torch.inference_mode():
+        vectors = model.embeddings(batch["input_ids"]) * batch["attention_mask"].unsqueeze(-1)
+        packed = model.encoder(vectors, lengths, final_states=True)[0]
+        grouped = packing.grouped_forward(model.encoder, vectors, lengths, 0.75)
+    valid = batch["attention_mask"].bool()
+    for layer_packed, layer_grouped in zip(packed, grouped, strict=True):
+        torch.testing.assert_close(layer_grouped[valid], layer_packed[valid], rtol=1e-5, atol=1e-6)
+
+
+def test_fill_and_packing_rules():
+    lengths = torch.tensor([4, 2])
+    assert packing.fill(lengths, 4) == 0.75
+    assert packing.PACKING_RULES["rule_fill_0.7"](lengths, 4)
+    assert not packing.PACKING_RULES["rule_min_ratio_0.75"](lengths, 4)
+
+
+def test_sorted_batches_cut_longest_first_with_a_mask(tiny_model):
+    _, tokenizer = tiny_model
+    ids = ragged_ids(tokenizer)
+    batches = packing.sorted_batches(ids, 4, torch.device("cpu"))
+    assert sum(len(input_ids) for input_ids, _ in batches) == len(ids)
+    first_ids, first_mask = batches[0]
+    assert first_mask.sum(1).tolist() == sorted(first_mask.sum(1).tolist(), reverse=True)
+    assert int(first_mask.sum(1).max()) == max(len(x) for x in ids) == first_ids.shape[1]
+
+
+def test_report_carries_command_commit_machine(tmp_path):
+    out = common.write_report(tmp_path / "r.json", ["--quick"], True, {"batch_size": 2}, {"set": {"x": 1}})
+    report = json.loads(out.read_text())
+    assert report["command"].endswith("--quick") and report["command"].startswith("python ")
+    assert report["commit"] == "unknown" or len(report["commit"].removesuffix("-dirty")) == 40
+    assert report["machine"]["cpu"] and report["machine"]["torch"]
+    assert report["quick"] is True and report["batch_size"] == 2 and report["results"] == {"set": {"x": 1}}
+
+
+def test_parse_benchmark_args_settles_the_output_and_names_a_bad_device():
+    parser = common.benchmark_arguments("test", "encoder.json")
+    parser.add_argument("--implementations", action="store_true")
+    args = common.parse_benchmark_args(parser, ["--implementations"],
+                                       lambda a: "lstm_implementations.json" if a.implementations else "encoder.json")
+    assert args.output == str(common.RESULTS_DIR / "lstm_implementations.json")
+    assert common.parse_benchmark_args(parser, []).output == str(common.RESULTS_DIR / "encoder.json")
+    with pytest.raises(SystemExit):
+        common.parse_benchmark_args(parser, ["--device", "tpu"])
+
+
+def test_interleaved_best_keeps_each_functions_best():
+    calls = []
+    timings = common.interleaved_best({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, 2)
+    assert calls == ["a", "b", "a", "b"] and set(timings) == {"a", "b"} and min(timings.values()) >= 0
+
+
+def test_naive_loader_reads_what_ours_reads(tmp_path):
+    from modeling_cove.vectors import read_word_vectors
+
+    rows = [("the", [0.5, -1.0, 2.0]), ("cat", [1.5, 0.25, -0.75]), ("sat", [0.0, 3.0, 1.0])]
+    path = tmp_path / "v.txt.xz"
+    with lzma.open(path, "wt", encoding="utf-8") as f:
+        f.writelines(f"{w} {' '.join(map(str, v))}\n" for w, v in rows)
+    words, matrix = vectors_loading.naive_loader(str(path), {"the", "sat"})
+    ours_words, ours_matrix = read_word_vectors(str(path), vocab={"the", "sat"}, stop_when_complete=False)
+    assert words == list(ours_words) == ["the", "sat"]
+    torch.testing.assert_close(matrix, ours_matrix)
+
+
+def test_vectors_worker_measures_in_a_fresh_process(tmp_path):
+    path = tmp_path / "v.txt"
+    path.write_text("the 0.5 1.0\ncat 1.5 2.0\n", encoding="utf-8")
+    result = vectors_loading.measure({"loader": "ours", "path": str(path), "vocab_file": None, "repeats": 1,
+                                      "tracemalloc": True, "threads": 1})
+    assert result["rows"] == 2 and result["dim"] == 2 and result["tracemalloc_peak_bytes"] > 0
+
+
+def test_disagreements_name_the_differing_spans():
+    assert tokenizer_agreement.disagreements(["it", "'s", "a", "cat"], ["it's", "a", "cat"]) == [("it 's", "it's")]
+    assert tokenizer_agreement.disagreements(["a"], ["a"]) == []
+
+
+def test_tokenizer_agreement_cli_smoke(data_dir, tmp_path):
+    pytest.importorskip("sacremoses")
+    out = tmp_path / "agreement.json"
+    command = [sys.executable, str(REPO / "scripts" / "tokenizer_agreement.py"), "--data-dir", str(data_dir),
+               "--limit", "10", "--no-extra", "--stress", "0", "--output", str(out)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    saved = json.loads(out.read_text())
+    assert saved["overall"]["texts"] == 50
+    assert set(saved["datasets"]) == {"sst_senteval_test", "sst_trees_test", "trec_test", "multi30k_test2016",
+                                      "imdb_test"}
+    assert saved["command"].startswith("python scripts/tokenizer_agreement.py") and saved["commit"]
+    assert saved["machine"]["cpu"] and saved["overall"]["percent_identical"] >= 97.0
