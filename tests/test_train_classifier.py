@@ -343,3 +343,32 @@ def test_scalar_mix_run_records_the_learned_layer_weights(tmp_path):
     assert not torch.allclose(expected, torch.full((3,), 1 / 3))  # trained away from the uniform start
     assert mix["weights"] == pytest.approx(expected.tolist(), abs=1e-4)
     assert mix["gamma"] == pytest.approx(float(best.gamma.detach()), abs=1e-4)
+
+
+def test_two_processes_train_like_one(tmp_path):
+    """`accelerate launch` with 2 CPU processes (DDP over gloo), as a user runs it: rank 1 no longer crashes on the
+    best checkpoint; the main process alone writes the feature cache, best/, the eval JSON, metrics and curves; the
+    global batch is split (same optimizer steps as one process) and the metrics JSON has the same keys."""
+    data_dir, _, encoder_dir, config = tiny_trec6_setup(tmp_path)
+    config.write_text(config.read_text().replace("epochs: 1", "epochs: 2"))
+    flags = ["--task", "trec6", "--encoder", str(encoder_dir), "--data-dir", str(data_dir), "--config", str(config),
+             "--limit", "40", "--cache-dir", str(tmp_path / "cache")]
+    launcher = (sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+                str(Path(tc.REPO) / "configuration" / "accelerate" / "cpu_ddp.yaml"), "--num_processes", "2",
+                "--main_process_port", "0")
+    two = run_cli(flags + ["--output-dir", str(tmp_path / "two")], launcher=launcher)
+    assert two.returncode == 0, two.stderr[-3000:]
+    one = train(task="trec6", encoder=str(encoder_dir), data_dir=str(data_dir), config=str(config), limit=40,
+                cache_dir=str(tmp_path / "cache"), output_dir=str(tmp_path / "one"))
+    saved = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    assert saved["world_size"] == 2 and saved["per_device_train_batch_size"] == 4 and one["world_size"] == 1
+    assert set(saved) == set(json.loads(json.dumps(one, default=str)))
+    assert saved["global_steps"] == one["global_steps"] == 10  # 2 epochs of 40 examples in global batches of 8
+    assert saved["stop_reason"] == one["stop_reason"] == "epochs done: 2 (10 steps)"
+    assert two.stdout.count("training stopped: epochs done") == 1  # logged once, by the main process
+    assert sorted(p.name for p in (tmp_path / "two").iterdir()) == ["best", "curve.png", "eval_results.json",
+                                                                    "metrics.json"]
+    check_record_matches_checkpoint(load_eval_json(tmp_path / "two" / "eval_results.json"), tmp_path / "two" / "best")
+    assert saved["feature_cache"]["train"]["hit"] is False and one["feature_cache"]["train"]["hit"] is True
+    assert sorted(p.suffix for p in (tmp_path / "cache").iterdir()) == [".safetensors"] * 3  # no leftover tmp files
+    assert 0.0 <= saved["test"]["accuracy"] <= 1.0

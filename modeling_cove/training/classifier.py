@@ -347,20 +347,20 @@ class EpochTimer(TrainerCallback):
 
 
 def stop_reason(trainer, early_stopping=None, time_budget=None) -> str:
-    """Why `trainer.train()` returned: "time budget", "early stopping", "max steps" or "epochs done" (with the
-    figures), from the Trainer's state and the callbacks that can stop it (a `TimeBudget`, an
-    `EarlyStoppingCallback`)."""
+    """Why `trainer.train()` returned: "epochs done", "max steps", "time budget" or "early stopping" (with the
+    figures), from the Trainer's state and the callbacks that can stop it early (a `TimeBudget`, an
+    `EarlyStoppingCallback`). A run that reached its planned last step ran its budget, whatever else fired then."""
     args, state = trainer.args, trainer.state
+    if state.global_step >= state.max_steps:
+        if args.max_steps > 0:
+            return f"max steps: {args.max_steps} reached (epoch {state.epoch:.2f} of {args.num_train_epochs:g})"
+        return f"epochs done: {args.num_train_epochs:g} ({state.global_step} steps)"
     if time_budget is not None and time_budget.stopped:
         return f"time budget: {time_budget.seconds / 60:g} minutes passed at step {state.global_step}"
     patience = getattr(early_stopping, "early_stopping_patience", None)
     if patience and early_stopping.early_stopping_patience_counter >= patience:
         return (f"early stopping: no better validation {args.metric_for_best_model} in {patience} evaluations "
                 f"(step {state.global_step}, epoch {state.epoch:.2f})")
-    if args.max_steps > 0 and state.global_step >= args.max_steps:
-        return f"max steps: {args.max_steps} reached (epoch {state.epoch:.2f} of {args.num_train_epochs:g})"
-    if state.global_step >= state.max_steps:
-        return f"epochs done: {args.num_train_epochs:g} ({state.global_step} steps)"
     return f"stopped at step {state.global_step} of {state.max_steps} by a callback"
 
 
