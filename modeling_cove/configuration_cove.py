@@ -107,6 +107,34 @@ POSITIVE_INT_FIELDS = (
 )
 DROPOUT_FIELDS = ("encoder_dropout", "decoder_dropout", "bcn_dropout", "dcn_dropout")
 
+# Where the code once departed from the papers without a reason (docs/deviations.md): each such form is a bool field,
+# field -> (value in a config saved before `paper_defaults_version` existed, the paper's form). A new config takes
+# the paper's form (`paper_defaults_version=PAPER_DEFAULTS_VERSION`); a config.json without the marker loads as
+# version 0, i.e. with the forms it was trained with (`CoveConfig.from_dict`).
+PAPER_DEFAULTS_VERSION = 1
+PAPER_FORM_FIELDS = {
+    "encoder_dropout_all_layers": (False, True),
+    "bcn_independent_dropout": (False, True),
+    "bcn_pooling_dropout": (False, True),
+    "bcn_final_batch_norm": (False, True),
+    "dcn_hmn_end_previous_start": (False, True),
+    "dcn_feedforward_dropout": (False, True),
+}
+
+
+def resolve_paper_forms(values: dict) -> None:
+    """Fill each `PAPER_FORM_FIELDS` entry of `values` left at None from `values["paper_defaults_version"]` (0: the
+    forms of configs saved before the marker, >= 1: the paper's); ValueError naming a bad marker or field."""
+    version = values["paper_defaults_version"]
+    if not is_int(version) or not 0 <= version <= PAPER_DEFAULTS_VERSION:
+        raise ValueError(f"paper_defaults_version must be an int in [0, {PAPER_DEFAULTS_VERSION}], got {version!r}")
+    for name, (before, paper) in PAPER_FORM_FIELDS.items():
+        if values[name] is None:
+            values[name] = paper if version >= 1 else before
+        elif not isinstance(values[name], bool):
+            raise ValueError(f"{name} must be True, False or None (the default of paper_defaults_version), got "
+                             f"{values[name]!r}")
+
 
 def check_config_values(values: dict) -> None:
     """`CoveConfig`'s validation of its field `values` (name -> value): a ValueError naming the first bad field."""
@@ -186,7 +214,12 @@ class CoveConfig(PreTrainedConfig):
         num_hidden_layers (`int`, *optional*, defaults to 2):
             Number of biLSTM layers of the MT-LSTM (the released CoVe has 2).
         encoder_dropout (`float`, *optional*, defaults to 0.0):
-            Dropout between the MT-LSTM layers (`nn.LSTM(dropout=...)`); active only in training mode.
+            Dropout of the MT-LSTM (placement: `encoder_dropout_all_layers`); active only in training mode, and a
+            frozen encoder stays in eval mode, so in practice only MT pretraining sees it.
+        encoder_dropout_all_layers (`bool`, *optional*):
+            Paper form (§8.2: dropout on the inputs and outputs of all layers), `True`: `encoder_dropout` also drops
+            the word vectors entering layer 1 and the top layer's output, besides the input of every later layer.
+            `False`: between the layers only, as `nn.LSTM(dropout=...)`. Default: see `paper_defaults_version`.
         cove_output (`str`, *optional*, defaults to `"top"`):
             Which MT-LSTM layers make up `last_hidden_state`: `"top"` = the last layer (600-d, the CoVe vectors
             of eq. 5); `"both"` = first and last layer concatenated (the original `layer0=True`, 1200-d).
@@ -266,8 +299,21 @@ class CoveConfig(PreTrainedConfig):
             Number of maxout channels per unit.
         bcn_batch_norm (`bool`, *optional*, defaults to `True`):
             Batch-normalise the maxout layers (paper); `False` gives AllenNLP's variant.
+        bcn_final_batch_norm (`bool`, *optional*):
+            Paper form (a batch-normalised maxout network), `True`: with `bcn_batch_norm`, the last maxout layer
+            (the one that maps to the classes) is batch-normalised too. `False`: only the layers before it.
+            Default: see `paper_defaults_version`.
         bcn_dropout (`float`, *optional*, defaults to 0.2):
             Dropout before every feed-forward layer (paper searched 0.1/0.2/0.3).
+        bcn_pooling_dropout (`bool`, *optional*):
+            Paper form (dropout before every feed-forward layer), `True`: `bcn_dropout` also drops the input of the
+            self-attentive pooling's scorer (v, d of eq. 13; the pooled states themselves are not dropped).
+            `False`: no dropout there. Default: see `paper_defaults_version`.
+        bcn_independent_dropout (`bool`, *optional*):
+            Paper form (a single text is duplicated, x = y, so each copy is dropped on its own), `True`: in training,
+            x and y get independent `bcn_dropout` masks (two biLSTM runs for a single text). `False`: one mask and
+            one biLSTM run serve both (same results in eval mode either way). Default: see
+            `paper_defaults_version`.
         bcn_max_length (`int` or `None`, *optional*, defaults to 4096):
             Longest text (tokens; for a pair, each side) the BCN accepts. Its biattention (eqs. 9–10) holds
             `batch x len(x) x len(y)` affinities, so memory grows with the square of the length (20k tokens: several
@@ -284,6 +330,9 @@ class CoveConfig(PreTrainedConfig):
             baseline) or `"cove"`.
         dcn_hidden_size (`int`, *optional*, defaults to 200):
             Hidden size ℓ of the document/question encoders, coattention, decoder LSTM and highway maxout network.
+            Must be even: the document/question encoder is a biLSTM of ℓ / 2 per direction, so that D and Q are ℓ
+            wide as the coattention and HMN sizes are stated. The DCN paper encodes with a one-direction LSTM of ℓ
+            = 200, CoVe's appendix gives its LSTMs hidden size 300 (docs/deviations.md).
         dcn_pool_size (`int`, *optional*, defaults to 16):
             Maxout pool size p of the highway maxout networks.
         dcn_max_iterations (`int`, *optional*, defaults to 4):
@@ -291,7 +340,25 @@ class CoveConfig(PreTrainedConfig):
         dcn_max_answer_length (`int`, *optional*, defaults to 15):
             Longest answer span in tokens at inference (s <= e < s + max_answer_length).
         dcn_dropout (`float`, *optional*, defaults to 0.2):
-            Dropout on the encoder outputs and the highway maxout network inputs.
+            Dropout on the encoder outputs D', Q' and the fusion output U (which the decoder and the highway maxout
+            networks read); more places with `dcn_feedforward_dropout`.
+        dcn_feedforward_dropout (`bool`, *optional*):
+            Paper form (CoVe §8.2: dropout before every feed-forward layer), `True`: `dcn_dropout` also drops w~
+            before the feed-forward g, and inside each highway maxout network the decoder state h_i before W_D, r
+            before W_1, m1 before W_2 and W_3, m2 before W_3 (u_t, u_s, u_e come from U, dropped already).
+            `False`: none of these. Default: see `paper_defaults_version`.
+        dcn_hmn_end_previous_start (`bool`, *optional*):
+            Paper form (DCN §2.3: both networks read the previous estimates), `True`: HMN_end scores with
+            u_{s_{i-1}}, as HMN_start. `False`: HMN_end reads the start chosen in the same iteration, u_{s_i}.
+            Default: see `paper_defaults_version`.
+
+    Paper forms (docs/deviations.md lists every difference from the papers):
+        paper_defaults_version (`int`, *optional*, defaults to 1):
+            Which default the paper-form fields above take when left at `None`: 1 (every new config) the papers'
+            forms; 0 the forms of the code before they existed. A `config.json` saved without this key (every
+            checkpoint from before) loads as 0 (`CoveConfig.from_dict`), so it keeps the behaviour it was trained
+            with; `to_dict` writes the marker and every resolved field, so both kinds round-trip. A field given
+            explicitly wins over the marker.
 
     Special token ids (shared with the tokenizer): `pad_token_id` (0), `unk_token_id` (1), and for the MT target
     side `bos_token_id` / `decoder_start_token_id` (2), `eos_token_id` (3).
@@ -311,6 +378,7 @@ class CoveConfig(PreTrainedConfig):
         hidden_size=300,
         num_hidden_layers=2,
         encoder_dropout=0.0,
+        encoder_dropout_all_layers=None,
         cove_output="top",
         include_word_vectors=False,
         char_ngram_dim=0,
@@ -338,7 +406,10 @@ class CoveConfig(PreTrainedConfig):
         bcn_maxout_reductions=(4, 2),
         bcn_maxout_pool=4,
         bcn_batch_norm=True,
+        bcn_final_batch_norm=None,
         bcn_dropout=0.2,
+        bcn_pooling_dropout=None,
+        bcn_independent_dropout=None,
         bcn_max_length=4096,
         bcn_pair_input=False,
         # DCN
@@ -348,6 +419,10 @@ class CoveConfig(PreTrainedConfig):
         dcn_max_iterations=4,
         dcn_max_answer_length=15,
         dcn_dropout=0.2,
+        dcn_feedforward_dropout=None,
+        dcn_hmn_end_previous_start=None,
+        # paper forms
+        paper_defaults_version=PAPER_DEFAULTS_VERSION,
         # special tokens
         pad_token_id=0,
         unk_token_id=1,
@@ -359,11 +434,21 @@ class CoveConfig(PreTrainedConfig):
         values = {name: value for name, value in locals().items() if name not in ("self", "kwargs", "__class__")}
         # a keyword argument, as transformers' `attn_implementation`: `from_pretrained(..., lstm_implementation=...)`
         values["lstm_implementation"] = kwargs.pop("lstm_implementation", "auto")
+        resolve_paper_forms(values)
         check_config_values(values)
         for name, value in values.items():
             if name not in BASE_CONFIG_FIELDS:
                 setattr(self, name, list(value) if name in ("bcn_pooling", "bcn_maxout_reductions") else value)
         super().__init__(**{name: values[name] for name in BASE_CONFIG_FIELDS}, **kwargs)
+
+    @classmethod
+    def from_dict(cls, config_dict: dict, **kwargs) -> "CoveConfig":
+        """`PreTrainedConfig.from_dict`; a dict without `paper_defaults_version` (a config saved before the paper
+        forms existed) is version 0, so its model keeps the forms it was trained with. The marker passed as a keyword
+        (`from_pretrained(..., paper_defaults_version=1)`) resolves the fields as in `__init__`."""
+        marker = {"paper_defaults_version": kwargs.pop("paper_defaults_version",
+                                                       config_dict.get("paper_defaults_version", 0))}
+        return super().from_dict({**config_dict, **marker}, **kwargs)
 
     @property
     def encoder_output_size(self) -> int:

@@ -68,6 +68,8 @@ class CoveEncoder(nn.Module):
     that layer 1 is at hand (`cove_output="both"`, `hidden_states`) without running anything twice.
     `config.lstm_implementation` hands a call to a faster strategy of `lstm_kernels` with the same results ("auto":
     per device and request, as `lstm_kernels.choose_lstm_implementation` says; docs/lstm_kernels.md).
+    Dropout (training only): `config.encoder_dropout` on the input of every layer after the first, and with
+    `config.encoder_dropout_all_layers` (the paper's form) on the word vectors and the top layer's output too.
     """
 
     def __init__(self, config: CoveConfig):
@@ -76,6 +78,7 @@ class CoveEncoder(nn.Module):
         self.num_layers = config.num_hidden_layers
         self.hidden_size = config.hidden_size
         self.dropout = config.encoder_dropout
+        self.dropout_all_layers = config.encoder_dropout_all_layers
         self.rnn = nn.LSTM(
             config.word_vector_dim,
             config.hidden_size,
@@ -96,6 +99,17 @@ class CoveEncoder(nn.Module):
         is then the list's last entry. Zero at padding here; unspecified in the other strategies (callers mask).
         """
         self.check_out(out, vectors)
+        if self.dropout_all_layers and self.dropout > 0 and self.training:  # the word vectors and the top output
+            vectors = nn.functional.dropout(vectors, self.dropout, training=True)
+            outputs, final_h, final_c = self.run(vectors, lengths, final_states, top_only, unpacked, None)
+            top = nn.functional.dropout(outputs[-1], self.dropout, training=True)
+            return lstm_kernels.top_layer_into(outputs[:-1] + [top], out), final_h, final_c
+        return self.run(vectors, lengths, final_states, top_only, unpacked, out)
+
+    def run(self, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool, top_only: bool,
+            unpacked: Optional[bool], out: Optional[torch.Tensor]):
+        """`forward` without the dropout of the word vectors and the top layer: the chosen strategy, or the
+        reference below (dropout between the layers)."""
         implementation = lstm_kernels.choose_lstm_implementation(self, vectors, lengths, final_states, top_only,
                                                                  unpacked)
         if implementation != "reference":

@@ -140,12 +140,14 @@ def biattention(x: torch.Tensor, x_mask: torch.Tensor, y: torch.Tensor, y_mask: 
 
 class CoveBCNPooling(nn.Module):
     """Eqs. 13–16: max, mean, min and self-attentive pooling over time (all masked), concatenated in
-    `config.bcn_pooling` order. Self-attentive: beta = softmax(X|y v + d), x_self = X|yᵀ beta."""
+    `config.bcn_pooling` order. Self-attentive: beta = softmax(X|y v + d), x_self = X|yᵀ beta; `dropout` > 0 drops
+    the scorer's input X|y (the pooled X|y is not dropped)."""
 
-    def __init__(self, dim: int, poolings: Sequence[str]):
+    def __init__(self, dim: int, poolings: Sequence[str], dropout: float = 0.0):
         super().__init__()
         self.poolings = list(poolings)
         self.self_attention = nn.Linear(dim, 1) if "self" in self.poolings else None  # v and d of eq. 13
+        self.dropout = nn.Dropout(dropout)
 
     def forward(self, states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """states (B, T, C), zero at padding; mask (B, T) bool, >= 1 token per row -> (B, len(poolings) * C)."""
@@ -160,7 +162,7 @@ class CoveBCNPooling(nn.Module):
                 count = mask.sum(dim=1, keepdim=True).to(states.dtype)
                 pooled.append((states * valid.to(states.dtype)).sum(dim=1) / count)
             elif name == "self":
-                scores = self.self_attention(states).squeeze(-1)  # eq. 13: X|y v + d, (B, T)
+                scores = self.self_attention(self.dropout(states)).squeeze(-1)  # eq. 13: X|y v + d, (B, T)
                 beta = masked_softmax(scores, mask, dim=1)  # eq. 13: beta, (B, T)
                 pooled.append(torch.bmm(beta.unsqueeze(1), states).squeeze(1))  # eq. 15: X|yᵀ beta, (B, C)
             else:  # CoveConfig validates the names already
@@ -326,9 +328,11 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         self.encoder = nn.LSTM(config.bcn_feedforward_dim, hidden, batch_first=True, bidirectional=True)
         self.integrator_x = nn.LSTM(6 * hidden, hidden, batch_first=True, bidirectional=True)  # eq. 11
         self.integrator_y = nn.LSTM(6 * hidden, hidden, batch_first=True, bidirectional=True)  # eq. 12
-        self.pool_x = CoveBCNPooling(2 * hidden, config.bcn_pooling)  # v1, d1
-        self.pool_y = CoveBCNPooling(2 * hidden, config.bcn_pooling)  # v2, d2
+        pooling_dropout = config.bcn_dropout if config.bcn_pooling_dropout else 0.0
+        self.pool_x = CoveBCNPooling(2 * hidden, config.bcn_pooling, pooling_dropout)  # v1, d1
+        self.pool_y = CoveBCNPooling(2 * hidden, config.bcn_pooling, pooling_dropout)  # v2, d2
         # three-layer (by default) batch-normalised maxout network: reduce by r1, then r2, then project to classes
+        # (the last one batch-normalised too with `bcn_final_batch_norm`)
         dims = [2 * len(config.bcn_pooling) * 2 * hidden]
         for reduction in config.bcn_maxout_reductions:
             if int(reduction) < 1 or dims[-1] // int(reduction) < 1:
@@ -338,7 +342,8 @@ class CoveForSequenceClassification(CovePreTrainedModel):
             CoveMaxout(d_in, d_out, config.bcn_maxout_pool, config.bcn_dropout, config.bcn_batch_norm)
             for d_in, d_out in zip(dims[:-1], dims[1:])
         ]
-        layers.append(CoveMaxout(dims[-1], config.num_labels, config.bcn_maxout_pool, config.bcn_dropout, False))
+        final_norm = config.bcn_batch_norm and config.bcn_final_batch_norm
+        layers.append(CoveMaxout(dims[-1], config.num_labels, config.bcn_maxout_pool, config.bcn_dropout, final_norm))
         self.classifier = nn.ModuleList(layers)
         self.post_init()
 
@@ -656,19 +661,25 @@ class CoveForSequenceClassification(CovePreTrainedModel):
 
     def encode_texts(self, inputs: torch.Tensor, pair: TextPair):
         """eqs. 7–8: X = biLSTM(f(x)), Y = biLSTM(f(y)) with f a ReLU feed-forward layer, x the first text and y the
-        second (or x again: a single text is duplicated). w~ (B, T, D_in) -> (X, Y) as `TextStates` (B, T*, 2H)."""
+        second (or x again: a single text is duplicated). w~ (B, T, D_in) -> (X, Y) as `TextStates` (B, T*, 2H).
+        In training with `config.bcn_independent_dropout`, y is dropped with its own mask (a duplicated text too)."""
         features = torch.relu(self.feedforward(self.input_dropout(inputs)))  # f(w~), (B, T, F)
+        own_mask = self.config.bcn_independent_dropout and self.training and self.input_dropout.p > 0
+        features_y = torch.relu(self.feedforward(self.input_dropout(inputs))) if own_mask else features
         # single texts only: y = x, one biLSTM run (while exporting, the pair path serves every batch: no value branch)
         if not torch.compiler.is_exporting() and not bool((pair.ly > 0).any()):
             width = int(pair.lx.max())
             positions = torch.arange(width, device=features.device).expand(features.shape[0], width)  # (B, Tx)
             mask = positions < pair.lx[:, None]  # (B, Tx)
             x = TextStates(run_bilstm(self.encoder, features[:, :width], pair.lx), mask, pair.lx, positions)
-            return x, x  # x = y: the same sequence through the same biLSTM
+            if features_y is features:
+                return x, x  # x = y: the same sequence through the same biLSTM, one run
+            return x, x._replace(states=run_bilstm(self.encoder, features_y[:, :width], pair.lx))
         has_second = (pair.ly > 0)[:, None]  # (B, 1)
         sides = []
-        for side in (pair.first, torch.where(has_second, pair.second, pair.first)):  # rows without a second text: y = x
-            segment, positions, mask = segment_gather(features, side)  # (B, T*, F)
+        # rows without a second text: y = x
+        for values, side in ((features, pair.first), (features_y, torch.where(has_second, pair.second, pair.first))):
+            segment, positions, mask = segment_gather(values, side)  # (B, T*, F)
             lengths = mask.sum(dim=1)
             sides.append(TextStates(run_bilstm(self.encoder, segment, lengths), mask, lengths, positions))
         return sides[0], sides[1]

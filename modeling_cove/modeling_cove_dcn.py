@@ -10,6 +10,7 @@ own (the MT-LSTM never sees across the question/context boundary), and then:
     L = D Q^T;  A^Q = softmax over the document, A^D = softmax over the question (padding masked)
     C^Q = A^Q^T D;  C^D = A^D [Q; C^Q];  U = biLSTM([D; C^D])  coattention + fusion (sentinel column dropped)
     h_i = LSTM(h_{i-1}, [u_s; u_e]);  alpha = HMN_start, beta = HMN_end   dynamic pointing decoder, <= 4 iterations
+                                                               (both HMNs on the previous estimates u_s, u_e)
 
 Shapes are written batch-first: D is `(B, m+1, l)` with the sentinel at index 0 (the paper's column order does not
 matter for the masked softmaxes, and index 0 keeps padding on the right).
@@ -155,11 +156,14 @@ class HighwayMaxoutNetwork(nn.Module):
 
     `W_1 [u_t; r]` is split as `W_1u u_t + W_1r r`: the `u_t` part does not change between decoder iterations, so
     `project_document(U)` computes it once per forward and `forward` reuses it (same numbers, 4x less work).
+    `dropout` > 0 (`config.dcn_feedforward_dropout`) drops the input of every layer not dropped already: h_i before
+    W_D, r before W_1, m1 before W_2 and W_3 (one mask), m2 before W_3 (u_t, u_s, u_e come from the dropped U).
     """
 
-    def __init__(self, hidden_size: int, pool_size: int):
+    def __init__(self, hidden_size: int, pool_size: int, dropout: float = 0.0):
         super().__init__()
         self.hidden_size, self.pool_size = hidden_size, pool_size
+        self.dropout = nn.Dropout(dropout)
         self.state_projection = nn.Linear(5 * hidden_size, hidden_size, bias=False)  # W_D
         self.maxout1 = nn.Linear(3 * hidden_size, hidden_size * pool_size)  # W_1, b_1 over [u_t; r]
         self.maxout2 = nn.Linear(hidden_size, hidden_size * pool_size)  # W_2, b_2
@@ -174,20 +178,22 @@ class HighwayMaxoutNetwork(nn.Module):
                 u_end: torch.Tensor) -> torch.Tensor:
         """document_projection (B, m, l*p) from `project_document`; state h_i (B, l); u_start, u_end (B, 2l).
         Returns scores (B, m)."""
-        r = torch.tanh(self.state_projection(torch.cat([state, u_start, u_end], dim=-1)))  # (B, l)
-        r_part = nn.functional.linear(r, self.maxout1.weight[:, 2 * self.hidden_size:])  # W_1r r, (B, l*p)
-        m1 = maxout(document_projection + r_part.unsqueeze(1), self.pool_size)  # (B, m, l)
+        r = torch.tanh(self.state_projection(torch.cat([self.dropout(state), u_start, u_end], dim=-1)))  # (B, l)
+        r_part = nn.functional.linear(self.dropout(r), self.maxout1.weight[:, 2 * self.hidden_size:])  # W_1r r
+        m1 = self.dropout(maxout(document_projection + r_part.unsqueeze(1), self.pool_size))  # (B, m, l)
         m2 = maxout(self.maxout2(m1), self.pool_size)  # (B, m, l)
-        return maxout(self.maxout3(torch.cat([m1, m2], dim=-1)), self.pool_size).squeeze(-1)  # (B, m)
+        return maxout(self.maxout3(torch.cat([m1, self.dropout(m2)], dim=-1)), self.pool_size).squeeze(-1)  # (B, m)
 
 
 class CoattentionEncoder(nn.Module):
-    """Document/question encoders (eqs. 7-8, tanh feed-forward), sentinels, coattention and the fusion biLSTM."""
+    """Document/question encoders (eqs. 7-8, tanh feed-forward), sentinels, coattention and the fusion biLSTM.
+    `config.dcn_feedforward_dropout` also drops w~ before the feed-forward g."""
 
     def __init__(self, config: CoveConfig, input_size: int):
         super().__init__()
         hidden = config.dcn_hidden_size
         self.dropout = nn.Dropout(config.dcn_dropout)
+        self.input_dropout = nn.Dropout(config.dcn_dropout if config.dcn_feedforward_dropout else 0.0)
         self.feedforward = nn.Linear(input_size, hidden)  # g(w~) = tanh(W w~ + b)
         self.encoder_lstm = nn.LSTM(hidden, hidden // 2, batch_first=True, bidirectional=True)  # shared D/Q
         self.document_sentinel = nn.Parameter(torch.zeros(hidden))
@@ -197,7 +203,8 @@ class CoattentionEncoder(nn.Module):
 
     def encode(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """eqs. 7-8: biLSTM(tanh(W w~ + b)); (B, L, input) -> (B, L, l), zero at padding."""
-        return self.dropout(run_bilstm(self.encoder_lstm, torch.tanh(self.feedforward(features)), mask.sum(dim=1)))
+        projected = torch.tanh(self.feedforward(self.input_dropout(features)))  # g(w~), (B, L, l)
+        return self.dropout(run_bilstm(self.encoder_lstm, projected, mask.sum(dim=1)))
 
     @staticmethod
     def with_sentinel(x: torch.Tensor, mask: torch.Tensor, sentinel: torch.Tensor):
@@ -234,18 +241,20 @@ class CoattentionEncoder(nn.Module):
 
 class DynamicPointingDecoder(nn.Module):
     """h_i = LSTM(h_{i-1}, [u_{s_{i-1}}; u_{e_{i-1}}]); alpha = HMN_start(u_t, h_i, u_{s_{i-1}}, u_{e_{i-1}}),
-    s_i = argmax alpha; beta = HMN_end(u_t, h_i, u_{s_i}, u_{e_{i-1}}), e_i = argmax beta.
+    s_i = argmax alpha; beta = HMN_end(u_t, h_i, u_{s_{i-1}}, u_{e_{i-1}}), e_i = argmax beta (DCN §2.3).
 
-    HMN_end reads the start just chosen, u_{s_i}; the DCN paper gives it the previous estimate u_{s_{i-1}}, as
-    HMN_start (docs/deviations.md)."""
+    With `config.dcn_hmn_end_previous_start=False` (configs saved before that field) HMN_end reads the start just
+    chosen, u_{s_i}, instead (docs/deviations.md)."""
 
     def __init__(self, config: CoveConfig):
         super().__init__()
         hidden = config.dcn_hidden_size
         self.max_iterations = config.dcn_max_iterations
+        self.end_reads_previous_start = config.dcn_hmn_end_previous_start
         self.cell = nn.LSTMCell(4 * hidden, hidden)
-        self.hmn_start = HighwayMaxoutNetwork(hidden, config.dcn_pool_size)
-        self.hmn_end = HighwayMaxoutNetwork(hidden, config.dcn_pool_size)
+        hmn_dropout = config.dcn_dropout if config.dcn_feedforward_dropout else 0.0
+        self.hmn_start = HighwayMaxoutNetwork(hidden, config.dcn_pool_size, hmn_dropout)
+        self.hmn_end = HighwayMaxoutNetwork(hidden, config.dcn_pool_size, hmn_dropout)
 
     def forward(self, document: torch.Tensor, mask: torch.Tensor, early_stop: bool):
         """document U (B, m, 2l), mask (B, m) bool. Returns per-iteration start/end scores (I, B, m) (masked with
@@ -267,7 +276,8 @@ class DynamicPointingDecoder(nn.Module):
             alpha_new = self.hmn_start(proj_start, h_new, u_start, u_end)  # (B, m), autocast's dtype under autocast
             alpha_new = alpha_new.masked_fill(~mask, torch.finfo(alpha_new.dtype).min)
             start_new = alpha_new.argmax(dim=1)
-            beta_new = self.hmn_end(proj_end, h_new, document[rows, start_new], u_end)  # (B, m)
+            u_start_end = u_start if self.end_reads_previous_start else document[rows, start_new]  # (B, 2l)
+            beta_new = self.hmn_end(proj_end, h_new, u_start_end, u_end)  # (B, m)
             beta_new = beta_new.masked_fill(~mask, torch.finfo(beta_new.dtype).min)
             end_new = beta_new.argmax(dim=1)
             keep = done.unsqueeze(1)  # finished examples keep their scores, span and state

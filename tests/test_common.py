@@ -27,6 +27,7 @@ from modeling_cove import (
     CoveModel,
 )
 from modeling_cove import modeling_cove as cove_module
+from modeling_cove.configuration_cove import PAPER_FORM_FIELDS
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -812,6 +813,8 @@ class TestCoveConfig:
             )
             stored = getattr(config, param.name)
             default = list(param.default) if isinstance(param.default, tuple) else param.default
+            if param.name in PAPER_FORM_FIELDS:  # None: the paper's form in a new config (paper_defaults_version)
+                default = PAPER_FORM_FIELDS[param.name][1] if default is None else default
             assert stored == default, (param.name, stored, param.default)
 
     def test_common_properties(self):
@@ -863,7 +866,10 @@ class TestCoveConfig:
                        dcn_input="cove", dcn_hidden_size=14, dcn_pool_size=4, dcn_max_iterations=2,
                        dcn_max_answer_length=5, dcn_dropout=0.4, pad_token_id=0, unk_token_id=1, bos_token_id=5,
                        eos_token_id=6, decoder_start_token_id=7, mt_loss_reduction="sentence", bcn_max_length=None,
-                       bcn_pair_input=True, vocabulary_fingerprint="40:0123456789abcdef")
+                       bcn_pair_input=True, vocabulary_fingerprint="40:0123456789abcdef",
+                       encoder_dropout_all_layers=False, bcn_final_batch_norm=False, bcn_pooling_dropout=False,
+                       bcn_independent_dropout=False, dcn_feedforward_dropout=False,
+                       dcn_hmn_end_previous_start=False, paper_defaults_version=0)
         missing = [param.name for param in config_parameters() if param.name not in changed]
         assert not missing, f"fields without a value in this test: {missing}"
         for param in config_parameters():
