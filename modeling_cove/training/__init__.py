@@ -5,4 +5,5 @@ subpackage. Modules:
 
 - `run_info`: what every run records (git commit, machine, command), the metrics JSON writer and the curve plot.
 - `presets`: named YAML/JSON presets under `configuration/`.
+- `results`: the result tables of `benchmarks/results/` collected from `runs/` (`scripts/collect_results.py`).
 """
