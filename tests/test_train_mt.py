@@ -1,11 +1,14 @@
-"""scripts/train_mt.py: batching, vocabulary/ids, 2-process CPU DDP == 1 process, SIGKILL + --resume == uninterrupted,
-outputs (metrics JSON, curve PNG, exported encoder), bad arguments. Tiny configs on a toy EN->DE corpus written here."""
+"""MT pretraining (modeling_cove.training.mt and scripts/train_mt.py): batching, vocabulary/ids, the lr schedule and
+its stops, resume as a unit (kill at a step in-process, resume, identical losses), 2-process CPU DDP under
+`accelerate launch` == 1 process, SIGKILL + --resume == uninterrupted, outputs (metrics JSON, curve PNG, exported
+encoder), bad arguments. Tiny configs on a toy EN->DE corpus written here."""
 
 import gzip
 import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,14 +18,19 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
+from transformers import HfArgumentParser
 
-import train_mt  # scripts/ is on sys.path (conftest.py)
+from modeling_cove.training.export import export_encoder, model_card
+from modeling_cove.training.mt import MTArguments, MTSetupError, load_model_preset, resolve_settings, train_mt
+from modeling_cove.training.mt_data import encode_split, epoch_batches, select_target_words, target_tokenize
+from modeling_cove.training.mt_schedule import PerplexitySchedule, resolve_min_lr, stop_reason
+from modeling_cove.training.mt_state import TrainerState, checkpoint_dirs, read_trainer_state
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "train_mt.py"
 TINY = {"word_vector_dim": 8, "hidden_size": 4, "decoder_hidden_size": 8, "decoder_embedding_dim": 6}
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1",
-       "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+       "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
 
 EN = ["a", "man", "woman", "dog", "runs", "sits", "on", "the", "red", "blue", "street", "grass", "two", "people"]
 DE = {"a": "ein", "man": "mann", "woman": "frau", "dog": "hund", "runs": "läuft", "sits": "sitzt", "on": "auf",
@@ -71,6 +79,15 @@ def weights(out: Path) -> dict:
     return load_file(str(out / "mt" / "model.safetensors"))
 
 
+def arguments(argv: list) -> MTArguments:
+    """MTArguments from a command line, parsed as scripts/train_mt.py parses it."""
+    return HfArgumentParser(MTArguments).parse_args_into_dataclasses(args=argv, look_for_args_file=False)[0]
+
+
+def run(argv: list, **kwargs):
+    return train_mt(arguments(argv), **kwargs)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # units
 
@@ -79,9 +96,9 @@ def test_epoch_batches_are_a_function_of_seed_and_epoch():
     rng = np.random.default_rng(0)
     src = rng.integers(1, 40, size=1000)
     tgt = rng.integers(1, 40, size=1000)
-    a = train_mt.epoch_batches(src, tgt, 64, 5, seed=1, epoch=1)
-    assert a == train_mt.epoch_batches(src, tgt, 64, 5, seed=1, epoch=1)
-    assert a != train_mt.epoch_batches(src, tgt, 64, 5, seed=1, epoch=2)
+    a = epoch_batches(src, tgt, 64, 5, seed=1, epoch=1)
+    assert a == epoch_batches(src, tgt, 64, 5, seed=1, epoch=1)
+    assert a != epoch_batches(src, tgt, 64, 5, seed=1, epoch=2)
     assert sorted(i for b in a for i in b) == list(range(1000))  # every pair once
     assert sum(len(b) < 64 for b in a) <= 4  # at most one short batch per chunk of 5 * 64 = 320 pairs
     # length grouping: within a batch the source lengths spread far less than in random batches
@@ -97,34 +114,86 @@ def test_unknown_target_tokens_map_to_unk_and_are_counted():
     ds = Dataset.from_dict({"src_tokens": [["a", "dog"], ["zebra"]], "tgt_tokens": [["ein", "hund"], ["zebra", "ein"]]})
     src_vocab = {"<pad>": 0, "<unk>": 1, "<s>": 2, "</s>": 3, "a": 4, "dog": 5}
     tgt_vocab = {"<pad>": 0, "<unk>": 1, "<s>": 2, "</s>": 3, "ein": 4, "hund": 5}
-    out = train_mt.encode_split(ds, src_vocab, tgt_vocab, eos_id=3, unk_id=1)
+    out = encode_split(ds, src_vocab, tgt_vocab, eos_id=3, unk_id=1)
     assert out["src_ids"] == [[4, 5], [1]]
     assert out["tgt_ids"] == [[4, 5, 3], [1, 4, 3]]
     assert out["src_unk"] == [0, 1] and out["tgt_unk"] == [0, 1]
 
 
 def test_target_side_is_lowercased_german_moses():
-    assert train_mt.target_tokenize("Zwei Männer, die Fußball spielen.") == [
+    assert target_tokenize("Zwei Männer, die Fußball spielen.") == [
         "zwei", "männer", ",", "die", "fußball", "spielen", "."]
-    assert train_mt.select_target_words({"b": 2, "a": 2, "c": 1, "</s>": 9}, min_freq=2, max_size=50) == ["a", "b"]
+    assert select_target_words({"b": 2, "a": 2, "c": 1, "</s>": 9}, min_freq=2, max_size=50) == ["a", "b"]
+
+
+def test_schedule_halves_once_perplexity_rose_and_stops_below_min_lr():
+    """The paper's rule: no decay while validation perplexity falls; from its first rise on, halve after every epoch
+    (also when it falls again); --start-decay-at also starts it; the run stops once lr < min_lr."""
+    schedule, state = PerplexitySchedule(lr_decay=0.5), TrainerState(lr=1.0)
+    lrs = [schedule.after_epoch(state, epoch, ppl) for epoch, ppl in enumerate([50.0, 30.0, 31.0, 20.0, 19.0], 1)]
+    assert lrs == [1.0, 1.0, 0.5, 0.25, 0.125] and state.decay_started and state.previous_val_ppl == 19.0
+    scheduled, state = PerplexitySchedule(lr_decay=0.5, start_decay_at=2), TrainerState(lr=1.0)
+    assert [scheduled.after_epoch(state, e, 10.0 - e) for e in (1, 2, 3)] == [1.0, 0.5, 0.25]
+
+    settings = {"max_steps": None, "min_lr": resolve_min_lr(1.0, None), "max_epochs": 30}
+    assert settings["min_lr"] == 0.03  # the paper's threshold at its lr
+    state = TrainerState(lr=1.0)
+    for epoch in range(1, 30):  # perplexity rises after epoch 1: 0.5, 0.25, ... until below 0.03
+        state.epoch = epoch
+        schedule.after_epoch(state, epoch, 10.0 + epoch)
+        if stop_reason(state, settings):
+            break
+    assert state.epoch == 7 and state.lr == 0.5 ** 6  # 0.03125 after epoch 6 is not below 0.03 yet
+    assert stop_reason(state, settings) == "lr 0.015625 fell below min_lr 0.03"
+    state.global_step = 40
+    assert stop_reason(state, {**settings, "max_steps": 40}) == "max steps 40 reached"
+    assert stop_reason(TrainerState(lr=1.0), {**settings, "max_epochs": 0}) == "max epochs 0 reached"
+    state = TrainerState(lr=1.0)
+    state.epoch_wall_seconds = [40.0, 50.0]
+    assert stop_reason(state, settings, time_budget_minutes=2).startswith("time budget 2 min")
+    assert stop_reason(state, settings, time_budget_minutes=3) is None
+
+
+def test_min_lr_default_follows_the_lr_and_a_min_lr_above_it_is_refused():
+    """The Adam variant: lr 1e-3 gets min_lr 3e-5 (0.03 x lr), with or without a preset; a min_lr >= lr is an error
+    naming both values, from the library and from the command line."""
+    assert resolve_min_lr(1e-3, None) == pytest.approx(3e-5) and resolve_min_lr(1e-3, 1e-4) == 1e-4
+    adam = ["--output-dir", "x", "--optimizer", "adam", "--lr", "0.001"]
+    assert resolve_settings(arguments(adam), {})["min_lr"] == pytest.approx(3e-5)
+    assert resolve_settings(arguments(adam), load_model_preset("cove-small"))["min_lr"] == pytest.approx(3e-5)
+    with pytest.raises(MTSetupError, match=r"min_lr 0.03 >= lr 0.001"):
+        resolve_settings(arguments([*adam, "--min-lr", "0.03"]), {})
+    cli = subprocess.run([sys.executable, str(SCRIPT), *adam, "--min-lr", "0.001"], env=ENV, capture_output=True,
+                         text=True, timeout=300)
+    assert cli.returncode == 1 and "error: min_lr 0.001 >= lr 0.001" in cli.stderr, cli.stderr[-2000:]
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # distributed, resume, outputs
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def test_two_process_cpu_ddp_matches_one_process(toy, tmp_path):
-    """torchrun --nproc_per_node 2 (gloo DDP, global batch 16 = 8 per process) ends with identical weights on both
-    ranks, equal to one process on the same global batches (dropout off)."""
+    """`accelerate launch --config_file configuration/accelerate/cpu_ddp.yaml --num_processes 2` (gloo DDP, global
+    batch 16 = 8 per process) ends with identical weights on both ranks, equal to one process on the same global
+    batches (dropout off)."""
     args = ["--max-epochs", "1", "--max-steps", "4", "--no-bleu", "--no-test", "--no-export"]
     overrides = {"decoder_dropout": 0.0, "encoder_dropout": 0.0}
     ddp = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(SCRIPT),
+        [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+         str(REPO / "configuration" / "accelerate" / "cpu_ddp.yaml"), "--num_processes", "2",
+         "--main_process_port", str(free_port()), str(SCRIPT),
          *common_args(toy, tmp_path / "ddp", *args, overrides=overrides)],
         env=ENV, capture_output=True, text=True, timeout=300,
     )
     assert ddp.returncode == 0, ddp.stderr[-3000:]
-    train_mt.main(common_args(toy, tmp_path / "single", *args, overrides=overrides))
+    assert "stopped: max steps 4 reached" in ddp.stdout + ddp.stderr
+    run(common_args(toy, tmp_path / "single", *args, overrides=overrides))
 
     metrics = json.loads((tmp_path / "ddp" / "metrics.json").read_text())
     assert metrics["machine"]["processes"] == 2 and "MULTI_CPU" in metrics["machine"]["distributed_type"]
@@ -134,7 +203,7 @@ def test_two_process_cpu_ddp_matches_one_process(toy, tmp_path):
     assert a.keys() == b.keys()
     for name in a:
         torch.testing.assert_close(a[name], b[name], atol=1e-5, rtol=1e-4, msg=name)
-    last = load_file(str(train_mt.checkpoint_dirs(tmp_path / "single")[-1] / "model.safetensors"))
+    last = load_file(str(checkpoint_dirs(tmp_path / "single")[-1] / "model.safetensors"))
     assert all(torch.equal(last[name], b[name]) for name in b)  # the last checkpoint holds the final weights
     single = json.loads((tmp_path / "single" / "metrics.json").read_text())
     assert abs(metrics["epochs"][0]["val_perplexity"] - single["epochs"][0]["val_perplexity"]) < 1e-3
@@ -147,7 +216,7 @@ RESUME_ARGS = ["--max-epochs", "3", "--save-steps", "2", "--seed", "7"]
 def reference_run(toy, tmp_path_factory):
     """A complete tiny run: 3 epochs of 6 steps, dropout 0.2, BLEU every epoch, beam-2 test BLEU, export."""
     out = tmp_path_factory.mktemp("runs") / "reference"
-    train_mt.main(common_args(toy, out, *RESUME_ARGS, "--test-num-beams", "2"))
+    run(common_args(toy, out, *RESUME_ARGS, "--test-num-beams", "2"))
     return out
 
 
@@ -162,17 +231,17 @@ def test_sigkill_then_resume_equals_uninterrupted_run(toy, tmp_path, reference_r
                                                                        "--no-export")],
                             env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 240
-    while not train_mt.checkpoint_dirs(killed):
+    while not checkpoint_dirs(killed):
         assert proc.poll() is None, f"run ended before its first checkpoint: {proc.stderr.read()[-3000:]}"
         assert time.time() < deadline, "no checkpoint within 240 s"
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     assert proc.wait(timeout=60) == -signal.SIGKILL
     proc.stderr.close()
-    state = json.loads((train_mt.checkpoint_dirs(killed)[-1] / "trainer_state.json").read_text())
+    state = read_trainer_state(checkpoint_dirs(killed)[-1])
     assert not state["finished"] and state["global_step"] < 18
 
-    train_mt.main(common_args(toy, killed, *args, "--resume", "--no-bleu", "--no-test", "--no-export"))
+    run(common_args(toy, killed, *args, "--resume", "--no-bleu", "--no-test", "--no-export"))
     a, b = weights(reference), weights(killed)
     for name in a:
         assert torch.equal(a[name], b[name]), name
@@ -189,6 +258,10 @@ def test_sigkill_then_resume_equals_uninterrupted_run(toy, tmp_path, reference_r
     assert data["source_train_token_coverage_by_vectors"] < 100  # "people" has no vector (a zero row)
     assert ref_metrics["test"]["num_beams"] == 2 and 0 <= ref_metrics["test"]["bleu"] <= 100
     assert ref_metrics["train_target_tokens_per_second"] > 0
+    assert ref_metrics["stop_reason"] == res_metrics["stop_reason"] == "max epochs 3 reached"
+    assert ref_metrics["commit"] and ref_metrics["machine"]["cpu"] and ref_metrics["command"].startswith("python ")
+    assert "3 complete epochs, 18 optimizer steps (stopped: max epochs 3 reached)" in (
+        reference / "encoder" / "README.md").read_text()
 
 
 def test_exported_encoder_loads_with_auto_classes(reference_run):
@@ -212,7 +285,6 @@ def test_exported_encoder_loads_with_auto_classes(reference_run):
 
 def test_export_with_another_vocabulary(toy, reference_run, tmp_path):
     """--vocab-from: the same MT-LSTM over another vocabulary built from the same vectors; other vectors refused."""
-    from export_encoder import export_encoder
     from transformers import AutoModel
 
     from modeling_cove.build import create_cove_checkpoint
@@ -242,24 +314,25 @@ def test_export_with_another_vocabulary(toy, reference_run, tmp_path):
 
 def test_bad_arguments(toy, tmp_path):
     with pytest.raises(ValueError, match="--vectors FILE"):
-        train_mt.main(["--output-dir", str(tmp_path / "a"), "--data-dir", str(toy / "data"), "--max-steps", "1",
+        run(["--output-dir", str(tmp_path / "a"), "--data-dir", str(toy / "data"), "--max-steps", "1",
                        "--config-overrides", json.dumps(TINY)])
-    with pytest.raises(SystemExit, match="nothing to resume"):
-        train_mt.main(common_args(toy, tmp_path / "b", "--resume"))
+    with pytest.raises(MTSetupError, match="nothing to resume"):
+        run(common_args(toy, tmp_path / "b", "--resume"))
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "run_settings.json").write_text(json.dumps({"seed": 1}))
-    with pytest.raises(SystemExit, match="different data/batching/model settings"):
-        train_mt.main(common_args(toy, tmp_path / "c", "--resume"))
-    with pytest.raises(SystemExit, match="exists and is not empty"):
-        train_mt.main(common_args(toy, tmp_path / "c"))
+    with pytest.raises(MTSetupError, match="different data/batching/model settings"):
+        run(common_args(toy, tmp_path / "c", "--resume"))
+    with pytest.raises(MTSetupError, match="exists and is not empty"):
+        run(common_args(toy, tmp_path / "c"))
 
 
 @pytest.mark.parametrize("name", ["cove-small", "cove-medium", "cove-large"])
 def test_presets_resolve_to_valid_configs(name):
     from modeling_cove import CoveConfig, CoveForMachineTranslation
 
-    preset = train_mt.load_preset(REPO / "configuration" / "models" / f"{name}.json")
-    settings = train_mt.resolve_settings(train_mt.parse_args(["--output-dir", "x"]), preset)
+    preset = load_model_preset(name)
+    assert preset == load_model_preset(REPO / "configuration" / "models" / f"{name}.json")  # by name or by path
+    settings = resolve_settings(arguments(["--output-dir", "x"]), preset)
     assert settings["dataset"] == {"cove-small": "multi30k", "cove-medium": "iwslt", "cove-large": "wmt17"}[name]
     assert (settings["lr"], settings["min_lr"], settings["batch_size"], settings["max_length"]) == (1.0, 0.03, 64, 75)
     assert settings["grad_clip"] == 5.0 and settings["max_vocab"] == 50000
@@ -268,8 +341,8 @@ def test_presets_resolve_to_valid_configs(name):
     assert (config.hidden_size, config.decoder_hidden_size, config.decoder_embedding_dim) == (300, 600, 300)
     CoveForMachineTranslation(config)  # a valid MT model (sizes of docs/paper.md §2)
     # the command line wins over the preset
-    args = train_mt.parse_args(["--output-dir", "x", "--lr", "0.5", "--config-overrides", '{"decoder_dropout": 0.3}'])
-    settings = train_mt.resolve_settings(args, preset)
+    args = arguments(["--output-dir", "x", "--lr", "0.5", "--config-overrides", '{"decoder_dropout": 0.3}'])
+    settings = resolve_settings(args, preset)
     assert settings["lr"] == 0.5 and settings["config_overrides"]["decoder_dropout"] == 0.3
 
 
@@ -286,7 +359,7 @@ def test_init_from_checkpoint_keeps_word_vectors_fixed(toy, tmp_path):
     encoder.save_pretrained(tmp_path / "vocab")
     tokenizer.save_pretrained(tmp_path / "vocab")
     out = tmp_path / "run"
-    train_mt.main(["--output-dir", str(out), "--data-dir", str(toy / "data"), "--init-from", str(tmp_path / "vocab"),
+    run(["--output-dir", str(out), "--data-dir", str(toy / "data"), "--init-from", str(tmp_path / "vocab"),
                    "--config-overrides", json.dumps({"decoder_hidden_size": 8, "decoder_embedding_dim": 6}),
                    "--batch-size", "16", "--max-steps", "3", "--num-threads", "1", "--no-bleu", "--no-test",
                    "--no-export"])
@@ -299,7 +372,7 @@ def test_init_from_checkpoint_keeps_word_vectors_fixed(toy, tmp_path):
 
 
 def trainer_state(out: Path) -> dict:
-    return json.loads((train_mt.checkpoint_dirs(out)[-1] / "trainer_state.json").read_text())
+    return read_trainer_state(checkpoint_dirs(out)[-1])
 
 
 def test_max_steps_stop_then_resume_equals_uninterrupted_run(toy, tmp_path):
@@ -308,12 +381,12 @@ def test_max_steps_stop_then_resume_equals_uninterrupted_run(toy, tmp_path):
     entry are replaced; a second --resume with the same --max-steps trains nothing."""
     quick = ["--seed", "7", "--no-bleu", "--no-test", "--no-export"]
     whole, split = tmp_path / "whole", tmp_path / "split"
-    train_mt.main(common_args(toy, whole, *quick, "--max-steps", "8"))
-    train_mt.main(common_args(toy, split, *quick, "--max-steps", "3"))
+    run(common_args(toy, whole, *quick, "--max-steps", "8"))
+    run(common_args(toy, split, *quick, "--max-steps", "3"))
     stopped = trainer_state(split)
     assert (stopped["epoch"], stopped["step_in_epoch"], stopped["global_step"], stopped["lr"]) == (0, 3, 3, 1.0)
     assert len(stopped["loss_log"]) == 1 and stopped["loss_log"][0][0] == 3  # the 3 steps are logged (item 6)
-    train_mt.main(common_args(toy, split, *quick, "--max-steps", "8", "--resume"))
+    run(common_args(toy, split, *quick, "--max-steps", "8", "--resume"))
 
     a, b = weights(whole), weights(split)
     for name in a:
@@ -330,10 +403,56 @@ def test_max_steps_stop_then_resume_equals_uninterrupted_run(toy, tmp_path):
     np.testing.assert_allclose(ref["loss_log"], res["loss_log"], rtol=1e-6)
     assert (res["epoch"], res["step_in_epoch"], res["global_step"]) == (1, 2, 8)
 
-    train_mt.main(common_args(toy, split, *quick, "--max-steps", "8", "--resume"))
+    run(common_args(toy, split, *quick, "--max-steps", "8", "--resume"))
     assert trainer_state(split)["global_step"] == 8
     for name, tensor in weights(split).items():
         assert torch.equal(tensor, b[name]), name
+
+
+def test_adam_at_a_small_lr_runs_every_max_step(toy, tmp_path):
+    """`--optimizer adam --lr 0.001 --max-steps 25` runs 25 steps (over 5 epochs of 6): no min_lr meant for SGD at lr
+    1.0 stops it after the first epoch; the stop and its reason are in metrics.json and the encoder's card."""
+    out = tmp_path / "adam"
+    metrics = run(common_args(toy, out, "--optimizer", "adam", "--lr", "0.001", "--max-steps", "25", "--no-bleu",
+                              "--no-test"))
+    assert metrics["global_step"] == 25 and metrics["stop_reason"] == "max steps 25 reached"
+    assert metrics["settings"]["min_lr"] == pytest.approx(3e-5)
+    assert [e["complete"] for e in metrics["epochs"]] == [True] * 4 + [False]
+    assert json.loads((out / "metrics.json").read_text())["stop_reason"] == "max steps 25 reached"
+    assert "4 complete epochs, 25 optimizer steps (stopped: max steps 25 reached)" in (
+        out / "encoder" / "README.md").read_text()
+
+
+class Killed(Exception):
+    """Stands for a kill at a given step: the run ends there without saving anything more."""
+
+
+def test_resume_mid_epoch_continues_the_loss_sequence_exactly(toy, tmp_path):
+    """Unit test of resume, in-process: a run killed at step 5 (its last checkpoint at step 4, inside epoch 1)
+    and resumed gives the per-step losses of the uninterrupted run bit for bit, and the same loss log and weights."""
+    argv = ["--max-epochs", "2", "--save-steps", "2", "--log-every", "1", "--seed", "3", "--no-bleu", "--no-test",
+            "--no-export"]
+    reference, losses = tmp_path / "reference", {}
+    run(common_args(toy, reference, *argv), on_step=lambda state, loss: losses.setdefault(state.global_step, loss))
+    assert sorted(losses) == list(range(1, 13))
+
+    def kill_at_5(state, loss):
+        if state.global_step == 5:
+            raise Killed
+        killed_losses.append(loss)
+
+    killed, killed_losses, resumed_losses = tmp_path / "killed", [], []
+    with pytest.raises(Killed):
+        run(common_args(toy, killed, *argv), on_step=kill_at_5)
+    assert read_trainer_state(checkpoint_dirs(killed)[-1])["global_step"] == 4
+    metrics = run(common_args(toy, killed, *argv, "--resume"), on_step=lambda state, loss: resumed_losses.append(loss))
+    assert killed_losses == [losses[step] for step in range(1, 5)]
+    assert resumed_losses == [losses[step] for step in range(5, 13)]
+    assert trainer_state(killed)["loss_log"] == trainer_state(reference)["loss_log"]
+    assert [r[1] for r in trainer_state(killed)["loss_log"]] == [losses[step] for step in range(1, 13)]
+    for name, tensor in weights(reference).items():
+        assert torch.equal(weights(killed)[name], tensor), name
+    assert metrics["stop_reason"] == "max epochs 2 reached"
 
 
 def test_resume_refuses_other_model_settings_and_config_typos(toy, tmp_path):
@@ -342,18 +461,18 @@ def test_resume_refuses_other_model_settings_and_config_typos(toy, tmp_path):
     CoveConfig key is refused before anything is written."""
     out = tmp_path / "run"
     out.mkdir()
-    args = train_mt.parse_args(common_args(toy, out))
-    (out / "run_settings.json").write_text(json.dumps(train_mt.resolve_settings(args, {})))
+    args = arguments(common_args(toy, out))
+    (out / "run_settings.json").write_text(json.dumps(resolve_settings(args, {})))
     for extra, changed in ((["--optimizer", "adam"], "optimizer"), (["--vectors-lowercase"], "vectors_lowercase")):
-        with pytest.raises(SystemExit, match=f"different data/batching/model settings.*'{changed}'"):
-            train_mt.main(common_args(toy, out, "--resume", *extra))
-    with pytest.raises(SystemExit, match="'config_overrides'"):
-        train_mt.main(common_args(toy, out, "--resume", overrides={"decoder_dropout": 0.5}))
+        with pytest.raises(MTSetupError, match=f"different data/batching/model settings.*'{changed}'"):
+            run(common_args(toy, out, "--resume", *extra))
+    with pytest.raises(MTSetupError, match="'config_overrides'"):
+        run(common_args(toy, out, "--resume", overrides={"decoder_dropout": 0.5}))
     with pytest.raises(ValueError, match=r"'decoder_hiden_size' is not a CoveConfig field \(did you mean "
                                          r"'decoder_hidden_size'\?\)"):
-        train_mt.main(common_args(toy, tmp_path / "typo", overrides={"decoder_hiden_size": 8}))
+        run(common_args(toy, tmp_path / "typo", overrides={"decoder_hiden_size": 8}))
     with pytest.raises(ValueError, match="must be a JSON object"):
-        train_mt.main(["--output-dir", str(tmp_path / "list"), "--config-overrides", "[1]"])
+        run(["--output-dir", str(tmp_path / "list"), "--config-overrides", "[1]"])
     assert not (tmp_path / "typo").exists() and not (tmp_path / "list").exists()
 
 
@@ -368,19 +487,17 @@ def test_wrong_inputs_leave_the_output_folder_unwritten(toy, tmp_path):
         return args
 
     with pytest.raises(FileNotFoundError):
-        train_mt.main(with_value("--data-dir", str(toy / "dtaa")))
+        run(with_value("--data-dir", str(toy / "dtaa")))
     assert not out.exists() or not any(out.iterdir())
-    with pytest.raises(SystemExit, match="--vectors .*missing.txt is not a file"):
-        train_mt.main(with_value("--vectors", str(toy / "missing.txt")))
+    with pytest.raises(MTSetupError, match="--vectors .*missing.txt is not a file"):
+        run(with_value("--vectors", str(toy / "missing.txt")))
     assert not out.exists() or not any(out.iterdir())
-    train_mt.main(common_args(toy, out, "--max-steps", "1", "--no-bleu", "--no-test", "--no-export"))
+    run(common_args(toy, out, "--max-steps", "1", "--no-bleu", "--no-test", "--no-export"))
     assert trainer_state(out)["global_step"] == 1
 
 
 def test_encoder_card_describes_the_run_optimisation():
     """The exported encoder's card states the optimizer and lr schedule of the run, not always the paper's."""
-    from export_encoder import model_card
-
     from modeling_cove import CoveConfig
 
     config = CoveConfig(vocab_size=10, word_vector_dim=8, hidden_size=4)
