@@ -1,56 +1,25 @@
 #!/usr/bin/env python
-"""Build a CoVe checkpoint directory from text data and a word-vectors file.
+"""Build a CoVe checkpoint directory from text data and a word-vectors file (`modeling_cove.training.vocab`).
 
 The result (tokenizer + config + embedding matrix + freshly initialised MT-LSTM) loads with
 `AutoModel.from_pretrained(out)` / `AutoTokenizer.from_pretrained(out)` and is the starting point for MT pretraining
 (scripts/train_mt.py) or, with a pretrained MT-LSTM, for the task heads.
 
 Examples:
-    python scripts/build_vocab.py --data-dir ../shared/data --tasks multi30k trec6 sst2 \
+    python scripts/build_vocab.py --data-dir ../shared/data --tasks multi30k trec6 sst2 \\
         --vectors ../shared/data/vectors/w2v-lower-300d.txt.xz --output-dir runs/vocab
-    python scripts/build_vocab.py --tasks multi30k sst2 --vectors glove.840B.300d.txt --vectors-lowercase \
+    python scripts/build_vocab.py --tasks multi30k sst2 --vectors glove.840B.300d.txt --vectors-lowercase \\
         --output-dir runs/vocab-glove            # Hub dataset ids, real GloVe
 """
 
 import argparse
 import json
-import os
-import shutil
 import sys
 import time
 from pathlib import Path
 
-import torch
-
-from modeling_cove.build import count_tokens, create_cove_checkpoint, select_vocabulary
-from modeling_cove.tokenization_cove import DEFAULT_MODEL_MAX_LENGTH, SPECIAL_TOKENS
-from modeling_cove.vectors import build_char_ngram_matrix, embedding_matrix_from_vectors, read_word_vectors
-
-TEXT_SOURCES = ("multi30k", "iwslt", "wmt17", "sst2", "sst5", "trec6", "trec50", "imdb", "snli", "squad")
-
-
-def iter_task_texts(task: str, data_dir):
-    """English texts of every split of a task (source side for translation)."""
-    from modeling_cove import data
-
-    if task in ("multi30k", "iwslt", "wmt17"):
-        dd = data.load_translation(data_dir, task)
-        columns = ["src"]
-    elif task == "squad":
-        dd = data.load_squad(data_dir)
-        columns = ["question", "context"]
-    else:
-        dd = data.load_classification(task, data_dir)
-        columns = [c for c in ("text", "text_pair") if c in dd["train"].column_names]
-    for split in dd.values():
-        for column in columns:
-            seen_contexts = set()
-            for text in split[column]:
-                if column == "context":  # many questions share one context: count it once
-                    if text in seen_contexts:
-                        continue
-                    seen_contexts.add(text)
-                yield text
+from modeling_cove.tokenization_cove import DEFAULT_MODEL_MAX_LENGTH
+from modeling_cove.training.vocab import TEXT_SOURCES, build_vocab_checkpoint, iter_task_texts, save_checkpoint
 
 
 def parse_args(argv=None):
@@ -79,6 +48,14 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+def texts(args):
+    for task in args.tasks:
+        yield from iter_task_texts(task, args.data_dir)
+    for path in args.text_file:
+        with open(path, encoding="utf-8") as f:
+            yield from (line.rstrip("\n") for line in f)
+
+
 def main(argv=None):
     args = parse_args(argv)
     out = Path(args.output_dir)
@@ -90,66 +67,30 @@ def main(argv=None):
         if task not in TEXT_SOURCES:
             sys.exit(f"error: unknown task {task!r}; choose from {', '.join(TEXT_SOURCES)}")
     start = time.time()
-    lowercase = not args.cased
-
-    def texts():
-        for task in args.tasks:
-            yield from iter_task_texts(task, args.data_dir)
-        for path in args.text_file:
-            with open(path, encoding="utf-8") as f:
-                yield from (line.rstrip("\n") for line in f)
-
-    counts = count_tokens(texts(), lowercase=lowercase, progress=True)
-    if not counts:
-        sys.exit("error: the text sources produced no tokens")
-    # one pass over the vectors file restricted to the corpus words tells which have a vector
-    found_words, found_vectors = read_word_vectors(args.vectors, vocab=set(counts), dim=args.dim,
-                                                   lowercase=args.vectors_lowercase, progress=True)
-    with_vector = set(found_words)
-    words = select_vocabulary(counts, has_vector=with_vector.__contains__, oov_min_count=args.oov_min_count,
-                              max_size=args.max_size)
-    all_words = SPECIAL_TOKENS + words
-    matrix, found = embedding_matrix_from_vectors(all_words, found_words, found_vectors,
-                                                  lowercase=args.vectors_lowercase)
     overrides = dict(include_word_vectors=args.include_word_vectors, cove_output=args.cove_output)
     if args.char_ngrams:
-        char_matrix, _ = build_char_ngram_matrix(args.char_ngrams, all_words, progress=True)
-        overrides["char_ngram_dim"] = char_matrix.shape[1]
-    model, tokenizer = create_cove_checkpoint(words, matrix, lowercase=lowercase,
-                                              model_max_length=args.model_max_length, seed=args.seed, **overrides)
+        overrides["char_ngram_dim"] = 100
+    try:
+        model, tokenizer, info = build_vocab_checkpoint(
+            texts(args), args.vectors, dim=args.dim, lowercase=not args.cased,
+            vectors_lowercase=args.vectors_lowercase, oov_min_count=args.oov_min_count, max_size=args.max_size,
+            model_max_length=args.model_max_length, seed=args.seed, **overrides)
+    except ValueError as e:
+        sys.exit(f"error: {e}")
     if args.char_ngrams:
-        with torch.no_grad():
-            model.char_ngram_embeddings.weight.copy_(char_matrix)
+        import torch
 
-    total = sum(counts.values())
-    covered = sum(c for w, c in counts.items() if w in with_vector)
-    in_vocab = sum(counts[w] for w in words)
-    info = {
-        "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
-        "tasks": args.tasks,
-        "data_dir": args.data_dir,
-        "vectors": str(args.vectors),
-        "lowercase": lowercase,
-        "corpus_tokens": total,
-        "corpus_types": len(counts),
-        "vocab_size": len(tokenizer),
-        "words_with_vector": int(found.sum()),
-        "token_coverage_vectors": round(100.0 * covered / total, 3),
-        "type_coverage_vectors": round(100.0 * len(with_vector) / len(counts), 3),
-        "token_coverage_vocab": round(100.0 * in_vocab / total, 3),
-        "seconds": round(time.time() - start, 1),
-    }
-    # write to a temporary folder and rename at the end: an interrupted run never leaves a checkpoint that looks complete
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    (tmp / "build_info.json").write_text(json.dumps(info, indent=2) + "\n")
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
+        from modeling_cove.vectors import build_char_ngram_matrix
+
+        matrix, _ = build_char_ngram_matrix(args.char_ngrams, tokenizer.convert_ids_to_tokens(range(len(tokenizer))),
+                                            progress=True)
+        with torch.no_grad():
+            model.char_ngram_embeddings.weight.copy_(matrix)
+    info = {"command": " ".join(["build_vocab.py", *(argv if argv is not None else sys.argv[1:])]),
+            "tasks": args.tasks, "data_dir": args.data_dir, **info, "seconds": round(time.time() - start, 1)}
+    save_checkpoint(model, tokenizer, out, {"build_info.json": info})
     print(json.dumps(info, indent=2))
-    print(f"coverage: {info['token_coverage_vectors']}% of {total} tokens have a vector; "
+    print(f"coverage: {info['token_coverage_vectors']}% of {info['corpus_tokens']} tokens have a vector; "
           f"vocabulary {info['vocab_size']} entries -> {out}")
 
 
