@@ -29,6 +29,7 @@ from modeling_cove.build import (
 )
 from modeling_cove.configuration_cove import CoveConfig
 from modeling_cove.tokenization_cove import DEFAULT_MODEL_MAX_LENGTH, SPECIAL_TOKENS
+from modeling_cove.training.vocab import TEXT_SOURCES, iter_task_texts
 from modeling_cove.vectors import (
     build_embedding_matrix,
     embedding_matrix_from_vectors,
@@ -44,7 +45,7 @@ def parse_args(argv=None):
     p.add_argument("--output-dir", required=True)
     vocab = p.add_mutually_exclusive_group(required=True)
     vocab.add_argument("--vocab-file", help="one word per line")
-    vocab.add_argument("--tasks", nargs="+", help="text sources as in build_vocab.py")
+    vocab.add_argument("--tasks", nargs="+", choices=TEXT_SOURCES, help="text sources as in build_vocab.py")
     vocab.add_argument("--vocab-from-vectors", type=int, metavar="N", help="first N words of the vectors file")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--vectors-lowercase", action="store_true", help="look up lower-cased words in a cased file")
@@ -81,8 +82,6 @@ def main(argv=None):
                 break
         words = list(kept)
     else:
-        from build_vocab import iter_task_texts  # noqa: E402  (scripts/ is on sys.path when run as a script)
-
         counts = count_tokens((t for task in args.tasks for t in iter_task_texts(task, args.data_dir)),
                               lowercase=lowercase, progress=True)
         found_words, found_vectors = read_word_vectors(args.vectors, vocab=set(counts), dim=probe.word_vector_dim,
