@@ -344,6 +344,9 @@ def test_presets_resolve_to_valid_configs(name):
     args = arguments(["--output-dir", "x", "--lr", "0.5", "--config-overrides", '{"decoder_dropout": 0.3}'])
     settings = resolve_settings(args, preset)
     assert settings["lr"] == 0.5 and settings["config_overrides"]["decoder_dropout"] == 0.3
+    # from Python the overrides may be a dict
+    python_args = MTArguments(output_dir="x", lr=0.5, config_overrides={"decoder_dropout": 0.3})
+    assert resolve_settings(python_args, preset) == settings
 
 
 def test_init_from_checkpoint_keeps_word_vectors_fixed(toy, tmp_path):

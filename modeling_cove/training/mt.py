@@ -88,7 +88,8 @@ class MTArguments:
     vectors: Optional[str] = _option("GloVe-format word vectors (.txt/.gz/.xz) for the source side")
     vectors_lowercase: bool = _option("look words up lower-cased in a cased vectors file (GloVe 840B)", False)
     init_from: Optional[str] = _option("CoVe checkpoint dir: source tokenizer, vectors, MT-LSTM init")
-    config_overrides: Optional[str] = _option("JSON object of CoveConfig fields (after the preset)")
+    config_overrides: Optional[str] = _option("JSON object of CoveConfig fields (after the preset); from Python "
+                                              "also a dict")
     resume: bool = _option("continue from the latest checkpoint in output_dir", False)
     overwrite: bool = _option("delete an existing output_dir first", False)
     optimizer: Optional[str] = _option("sgd (the paper: plain SGD, lr 1.0) or adam (use lr ~1e-3)",
@@ -146,11 +147,13 @@ def check_config_fields(fields, source: str) -> dict:
 def _config_fields(args: MTArguments, preset: dict) -> dict:
     config = {"freeze_encoder": False}  # MT pretraining trains the MT-LSTM (the word vectors stay fixed)
     config.update(check_config_fields(preset.get("config", {}), "preset config block"))
-    if args.config_overrides:
+    overrides = args.config_overrides
+    if isinstance(overrides, str) and overrides:
         try:
-            overrides = json.loads(args.config_overrides)
+            overrides = json.loads(overrides)
         except json.JSONDecodeError as err:
             raise MTSetupError(f"--config-overrides is not valid JSON ({err}): {args.config_overrides!r}") from None
+    if overrides:
         config.update(check_config_fields(overrides, "--config-overrides"))
     return config
 
