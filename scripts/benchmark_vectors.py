@@ -9,7 +9,7 @@ file. Side by side, in the same run: the usual naive loader (every line split in
 filtered).
 
 Every measurement runs in a fresh subprocess that loads only `modeling_cove/vectors.py` (numpy + torch, no
-transformers), twice: once timed (best of --repeats; peak RSS = ru_maxrss minus the RSS before reading), once
+transformers), twice: once timed (best of --repeats; peak RSS = VmHWM minus the RSS before reading), once
 under tracemalloc (peak of Python + numpy allocations during the read; slower, so not timed).
 
     python scripts/benchmark_vectors.py            # full run (~2 minutes of one CPU)

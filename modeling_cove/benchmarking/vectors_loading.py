@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import lzma
-import resource
 import shutil
 import subprocess
 import sys
@@ -24,12 +23,22 @@ from pathlib import Path
 VECTORS_MODULE = Path(__file__).resolve().parents[1] / "vectors.py"
 
 
-def _rss_bytes() -> int:
+def _status_bytes(field: str) -> int:
+    """A memory field of /proc/self/status ("VmRSS", "VmHWM": the peak RSS of this process image), in bytes."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+def _reset_peak_rss():
+    """Start the peak (VmHWM) again from the current RSS, where the kernel allows it (Linux >= 4.0)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
 
 
 def naive_loader(path: str, vocab):
@@ -67,7 +76,8 @@ def run_worker(spec: dict) -> dict:
             return naive_loader(spec["path"], vocab)
         return vectors.read_word_vectors(spec["path"], vocab=vocab, stop_when_complete=False)
 
-    rss_before = _rss_bytes()
+    _reset_peak_rss()
+    rss_before = _status_bytes("VmRSS")
     result = {}
     if spec["tracemalloc"]:
         tracemalloc.start()
@@ -84,7 +94,8 @@ def run_worker(spec: dict) -> dict:
                 del words, matrix
         result["seconds"] = times
         result["rss_before_bytes"] = rss_before
-        result["peak_rss_increase_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss_before
+        # VmHWM, not getrusage's ru_maxrss: that one keeps the peak of the parent this worker was forked from
+        result["peak_rss_increase_bytes"] = _status_bytes("VmHWM") - rss_before
     result.update(rows=len(words), dim=int(matrix.shape[1]), matrix_bytes=matrix.numel() * matrix.element_size())
     return result
 
@@ -200,7 +211,7 @@ def vectors_loading_report(source: Path, max_lines=None, every: int = 10, repeat
                          "fixed_overhead_vocabulary": "the file's last word (the whole file is still scanned)",
                          "stop_when_complete": False,
                          "notes": "each measurement in a fresh process loading only modeling_cove/vectors.py; timed "
-                                  "runs without tracemalloc; peak RSS increase = ru_maxrss - RSS before reading; "
+                                  "runs without tracemalloc; peak RSS increase = VmHWM - RSS before reading; "
                                   "naive = every line split into a dict of numpy arrays, then filtered"},
             "runs": runs, "summary": summarize(runs, lines, len(vocab), names)}
 
