@@ -1,5 +1,5 @@
-"""SQuAD for the DCN: windowed pair tokenization with character offsets, training labels, answer extraction,
-batching, and the sliding-window word-overlap baseline.
+"""SQuAD for the DCN: windowed pair tokenization with character offsets, training labels, answer extraction, and
+the sliding-window word-overlap baseline (batching for training: `modeling_cove.training.collators`).
 
 Long contexts are cut into overlapping windows (`max_length` tokens for question + context, consecutive windows
 share `doc_stride` context tokens), so no part of a context is ever dropped. In training, a window whose context
@@ -252,27 +252,6 @@ def extract_answers(context: str, windows: list, max_answer_length: int = 15, to
                for (start, end), p in best_score.items()]
     answers.sort(key=lambda a: -a["score"])
     return answers[:top_k]
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# batching (the frozen encoder's feature cache is modeling_cove/feature_cache.py)
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def pad_batch(rows: list, pad_token_id: int = 0) -> dict:
-    """Right-pad `input_ids` / `token_type_ids` rows into tensors with an `attention_mask`."""
-    longest = max(len(r["input_ids"]) for r in rows)
-    batch = {
-        "input_ids": torch.full((len(rows), longest), pad_token_id, dtype=torch.long),
-        "token_type_ids": torch.zeros(len(rows), longest, dtype=torch.long),
-        "attention_mask": torch.zeros(len(rows), longest, dtype=torch.long),
-    }
-    for i, r in enumerate(rows):
-        n = len(r["input_ids"])
-        batch["input_ids"][i, :n] = torch.as_tensor(r["input_ids"])
-        batch["token_type_ids"][i, :n] = torch.as_tensor(r["token_type_ids"])
-        batch["attention_mask"][i, :n] = 1
-    return batch
 
 
 # ----------------------------------------------------------------------------------------------------------------
