@@ -105,16 +105,6 @@ class CoveBiLMEncoder(nn.Module):
         return outputs, final_h, final_c
 
 
-def adaptive_softmax_cutoffs(config: CoveConfig) -> list:
-    """The adaptive softmax's cluster boundaries for the vocabulary: `config.bilm_softmax_cutoffs`, or by default
-    (None) the most frequent tenth of the ids in the head and the next two ninths and the rest as two tail clusters
-    (ids are frequency-ordered where the vocabulary came from a frequency-sorted vectors file)."""
-    if config.bilm_softmax_cutoffs is not None:
-        return list(config.bilm_softmax_cutoffs)
-    vocab = config.vocab_size
-    return sorted({c for c in (vocab // 10, vocab // 3) if 1 <= c <= vocab - 1}) or [max(1, vocab - 1)]
-
-
 @dataclass
 class CoveBiLMOutput(ModelOutput):
     """Output of `CoveForBidirectionalLM`.
@@ -164,7 +154,7 @@ class CoveForBidirectionalLM(CovePreTrainedModel):
     @staticmethod
     def new_softmax(config: CoveConfig) -> nn.AdaptiveLogSoftmaxWithLoss:
         return nn.AdaptiveLogSoftmaxWithLoss(config.hidden_size, config.vocab_size,
-                                             cutoffs=adaptive_softmax_cutoffs(config), div_value=4.0)
+                                             cutoffs=config.softmax_cutoffs, div_value=4.0)
 
     def get_input_embeddings(self):
         return self.cove.embeddings
@@ -203,22 +193,29 @@ class CoveForBidirectionalLM(CovePreTrainedModel):
         hidden = self.config.hidden_size
         top = encoded.hidden_states[-1]  # (B, T, 2H) = [forward; backward], zero at padding
         forward_state, backward_state = top[..., :hidden], top[..., hidden:]
-        output = CoveBiLMOutput(forward_hidden_state=forward_state, backward_hidden_state=backward_state,
+        losses = {} if labels is None else self.direction_losses(forward_state, backward_state, labels,
+                                                                encoded.attention_mask)
+        output = CoveBiLMOutput(**losses, forward_hidden_state=forward_state, backward_hidden_state=backward_state,
                                 hidden_states=encoded.hidden_states if output_hidden_states else None)
-        if labels is not None:
-            self.check_labels(labels, encoded.attention_mask)
-            targets = labels.masked_fill(encoded.attention_mask == 0, -100)  # padding is never predicted
-            for direction, states, shifted in (("forward", forward_state[:, :-1], targets[:, 1:]),
-                                               ("backward", backward_state[:, 1:], targets[:, :-1])):
-                valid = shifted != -100
-                picked = self.output_layer(direction)(self.dropout(states[valid]), shifted[valid])
-                nll_sum = -picked.output.sum()
-                count = valid.sum()
-                setattr(output, f"{direction}_nll_sum", nll_sum)
-                setattr(output, f"{direction}_num_tokens", count)
-                setattr(output, f"{direction}_loss", nll_sum / count.clamp(min=1))
-            output.loss = (output.forward_loss + output.backward_loss) / 2
         return output if return_dict else output.to_tuple()
+
+    def direction_losses(self, forward_state: torch.Tensor, backward_state: torch.Tensor, labels: torch.Tensor,
+                         attention_mask: torch.Tensor) -> dict:
+        """`CoveBiLMOutput`'s loss fields: each direction's NLL sum, token count and mean, and their mean."""
+        self.check_labels(labels, attention_mask)
+        real = attention_mask.bool()
+        targets = labels.masked_fill(~real, -100)  # padding is never predicted, nor does it predict
+        losses = {}
+        for direction, states, shifted, predicts in (
+                ("forward", forward_state[:, :-1], targets[:, 1:], real[:, :-1]),
+                ("backward", backward_state[:, 1:], targets[:, :-1], real[:, 1:])):
+            valid = (shifted != -100) & predicts
+            picked = self.output_layer(direction)(self.dropout(states[valid]), shifted[valid])
+            nll_sum, count = -picked.output.sum(), valid.sum()
+            losses.update({f"{direction}_nll_sum": nll_sum, f"{direction}_num_tokens": count,
+                           f"{direction}_loss": nll_sum / count.clamp(min=1)})
+        losses["loss"] = (losses["forward_loss"] + losses["backward_loss"]) / 2
+        return losses
 
     def check_labels(self, labels: torch.Tensor, attention_mask: torch.Tensor):
         """ValueError/TypeError naming what is wrong with `labels`: shape, dtype, ids out of range."""
