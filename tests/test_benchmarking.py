@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from modeling_cove.benchmarking import common, encoder, packing, tokenizer_agreement, vectors_loading
+from modeling_cove.benchmarking import common, encoder, packing, tokenizer_agreement, training, vectors_loading
 from modeling_cove.training.run_info import REPO
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "far", "away"]
@@ -109,6 +109,19 @@ def test_interleaved_best_keeps_each_functions_best():
     calls = []
     timings = common.interleaved_best({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, 2)
     assert calls == ["a", "b", "a", "b"] and set(timings) == {"a", "b"} and min(timings.values()) >= 0
+
+
+def test_training_benchmark_settles_steps_and_repeats():
+    quick = training.TrainingBenchmark("data", quick=True)
+    assert (quick.repeats, quick.mt_steps, quick.mt_train_pairs, quick.bcn_steps) == (1, 5, 400, 5)
+    full = training.TrainingBenchmark("data", device="cuda")
+    assert (full.repeats, full.mt_steps, full.bcn_steps) == (2, 30, 200)
+    assert training.TrainingBenchmark("data", bcn_steps=7, repeats=3).bcn_steps == 7
+
+
+def test_to_device_moves_nested_batch_values():
+    moved = training.to_device({"a": (torch.ones(1), None)}["a"], "cpu")
+    assert isinstance(moved, tuple) and moved[1] is None and moved[0].device.type == "cpu"
 
 
 def test_naive_loader_reads_what_ours_reads(tmp_path):
