@@ -1,4 +1,5 @@
-"""Publishing to the Hub (issue 6): scripts/push_to_hub.py, loading "org/name" as users type it, the upload path.
+"""Publishing to the Hub (issue 6): `modeling_cove.training.publish` and its command line scripts/push_to_hub.py,
+loading "org/name" as users type it, the upload path.
 
 - The assembled folders (encoder, and every head whose file exists: BCN classifier, DCN question answering with
   its pipeline, MT model with its target tokenizer) are loaded in fresh Python processes: one with the package
@@ -32,16 +33,16 @@ import yaml
 from conftest import assert_reproduces
 from safetensors.torch import load_file
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
+from hf_cache import build_offline_cache, offline_env
 
-import push_to_hub  # noqa: E402
-from hf_cache import build_offline_cache, offline_env  # noqa: E402
-from model_cards.evaluation import checkpoint_fingerprint, make_eval_record, write_eval_json  # noqa: E402
-from modeling_cove import CoveConfig, CoveModel  # noqa: E402
-from modeling_cove.hub import MANIFEST, PIPELINES, checkpoint_code  # noqa: E402
-from modeling_cove.tokenization_cove import build_cove_tokenizer  # noqa: E402
+from modeling_cove import CoveConfig, CoveModel
+from modeling_cove.hub import MANIFEST, PIPELINES, checkpoint_code
+from modeling_cove.tokenization_cove import build_cove_tokenizer
+from modeling_cove.training import publish
+from modeling_cove.training.cards import checkpoint_fingerprint, make_eval_record, write_eval_json
+from modeling_cove.training.publish import PublishError, UploadError
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def optional(module: str, name: str):
@@ -189,7 +190,7 @@ def built(tmp_path_factory):
         model.eval()
         out[key] = model
         out[f"{key}_ckpt"] = save_checkpoint(model, tokenizer, root / f"{key}_ckpt", record_kwargs(key), target)
-        out[f"{key}_stage"] = push_to_hub.assemble(out[f"{key}_ckpt"], out[f"{key}_ckpt"] / "eval_results.json", repo,
+        out[f"{key}_stage"] = publish.assemble(out[f"{key}_ckpt"], out[f"{key}_ckpt"] / "eval_results.json", repo,
                                                    output_dir=root / f"{key}_stage", curve=out["curve"])
         out["heads"].append((key, repo, auto))
     return out
@@ -276,7 +277,7 @@ def test_mt_folder_carries_its_target_tokenizer(built):
 def test_verify_staging_loads_each_head(built, key):
     if f"{key}_stage" not in built:
         pytest.skip(f"head {key} not available")
-    check = push_to_hub.verify_staging(built[f"{key}_stage"])
+    check = publish.verify_staging(built[f"{key}_stage"])
     assert check["auto_class"] == dict((k, auto) for k, _, auto in built["heads"])[key]
     assert check["encoder_output_shape"] == (1, 7, built[key].config.output_size)
 
@@ -290,11 +291,10 @@ def test_dry_run_lists_files_and_touches_no_network(built, tmp_path, capsys, mon
     monkeypatch.setattr(huggingface_hub, "HfApi", no_network)
     monkeypatch.delenv("HF_TOKEN", raising=False)  # no token needed for a dry run
     ckpt = built["base_ckpt"]
-    code = push_to_hub.main([str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json"),
-                             "--revision", "v1", "--dry-run", "--output-dir", str(tmp_path / "stage"),
-                             "--curve", str(built["curve"])])
+    done = publish.publish(ckpt, ckpt / "eval_results.json", BASE_REPO, revision="v1", dry_run=True,
+                           output_dir=tmp_path / "stage", curve=built["curve"])
     printed = capsys.readouterr().out
-    assert code == 0
+    assert done.commit_url is None and done.staging.folder == tmp_path / "stage"
     assert "dry run: nothing uploaded" in printed
     assert f"/{BASE_REPO}" in printed and "revision: v1" in printed
     size = (ckpt / "model.safetensors").stat().st_size
@@ -427,7 +427,7 @@ def loaded(built):
         # round trip: upload every assembled folder with the script's upload step, then a fresh process without the
         # package downloads them ONLINE from this server into an empty cache (real 404s, real downloads)
         for key, repo, _ in built["heads"]:
-            push_to_hub.upload(built[f"{key}_stage"], token=TOKEN, endpoint=server.url)
+            publish.upload(built[f"{key}_stage"], token=TOKEN, endpoint=server.url)
         uploaded = len(server.calls)
         online_env = offline_env(root / "hf_home_online")
         online_env.update({"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0", "HF_ENDPOINT": server.url,
@@ -1083,12 +1083,11 @@ def hub():
 def test_upload_sends_every_file_and_the_commit_message(built, hub, tmp_path, capsys):
     ckpt = built["base_ckpt"]
     stage_dir = tmp_path / "stage"
-    code = push_to_hub.main([str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json"),
-                             "--curve", str(built["curve"]), "--private", "--revision", "v1",
-                             "--commit-message", "CoVe tiny: first upload", "--token", TOKEN,
-                             "--endpoint", hub.url, "--output-dir", str(stage_dir)])
+    done = publish.publish(ckpt, ckpt / "eval_results.json", BASE_REPO, curve=built["curve"], private=True,
+                           revision="v1", commit_message="CoVe tiny: first upload", token=TOKEN, endpoint=hub.url,
+                           output_dir=stage_dir)
     printed = capsys.readouterr()
-    assert code == 0, printed.err
+    assert done.commit_url and stage_dir.is_dir()  # a given staging folder is kept
     routes = [(method, path) for method, path, _ in hub.calls]
     # order: create repo, create branch, (validate README), preupload, LFS, commit
     assert routes[0] == ("POST", "/api/repos/create")
@@ -1119,10 +1118,9 @@ def test_upload_sends_every_file_and_the_commit_message(built, hub, tmp_path, ca
 
 def test_second_upload_to_main_reuses_the_repo(built, hub, tmp_path):
     ckpt = built["base_ckpt"]
-    args = [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json"), "--token", TOKEN,
-            "--endpoint", hub.url]
-    assert push_to_hub.main(args) == 0
-    assert push_to_hub.main(args) == 0  # create_repo answers 409 -> exist_ok
+    for _ in range(2):  # the second time create_repo answers 409 -> exist_ok
+        staging = publish.publish(ckpt, ckpt / "eval_results.json", BASE_REPO, token=TOKEN, endpoint=hub.url).staging
+        assert not staging.folder.exists()  # a temporary staging folder goes after the upload
     routes = [(method, path) for method, path, _ in hub.calls]
     assert routes.count(("POST", "/api/repos/create")) == 2
     assert not any("/branch/" in path for _, path in routes)  # main needs no branch
@@ -1136,16 +1134,38 @@ def test_second_upload_to_main_reuses_the_repo(built, hub, tmp_path):
     assert set(hub.repos[BASE_REPO]["branches"]["main"]) >= {"model.safetensors", "README.md", "config.json"}
 
 
-def test_wrong_token_is_reported_by_the_hub(built, hub, capsys):
+def test_wrong_token_is_reported_by_the_hub(built, hub):
     ckpt = built["base_ckpt"]
-    code = push_to_hub.main([str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json"),
-                             "--token", "hf_wrong", "--endpoint", hub.url])
-    err = capsys.readouterr().err
-    assert code == 1 and "the Hub refused the upload" in err and "401" in err
+    with pytest.raises(UploadError) as err:
+        publish.publish(ckpt, ckpt / "eval_results.json", BASE_REPO, token="hf_wrong", endpoint=hub.url)
+    assert "the Hub refused the upload" in str(err.value) and "401" in str(err.value)
+    assert "the assembled folder is kept in" in str(err.value)
     paths = [path for _, path, _ in hub.calls]
     assert paths[0] == "/api/repos/create"  # (create_repo then asks whether the repo exists: 404 here)
     assert not any("/preupload/" in path or "/commit/" in path or "lfs" in path for path in paths)
     assert not hub.commits and not hub.repos
+
+
+def test_command_line_dry_run_bad_input_and_refused_upload(built, hub, tmp_path):
+    """scripts/push_to_hub.py as a user runs it: exit 0 (dry run, offline), 2 (bad input), 1 (the Hub refuses)."""
+    ckpt = built["base_ckpt"]
+    offline = offline_env(tmp_path / "hf_home")  # a dry run needs no network
+    offline.pop("HF_TOKEN", None)
+    online = {**offline, "HF_HUB_OFFLINE": "0", "NO_PROXY": "127.0.0.1"}
+
+    def run(env, *args):
+        return subprocess.run([sys.executable, str(REPO / "scripts" / "push_to_hub.py"), str(ckpt),
+                               "--eval-json", str(ckpt / "eval_results.json"), *args], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=300)
+
+    dry = run(offline, "--repo-id", BASE_REPO, "--dry-run", "--output-dir", str(tmp_path / "stage"))
+    assert dry.returncode == 0, dry.stderr
+    assert "dry run: nothing uploaded" in dry.stdout and (tmp_path / "stage" / "README.md").is_file()
+    bad = run(online, "--repo-id", "org/co--ve", "--token", TOKEN, "--endpoint", hub.url)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: malformed repo id 'org/co--ve'")
+    refused = run(online, "--repo-id", BASE_REPO, "--token", "hf_wrong", "--endpoint", hub.url)
+    assert refused.returncode == 1 and "error: the Hub refused the upload" in refused.stderr
+    assert not hub.commits
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -1153,12 +1173,12 @@ def test_wrong_token_is_reported_by_the_hub(built, hub, capsys):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def run_bad(hub, capsys, args) -> str:
-    code = push_to_hub.main(args + ["--token", TOKEN, "--endpoint", hub.url])
-    err = capsys.readouterr().err
-    assert code == 2
+def run_bad(hub, checkpoint_dir, eval_json, repo_id=BASE_REPO, **kwargs) -> str:
+    with pytest.raises(PublishError) as err:
+        publish.publish(checkpoint_dir, eval_json, repo_id, token=TOKEN, endpoint=hub.url, **kwargs)
+    assert not isinstance(err.value, UploadError)
     assert hub.calls == []  # nothing reached the Hub
-    return err
+    return str(err.value)
 
 
 def copy_checkpoint(built, tmp_path, drop=()) -> Path:
@@ -1171,97 +1191,92 @@ def copy_checkpoint(built, tmp_path, drop=()) -> Path:
     return target
 
 
-def test_missing_weights(built, hub, tmp_path, capsys):
+def test_missing_weights(built, hub, tmp_path):
     ckpt = copy_checkpoint(built, tmp_path, drop=["model.safetensors"])
-    err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json")])
+    err = run_bad(hub, ckpt, ckpt / "eval_results.json")
     assert "no weights" in err and "model.safetensors" in err
 
 
-def test_pickled_weights_are_refused(built, hub, tmp_path, capsys):
+def test_pickled_weights_are_refused(built, hub, tmp_path):
     ckpt = copy_checkpoint(built, tmp_path, drop=["model.safetensors"])
     torch.save(built["base"].state_dict(), ckpt / "pytorch_model.bin")
-    err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json")])
+    err = run_bad(hub, ckpt, ckpt / "eval_results.json")
     assert "pickled weights" in err and "pytorch_model.bin" in err and "safetensors" in err
 
 
 def test_pickle_beside_safetensors_is_left_out(built, tmp_path):
     ckpt = copy_checkpoint(built, tmp_path)
     torch.save(built["base"].state_dict(), ckpt / "pytorch_model.bin")
-    stage = push_to_hub.assemble(ckpt, ckpt / "eval_results.json", BASE_REPO, output_dir=tmp_path / "stage")
+    stage = publish.assemble(ckpt, ckpt / "eval_results.json", BASE_REPO, output_dir=tmp_path / "stage")
     assert not (stage.folder / "pytorch_model.bin").exists()
     assert ("pytorch_model.bin", "pickled weights are never published") in stage.skipped
 
 
-def test_checkpoint_without_tokenizer(built, hub, tmp_path, capsys):
+def test_checkpoint_without_tokenizer(built, hub, tmp_path):
     ckpt = copy_checkpoint(built, tmp_path, drop=["tokenizer.json"])
-    err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json")])
+    err = run_bad(hub, ckpt, ckpt / "eval_results.json")
     assert "no tokenizer" in err and "tokenizer.json" in err and "save_pretrained" in err
 
 
-def test_evaluation_json_of_another_model(built, hub, tmp_path, capsys):
+def test_evaluation_json_of_another_model(built, hub, tmp_path):
     torch.manual_seed(123)
     other = CoveModel(tiny_config(vocab_size=len(built["tokenizer"]))).eval()  # same config, other weights
     other_dir = save_checkpoint(other, built["tokenizer"], tmp_path / "other", record_kwargs("base"))
     ckpt = built["base_ckpt"]
-    err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(other_dir / "eval_results.json")])
+    err = run_bad(hub, ckpt, other_dir / "eval_results.json")
     assert "describes another model" in err and "weights sha256" in err and "config sha256" not in err
     if "bcn_ckpt" in built:  # a head's JSON for the encoder: architecture and config differ too
-        err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO,
-                                    "--eval-json", str(built["bcn_ckpt"] / "eval_results.json")])
+        err = run_bad(hub, ckpt, built["bcn_ckpt"] / "eval_results.json")
         assert "architecture 'CoveForSequenceClassification' != checkpoint's 'CoveModel'" in err
 
 
-def test_malformed_evaluation_json(built, hub, tmp_path, capsys):
+def test_malformed_evaluation_json(built, hub, tmp_path):
     ckpt = built["base_ckpt"]
     record = json.loads((ckpt / "eval_results.json").read_text())
     record["metrics"] = [{"type": "bleu", "value": 3141.59}]
     del record["training"]["command"]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(record))
-    err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(bad)])
+    err = run_bad(hub, ckpt, bad)
     assert "training.command is required" in err and "percent" in err
 
 
 @pytest.mark.parametrize("repo_id", ["cove-large", "org/cove large", "org//cove", "a/b/c", "org/-cove", "org/cove.git",
                                      "org/co--ve", "org/" + "x" * 97, ""])
-def test_malformed_repo_id(built, hub, capsys, repo_id):
+def test_malformed_repo_id(built, hub, repo_id):
     ckpt = built["base_ckpt"]
-    err = run_bad(hub, capsys, [str(ckpt), "--repo-id", repo_id, "--eval-json", str(ckpt / "eval_results.json")])
+    err = run_bad(hub, ckpt, ckpt / "eval_results.json", repo_id)
     assert "malformed repo id" in err
 
 
-def test_no_token(built, hub, capsys, monkeypatch, tmp_path):
+def test_no_token(built, hub, monkeypatch, tmp_path):
     from huggingface_hub import constants
 
     for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))  # no stored login either
     ckpt = built["base_ckpt"]
-    code = push_to_hub.main([str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json"),
-                             "--endpoint", hub.url])
-    err = capsys.readouterr().err
-    assert code == 2 and "no Hugging Face token" in err and "HF_TOKEN" in err
+    with pytest.raises(PublishError, match="no Hugging Face token.*HF_TOKEN"):
+        publish.publish(ckpt, ckpt / "eval_results.json", BASE_REPO, endpoint=hub.url)
     assert hub.calls == []
 
 
-def test_non_empty_output_dir_and_bad_curve(built, hub, tmp_path, capsys):
+def test_non_empty_output_dir_and_bad_curve(built, hub, tmp_path):
     ckpt = built["base_ckpt"]
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "x.txt").write_text("x")
-    err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json"),
-                                "--output-dir", str(tmp_path / "busy")])
+    err = run_bad(hub, ckpt, ckpt / "eval_results.json", output_dir=tmp_path / "busy")
     assert "not empty" in err
     fake = tmp_path / "curve.png"
     fake.write_text("not a png")
-    err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json"),
-                                "--curve", str(fake)])
+    err = run_bad(hub, ckpt, ckpt / "eval_results.json", curve=fake)
     assert "not a PNG" in err
 
 
-def test_tokenizer_of_another_vocabulary(built, hub, tmp_path, capsys):
+def test_tokenizer_of_another_vocabulary(built, hub, tmp_path):
     ckpt = copy_checkpoint(built, tmp_path)
     build_cove_tokenizer(WORDS[:5]).save_pretrained(ckpt)  # weights and eval JSON still match, the tokenizer not
-    err = run_bad(hub, capsys, [str(ckpt), "--repo-id", BASE_REPO, "--eval-json", str(ckpt / "eval_results.json")])
+    err = run_bad(hub, ckpt, ckpt / "eval_results.json")
     assert f"the tokenizer has 9 tokens but the model's vocab_size is {len(WORDS) + 4}" in err
 
 

@@ -334,19 +334,27 @@ def test_card_never_shows_the_configured_epochs_as_run(checkpoint, tmp_path):
 def test_a_free_text_encoder_label_is_not_a_claim_of_pretraining(checkpoint):
     text = str(generate.build_card(bcn_over_vocab_record(checkpoint, "runs/vocab"), bcn_config(checkpoint), "org/x"))
     assert "pretrained as" not in text and "← comparable setting" not in text
-    assert "loaded from `runs/vocab`; whether it was pretrained is not recorded" in text
+    assert "recorded as `runs/vocab`; whether it was pretrained is not recorded" in text
+    hub_encoder = {"training": {"encoder": describe_encoder("org/cove-large")}}
+    assert generate.encoder_text(hub_encoder) == "loaded from `org/cove-large`; whether it was pretrained is not recorded"
 
 
 def test_describe_encoder_reads_what_the_checkpoint_is(tmp_path):
     exported = tmp_path / "exported"
     exported.mkdir()
     (exported / "mt_metrics.json").write_text(json.dumps({
-        "settings": {"dataset": "iwslt"}, "epochs": [{"epoch": 1}, {"epoch": 2}], "stop_reason": "max epochs",
+        "settings": {"dataset": "iwslt"}, "stop_reason": "max steps 250 reached", "global_step": 250,
+        "epochs": [{"epoch": 1, "global_step": 200}, {"epoch": 2, "global_step": 250, "complete": False}],
         "test": {"bleu": 12.3456, "perplexity": 40.0}}))
-    assert describe_encoder(exported, name="CoVe-M") == {
+    encoder = describe_encoder(exported, name="CoVe-M")
+    assert encoder == {
         "kind": "pretrained", "path": str(exported), "name": "CoVe-M",
-        "pretraining": {"dataset": "iwslt", "epochs_run": 2, "stop_reason": "max epochs", "test_bleu": 12.35,
-                        "test_perplexity": 40.0}}
+        "pretraining": {"dataset": "iwslt", "complete_epochs": 1, "steps_run": 250,
+                        "stop_reason": "max steps 250 reached", "test_bleu": 12.35, "test_perplexity": 40.0}}
+    record = {"training": {"encoder": encoder}}
+    assert generate.encoder_text(record) == (
+        f"pretrained on English→German translation `CoVe-M` `{exported}` (translation data: iwslt; 1 complete "
+        "epoch; 250 steps; stopped: max steps 250 reached; test BLEU 12.35)")
     converted = tmp_path / "converted"
     converted.mkdir()
     (converted / "conversion_info.json").write_text("{}")

@@ -24,6 +24,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from .cards_record import (  # re-exported: the card and its inputs have one import path
     ENCODER_KINDS,
     PAPER_COLUMNS,
+    PICKLE_SUFFIXES,
     SCHEMA_VERSION,
     CheckpointError,
     EvalRecordError,
@@ -42,10 +43,10 @@ from .cards_record import (  # re-exported: the card and its inputs have one imp
 
 __all__ = [
     "CardError", "CheckpointError", "DEFAULT_LICENSE", "ENCODER_KINDS", "EvalRecordError", "METRIC_NAMES",
-    "PAPER_COLUMNS", "SCHEMA_VERSION", "build_card", "card_data", "check_card", "check_record_matches_checkpoint",
-    "checkpoint_fingerprint", "comparable_column", "config_fingerprint", "describe_encoder", "encoder_text",
-    "find_safetensors_weights", "load_eval_json", "make_eval_record", "progress_text", "read_config", "render_card",
-    "validate_eval_record", "weights_fingerprint", "write_eval_json",
+    "PAPER_COLUMNS", "PICKLE_SUFFIXES", "SCHEMA_VERSION", "build_card", "card_data", "check_card",
+    "check_record_matches_checkpoint", "checkpoint_fingerprint", "comparable_column", "config_fingerprint",
+    "describe_encoder", "encoder_text", "find_safetensors_weights", "load_eval_json", "make_eval_record",
+    "progress_text", "read_config", "render_card", "validate_eval_record", "weights_fingerprint", "write_eval_json",
 ]
 
 TEMPLATE_PATH = Path(__file__).resolve().parent / "card_template.md"
@@ -203,10 +204,13 @@ def _pretraining_text(pretraining: dict) -> str:
         parts.append(pretraining["source"])
     if pretraining.get("dataset"):
         parts.append(f"translation data: {pretraining['dataset']}")
-    if pretraining.get("epochs_run") is not None:
-        parts.append(f"{_fmt(pretraining['epochs_run'])} epochs")
+    if pretraining.get("complete_epochs") is not None:
+        count = pretraining["complete_epochs"]
+        parts.append(f"{count} complete epoch{'' if count == 1 else 's'}")
     if pretraining.get("steps_run") is not None:
-        parts.append(f"{pretraining['steps_run']} steps")
+        parts.append(f"{pretraining['steps_run']:,} steps")
+    if pretraining.get("stop_reason"):
+        parts.append(f"stopped: {pretraining['stop_reason']}")
     if pretraining.get("test_bleu") is not None:
         parts.append(f"test BLEU {_fmt(pretraining['test_bleu'])}")
     return "; ".join(parts) if parts else "its translation metrics were not recorded"
@@ -221,13 +225,16 @@ def encoder_text(record: dict) -> str:
     label = f" {label}" if label else ""
     kind = encoder["kind"]
     if kind == "pretrained":
-        return f"pretrained on English→German translation{label} ({_pretraining_text(encoder.get('pretraining') or {})})"
+        pretraining = _pretraining_text(encoder.get("pretraining") or {})
+        return f"pretrained on English→German translation{label} ({pretraining})"
     if kind == "random":
         return (f"randomly initialised and never trained{label}: its outputs carry no translation knowledge, so "
                 "this is not CoVe")
     if kind == "unused":
         return f"not read by this model (it reads the word vectors only){label}"
-    return f"loaded from{label or ' an unnamed checkpoint'}; whether it was pretrained is {NOT_RECORDED}"
+    source = f"loaded from `{encoder['path']}`" if encoder.get("path") else \
+        f"recorded as `{encoder['name']}`" if encoder.get("name") else "an MT-LSTM"
+    return f"{source}; whether it was pretrained is {NOT_RECORDED}"
 
 
 def comparable_column(record: dict) -> tuple:
@@ -387,74 +394,89 @@ def render_intended_use(architecture: str, record: dict) -> str:
 
 
 def render_loading(architecture: str, record: dict, config: dict, repo_id: str, remote: bool) -> str:
+    """The Python a user runs to load this model: with the package installed, or as Hub remote code."""
     head = [] if remote else ["import modeling_cove  # registers CoVe with the Auto classes"]
     trust = ", trust_remote_code=True" if remote else ""
-    key = record["dataset"].get("key")
-    if architecture == "CoveModel":
-        return "\n".join(head + [
-            "from transformers import AutoModel, AutoTokenizer",
-            "",
-            f'model = AutoModel.from_pretrained("{repo_id}"{trust})',
-            f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}"{trust})',
-            'batch = tokenizer(["The cat sat on the mat ."], return_tensors="pt")',
-            "outputs = model(**batch)",
-            f"outputs.last_hidden_state  # (batch, time, {_output_size(config)})",
-            "",
-            "# many texts: sorted by length and batched with their neighbours, one (T_i, D) tensor per text",
-            'vectors = model.encode(["The cat sat on the mat .", "A dog ran ."], tokenizer, batch_size=64)',
-        ] + ([] if remote else [
+    writers = {"CoveModel": _loading_encoder, "CoveForSequenceClassification": _loading_classifier,
+               "CoveForQuestionAnswering": _loading_qa, "CoveForMachineTranslation": _loading_mt}
+    if architecture not in writers:
+        raise CardError(f"no loading example for {architecture}")
+    return "\n".join(head + writers[architecture](record, config, repo_id, remote, trust))
+
+
+def _loading_encoder(record: dict, config: dict, repo_id: str, remote: bool, trust: str) -> list:
+    lines = [
+        "from transformers import AutoModel, AutoTokenizer",
+        "",
+        f'model = AutoModel.from_pretrained("{repo_id}"{trust})',
+        f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}"{trust})',
+        'batch = tokenizer(["The cat sat on the mat ."], return_tensors="pt")',
+        "outputs = model(**batch)",
+        f"outputs.last_hidden_state  # (batch, time, {_output_size(config)})",
+        "",
+        "# many texts: sorted by length and batched with their neighbours, one (T_i, D) tensor per text",
+        'vectors = model.encode(["The cat sat on the mat .", "A dog ran ."], tokenizer, batch_size=64)',
+    ]
+    if not remote:
+        lines += [
             "# the same as a pipeline (registered by the package): each result (1, T_i, D), in the input order",
             "from transformers import pipeline",
             f'extractor = pipeline("cove-feature-extraction", model="{repo_id}")',
             'features = extractor(["The cat sat on the mat .", "A dog ran ."], batch_size=64)',
-        ]))
-    if architecture == "CoveForSequenceClassification":
-        lines = head + [
-            "from transformers import pipeline",
-            "",
-            f'classifier = pipeline("text-classification", model="{repo_id}"{trust})',
         ]
-        if key == "snli":
-            premise, hypothesis = PAIR_EXAMPLE
-            lines.append(f'classifier({{"text": "{premise}", "text_pair": "{hypothesis}"}})')
-        else:
-            lines.append(f'classifier("{EXAMPLES.get(key, "A gripping , beautifully acted film .")}")')
-        lines += ["", "# or the model itself:", "from transformers import AutoModelForSequenceClassification",
-                  f'model = AutoModelForSequenceClassification.from_pretrained("{repo_id}"{trust})']
-        return "\n".join(lines)
-    if architecture == "CoveForQuestionAnswering":
-        lines = head + ["from transformers import AutoModelForQuestionAnswering, AutoTokenizer", "",
-                        f'model = AutoModelForQuestionAnswering.from_pretrained("{repo_id}"{trust})',
-                        f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}"{trust})']
-        if _has_qa_pipeline(config):
-            if remote:
-                lines += ["", "# transformers 5 has no built-in question-answering pipeline; this repository ships "
-                          "one (pipeline_cove.py):",
-                          "from transformers import pipeline",
-                          f'qa = pipeline("question-answering", model="{repo_id}", trust_remote_code=True)']
-            else:
-                lines += ["", "# the package registers its question-answering pipeline as \"cove-question-answering\"",
-                          "# (transformers 5 blocks the name \"question-answering\" for local registration):",
-                          "from transformers import pipeline",
-                          f'qa = pipeline("cove-question-answering", model="{repo_id}")']
-            lines.append('qa(question="Where do the cats sit ?", context="The cats sit on the mat in the kitchen .")')
-        return "\n".join(lines)
-    if architecture == "CoveForMachineTranslation":
-        return "\n".join(head + [
-            "from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer",
-            "",
-            f'model = AutoModelForSeq2SeqLM.from_pretrained("{repo_id}"{trust})',
-            f'source_tokenizer = AutoTokenizer.from_pretrained("{repo_id}"{trust})',
-            f'target_tokenizer = AutoTokenizer.from_pretrained("{repo_id}", subfolder="target_tokenizer"{trust})',
-            'batch = source_tokenizer(["A man is playing a guitar ."], return_tensors="pt",',
-            "                         return_token_type_ids=False)",
-            "ids = model.generate(**batch, num_beams=5, max_new_tokens=50)",
-            "target_tokenizer.batch_decode(ids, skip_special_tokens=True)",
-            "",
-            "# the CoVe encoder alone (the decoder weights are reported as unused):",
-            f'encoder = AutoModel.from_pretrained("{repo_id}"{trust})',
-        ])
-    raise CardError(f"no loading example for {architecture}")
+    return lines
+
+
+def _loading_classifier(record: dict, config: dict, repo_id: str, remote: bool, trust: str) -> list:
+    key = record["dataset"].get("key")
+    lines = [
+        "from transformers import pipeline",
+        "",
+        f'classifier = pipeline("text-classification", model="{repo_id}"{trust})',
+    ]
+    if key == "snli":
+        premise, hypothesis = PAIR_EXAMPLE
+        lines.append(f'classifier({{"text": "{premise}", "text_pair": "{hypothesis}"}})')
+    else:
+        lines.append(f'classifier("{EXAMPLES.get(key, "A gripping , beautifully acted film .")}")')
+    return lines + ["", "# or the model itself:", "from transformers import AutoModelForSequenceClassification",
+                    f'model = AutoModelForSequenceClassification.from_pretrained("{repo_id}"{trust})']
+
+
+def _loading_qa(record: dict, config: dict, repo_id: str, remote: bool, trust: str) -> list:
+    lines = ["from transformers import AutoModelForQuestionAnswering, AutoTokenizer", "",
+             f'model = AutoModelForQuestionAnswering.from_pretrained("{repo_id}"{trust})',
+             f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}"{trust})']
+    if not _has_qa_pipeline(config):
+        return lines
+    if remote:
+        lines += ["", "# transformers 5 has no built-in question-answering pipeline; this repository ships "
+                  "one (pipeline_cove.py):",
+                  "from transformers import pipeline",
+                  f'qa = pipeline("question-answering", model="{repo_id}", trust_remote_code=True)']
+    else:
+        lines += ["", "# the package registers its question-answering pipeline as \"cove-question-answering\"",
+                  "# (transformers 5 blocks the name \"question-answering\" for local registration):",
+                  "from transformers import pipeline",
+                  f'qa = pipeline("cove-question-answering", model="{repo_id}")']
+    return lines + ['qa(question="Where do the cats sit ?", context="The cats sit on the mat in the kitchen .")']
+
+
+def _loading_mt(record: dict, config: dict, repo_id: str, remote: bool, trust: str) -> list:
+    return [
+        "from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer",
+        "",
+        f'model = AutoModelForSeq2SeqLM.from_pretrained("{repo_id}"{trust})',
+        f'source_tokenizer = AutoTokenizer.from_pretrained("{repo_id}"{trust})',
+        f'target_tokenizer = AutoTokenizer.from_pretrained("{repo_id}", subfolder="target_tokenizer"{trust})',
+        'batch = source_tokenizer(["A man is playing a guitar ."], return_tensors="pt",',
+        "                         return_token_type_ids=False)",
+        "ids = model.generate(**batch, num_beams=5, max_new_tokens=50)",
+        "target_tokenizer.batch_decode(ids, skip_special_tokens=True)",
+        "",
+        "# the CoVe encoder alone (the decoder weights are reported as unused):",
+        f'encoder = AutoModel.from_pretrained("{repo_id}"{trust})',
+    ]
 
 
 def render_training(record: dict, architecture: str) -> str:

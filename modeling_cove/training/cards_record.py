@@ -196,12 +196,14 @@ def _pretraining_summary(metrics: dict) -> dict:
     dataset = (metrics.get("settings") or {}).get("dataset")
     if isinstance(dataset, str):
         summary["dataset"] = dataset
-    epochs = metrics.get("epochs")
-    if isinstance(epochs, list):
-        summary["epochs_run"] = len(epochs)
-    for key in ("steps_run", "global_step", "stop_reason"):
-        if metrics.get(key) is not None:
-            summary["steps_run" if key == "global_step" else key] = metrics[key]
+    epochs = [epoch for epoch in metrics.get("epochs") or [] if isinstance(epoch, dict)]
+    if epochs:
+        summary["complete_epochs"] = sum(1 for epoch in epochs if epoch.get("complete", True))
+    steps = metrics.get("global_step", epochs[-1].get("global_step") if epochs else None)
+    if isinstance(steps, int):
+        summary["steps_run"] = steps
+    if isinstance(metrics.get("stop_reason"), str):
+        summary["stop_reason"] = metrics["stop_reason"]
     test = metrics.get("test") or {}
     for key in ("bleu", "perplexity"):
         if _is_number(test.get(key)):
