@@ -5,5 +5,8 @@ subpackage. Modules:
 
 - `run_info`: what every run records (git commit, machine, command), the metrics JSON writer and the curve plot.
 - `presets`: named YAML/JSON presets under `configuration/`.
+- `mt` (+ `mt_data`, `mt_schedule`, `mt_state`, `mt_eval`, `mt_trainer`): MT pretraining — `MTArguments`,
+  `train_mt`; data and batch order, the lr schedule and stop reasons, resume state, evaluation, the loop.
+- `export`: the encoder of an MT checkpoint as a CoVe encoder checkpoint, with its card.
 - `results`: the result tables of `benchmarks/results/` collected from `runs/` (`scripts/collect_results.py`).
 """
