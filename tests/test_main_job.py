@@ -1,4 +1,5 @@
-"""The main job (scripts/main.py) end to end on the embedded default in its reduced mode (--quick), as subprocesses:
+"""The main job (scripts/main.py, modeling_cove.training.pipeline) end to end on the embedded default in its reduced
+mode (--quick), as subprocesses:
 
 1. a first run whose pretraining subprocess is SIGKILLed mid-way (after its step-5 checkpoint): the job fails with
    exit 1, no stage after it ran, and pretraining is not marked finished;
@@ -6,7 +7,8 @@
    completes (report.json, REPORT.md, curves, Hub-ready folder, predictions printed);
 3. the same command a third time: every stage is skipped.
 Bad input (unknown preset/task, missing data dir, wrong vectors file) exits 2 with a clear message before any work.
-About 1-2 minutes on one busy core.
+About 1-2 minutes on one busy core. The settings (presets, --data-dir) and the stage subprocess runner are also tested
+on their own, through the library.
 """
 
 import json
@@ -18,6 +20,9 @@ import time
 from pathlib import Path
 
 import pytest
+
+from modeling_cove.training import pipeline
+from modeling_cove.training.pipeline import Command, InputError, JobOptions, StageError
 
 REPO = Path(__file__).resolve().parents[1]
 MAIN = REPO / "scripts" / "main.py"
@@ -55,7 +60,7 @@ def job(tmp_path_factory):
         while time.time() < deadline and proc.poll() is None:
             complete = [d for d in checkpoints.glob("step-*") if d.name[5:].isdigit()] if checkpoints.is_dir() else []
             if complete and running.exists():  # a complete in-epoch checkpoint (--save-steps 5) exists
-                killed_pid = json.loads(running.read_text())["pid"]
+                killed_pid = json.loads(running.read_text())[0]["pid"]
                 os.kill(killed_pid, signal.SIGKILL)
                 break
             time.sleep(0.05)
@@ -183,7 +188,7 @@ def test_other_settings_in_the_same_run_dir_are_refused(job):
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--preset", "no-such-preset"], "unknown preset 'no-such-preset'"),
+    (["--preset", "no-such-preset"], "unknown main preset 'no-such-preset'"),
     (["--tasks", "no-such-task"], "unknown task 'no-such-task'"),
     (["--data-dir", "/nonexistent/data"], "--data-dir /nonexistent/data does not exist"),
     (["--vectors", "/nonexistent/glove.txt"], "vectors file not found: /nonexistent/glove.txt"),
@@ -208,24 +213,66 @@ def test_wrong_vector_dimension_exits_2(tmp_path):
 
 
 def test_the_published_column_is_chosen_on_validation():
-    import main  # scripts/ is on sys.path (conftest.py)
-
     trained = {"vectors+cove": {"validation_accuracy": 70.0, "test_accuracy": 99.0},
                "vectors": {"validation_accuracy": 100.0, "test_accuracy": 50.0}}
-    assert main.published_column(trained) == "vectors"  # validation decides, never test
+    assert pipeline.published_column(trained) == "vectors"  # validation decides, never test
     trained["vectors+cove"]["validation_accuracy"] = 100.0
-    assert main.published_column(trained) == "vectors+cove"  # a tie keeps the preset's CoVe column (trained first)
-    assert main.published_column({"vectors+cove": {"validation_accuracy": 10.0}}) == "vectors+cove"
+    assert pipeline.published_column(trained) == "vectors+cove"  # a tie keeps the preset's CoVe column (trained first)
+    assert pipeline.published_column({"vectors+cove": {"validation_accuracy": 10.0}}) == "vectors+cove"
 
 
 def test_accelerate_config_is_resolved_from_the_repository(tmp_path, monkeypatch):
     """--accelerate-config relative to the repository (as in the docstring) or to the working directory."""
-    import main  # scripts/ is on sys.path (conftest.py)
-
     monkeypatch.chdir(tmp_path)
-    args = main.parse_args(["--quick", "--run-dir", str(tmp_path / "run"),
-                            "--accelerate-config", "configuration/accelerate/cpu.yaml"])
-    assert main.resolve(args)["accelerate_config"] == str(REPO / "configuration" / "accelerate" / "cpu.yaml")
+    options = JobOptions(quick=True, run_dir=str(tmp_path / "run"),
+                         accelerate_config="configuration/accelerate/cpu.yaml")
+    assert pipeline.resolve(options)["accelerate_config"] == str(REPO / "configuration" / "accelerate" / "cpu.yaml")
     (tmp_path / "mine.yaml").write_text("compute_environment: LOCAL_MACHINE\n")
-    args = main.parse_args(["--quick", "--run-dir", str(tmp_path / "run"), "--accelerate-config", "mine.yaml"])
-    assert main.resolve(args)["accelerate_config"] == str(tmp_path / "mine.yaml")
+    options.accelerate_config = "mine.yaml"
+    assert pipeline.resolve(options)["accelerate_config"] == str(tmp_path / "mine.yaml")
+
+
+def test_cove_small_on_the_shared_data_resolves(data_dir):
+    """`--preset cove-small --data-dir ../shared/data`: the stand-in vectors of the data folder, the preset's tasks,
+    CoVe-S pretraining on Multi30k; a data folder without a needed source is refused before any work."""
+    cfg = pipeline.resolve(JobOptions(preset="cove-small", data_dir=str(data_dir)))
+    assert cfg["preset"] == "cove-small" and cfg["data_dir"] == str(data_dir.resolve())
+    assert cfg["vectors_file"] == str((data_dir / "vectors" / "w2v-lower-300d.txt.xz").resolve()) and cfg["dim"] == 300
+    assert [t["task"] for t in cfg["tasks"]] == ["trec6", "sst2"]
+    assert cfg["preset_content"]["pretrain"]["preset"] == "configuration/models/cove-small.json"
+    assert pipeline.paper_numbers(cfg)["table2"]["trec6"]["comparable"] is True
+    with pytest.raises(InputError, match="needs --vectors FILE"):
+        pipeline.resolve(JobOptions(preset="cove-small"))
+    with pytest.raises(InputError, match=r"has no multi30k/ folder \(needed for multi30k\)"):
+        pipeline.resolve(JobOptions(preset="cove-small", data_dir=str(data_dir / "multi30k"),
+                                    vectors=str(data_dir / "vectors" / "w2v-lower-300d.txt.xz")))
+
+
+def test_classifier_runs_at_once_follow_the_cores():
+    spec = {"concurrent_runs": 2}
+    assert pipeline.classifier_slots(spec, None, cores=2) == (2, 1)  # the embedded default on 2 cores
+    assert pipeline.classifier_slots(spec, None, cores=16) == (2, 8)
+    assert pipeline.classifier_slots(spec, None, cores=1) == (1, 1)
+    assert pipeline.classifier_slots(spec, 2, cores=2) == (1, 2)  # --threads 2 fills both cores with one run
+    assert pipeline.classifier_slots({}, None, cores=4) == (1, 4)  # one at a time unless the preset says so
+
+
+def test_commands_run_side_by_side_and_a_failure_stops_the_others(tmp_path, capsys):
+    stage = tmp_path / "classifier"
+    stage.mkdir()
+    marker = tmp_path / "second-finished"
+    sleep_then = ("import sys, time; time.sleep(float(sys.argv[1])); print('finished', sys.argv[1]); "
+                  "sys.exit(int(sys.argv[2]))")
+    start = time.time()
+    done = []
+    pipeline.run_commands([Command([sys.executable, "-c", sleep_then, "1.5", "0"], "first"),
+                           Command([sys.executable, "-c", sleep_then, "1.5", "0"], "second", log=tmp_path / "2.log",
+                                   on_success=lambda: done.append("second"))], stage, slots=2)
+    assert time.time() - start < 2.9  # side by side, not one after the other
+    assert done == ["second"] and "finished 1.5" in (tmp_path / "2.log").read_text()
+    assert not (tmp_path / "classifier.running.json").exists()
+    with pytest.raises(StageError, match=r"failing failed \(exit code 3\)"):
+        pipeline.run_commands([Command([sys.executable, "-c", sleep_then, "0.2", "3"], "failing"),
+                               Command([sys.executable, "-c", sleep_then + f"; open({str(marker)!r}, 'w')", "30", "0"],
+                                       "slow", log=tmp_path / "slow.log")], stage, slots=2)
+    assert time.time() - start < 20 and not marker.exists()  # the slow one was stopped, not waited for
