@@ -1,0 +1,505 @@
+"""biLM pretraining (issue 34; docs/bilm.md): an ELMo-style `CoveForBidirectionalLM` trained on monolingual text
+with Accelerate (one CPU, N GPUs, DDP), resumable exactly, then exported as a plain encoder checkpoint.
+
+Corpus: texts from local text files (one text per line), `datasets` ids (`hf:<id>[:<config>]`, their "train"
+split) and the *training* splits of the local data (`LOCAL_CORPORA`: never a split that a results table evaluates
+on). A fixed share of the texts (`heldout_fraction`, seeded) is held out for the perplexity reported every epoch.
+Each text is tokenised with the encoder checkpoint's tokenizer and closed by `</s>`; the texts, concatenated, make one
+token stream, cut into windows of `seq_len + 1` tokens that overlap by one (so every token but the stream's first is
+a forward target once, and every token but its last a backward target once). A step reads `batch_size` windows; the
+window order is a function of (seed, epoch) only, so a resumed run replays it exactly. States are not carried
+between windows: downstream the encoder reads each text from a zero state, and so does it here.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .mt_state import checkpoint_dirs, read_trainer_state, save_checkpoint
+from .run_info import command_line, git_commit, machine_info, plot_curves, write_json
+
+# name -> (loader, what it reads): the English training texts of the local data (modeling_cove.data's splits)
+LOCAL_CORPORA = {
+    "imdb": "IMDb train reviews (the 90% the classifiers train on), whole",
+    "sst": "SST train sentences (sentence-level trees; SST-2's training phrases come from the same trees)",
+    "trec": "TREC train questions (the 90% the classifiers train on)",
+    "multi30k": "Multi30k train English captions",
+    "snli": "SNLI premises and hypotheses of the 90% of dev the classifier trains on",
+    "squad": "SQuAD contexts and questions of the training articles (~80% of dev's articles)",
+}
+
+
+def local_texts(name: str, data_dir) -> list:
+    """The training texts of local corpus `name` (a key of LOCAL_CORPORA) under `data_dir`."""
+    from ..data import load_classification, load_squad, load_translation
+
+    if name == "imdb":
+        return list(load_classification("imdb", data_dir, imdb_words=10**9)["train"]["text"])
+    if name in ("sst", "trec"):
+        return list(load_classification({"sst": "sst5", "trec": "trec6"}[name], data_dir)["train"]["text"])
+    if name == "multi30k":
+        return list(load_translation(data_dir)["train"]["src"])
+    if name == "snli":
+        train = load_classification("snli", data_dir)["train"]
+        return list(dict.fromkeys(train["text"] + train["text_pair"]))  # premises repeat: once each
+    if name == "squad":
+        train = load_squad(data_dir)["train"]
+        return list(dict.fromkeys(train["context"])) + list(train["question"])
+    raise ValueError(f"unknown local corpus {name!r}; choose from {sorted(LOCAL_CORPORA)}")
+
+
+def corpus_texts(source: str, data_dir=None, text_column: str = "text") -> list:
+    """The texts of one corpus `source`: a LOCAL_CORPORA name (read from `data_dir`), a text file (one text per
+    non-empty line) or `hf:<dataset id>[:<config>]` (its "train" split, column `text_column`, empty rows dropped)."""
+    if source in LOCAL_CORPORA:
+        if data_dir is None:
+            raise ValueError(f"corpus {source!r} is read from the local data: give data_dir (e.g. ../shared/data)")
+        return local_texts(source, data_dir)
+    if source.startswith("hf:"):
+        import datasets
+
+        dataset_id, _, config_name = source[3:].partition(":")
+        rows = datasets.load_dataset(dataset_id, config_name or None, split="train")
+        if text_column not in rows.column_names:
+            raise ValueError(f"{source} has no column {text_column!r}; its columns are {rows.column_names}")
+        return [t for t in rows[text_column] if t and t.strip()]
+    path = Path(source)
+    if not path.is_file():
+        raise ValueError(f"corpus {source!r} is neither a local corpus ({', '.join(sorted(LOCAL_CORPORA))}), an "
+                         "hf:<dataset id> nor a text file")
+    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def split_heldout(texts: list, fraction: float, seed: int) -> tuple:
+    """(training texts, held-out texts): a seeded random `fraction` of the texts (at least one) held out."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"heldout_fraction must be in (0, 1), got {fraction!r}")
+    if len(texts) < 2:
+        raise ValueError(f"the corpus has {len(texts)} text(s): at least 2 are needed (training and held out)")
+    order = list(range(len(texts)))
+    random.Random(seed).shuffle(order)
+    cut = max(1, round(fraction * len(texts)))
+    return [texts[i] for i in sorted(order[cut:])], [texts[i] for i in sorted(order[:cut])]
+
+
+def token_stream(texts: list, tokenizer, chunk: int = 2000, progress: bool = False) -> torch.Tensor:
+    """All `texts` tokenised (no special tokens) and each closed by the tokenizer's `</s>`: one int64 stream."""
+    from tqdm.auto import tqdm
+
+    eos = tokenizer.eos_token_id
+    if eos is None:
+        raise ValueError("the tokenizer has no eos_token (</s>) to close each text with")
+    pieces = []
+    for start in tqdm(range(0, len(texts), chunk), desc="tokenizing", disable=not progress, leave=False):
+        for ids in tokenizer(texts[start:start + chunk], add_special_tokens=False)["input_ids"]:
+            pieces.append(torch.tensor(ids + [eos], dtype=torch.long))
+    return torch.cat(pieces) if pieces else torch.zeros(0, dtype=torch.long)
+
+
+class WindowStore:
+    """A token stream seen as windows of `seq_len + 1` tokens at stride `seq_len` (the last partial one dropped)."""
+
+    def __init__(self, stream: torch.Tensor, seq_len: int):
+        if seq_len < 1:
+            raise ValueError(f"seq_len must be >= 1, got {seq_len}")
+        self.stream, self.seq_len = stream, seq_len
+        self.num_windows = max(0, (len(stream) - 1) // seq_len)
+
+    def __len__(self) -> int:
+        return self.num_windows
+
+    def batch(self, indices) -> torch.Tensor:
+        """(len(indices), seq_len + 1) token ids of those windows."""
+        starts = torch.as_tensor(list(indices), dtype=torch.long).unsqueeze(1) * self.seq_len
+        return self.stream[starts + torch.arange(self.seq_len + 1)]
+
+
+def epoch_batches(num_windows: int, batch_size: int, seed: int, epoch: int) -> list:
+    """The epoch's batches of window indices: a permutation seeded by (seed, epoch), cut into full batches."""
+    order = torch.randperm(num_windows, generator=torch.Generator().manual_seed(seed * 1000003 + epoch)).tolist()
+    return [order[i:i + batch_size] for i in range(0, num_windows - batch_size + 1, batch_size)]
+
+
+@dataclass
+class BiLMState:
+    """What a checkpoint holds besides Accelerate's model/optimizer/scheduler/RNG state (JSON, trainer_state.json)."""
+
+    epoch: int = 0  # completed epochs
+    step_in_epoch: int = 0
+    global_step: int = 0
+    train_seconds: float = 0.0
+    train_tokens: int = 0
+    epoch_sums: list = field(default_factory=lambda: [0.0, 0.0, 0, 0])  # forward/backward NLL sums and counts
+    loss_log: list = field(default_factory=list)  # [step, loss, forward ppl, backward ppl]
+    history: list = field(default_factory=list)  # one record per epoch
+    finished: bool = False
+
+    def state_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    def load_state_dict(self, state: dict):
+        self.__dict__.update(state)
+
+
+@dataclass
+class BiLMSettings:
+    """Every setting of a pretraining run (the CLI's flags). `RESUME_KEYS` must not change on `resume`."""
+
+    init_from: str  # a CoVe encoder checkpoint: its tokenizer and (frozen) word vectors
+    output_dir: str
+    corpus: list = field(default_factory=lambda: sorted(LOCAL_CORPORA))
+    data_dir: str | None = None
+    text_column: str = "text"
+    limit_texts: int | None = None  # per corpus, for smoke tests
+    heldout_fraction: float = 0.02
+    seq_len: int = 35
+    batch_size: int = 64  # windows per step, over all processes
+    eval_batch_size: int = 128
+    epochs: int = 1
+    max_steps: int | None = None
+    time_budget_minutes: float | None = None
+    lr: float = 1e-3
+    scheduler: str = "linear"  # a transformers.get_scheduler name
+    warmup_steps: int = 0
+    grad_clip: float = 5.0
+    dropout: float = 0.1
+    hidden_size: int | None = None  # None: the word vectors' width (what the BCN's scalar mix needs)
+    num_layers: int = 2
+    residual: bool = True
+    tie_softmax: bool = True
+    cutoffs: list | None = None
+    seed: int = 1234
+    save_steps: int = 0
+    keep_checkpoints: int = 2
+    log_every: int = 20
+    resume: bool = False
+    overwrite: bool = False
+
+
+RESUME_KEYS = ("init_from", "corpus", "data_dir", "text_column", "limit_texts", "heldout_fraction", "seq_len",
+               "batch_size", "epochs", "lr", "scheduler", "warmup_steps", "dropout", "hidden_size", "num_layers",
+               "residual", "tie_softmax", "cutoffs", "seed")
+
+
+def build_model(settings: BiLMSettings):
+    """(CoveForBidirectionalLM, tokenizer): a fresh biLM over the word vectors (and char n-gram table) of
+    `settings.init_from`, tokenised by its tokenizer."""
+    from transformers import AutoTokenizer
+
+    from ..configuration_cove import CoveConfig
+    from ..modeling_cove import CoveModel
+    from ..modeling_cove_bilm import CoveForBidirectionalLM
+    from ..tokenization_cove import check_tokenizer_matches
+
+    source = CoveModel.from_pretrained(settings.init_from)
+    tokenizer = AutoTokenizer.from_pretrained(settings.init_from)
+    check_tokenizer_matches(source.config, tokenizer)
+    values = {k: v for k, v in source.config.to_dict().items() if k not in ("auto_map", "architectures")}
+    values.update(encoder_type="bilm", hidden_size=settings.hidden_size or source.config.word_vector_dim,
+                  num_hidden_layers=settings.num_layers, encoder_dropout=settings.dropout,
+                  bilm_residual=settings.residual, bilm_tie_softmax=settings.tie_softmax,
+                  bilm_softmax_cutoffs=settings.cutoffs, freeze_encoder=False, include_word_vectors=False,
+                  cove_output="top", architectures=["CoveForBidirectionalLM"])
+    model = CoveForBidirectionalLM(CoveConfig.from_dict(values))
+    tables = {k: v for k, v in source.state_dict().items() if k.startswith(("embeddings.", "char_ngram_embeddings."))}
+    model.cove.load_state_dict(tables, strict=False)
+    return model, tokenizer
+
+
+def load_streams(settings: BiLMSettings, tokenizer, progress: bool) -> tuple:
+    """(training WindowStore, held-out WindowStore, data statistics) of the settings' corpora."""
+    texts, per_corpus = [], {}
+    for source in settings.corpus:
+        found = corpus_texts(source, settings.data_dir, settings.text_column)
+        found = found[:settings.limit_texts] if settings.limit_texts else found
+        per_corpus[source] = len(found)
+        texts += found
+    train_texts, heldout_texts = split_heldout(texts, settings.heldout_fraction, settings.seed)
+    train = WindowStore(token_stream(train_texts, tokenizer, progress=progress), settings.seq_len)
+    heldout = WindowStore(token_stream(heldout_texts, tokenizer, progress=progress), settings.seq_len)
+    unk = tokenizer.unk_token_id
+    stats = {"texts_per_corpus": per_corpus, "train_texts": len(train_texts), "heldout_texts": len(heldout_texts),
+             "train_tokens": len(train.stream), "heldout_tokens": len(heldout.stream),
+             "train_unk_rate": float((train.stream == unk).float().mean()) if len(train.stream) else None,
+             "train_windows": len(train), "heldout_windows": len(heldout)}
+    if len(train) < settings.batch_size or len(heldout) == 0:
+        raise ValueError(f"the corpus is too small: {len(train)} training windows of {settings.seq_len + 1} tokens "
+                         f"for batches of {settings.batch_size}, {len(heldout)} held-out windows")
+    return train, heldout, stats
+
+
+def rank_share(items: list, rank: int, world: int) -> list:
+    """Process `rank`'s equal share of a batch (the batch size is a multiple of `world`)."""
+    return items[rank::world]
+
+
+def direction_sums(out) -> torch.Tensor:
+    """[forward NLL sum, backward NLL sum, forward tokens, backward tokens] of a `CoveBiLMOutput`, float64."""
+    return torch.stack([out.forward_nll_sum.detach(), out.backward_nll_sum.detach(),
+                        out.forward_num_tokens, out.backward_num_tokens]).double()
+
+
+def perplexities(sums) -> dict:
+    """Per-token NLL and perplexity of each direction from `direction_sums` pooled over batches."""
+    sums = [float(x) for x in sums]
+    result = {}
+    for i, direction in enumerate(("forward", "backward")):
+        nll = sums[i] / max(sums[i + 2], 1)
+        result[f"{direction}_nll_per_token"] = nll
+        result[f"{direction}_perplexity"] = math.exp(min(nll, 50.0))
+    return result
+
+
+@torch.no_grad()
+def evaluate(model, store: WindowStore, batch_size: int, accelerator) -> dict:
+    """Held-out perplexity of each direction over every window of `store`, pooled over the processes."""
+    model.eval()
+    sums = torch.zeros(4, dtype=torch.float64, device=accelerator.device)
+    batches = [list(range(i, min(i + batch_size, len(store)))) for i in range(0, len(store), batch_size)]
+    for batch in rank_share(batches, accelerator.process_index, accelerator.num_processes):
+        ids = store.batch(batch).to(accelerator.device)
+        sums += direction_sums(model(input_ids=ids, labels=ids))
+    return perplexities(accelerator.reduce(sums, "sum"))
+
+
+def prepare_output_dir(settings: BiLMSettings, accelerator) -> None:
+    """Refuse a non-empty folder without resume/overwrite and a resume with other RESUME_KEYS; clear it with
+    overwrite; record the settings (what resume compares against)."""
+    import json
+
+    output_dir = Path(settings.output_dir)
+    run_file = output_dir / "run_settings.json"
+    current = {k: getattr(settings, k) for k in RESUME_KEYS}
+    if settings.resume:
+        if not run_file.exists():
+            raise ValueError(f"resume: {run_file} does not exist (nothing to resume)")
+        previous = json.loads(run_file.read_text())
+        changed = {k: (previous.get(k), v) for k, v in current.items() if previous.get(k) != v}
+        if changed:
+            raise ValueError(f"resume with other data/model/schedule settings {changed}: the run would not continue "
+                             "exactly; use the original ones")
+        return
+    if output_dir.exists() and any(output_dir.iterdir()) and not settings.overwrite:
+        raise ValueError(f"{output_dir} exists and is not empty (resume or overwrite)")
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        shutil.rmtree(output_dir, ignore_errors=True)
+        output_dir.mkdir(parents=True)
+        write_json(run_file, current)
+    accelerator.wait_for_everyone()
+
+
+def restore(accelerator, settings: BiLMSettings) -> BiLMState:
+    """The state of the newest complete checkpoint (Accelerate's state loaded into the prepared objects), or a fresh
+    one. A run stopped by max_steps or the time budget continues when the limits now allow more."""
+    state = BiLMState()
+    checkpoints = checkpoint_dirs(settings.output_dir) if settings.resume else []
+    if checkpoints:
+        accelerator.load_state(str(checkpoints[-1]))
+        state.load_state_dict(read_trainer_state(checkpoints[-1]))
+        accelerator.print(f"resumed from {checkpoints[-1]} (epoch {state.epoch}, step {state.global_step})")
+        state.finished = stop_reason(state, settings, 0.0) is not None
+    return state
+
+
+def stop_reason(state: BiLMState, settings: BiLMSettings, seconds: float) -> str | None:
+    """Why training stops now, or None: the epochs are done, max_steps is reached, or the time budget is spent."""
+    if state.epoch >= settings.epochs:
+        return "epochs"
+    if settings.max_steps and state.global_step >= settings.max_steps:
+        return "max_steps"
+    if settings.time_budget_minutes is not None and seconds > 60 * settings.time_budget_minutes:
+        return "time_budget"
+    return None
+
+
+def train_step(model, optimizer, scheduler, ids: torch.Tensor, settings: BiLMSettings, accelerator) -> torch.Tensor:
+    """One optimizer step on the windows `ids`; returns the global `direction_sums`."""
+    out = model(input_ids=ids, labels=ids)
+    accelerator.backward(out.loss)  # every process has as many tokens: DDP's mean is the global token mean
+    accelerator.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], settings.grad_clip)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return accelerator.reduce(direction_sums(out), "sum")
+
+
+def run_epoch(model, optimizer, scheduler, train: WindowStore, state: BiLMState, settings: BiLMSettings,
+              accelerator, started: float) -> str | None:
+    """The rest of epoch `state.epoch + 1` from its step `state.step_in_epoch`; returns why it stopped early, or
+    None when the epoch is complete."""
+    from tqdm.auto import tqdm
+
+    batches = epoch_batches(len(train), settings.batch_size, settings.seed, state.epoch + 1)
+    model.train()
+    bar = tqdm(total=len(batches), initial=state.step_in_epoch, desc=f"epoch {state.epoch + 1}", unit="step",
+               disable=not accelerator.is_local_main_process, dynamic_ncols=True)
+    for batch in batches[state.step_in_epoch:]:
+        step_start = time.time()
+        ids = train.batch(rank_share(batch, accelerator.process_index, accelerator.num_processes))
+        sums = train_step(model, optimizer, scheduler, ids.to(accelerator.device), settings, accelerator)
+        state.global_step += 1
+        state.step_in_epoch += 1
+        state.train_tokens += int(sums[2])
+        state.epoch_sums = [a + float(b) for a, b in zip(state.epoch_sums, sums)]
+        state.train_seconds += time.time() - step_start
+        ppl = perplexities(sums)
+        if state.global_step % settings.log_every == 0:
+            state.loss_log.append([state.global_step, (ppl["forward_nll_per_token"] + ppl["backward_nll_per_token"])
+                                   / 2, ppl["forward_perplexity"], ppl["backward_perplexity"]])
+        bar.update(1)
+        bar.set_postfix(fwd_ppl=f"{ppl['forward_perplexity']:.1f}", bwd_ppl=f"{ppl['backward_perplexity']:.1f}",
+                        tok_s=f"{state.train_tokens / max(state.train_seconds, 1e-9):.0f}")
+        reason = stop_reason(state, settings, time.time() - started)
+        if reason is not None and state.step_in_epoch < len(batches):
+            bar.close()
+            return reason
+        if settings.save_steps and state.global_step % settings.save_steps == 0:
+            save_checkpoint(accelerator, Path(settings.output_dir), state, settings.keep_checkpoints)
+    bar.close()
+    return None
+
+
+def end_of_epoch(unwrapped, heldout: WindowStore, state: BiLMState, settings: BiLMSettings, accelerator,
+                 stopped: str | None, epoch_start: float) -> dict:
+    """The epoch's record (training and held-out perplexity per direction); completes the epoch unless `stopped`."""
+    record = {"epoch": state.epoch + 1, "global_step": state.global_step, "steps": state.step_in_epoch,
+              "complete": stopped is None, "seconds": round(time.time() - epoch_start, 1)}
+    record.update({f"train_{k}": v for k, v in perplexities(state.epoch_sums).items()})
+    record.update({f"heldout_{k}": v for k, v in evaluate(unwrapped, heldout, settings.eval_batch_size,
+                                                             accelerator).items()})
+    if state.history and state.history[-1]["epoch"] == record["epoch"]:
+        state.history.pop()  # this epoch's record from an earlier stop inside it, now superseded
+    state.history.append(record)
+    if stopped is None:
+        state.epoch += 1
+        state.step_in_epoch = 0
+        state.epoch_sums = [0.0, 0.0, 0, 0]
+    accelerator.print(record)
+    return record
+
+
+def write_run_record(state: BiLMState, settings: BiLMSettings, data_stats: dict, started: float, argv,
+                     world: int) -> dict:
+    """metrics.json and curves.png of the run so far."""
+    output_dir = Path(settings.output_dir)
+    payload = {
+        "command": command_line(argv), "commit": git_commit(), "settings": settings.__dict__,
+        "machine": {**machine_info(), "processes": world}, "data": data_stats, "epochs": state.history,
+        "global_step": state.global_step, "train_seconds": round(state.train_seconds, 1),
+        "train_tokens": state.train_tokens,
+        "train_tokens_per_second": round(state.train_tokens / max(state.train_seconds, 1e-9), 1),
+        "wall_seconds": round(time.time() - started, 1), "loss_log": state.loss_log,
+    }
+    write_json(output_dir / "metrics.json", payload)
+    epochs = [h["epoch"] for h in state.history]
+    panels = [
+        {"title": "training loss (mean of the directions' NLL per token)", "xlabel": "step",
+         "series": {"train": ([r[0] for r in state.loss_log], [r[1] for r in state.loss_log])}},
+        {"title": "perplexity per direction", "xlabel": "epoch", "log_y": True,
+         "series": {f"{split} {d}": (epochs, [h[f"{split}_{d}_perplexity"] for h in state.history])
+                    for split in ("train", "heldout") for d in ("forward", "backward")}},
+    ]
+    plot_curves(panels, output_dir / "curves.png", title="biLM pretraining")
+    return payload
+
+
+def export_encoder(model, tokenizer, output_dir, metrics: dict | None = None):
+    """Save the encoder of a `CoveForBidirectionalLM` as a plain, frozen encoder checkpoint (`AutoModel`, the
+    heads' `--encoder`), with its tokenizer and a model card (README.md)."""
+    from ..configuration_cove import CoveConfig
+    from ..modeling_cove import CoveModel
+
+    values = {k: v for k, v in model.config.to_dict().items() if k not in ("auto_map", "architectures")}
+    values.update(freeze_encoder=True, architectures=["CoveModel"])
+    encoder = CoveModel(CoveConfig.from_dict(values))
+    encoder.load_state_dict(model.cove.state_dict())
+    output_dir = Path(output_dir)
+    encoder.save_pretrained(output_dir)
+    tokenizer.save_pretrained(output_dir)
+    (output_dir / "README.md").write_text(model_card(encoder.config, metrics or {}), encoding="utf-8")
+    return encoder
+
+
+def model_card(config, metrics: dict) -> str:
+    """The exported encoder's card: what it is, how it loads, what it was trained on, its held-out perplexity."""
+    last = (metrics.get("epochs") or [{}])[-1]
+    data = metrics.get("data", {})
+    ppl = (f"forward {last['heldout_forward_perplexity']:.1f}, backward {last['heldout_backward_perplexity']:.1f}"
+           if "heldout_forward_perplexity" in last else "not recorded")
+    return (
+        "---\nlibrary_name: transformers\ntags: [cove, elmo, bilm, feature-extraction]\n---\n\n"
+        "# CoVe-stack biLM encoder (ELMo-style)\n\n"
+        f"A forward and a backward {config.num_hidden_layers}-layer LSTM language model ({config.hidden_size} units "
+        f"per direction{', residual from layer 1 on' if config.bilm_residual else ''}) over frozen "
+        f"{config.word_vector_dim}-d word vectors, pretrained to predict the next and the previous word with a shared "
+        "adaptive softmax. Each layer's output is `[forward; backward]`, shaped like a CoVe MT-LSTM layer, so the BCN "
+        "and DCN heads read it as they read CoVe (`bcn_input=\"scalar_mix\"` gives ELMo's layer mix).\n\n"
+        "```python\nfrom transformers import AutoModel, AutoTokenizer\n"
+        "model = AutoModel.from_pretrained(path, trust_remote_code=True)  # or `import modeling_cove` first\n"
+        "tokenizer = AutoTokenizer.from_pretrained(path)\n```\n\n"
+        f"Training text: {', '.join(data.get('texts_per_corpus', {})) or 'not recorded'} "
+        f"({data.get('train_tokens', 'not recorded')} tokens; training splits only). Held-out perplexity: {ppl}. "
+        f"Command: `{metrics.get('command', 'not recorded')}` at commit `{metrics.get('commit', 'not recorded')}`.\n"
+    )
+
+
+def make_optimizer(model, settings: BiLMSettings, steps_per_epoch: int):
+    """Adam over the trainable parameters and a transformers schedule over all epochs' steps."""
+    from transformers import get_scheduler
+
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=settings.lr)
+    scheduler = get_scheduler(settings.scheduler, optimizer, num_warmup_steps=settings.warmup_steps,
+                              num_training_steps=settings.epochs * steps_per_epoch)
+    return optimizer, scheduler
+
+
+def train_bilm(settings: BiLMSettings, argv=None, cpu: bool = False) -> dict:
+    """Pretrain a biLM as `settings` say (module docstring); writes lm/, encoder/, checkpoints/, metrics.json and
+    curves.png under `settings.output_dir` and returns the metrics. `cpu=True` stays off the GPU."""
+    from accelerate import Accelerator, DistributedDataParallelKwargs
+    from accelerate.utils import set_seed
+
+    started = time.time()
+    # a batch need not reach every tail cluster of the adaptive softmax: DDP must allow unused parameters
+    accelerator = Accelerator(cpu=cpu or not torch.cuda.is_available(),
+                              kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)])
+    world = accelerator.num_processes
+    if settings.batch_size % world:
+        raise ValueError(f"batch_size {settings.batch_size} must be a multiple of the {world} processes")
+    set_seed(settings.seed)
+    model, tokenizer = build_model(settings)  # the same initial weights in every process
+    train, heldout, data_stats = load_streams(settings, tokenizer, progress=accelerator.is_local_main_process)
+    prepare_output_dir(settings, accelerator)
+    steps_per_epoch = len(train) // settings.batch_size
+    optimizer, scheduler = make_optimizer(model, settings, steps_per_epoch)
+    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    unwrapped = accelerator.unwrap_model(model)
+    state = restore(accelerator, settings)
+    if not state.global_step:
+        set_seed(settings.seed + accelerator.process_index)  # dropout streams: one per process
+    output_dir = Path(settings.output_dir)
+    while not state.finished:
+        epoch_start = time.time()
+        stopped = run_epoch(model, optimizer, scheduler, train, state, settings, accelerator, started)
+        end_of_epoch(unwrapped, heldout, state, settings, accelerator, stopped, epoch_start)
+        state.finished = stopped is not None or stop_reason(state, settings, time.time() - started) is not None
+        save_checkpoint(accelerator, output_dir, state, settings.keep_checkpoints)
+        if accelerator.is_main_process:
+            write_run_record(state, settings, data_stats, started, argv, world)
+    metrics = write_run_record(state, settings, data_stats, started, argv, world) if accelerator.is_main_process \
+        else {}
+    if accelerator.is_main_process:
+        unwrapped.save_pretrained(output_dir / "lm")
+        tokenizer.save_pretrained(output_dir / "lm")
+        export_encoder(unwrapped, tokenizer, output_dir / "encoder", metrics)
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+    return metrics

@@ -1,0 +1,117 @@
+"""biLM pretraining (modeling_cove.training.bilm, scripts/train_bilm.py): the CLI end to end on a tiny local text file,
+exact resume after a run is cut short, and the corpus rules (training texts only, a held-out share, whole windows)."""
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModel
+
+from modeling_cove.build import create_cove_checkpoint
+from modeling_cove.modeling_cove_bilm import CoveBiLMEncoder
+from modeling_cove.training.bilm import WindowStore, corpus_texts, epoch_batches, split_heldout, token_stream
+
+REPO = Path(__file__).resolve().parents[1]
+WORDS = ["the", "a", "film", "is", "good", "bad", "very", "not", "plot", "actors", "and", ".", "was", "great"]
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """An encoder checkpoint (tokenizer + 8-d word vectors) and a 300-line text file of random sentences."""
+    root = tmp_path_factory.mktemp("bilm")
+    torch.manual_seed(0)
+    encoder, tokenizer = create_cove_checkpoint(WORDS, torch.randn(len(WORDS) + 4, 8), hidden_size=8)
+    encoder.save_pretrained(root / "init")
+    tokenizer.save_pretrained(root / "init")
+    rng = random.Random(0)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))) for _ in range(300)]
+    (root / "corpus.txt").write_text("\n".join(lines) + "\n")
+    return root, tokenizer
+
+
+def train(setup, out: str, *extra) -> subprocess.CompletedProcess:
+    root, _ = setup
+    command = [sys.executable, str(REPO / "scripts" / "train_bilm.py"), "--init-from", str(root / "init"),
+               "--corpus", str(root / "corpus.txt"), "--output-dir", str(root / out), "--seq-len", "6",
+               "--batch-size", "8", "--hidden-size", "16", "--epochs", "2", "--dropout", "0.1", "--lr", "0.01",
+               "--heldout-fraction", "0.1", "--num-threads", "1", "--log-every", "2", *extra]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def whole_run(setup):
+    """Two epochs uninterrupted, through the CLI."""
+    train(setup, "whole")
+    return setup[0] / "whole"
+
+
+def test_cli_end_to_end_writes_the_model_the_encoder_and_the_record(setup, whole_run):
+    _, tokenizer = setup
+    out = whole_run
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert [e["epoch"] for e in metrics["epochs"]] == [1, 2]
+    for record in metrics["epochs"]:
+        for direction in ("forward", "backward"):
+            assert 1 < record[f"heldout_{direction}_perplexity"] < len(WORDS) + 4
+    first, last = metrics["epochs"][0], metrics["epochs"][-1]
+    assert last["train_forward_perplexity"] < first["train_forward_perplexity"]  # it learns something
+    assert metrics["train_tokens_per_second"] > 0 and metrics["data"]["heldout_texts"] == 30
+    assert metrics["command"].startswith("python scripts/train_bilm.py") and metrics["commit"]
+    assert (out / "curves.png").stat().st_size > 0 and (out / "encoder" / "README.md").is_file()
+    encoder = AutoModel.from_pretrained(out / "encoder")
+    assert isinstance(encoder.encoder, CoveBiLMEncoder) and encoder.config.freeze_encoder
+    lm = load_file(out / "lm" / "model.safetensors")
+    batch = tokenizer(["the film was great", "bad"], padding=True, return_tensors="pt")
+    assert encoder(**batch).last_hidden_state.shape == (2, 4, 32)
+    for name, tensor in encoder.state_dict().items():
+        torch.testing.assert_close(tensor, lm[f"cove.{name}"], rtol=0, atol=0)
+
+
+def test_resume_after_a_cut_continues_exactly(setup, whole_run):
+    """A run killed after its checkpoint at step 3 (the later one deleted, as if never written) and resumed ends
+    with the weights and records of the uninterrupted run (data order, optimizer, schedule, dropout RNG)."""
+    root, _ = setup
+    train(setup, "cut", "--max-steps", "5", "--save-steps", "3", "--keep-checkpoints", "5")
+    checkpoints = sorted(p.name for p in (root / "cut" / "checkpoints").iterdir())
+    assert checkpoints == ["step-00000003", "step-00000005"]
+    subprocess.run(["rm", "-rf", str(root / "cut" / "checkpoints" / "step-00000005")], check=True)
+    train(setup, "cut", "--resume")
+    whole, resumed = load_file(root / "whole" / "lm" / "model.safetensors"), load_file(
+        root / "cut" / "lm" / "model.safetensors")
+    assert whole.keys() == resumed.keys()
+    for name in whole:
+        torch.testing.assert_close(resumed[name], whole[name], rtol=0, atol=0, msg=name)
+    records = [json.loads((root / run / "metrics.json").read_text())["epochs"] for run in ("whole", "cut")]
+    for a, b in zip(*records):
+        assert {k: v for k, v in a.items() if k != "seconds"} == {k: v for k, v in b.items() if k != "seconds"}
+    with pytest.raises(AssertionError, match="other data/model/schedule settings"):
+        train(setup, "cut", "--resume", "--seq-len", "7")
+
+
+def test_corpus_windows_and_heldout(setup, tmp_path):
+    root, tokenizer = setup
+    texts = corpus_texts(str(root / "corpus.txt"))
+    assert len(texts) == 300
+    train_texts, heldout = split_heldout(texts, 0.1, seed=1)
+    assert len(heldout) == 30 and not set(map(id, heldout)) & set(map(id, train_texts))
+    assert split_heldout(texts, 0.1, seed=1) == (train_texts, heldout)
+    stream = token_stream(["the film", "bad"], tokenizer)
+    eos = tokenizer.eos_token_id
+    assert stream.tolist() == tokenizer("the film", add_special_tokens=False)["input_ids"] + [eos] + \
+        tokenizer("bad", add_special_tokens=False)["input_ids"] + [eos]
+    store = WindowStore(torch.arange(11), seq_len=3)
+    assert len(store) == 3 and store.batch([0, 2]).tolist() == [[0, 1, 2, 3], [6, 7, 8, 9]]  # overlap by one
+    batches = epoch_batches(10, 3, seed=0, epoch=1)
+    assert len(batches) == 3 and all(len(b) == 3 for b in batches)
+    assert batches == epoch_batches(10, 3, seed=0, epoch=1) != epoch_batches(10, 3, seed=0, epoch=2)
+    with pytest.raises(ValueError, match="neither a local corpus"):
+        corpus_texts(str(tmp_path / "missing.txt"))
+    with pytest.raises(ValueError, match="give data_dir"):
+        corpus_texts("imdb")
