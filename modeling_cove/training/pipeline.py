@@ -309,10 +309,10 @@ def run_commands(commands: list, stage_dir: Path, slots: int = 1):
             while pending and len(running) < slots:
                 command = pending.pop(0)
                 running[_start(command)] = command
-                write_json(running_file, [{"pid": p.pid, "command": [str(c) for c in c_.argv]}
-                                          for p, c_ in running.items()])
+                _record_running(running_file, running)
             proc = _wait_any(running)
             command = running.pop(proc)
+            _record_running(running_file, running)
             _finish(proc, command)
     except BaseException:
         for proc in running:
@@ -322,6 +322,11 @@ def run_commands(commands: list, stage_dir: Path, slots: int = 1):
         raise
     finally:
         running_file.unlink(missing_ok=True)
+
+
+def _record_running(path: Path, running: dict):
+    write_json(path, [{"pid": proc.pid, "command": [str(arg) for arg in command.argv]}
+                      for proc, command in running.items()])
 
 
 def _start(command: Command) -> subprocess.Popen:
@@ -712,8 +717,8 @@ def collect_curves(run_dir: Path, report: dict) -> list:
 def paper_numbers(cfg: dict) -> dict:
     """The paper's figures from the project's own configs (typed there once, from docs/paper.md): the MT BLEU of
     CoVe-S and the Table 2 rows of configuration/tasks/<task>.yaml."""
-    mt_preset = load_preset(cfg["preset_content"]["pretrain"].get("preset") and
-                            str(repo_path(cfg["preset_content"]["pretrain"]["preset"])) or "cove-small", "models")
+    mt_preset_file = cfg["preset_content"]["pretrain"].get("preset")  # the embedded default has none: CoVe-S
+    mt_preset = load_preset(str(repo_path(mt_preset_file)) if mt_preset_file else "cove-small", "models")
     paper = mt_preset.get("paper") or {}
     out = {"mt_bleu": paper.get("bleu"),
            "mt_note": f"{paper.get('test_set')}, {paper.get('bleu_kind')}" if paper else None, "table2": {}}
