@@ -115,3 +115,16 @@ def test_corpus_windows_and_heldout(setup, tmp_path):
         corpus_texts(str(tmp_path / "missing.txt"))
     with pytest.raises(ValueError, match="give data_dir"):
         corpus_texts("imdb")
+
+
+def test_local_corpora_are_training_splits_only(data_dir):
+    """Every local corpus reads the rows the classifiers train on, never a validation or test row."""
+    from modeling_cove.data import load_classification
+
+    trec = load_classification("trec6", str(data_dir))
+    texts = corpus_texts("trec", str(data_dir))
+    assert texts == list(trec["train"]["text"])
+    assert not set(texts) & (set(trec["validation"]["text"]) | set(trec["test"]["text"])) - set(trec["train"]["text"])
+    snli = load_classification("snli", str(data_dir))
+    pairs = set(corpus_texts("snli", str(data_dir)))
+    assert pairs == set(snli["train"]["text"]) | set(snli["train"]["text_pair"])

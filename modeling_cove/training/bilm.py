@@ -48,10 +48,10 @@ def local_texts(name: str, data_dir) -> list:
         return list(load_translation(data_dir)["train"]["src"])
     if name == "snli":
         train = load_classification("snli", data_dir)["train"]
-        return list(dict.fromkeys(train["text"] + train["text_pair"]))  # premises repeat: once each
+        return list(dict.fromkeys(list(train["text"]) + list(train["text_pair"])))  # premises repeat: once each
     if name == "squad":
         train = load_squad(data_dir)["train"]
-        return list(dict.fromkeys(train["context"])) + list(train["question"])
+        return list(dict.fromkeys(list(train["context"]))) + list(train["question"])
     raise ValueError(f"unknown local corpus {name!r}; choose from {sorted(LOCAL_CORPORA)}")
 
 
