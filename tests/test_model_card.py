@@ -353,7 +353,7 @@ def test_describe_encoder_reads_what_the_checkpoint_is(tmp_path):
                         "stop_reason": "max steps 250 reached", "test_bleu": 12.35, "test_perplexity": 40.0}}
     record = {"training": {"encoder": encoder}}
     assert generate.encoder_text(record) == (
-        f"pretrained on English→German translation `CoVe-M` `{exported}` (translation data: iwslt; 1 complete "
+        f"pretrained on English→German translation (`CoVe-M`, `{exported}`; translation data: iwslt; 1 complete "
         "epoch; 250 steps; stopped: max steps 250 reached; test BLEU 12.35)")
     converted = tmp_path / "converted"
     converted.mkdir()
@@ -377,7 +377,7 @@ def test_paper_column_is_comparable_only_for_the_matching_setting(checkpoint, tm
         "command": "x", "encoder": describe_encoder(tmp_path, used=False)})
     text = str(generate.build_card(vectors_only, bcn_config(checkpoint), "org/x"))
     assert "| McCann et al. 2017: GloVe (Table 2) ← comparable setting |" in text
-    assert "not read by this model (it reads the word vectors only)" in text
+    assert "not read by this model, which reads the word vectors only" in text
 
 
 def test_encoder_and_paper_column_are_validated(checkpoint):

@@ -221,17 +221,17 @@ def encoder_text(record: dict) -> str:
     encoder = encoder_block(record)
     if encoder is None:
         return f"which MT-LSTM it is was {NOT_RECORDED}"
-    label = " ".join(f"`{encoder[key]}`" for key in ("name", "path") if encoder.get(key))
-    label = f" {label}" if label else ""
+    label = ", ".join(f"`{encoder[key]}`" for key in ("name", "path") if encoder.get(key))
     kind = encoder["kind"]
     if kind == "pretrained":
         pretraining = _pretraining_text(encoder.get("pretraining") or {})
-        return f"pretrained on English→German translation{label} ({pretraining})"
+        return f"pretrained on English→German translation ({label + '; ' if label else ''}{pretraining})"
+    label = f" ({label})" if label else ""
     if kind == "random":
         return (f"randomly initialised and never trained{label}: its outputs carry no translation knowledge, so "
                 "this is not CoVe")
     if kind == "unused":
-        return f"not read by this model (it reads the word vectors only){label}"
+        return f"not read by this model, which reads the word vectors only{label}"
     source = f"loaded from `{encoder['path']}`" if encoder.get("path") else \
         f"recorded as `{encoder['name']}`" if encoder.get("name") else "an MT-LSTM"
     return f"{source}; whether it was pretrained is {NOT_RECORDED}"
