@@ -1,5 +1,4 @@
 import os
-import sys
 from pathlib import Path
 
 # OpenMP threads that spin at barriers make every op 10-100x slower on shared cores; must precede `import torch`.
@@ -9,7 +8,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO.parent / "shared" / "data"
-sys.path.insert(0, str(REPO / "scripts"))
 
 # Tests never reach the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
