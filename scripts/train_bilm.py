@@ -42,7 +42,7 @@ def parse_args(argv=None):
     parser.add_argument("--eval-batch-size", type=int, default=defaults.eval_batch_size)
     parser.add_argument("--epochs", type=int, default=defaults.epochs)
     parser.add_argument("--max-steps", type=int, help="stop after this many steps (resume with more to continue)")
-    parser.add_argument("--time-budget-minutes", type=float, help="stop (and checkpoint) once this much time ran")
+    parser.add_argument("--time-budget-minutes", type=float, help="stop (and checkpoint) after this much training time")
     parser.add_argument("--lr", type=float, default=defaults.lr, help="Adam learning rate")
     parser.add_argument("--scheduler", default=defaults.scheduler, help="transformers.get_scheduler name")
     parser.add_argument("--warmup-steps", type=int, default=defaults.warmup_steps)

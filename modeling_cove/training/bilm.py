@@ -13,6 +13,7 @@ between windows: downstream the encoder reads each text from a zero state, and s
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import shutil
@@ -183,6 +184,7 @@ class BiLMSettings:
     overwrite: bool = False
 
 
+STREAMS_FILE, STATS_FILE = "token_streams.safetensors", "data_stats.json"
 RESUME_KEYS = ("init_from", "corpus", "data_dir", "text_column", "limit_texts", "heldout_fraction", "seq_len",
                "batch_size", "epochs", "lr", "scheduler", "warmup_steps", "dropout", "hidden_size", "num_layers",
                "residual", "tie_softmax", "cutoffs", "seed")
@@ -213,8 +215,26 @@ def build_model(settings: BiLMSettings):
     return model, tokenizer
 
 
-def load_streams(settings: BiLMSettings, tokenizer, progress: bool) -> tuple:
-    """(training WindowStore, held-out WindowStore, data statistics) of the settings' corpora."""
+def load_streams(settings: BiLMSettings, tokenizer, main_process: bool) -> tuple:
+    """(training WindowStore, held-out WindowStore, data statistics) of the settings' corpora, tokenised once per
+    run: the streams are kept in the output folder (`STREAMS_FILE`) and read back on resume."""
+    from safetensors.torch import load_file, save_file
+
+    cache = Path(settings.output_dir) / STREAMS_FILE
+    if settings.resume and cache.is_file():
+        streams = load_file(cache)
+        stats = json.loads((cache.parent / STATS_FILE).read_text())
+        train, heldout = (WindowStore(streams[k], settings.seq_len) for k in ("train", "heldout"))
+        return train, heldout, stats
+    train, heldout, stats = tokenize_corpora(settings, tokenizer, progress=main_process)
+    if main_process:
+        save_file({"train": train.stream, "heldout": heldout.stream}, cache)
+        write_json(cache.parent / STATS_FILE, stats)
+    return train, heldout, stats
+
+
+def tokenize_corpora(settings: BiLMSettings, tokenizer, progress: bool) -> tuple:
+    """`load_streams` from the texts: read, split, tokenised."""
     texts, per_corpus = [], {}
     for source in settings.corpus:
         found = corpus_texts(source, settings.data_dir, settings.text_column)
@@ -272,8 +292,6 @@ def evaluate(model, store: WindowStore, batch_size: int, accelerator) -> dict:
 def prepare_output_dir(settings: BiLMSettings, accelerator) -> None:
     """Refuse a non-empty folder without resume/overwrite and a resume with other RESUME_KEYS; clear it with
     overwrite; record the settings (what resume compares against)."""
-    import json
-
     output_dir = Path(settings.output_dir)
     run_file = output_dir / "run_settings.json"
     current = {k: getattr(settings, k) for k in RESUME_KEYS}
@@ -467,7 +485,7 @@ def train_bilm(settings: BiLMSettings, argv=None, cpu: bool = False) -> dict:
     from accelerate import Accelerator, DistributedDataParallelKwargs
     from accelerate.utils import set_seed
 
-    started = time.time()
+    run_started = time.time()
     # a batch need not reach every tail cluster of the adaptive softmax: DDP must allow unused parameters
     accelerator = Accelerator(cpu=cpu or not torch.cuda.is_available(),
                               kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)])
@@ -476,8 +494,8 @@ def train_bilm(settings: BiLMSettings, argv=None, cpu: bool = False) -> dict:
         raise ValueError(f"batch_size {settings.batch_size} must be a multiple of the {world} processes")
     set_seed(settings.seed)
     model, tokenizer = build_model(settings)  # the same initial weights in every process
-    train, heldout, data_stats = load_streams(settings, tokenizer, progress=accelerator.is_local_main_process)
     prepare_output_dir(settings, accelerator)
+    train, heldout, data_stats = load_streams(settings, tokenizer, accelerator.is_main_process)
     steps_per_epoch = len(train) // settings.batch_size
     optimizer, scheduler = make_optimizer(model, settings, steps_per_epoch)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
@@ -486,15 +504,17 @@ def train_bilm(settings: BiLMSettings, argv=None, cpu: bool = False) -> dict:
     if not state.global_step:
         set_seed(settings.seed + accelerator.process_index)  # dropout streams: one per process
     output_dir = Path(settings.output_dir)
+    train_started = time.time()  # the time budget counts training (and its evaluations), not the data preparation
     while not state.finished:
         epoch_start = time.time()
-        stopped = run_epoch(model, optimizer, scheduler, train, state, settings, accelerator, started)
+        stopped = run_epoch(model, optimizer, scheduler, train, state, settings, accelerator, train_started)
         end_of_epoch(unwrapped, heldout, state, settings, accelerator, stopped, epoch_start)
-        state.finished = stopped is not None or stop_reason(state, settings, time.time() - started) is not None
+        out_of_limits = stop_reason(state, settings, time.time() - train_started) is not None
+        state.finished = stopped is not None or out_of_limits
         save_checkpoint(accelerator, output_dir, state, settings.keep_checkpoints)
         if accelerator.is_main_process:
-            write_run_record(state, settings, data_stats, started, argv, world)
-    metrics = write_run_record(state, settings, data_stats, started, argv, world) if accelerator.is_main_process \
+            write_run_record(state, settings, data_stats, run_started, argv, world)
+    metrics = write_run_record(state, settings, data_stats, run_started, argv, world) if accelerator.is_main_process \
         else {}
     if accelerator.is_main_process:
         unwrapped.save_pretrained(output_dir / "lm")
