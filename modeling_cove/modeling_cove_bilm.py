@@ -67,7 +67,7 @@ class CoveBiLMEncoder(nn.Module):
         MT-LSTM's strategy hints: each stack here always runs every layer, padded rows on the fused kernel (padding
         comes after a row's tokens in both directions, so it never reaches them) and packed only for final states.
         """
-        batch, time, _ = vectors.shape
+        time = vectors.shape[1]
         index = reversal_index(lengths, time, vectors.device)
         pack = final_states and not bool((lengths == time).all())
         forward_layers, forward_h, forward_c = self.run_stack(self.forward_layers, vectors, lengths, pack)

@@ -280,10 +280,13 @@ def perplexities(sums) -> dict:
 @torch.no_grad()
 def evaluate(model, store: WindowStore, batch_size: int, accelerator) -> dict:
     """Held-out perplexity of each direction over every window of `store`, pooled over the processes."""
+    from tqdm.auto import tqdm
+
     model.eval()
     sums = torch.zeros(4, dtype=torch.float64, device=accelerator.device)
     batches = [list(range(i, min(i + batch_size, len(store)))) for i in range(0, len(store), batch_size)]
-    for batch in rank_share(batches, accelerator.process_index, accelerator.num_processes):
+    for batch in tqdm(rank_share(batches, accelerator.process_index, accelerator.num_processes), desc="held-out",
+                      unit="batch", leave=False, disable=not accelerator.is_local_main_process):
         ids = store.batch(batch).to(accelerator.device)
         sums += direction_sums(model(input_ids=ids, labels=ids))
     return perplexities(accelerator.reduce(sums, "sum"))
