@@ -220,6 +220,25 @@ def test_bcn_and_dcn_read_the_bilm_layers(checkpoint, tmp_path):
         assert dcn(**pair).start_logits.shape == pair["input_ids"].shape
 
 
+def test_feature_cache_holds_the_bilm_layers(checkpoint, tmp_path):
+    """The frozen-feature cache runs a biLM encoder as it runs the MT-LSTM: the rows it stores are the layers."""
+    from modeling_cove.feature_cache import compute_features, feature_cache_key
+
+    encoder, tokenizer = checkpoint
+    encoder.save_pretrained(tmp_path / "enc")
+    bcn = CoveForSequenceClassification.from_pretrained(tmp_path / "enc", num_labels=2, cove_output="both").eval()
+    texts = ["the film is very good .", "bad plot", "not good and not bad actors ."]
+    rows = {"input_ids": tokenizer(texts)["input_ids"]}
+    cached = compute_features(bcn, rows, batch_size=2)
+    with torch.no_grad():
+        for i, text in enumerate(texts):
+            states = encoder(**tokenizer([text], return_tensors="pt"), output_hidden_states=True).hidden_states
+            torch.testing.assert_close(cached[i], torch.cat([states[1][0], states[2][0]], dim=-1))
+    other = CoveForSequenceClassification.from_pretrained(tmp_path / "enc", num_labels=2, cove_output="both")
+    torch.nn.init.zeros_(other.cove.encoder.backward_layers[0].weight_hh_l0)
+    assert feature_cache_key(bcn, rows) != feature_cache_key(other, rows)  # the biLM's weights key the cache
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The pretraining loss
 # ----------------------------------------------------------------------------------------------------------------
