@@ -372,3 +372,34 @@ def test_two_processes_train_like_one(tmp_path):
     assert saved["feature_cache"]["train"]["hit"] is False and one["feature_cache"]["train"]["hit"] is True
     assert sorted(p.suffix for p in (tmp_path / "cache").iterdir()) == [".safetensors"] * 3  # no leftover tmp files
     assert 0.0 <= saved["test"]["accuracy"] <= 1.0
+
+
+def test_stop_reason_names_each_way_a_run_ends():
+    """Every run logs and records why it stopped: its planned end (epochs or max steps), the time budget, early
+    stopping; TimeBudget stops the Trainer once its minutes have passed."""
+    from types import SimpleNamespace
+
+    from transformers import EarlyStoppingCallback, TrainerControl
+
+    def trainer(global_step, max_steps=-1, planned=10, epoch=2.0):
+        args = SimpleNamespace(max_steps=max_steps, num_train_epochs=2.0, metric_for_best_model="accuracy")
+        return SimpleNamespace(args=args, state=SimpleNamespace(global_step=global_step, max_steps=planned,
+                                                                epoch=epoch))
+
+    assert tc.stop_reason(trainer(10)) == "epochs done: 2 (10 steps)"
+    assert tc.stop_reason(trainer(3, max_steps=3, planned=3, epoch=0.6)) == "max steps: 3 reached (epoch 0.60 of 2)"
+    patience = EarlyStoppingCallback(early_stopping_patience=2)
+    patience.early_stopping_patience_counter = 2  # two evaluations without a better accuracy
+    assert tc.stop_reason(trainer(6, epoch=1.2), early_stopping=patience) == (
+        "early stopping: no better validation accuracy in 2 evaluations (step 6, epoch 1.20)")
+    budget = tc.TimeBudget(minutes=1e-9)
+    control = TrainerControl()
+    budget.on_train_begin(None, None, control)
+    budget.on_step_end(SimpleNamespace(device="cpu"), None, control)
+    assert control.should_training_stop and budget.stopped
+    assert tc.stop_reason(trainer(4, epoch=0.8), time_budget=budget).startswith("time budget: 1e-09 minutes passed")
+    assert tc.stop_reason(trainer(10), time_budget=budget) == "epochs done: 2 (10 steps)"  # the end came first
+    idle = tc.TimeBudget(minutes=None)
+    idle.on_train_begin(None, None, TrainerControl())
+    idle.on_step_end(None, None, control := TrainerControl())
+    assert not control.should_training_stop and not idle.stopped

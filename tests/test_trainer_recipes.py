@@ -109,7 +109,7 @@ RECIPES = {
         trainer.train()
         trainer.save_model("runs/dcn-squad/model")
         qa = pipeline("question-answering", model="runs/dcn-squad/model", trust_remote_code=True)
-        answer = qa(question="Where did the cat sit ?", context="The cat sat on the mat .")   # answer, score, start, end
+        answer = qa(question="Where did the cat sit ?", context="The cat sat on the mat .")  # answer, score, start, end
         '''),
 }
 

@@ -428,8 +428,22 @@ def finish_run(trainer, options: QAOptions, data: dict, collator, metric, run: d
     if trainer_dir.is_dir() and not any(trainer_dir.iterdir()):
         trainer_dir.rmdir()  # the Trainer makes it; with save_strategy "no" it stays empty
     (out / "predictions.json").write_text(json.dumps(predictions, indent=1, ensure_ascii=False) + "\n")
+    metrics = run_metrics(trainer, options, data, run, history,
+                          {"heldout": final, "baseline": baseline, "predict_seconds": predict_seconds})
+    write_eval_results(out / "model", out / "eval_results.json", options, metrics)
+    write_json(out / "metrics.json", metrics)
+    plot_curves(curve_panels(trainer.state.log_history, history, baseline), out / "curves.png")
+    log(f"wrote {out / 'model'}, {out / 'eval_results.json'}, {out / 'metrics.json'}, {out / 'curves.png'}")
+    return metrics
+
+
+def run_metrics(trainer, options: QAOptions, data: dict, run: dict, history: list, scores: dict) -> dict:
+    """The metrics JSON of a DCN run: command, commit, machine, data and preprocessing counts, model and training
+    settings, steps and why training stopped, timings, held-out and baseline EM/F1, per-epoch history."""
+    model, settings, validation = trainer.model, run["settings"], data["validation"]
     steps, train_seconds = trainer.state.global_step, run["train_seconds"]
-    metrics = {
+    final, baseline = scores["heldout"], scores["baseline"]
+    return {
         "command": run["command"],
         "commit": run["commit"],
         "machine": {**machine_info(), "device": str(next(model.parameters()).device),
@@ -455,17 +469,12 @@ def finish_run(trainer, options: QAOptions, data: dict, collator, metric, run: d
         "train_loss": run["train_loss"],
         "seconds": {"cache": round(run["cache_seconds"], 1), "train": round(train_seconds, 1),
                     "seconds_per_step": round(train_seconds / max(steps, 1), 3),
-                    "predict": round(predict_seconds, 1), "total": round(time.time() - run["started"], 1)},
+                    "predict": round(scores["predict_seconds"], 1), "total": round(time.time() - run["started"], 1)},
         "heldout": {"exact_match": final["exact_match"], "f1": final["f1"], "questions": len(validation)},
         "baseline_sliding_window": baseline,
         "history": history,
         "log_history": trainer.state.log_history,
     }
-    write_eval_results(out / "model", out / "eval_results.json", options, metrics)
-    write_json(out / "metrics.json", metrics)
-    plot_curves(curve_panels(trainer.state.log_history, history, baseline), out / "curves.png")
-    log(f"wrote {out / 'model'}, {out / 'eval_results.json'}, {out / 'metrics.json'}, {out / 'curves.png'}")
-    return metrics
 
 
 def write_eval_results(model_dir: Path, path: Path, options: QAOptions, metrics: dict):
