@@ -8,5 +8,7 @@ subpackage. Modules:
 - `mt` (+ `mt_data`, `mt_schedule`, `mt_state`, `mt_eval`, `mt_trainer`): MT pretraining — `MTArguments`,
   `train_mt`; data and batch order, the lr schedule and stop reasons, resume state, evaluation, the loop.
 - `export`: the encoder of an MT checkpoint as a CoVe encoder checkpoint, with its card.
+- `cards` (+ `cards_record`): the evaluation record of a trained model and the model card built from it.
+- `publish`: check, stage, verify and upload a checkpoint to the Hub (`scripts/push_to_hub.py`).
 - `results`: the result tables of `benchmarks/results/` collected from `runs/` (`scripts/collect_results.py`).
 """
