@@ -34,6 +34,7 @@ import hashlib
 import json
 import lzma
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -351,9 +352,10 @@ def _wait_any(running: dict) -> subprocess.Popen:
 def _finish(proc: subprocess.Popen, command: Command):
     rc = proc.returncode
     if command.log is not None:
-        lines = command.log.read_text(encoding="utf-8", errors="replace").split("\n")
-        tail = [line for line in lines if "\r" not in line][-(40 if rc else 3):]
-        print(f"{command.name}: finished (exit code {rc}); last lines of {command.log}:\n  " + "\n  ".join(tail),
+        text = command.log.read_text(encoding="utf-8", errors="replace")
+        lines = [line.rsplit("\r", 1)[-1].strip() for line in text.split("\n")]  # progress bars: their last state
+        tail = [line for line in lines if line and not re.search(r"\d%\|", line)][-(40 if rc else 3):]
+        print(f"\n{command.name}: finished (exit code {rc}); last lines of {command.log}:\n  " + "\n  ".join(tail),
               flush=True)
     if rc != 0:
         how = f"killed by signal {-rc}" if rc < 0 else f"exit code {rc}"
