@@ -577,40 +577,33 @@ def published_column(columns: dict) -> str:
     return max(columns, key=lambda column: columns[column]["validation_accuracy"])
 
 
-def eval_record(cfg: dict, task: dict, run: dict, column: str, scores: dict, pretrain: dict) -> dict:
-    """The evaluation record of the published checkpoint (fingerprints its weights) for its model card."""
-    from ..data import HUB_IDS
+def eval_record(cfg: dict, task: dict, run: dict, column: str, scores: dict) -> dict:
+    """The evaluation record of the published checkpoint for its model card: the one train_classifier.py wrote
+    beside it (what the encoder really is, epochs and steps really run, why it stopped), with the preset's dataset
+    description and the main job's notes (which column was published and why)."""
     from .cards import make_eval_record
 
+    own = json.loads((Path(run["model_dir"]).parent / "eval_results.json").read_text())
     meta = (cfg["preset_content"]["publish"].get("dataset") or {}).get(task["name"], {})
-    dataset = {
-        "name": meta.get("name", task["name"]),
-        "id": meta.get("id", HUB_IDS.get(task["task"], f"local/{task['name']}")),
-        "split": "test",
-        "num_examples": (run.get("splits") or {}).get("test"),
-        "source": meta.get("source", task.get("data") or cfg["data_dir"] or "Hub"),
-        "key": task["task"] if task["task"] in CLASSIFICATION_TASKS else None,
-    }
-    training = {
-        "command": run["command"],
-        "encoder": f"CoVe pretrained by this run ({cfg['preset']}; test BLEU {pretrain.get('test_bleu')})",
-        "word_vectors": {"name": Path(cfg["vectors_file"] or "PPMI vectors of the shipped text").name,
-                         "stand_in": cfg["vectors_file"] is None or "glove.840B" not in cfg["vectors_file"]},
-        "notes": [f"produced by scripts/main.py --preset {cfg['preset']}" + (" --quick" if cfg["quick"] else ""),
-                  f"BCN input {column}: the best validation accuracy of the columns trained ("
-                  + ", ".join(f"{c} {v:.1f}" for c, v in scores.items()) + ")"],
-    }
-    return make_eval_record(
-        Path(run["model_dir"]),
-        task={"type": "text-classification", "name": "Text classification"},
-        dataset={k: v for k, v in dataset.items() if v is not None},
-        metrics=[{"type": "accuracy", "value": round(run["test_accuracy"], 2)},
-                 {"type": "f1", "name": "macro-F1", "value": round(run["test_macro_f1"], 2)}],
-        training=training,
-    )
+    dataset = {**own["dataset"], "name": meta.get("name", task["name"]),
+               "source": meta.get("source", task.get("data") or cfg["data_dir"] or "Hub")}
+    dataset.pop("key", None)
+    if "id" in meta:
+        dataset["id"] = meta["id"]
+    if task["task"] in CLASSIFICATION_TASKS:
+        dataset["key"] = task["task"]
+    training = dict(own["training"])
+    training["word_vectors"] = {"name": Path(cfg["vectors_file"] or "PPMI vectors of the shipped text").name,
+                                "stand_in": cfg["vectors_file"] is None or "glove.840B" not in cfg["vectors_file"]}
+    training["notes"] = list(training.get("notes") or []) + [
+        f"produced by scripts/main.py --preset {cfg['preset']}" + (" --quick" if cfg["quick"] else ""),
+        f"BCN input {column}: the best validation accuracy of the columns trained ("
+        + ", ".join(f"{c} {v:.1f}" for c, v in scores.items()) + ")"]
+    return make_eval_record(Path(run["model_dir"]), task=own["task"], dataset=dataset, metrics=own["metrics"],
+                            training=training, paper_column=own.get("paper_column"))
 
 
-def stage_publish(cfg: dict, folder: Path, threads, classifier: dict, pretrain: dict) -> dict:
+def stage_publish(cfg: dict, folder: Path, threads, classifier: dict) -> dict:
     """Stage 5: evaluation JSON, model card and Hub-ready folder via push_to_hub.py --dry-run, per task: the column
     with the best validation accuracy (`published_column`)."""
     from .cards import write_eval_json
@@ -624,7 +617,7 @@ def stage_publish(cfg: dict, folder: Path, threads, classifier: dict, pretrain: 
         run = trained[column]
         task_dir = tmp / t["name"]
         task_dir.mkdir()
-        write_eval_json(task_dir / "eval_results.json", eval_record(cfg, t, run, column, scores, pretrain))
+        write_eval_json(task_dir / "eval_results.json", eval_record(cfg, t, run, column, scores))
         repo_id = cfg["repo_id"] if len(cfg["tasks"]) == 1 else f"{cfg['repo_id']}-{t['name']}"
         cmd = [sys.executable, SCRIPTS / "push_to_hub.py", run["model_dir"], "--repo-id", repo_id, "--eval-json",
                task_dir / "eval_results.json", "--curve", run["curve"], "--dry-run", "--output-dir", task_dir / "hub"]
@@ -882,7 +875,7 @@ def run_stages(cfg: dict, do: StageRunner, threads):
     do("classifier", "BCN on " + ", ".join(t["name"] for t in cfg["tasks"]) + " (scripts/train_classifier.py)",
        lambda f: stage_classifier(cfg, f, threads))
     do("publish", f"evaluation JSON, model card, Hub-ready folder for {cfg['repo_id']} (dry run)",
-       lambda f: stage_publish(cfg, f, threads, results["classifier"], results["pretrain"]))
+       lambda f: stage_publish(cfg, f, threads, results["classifier"]))
     do("predict", "load the Hub-ready folder with AutoModel / pipeline and predict",
        lambda f: stage_predict(cfg, f, results["publish"], threads))
 
