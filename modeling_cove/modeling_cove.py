@@ -220,7 +220,7 @@ class CovePreTrainedModel(PreTrainedModel):
         return model.freeze_frozen_parts()
 
     def train(self, mode: bool = True):
-        """A frozen encoder stays in eval mode (no dropout between MT-LSTM layers), so cached features equal live
+        """A frozen encoder stays in eval mode (no MT-LSTM dropout), so cached features equal live
         ones and a frozen encoder is exactly the pretrained function."""
         super().train(mode)
         if self.config.freeze_encoder:
