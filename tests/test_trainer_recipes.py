@@ -1,10 +1,10 @@
 """The README's recipes for a plain `transformers.Trainer` — single-text classification, pair classification
-(SNLI-style, token_type_ids) and question answering (DCN) — run as written: `RECIPES` holds each snippet's exact
-text (the README shows the same), executed here on a tiny encoder (it replaces the Hub id) and tiny data (it replaces
+(SNLI-style, token_type_ids) and question answering (DCN) — run as written: `RECIPES` reads each snippet from README.md,
+executed here on a tiny encoder (it replaces the Hub id) and tiny data (it replaces
 `load_dataset`), in a temporary working folder."""
 
 import json
-import textwrap
+from pathlib import Path
 
 import datasets
 import pytest
@@ -18,100 +18,21 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 
 HUB_ENCODER = "org/cove-large"
 
-RECIPES = {
-    "classification": textwrap.dedent('''\
-        import modeling_cove                                     # registers CoVe with the Auto classes
-        from datasets import load_dataset
-        from transformers import AutoTokenizer, DataCollatorWithPadding, Trainer, TrainingArguments, pipeline
-        from modeling_cove import CoveForSequenceClassification
-        from modeling_cove.training.classifier import make_compute_metrics   # accuracy and macro-F1, offline
+README = Path(__file__).resolve().parents[1] / "README.md"
+SECTION = "## Fine-tuning with a plain `transformers.Trainer`"
 
-        encoder = "org/cove-large"                               # a CoVe checkpoint: tokenizer, vectors, MT-LSTM
-        tokenizer = AutoTokenizer.from_pretrained(encoder)
-        data = load_dataset("stanfordnlp/sst2")                  # columns idx, sentence, label
-        data = data.map(lambda rows: tokenizer(rows["sentence"]), batched=True, remove_columns=["idx", "sentence"])
-        labels = data["train"].features["label"].names
-        model = CoveForSequenceClassification.from_pretrained(  # the encoder loaded and frozen, the BCN new
-            encoder, num_labels=len(labels), id2label=dict(enumerate(labels)),
-            label2id={name: i for i, name in enumerate(labels)})
-        args = TrainingArguments("runs/bcn-sst2", num_train_epochs=3, per_device_train_batch_size=64,
-                                 learning_rate=1e-3, eval_strategy="epoch", save_strategy="epoch",
-                                 load_best_model_at_end=True, metric_for_best_model="accuracy", save_total_limit=1,
-                                 report_to="none")
-        trainer = Trainer(model=model, args=args, train_dataset=data["train"], eval_dataset=data["validation"],
-                          processing_class=tokenizer, data_collator=DataCollatorWithPadding(tokenizer),
-                          compute_metrics=make_compute_metrics())
-        trainer.train()
-        metrics = trainer.evaluate()                             # the best epoch: eval_accuracy, eval_macro_f1
-        trainer.save_model("runs/bcn-sst2/best")                 # weights (safetensors), config, tokenizer
-        pipeline("text-classification", model="runs/bcn-sst2/best")("A gripping , beautifully shot film .")
 
-        # the model card's input (push_to_hub.py --eval-json): figures of exactly these weights, what really ran
-        from modeling_cove.training.cards import describe_encoder, make_eval_record, write_eval_json
-        record = make_eval_record(
-            "runs/bcn-sst2/best", task={"type": "text-classification"},
-            dataset={"name": "SST-2", "id": "stanfordnlp/sst2", "split": "validation"},
-            metrics=[{"type": "accuracy", "value": round(100 * metrics["eval_accuracy"], 2)}],
-            training={"command": "the Trainer recipe", "encoder": describe_encoder(encoder),
-                      "epochs_run": trainer.state.epoch, "steps_run": trainer.state.global_step})
-        write_eval_json("runs/bcn-sst2/eval_results.json", record)
-        '''),
-    "pairs": textwrap.dedent('''\
-        import modeling_cove
-        from datasets import load_dataset
-        from transformers import AutoTokenizer, DataCollatorWithPadding, Trainer, TrainingArguments, pipeline
-        from modeling_cove import CoveForSequenceClassification
-        from modeling_cove.training.classifier import make_compute_metrics
+def readme_recipes() -> dict:
+    """The three ```python blocks of the README's Trainer section, in order, by name: the test runs exactly the text
+    a user copies."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
+    blocks = [part.split("```", 1)[0] for part in section.split("```python\n")[1:]]
+    assert len(blocks) == 3, f"expected 3 python blocks in the README's Trainer section, found {len(blocks)}"
+    return dict(zip(("classification", "pairs", "question_answering"), blocks))
 
-        encoder = "org/cove-large"
-        tokenizer = AutoTokenizer.from_pretrained(encoder)
-        data = load_dataset("stanfordnlp/snli").filter(lambda row: row["label"] != -1)   # -1: no gold label
-        # a pair: token_type_ids 0 on the premise, 1 on the hypothesis; the BCN encodes each side on its own
-        data = data.map(lambda rows: tokenizer(rows["premise"], rows["hypothesis"]), batched=True,
-                        remove_columns=["premise", "hypothesis"])
-        labels = data["train"].features["label"].names           # entailment, neutral, contradiction
-        model = CoveForSequenceClassification.from_pretrained(
-            encoder, num_labels=len(labels), id2label=dict(enumerate(labels)),
-            label2id={name: i for i, name in enumerate(labels)},
-            bcn_pair_input=True)                                 # the checkpoint refuses a missing second text
-        args = TrainingArguments("runs/bcn-snli", num_train_epochs=3, per_device_train_batch_size=64,
-                                 learning_rate=1e-3, eval_strategy="epoch", save_strategy="epoch",
-                                 load_best_model_at_end=True, metric_for_best_model="accuracy", save_total_limit=1,
-                                 report_to="none")
-        trainer = Trainer(model=model, args=args, train_dataset=data["train"], eval_dataset=data["validation"],
-                          processing_class=tokenizer, data_collator=DataCollatorWithPadding(tokenizer),
-                          compute_metrics=make_compute_metrics())
-        trainer.train()
-        trainer.save_model("runs/bcn-snli/best")
-        classify = pipeline("text-classification", model="runs/bcn-snli/best")
-        classify({"text": "A man plays a guitar .", "text_pair": "Someone makes music ."})
-        '''),
-    "question_answering": textwrap.dedent('''\
-        import modeling_cove
-        from datasets import Dataset, load_dataset
-        from transformers import AutoTokenizer, DataCollatorWithPadding, Trainer, TrainingArguments, pipeline
-        from modeling_cove import CoveForQuestionAnswering
-        from modeling_cove.squad_preprocessing import prepare_train_features
 
-        encoder = "org/cove-large"
-        tokenizer = AutoTokenizer.from_pretrained(encoder)
-        squad = load_dataset("rajpurkar/squad")
-        # windows of question + context (384 tokens, contexts overlapping by 128) that hold the answer, with its
-        # start/end token; every skipped example is counted in `stats`
-        features, stats = prepare_train_features(squad["train"], tokenizer, max_length=384, doc_stride=128)
-        columns = ("input_ids", "token_type_ids", "start_positions", "end_positions")
-        train = Dataset.from_dict({name: features[name] for name in columns})
-        model = CoveForQuestionAnswering.from_pretrained(encoder)   # the encoder loaded and frozen, the DCN new
-        args = TrainingArguments("runs/dcn-squad", num_train_epochs=10, per_device_train_batch_size=32,
-                                 learning_rate=1e-3, max_grad_norm=5.0, save_strategy="no", report_to="none")
-        trainer = Trainer(model=model, args=args, train_dataset=train, processing_class=tokenizer,
-                          data_collator=DataCollatorWithPadding(tokenizer))
-        trainer.train()
-        trainer.save_model("runs/dcn-squad/model")
-        qa = pipeline("question-answering", model="runs/dcn-squad/model", trust_remote_code=True)
-        answer = qa(question="Where did the cat sit ?", context="The cat sat on the mat .")  # answer, score, start, end
-        '''),
-}
+RECIPES = readme_recipes()
 
 
 def tiny_encoder(folder, texts) -> str:
