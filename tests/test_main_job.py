@@ -145,6 +145,11 @@ def test_hub_folder_and_predictions(job):
     assert published["validation_accuracy"] == {"vectors+cove": cls["vectors+cove"]["validation_accuracy"]}
     assert {m["type"]: m["value"] for m in record["metrics"]}["accuracy"] == round(
         cls["vectors+cove"]["test_accuracy"], 2)
+    training = record["training"]  # what happened, from train_classifier.py's own record of the published run
+    assert training["encoder"]["kind"] == "pretrained" and training["encoder"]["path"].endswith("pretrain/encoder")
+    assert training["epochs_run"] == 1 and training["steps_run"] == 38 and training["stop_reason"]
+    assert any(note.startswith("BCN input vectors+cove: the best validation accuracy") for note in training["notes"])
+    assert record["dataset"]["name"] == "Embedded sentiment examples (synthetic)"
     assert "the vectors+cove BCN (best validation accuracy" in (run_dir / "REPORT.md").read_text()
     assert "local/cove-bcn-demo" in (hub / "README.md").read_text()
 
