@@ -13,13 +13,15 @@ from .configuration_cove import CoveConfig
 from .hub import MANIFEST, PIPELINES
 from .modeling_cove import CoveModel, CoveModelOutput, CovePreTrainedModel
 from .modeling_cove_bcn import CoveForSequenceClassification  # BCN classification head
+from .modeling_cove_bilm import CoveForBidirectionalLM  # ELMo-style biLM pretraining model
 from .modeling_cove_dcn import CoveForQuestionAnswering  # DCN question-answering head
 from .modeling_cove_mt import CoveForMachineTranslation  # MT pretraining model
 from .pipeline_cove import CoveFeatureExtractionPipeline, CoveQuestionAnsweringPipeline
 
 AutoConfig.register("cove", CoveConfig, exist_ok=True)
 # each model class with the Auto class its checkpoints name in `auto_map` (hub.MANIFEST)
-for model_class in (CoveModel, CoveForMachineTranslation, CoveForSequenceClassification, CoveForQuestionAnswering):
+for model_class in (CoveModel, CoveForMachineTranslation, CoveForSequenceClassification, CoveForQuestionAnswering,
+                    CoveForBidirectionalLM):
     getattr(transformers, MANIFEST[model_class.__name__].auto_class).register(CoveConfig, model_class, exist_ok=True)
 
 # transformers 5.x blocks the name "question-answering" for local registration, so the DCN's pipeline is registered
@@ -32,6 +34,7 @@ PIPELINE_REGISTRY.register_pipeline(
 PIPELINE_REGISTRY.register_pipeline("cove-feature-extraction", pipeline_class=CoveFeatureExtractionPipeline,
                                     pt_model=AutoModel, type="text")
 
-__all__ = ["CoveConfig", "CoveFeatureExtractionPipeline", "CoveForQuestionAnswering", "CoveQuestionAnsweringPipeline",
+__all__ = ["CoveConfig", "CoveFeatureExtractionPipeline", "CoveForBidirectionalLM", "CoveForQuestionAnswering",
+           "CoveQuestionAnsweringPipeline",
            "CoveForMachineTranslation", "CoveForSequenceClassification", "CoveModel", "CoveModelOutput",
            "CovePreTrainedModel"]

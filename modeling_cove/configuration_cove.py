@@ -16,6 +16,7 @@ BCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove", "scalar_mix")
 BCN_POOLING_CHOICES = ("max", "mean", "min", "self")
 DCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove")
 LSTM_IMPLEMENTATION_CHOICES = ("auto", "reference", "unpacked", "single_call")  # modeling_cove/lstm_kernels.py
+ENCODER_TYPE_CHOICES = ("mt_lstm", "bilm")  # CoveModel's encoder module (modeling_cove.ENCODER_CLASSES)
 
 
 # eq. 6's parts, in the order they always take in a per-token feature vector w~ (FeatureLayout)
@@ -174,10 +175,35 @@ def check_config_values(values: dict) -> None:
             f"vocabulary_fingerprint must be None or '<size>:<16 lower-case hex digits>' "
             f"(tokenization_cove.vocabulary_fingerprint), got {fingerprint!r}"
         )
+    check_bilm_values(values)
     for name, choices in (("lstm_implementation", LSTM_IMPLEMENTATION_CHOICES),
                           ("mt_loss_reduction", ("token_mean", "sentence")), ("dcn_input", DCN_INPUT_CHOICES)):
         if values[name] not in choices:
             raise ValueError(f"{name} must be one of {choices}, got {values[name]!r}")
+
+
+def default_softmax_cutoffs(vocab_size: int) -> list:
+    """The biLM's adaptive softmax cutoffs when `bilm_softmax_cutoffs` is None: the most frequent tenth of the ids in
+    the head, the next two ninths and the rest as two tail clusters ([1] for a 2-word vocabulary)."""
+    return sorted({c for c in (vocab_size // 10, vocab_size // 3) if 1 <= c <= vocab_size - 1}) or [1]
+
+
+def check_bilm_values(values: dict) -> None:
+    """The biLM fields of `values`: `encoder_type` one of ENCODER_TYPE_CHOICES, the two switches booleans, and the
+    cutoffs None or increasing ints in [1, vocab_size - 1] (checked against the vocabulary for a biLM only)."""
+    if values["encoder_type"] not in ENCODER_TYPE_CHOICES:
+        raise ValueError(f"encoder_type must be one of {ENCODER_TYPE_CHOICES}, got {values['encoder_type']!r}")
+    for name in ("bilm_residual", "bilm_tie_softmax"):
+        if not isinstance(values[name], bool):
+            raise ValueError(f"{name} must be True or False, got {values[name]!r}")
+    cutoffs = values["bilm_softmax_cutoffs"]
+    if cutoffs is None:
+        return
+    limit = values["vocab_size"] - 1 if values["encoder_type"] == "bilm" else None
+    if (not isinstance(cutoffs, (list, tuple)) or not cutoffs or not all(is_int(c) and c >= 1 for c in cutoffs)
+            or list(cutoffs) != sorted(set(cutoffs)) or (limit is not None and cutoffs[-1] > limit)):
+        raise ValueError(f"bilm_softmax_cutoffs must be None or increasing ints in [1, vocab_size - 1 = "
+                         f"{values['vocab_size'] - 1}], got {cutoffs!r}")
 
 
 class CoveConfig(PreTrainedConfig):
@@ -259,6 +285,22 @@ class CoveConfig(PreTrainedConfig):
             or `"auto"` (per device and call: `"single_call"` on CUDA, `"unpacked"` as described above, else the
             reference). A call the chosen strategy cannot serve runs the reference. Change it at run time with
             `model.set_lstm_implementation(...)`.
+
+    biLM encoder (ELMo-style, docs/bilm.md; read when `encoder_type="bilm"`):
+        encoder_type (`str`, *optional*, defaults to `"mt_lstm"`):
+            Which encoder `CoveModel` runs over the word vectors: `"mt_lstm"` (CoVe's MT-LSTM, a stacked biLSTM) or
+            `"bilm"` (`CoveBiLMEncoder`: separate forward and backward LSTM stacks, pretrained as a bidirectional
+            language model by `CoveForBidirectionalLM`). Both give `num_hidden_layers` layers of
+            `2 * hidden_size`, so the feature layout and every head read either the same way.
+            `lstm_implementation` concerns the MT-LSTM only.
+        bilm_residual (`bool`, *optional*, defaults to `True`):
+            Add each biLM layer's input to its output from layer 2 on (ELMo's residual connection).
+        bilm_softmax_cutoffs (`list[int]` or `None`, *optional*, defaults to `None`):
+            Cluster boundaries of the pretraining model's adaptive softmax over the vocabulary (ids below the first
+            cutoff are the head's shortlist; ids are frequency-ordered when the vocabulary came from a
+            frequency-sorted vectors file). `None`: `default_softmax_cutoffs(vocab_size)`.
+        bilm_tie_softmax (`bool`, *optional*, defaults to `True`):
+            One output layer shared by the forward and backward LM (ELMo); `False`: one per direction.
 
     MT decoder (eqs. 2–4, docs/paper.md §2; read by `CoveForMachineTranslation`):
         target_vocab_size (`int`, *optional*, defaults to 50000):
@@ -388,6 +430,11 @@ class CoveConfig(PreTrainedConfig):
         lowercase=True,
         vocabulary_fingerprint=None,
         output_final_states=False,
+        # biLM encoder
+        encoder_type="mt_lstm",
+        bilm_residual=True,
+        bilm_softmax_cutoffs=None,
+        bilm_tie_softmax=True,
         # MT decoder
         target_vocab_size=50000,
         decoder_embedding_dim=300,
@@ -438,7 +485,9 @@ class CoveConfig(PreTrainedConfig):
         check_config_values(values)
         for name, value in values.items():
             if name not in BASE_CONFIG_FIELDS:
-                setattr(self, name, list(value) if name in ("bcn_pooling", "bcn_maxout_reductions") else value)
+                listed = name in ("bcn_pooling", "bcn_maxout_reductions") or (name == "bilm_softmax_cutoffs"
+                                                                               and value is not None)
+                setattr(self, name, list(value) if listed else value)
         super().__init__(**{name: values[name] for name in BASE_CONFIG_FIELDS}, **kwargs)
 
     @classmethod
@@ -454,6 +503,13 @@ class CoveConfig(PreTrainedConfig):
     def encoder_output_size(self) -> int:
         """Width of a single MT-LSTM layer's output (both directions): 2 * hidden_size."""
         return 2 * self.hidden_size
+
+    @property
+    def softmax_cutoffs(self) -> list:
+        """The biLM adaptive softmax's cutoffs: `bilm_softmax_cutoffs`, or `default_softmax_cutoffs(vocab_size)`."""
+        if self.bilm_softmax_cutoffs is not None:
+            return list(self.bilm_softmax_cutoffs)
+        return default_softmax_cutoffs(self.vocab_size)
 
     @property
     def output_size(self) -> int:

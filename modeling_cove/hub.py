@@ -34,6 +34,8 @@ class HubClass:
     auto_class: str
     module: str
     files: tuple
+    encoder_types: tuple = ("mt_lstm", "bilm")  # the `config.encoder_type`s whose checkpoints it loads
+
 
     def reference(self, name: str) -> str:
         """The `auto_map` value: `module.ClassName`."""
@@ -60,8 +62,9 @@ class HubPipeline:
 # is the checkpoint's); tokenization_cove.py imports nothing else of the package, so the vocabulary-building and
 # vector-reading code stays out.
 CONFIG_FILES = ("configuration_cove.py",)
+# modeling_cove_bilm.py: `CoveModel` runs the biLM encoder for `config.encoder_type="bilm"` (`encoder_class`)
 ENCODER_FILES = CONFIG_FILES + ("embeddings.py", "hub.py", "lstm_kernels.py", "modeling_cove.py",
-                                "tokenization_cove.py")
+                                "modeling_cove_bilm.py", "tokenization_cove.py")
 HEAD_FILES = ENCODER_FILES + ("layers.py",)  # the layers the BCN and the DCN share
 DCN_FILES = HEAD_FILES + ("modeling_cove_dcn.py",)
 
@@ -73,6 +76,8 @@ MANIFEST = {
     "CoveForSequenceClassification": HubClass("AutoModelForSequenceClassification", "modeling_cove_bcn",
                                               HEAD_FILES + ("modeling_cove_bcn.py",)),
     "CoveForQuestionAnswering": HubClass("AutoModelForQuestionAnswering", "modeling_cove_dcn", DCN_FILES),
+    # biLM pretraining (docs/bilm.md): advertised by biLM checkpoints only (it refuses an MT-LSTM encoder)
+    "CoveForBidirectionalLM": HubClass("AutoModelForPreTraining", "modeling_cove_bilm", ENCODER_FILES, ("bilm",)),
 }
 
 # transformers 5.x has no "question-answering" pipeline of its own: a DCN checkpoint records ours under that name.
@@ -106,11 +111,13 @@ class CheckpointCode:
             shutil.copyfile(path, Path(save_directory) / path.name)
 
 
-def checkpoint_code(architecture, package_dir: Optional[Path] = None) -> CheckpointCode:
+def checkpoint_code(architecture, package_dir: Optional[Path] = None,
+                    encoder_type: str = "mt_lstm") -> CheckpointCode:
     """The `auto_map`, `custom_pipelines` and code files of a checkpoint of `architecture` (a model class name of
-    `MANIFEST`, or a model class: its nearest base named there, so a user's subclass saves as the class it extends):
-    every class whose files are all in `package_dir` (default `PACKAGE_DIR`), the pipelines of `architecture`
-    whose files are there, and the union of their files."""
+    `MANIFEST`, or a model class: its nearest base named there, so a user's subclass saves as the class it extends)
+    whose `config.encoder_type` is `encoder_type`: every class that loads that encoder and whose files are all in
+    `package_dir` (default `PACKAGE_DIR`), the pipelines of `architecture` whose files are there, and the union of
+    their files."""
     package_dir = Path(package_dir) if package_dir is not None else PACKAGE_DIR
     models = sorted(name for name, entry in MANIFEST.items() if entry.auto_class != "AutoConfig")
     if isinstance(architecture, type):
@@ -125,7 +132,8 @@ def checkpoint_code(architecture, package_dir: Optional[Path] = None) -> Checkpo
     if missing(MANIFEST[architecture].files):
         raise ValueError(f"cannot ship the code of {architecture}: {', '.join(missing(MANIFEST[architecture].files))} "
                          f"not in {package_dir}")
-    classes = {name: entry for name, entry in MANIFEST.items() if not missing(entry.files)}
+    classes = {name: entry for name, entry in MANIFEST.items()
+               if not missing(entry.files) and encoder_type in entry.encoder_types}
     pipelines = {task: pipe for task, pipe in PIPELINES.items()
                  if pipe.architecture == architecture and not missing(pipe.files)}
     names = set().union(*(entry.files for entry in classes.values()), *(pipe.files for pipe in pipelines.values()))

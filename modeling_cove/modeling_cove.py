@@ -151,6 +151,19 @@ class CoveEncoder(nn.Module):
                              f"B*T rows of one view), got strides {out.stride()}")
 
 
+def encoder_class(encoder_type: str) -> type:
+    """The encoder module `CoveModel` runs for `config.encoder_type` (the one place it is chosen, as transformers
+    picks an attention implementation): `"mt_lstm"` CoveEncoder, `"bilm"` the ELMo-style `CoveBiLMEncoder`. Both
+    take and return the same (`CoveEncoder.forward`). The biLM module imports this one, hence the import here."""
+    if encoder_type == "mt_lstm":
+        return CoveEncoder
+    if encoder_type == "bilm":
+        from .modeling_cove_bilm import CoveBiLMEncoder
+
+        return CoveBiLMEncoder
+    raise ValueError(f"encoder_type must be 'mt_lstm' or 'bilm', got {encoder_type!r}")
+
+
 class CovePreTrainedModel(PreTrainedModel):
     config_class = CoveConfig
     base_model_prefix = "cove"
@@ -236,7 +249,7 @@ class CovePreTrainedModel(PreTrainedModel):
         config then names only their classes.) `push_to_hub=True` uploads the folder after the code files are in
         it (`push_to_hub`, with `repo_id` defaulting to the folder's name, `token`, `commit_message`, `private`,
         `revision`, `create_pr` from the keyword arguments)."""
-        code = checkpoint_code(type(self))
+        code = checkpoint_code(type(self), encoder_type=self.config.encoder_type)
         code.apply_to(self.config)
         hub_kwargs = {}
         if push_to_hub:
@@ -276,7 +289,9 @@ class CovePreTrainedModel(PreTrainedModel):
 
 class CoveModel(CoveInputChecks, CovePreTrainedModel):
     """The CoVe encoder: word vectors (frozen) -> MT-LSTM. `last_hidden_state` is CoVe(w) (eq. 5), or eq. 6's
-    `[GloVe(w); CoVe(w)]` with `config.include_word_vectors`, optionally with both layers and char n-grams."""
+    `[GloVe(w); CoVe(w)]` with `config.include_word_vectors`, optionally with both layers and char n-grams. With
+    `config.encoder_type="bilm"` the MT-LSTM's place is taken by the ELMo-style biLM (`encoder_class`), whose layers
+    have the same shape."""
 
     def __init__(self, config: CoveConfig):
         super().__init__(config)
@@ -288,7 +303,7 @@ class CoveModel(CoveInputChecks, CovePreTrainedModel):
             if config.char_ngram_dim > 0
             else None
         )
-        self.encoder = CoveEncoder(config)
+        self.encoder = encoder_class(config.encoder_type)(config)
         # True when a head holds this model (`self.cove`): `output_attentions` then asks for the head's maps
         self.inside_head = False
         self.post_init()
