@@ -27,7 +27,8 @@ def parse_args(argv=None):
     p.add_argument("--output-dir", required=True, help="checkpoint directory to write")
     p.add_argument("--vectors", required=True, help="GloVe/word2vec text file (.txt/.gz/.xz)")
     p.add_argument("--data-dir", default=None, help="local data folder (like shared/data); default: Hub dataset ids")
-    p.add_argument("--tasks", nargs="+", default=["multi30k"], help=f"text sources, from {TEXT_SOURCES}")
+    p.add_argument("--tasks", nargs="*", default=["multi30k"],
+                   help=f"text sources, from {TEXT_SOURCES} (`--tasks` alone: none, only the --text-file texts)")
     p.add_argument("--text-file", action="append", default=[], help="extra plain-text file(s), one text per line")
     p.add_argument("--dim", type=int, default=300, help="word-vector dimension (checked against the file)")
     p.add_argument("--cased", action="store_true", help="do not lowercase text (default: lowercase, as CoVe)")

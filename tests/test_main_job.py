@@ -281,3 +281,38 @@ def test_commands_run_side_by_side_and_a_failure_stops_the_others(tmp_path, caps
                                Command([sys.executable, "-c", sleep_then + f"; open({str(marker)!r}, 'w')", "30", "0"],
                                        "slow", log=tmp_path / "slow.log")], stage, slots=2)
     assert time.time() - start < 20 and not marker.exists()  # the slow one was stopped, not waited for
+
+
+def test_vocabulary_checkpoint_from_text_and_vectors(tmp_path):
+    """The vocab stage's library (also scripts/build_vocab.py): words with a vector always, words without one only
+    when frequent (most frequent first, ties alphabetical), the vectors in tokenizer order, a fresh MT-LSTM of the
+    requested size; the CLI (text files only, no named source) writes the same."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from modeling_cove.training.vocab import build_vocab_checkpoint, read_tsv_column, save_checkpoint
+
+    vectors = tmp_path / "vectors.txt"
+    vectors.write_text("the 1 0 0\ndog 0 1 0\nruns 0 0 1\n")
+    texts = ["The dog runs .", "the cat runs", "the cat sleeps"]
+    model, tokenizer, info = build_vocab_checkpoint(texts, vectors, dim=3, oov_min_count=2, hidden_size=4)
+    assert tokenizer.convert_ids_to_tokens(list(range(4, len(tokenizer)))) == ["the", "cat", "runs", "dog"]
+    assert info["words_with_vector"] == 3 and info["corpus_tokens"] == 10 and info["hidden_size"] == 4
+    assert info["token_coverage_vectors"] == 60.0  # the 3 x the, 2 x runs, 1 x dog of 10 tokens
+    assert model.embeddings.weight[tokenizer.convert_tokens_to_ids("dog")].tolist() == [0, 1, 0]
+    assert model.embeddings.weight[tokenizer.convert_tokens_to_ids("cat")].abs().sum() == 0  # no vector: zeros
+    out = save_checkpoint(model, tokenizer, tmp_path / "ckpt", {"build_info.json": info})
+    assert AutoModel.from_pretrained(out).config.hidden_size == 4 and len(AutoTokenizer.from_pretrained(out)) == 8
+    assert json.loads((out / "build_info.json").read_text())["vocab_size"] == 8
+    with pytest.raises(ValueError, match="none of the 3 requested words were found"):
+        build_vocab_checkpoint(["unknown words only"], vectors, dim=3)
+    with pytest.raises(ValueError, match="no column 'label'"):
+        read_tsv_column(REPO / "examples" / "en_de" / "test.tsv", "label")
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(texts) + "\n")
+    cli = run_main([sys.executable, str(REPO / "scripts" / "build_vocab.py"), "--tasks", "--text-file", str(corpus),
+                    "--vectors", str(vectors), "--dim", "3", "--oov-min-count", "2", "--output-dir",
+                    str(tmp_path / "cli")], timeout=120)
+    assert cli.returncode == 0, cli.stderr[-2000:]
+    built = json.loads((tmp_path / "cli" / "build_info.json").read_text())
+    assert built["vocab_size"] == 8 and built["words_with_vector"] == 3 and built["token_coverage_vectors"] == 60.0

@@ -70,15 +70,13 @@ def build_vocab_checkpoint(texts: Iterable[str], vectors, dim: int = 300, lowerc
     The vocabulary: every word with a vector, plus words without one seen `oov_min_count` times or more (zero rows),
     most frequent first, at most `max_size` (the 4 special tokens on top). `config_overrides` are `CoveConfig` fields
     (e.g. `hidden_size=128`). `info` holds the coverage figures. Raises ValueError when the texts have no token or no
-    word of them has a vector (a wrong vectors file)."""
+    word of them has a vector (`read_word_vectors`: a wrong vectors file)."""
     counts = count_tokens(texts, lowercase=lowercase, progress=True)
     if not counts:
         raise ValueError("the text sources produced no tokens")
     # one pass over the vectors file restricted to the corpus words tells which have a vector
     found_words, found_vectors = read_word_vectors(vectors, vocab=set(counts), dim=dim, lowercase=vectors_lowercase,
                                                    progress=True)
-    if not found_words:
-        raise ValueError(f"no word of the text has a vector in {vectors}: wrong vectors file?")
     with_vector = set(found_words)
     words = select_vocabulary(counts, has_vector=with_vector.__contains__, oov_min_count=oov_min_count,
                               max_size=max_size)
