@@ -36,7 +36,6 @@ class HubClass:
     files: tuple
     encoder_types: tuple = ("mt_lstm", "bilm")  # the `config.encoder_type`s whose checkpoints it loads
 
-
     def reference(self, name: str) -> str:
         """The `auto_map` value: `module.ClassName`."""
         return f"{self.module}.{name}"
