@@ -5,7 +5,6 @@ import math
 import re
 import subprocess
 import sys
-import warnings
 from collections import Counter
 from pathlib import Path
 
