@@ -10,5 +10,11 @@ subpackage. Modules:
 - `export`: the encoder of an MT checkpoint as a CoVe encoder checkpoint, with its card.
 - `cards` (+ `cards_record`): the evaluation record of a trained model and the model card built from it.
 - `publish`: check, stage, verify and upload a checkpoint to the Hub (`scripts/push_to_hub.py`).
+- `pipeline`: the main job's stages, resume markers and report (`scripts/main.py`).
+- `vocab`: CoVe checkpoints from text + word vectors (`scripts/build_vocab.py`); `ppmi`: PPMI+SVD word vectors
+  (`scripts/train_ppmi_vectors.py`); `examples`: the generator of the shipped `examples/` TSVs
+  (`scripts/make_examples.py`).
+- `classifier`, `qa`, `collators`: BCN and DCN training on `Trainer` (`scripts/train_classifier.py`,
+  `scripts/train_qa.py`), one `pad_batch` and the collators.
 - `results`: the result tables of `benchmarks/results/` collected from `runs/` (`scripts/collect_results.py`).
 """
