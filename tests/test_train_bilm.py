@@ -65,6 +65,7 @@ def test_cli_end_to_end_writes_the_model_the_encoder_and_the_record(setup, whole
     assert metrics["train_tokens_per_second"] > 0 and metrics["data"]["heldout_texts"] == 30
     assert metrics["command"].startswith("python scripts/train_bilm.py") and metrics["commit"]
     assert (out / "curves.png").stat().st_size > 0 and (out / "encoder" / "README.md").is_file()
+    assert json.loads((out / "encoder" / "bilm_metrics.json").read_text())["epochs"] == metrics["epochs"]
     encoder = AutoModel.from_pretrained(out / "encoder")
     assert isinstance(encoder.encoder, CoveBiLMEncoder) and encoder.config.freeze_encoder
     lm = load_file(out / "lm" / "model.safetensors")

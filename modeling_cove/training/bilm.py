@@ -185,6 +185,7 @@ class BiLMSettings:
 
 
 STREAMS_FILE, STATS_FILE = "token_streams.safetensors", "data_stats.json"
+EXPORT_METRICS_FILE = "bilm_metrics.json"  # beside an exported encoder, as the MT export's mt_metrics.json
 RESUME_KEYS = ("init_from", "corpus", "data_dir", "text_column", "limit_texts", "heldout_fraction", "seq_len",
                "batch_size", "epochs", "lr", "scheduler", "warmup_steps", "dropout", "hidden_size", "num_layers",
                "residual", "tie_softmax", "cutoffs", "seed")
@@ -434,7 +435,8 @@ def write_run_record(state: BiLMState, settings: BiLMSettings, data_stats: dict,
 
 def export_encoder(model, tokenizer, output_dir, metrics: dict | None = None):
     """Save the encoder of a `CoveForBidirectionalLM` as a plain, frozen encoder checkpoint (`AutoModel`, the
-    heads' `--encoder`), with its tokenizer and a model card (README.md)."""
+    heads' `--encoder`), with its tokenizer, a model card (README.md) and the pretraining record
+    (`EXPORT_METRICS_FILE`, which says what the encoder is to the heads' evaluation records)."""
     from ..configuration_cove import CoveConfig
     from ..modeling_cove import CoveModel
 
@@ -446,6 +448,7 @@ def export_encoder(model, tokenizer, output_dir, metrics: dict | None = None):
     encoder.save_pretrained(output_dir)
     tokenizer.save_pretrained(output_dir)
     (output_dir / "README.md").write_text(model_card(encoder.config, metrics or {}), encoding="utf-8")
+    write_json(output_dir / EXPORT_METRICS_FILE, metrics or {})
     return encoder
 
 
