@@ -70,7 +70,8 @@ TOKEN = "hf_test_token_123"
 PACKAGE = REPO / "modeling_cove"
 # what every checkpoint advertises and ships: every class of the manifest (a head can start from any checkpoint);
 # a question-answering checkpoint also its pipeline
-FULL_AUTO_MAP = {entry.auto_class: entry.reference(name) for name, entry in MANIFEST.items()}
+FULL_AUTO_MAP = {entry.auto_class: entry.reference(name) for name, entry in MANIFEST.items()
+                 if "mt_lstm" in entry.encoder_types}  # a CoVe checkpoint; a biLM one also names its LM head
 EVERY_CLASS_FILES = set().union(*(entry.files for entry in MANIFEST.values()))
 QA_PIPELINE = PIPELINES["question-answering"]
 # training-side modules of the package: vocabulary and checkpoint building, data, word vectors, the feature cache

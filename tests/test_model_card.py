@@ -364,6 +364,26 @@ def test_describe_encoder_reads_what_the_checkpoint_is(tmp_path):
     assert describe_encoder("org/some-hub-encoder") == {"kind": "unknown", "path": "org/some-hub-encoder"}
 
 
+def test_describe_encoder_reads_a_bilm_encoder(checkpoint, tmp_path):
+    bilm = tmp_path / "bilm"
+    bilm.mkdir()
+    (bilm / "bilm_metrics.json").write_text(json.dumps({
+        "data": {"texts_per_corpus": {"trec6": 10, "imdb": 20}}, "global_step": 40, "stop_reason": "epochs",
+        "epochs": [{"epoch": 1, "complete": True, "heldout_forward_perplexity": 123.456,
+                    "heldout_backward_perplexity": 130.0}]}))
+    encoder = describe_encoder(bilm)
+    assert encoder["kind"] == "pretrained" and encoder["pretraining"] == {
+        "source": "ELMo-style bidirectional language model (this package's biLM pretraining)", "objective": "bilm",
+        "corpora": ["imdb", "trec6"], "complete_epochs": 1, "steps_run": 40, "stop_reason": "epochs",
+        "heldout_forward_perplexity": 123.46, "heldout_backward_perplexity": 130.0}
+    text = generate.encoder_text({"training": {"encoder": encoder}})
+    assert text.startswith("pretrained as an ELMo-style bidirectional language model on English text")
+    assert "translation" not in text and "held-out perplexity forward 123.46, backward 130.0" in text
+    column, why = generate.comparable_column(sst2_record(checkpoint, paper_column="+CoVe-S", training={
+        "command": "x", "encoder": encoder}))
+    assert column is None and why  # a biLM is no CoVe column of the paper
+
+
 def test_paper_column_is_comparable_only_for_the_matching_setting(checkpoint, tmp_path):
     iwslt = {"kind": "pretrained", "pretraining": {"dataset": "iwslt"}}
     assert generate.comparable_column(sst2_record(checkpoint, paper_column="+CoVe-M", training={

@@ -95,8 +95,6 @@ def tiny_checkpoint(tmp_path_factory):
 
 @pytest.mark.parametrize("mode", ["top", "both", "with_word_vectors"])
 def test_conversion_matches_reference_encoder(tmp_path, mode):
-    from convert_salesforce_cove import main as convert
-
     state = original_layout_state_dict()
     assert len(state) == 16 and sum(v.numel() for v in state.values()) == 3_609_600
     weights = tmp_path / "wmtlstm-test.pth"
@@ -111,7 +109,8 @@ def test_conversion_matches_reference_encoder(tmp_path, mode):
         args += ["--cove-output", "both"]
     if mode == "with_word_vectors":
         args += ["--include-word-vectors"]
-    convert(args)
+    script = Path(__file__).resolve().parents[1] / "scripts" / "convert_salesforce_cove.py"
+    subprocess.run([sys.executable, str(script), *args], check=True, capture_output=True)  # as a user runs it
 
     from transformers import AutoModel, AutoTokenizer
 

@@ -16,5 +16,6 @@ subpackage. Modules:
   (`scripts/make_examples.py`).
 - `classifier`, `qa`, `collators`: BCN and DCN training on `Trainer` (`scripts/train_classifier.py`,
   `scripts/train_qa.py`), one `pad_batch` and the collators.
+- `bilm`: ELMo-style biLM pretraining (corpus, windows, the Accelerate loop, encoder export).
 - `results`: the result tables of `benchmarks/results/` collected from `runs/` (`scripts/collect_results.py`).
 """

@@ -204,6 +204,8 @@ def _pretraining_text(pretraining: dict) -> str:
         parts.append(pretraining["source"])
     if pretraining.get("dataset"):
         parts.append(f"translation data: {pretraining['dataset']}")
+    if pretraining.get("corpora"):
+        parts.append(f"text: {', '.join(pretraining['corpora'])}")
     if pretraining.get("complete_epochs") is not None:
         count = pretraining["complete_epochs"]
         parts.append(f"{count} complete epoch{'' if count == 1 else 's'}")
@@ -213,7 +215,10 @@ def _pretraining_text(pretraining: dict) -> str:
         parts.append(f"stopped: {pretraining['stop_reason']}")
     if pretraining.get("test_bleu") is not None:
         parts.append(f"test BLEU {_fmt(pretraining['test_bleu'])}")
-    return "; ".join(parts) if parts else "its translation metrics were not recorded"
+    if pretraining.get("heldout_forward_perplexity") is not None:
+        parts.append(f"held-out perplexity forward {_fmt(pretraining['heldout_forward_perplexity'])}, backward "
+                     f"{_fmt(pretraining.get('heldout_backward_perplexity'))}")
+    return "; ".join(parts) if parts else "its pretraining metrics were not recorded"
 
 
 def encoder_text(record: dict) -> str:
@@ -224,8 +229,10 @@ def encoder_text(record: dict) -> str:
     label = ", ".join(f"`{encoder[key]}`" for key in ("name", "path") if encoder.get(key))
     kind = encoder["kind"]
     if kind == "pretrained":
-        pretraining = _pretraining_text(encoder.get("pretraining") or {})
-        return f"pretrained on English→German translation ({label + '; ' if label else ''}{pretraining})"
+        pretraining = encoder.get("pretraining") or {}
+        objective = ("pretrained as an ELMo-style bidirectional language model on English text"
+                     if pretraining.get("objective") == "bilm" else "pretrained on English→German translation")
+        return f"{objective} ({label + '; ' if label else ''}{_pretraining_text(pretraining)})"
     label = f" ({label})" if label else ""
     if kind == "random":
         return (f"randomly initialised and never trained{label}: its outputs carry no translation knowledge, so "

@@ -151,11 +151,12 @@ def checkpoint_fingerprint(checkpoint_dir: PathLike) -> dict:
 
 
 def describe_encoder(encoder, *, used: bool = True, name: Optional[str] = None) -> dict:
-    """The `training.encoder` block for the MT-LSTM a head was built on, read from the encoder checkpoint itself.
+    """The `training.encoder` block for the encoder a head was built on, read from the encoder checkpoint itself.
 
     `encoder` is the encoder's folder (or Hub id). The checkpoint tells what it is: `mt_metrics.json` (written when
     an encoder is exported from a trained translation model) -> `pretrained`, with the translation run's test BLEU
-    and epochs; `conversion_info.json` (the converted Salesforce release) -> `pretrained`; `build_info.json` alone (a
+    and epochs; `bilm_metrics.json` (an exported biLM encoder) -> `pretrained`, with its corpora, epochs and held-out
+    perplexities; `conversion_info.json` (the converted Salesforce release) -> `pretrained`; `build_info.json` alone (a
     vocabulary checkpoint whose MT-LSTM was never trained) -> `random`. Anything else -> `unknown`. `used=False`
     (the head reads the word vectors only) -> `unused`, whatever the folder holds.
     """
@@ -171,6 +172,9 @@ def describe_encoder(encoder, *, used: bool = True, name: Optional[str] = None) 
     if (folder / "mt_metrics.json").is_file():
         block["kind"] = "pretrained"
         block["pretraining"] = _pretraining_summary(_read_json(folder / "mt_metrics.json"))
+    elif (folder / "bilm_metrics.json").is_file():  # exported by modeling_cove.training.bilm
+        block["kind"] = "pretrained"
+        block["pretraining"] = _bilm_summary(_read_json(folder / "bilm_metrics.json"))
     elif (folder / "conversion_info.json").is_file():
         block["kind"] = "pretrained"
         block["pretraining"] = {"source": "the Salesforce CoVe release (MT-LSTM trained on WMT 2017 English-German)",
@@ -188,6 +192,28 @@ def _read_json(path: Path) -> dict:
     if not isinstance(payload, dict):
         raise CheckpointError(f"{path} must hold a JSON object")
     return payload
+
+
+def _bilm_summary(metrics: dict) -> dict:
+    """What a biLM pretraining run's metrics JSON says about the encoder (only what it records)."""
+    summary = {"source": "ELMo-style bidirectional language model (this package's biLM pretraining)",
+               "objective": "bilm"}
+    corpora = (metrics.get("data") or {}).get("texts_per_corpus")
+    if isinstance(corpora, dict) and corpora:
+        summary["corpora"] = sorted(corpora)
+    epochs = [epoch for epoch in metrics.get("epochs") or [] if isinstance(epoch, dict)]
+    if epochs:
+        summary["complete_epochs"] = sum(1 for epoch in epochs if epoch.get("complete", True))
+    if isinstance(metrics.get("global_step"), int):
+        summary["steps_run"] = metrics["global_step"]
+    if isinstance(metrics.get("stop_reason"), str):
+        summary["stop_reason"] = metrics["stop_reason"]
+    last = epochs[-1] if epochs else {}
+    for direction in ("forward", "backward"):
+        value = last.get(f"heldout_{direction}_perplexity")
+        if _is_number(value):
+            summary[f"heldout_{direction}_perplexity"] = round(float(value), 2)
+    return summary
 
 
 def _pretraining_summary(metrics: dict) -> dict:

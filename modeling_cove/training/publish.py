@@ -183,7 +183,7 @@ def hub_config(config: dict) -> tuple:
     from modeling_cove.hub import checkpoint_code
 
     try:
-        code = checkpoint_code(config["architectures"][0])
+        code = checkpoint_code(config["architectures"][0], encoder_type=config.get("encoder_type", "mt_lstm"))
     except ValueError as err:
         raise PublishError(f"a Hub user could not load this checkpoint with trust_remote_code=True: {err}") from None
     config = dict(config)
