@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from transformers import PreTrainedConfig
 
 COVE_OUTPUT_CHOICES = ("top", "both")
-BCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove", "scalar_mix")
+BCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove", "scalar_mix", "vectors+scalar_mix")
 BCN_POOLING_CHOICES = ("max", "mean", "min", "self")
 DCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove")
 LSTM_IMPLEMENTATION_CHOICES = ("auto", "reference", "unpacked", "single_call")  # modeling_cove/lstm_kernels.py
@@ -327,7 +327,8 @@ class CoveConfig(PreTrainedConfig):
     BCN classifier (eqs. 7–16, docs/paper.md §3; read by `CoveForSequenceClassification`):
         bcn_input (`str`, *optional*, defaults to `"vectors+cove"`):
             What the BCN reads per token: `"vectors+cove"` (eq. 6), `"vectors"` (the GloVe-only baseline),
-            `"cove"` (CoVe only) or `"scalar_mix"` (ELMo-style mix over {[g; g], layer 1, layer 2}, §6).
+            `"cove"` (CoVe only), `"scalar_mix"` (ELMo-style mix over {[g; g], layer 1, layer 2}, §6) or
+            `"vectors+scalar_mix"` (ELMo's `[x; ELMo_task]`: the word vectors, then that mix; docs/bilm.md).
         bcn_feedforward_dim (`int`, *optional*, defaults to 300):
             Width of the ReLU feed-forward layer f applied to each input vector (eqs. 7–8).
         bcn_hidden_size (`int`, *optional*, defaults to 300):
@@ -524,8 +525,10 @@ class CoveConfig(PreTrainedConfig):
         layer = self.encoder_output_size
         mode = {"encoder": "vectors+cove" if self.include_word_vectors else "cove", "bcn": self.bcn_input,
                 "dcn": getattr(self, "dcn_input", "vectors+cove")}[reader]
-        if mode == "scalar_mix":
-            widths = (("scalar_mix", layer), ("char_ngrams", self.char_ngram_dim))
+        if mode in ("scalar_mix", "vectors+scalar_mix"):  # ELMo's [x; ELMo_task] with the vectors
+            words = mode == "vectors+scalar_mix"
+            widths = (("word_vectors", self.word_vector_dim if words else 0), ("scalar_mix", layer),
+                      ("char_ngrams", self.char_ngram_dim))
         else:
             words, cove = "vectors" in mode, "cove" in mode
             # layer 1 is the top layer of a 1-layer MT-LSTM: the BCN reads it once (see the class docstring)

@@ -223,7 +223,7 @@ def bcn_layer_indices(config: CoveConfig) -> list:
     """Indices into `CoveModel(...).hidden_states` (0 = word vectors, k = MT-LSTM layer k) of the MT-LSTM layers that
     `config.bcn_input` reads: those of `config.feature_layout("bcn")`, every layer for "scalar_mix". Empty for
     "vectors" (the MT-LSTM is not run at all)."""
-    if config.bcn_input == "scalar_mix":
+    if config.feature_layout("bcn").has("scalar_mix"):
         return list(range(1, config.num_hidden_layers + 1))
     return config.feature_layout("bcn").mt_lstm_layers(config.num_hidden_layers)
 
@@ -298,7 +298,8 @@ class CoveForSequenceClassification(CovePreTrainedModel):
       - "vectors": the GloVe-only baseline (the MT-LSTM is not run);
       - "cove": CoVe(w) only;
       - "scalar_mix": gamma * sum_k softmax(w)_k h_k over {[g; g], layer 1, ..., layer L} (ELMo style, docs/paper.md §6;
-        needs 2 * word_vector_dim == 2 * hidden_size).
+        needs 2 * word_vector_dim == 2 * hidden_size);
+      - "vectors+scalar_mix": [GloVe(w); that mix], ELMo's [x; ELMo_task] (docs/bilm.md).
     With `char_ngram_dim > 0` the char n-gram vectors are appended in every mode.
     """
 
@@ -311,9 +312,10 @@ class CoveForSequenceClassification(CovePreTrainedModel):
                 f"problem_type='single_label_classification' needs num_labels >= 2, got {config.num_labels} "
                 "(num_labels=1 is a regression head: problem_type='regression' or None)"
             )
-        if config.bcn_input == "scalar_mix" and config.word_vector_dim != config.hidden_size:
+        mixes = config.feature_layout("bcn").has("scalar_mix")
+        if mixes and config.word_vector_dim != config.hidden_size:
             raise ValueError(
-                "bcn_input='scalar_mix' mixes [g; g] with the MT-LSTM layers, so 2 * word_vector_dim "
+                f"bcn_input={config.bcn_input!r} mixes [g; g] with the encoder layers, so 2 * word_vector_dim "
                 f"({2 * config.word_vector_dim}) must equal 2 * hidden_size ({2 * config.hidden_size})"
             )
         self.num_labels = config.num_labels
@@ -321,7 +323,7 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         self.cove = CoveModel(config)
         self.layer_indices = bcn_layer_indices(config)
         self.scalar_mix = (
-            CoveScalarMix(config.num_hidden_layers + 1) if config.bcn_input == "scalar_mix" else None
+            CoveScalarMix(config.num_hidden_layers + 1) if mixes else None
         )
         self.input_dropout = nn.Dropout(config.bcn_dropout)
         self.feedforward = nn.Linear(bcn_input_size(config), config.bcn_feedforward_dim)  # f of eqs. 7–8

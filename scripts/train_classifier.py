@@ -13,6 +13,7 @@ Columns of the CoVe paper's Table 2 (`--bcn-input`):
     vectors       the checkpoint's word vectors (GloVe or the stand-in vectors), frozen; no MT-LSTM
     vectors+cove  eq. 6: [vectors; CoVe] — the CoVe column for the encoder given with --encoder
     cove, scalar_mix   CoVe only / ELMo-style scalar mix over {[g; g], layer 1, layer 2} (docs/paper.md §6)
+    vectors+scalar_mix   ELMo's [x; ELMo_task]: the vectors, then that mix (for a biLM encoder: docs/bilm.md)
 
 Because the encoder is frozen, the MT-LSTM states of every split are computed ONCE and cached on disk under
 --cache-dir (modeling_cove/feature_cache.py), keyed by the encoder weights, the layers used and the token ids. The

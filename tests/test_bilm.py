@@ -330,3 +330,22 @@ def test_bad_inputs_are_named(checkpoint):
         CoveForBidirectionalLM(tiny_config(encoder_type="mt_lstm"))
     with pytest.raises(ValueError, match="direction"):
         lm.output_layer("sideways")
+
+
+def test_elmo_input_is_the_vectors_then_the_mix(checkpoint, tmp_path):
+    """bcn_input="vectors+scalar_mix": ELMo's [x; gamma * sum_k s_k h_k] over {[x; x], layer 1, layer 2}."""
+    encoder, tokenizer = checkpoint
+    encoder.save_pretrained(tmp_path / "enc")
+    bcn = CoveForSequenceClassification.from_pretrained(tmp_path / "enc", num_labels=2,
+                                                        bcn_input="vectors+scalar_mix").eval()
+    assert bcn.config.feature_layout("bcn").names == ("word_vectors", "scalar_mix")
+    batch = tokenizer(["the film is very good .", "bad plot"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        torch.nn.init.normal_(bcn.scalar_mix.scalar_weights)
+        states = encoder(**batch, output_hidden_states=True).hidden_states
+        inputs = bcn.bcn_inputs(batch["input_ids"], batch["attention_mask"], states)
+        weights = torch.softmax(bcn.scalar_mix.scalar_weights, 0)
+        mix = bcn.scalar_mix.gamma * sum(w * h for w, h in zip(weights, [torch.cat([states[0]] * 2, -1),
+                                                                         *states[1:]]))
+        torch.testing.assert_close(inputs, torch.cat([states[0], mix], dim=-1))
+        assert bcn(**batch).logits.shape == (2, 2)

@@ -29,7 +29,7 @@ from .run_info import REPO, git_commit, machine_info, plot_curves, write_json
 
 TASK_CONFIG_DIR = CONFIGURATION / "tasks"
 TASKS = ("sst2", "sst5", "trec6", "trec50", "imdb", "snli", "tsv")
-COLUMNS = ("random", "vectors", "vectors+cove", "cove", "scalar_mix")
+COLUMNS = ("random", "vectors", "vectors+cove", "cove", "scalar_mix", "vectors+scalar_mix")
 PAPER_COLUMN = {"random": "Random", "vectors": "GloVe", "vectors+cove": "+CoVe-S"}  # Table 2's names
 SUBSAMPLE_SEED = 13  # --max-*-examples subsets: fixed, so every column and seed sees the same examples
 RUN_OUTPUTS = ("best", "checkpoints", "eval_results.json", "metrics.json", "curve.png")  # what a run writes

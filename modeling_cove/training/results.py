@@ -261,7 +261,9 @@ CLASSIFICATION_COLUMNS = {
     "random": "random embeddings trained with the BCN", "vectors": "stand-in vectors, frozen",
     "vectors+cove": "[vectors; CoVe-S] (eq. 6), frozen", "cove": "CoVe-S alone (no word vectors), frozen",
     "scalar_mix": "ELMo-style gamma * sum_k softmax(w)_k h_k over {[vectors; vectors], CoVe-S layer 1, layer 2} "
-                  "(docs/paper.md §6), w and gamma learned with the BCN"}
+                  "(docs/paper.md §6), w and gamma learned with the BCN",
+    "vectors+bilm": "ELMo-style [vectors; gamma * sum_k softmax(w)_k h_k] over our biLM's layers (docs/bilm.md), "
+                    "biLM frozen, w and gamma learned with the BCN"}
 
 
 def classification_report(runs: Path, out: Path) -> dict:
