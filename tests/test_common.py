@@ -869,7 +869,8 @@ class TestCoveConfig:
                        bcn_pair_input=True, vocabulary_fingerprint="40:0123456789abcdef",
                        encoder_dropout_all_layers=False, bcn_final_batch_norm=False, bcn_pooling_dropout=False,
                        bcn_independent_dropout=False, dcn_feedforward_dropout=False,
-                       dcn_hmn_end_previous_start=False, paper_defaults_version=0)
+                       dcn_hmn_end_previous_start=False, paper_defaults_version=0, encoder_type="bilm",
+                       bilm_residual=False, bilm_softmax_cutoffs=[10, 100], bilm_tie_softmax=False)
         missing = [param.name for param in config_parameters() if param.name not in changed]
         assert not missing, f"fields without a value in this test: {missing}"
         for param in config_parameters():
