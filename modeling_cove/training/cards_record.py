@@ -125,13 +125,7 @@ def read_config(checkpoint_dir: PathLike) -> dict:
     path = Path(checkpoint_dir) / "config.json"
     if not path.is_file():
         raise CheckpointError(f"no config.json in {checkpoint_dir}: not a saved transformers checkpoint")
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as err:
-        raise CheckpointError(f"{path} is not valid JSON: {err}") from err
-    if not isinstance(config, dict):
-        raise CheckpointError(f"{path} must hold a JSON object")
-    return config
+    return _read_json(path)
 
 
 def checkpoint_fingerprint(checkpoint_dir: PathLike) -> dict:
