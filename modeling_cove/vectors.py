@@ -49,10 +49,9 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
-PathLike = Union[str, os.PathLike]
+from .tokenization_cove import SPECIAL_TOKENS
 
-# The tokenizer's special tokens (ids 0..3 of every CoVe vocabulary); they never get a pretrained vector.
-SPECIAL_TOKENS = ("<pad>", "<unk>", "<s>", "</s>")
+PathLike = Union[str, os.PathLike]
 
 # Character n-grams of Hashimoto et al. (2016): key "{n}gram-{symbols}" over #BEGIN# + chars + #END#.
 NGRAM_BEGIN = "#BEGIN#"
