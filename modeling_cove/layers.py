@@ -19,7 +19,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .modeling_cove import CoveModel, CoveModelOutput, lstm_autocast_fallback
+from .lstm_kernels import lstm_autocast_fallback
+from .modeling_cove import CoveModel, CoveModelOutput
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -15,24 +15,11 @@ from torch.nn.utils.rnn import pad_packed_sequence
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput
 
-from . import lstm_kernels
+from . import lstm_kernels  # as a module: its device-type constants are switched at run time (tests, users)
+from .lstm_kernels import LSTM_IMPLEMENTATION_CHOICES  # `from .x import` is what the remote-code loader follows
 from .configuration_cove import CoveConfig
-from .embeddings import CoveInputChecks, CoveWordEmbeddings, lengths_from_mask  # noqa: F401  (heads import these here)
-from .embeddings import resize_rows_with_zeros, resize_source_vocabulary  # noqa: F401
+from .embeddings import CoveInputChecks, CoveWordEmbeddings, lengths_from_mask, resize_source_vocabulary
 from .hub import checkpoint_code, raise_for_unreadable_weights
-from .lstm_kernels import (  # noqa: F401  (moved there; the heads, scripts and tests import them from here)
-    SEGMENTED_DEVICE_TYPES,
-    SINGLE_CALL_DEVICE_TYPES,
-    autocast_lstm,
-    bf16_lstm_kernel_available,
-    cpu_worker_count,
-    length_bucketed_batches,
-    lstm_autocast_fallback,
-    lstm_kernel_supports,
-    pack,
-    plan_time_segments,
-    run_on_cpu_workers,
-)
 from .tokenization_cove import check_tokenizer_matches
 
 
@@ -182,8 +169,8 @@ class CovePreTrainedModel(PreTrainedModel):
         "reference", "unpacked" or "single_call"; same results, other speed), in this model and its encoder, and
         save it with the config. A method rather than a forward argument (as transformers' `set_attn_implementation`):
         it reaches every encoder call, those a head, a pipeline, `Trainer` or `encode` makes included."""
-        if implementation not in lstm_kernels.LSTM_IMPLEMENTATION_CHOICES:
-            raise ValueError(f"lstm_implementation must be one of {lstm_kernels.LSTM_IMPLEMENTATION_CHOICES}, got "
+        if implementation not in LSTM_IMPLEMENTATION_CHOICES:
+            raise ValueError(f"lstm_implementation must be one of {LSTM_IMPLEMENTATION_CHOICES}, got "
                              f"{implementation!r}")
         self.config.lstm_implementation = implementation
         self.cove_encoder_model().encoder.config.lstm_implementation = implementation

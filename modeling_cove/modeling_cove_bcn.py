@@ -33,7 +33,8 @@ from transformers.utils import add_start_docstrings_to_model_forward
 from .configuration_cove import CoveConfig
 from .layers import (masked_softmax, maxout, pair_segments, require, rows_where, run_bilstm, run_encoder_checked,
                      segment_gather, segment_scatter)
-from .modeling_cove import CoveModel, CovePreTrainedModel, lengths_from_mask
+from .embeddings import lengths_from_mask
+from .modeling_cove import CoveModel, CovePreTrainedModel
 
 
 # ----------------------------------------------------------------------------------------------------------------

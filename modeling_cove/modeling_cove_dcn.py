@@ -52,11 +52,8 @@ from transformers.modeling_outputs import QuestionAnsweringModelOutput
 from .configuration_cove import DCN_INPUT_CHOICES, CoveConfig
 from .layers import (masked_softmax, maxout, pair_segments, require, rows_where, run_bilstm, run_encoder_checked,
                      segment_gather, segment_scatter)
-from .modeling_cove import (
-    CoveModel,
-    CovePreTrainedModel,
-    lengths_from_mask,
-)
+from .embeddings import lengths_from_mask
+from .modeling_cove import CoveModel, CovePreTrainedModel
 
 QUESTION_SEGMENT, CONTEXT_SEGMENT = 0, 1
 IGNORE_INDEX = -100  # start/end position that is ignored by the loss (as in nn.CrossEntropyLoss)

@@ -43,7 +43,8 @@ from transformers import GenerationMixin
 from transformers.modeling_outputs import Seq2SeqLMOutput
 
 from .configuration_cove import CoveConfig
-from .modeling_cove import CoveModel, CoveModelOutput, CovePreTrainedModel, lengths_from_mask
+from .embeddings import lengths_from_mask
+from .modeling_cove import CoveModel, CoveModelOutput, CovePreTrainedModel
 
 TARGET_TOKENIZER_SUBFOLDER = "target_tokenizer"
 

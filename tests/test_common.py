@@ -26,7 +26,7 @@ from modeling_cove import (
     CoveForSequenceClassification,
     CoveModel,
 )
-from modeling_cove import modeling_cove as cove_module
+from modeling_cove import lstm_kernels
 from modeling_cove.configuration_cove import PAPER_FORM_FIELDS
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -470,9 +470,9 @@ class CoveModelTesterMixin:
         LSTM call that autocast would run in bf16 fails as oneDNN fails there, so an LSTM that does not take the
         fallback (the encoder's or a head's own) fails this test on an AVX-512 machine too."""
         simulate_cpu_without_bf16_lstm(monkeypatch)
-        assert cove_module.lstm_autocast_fallback("cpu") is None  # autocast off: nothing to fall back from
+        assert lstm_kernels.lstm_autocast_fallback("cpu") is None  # autocast off: nothing to fall back from
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            assert cove_module.lstm_autocast_fallback("cpu") == torch.bfloat16
+            assert lstm_kernels.lstm_autocast_fallback("cpu") == torch.bfloat16
         self.run_bf16_autocast()
 
     @pytest.mark.parametrize("freeze_encoder", [True, False])

@@ -600,7 +600,7 @@ def test_bf16_autocast_matches_fp32_with_the_lstm_fallback_forced_or_as_this_cpu
     seen.clear()
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         out = model(input_ids=ids, token_type_ids=types, attention_mask=mask, output_hidden_states=True)
-    if forced or not modeling_cove.modeling_cove.bf16_lstm_kernel_available():
+    if forced or not modeling_cove.lstm_kernels.bf16_lstm_kernel_available():
         assert seen == [(torch.float32, False)] * 3  # question, context, fusion
         assert out.hidden_states[2].dtype == torch.bfloat16
     assert out.start_logits.dtype == torch.bfloat16

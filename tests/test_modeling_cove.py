@@ -18,7 +18,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 import modeling_cove  # noqa: F401  (registers the Auto classes)
 from modeling_cove import CoveConfig, CoveModel, lstm_kernels
 from modeling_cove.build import convert_salesforce_state_dict, create_cove_checkpoint, salesforce_shapes
-from modeling_cove.modeling_cove import bf16_lstm_kernel_available
+from modeling_cove.lstm_kernels import bf16_lstm_kernel_available
 from modeling_cove.tokenization_cove import SPECIAL_TOKENS
 
 from conftest import REPO, assert_same_weights
@@ -601,7 +601,7 @@ def test_encode_on_single_call_devices_cuts_batches_by_size_and_equals_each_alon
 
 
 def test_pack_keeps_sorted_rows_in_place_and_sorts_others():
-    from modeling_cove.modeling_cove import pack
+    from modeling_cove.lstm_kernels import pack
 
     x = torch.randn(3, 4, 2)
     in_order = pack(x, torch.tensor([4, 3, 1]))
@@ -612,7 +612,7 @@ def test_pack_keeps_sorted_rows_in_place_and_sorts_others():
 
 
 def test_length_bucketed_batches_sorted_near_equal_and_complete():
-    from modeling_cove.modeling_cove import length_bucketed_batches
+    from modeling_cove.lstm_kernels import length_bucketed_batches
 
     lengths = [5, 20, 19, 5, 0, 18, 14, 20, 6, 0]
     batches = length_bucketed_batches(lengths, batch_size=3)
@@ -625,7 +625,7 @@ def test_length_bucketed_batches_sorted_near_equal_and_complete():
 def test_length_bucketed_batches_for_workers_shrink_to_a_share_of_what_is_left():
     """For W workers a batch of `min_rows` or more also ends before it would pass 1/W of the tokens not yet batched
     (guided scheduling): worked out by hand; with one worker the cut is by size and ratio alone."""
-    from modeling_cove.modeling_cove import length_bucketed_batches
+    from modeling_cove.lstm_kernels import length_bucketed_batches
 
     # no floor (min_rows=1). 80 tokens: a batch of up to 40, then 20 of the 40 left, 10 of 20, 5 of 10 (one item)
     assert length_bucketed_batches([10] * 8, batch_size=64, workers=2, min_rows=1) == [[0, 1, 2, 3], [4, 5], [6], [7]]
@@ -650,7 +650,7 @@ def test_length_bucketed_batches_for_workers_shrink_to_a_share_of_what_is_left()
 def test_plan_time_segments_minimises_the_cost_model():
     """Segments (start, end, rows) start at row ends and minimise sum of steps x (overhead + rows) + call cost;
     the costs below are worked out by hand (overhead 25 rows)."""
-    from modeling_cove.modeling_cove import plan_time_segments
+    from modeling_cove.lstm_kernels import plan_time_segments
 
     lengths = [100, 100, 100, 100, 60, 40, 20, 10]
     # one segment: 100 x 33 + 130 = 3430; cut at 40: 40 x 33 + 130 + 60 x 30 + 130 = 3380 (the least; at 60: 3400,

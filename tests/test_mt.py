@@ -585,12 +585,12 @@ def test_bf16_autocast_forward_and_generate(monkeypatch, kernel):
     """The whole model under CPU bf16 autocast, as on a CPU with the encoder's bf16 LSTM kernel and (forced) as on
     one without it (the encoder's LSTM falls back to fp32, the decoder needs no fallback): within bf16 tolerance of
     fp32, and generate() runs."""
-    import modeling_cove.modeling_cove as cove_module
+    from modeling_cove import lstm_kernels
 
-    if kernel and not cove_module.bf16_lstm_kernel_available():
+    if kernel and not lstm_kernels.bf16_lstm_kernel_available():
         pytest.skip("this CPU has no bf16 LSTM kernel (no avx512_bf16): the fallback case covers it")
     if not kernel:
-        monkeypatch.setattr(cove_module.lstm_kernels, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
+        monkeypatch.setattr(lstm_kernels, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
     model = tiny_model()
     input_ids, attention_mask = padded([[5, 6, 7, 8], [9, 10]])
     labels = labels_of([[11, 12, EOS], [13, EOS]])
