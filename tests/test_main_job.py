@@ -106,9 +106,9 @@ def test_report_holds_real_metrics(job):
     assert all(report["stages"][s]["status"].startswith(("done", "skipped")) for s in STAGES)
     # every figure is the one the stage scripts wrote
     vectors = report["stages"]["vectors"]["metrics"]
-    assert vectors["dim"] == 50 and vectors["words"] == sum(1 for _ in open(run_dir / "vectors" / "vectors.txt"))
+    assert vectors["dim"] == 128 and vectors["words"] == sum(1 for _ in open(run_dir / "vectors" / "vectors.txt"))
     vocab = report["stages"]["vocab"]["metrics"]
-    assert vocab["hidden_size"] == 128 and vocab["word_vector_dim"] == 50 and vocab["vocab_size"] > 200
+    assert vocab["hidden_size"] == 128 and vocab["word_vector_dim"] == 128 and vocab["vocab_size"] > 200
     mt = json.loads((run_dir / "pretrain" / "metrics.json").read_text())
     pre = report["stages"]["pretrain"]["metrics"]
     assert pre["test_bleu"] == pytest.approx(mt["test"]["bleu"]) and 0 <= pre["test_bleu"] <= 100
@@ -127,6 +127,7 @@ def test_report_holds_real_metrics(job):
     assert "# Main job report: preset `embedded` (--quick)" in md
     assert f"| test BLEU | {pre['test_bleu']:.2f} | 38.50" in md
     assert f"| sentiment | vectors+cove | {cls['validation_accuracy']:.2f} | {cls['test_accuracy']:.2f} |" in md
+    assert "Columns (the BCN's input): `vectors+cove` = [word vectors; CoVe], CoVe = the pretrained MT-LSTM's" in md
 
 
 def test_hub_folder_and_predictions(job):

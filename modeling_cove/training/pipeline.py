@@ -750,11 +750,29 @@ def _markdown_data(st: dict, paper: dict, cfg: dict) -> list:
     return lines
 
 
+# What each BCN input column of the report feeds the BCN (the run's own word vectors and pretrained MT-LSTM)
+COLUMN_MEANINGS = {
+    "random": "random embeddings trained with the BCN",
+    "vectors": "the word vectors alone, frozen",
+    "vectors+cove": "[word vectors; CoVe], CoVe = the pretrained MT-LSTM's top layer, frozen",
+    "cove": "CoVe alone (no word vectors), frozen",
+    "scalar_mix": "gamma * sum_k softmax(w)_k h_k over {[vectors; vectors], MT-LSTM layer 1, layer 2}, "
+                  "w and gamma learned with the BCN",
+    "vectors+scalar_mix": "[word vectors; gamma * sum_k softmax(w)_k h_k over {[vectors; vectors], MT-LSTM layer 1, "
+                          "layer 2}], w and gamma learned with the BCN",
+}
+
+
 def _markdown_classifier(st: dict, paper: dict) -> list:
     lines = ["", "## Classification (BCN, accuracy %)", "",
              "| task | column | validation | test | test macro-F1 | epochs | paper validation (same column) | "
              "paper GloVe | paper +CoVe-S |", "|---|---|---|---|---|---|---|---|---|"]
-    for task, columns in (st.get("classifier", {}).get("metrics") or {}).items():
+    metrics = st.get("classifier", {}).get("metrics") or {}
+    trained = list(dict.fromkeys(column for columns in metrics.values() for column in columns))
+    if trained:
+        lines.insert(3, "Columns (the BCN's input): " + "; ".join(
+            f"`{column}` = {COLUMN_MEANINGS.get(column, column)}" for column in trained) + ".\n")
+    for task, columns in metrics.items():
         p = paper["table2"].get(task, {})
         for column, m in columns.items():
             lines.append(f"| {task} | {column} | {fmt(m['validation_accuracy'])} | {fmt(m['test_accuracy'])} | "
