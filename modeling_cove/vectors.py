@@ -49,9 +49,12 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
-from .tokenization_cove import SPECIAL_TOKENS
-
 PathLike = Union[str, os.PathLike]
+
+# The tokenizer's special tokens (ids 0..3 of every CoVe vocabulary; they never get a pretrained vector). Their home is
+# tokenization_cove.SPECIAL_TOKENS; this module imports nothing from the package because the vectors-loading benchmark
+# loads it alone, by path, to measure it without the package. tests/test_vectors.py checks the two are equal.
+SPECIAL_TOKENS = ("<pad>", "<unk>", "<s>", "</s>")
 
 # Character n-grams of Hashimoto et al. (2016): key "{n}gram-{symbols}" over #BEGIN# + chars + #END#.
 NGRAM_BEGIN = "#BEGIN#"

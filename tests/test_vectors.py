@@ -504,3 +504,10 @@ def test_create_cove_checkpoint_config_and_overrides():
         create_cove_checkpoint(words, vectors, config=CoveConfig(lowercase=False, hidden_size=2), lowercase=True)
     with pytest.raises(ValueError, match=r"config_overrides may not set \['vocab_size', 'word_vector_dim'\]"):
         create_cove_checkpoint(words, vectors, vocab_size=10, word_vector_dim=3)
+
+
+def test_special_tokens_mirror_the_tokenizers():
+    """vectors.py keeps its own copy (it is loaded alone by the vectors-loading benchmark); it must not drift."""
+    from modeling_cove import tokenization_cove, vectors
+
+    assert tuple(vectors.SPECIAL_TOKENS) == tuple(tokenization_cove.SPECIAL_TOKENS)
