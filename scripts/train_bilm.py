@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Pretrain an ELMo-style biLM encoder on monolingual text (issue 34; docs/bilm.md), then export the encoder.
+"""Pretrain an ELMo-style biLM encoder on monolingual text (docs/bilm.md), then export the encoder.
 
     python scripts/train_bilm.py --init-from runs/vocab --data-dir ../shared/data --output-dir runs/bilm
     accelerate launch --config_file configuration/accelerate/multi_gpu.yaml scripts/train_bilm.py ...   # N GPUs

@@ -470,7 +470,7 @@ def test_bad_input_gives_clear_errors():
         model(attention_mask=torch.ones(1, 2, dtype=torch.long))
     with pytest.raises(ValueError, match="right-padded"):
         model(input_ids=torch.tensor([[0, 4, 5]]), attention_mask=torch.tensor([[0, 1, 1]]))
-    # num_labels=1 is a regression head (issue 31); a single-label classifier still needs two classes
+    # num_labels=1 is a regression head; a single-label classifier still needs two classes
     with pytest.raises(ValueError, match="num_labels"):
         CoveForSequenceClassification(
             tiny_config(num_labels=1, id2label={0: "x"}, label2id={"x": 0}, problem_type="single_label_classification")

@@ -1,4 +1,4 @@
-"""Publishing to the Hub (issue 6): `modeling_cove.training.publish` and its command line scripts/push_to_hub.py,
+"""Publishing to the Hub: `modeling_cove.training.publish` and its command line scripts/push_to_hub.py,
 loading "org/name" as users type it, the upload path.
 
 - The assembled folders (encoder, and every head whose file exists: BCN classifier, DCN question answering with
@@ -1282,7 +1282,7 @@ def test_tokenizer_of_another_vocabulary(built, hub, tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The tokenizer through AutoTokenizer without the package (issue 31)
+# The tokenizer through AutoTokenizer without the package
 # ----------------------------------------------------------------------------------------------------------------
 # Why `AutoTokenizer.from_pretrained(ckpt)` alone prompts "[y/N]" without the package: transformers reads config.json
 # with AutoConfig first, for every folder; its auto_map names configuration_cove.CoveConfig (remote code, needed for
@@ -1352,7 +1352,7 @@ def test_tokenizer_loads_without_prompt_warning_or_tokenizer_code(built, tmp_pat
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# A truncated or corrupt weights file (issue 31): the error names the file and the fix
+# A truncated or corrupt weights file: the error names the file and the fix
 # ----------------------------------------------------------------------------------------------------------------
 def truncate(path: Path, size: int) -> Path:
     with open(path, "r+b") as handle:

@@ -1111,7 +1111,7 @@ def test_the_bf16_lstm_probe_answers_what_the_kernel_does():
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# transformers conventions (issue 31)
+# transformers conventions
 
 
 @pytest.mark.parametrize("final_states", [False, True])

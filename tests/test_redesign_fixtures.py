@@ -1,4 +1,4 @@
-"""Behaviour kept through the redesign (issue 32): every checkpoint under tests/fixtures/redesign/ (written by
+"""Behaviour kept through the redesign of the model package: every checkpoint under tests/fixtures/redesign/ (written by
 `make_fixtures.py` at the commit its MANIFEST.json names, two of them by the old code of 41e65e7) loads with today's
 code through its Auto class, its tokenizer gives the saved token ids, and the saved outputs come back: floats to within
 1e-6 absolute, integers (generated ids, masks, spans, iteration counts) exactly."""
@@ -62,7 +62,7 @@ def test_fixture_reproduces_its_saved_outputs(name):
 
 
 def test_old_checkpoints_are_what_the_old_code_wrote():
-    """The old_41e65e7_* configs predate issue 31's fields (no bcn_pair_input), so they test the mapping of old
+    """The old_41e65e7_* configs predate the conventions fields (no bcn_pair_input), so they test the mapping of old
     configs; they load with today's config class."""
     from transformers import AutoConfig
 

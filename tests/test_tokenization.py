@@ -272,7 +272,7 @@ def test_repo_layout_flat_relative_imports():
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Vocabulary fingerprint (issue 31: a tokenizer of another checkpoint is an error, not silently wrong vectors)
+# Vocabulary fingerprint (a tokenizer of another checkpoint is an error, not silently wrong vectors)
 # ---------------------------------------------------------------------------------------------------------------
 FP_WORDS = ["the", "cat", "sat", "on", "mat", "."]
 
@@ -362,7 +362,7 @@ def test_check_tokenizer_matches_accepts_configs_without_fingerprint(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# model_max_length: the built tokenizer's limit is the BCN's (issue 31: pipeline(..., truncation=True) bounds texts)
+# model_max_length: the built tokenizer's limit is the BCN's (pipeline(..., truncation=True) bounds texts)
 # ---------------------------------------------------------------------------------------------------------------
 def test_default_model_max_length_is_the_bcn_limit_and_is_saved(tmp_path):
     assert DEFAULT_MODEL_MAX_LENGTH == 4096 == CoveConfig().bcn_max_length

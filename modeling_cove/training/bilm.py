@@ -1,4 +1,4 @@
-"""biLM pretraining (issue 34; docs/bilm.md): an ELMo-style `CoveForBidirectionalLM` trained on monolingual text
+"""biLM pretraining (docs/bilm.md): an ELMo-style `CoveForBidirectionalLM` trained on monolingual text
 with Accelerate (one CPU, N GPUs, DDP), resumable exactly, then exported as a plain encoder checkpoint.
 
 Corpus: texts from local text files (one text per line), `datasets` ids (`hf:<id>[:<config>]`, their "train"
