@@ -188,6 +188,20 @@ def _read_json(path: Path) -> dict:
     return payload
 
 
+def _run_progress(metrics: dict, summary: dict) -> list:
+    """Add how far a pretraining run went (complete epochs, steps, why it stopped) to `summary`, from what its
+    metrics JSON records; return its per-epoch records."""
+    epochs = [epoch for epoch in metrics.get("epochs") or [] if isinstance(epoch, dict)]
+    if epochs:
+        summary["complete_epochs"] = sum(1 for epoch in epochs if epoch.get("complete", True))
+    steps = metrics.get("global_step", epochs[-1].get("global_step") if epochs else None)
+    if isinstance(steps, int):
+        summary["steps_run"] = steps
+    if isinstance(metrics.get("stop_reason"), str):
+        summary["stop_reason"] = metrics["stop_reason"]
+    return epochs
+
+
 def _bilm_summary(metrics: dict) -> dict:
     """What a biLM pretraining run's metrics JSON says about the encoder (only what it records)."""
     summary = {"source": "ELMo-style bidirectional language model (this package's biLM pretraining)",
@@ -195,13 +209,7 @@ def _bilm_summary(metrics: dict) -> dict:
     corpora = (metrics.get("data") or {}).get("texts_per_corpus")
     if isinstance(corpora, dict) and corpora:
         summary["corpora"] = sorted(corpora)
-    epochs = [epoch for epoch in metrics.get("epochs") or [] if isinstance(epoch, dict)]
-    if epochs:
-        summary["complete_epochs"] = sum(1 for epoch in epochs if epoch.get("complete", True))
-    if isinstance(metrics.get("global_step"), int):
-        summary["steps_run"] = metrics["global_step"]
-    if isinstance(metrics.get("stop_reason"), str):
-        summary["stop_reason"] = metrics["stop_reason"]
+    epochs = _run_progress(metrics, summary)
     last = epochs[-1] if epochs else {}
     for direction in ("forward", "backward"):
         value = last.get(f"heldout_{direction}_perplexity")
@@ -216,14 +224,7 @@ def _pretraining_summary(metrics: dict) -> dict:
     dataset = (metrics.get("settings") or {}).get("dataset")
     if isinstance(dataset, str):
         summary["dataset"] = dataset
-    epochs = [epoch for epoch in metrics.get("epochs") or [] if isinstance(epoch, dict)]
-    if epochs:
-        summary["complete_epochs"] = sum(1 for epoch in epochs if epoch.get("complete", True))
-    steps = metrics.get("global_step", epochs[-1].get("global_step") if epochs else None)
-    if isinstance(steps, int):
-        summary["steps_run"] = steps
-    if isinstance(metrics.get("stop_reason"), str):
-        summary["stop_reason"] = metrics["stop_reason"]
+    _run_progress(metrics, summary)
     test = metrics.get("test") or {}
     for key in ("bleu", "perplexity"):
         if _is_number(test.get(key)):
