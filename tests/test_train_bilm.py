@@ -2,6 +2,7 @@
 exact resume after a run is cut short, and the corpus rules (training texts only, a held-out share, whole windows)."""
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -129,3 +130,15 @@ def test_local_corpora_are_training_splits_only(data_dir):
     snli = load_classification("snli", str(data_dir))
     pairs = set(corpus_texts("snli", str(data_dir)))
     assert pairs == set(snli["train"]["text"]) | set(snli["train"]["text_pair"])
+
+
+def test_init_from_that_is_no_checkpoint_is_named(tmp_path):
+    """A wrong --init-from stops with one line naming it, before anything is written."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a small text .\n")
+    result = subprocess.run([sys.executable, str(REPO / "scripts" / "train_bilm.py"), "--init-from",
+                             str(tmp_path / "missing"), "--corpus", str(corpus), "--output-dir", str(tmp_path / "out")],
+                            capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode != 0
+    assert f"error: init_from '{tmp_path / 'missing'}' is not a loadable CoVe checkpoint" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out" / "metrics.json").exists()

@@ -201,8 +201,12 @@ def build_model(settings: BiLMSettings):
     from ..modeling_cove_bilm import CoveForBidirectionalLM
     from ..tokenization_cove import check_tokenizer_matches
 
-    source = CoveModel.from_pretrained(settings.init_from)
-    tokenizer = AutoTokenizer.from_pretrained(settings.init_from)
+    try:
+        source = CoveModel.from_pretrained(settings.init_from)
+        tokenizer = AutoTokenizer.from_pretrained(settings.init_from)
+    except OSError as err:  # a missing folder, an unreachable Hub id, unreadable weights
+        raise ValueError(f"init_from {settings.init_from!r} is not a loadable CoVe checkpoint (a folder with "
+                         f"config.json, weights and tokenizer, or a reachable Hub id): {err}") from None
     check_tokenizer_matches(source.config, tokenizer)
     values = {k: v for k, v in source.config.to_dict().items() if k not in ("auto_map", "architectures")}
     values.update(encoder_type="bilm", hidden_size=settings.hidden_size or source.config.word_vector_dim,
