@@ -55,6 +55,14 @@ def count(text: str) -> int:
     return value
 
 
+def fraction(text: str) -> float:
+    """argparse type of --train-fraction: a usage error (exit 2) before any work outside (0, 1]."""
+    value = float(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {value}")
+    return value
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", required=True, choices=TASKS,
@@ -77,6 +85,9 @@ def parse_args(argv=None):
     p.add_argument("--max-train-examples", type=count, default=None,
                    help="train on a random N of the training split (a CPU-budget run: IMDb); the same examples for "
                         "every column and seed (a fixed seed), recorded in metrics.json and the eval JSON")
+    p.add_argument("--train-fraction", type=fraction, default=None,
+                   help="train on this fraction (0-1] of the training split, a random subset as --max-train-examples "
+                        "(a smaller fraction's examples are part of a larger one's): the sample-efficiency curve")
     p.add_argument("--max-eval-examples", type=count, default=None,
                    help="validate and test on a random N of each of those splits (as --max-train-examples)")
     p.add_argument("--cache-dir", default=str(REPO / "runs" / "cove-features"), help="CoVe feature cache")
@@ -94,6 +105,8 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.train_fraction is not None and args.max_train_examples is not None:
+        sys.exit("error: give --train-fraction or --max-train-examples, not both")
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         return train_classifier(ClassifierOptions.from_namespace(args), command=command_line([__file__, *argv]))

@@ -236,3 +236,76 @@ def test_cli_records_command_and_commit_in_every_file(tmp_path):
     assert squad["runs"] == {"dcn-squad-vectors": {"command": "train_qa.py", "commit": "def",
                                                    "heldout": {"f1": 25.9}}}
     assert classification["results"]["trec6"]["vectors"]["runs"][0]["commit"] == "abc"
+
+
+def test_bilm_runs_are_the_vectors_bilm_column_paired_with_vectors(tmp_path):
+    """ELMo's [x; mix] (--bcn-input vectors+scalar_mix) over a biLM encoder is the table's `vectors+bilm` column, with
+    its paired difference to the vectors; the same input over an MT-LSTM keeps its own name."""
+    runs = tmp_path / "runs"
+    for seed, (vec, bilm) in enumerate(((0.90, 0.92), (0.91, 0.91), (0.89, 0.93)), start=1):
+        write_run(runs, f"bcn/trec6/vectors-seed{seed}", "trec6", "vectors", seed, 0.2, vec, 0.88)
+        write_run(runs, f"bcn/trec6/vectors+bilm-seed{seed}", "trec6", "vectors+scalar_mix", seed, 0.2, bilm, 0.88,
+                  encoder_type="bilm", encoder_weights="a" * 64)
+    write_run(runs, "bcn/trec6/vectors+scalar_mix-seed1", "trec6", "vectors+scalar_mix", 1, 0.2, 0.8, 0.8,
+              encoder_type="mt_lstm")
+    collect_results(runs, tmp_path / "out")
+    report = json.loads((tmp_path / "out" / "classification.json").read_text())
+
+    cell = report["results"]["trec6"]["vectors+bilm"]
+    assert cell["test_accuracy"]["mean"] == pytest.approx(92.0)
+    assert [r["encoder_weights"] for r in cell["runs"]] == ["a" * 64] * 3
+    assert report["results"]["trec6"]["vectors+scalar_mix"]["test_accuracy"]["mean"] == 80.0
+    diff = report["versus_vectors"]["trec6"]["vectors+bilm - vectors"]["test_accuracy"]
+    diffs = [2.0, 0.0, 4.0]
+    half = 4.302653 * statistics.stdev(diffs) / 3 ** 0.5  # t(0.975, 2 degrees of freedom)
+    assert diff["mean"] == 2.0 and diff["higher_on"] == 2 and diff["lower_on"] == 0
+    assert diff["ci95"] == pytest.approx([2.0 - half, 2.0 + half], abs=0.01)
+    assert report["columns"]["vectors+bilm"].startswith("ELMo-style")
+
+
+def test_a_cell_never_mixes_encoders(tmp_path):
+    """Runs of one task and column that read different encoder weights (a biLM pretrained again in another
+    session, say) are refused with the seeds of each, also when they meet in a --merge."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    write_run(runs, "bcn/trec6/vectors+bilm-seed1", "trec6", "vectors+scalar_mix", 1, 0.2, 0.9, 0.9,
+              encoder_type="bilm", encoder_weights="a" * 64)
+    collect_results(runs, out)
+    runs2 = tmp_path / "runs2"
+    write_run(runs2, "bcn/trec6/vectors+bilm-seed2", "trec6", "vectors+scalar_mix", 2, 0.2, 0.9, 0.9,
+              encoder_type="bilm", encoder_weights="b" * 64)
+    with pytest.raises(ValueError, match=r"trec6 / vectors\+bilm: the runs read different encoders .*"
+                                         r"aaaaaaaaaaaa: \[1\]; bbbbbbbbbbbb: \[2\]"):
+        collect_results(runs2, out, merge=True)
+
+
+def test_sample_efficiency_curve_and_png(tmp_path):
+    """--train-fraction runs in runs/bcn-fraction make the curve per task and column, the full-data point taken
+    from the main table on the same seeds; they stay out of the subsampled table; --merge keeps earlier fractions."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    for seed, full in ((1, 0.90), (2, 0.92), (3, 0.80)):  # seed 3 ran no fraction: not in the curve's full point
+        write_run(runs, f"bcn/trec6/vectors-seed{seed}", "trec6", "vectors", seed, 0.2, full, 0.88)
+    for fraction, kept, tests in ((0.1, 491, (0.70, 0.74)), (0.25, 1227, (0.80, 0.84))):
+        for seed, test in zip((1, 2), tests):
+            write_run(runs, f"bcn-fraction/trec6/vectors-f{fraction}-seed{seed}", "trec6", "vectors", seed, 0.2,
+                      test, 0.8, train_fraction=fraction, subsample={"train": f"{kept} of 4906"})
+    collect_results(runs, out)
+    report = json.loads((out / "classification.json").read_text())
+    section = report["sample_efficiency"]
+    assert list(section["results"]["trec6"]["vectors"]) == ["0.1", "0.25"]
+    assert section["results"]["trec6"]["vectors"]["0.1"]["test_accuracy"]["mean"] == 72.0
+    points = section["curve"]["trec6"]["vectors"]
+    assert [(p["fraction"], p["train_examples"], p["seeds"]) for p in points] == \
+        [(0.1, 491, [1, 2]), (0.25, 1227, [1, 2]), (1.0, 4906, [1, 2])]
+    assert [p["test_accuracy"]["mean"] for p in points] == [72.0, 82.0, 91.0]
+    assert section["png"] == "sample_efficiency.png"
+    assert (out / "sample_efficiency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "trec6" not in report["subsampled"]["results"]
+
+    runs2 = tmp_path / "runs2"
+    write_run(runs2, "bcn-fraction/trec6/vectors-f0.1-seed3", "trec6", "vectors", 3, 0.2, 0.66, 0.7,
+              train_fraction=0.1, subsample={"train": "491 of 4906"})
+    collect_results(runs2, out, merge=True)
+    merged = json.loads((out / "classification.json").read_text())["sample_efficiency"]
+    assert merged["results"]["trec6"]["vectors"]["0.1"]["test_accuracy"]["mean"] == 70.0
+    assert merged["results"]["trec6"]["vectors"]["0.25"]["test_accuracy"]["n"] == 2
+    assert merged["curve"]["trec6"]["vectors"][-1]["seeds"] == [1, 2, 3]

@@ -2,6 +2,7 @@
 and collator (same logits as the live encoder), tokenisation of bad rows, task configs, model building per Table 2
 column, and an end-to-end smoke run on a slice of the real TREC-6 data whose saved model works in a pipeline."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -183,6 +184,28 @@ def test_subsample_splits_draws_the_same_random_subsets_every_time():
     assert cli.returncode == 2 and "must be >= 1, got 0" in cli.stderr
 
 
+def test_train_fraction_takes_nested_subsets_of_the_training_split():
+    """--train-fraction (the sample-efficiency curve): that share of the training split, rounded, from the same fixed
+    permutation as --max-train-examples, so 10% lies inside 25%; validation and test stay whole."""
+    features = Features({"text": Value("string"), "label": ClassLabel(names=["neg", "pos"])})
+    data = Dataset.from_dict({"text": [f"t{i}" for i in range(40)], "label": [0, 1] * 20}, features=features)
+    raw = lambda: DatasetDict({s: data for s in ("train", "validation", "test")})  # noqa: E731
+    tenth, cut = tc.subsample_splits(raw(), train_fraction=0.1)
+    quarter, _ = tc.subsample_splits(raw(), train_fraction=0.25)
+    assert cut == {"train": "4 of 40"} and len(quarter["train"]) == 10 and len(tenth["test"]) == 40
+    assert quarter["train"]["text"][:4] == tenth["train"]["text"]
+    assert tc.subsample_splits(raw(), max_train=4)[0]["train"]["text"] == tenth["train"]["text"]
+    assert tc.subsample_splits(raw(), train_fraction=0.001)[1] == {"train": "1 of 40"}  # never empty
+    with pytest.raises(ValueError, match=r"train_fraction must be in \(0, 1\], got 1.5"):
+        tc.ClassifierOptions(task="trec6", encoder="enc", train_fraction=1.5)
+    with pytest.raises(ValueError, match="not both"):
+        tc.ClassifierOptions(task="trec6", encoder="enc", train_fraction=0.5, max_train_examples=3)
+    cli = run_cli(["--task", "trec6", "--encoder", "enc", "--train-fraction", "0"])
+    assert cli.returncode == 2 and "must be in (0, 1], got 0.0" in cli.stderr
+    cli = run_cli(["--task", "trec6", "--encoder", "enc", "--train-fraction", "0.5", "--max-train-examples", "3"])
+    assert cli.returncode == 1 and "give --train-fraction or --max-train-examples, not both" in cli.stderr
+
+
 def test_task_configs_load_and_are_checked(tmp_path):
     for task in TASKS:
         hp = tc.load_hyperparameters(task)
@@ -334,6 +357,9 @@ def test_scalar_mix_run_records_the_learned_layer_weights(tmp_path):
           max_train_examples=30)
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["subsample"] == {"train": "30 of 4906"}  # recorded (TREC-6 train; cut before --limit)
+    # the encoder's identity, for the table's one-encoder-per-cell check
+    assert saved["encoder_type"] == "mt_lstm" and saved["train_fraction"] is None
+    assert saved["encoder_weights"] == hashlib.sha256((encoder_dir / "model.safetensors").read_bytes()).hexdigest()
     notes = json.loads((out / "eval_results.json").read_text())["training"]["notes"]
     assert notes == ["random subsets (seed 13), not the full splits: train 30 of 4906"]  # and in the model card
     mix = saved["scalar_mix"]

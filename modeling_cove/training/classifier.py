@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from transformers import EarlyStoppingCallback, TrainerCallback
 
+from .cards_record import weights_fingerprint
 from .collators import BCNCollator
 from .presets import CONFIGURATION, PresetError, load_preset
 from .run_info import REPO, git_commit, machine_info, plot_curves, write_json
@@ -86,6 +87,7 @@ class ClassifierOptions:
     max_steps: int = -1
     limit: Optional[int] = None
     max_train_examples: Optional[int] = None
+    train_fraction: Optional[float] = None
     max_eval_examples: Optional[int] = None
     cache_dir: Optional[str] = str(REPO / "runs" / "cove-features")
     no_feature_cache: bool = False
@@ -101,6 +103,11 @@ class ClassifierOptions:
             raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
         if self.bcn_input not in COLUMNS:
             raise ValueError(f"bcn_input must be one of {COLUMNS}, got {self.bcn_input!r}")
+        if self.train_fraction is not None:
+            if not 0.0 < self.train_fraction <= 1.0:
+                raise ValueError(f"train_fraction must be in (0, 1], got {self.train_fraction}")
+            if self.max_train_examples is not None:
+                raise ValueError("give train_fraction or max_train_examples, not both")
         if self.output_dir is None:
             self.output_dir = str(REPO / "runs" / "bcn" / self.task / f"{self.bcn_input}-seed{self.seed}")
 
@@ -130,10 +137,13 @@ def load_hyperparameters(task: str, path=None, overrides=None) -> dict:
     return hp
 
 
-def subsample_splits(raw, max_train=None, max_eval=None, seed: int = SUBSAMPLE_SEED):
+def subsample_splits(raw, max_train=None, max_eval=None, seed: int = SUBSAMPLE_SEED, train_fraction=None):
     """Random subsets of at most `max_train` training and `max_eval` validation and test examples (a run on a CPU
-    budget; every split keeps its own examples). Returns (DatasetDict, {split: "kept of total"} for each split
-    cut, empty when nothing was)."""
+    budget; every split keeps its own examples), or `train_fraction` of the training split (rounded, at least one;
+    the sample-efficiency curve). One fixed permutation per split, so a smaller subset is the start of a larger one.
+    Returns (DatasetDict, {split: "kept of total"} for each split cut, empty when nothing was)."""
+    if train_fraction is not None:
+        max_train = max(1, round(train_fraction * len(raw["train"])))
     caps = {"train": max_train, "validation": max_eval, "test": max_eval}
     cut = {}
     for split, cap in caps.items():
@@ -406,7 +416,8 @@ def prepare_splits(options: ClassifierOptions, hp: dict, tokenizer, training_arg
 
     with training_args.main_process_first(desc="loading and tokenising the data"):
         raw = load_classification(options.task, options.data_dir)
-        raw, subsample = subsample_splits(raw, options.max_train_examples, options.max_eval_examples)
+        raw, subsample = subsample_splits(raw, options.max_train_examples, options.max_eval_examples,
+                                          train_fraction=options.train_fraction)
         splits, dropped = tokenize_splits(raw, tokenizer, hp["max_length"], options.limit)
     if subsample:
         log(f"random subsets (seed {SUBSAMPLE_SEED}): {subsample}", training_args)
@@ -571,7 +582,10 @@ def train_classifier(options: ClassifierOptions, command: Optional[str] = None) 
     log(f"training stopped: {run['stop_reason']}", training_args)
     run.update(evaluate_best(trainer, splits["validation"], splits["test"]))
     run.update(task=options.task, column=options.bcn_input, seed=options.seed, encoder=str(options.encoder),
-               data_dir=options.data_dir, dropped_rows=dropped, limit=options.limit, max_steps=options.max_steps,
+               encoder_type=model.config.encoder_type,
+               encoder_weights=weights_fingerprint(options.encoder),  # one encoder per table cell (results.py)
+               train_fraction=options.train_fraction, data_dir=options.data_dir, dropped_rows=dropped,
+               limit=options.limit, max_steps=options.max_steps,
                trainable_parameters=n_trainable, scalar_mix=scalar_mix_weights(trainer.model),
                feature_cache=feature_info, train_seconds=round(train_seconds, 1),
                train_loss=train_result.training_loss, world_size=training_args.world_size,

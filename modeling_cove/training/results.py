@@ -1,12 +1,14 @@
 """The result tables of `benchmarks/results/`, collected from the real runs under `runs/`: the BCN classification
 table (mean ± std over seeds, each column minus the vectors-only one paired by seed with a 95% t interval, the
-dropout search, other pretrainings of CoVe-S, runs on random subsets), the MT pretraining record, the DCN runs and the
-main job's reports. Every file written records the command and the commit that collected it.
+dropout search, other pretrainings of CoVe-S, runs on random subsets, the sample-efficiency curve and its PNG), the MT
+pretraining record, the DCN runs and the main job's reports. Every file written records the command and the commit
+that collected it. A table cell holds runs over one encoder only (checked by the weights' sha256 the runs record).
 
-Reads runs/bcn/<task>/<column>-seed<N>/metrics.json (`train_classifier.py`; the dropout search in
-runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N>; BCN runs over other CoVe-S pretrainings in the folders of
-ENCODER_VARIANTS; runs on random subsets, --max-train/eval-examples, in the other runs/bcn*/ folders, one cell per
-setup), runs/cove-small/metrics.json (`train_mt.py`), runs/dcn-squad-*/metrics.json (`train_qa.py`),
+Reads runs/bcn/<task>/<column>-seed<N>/metrics.json (`train_classifier.py`; a biLM encoder's `vectors+scalar_mix`
+runs are the column `vectors+bilm`; the dropout search in runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N>; BCN
+runs over other CoVe-S pretrainings in the folders of ENCODER_VARIANTS; --train-fraction runs in
+runs/bcn-fraction/<task>/<column>-f<fraction>-seed<N>; runs on random subsets, --max-train/eval-examples, in the other
+runs/bcn*/ folders, one cell per setup), runs/cove-small/metrics.json (`train_mt.py`), runs/dcn-squad-*/metrics.json (`train_qa.py`),
 runs/main-cove-small/ and runs/main/ report.json + REPORT.md (`main.py`, full size only).
 """
 
@@ -18,7 +20,7 @@ from pathlib import Path
 
 from scipy.stats import t as student_t  # scipy comes with scikit-learn
 
-from .run_info import git_commit, write_json
+from .run_info import git_commit, plot_curves, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +38,10 @@ ENCODER_VARIANTS = {
     "cove-s-5-epochs": ("bcn-cove5", "cove-small-5ep"),  # runs/cove-small continued by --resume to 5 epochs
     "cove-s-h200": ("bcn-gpu", "cove-small-gpu"),  # runs/cove-small's recipe on an H200 (IMDb runs there too)
 }
+# A run's table column when it is not its --bcn-input: (bcn_input, the encoder's config.encoder_type) -> column. ELMo's
+# [x; mix] over our biLM is the "vectors+bilm" column of the CoVe-versus-biLM comparison (docs/bilm.md).
+TABLE_COLUMNS = {("vectors+scalar_mix", "bilm"): "vectors+bilm"}
+SAMPLE_EFFICIENCY_FOLDER = "bcn-fraction"  # runs/bcn-fraction/<task>/<column>-f<fraction>-seed<N> (--train-fraction)
 MT_KEYS = ("command", "commit", "preset", "machine", "config", "trainable_parameters", "data", "epochs",
            "train_seconds", "train_target_tokens_per_second", "wall_seconds", "test")
 
@@ -95,6 +101,7 @@ def full_runs(runs: Path, pattern: str, subsampled: bool = False):
         m["_folder"] = metrics_path.relative_to(runs).parts[0]  # the run family: runs/<folder>/<task>/<run>
         if m.get("limit") or (m.get("max_steps") or -1) > 0 or bool(m.get("subsample")) != subsampled:
             continue
+        m["column"] = TABLE_COLUMNS.get((m["column"], m.get("encoder_type")), m["column"])
         yield m, {
             "seed": m["seed"],
             "test_accuracy": round(100 * m["test"]["accuracy"], 2),
@@ -106,6 +113,7 @@ def full_runs(runs: Path, pattern: str, subsampled: bool = False):
             "command": m["command"],
             "commit": m.get("git"),
             "encoder": m["encoder"],
+            **({"encoder_weights": m["encoder_weights"]} if m.get("encoder_weights") else {}),
             **({"scalar_mix": m["scalar_mix"]} if m.get("scalar_mix") else {}),
             **({"subsample": m["subsample"]} if m.get("subsample") else {}),
         }
@@ -162,10 +170,57 @@ def collect_classification(runs: Path, pattern: str = "bcn/*/*-seed*/metrics.jso
 
 def collect_subsampled(runs: Path) -> dict:
     """The runs on random subsets in runs/bcn*/ with the CoVe-S of runs/cove-small: the encoder variants' folders
-    (ENCODER_VARIANTS, another MT-LSTM) and the dropout search (runs/bcn-dropout) are left out; what remains is
-    still split by setup (collect_classification)."""
-    other = {folder for folder, _ in ENCODER_VARIANTS.values()} | {"bcn-dropout"}
+    (ENCODER_VARIANTS, another MT-LSTM), the dropout search (runs/bcn-dropout) and the sample-efficiency runs
+    (collect_sample_efficiency) are left out; what remains is still split by setup (collect_classification)."""
+    other = {folder for folder, _ in ENCODER_VARIANTS.values()} | {"bcn-dropout", SAMPLE_EFFICIENCY_FOLDER}
     return collect_classification(runs, "bcn*/*/*-seed*/metrics.json", subsampled=True, exclude=other)
+
+
+def collect_sample_efficiency(runs: Path) -> dict:
+    """task -> column -> training fraction (as "0.1") -> cell, from the --train-fraction runs of
+    runs/bcn-fraction/ (the full-data points are the main table's: sample_efficiency_curve)."""
+    found = {}
+    for m, record in full_runs(runs, f"{SAMPLE_EFFICIENCY_FOLDER}/*/*-seed*/metrics.json", subsampled=True):
+        if m.get("train_fraction") is None:
+            continue
+        cell = found.setdefault(m["task"], {}).setdefault(m["column"], {})
+        cell.setdefault(f"{m['train_fraction']:g}", []).append(dict(record, train_fraction=m["train_fraction"]))
+    return {task: {column: {fraction: summarize(task, column, records) for fraction, records in sorted(
+        cells.items(), key=lambda item: float(item[0]))} for column, cells in columns.items()}
+        for task, columns in found.items()}
+
+
+def sample_efficiency_curve(sample_efficiency: dict, results: dict) -> dict:
+    """Per task and column, test accuracy against the share of the training data: the --train-fraction cells and
+    the full data (fraction 1) from the main table, on the seeds the smaller fractions ran (the same seeds at every
+    point). task -> column -> [{"fraction", "train_examples", "seeds", "test_accuracy": mean ± std}]."""
+    curve = {}
+    for task, columns in sample_efficiency.items():
+        for column, cells in columns.items():
+            seeds = sorted({r["seed"] for cell in cells.values() for r in cell["runs"]})
+            points = []
+            for fraction, cell in cells.items():
+                kept = cell["runs"][0]["subsample"]["train"]  # "491 of 4906"
+                points.append({"fraction": float(fraction), "train_examples": int(kept.split()[0]),
+                               "seeds": [r["seed"] for r in cell["runs"]], "test_accuracy": cell["test_accuracy"]})
+            full = [r for r in results.get(task, {}).get(column, {}).get("runs", []) if r["seed"] in seeds]
+            if full:
+                total = int(cells[next(iter(cells))]["runs"][0]["subsample"]["train"].split()[-1])
+                points.append({"fraction": 1.0, "train_examples": total, "seeds": [r["seed"] for r in full],
+                               "test_accuracy": mean_std([r["test_accuracy"] for r in full])})
+            curve.setdefault(task, {})[column] = sorted(points, key=lambda p: p["fraction"])
+    return curve
+
+
+def plot_sample_efficiency(curve: dict, path: Path) -> Path:
+    """The curve's PNG: one panel per task, test accuracy (mean ± std over the seeds) against training examples."""
+    panels = [{"title": f"BCN {task}: test accuracy by training data", "xlabel": "training examples (log scale)",
+               "ylabel": "test accuracy (%)", "log_x": True,
+               "series": {column: ([p["train_examples"] for p in points], [p["test_accuracy"]["mean"] for p in points])
+                          for column, points in columns.items()},
+               "errors": {column: [p["test_accuracy"]["std"] for p in points] for column, points in columns.items()}}
+              for task, columns in curve.items()]
+    return plot_curves(panels, path, "sample efficiency: fixed random subsets (10% within 25% within 100%)")
 
 
 def run_setup(m: dict) -> dict:
@@ -179,6 +234,14 @@ def run_setup(m: dict) -> dict:
 def summarize(task: str, column: str, records: list) -> dict:
     """A table cell: its runs (sorted by seed) with mean ± std over them (and the scalar mix's learned weights)."""
     records = sorted(records, key=lambda r: r["seed"])
+    encoders = {}
+    for r in records:
+        if r.get("encoder_weights"):
+            encoders.setdefault(r["encoder_weights"], []).append(r["seed"])
+    if len(encoders) > 1:  # e.g. a biLM pretrained again in a later session, its runs merged with the old ones
+        raise ValueError(f"{task} / {column}: the runs read different encoders (seeds by weights sha256: "
+                         + "; ".join(f"{sha[:12]}: {seeds}" for sha, seeds in encoders.items())
+                         + "); one table cell needs one encoder: rerun the seeds or collect them apart")
     entry = {"runs": records,
              "test_accuracy": mean_std([r["test_accuracy"] for r in records]),
              "test_macro_f1": mean_std([r["test_macro_f1"] for r in records]),
@@ -240,6 +303,18 @@ def merge_classification(old: dict, new: dict) -> dict:
         return {task: {column: [found[key] for key in sorted(found)] for column, found in columns.items()}
                 for task, columns in cells.items()}
 
+    def fractions(before: dict, after: dict) -> dict:  # task -> column -> fraction -> cell, run by run as runs_table
+        merged = {}
+        for table in (before, after):
+            for task, columns in table.items():
+                for column, cells in columns.items():
+                    for fraction, cell in cells.items():
+                        merged.setdefault(task, {}).setdefault(column, {}).setdefault(fraction, {}).update(
+                            {r["seed"]: r for r in cell["runs"]})
+        return {task: {column: {fraction: summarize(task, column, list(found.values()))
+                                for fraction, found in sorted(cells.items(), key=lambda item: float(item[0]))}
+                       for column, cells in columns.items()} for task, columns in merged.items()}
+
     variants = dict(old.get("encoder_variants", {}))
     for name, variant in new["encoder_variants"].items():
         before = variants.get(name, {})
@@ -250,7 +325,9 @@ def merge_classification(old: dict, new: dict) -> dict:
                 dropout_sweep=sweep(old.get("dropout_sweep", {}), new["dropout_sweep"]),
                 encoder_variants=variants,
                 subsampled=dict(new["subsampled"], results=runs_table(old.get("subsampled", {}).get("results", {}),
-                                                                      new["subsampled"]["results"])))
+                                                                      new["subsampled"]["results"])),
+                sample_efficiency=dict(new["sample_efficiency"], results=fractions(
+                    old.get("sample_efficiency", {}).get("results", {}), new["sample_efficiency"]["results"])))
 
 
 
@@ -278,6 +355,10 @@ def classification_report(runs: Path, out: Path) -> dict:
         "subsampled": {"what": "runs on fixed random subsets of the splits (--max-train-examples, "
                                "--max-eval-examples: a CPU budget, IMDb); each run records its subsets",
                        "results": collect_subsampled(runs)},
+        "sample_efficiency": {"what": "BCN test accuracy on a fraction of the training split (--train-fraction: fixed "
+                                      "random subsets, each smaller one inside the larger; validation and test whole),"
+                                      " per column; the curve adds the full data from results on the same seeds",
+                              "results": collect_sample_efficiency(runs)},
     }
 
 
@@ -295,6 +376,11 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
         if merge and existing.exists():
             report = merge_classification(json.loads(existing.read_text()), report)
         report["versus_vectors"] = versus_vectors(report["results"])
+        fractions = report["sample_efficiency"]["results"]
+        if fractions:
+            curve = sample_efficiency_curve(fractions, report["results"])
+            png = plot_sample_efficiency(curve, out / "sample_efficiency.png")
+            report["sample_efficiency"].update(curve=curve, png=png.name)
         written.append(write_json(existing, {**stamp, **{k: v for k, v in report.items() if k not in stamp}}))
     elif report["encoder_variants"]:
         logger.warning("%s/bcn holds no runs: merge=True (--merge) adds the encoder variants' runs to %s",

@@ -100,8 +100,9 @@ def write_json(path: Path | str, payload) -> Path:
 
 def plot_curves(panels: list, path: Path | str, title: str | None = None) -> Path:
     """One PNG with a panel per entry of `panels`, each a dict:
-    `{"title": str, "xlabel": str, "ylabel": str, "series": {label: (xs, ys)}, "log_y": bool, "hlines": {label: y}}`
-    (all keys but "series" optional; a series with no points is skipped, a panel with none says "no data")."""
+    `{"title": str, "xlabel": str, "ylabel": str, "series": {label: (xs, ys)}, "errors": {label: y_errors},
+    "log_x": bool, "log_y": bool, "hlines": {label: y}}` (all keys but "series" optional; a series with no points is
+    skipped, a panel with none says "no data"; a series with errors gets error bars)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -114,7 +115,11 @@ def plot_curves(panels: list, path: Path | str, title: str | None = None) -> Pat
         drawn = False
         for label, (xs, ys) in panel.get("series", {}).items():
             xs, ys = list(xs), list(ys)
-            if xs:
+            errors = (panel.get("errors") or {}).get(label)
+            if xs and errors is not None:
+                ax.errorbar(xs, ys, yerr=list(errors), fmt="o-", markersize=3, lw=1, capsize=3, label=label)
+                drawn = True
+            elif xs:
                 ax.plot(xs, ys, "o-" if len(xs) <= 50 else "-", markersize=3, lw=1, label=label)
                 drawn = True
         for label, y in (panel.get("hlines") or {}).items():
@@ -122,8 +127,11 @@ def plot_curves(panels: list, path: Path | str, title: str | None = None) -> Pat
             drawn = True
         if not drawn:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-        elif panel.get("log_y"):
-            ax.set_yscale("log")
+        else:
+            if panel.get("log_y"):
+                ax.set_yscale("log")
+            if panel.get("log_x"):
+                ax.set_xscale("log")
         ax.set(title=panel.get("title", ""), xlabel=panel.get("xlabel", ""), ylabel=panel.get("ylabel", ""))
         if drawn:
             ax.legend()
