@@ -48,6 +48,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from transformers import HfArgumentParser  # noqa: E402
 
 from modeling_cove.training.mt import MTArguments, MTSetupError, train_mt  # noqa: E402
+from modeling_cove.training.vocab import CheckpointLoadError  # noqa: E402
 
 
 def build_parser() -> HfArgumentParser:
@@ -59,7 +60,7 @@ def main(argv=None):
     (args,) = build_parser().parse_args_into_dataclasses(args=argv, look_for_args_file=False)
     try:
         train_mt(args)
-    except MTSetupError as err:
+    except (MTSetupError, CheckpointLoadError) as err:  # bad settings or --init-from: one line, no traceback
         sys.exit(f"error: {err}")
 
 

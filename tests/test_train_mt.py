@@ -374,6 +374,17 @@ def test_init_from_checkpoint_keeps_word_vectors_fixed(toy, tmp_path):
     assert stats["source_vocab_size"] == len(tokenizer) and stats["source_vocab_from"] == str(tmp_path / "vocab")
 
 
+def test_init_from_that_is_no_checkpoint_is_named(toy, tmp_path):
+    """A wrong --init-from (a missing folder, read by transformers as a Hub id) stops with one line naming it."""
+    result = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "train_mt.py"), "--output-dir", str(tmp_path / "run"), "--data-dir",
+         str(toy / "data"), "--init-from", str(tmp_path / "missing"), "--max-steps", "1", "--num-threads", "1"],
+        capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 1
+    assert f"error: --init-from '{tmp_path / 'missing'}' is not a loadable CoVe checkpoint" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "run" / "metrics.json").exists()
+
+
 def trainer_state(out: Path) -> dict:
     return read_trainer_state(checkpoint_dirs(out)[-1])
 

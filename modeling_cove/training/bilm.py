@@ -194,20 +194,11 @@ RESUME_KEYS = ("init_from", "corpus", "data_dir", "text_column", "limit_texts", 
 def build_model(settings: BiLMSettings):
     """(CoveForBidirectionalLM, tokenizer): a fresh biLM over the word vectors (and char n-gram table) of
     `settings.init_from`, tokenised by its tokenizer."""
-    from transformers import AutoTokenizer
-
     from ..configuration_cove import CoveConfig
-    from ..modeling_cove import CoveModel
     from ..modeling_cove_bilm import CoveForBidirectionalLM
-    from ..tokenization_cove import check_tokenizer_matches
+    from .vocab import load_cove_checkpoint
 
-    try:
-        source = CoveModel.from_pretrained(settings.init_from)
-        tokenizer = AutoTokenizer.from_pretrained(settings.init_from)
-    except OSError as err:  # a missing folder, an unreachable Hub id, unreadable weights
-        raise ValueError(f"init_from {settings.init_from!r} is not a loadable CoVe checkpoint (a folder with "
-                         f"config.json, weights and tokenizer, or a reachable Hub id): {err}") from None
-    check_tokenizer_matches(source.config, tokenizer)
+    source, tokenizer = load_cove_checkpoint(settings.init_from)
     values = {k: v for k, v in source.config.to_dict().items() if k not in ("auto_map", "architectures")}
     values.update(encoder_type="bilm", hidden_size=settings.hidden_size or source.config.word_vector_dim,
                   num_hidden_layers=settings.num_layers, encoder_dropout=settings.dropout,

@@ -66,15 +66,9 @@ def select_target_words(counts: Counter, min_freq: int, max_size: int) -> list:
 
 
 def _source_from_checkpoint(path):
-    from transformers import AutoTokenizer
+    from .vocab import load_cove_checkpoint
 
-    from modeling_cove.modeling_cove import CoveModel
-
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    encoder = CoveModel.from_pretrained(path)
-    if len(tokenizer) != encoder.config.vocab_size:
-        raise ValueError(f"{path}: tokenizer has {len(tokenizer)} tokens but config.vocab_size is "
-                         f"{encoder.config.vocab_size}: tokenizer and checkpoint do not match")
+    encoder, tokenizer = load_cove_checkpoint(path, flag="--init-from")
     vocab = tokenizer.get_vocab()
     with_vector = {w for w, i in vocab.items() if bool(encoder.embeddings.weight[i].abs().sum() > 0)}
     return encoder, tokenizer, with_vector, {"source_vocab_from": str(path)}
