@@ -1,6 +1,7 @@
 """modeling_cove.training.results (behind scripts/collect_results.py): the classification table (mean ± std over
 seeds) and the dropout search, from metrics.json files laid out as the classifier training writes them."""
 
+import hashlib
 import json
 import re
 import statistics
@@ -309,3 +310,21 @@ def test_sample_efficiency_curve_and_png(tmp_path):
     assert merged["results"]["trec6"]["vectors"]["0.1"]["test_accuracy"]["mean"] == 70.0
     assert merged["results"]["trec6"]["vectors"]["0.25"]["test_accuracy"]["n"] == 2
     assert merged["curve"]["trec6"]["vectors"][-1]["seeds"] == [1, 2, 3]
+
+
+def test_bilm_pretraining_record(tmp_path):
+    """runs/bilm (train_bilm.py): its record without the per-step loss log, its curves, and the sha256 of the exported
+    encoder's weights, which the vectors+bilm runs record too."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    (runs / "bilm" / "encoder").mkdir(parents=True)
+    (runs / "bilm" / "encoder" / "model.safetensors").write_bytes(b"weights")
+    (runs / "bilm" / "curves.png").write_bytes(b"png")
+    (runs / "bilm" / "metrics.json").write_text(json.dumps({
+        "command": "train_bilm.py", "commit": "abc", "epochs": [{"epoch": 1, "heldout_forward_perplexity": 90.0}],
+        "train_tokens_per_second": 2700.0, "loss_log": [[1, 7.0]] * 5}))
+    collect_results(runs, out)
+    record = json.loads((out / "bilm_pretraining.json").read_text())
+    assert record["command"] == "train_bilm.py" and record["epochs"][0]["heldout_forward_perplexity"] == 90.0
+    assert "loss_log" not in record and record["curve_png"] == "bilm_pretraining.png"
+    assert record["encoder_weights"] == hashlib.sha256(b"weights").hexdigest()
+    assert (out / "bilm_pretraining.png").read_bytes() == b"png"

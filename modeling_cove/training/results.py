@@ -8,7 +8,7 @@ Reads runs/bcn/<task>/<column>-seed<N>/metrics.json (`train_classifier.py`; a bi
 runs are the column `vectors+bilm`; the dropout search in runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N>; BCN
 runs over other CoVe-S pretrainings in the folders of ENCODER_VARIANTS; --train-fraction runs in
 runs/bcn-fraction/<task>/<column>-f<fraction>-seed<N>; runs on random subsets, --max-train/eval-examples, in the other
-runs/bcn*/ folders, one cell per setup), runs/cove-small/metrics.json (`train_mt.py`), runs/dcn-squad-*/metrics.json (`train_qa.py`),
+runs/bcn*/ folders, one cell per setup), runs/cove-small/metrics.json (`train_mt.py`), runs/bilm/metrics.json (`train_bilm.py`), runs/dcn-squad-*/metrics.json (`train_qa.py`),
 runs/main-cove-small/ and runs/main/ report.json + REPORT.md (`main.py`, full size only).
 """
 
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from scipy.stats import t as student_t  # scipy comes with scikit-learn
 
+from .cards_record import weights_fingerprint
 from .run_info import git_commit, plot_curves, write_json
 
 logger = logging.getLogger(__name__)
@@ -42,6 +43,8 @@ ENCODER_VARIANTS = {
 # [x; mix] over our biLM is the "vectors+bilm" column of the CoVe-versus-biLM comparison (docs/bilm.md).
 TABLE_COLUMNS = {("vectors+scalar_mix", "bilm"): "vectors+bilm"}
 SAMPLE_EFFICIENCY_FOLDER = "bcn-fraction"  # runs/bcn-fraction/<task>/<column>-f<fraction>-seed<N> (--train-fraction)
+BILM_KEYS = ("command", "commit", "settings", "machine", "data", "epochs", "global_step", "train_seconds",
+             "train_tokens", "train_tokens_per_second", "wall_seconds")  # metrics.json less the per-step loss log
 MT_KEYS = ("command", "commit", "preset", "machine", "config", "trainable_parameters", "data", "epochs",
            "train_seconds", "train_target_tokens_per_second", "wall_seconds", "test")
 
@@ -391,6 +394,15 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
         written.append(write_json(out / "mt_multi30k.json", record))  # the run's own command and commit
         if (runs / "cove-small" / "curves.png").exists():
             shutil.copyfile(runs / "cove-small" / "curves.png", out / "mt_multi30k.png")
+    bilm = runs / "bilm" / "metrics.json"
+    if bilm.exists():  # the biLM of the vectors+bilm column (its runs record the same encoder_weights)
+        record = {k: v for k, v in json.loads(bilm.read_text()).items() if k in BILM_KEYS}
+        if (runs / "bilm" / "encoder").is_dir():
+            record["encoder_weights"] = weights_fingerprint(runs / "bilm" / "encoder")
+        if (runs / "bilm" / "curves.png").exists():
+            shutil.copyfile(runs / "bilm" / "curves.png", out / "bilm_pretraining.png")
+            record["curve_png"] = "bilm_pretraining.png"
+        written.append(write_json(out / "bilm_pretraining.json", record))  # the run's own command and commit
     squad = {path.parent.name: json.loads(path.read_text()) for path in sorted(runs.glob("dcn-squad-*/metrics.json"))}
     if squad:
         written.append(write_json(out / "squad.json", {**stamp, "runs": squad}))
