@@ -142,3 +142,20 @@ def test_init_from_that_is_no_checkpoint_is_named(tmp_path):
     assert result.returncode != 0
     assert f"error: init_from '{tmp_path / 'missing'}' is not a loadable CoVe checkpoint" in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "out" / "metrics.json").exists()
+
+
+def test_record_names_the_commit_the_run_started_from(setup, monkeypatch):
+    """metrics.json (and the exported encoder's record) name the commit read when the run began, not the checkout's
+    HEAD when it ended: a pretraining of an hour may outlive several commits."""
+    from modeling_cove.training import bilm
+
+    root, _ = setup
+    heads = iter(["commit-at-start"])
+    monkeypatch.setattr(bilm, "git_commit", lambda *a, **k: next(heads, "commit-at-the-end"))
+    settings = bilm.BiLMSettings(init_from=str(root / "init"), output_dir=str(root / "commit"),
+                                 corpus=[str(root / "corpus.txt")], seq_len=6, batch_size=8, hidden_size=16,
+                                 heldout_fraction=0.1, max_steps=2, log_every=1)
+    metrics = bilm.train_bilm(settings, argv=["scripts/train_bilm.py"], cpu=True)
+    assert metrics["commit"] == "commit-at-start"
+    assert json.loads((root / "commit" / "metrics.json").read_text())["commit"] == "commit-at-start"
+    assert json.loads((root / "commit" / "encoder" / "bilm_metrics.json").read_text())["commit"] == "commit-at-start"

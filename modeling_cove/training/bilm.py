@@ -404,11 +404,11 @@ def end_of_epoch(unwrapped, heldout: WindowStore, state: BiLMState, settings: Bi
 
 
 def write_run_record(state: BiLMState, settings: BiLMSettings, data_stats: dict, started: float, argv,
-                     world: int) -> dict:
+                     world: int, commit: str) -> dict:
     """metrics.json and curves.png of the run so far."""
     output_dir = Path(settings.output_dir)
     payload = {
-        "command": command_line(argv), "commit": git_commit(), "settings": settings.__dict__,
+        "command": command_line(argv), "commit": commit, "settings": settings.__dict__,
         "machine": {**machine_info(), "processes": world}, "data": data_stats, "epochs": state.history,
         "global_step": state.global_step, "train_seconds": round(state.train_seconds, 1),
         "train_tokens": state.train_tokens,
@@ -487,6 +487,7 @@ def train_bilm(settings: BiLMSettings, argv=None, cpu: bool = False) -> dict:
     from accelerate.utils import set_seed
 
     run_started = time.time()
+    commit = git_commit()  # the code that runs, read now: a run of an hour may outlive the checkout's HEAD
     # a batch need not reach every tail cluster of the adaptive softmax: DDP must allow unused parameters
     accelerator = Accelerator(cpu=cpu or not torch.cuda.is_available(),
                               kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)])
@@ -514,9 +515,9 @@ def train_bilm(settings: BiLMSettings, argv=None, cpu: bool = False) -> dict:
         state.finished = stopped is not None or out_of_limits
         save_checkpoint(accelerator, output_dir, state, settings.keep_checkpoints)
         if accelerator.is_main_process:
-            write_run_record(state, settings, data_stats, run_started, argv, world)
-    metrics = write_run_record(state, settings, data_stats, run_started, argv, world) if accelerator.is_main_process \
-        else {}
+            write_run_record(state, settings, data_stats, run_started, argv, world, commit)
+    metrics = (write_run_record(state, settings, data_stats, run_started, argv, world, commit)
+               if accelerator.is_main_process else {})
     if accelerator.is_main_process:
         unwrapped.save_pretrained(output_dir / "lm")
         tokenizer.save_pretrained(output_dir / "lm")
