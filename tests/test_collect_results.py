@@ -328,3 +328,15 @@ def test_bilm_pretraining_record(tmp_path):
     assert "loss_log" not in record and record["curve_png"] == "bilm_pretraining.png"
     assert record["encoder_weights"] == hashlib.sha256(b"weights").hexdigest()
     assert (out / "bilm_pretraining.png").read_bytes() == b"png"
+
+
+def test_sample_efficiency_points_share_one_encoder(tmp_path):
+    """The curve's full-data point (the table's runs) and its fractions must have read the same encoder weights."""
+    runs = tmp_path / "runs"
+    write_run(runs, "bcn/trec6/vectors+bilm-seed1", "trec6", "vectors+scalar_mix", 1, 0.2, 0.9, 0.9,
+              encoder_type="bilm", encoder_weights="a" * 64)
+    write_run(runs, "bcn-fraction/trec6/vectors+bilm-f0.1-seed1", "trec6", "vectors+scalar_mix", 1, 0.2, 0.7, 0.7,
+              encoder_type="bilm", encoder_weights="b" * 64, train_fraction=0.1,
+              subsample={"train": "491 of 4906"})
+    with pytest.raises(ValueError, match=r"vectors\+bilm \(sample efficiency\): the runs read different encoders"):
+        collect_results(runs, tmp_path / "out")

@@ -207,6 +207,8 @@ def sample_efficiency_curve(sample_efficiency: dict, results: dict) -> dict:
                 points.append({"fraction": float(fraction), "train_examples": int(kept.split()[0]),
                                "seeds": [r["seed"] for r in cell["runs"]], "test_accuracy": cell["test_accuracy"]})
             full = [r for r in results.get(task, {}).get(column, {}).get("runs", []) if r["seed"] in seeds]
+            # every point over one encoder, as in a table cell (runs from before the record have no sha256)
+            summarize(task, f"{column} (sample efficiency)", full + [r for c in cells.values() for r in c["runs"]])
             if full:
                 total = int(cells[next(iter(cells))]["runs"][0]["subsample"]["train"].split()[-1])
                 points.append({"fraction": 1.0, "train_examples": total, "seeds": [r["seed"] for r in full],
