@@ -262,6 +262,21 @@ def test_bilm_runs_are_the_vectors_bilm_column_paired_with_vectors(tmp_path):
     assert diff["mean"] == 2.0 and diff["higher_on"] == 2 and diff["lower_on"] == 0
     assert diff["ci95"] == pytest.approx([2.0 - half, 2.0 + half], abs=0.01)
     assert report["columns"]["vectors+bilm"].startswith("ELMo-style")
+    assert report["bilm_versus_cove"] == {}  # no CoVe-S column here
+
+
+def test_bilm_versus_cove_head_to_head(tmp_path):
+    """Both recipes on a task: the biLM column minus the CoVe-S column, paired by seed."""
+    runs = tmp_path / "runs"
+    for seed, (cove, bilm) in enumerate(((0.90, 0.91), (0.88, 0.91)), start=1):
+        write_run(runs, f"bcn/snli/vectors+cove-seed{seed}", "snli", "vectors+cove", seed, 0.2, cove, 0.8)
+        write_run(runs, f"bcn/snli/vectors+bilm-seed{seed}", "snli", "vectors+scalar_mix", seed, 0.2, bilm, 0.85,
+                  encoder_type="bilm", encoder_weights="a" * 64)
+    collect_results(runs, tmp_path / "out")
+    head = json.loads((tmp_path / "out" / "classification.json").read_text())["bilm_versus_cove"]
+    diff = head["snli"]["vectors+bilm - vectors+cove"]
+    assert diff["test_accuracy"]["mean"] == 2.0 and diff["test_accuracy"]["higher_on"] == 2
+    assert diff["validation_accuracy"]["mean"] == 5.0
 
 
 def test_a_cell_never_mixes_encoders(tmp_path):

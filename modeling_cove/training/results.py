@@ -95,6 +95,21 @@ def versus_vectors(results: dict) -> dict:
     return table
 
 
+def bilm_versus_cove(results: dict) -> dict:
+    """Per task with both, the biLM column minus the CoVe-S column (`vectors+bilm - vectors+cove`), paired by seed as
+    versus_vectors: the two recipes for contextual vectors head to head."""
+    table = {}
+    for task, columns in results.items():
+        if "vectors+bilm" in columns and "vectors+cove" in columns:
+            bilm, cove = columns["vectors+bilm"]["runs"], columns["vectors+cove"]["runs"]
+            test = paired_difference(bilm, cove, "test_accuracy")
+            if test:
+                table[task] = {"vectors+bilm - vectors+cove": {
+                    "test_accuracy": test,
+                    "validation_accuracy": paired_difference(bilm, cove, "best_validation_accuracy")}}
+    return table
+
+
 def full_runs(runs: Path, pattern: str, subsampled: bool = False):
     """(metrics, record) for each finished BCN run matching `pattern` under runs/; smoke runs (--limit,
     --max-steps) are left out, and so are runs on random subsets (--max-train/eval-examples) unless `subsampled`
@@ -381,6 +396,7 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
         if merge and existing.exists():
             report = merge_classification(json.loads(existing.read_text()), report)
         report["versus_vectors"] = versus_vectors(report["results"])
+        report["bilm_versus_cove"] = bilm_versus_cove(report["results"])
         fractions = report["sample_efficiency"]["results"]
         if fractions:
             curve = sample_efficiency_curve(fractions, report["results"])
