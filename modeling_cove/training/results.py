@@ -2,7 +2,8 @@
 table (mean ± std over seeds; each column minus the vectors-only one, and the biLM minus CoVe-S, paired by seed with a
 95% t interval; the dropout search, other pretrainings of CoVe-S, runs on random subsets, the sample-efficiency
 curve and its PNG), the MT and biLM pretraining records, the DCN runs and the main job's reports. Every file written
-records the command and the commit that collected it. A table cell holds runs over one encoder only (checked by the weights' sha256 the runs record).
+records the command and the commit that collected it. A table cell holds runs over one encoder only (checked by
+the weights' sha256 the runs record).
 
 Reads runs/bcn/<task>/<column>-seed<N>/metrics.json (`train_classifier.py`; a biLM encoder's `vectors+scalar_mix`
 runs are the column `vectors+bilm`; the dropout search in runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N>; BCN
