@@ -77,6 +77,16 @@ def paired_difference(runs_a: list, runs_b: list, key: str) -> dict:
     return entry
 
 
+def paired_entry(runs_a: list, runs_b: list):
+    """Column a minus column b on test and best validation accuracy (paired_difference); None without a shared
+    seed."""
+    test = paired_difference(runs_a, runs_b, "test_accuracy")
+    if not test:
+        return None
+    return {"test_accuracy": test,
+            "validation_accuracy": paired_difference(runs_a, runs_b, "best_validation_accuracy")}
+
+
 def versus_vectors(results: dict) -> dict:
     """Per task, each other column minus the vectors-only column, paired by seed, on test and best validation
     accuracy: the bar "vectors + CoVe-S not below vectors only" with its uncertainty."""
@@ -87,12 +97,9 @@ def versus_vectors(results: dict) -> dict:
         for column, cell in columns.items():
             if column == "vectors":
                 continue
-            test = paired_difference(cell["runs"], columns["vectors"]["runs"], "test_accuracy")
-            if test:
-                table.setdefault(task, {})[f"{column} - vectors"] = {
-                    "test_accuracy": test,
-                    "validation_accuracy": paired_difference(cell["runs"], columns["vectors"]["runs"],
-                                                             "best_validation_accuracy")}
+            entry = paired_entry(cell["runs"], columns["vectors"]["runs"])
+            if entry:
+                table.setdefault(task, {})[f"{column} - vectors"] = entry
     return table
 
 
@@ -102,12 +109,9 @@ def bilm_versus_cove(results: dict) -> dict:
     table = {}
     for task, columns in results.items():
         if "vectors+bilm" in columns and "vectors+cove" in columns:
-            bilm, cove = columns["vectors+bilm"]["runs"], columns["vectors+cove"]["runs"]
-            test = paired_difference(bilm, cove, "test_accuracy")
-            if test:
-                table[task] = {"vectors+bilm - vectors+cove": {
-                    "test_accuracy": test,
-                    "validation_accuracy": paired_difference(bilm, cove, "best_validation_accuracy")}}
+            entry = paired_entry(columns["vectors+bilm"]["runs"], columns["vectors+cove"]["runs"])
+            if entry:
+                table[task] = {"vectors+bilm - vectors+cove": entry}
     return table
 
 
@@ -223,8 +227,8 @@ def sample_efficiency_curve(sample_efficiency: dict, results: dict) -> dict:
                 points.append({"fraction": float(fraction), "train_examples": int(kept.split()[0]),
                                "seeds": [r["seed"] for r in cell["runs"]], "test_accuracy": cell["test_accuracy"]})
             full = [r for r in results.get(task, {}).get(column, {}).get("runs", []) if r["seed"] in seeds]
-            # every point over one encoder, as in a table cell (runs from before the record have no sha256)
-            summarize(task, f"{column} (sample efficiency)", full + [r for c in cells.values() for r in c["runs"]])
+            check_one_encoder(f"{task} / {column} (sample efficiency)",
+                              full + [r for cell in cells.values() for r in cell["runs"]])
             if full:
                 total = int(cells[next(iter(cells))]["runs"][0]["subsample"]["train"].split()[-1])
                 points.append({"fraction": 1.0, "train_examples": total, "seeds": [r["seed"] for r in full],
@@ -252,17 +256,23 @@ def run_setup(m: dict) -> dict:
             "subsample": m.get("subsample")}
 
 
-def summarize(task: str, column: str, records: list) -> dict:
-    """A table cell: its runs (sorted by seed) with mean ± std over them (and the scalar mix's learned weights)."""
-    records = sorted(records, key=lambda r: r["seed"])
+def check_one_encoder(label: str, records: list) -> None:
+    """Raise ValueError when `records` read different encoders (by the weights sha256 runs record; runs from before
+    that record are not checked): e.g. a biLM pretrained again in a later session, merged with the old runs."""
     encoders = {}
     for r in records:
         if r.get("encoder_weights"):
             encoders.setdefault(r["encoder_weights"], []).append(r["seed"])
-    if len(encoders) > 1:  # e.g. a biLM pretrained again in a later session, its runs merged with the old ones
-        raise ValueError(f"{task} / {column}: the runs read different encoders (seeds by weights sha256: "
+    if len(encoders) > 1:
+        raise ValueError(f"{label}: the runs read different encoders (seeds by weights sha256: "
                          + "; ".join(f"{sha[:12]}: {seeds}" for sha, seeds in encoders.items())
                          + "); one table cell needs one encoder: rerun the seeds or collect them apart")
+
+
+def summarize(task: str, column: str, records: list) -> dict:
+    """A table cell: its runs (sorted by seed) with mean ± std over them (and the scalar mix's learned weights)."""
+    records = sorted(records, key=lambda r: r["seed"])
+    check_one_encoder(f"{task} / {column}", records)
     entry = {"runs": records,
              "test_accuracy": mean_std([r["test_accuracy"] for r in records]),
              "test_macro_f1": mean_std([r["test_macro_f1"] for r in records]),
