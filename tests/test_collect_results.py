@@ -309,7 +309,8 @@ def test_sample_efficiency_curve_and_png(tmp_path):
     section = report["sample_efficiency"]
     assert list(section["results"]["trec6"]["vectors"]) == ["0.1", "0.25"]
     assert section["results"]["trec6"]["vectors"]["0.1"]["test_accuracy"]["mean"] == 72.0
-    points = section["curve"]["trec6"]["vectors"]
+    assert section["curve"]["trec6"]["vectors"]["encoder"] == "enc"
+    points = section["curve"]["trec6"]["vectors"]["points"]
     assert [(p["fraction"], p["train_examples"], p["seeds"]) for p in points] == \
         [(0.1, 491, [1, 2]), (0.25, 1227, [1, 2]), (1.0, 4906, [1, 2])]
     assert [p["test_accuracy"]["mean"] for p in points] == [72.0, 82.0, 91.0]
@@ -324,7 +325,7 @@ def test_sample_efficiency_curve_and_png(tmp_path):
     merged = json.loads((out / "classification.json").read_text())["sample_efficiency"]
     assert merged["results"]["trec6"]["vectors"]["0.1"]["test_accuracy"]["mean"] == 70.0
     assert merged["results"]["trec6"]["vectors"]["0.25"]["test_accuracy"]["n"] == 2
-    assert merged["curve"]["trec6"]["vectors"][-1]["seeds"] == [1, 2, 3]
+    assert merged["curve"]["trec6"]["vectors"]["points"][-1]["seeds"] == [1, 2, 3]
 
 
 def test_bilm_pretraining_record(tmp_path):
@@ -345,13 +346,44 @@ def test_bilm_pretraining_record(tmp_path):
     assert (out / "bilm_pretraining.png").read_bytes() == b"png"
 
 
-def test_sample_efficiency_points_share_one_encoder(tmp_path):
-    """The curve's full-data point (the table's runs) and its fractions must have read the same encoder weights."""
-    runs = tmp_path / "runs"
+def test_sample_efficiency_full_point_only_over_the_fractions_encoder(tmp_path):
+    """The curve's full-data point comes from the table's runs only when they read the fractions' encoder (by folder,
+    and by weights where both record them): fractions over another pretraining get no full-data point, and the
+    curve says why; a --train-fraction 1 cell over that encoder is then its full-data point."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
     write_run(runs, "bcn/trec6/vectors+bilm-seed1", "trec6", "vectors+scalar_mix", 1, 0.2, 0.9, 0.9,
               encoder_type="bilm", encoder_weights="a" * 64)
     write_run(runs, "bcn-fraction/trec6/vectors+bilm-f0.1-seed1", "trec6", "vectors+scalar_mix", 1, 0.2, 0.7, 0.7,
-              encoder_type="bilm", encoder_weights="b" * 64, train_fraction=0.1,
+              encoder_type="bilm", encoder_weights="b" * 64, train_fraction=0.1, subsample={"train": "491 of 4906"})
+    write_run(runs, "bcn/trec6/vectors+cove-seed1", "trec6", "vectors+cove", 1, 0.2, 0.9, 0.9)  # before the sha
+    write_run(runs, "bcn-fraction/trec6/vectors+cove-f0.1-seed1", "trec6", "vectors+cove", 1, 0.2, 0.6, 0.7,
+              encoder="runs/cove-small-repeat/encoder", encoder_weights="c" * 64, train_fraction=0.1,
               subsample={"train": "491 of 4906"})
-    with pytest.raises(ValueError, match=r"vectors\+bilm \(sample efficiency\): the runs read different encoders"):
+    collect_results(runs, out)
+    curve = json.loads((out / "classification.json").read_text())["sample_efficiency"]["curve"]["trec6"]
+    assert [p["fraction"] for p in curve["vectors+bilm"]["points"]] == [0.1]
+    assert "aaaaaaaaaaaa: [1]; bbbbbbbbbbbb: [1]" in curve["vectors+bilm"]["full_data_left_out"]
+    assert [p["fraction"] for p in curve["vectors+cove"]["points"]] == [0.1]
+    assert curve["vectors+cove"]["encoder"] == "runs/cove-small-repeat/encoder"
+    assert "enc: [1]; runs/cove-small-repeat/encoder: [1]" in curve["vectors+cove"]["full_data_left_out"]
+
+    write_run(runs, "bcn-fraction/trec6/vectors+cove-f1-seed1", "trec6", "vectors+cove", 1, 0.2, 0.88, 0.9,
+              encoder="runs/cove-small-repeat/encoder", encoder_weights="c" * 64, train_fraction=1.0,
+              subsample={"train": "4906 of 4906"})
+    collect_results(runs, out)
+    line = json.loads((out / "classification.json").read_text())["sample_efficiency"]["curve"]["trec6"]["vectors+cove"]
+    assert [(p["fraction"], p["train_examples"], p["test_accuracy"]["mean"]) for p in line["points"]] == \
+        [(0.1, 491, 60.0), (1.0, 4906, 88.0)]
+    assert "full_data_left_out" not in line
+
+
+def test_a_cell_never_mixes_encoder_folders(tmp_path):
+    """Runs from before the weights' sha256 was recorded are told apart by the encoder folder they read."""
+    runs = tmp_path / "runs"
+    write_run(runs, "bcn/trec6/vectors+cove-seed1", "trec6", "vectors+cove", 1, 0.2, 0.9, 0.9,
+              encoder="runs/cove-small/encoder")
+    write_run(runs, "bcn/trec6/vectors+cove-seed2", "trec6", "vectors+cove", 2, 0.2, 0.9, 0.9,
+              encoder="runs/cove-small-repeat/encoder", encoder_weights="c" * 64)
+    with pytest.raises(ValueError, match=r"trec6 / vectors\+cove: the runs read different encoders \(seeds by "
+                                         r"folders: runs/cove-small/encoder: \[1\]; runs/cove-small-repeat/encoder"):
         collect_results(runs, tmp_path / "out")

@@ -214,26 +214,33 @@ def collect_sample_efficiency(runs: Path) -> dict:
 
 
 def sample_efficiency_curve(sample_efficiency: dict, results: dict) -> dict:
-    """Per task and column, test accuracy against the share of the training data: the --train-fraction cells and
-    the full data (fraction 1) from the main table, on the seeds the smaller fractions ran (the same seeds at every
-    point). task -> column -> [{"fraction", "train_examples", "seeds", "test_accuracy": mean ± std}]."""
+    """Per task and column, test accuracy against the share of the training data: the --train-fraction cells, and
+    the full data from a --train-fraction 1 cell or else from the main table, on the seeds the smaller fractions ran
+    (the same seeds at every point) and only when those runs read the fractions' encoder: a column whose fractions ran
+    over another pretraining than the table's (CoVe-S pretrained again) gets no full-data point from the table, and
+    says why. task -> column -> {"points": [{"fraction", "train_examples", "seeds", "test_accuracy": mean ± std}],
+    "encoder": the folder its runs read, and "full_data_left_out" when so}."""
     curve = {}
     for task, columns in sample_efficiency.items():
         for column, cells in columns.items():
-            seeds = sorted({r["seed"] for cell in cells.values() for r in cell["runs"]})
+            fraction_runs = [r for cell in cells.values() for r in cell["runs"]]
+            check_one_encoder(f"{task} / {column} (sample efficiency)", fraction_runs)
             points = []
             for fraction, cell in cells.items():
-                kept = cell["runs"][0]["subsample"]["train"]  # "491 of 4906"
-                points.append({"fraction": float(fraction), "train_examples": int(kept.split()[0]),
+                kept, total = cell["runs"][0]["subsample"]["train"].split(" of ")  # "491 of 4906"
+                points.append({"fraction": float(fraction), "train_examples": int(kept),
                                "seeds": [r["seed"] for r in cell["runs"]], "test_accuracy": cell["test_accuracy"]})
+            entry = {"encoder": fraction_runs[0]["encoder"]}
+            seeds = {r["seed"] for r in fraction_runs}
             full = [r for r in results.get(task, {}).get(column, {}).get("runs", []) if r["seed"] in seeds]
-            check_one_encoder(f"{task} / {column} (sample efficiency)",
-                              full + [r for cell in cells.values() for r in cell["runs"]])
-            if full:
-                total = int(cells[next(iter(cells))]["runs"][0]["subsample"]["train"].split()[-1])
-                points.append({"fraction": 1.0, "train_examples": total, "seeds": [r["seed"] for r in full],
-                               "test_accuracy": mean_std([r["test_accuracy"] for r in full])})
-            curve.setdefault(task, {})[column] = sorted(points, key=lambda p: p["fraction"])
+            if full and float(max(cells, key=float)) < 1.0:
+                mismatch = encoder_mismatch(full + fraction_runs)
+                if mismatch:
+                    entry["full_data_left_out"] = f"the table's runs and the fractions' disagree: {mismatch}"
+                else:
+                    points.append({"fraction": 1.0, "train_examples": int(total), "seeds": [r["seed"] for r in full],
+                                   "test_accuracy": mean_std([r["test_accuracy"] for r in full])})
+            curve.setdefault(task, {})[column] = dict(entry, points=sorted(points, key=lambda p: p["fraction"]))
     return curve
 
 
@@ -241,9 +248,11 @@ def plot_sample_efficiency(curve: dict, path: Path) -> Path:
     """The curve's PNG: one panel per task, test accuracy (mean ± std over the seeds) against training examples."""
     panels = [{"title": f"BCN {task}: test accuracy by training data", "xlabel": "training examples (log scale)",
                "ylabel": "test accuracy (%)", "log_x": True,
-               "series": {column: ([p["train_examples"] for p in points], [p["test_accuracy"]["mean"] for p in points])
-                          for column, points in columns.items()},
-               "errors": {column: [p["test_accuracy"]["std"] for p in points] for column, points in columns.items()}}
+               "series": {column: ([p["train_examples"] for p in line["points"]],
+                                   [p["test_accuracy"]["mean"] for p in line["points"]])
+                          for column, line in columns.items()},
+               "errors": {column: [p["test_accuracy"]["std"] for p in line["points"]]
+                          for column, line in columns.items()}}
               for task, columns in curve.items()]
     return plot_curves(panels, path, "sample efficiency: fixed random subsets (10% within 25% within 100%)")
 
@@ -256,17 +265,26 @@ def run_setup(m: dict) -> dict:
             "subsample": m.get("subsample")}
 
 
+def encoder_mismatch(records: list) -> str | None:
+    """Why `records` did not all read one encoder, or None: they name different encoder folders, or different weights
+    by the sha256 the runs record (runs from before that record compare by folder only)."""
+    for key, what in (("encoder", "folders"), ("encoder_weights", "weights by sha256")):
+        seeds = {}
+        for r in records:
+            if r.get(key):
+                seeds.setdefault(r[key] if key == "encoder" else r[key][:12], []).append(r["seed"])
+        if len(seeds) > 1:
+            return f"the runs read different encoders (seeds by {what}: " + "; ".join(
+                f"{name}: {sorted(found)}" for name, found in seeds.items()) + ")"
+    return None
+
+
 def check_one_encoder(label: str, records: list) -> None:
-    """Raise ValueError when `records` read different encoders (by the weights sha256 runs record; runs from before
-    that record are not checked): e.g. a biLM pretrained again in a later session, merged with the old runs."""
-    encoders = {}
-    for r in records:
-        if r.get("encoder_weights"):
-            encoders.setdefault(r["encoder_weights"], []).append(r["seed"])
-    if len(encoders) > 1:
-        raise ValueError(f"{label}: the runs read different encoders (seeds by weights sha256: "
-                         + "; ".join(f"{sha[:12]}: {seeds}" for sha, seeds in encoders.items())
-                         + "); one table cell needs one encoder: rerun the seeds or collect them apart")
+    """Raise ValueError when `records` read different encoders (encoder_mismatch): e.g. a biLM pretrained again in a
+    later session, merged with the old runs."""
+    mismatch = encoder_mismatch(records)
+    if mismatch:
+        raise ValueError(f"{label}: {mismatch}; one table cell needs one encoder: rerun the seeds or collect them apart")
 
 
 def summarize(task: str, column: str, records: list) -> dict:
