@@ -359,8 +359,17 @@ def test_sample_efficiency_full_point_only_over_the_fractions_encoder(tmp_path):
     write_run(runs, "bcn-fraction/trec6/vectors+cove-f0.1-seed1", "trec6", "vectors+cove", 1, 0.2, 0.6, 0.7,
               encoder="runs/cove-small-repeat/encoder", encoder_weights="c" * 64, train_fraction=0.1,
               subsample={"train": "491 of 4906"})
+    (runs / "cove-small-repeat").mkdir()
+    (runs / "cove-small-repeat" / "metrics.json").write_text(json.dumps(
+        {"command": "train_mt.py", "commit": "abc", "preset": "cove-small", "test": {"bleu": 30.1}, "loss_log": []}))
+    (runs / "cove-small-repeat" / "curves.png").write_bytes(b"png")
     collect_results(runs, out)
-    curve = json.loads((out / "classification.json").read_text())["sample_efficiency"]["curve"]["trec6"]
+    section = json.loads((out / "classification.json").read_text())["sample_efficiency"]
+    assert section["pretraining"] == {"runs/cove-small-repeat/encoder": {
+        "command": "train_mt.py", "commit": "abc", "preset": "cove-small", "test": {"bleu": 30.1},
+        "curve_png": "mt_cove-small-repeat.png"}}  # the MT record of the CoVe-S the fractions read
+    assert (out / "mt_cove-small-repeat.png").read_bytes() == b"png"
+    curve = section["curve"]["trec6"]
     assert [p["fraction"] for p in curve["vectors+bilm"]["points"]] == [0.1]
     assert "aaaaaaaaaaaa: [1]; bbbbbbbbbbbb: [1]" in curve["vectors+bilm"]["full_data_left_out"]
     assert [p["fraction"] for p in curve["vectors+cove"]["points"]] == [0.1]
@@ -370,8 +379,11 @@ def test_sample_efficiency_full_point_only_over_the_fractions_encoder(tmp_path):
     write_run(runs, "bcn-fraction/trec6/vectors+cove-f1-seed1", "trec6", "vectors+cove", 1, 0.2, 0.88, 0.9,
               encoder="runs/cove-small-repeat/encoder", encoder_weights="c" * 64, train_fraction=1.0,
               subsample={"train": "4906 of 4906"})
-    collect_results(runs, out)
-    line = json.loads((out / "classification.json").read_text())["sample_efficiency"]["curve"]["trec6"]["vectors+cove"]
+    (runs / "cove-small-repeat" / "metrics.json").unlink()
+    collect_results(runs, out, merge=True)  # the pretraining record stays through a merge without it
+    section = json.loads((out / "classification.json").read_text())["sample_efficiency"]
+    assert section["pretraining"]["runs/cove-small-repeat/encoder"]["test"] == {"bleu": 30.1}
+    line = section["curve"]["trec6"]["vectors+cove"]
     assert [(p["fraction"], p["train_examples"], p["test_accuracy"]["mean"]) for p in line["points"]] == \
         [(0.1, 491, 60.0), (1.0, 4906, 88.0)]
     assert "full_data_left_out" not in line

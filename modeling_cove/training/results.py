@@ -213,6 +213,25 @@ def collect_sample_efficiency(runs: Path) -> dict:
         for task, columns in found.items()}
 
 
+def fraction_pretrainings(runs: Path, sample_efficiency: dict, out: Path) -> dict:
+    """encoder folder -> its MT pretraining record (mt_record; its curves copied to out/mt_<run folder>.png), for the
+    MT-LSTMs the --train-fraction runs read other than runs/cove-small (that one is mt_multi30k.json): a CoVe-S
+    pretrained again for the curve states its own BLEU beside the table's."""
+    found = {}
+    folders = {r["encoder"] for columns in sample_efficiency.values() for cells in columns.values()
+               for cell in cells.values() for r in cell["runs"]}
+    for folder in sorted(folders):
+        run_dir = (runs.parent / folder).parent  # the encoder folder runs record is relative to the repository
+        metrics = run_dir / "metrics.json"
+        if run_dir == runs / "cove-small" or not metrics.exists() or "preset" not in json.loads(metrics.read_text()):
+            continue
+        found[folder] = mt_record(metrics)
+        if (run_dir / "curves.png").exists():
+            shutil.copyfile(run_dir / "curves.png", out / f"mt_{run_dir.name}.png")
+            found[folder]["curve_png"] = f"mt_{run_dir.name}.png"
+    return found
+
+
 def sample_efficiency_curve(sample_efficiency: dict, results: dict) -> dict:
     """Per task and column, test accuracy against the share of the training data: the --train-fraction cells, and
     the full data from a --train-fraction 1 cell or else from the main table, on the seeds the smaller fractions ran
@@ -376,7 +395,9 @@ def merge_classification(old: dict, new: dict) -> dict:
                 subsampled=dict(new["subsampled"], results=runs_table(old.get("subsampled", {}).get("results", {}),
                                                                       new["subsampled"]["results"])),
                 sample_efficiency=dict(new["sample_efficiency"], results=fractions(
-                    old.get("sample_efficiency", {}).get("results", {}), new["sample_efficiency"]["results"])))
+                    old.get("sample_efficiency", {}).get("results", {}), new["sample_efficiency"]["results"]),
+                    pretraining={**old.get("sample_efficiency", {}).get("pretraining", {}),
+                                 **new["sample_efficiency"]["pretraining"]}))
 
 
 
@@ -395,6 +416,7 @@ CLASSIFICATION_COLUMNS = {
 def classification_report(runs: Path, out: Path) -> dict:
     """The classification table of the BCN runs under `runs` (empty "results" when there are none)."""
     table = collect_classification(runs)
+    fractions = collect_sample_efficiency(runs)
     return {
         "what": CLASSIFICATION_WHAT,
         "columns": CLASSIFICATION_COLUMNS,
@@ -407,7 +429,8 @@ def classification_report(runs: Path, out: Path) -> dict:
         "sample_efficiency": {"what": "BCN test accuracy on a fraction of the training split (--train-fraction: fixed "
                                       "random subsets, each smaller one inside the larger; validation and test whole),"
                                       " per column; the curve adds the full data from results on the same seeds",
-                              "results": collect_sample_efficiency(runs)},
+                              "results": fractions,
+                              "pretraining": fraction_pretrainings(runs, fractions, out)},
     }
 
 
