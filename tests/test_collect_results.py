@@ -376,9 +376,11 @@ def test_sample_efficiency_full_point_only_over_the_fractions_encoder(tmp_path):
     assert curve["vectors+cove"]["encoder"] == "runs/cove-small-repeat/encoder"
     assert "enc: [1]; runs/cove-small-repeat/encoder: [1]" in curve["vectors+cove"]["full_data_left_out"]
 
+    # as a real --train-fraction 1 run writes it: nothing cut, so no subsample; one row dropped by tokenising
     write_run(runs, "bcn-fraction/trec6/vectors+cove-f1-seed1", "trec6", "vectors+cove", 1, 0.2, 0.88, 0.9,
-              encoder="runs/cove-small-repeat/encoder", encoder_weights="c" * 64, train_fraction=1.0,
-              subsample={"train": "4906 of 4906"})
+              encoder="runs/cove-small-repeat/encoder", encoder_weights="c" * 64, train_fraction=1.0, subsample={},
+              splits={"train": 4905, "validation": 500, "test": 500},
+              dropped_rows={"train": 1, "validation": 0, "test": 0})
     (runs / "cove-small-repeat" / "metrics.json").unlink()
     collect_results(runs, out, merge=True)  # the pretraining record stays through a merge without it
     section = json.loads((out / "classification.json").read_text())["sample_efficiency"]
@@ -387,6 +389,7 @@ def test_sample_efficiency_full_point_only_over_the_fractions_encoder(tmp_path):
     assert [(p["fraction"], p["train_examples"], p["test_accuracy"]["mean"]) for p in line["points"]] == \
         [(0.1, 491, 60.0), (1.0, 4906, 88.0)]
     assert "full_data_left_out" not in line
+    assert section["results"]["trec6"]["vectors+cove"]["1"]["runs"][0]["subsample"] == {"train": "4906 of 4906"}
 
 
 def test_a_cell_never_mixes_encoder_folders(tmp_path):

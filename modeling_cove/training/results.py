@@ -115,14 +115,16 @@ def bilm_versus_cove(results: dict) -> dict:
     return table
 
 
-def full_runs(runs: Path, pattern: str, subsampled: bool = False):
+def full_runs(runs: Path, pattern: str, subsampled: bool | None = False):
     """(metrics, record) for each finished BCN run matching `pattern` under runs/; smoke runs (--limit,
     --max-steps) are left out, and so are runs on random subsets (--max-train/eval-examples) unless `subsampled`
-    (then only those)."""
+    (then only those; None: both)."""
     for metrics_path in sorted(runs.glob(pattern)):
         m = json.loads(metrics_path.read_text())
         m["_folder"] = metrics_path.relative_to(runs).parts[0]  # the run family: runs/<folder>/<task>/<run>
-        if m.get("limit") or (m.get("max_steps") or -1) > 0 or bool(m.get("subsample")) != subsampled:
+        if m.get("limit") or (m.get("max_steps") or -1) > 0:
+            continue
+        if subsampled is not None and bool(m.get("subsample")) != subsampled:
             continue
         m["column"] = TABLE_COLUMNS.get((m["column"], m.get("encoder_type")), m["column"])
         yield m, {
@@ -201,11 +203,16 @@ def collect_subsampled(runs: Path) -> dict:
 
 def collect_sample_efficiency(runs: Path) -> dict:
     """task -> column -> training fraction (as "0.1") -> cell, from the --train-fraction runs of
-    runs/bcn-fraction/ (the full-data points are the main table's: sample_efficiency_curve)."""
+    runs/bcn-fraction/ (the full-data points are the main table's unless a --train-fraction 1 cell gives them:
+    sample_efficiency_curve). A --train-fraction 1 run cuts nothing, so it records no subsample: its record states
+    the whole training split as "N of N" (the rows it trained on plus those tokenising dropped)."""
     found = {}
-    for m, record in full_runs(runs, f"{SAMPLE_EFFICIENCY_FOLDER}/*/*-seed*/metrics.json", subsampled=True):
+    for m, record in full_runs(runs, f"{SAMPLE_EFFICIENCY_FOLDER}/*/*-seed*/metrics.json", subsampled=None):
         if m.get("train_fraction") is None:
             continue
+        if not m.get("subsample"):
+            whole = m["splits"]["train"] + (m.get("dropped_rows") or {}).get("train", 0)
+            record = dict(record, subsample={"train": f"{whole} of {whole}"})
         cell = found.setdefault(m["task"], {}).setdefault(m["column"], {})
         cell.setdefault(f"{m['train_fraction']:g}", []).append(dict(record, train_fraction=m["train_fraction"]))
     return {task: {column: {fraction: summarize(task, column, records) for fraction, records in sorted(
