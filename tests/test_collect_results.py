@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from modeling_cove.training.results import collect_results
+from modeling_cove.training.results import collect_results, encoder_mismatch
 
 
 def write_run(runs, folder, task, column, seed, dropout, test, validation, **extra):
@@ -402,3 +402,7 @@ def test_a_cell_never_mixes_encoder_folders(tmp_path):
     with pytest.raises(ValueError, match=r"trec6 / vectors\+cove: the runs read different encoders \(seeds by "
                                          r"folders: runs/cove-small/encoder: \[1\]; runs/cove-small-repeat/encoder"):
         collect_results(runs, tmp_path / "out")
+    # a seed that ran several fractions over one encoder is named once
+    records = [{"encoder": "a", "seed": 1}, {"encoder": "a", "seed": 1}, {"encoder": "b", "seed": 2}]
+    assert encoder_mismatch(records) == "the runs read different encoders (seeds by folders: a: [1]; b: [2])"
+    assert encoder_mismatch(records[:2]) is None

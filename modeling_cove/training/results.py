@@ -301,7 +301,7 @@ def encoder_mismatch(records: list) -> str | None:
                 seeds.setdefault(r[key] if key == "encoder" else r[key][:12], []).append(r["seed"])
         if len(seeds) > 1:
             return f"the runs read different encoders (seeds by {what}: " + "; ".join(
-                f"{name}: {sorted(found)}" for name, found in seeds.items()) + ")"
+                f"{name}: {sorted(set(found))}" for name, found in seeds.items()) + ")"
     return None
 
 
