@@ -304,10 +304,18 @@ def test_sample_efficiency_curve_and_png(tmp_path):
         for seed, test in zip((1, 2), tests):
             write_run(runs, f"bcn-fraction/trec6/vectors-f{fraction}-seed{seed}", "trec6", "vectors", seed, 0.2,
                       test, 0.8, train_fraction=fraction, subsample={"train": f"{kept} of 4906"})
+    for seed, test in ((1, 0.75), (2, 0.73)):  # paired by seed with the vectors at 10%: +5 and -1
+        write_run(runs, f"bcn-fraction/trec6/vectors+cove-f0.1-seed{seed}", "trec6", "vectors+cove", seed, 0.2, test,
+                  0.8, train_fraction=0.1, subsample={"train": "491 of 4906"})
     collect_results(runs, out)
     report = json.loads((out / "classification.json").read_text())
     section = report["sample_efficiency"]
     assert list(section["results"]["trec6"]["vectors"]) == ["0.1", "0.25"]
+    paired = section["paired"]["0.1"]["versus_vectors"]["trec6"]["vectors+cove - vectors"]["test_accuracy"]
+    assert {k: paired[k] for k in ("seeds", "mean", "higher_on", "lower_on")} == \
+        {"seeds": [1, 2], "mean": 2.0, "higher_on": 1, "lower_on": 1}
+    assert paired["ci95"] == pytest.approx([2.0 - 12.706 * 3.0, 2.0 + 12.706 * 3.0], abs=0.01)  # t(0.975, 1) * std 4.243 / sqrt(2)
+    assert section["paired"]["0.25"]["versus_vectors"] == {} and section["paired"]["0.1"]["bilm_versus_cove"] == {}
     assert section["results"]["trec6"]["vectors"]["0.1"]["test_accuracy"]["mean"] == 72.0
     assert section["curve"]["trec6"]["vectors"]["encoder"] == "enc"
     points = section["curve"]["trec6"]["vectors"]["points"]

@@ -239,6 +239,18 @@ def fraction_pretrainings(runs: Path, sample_efficiency: dict, out: Path) -> dic
     return found
 
 
+def sample_efficiency_differences(sample_efficiency: dict) -> dict:
+    """Per training fraction, the table's paired differences (versus_vectors, bilm_versus_cove) over that fraction's
+    cells: fraction (as "0.1") -> {"versus_vectors": task -> ..., "bilm_versus_cove": task -> ...}."""
+    by_fraction = {}
+    for task, columns in sample_efficiency.items():
+        for column, cells in columns.items():
+            for fraction, cell in cells.items():
+                by_fraction.setdefault(fraction, {}).setdefault(task, {})[column] = cell
+    return {fraction: {"versus_vectors": versus_vectors(tables), "bilm_versus_cove": bilm_versus_cove(tables)}
+            for fraction, tables in sorted(by_fraction.items(), key=lambda item: float(item[0]))}
+
+
 def sample_efficiency_curve(sample_efficiency: dict, results: dict) -> dict:
     """Per task and column, test accuracy against the share of the training data: the --train-fraction cells, and
     the full data from a --train-fraction 1 cell or else from the main table, on the seeds the smaller fractions ran
@@ -435,7 +447,9 @@ def classification_report(runs: Path, out: Path) -> dict:
                        "results": collect_subsampled(runs)},
         "sample_efficiency": {"what": "BCN test accuracy on a fraction of the training split (--train-fraction: fixed "
                                       "random subsets, each smaller one inside the larger; validation and test whole),"
-                                      " per column; the curve adds the full data from results on the same seeds",
+                                      " per column; the curve adds the full data (a --train-fraction 1 cell, else results on the same seeds"
+                                      " over the same encoder); paired: each fraction's differences as in "
+                                      "versus_vectors and bilm_versus_cove",
                               "results": fractions,
                               "pretraining": fraction_pretrainings(runs, fractions, out)},
     }
@@ -460,7 +474,8 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
         if fractions:
             curve = sample_efficiency_curve(fractions, report["results"])
             png = plot_sample_efficiency(curve, out / "sample_efficiency.png")
-            report["sample_efficiency"].update(curve=curve, png=png.name)
+            report["sample_efficiency"].update(curve=curve, png=png.name,
+                                               paired=sample_efficiency_differences(fractions))
         written.append(write_json(existing, {**stamp, **{k: v for k, v in report.items() if k not in stamp}}))
     elif report["encoder_variants"]:
         logger.warning("%s/bcn holds no runs: merge=True (--merge) adds the encoder variants' runs to %s",
