@@ -314,7 +314,8 @@ def test_sample_efficiency_curve_and_png(tmp_path):
     paired = section["paired"]["0.1"]["versus_vectors"]["trec6"]["vectors+cove - vectors"]["test_accuracy"]
     assert {k: paired[k] for k in ("seeds", "mean", "higher_on", "lower_on")} == \
         {"seeds": [1, 2], "mean": 2.0, "higher_on": 1, "lower_on": 1}
-    assert paired["ci95"] == pytest.approx([2.0 - 12.706 * 3.0, 2.0 + 12.706 * 3.0], abs=0.01)  # t(0.975, 1) * std 4.243 / sqrt(2)
+    # half-width t(0.975, 1) * std / sqrt(2), std of (+5, -1) = 4.243
+    assert paired["ci95"] == pytest.approx([2.0 - 12.706 * 3.0, 2.0 + 12.706 * 3.0], abs=0.01)
     assert section["paired"]["0.25"]["versus_vectors"] == {} and section["paired"]["0.1"]["bilm_versus_cove"] == {}
     assert section["results"]["trec6"]["vectors"]["0.1"]["test_accuracy"]["mean"] == 72.0
     assert section["curve"]["trec6"]["vectors"]["encoder"] == "enc"

@@ -447,9 +447,9 @@ def classification_report(runs: Path, out: Path) -> dict:
                        "results": collect_subsampled(runs)},
         "sample_efficiency": {"what": "BCN test accuracy on a fraction of the training split (--train-fraction: fixed "
                                       "random subsets, each smaller one inside the larger; validation and test whole),"
-                                      " per column; the curve adds the full data (a --train-fraction 1 cell, else results on the same seeds"
-                                      " over the same encoder); paired: each fraction's differences as in "
-                                      "versus_vectors and bilm_versus_cove",
+                                      " per column; the curve adds the full data (a --train-fraction 1 cell, else"
+                                      " results on the same seeds over the same encoder); paired: each fraction's"
+                                      " differences as in versus_vectors and bilm_versus_cove",
                               "results": fractions,
                               "pretraining": fraction_pretrainings(runs, fractions, out)},
     }
