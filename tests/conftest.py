@@ -95,3 +95,15 @@ def simulate_cpu_without_bf16_lstm(monkeypatch):
 def cpu_without_bf16_lstm(monkeypatch):
     """`simulate_cpu_without_bf16_lstm` for the test that asks for it."""
     simulate_cpu_without_bf16_lstm(monkeypatch)
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_accelerate_precision():
+    """`TrainingArguments(bf16=True)` sets ACCELERATE_MIXED_PRECISION for the process, and every later `Accelerator()`
+    (train_bilm's, train_mt's) would then train under bf16 autocast: each test starts from the value it found."""
+    before = os.environ.get("ACCELERATE_MIXED_PRECISION")
+    yield
+    if before is None:
+        os.environ.pop("ACCELERATE_MIXED_PRECISION", None)
+    else:
+        os.environ["ACCELERATE_MIXED_PRECISION"] = before

@@ -11,6 +11,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForPreTraining
 
+from conftest import simulate_cpu_without_bf16_lstm
 from modeling_cove import CoveConfig, CoveForQuestionAnswering, CoveForSequenceClassification, CoveModel
 from modeling_cove.build import create_cove_checkpoint
 from modeling_cove.modeling_cove_bilm import (
@@ -145,6 +146,27 @@ def test_cove_model_runs_the_bilm_encoder_and_batch_equals_single(checkpoint):
         encoded = encoder.encode(texts, tokenizer=tokenizer)
     for row, features in enumerate(encoded):
         torch.testing.assert_close(features, out.last_hidden_state[row, :features.shape[0]])
+
+
+@pytest.mark.parametrize("final_states", [False, True])  # padded rows on the fused kernel; packed rows
+def test_bf16_autocast_on_a_cpu_without_the_bf16_lstm_kernel(checkpoint, monkeypatch, final_states):
+    """As on an AVX2-only CPU, on any machine (conftest.simulate_cpu_without_bf16_lstm: an LSTM called under bf16
+    autocast fails as oneDNN fails there): both stacks take the fp32 fallback, and the layers come within bf16
+    tolerance of the fp32 forward, in the dtype autocast gives (bf16 padded, fp32 packed)."""
+    encoder = checkpoint[0].encoder
+    vectors, lengths = ragged_batch()
+    with torch.no_grad():
+        expected = encoder(vectors, lengths, final_states=final_states)
+    simulate_cpu_without_bf16_lstm(monkeypatch)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        actual = encoder(vectors, lengths, final_states=final_states)
+    for k, (layer, reference) in enumerate(zip(actual[0], expected[0])):
+        assert layer.dtype == (torch.float32 if final_states else torch.bfloat16)
+        for row, length in enumerate(lengths.tolist()):
+            torch.testing.assert_close(layer[row, :length].float(), reference[row, :length], rtol=0.05, atol=0.05,
+                                       msg=lambda m: f"layer {k + 1}, row {row}: {m}")
+    if final_states:
+        torch.testing.assert_close(actual[1].float(), expected[1], rtol=0.05, atol=0.05)
 
 
 def test_save_and_auto_load_round_trip(checkpoint, tmp_path):

@@ -123,6 +123,7 @@ class CoveModelTesterMixin:
     model_class = None
     has_attention_maps = False  # the class has real attention maps (BCN biattention, DCN coattention, MT decoder)
     config_overrides = {}
+    bf16_load_overrides = {}  # config overrides of the bf16 case of test_load_in_dtype (a head whose path is discrete)
 
     # ----- hooks ----------------------------------------------------------------------------------------------
 
@@ -434,7 +435,7 @@ class CoveModelTesterMixin:
     def test_load_in_dtype(self, tmp_path, dtype):
         """`from_pretrained(dtype=...)` gives a model of that dtype whose outputs match fp32 (fp64: to fp32 rounding,
         bf16: within bf16 tolerance)."""
-        model = self.build_model()
+        model = self.build_model(**(self.bf16_load_overrides if dtype == torch.bfloat16 else {}))
         inputs = self.prepare_inputs(model)
         expected = self.main_outputs(self.forward(model, inputs), inputs)
         model.save_pretrained(tmp_path)
@@ -683,6 +684,10 @@ class TestCoveForSequenceClassification(CoveModelTesterMixin):
 class TestCoveForQuestionAnswering(CoveModelTesterMixin):
     model_class = CoveForQuestionAnswering
     has_attention_maps = True
+    # In eval a row stops iterating once its argmax span repeats, and the loss sums the iterations it ran: bf16
+    # rounding can flip a near-tied argmax and so add or drop a whole loss term (seen on an AVX2-only CPU, whose bf16
+    # LSTM is not oneDNN's). One iteration compares the same computation in both dtypes.
+    bf16_load_overrides = {"dcn_max_iterations": 1}
 
     def prepare_inputs(self, model, seed=0, labels=True):
         """(question, context) pairs as one sequence: question type 0, context type 1; answers inside the context."""
