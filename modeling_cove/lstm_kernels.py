@@ -109,6 +109,22 @@ def autocast_lstm(inputs: torch.Tensor, batch_sizes: Optional[torch.Tensor], hx:
     return results if batch_sizes is not None else tuple(r.to(fallback) for r in results)
 
 
+def call_lstm_module(lstm: nn.LSTM, inputs):
+    """`lstm(inputs)` for an `nn.LSTM` over a padded tensor or a `PackedSequence`, with `autocast_lstm`'s fallback:
+    where autocast's dtype has no LSTM kernel here, the call runs with autocast off in fp32, and a padded call's
+    output and final states come cast to that dtype (a packed call's stay fp32, as autocast gives them)."""
+    packed = isinstance(inputs, nn.utils.rnn.PackedSequence)
+    device_type = (inputs.data if packed else inputs).device.type
+    fallback = lstm_autocast_fallback(device_type)
+    if fallback is None:
+        return lstm(inputs)
+    with torch.autocast(device_type, enabled=False):
+        output, (h_n, c_n) = lstm(inputs.float())
+    if packed:
+        return output, (h_n, c_n)
+    return output.to(fallback), (h_n.to(fallback), c_n.to(fallback))
+
+
 def kernel_train_mode(inputs: torch.Tensor) -> bool:
     """`torch.lstm`'s `train` flag (dropout is 0 in every call here, so it never changes a result). cuDNN keeps what
     its backward needs only in train mode, so on CUDA it follows autograd; on CPU it stays off."""

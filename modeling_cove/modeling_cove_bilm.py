@@ -13,7 +13,6 @@ softmax (`torch.nn.AdaptiveLogSoftmaxWithLoss`, Grave et al. 2017) over the sour
 of the two directions' mean token NLL.
 """
 
-import contextlib
 from dataclasses import dataclass
 from typing import Optional
 
@@ -89,20 +88,15 @@ class CoveBiLMEncoder(nn.Module):
         time = inputs.shape[1]
         outputs, final_h, final_c = [], [], []
         layer_input = inputs
-        # under autocast in a dtype this machine has no LSTM kernel for (bf16 on AVX2-only CPUs): fp32, then cast
-        fallback = lstm_kernels.lstm_autocast_fallback(inputs.device.type)
         for k, lstm in enumerate(layers):
             if k > 0 and self.dropout > 0 and self.training:
                 layer_input = nn.functional.dropout(layer_input, self.dropout, training=True)
-            with torch.autocast(inputs.device.type, enabled=False) if fallback else contextlib.nullcontext():
-                x = layer_input.float() if fallback else layer_input
-                if pack:  # autocast runs packed LSTMs in fp32: no cast back
-                    packed_output, (h_n, c_n) = lstm(lstm_kernels.pack(x, lengths))
-                    output = pad_packed_sequence(packed_output, batch_first=True, total_length=time)[0]
-                else:
-                    output, (h_n, c_n) = lstm(x)
-                    if fallback:
-                        output, h_n, c_n = output.to(fallback), h_n.to(fallback), c_n.to(fallback)
+            # call_lstm_module: fp32 under autocast where this CPU lacks the dtype's LSTM kernel (bf16 on AVX2)
+            if pack:
+                packed_output, (h_n, c_n) = lstm_kernels.call_lstm_module(lstm, lstm_kernels.pack(layer_input, lengths))
+                output = pad_packed_sequence(packed_output, batch_first=True, total_length=time)[0]
+            else:
+                output, (h_n, c_n) = lstm_kernels.call_lstm_module(lstm, layer_input)
             if k > 0 and self.residual:
                 output = output + outputs[-1]  # ELMo: layer k's input (layer k-1's output, before dropout)
             outputs.append(output)
