@@ -415,3 +415,40 @@ def test_a_cell_never_mixes_encoder_folders(tmp_path):
     records = [{"encoder": "a", "seed": 1}, {"encoder": "a", "seed": 1}, {"encoder": "b", "seed": 2}]
     assert encoder_mismatch(records) == "the runs read different encoders (seeds by folders: a: [1]; b: [2])"
     assert encoder_mismatch(records[:2]) is None
+
+
+def test_sample_efficiency_paired_at_full_data_over_the_curves_full_runs(tmp_path):
+    """The paired differences at 100% ("1") pair each column's full-data runs as the curve takes them: the table's
+    seeds for a column whose fractions read the table's encoder, a --train-fraction 1 cell for one that did not
+    (never the table's runs over another encoder)."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    bilm = {"encoder_type": "bilm", "encoder_weights": "a" * 64}
+    repeat = {"encoder": "runs/cove-small-repeat/encoder", "encoder_weights": "c" * 64}
+    for seed, vectors, bilm_test, cove in ((1, 0.90, 0.91, 0.80), (2, 0.92, 0.95, 0.81)):
+        write_run(runs, f"bcn/trec6/vectors-seed{seed}", "trec6", "vectors", seed, 0.2, vectors, 0.9)
+        write_run(runs, f"bcn/trec6/vectors+bilm-seed{seed}", "trec6", "vectors+scalar_mix", seed, 0.2, bilm_test, 0.9,
+                  **bilm)
+        write_run(runs, f"bcn/trec6/vectors+cove-seed{seed}", "trec6", "vectors+cove", seed, 0.2, cove, 0.9)
+        fraction = {"train_fraction": 0.1, "subsample": {"train": "491 of 4906"}}
+        write_run(runs, f"bcn-fraction/trec6/vectors-f0.1-seed{seed}", "trec6", "vectors", seed, 0.2, 0.7, 0.7,
+                  **fraction)
+        write_run(runs, f"bcn-fraction/trec6/vectors+bilm-f0.1-seed{seed}", "trec6", "vectors+scalar_mix", seed, 0.2,
+                  0.7, 0.7, **bilm, **fraction)
+        write_run(runs, f"bcn-fraction/trec6/vectors+cove-f0.1-seed{seed}", "trec6", "vectors+cove", seed, 0.2, 0.6,
+                  0.7, **repeat, **fraction)
+    collect_results(runs, out)
+    paired = json.loads((out / "classification.json").read_text())["sample_efficiency"]["paired"]
+    assert list(paired) == ["0.1", "1"]
+    full = paired["1"]["versus_vectors"]["trec6"]
+    assert list(full) == ["vectors+bilm - vectors"]  # CoVe-S's table runs read another encoder than its fractions
+    assert full["vectors+bilm - vectors"]["test_accuracy"]["mean"] == 2.0 and paired["1"]["bilm_versus_cove"] == {}
+
+    for seed, test in ((1, 0.88), (2, 0.89)):
+        write_run(runs, f"bcn-fraction/trec6/vectors+cove-f1-seed{seed}", "trec6", "vectors+cove", seed, 0.2, test,
+                  0.9, **repeat, train_fraction=1.0, subsample={}, splits={"train": 4906})
+    collect_results(runs, out)
+    paired = json.loads((out / "classification.json").read_text())["sample_efficiency"]["paired"]["1"]
+    cove = paired["versus_vectors"]["trec6"]["vectors+cove - vectors"]["test_accuracy"]
+    assert (cove["seeds"], cove["mean"], cove["lower_on"]) == ([1, 2], -2.5, 2)  # 88 - 90, 89 - 92
+    head_to_head = paired["bilm_versus_cove"]["trec6"]["vectors+bilm - vectors+cove"]["test_accuracy"]
+    assert (head_to_head["mean"], head_to_head["higher_on"]) == (4.5, 2)  # 91 - 88, 95 - 89

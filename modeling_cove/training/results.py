@@ -239,25 +239,43 @@ def fraction_pretrainings(runs: Path, sample_efficiency: dict, out: Path) -> dic
     return found
 
 
-def sample_efficiency_differences(sample_efficiency: dict) -> dict:
+def full_data_runs(task: str, column: str, cells: dict, results: dict) -> tuple[list, str | None]:
+    """The runs of a curve line's full-data point and, when it has none, why: its --train-fraction 1 cell, else the
+    main table's runs on the seeds its fractions ran, taken only when they read the fractions' encoder (a column whose
+    fractions ran over another pretraining than the table's, CoVe-S pretrained again, gets none from the table)."""
+    if "1" in cells:
+        return cells["1"]["runs"], None
+    fraction_runs = [r for cell in cells.values() for r in cell["runs"]]
+    seeds = {r["seed"] for r in fraction_runs}
+    full = [r for r in results.get(task, {}).get(column, {}).get("runs", []) if r["seed"] in seeds]
+    mismatch = encoder_mismatch(full + fraction_runs) if full else None
+    if mismatch:
+        return [], f"the table's runs and the fractions' disagree: {mismatch}"
+    return full, None
+
+
+def sample_efficiency_differences(sample_efficiency: dict, results: dict) -> dict:
     """Per training fraction, the table's paired differences (versus_vectors, bilm_versus_cove) over that fraction's
-    cells: fraction (as "0.1") -> {"versus_vectors": task -> ..., "bilm_versus_cove": task -> ...}."""
+    cells, the full data ("1") over each column's full-data runs (full_data_runs): fraction (as "0.1") ->
+    {"versus_vectors": task -> ..., "bilm_versus_cove": task -> ...}."""
     by_fraction = {}
     for task, columns in sample_efficiency.items():
         for column, cells in columns.items():
             for fraction, cell in cells.items():
                 by_fraction.setdefault(fraction, {}).setdefault(task, {})[column] = cell
+            full, _ = full_data_runs(task, column, cells, results)
+            if full and "1" not in cells:
+                by_fraction.setdefault("1", {}).setdefault(task, {})[column] = {"runs": full}
     return {fraction: {"versus_vectors": versus_vectors(tables), "bilm_versus_cove": bilm_versus_cove(tables)}
             for fraction, tables in sorted(by_fraction.items(), key=lambda item: float(item[0]))}
 
 
 def sample_efficiency_curve(sample_efficiency: dict, results: dict) -> dict:
     """Per task and column, test accuracy against the share of the training data: the --train-fraction cells, and
-    the full data from a --train-fraction 1 cell or else from the main table, on the seeds the smaller fractions ran
-    (the same seeds at every point) and only when those runs read the fractions' encoder: a column whose fractions ran
-    over another pretraining than the table's (CoVe-S pretrained again) gets no full-data point from the table, and
-    says why. task -> column -> {"points": [{"fraction", "train_examples", "seeds", "test_accuracy": mean ± std}],
-    "encoder": the folder its runs read, and "full_data_left_out" when so}."""
+    the full data (full_data_runs: a --train-fraction 1 cell, else the main table's runs on the same seeds over the
+    same encoder; a line with none from the table says why). task -> column -> {"points": [{"fraction",
+    "train_examples", "seeds", "test_accuracy": mean ± std}], "encoder": the folder its runs read, and
+    "full_data_left_out" when so}."""
     curve = {}
     for task, columns in sample_efficiency.items():
         for column, cells in columns.items():
@@ -269,15 +287,12 @@ def sample_efficiency_curve(sample_efficiency: dict, results: dict) -> dict:
                 points.append({"fraction": float(fraction), "train_examples": int(kept),
                                "seeds": [r["seed"] for r in cell["runs"]], "test_accuracy": cell["test_accuracy"]})
             entry = {"encoder": fraction_runs[0]["encoder"]}
-            seeds = {r["seed"] for r in fraction_runs}
-            full = [r for r in results.get(task, {}).get(column, {}).get("runs", []) if r["seed"] in seeds]
-            if full and float(max(cells, key=float)) < 1.0:
-                mismatch = encoder_mismatch(full + fraction_runs)
-                if mismatch:
-                    entry["full_data_left_out"] = f"the table's runs and the fractions' disagree: {mismatch}"
-                else:
-                    points.append({"fraction": 1.0, "train_examples": int(total), "seeds": [r["seed"] for r in full],
-                                   "test_accuracy": mean_std([r["test_accuracy"] for r in full])})
+            full, left_out = full_data_runs(task, column, cells, results)
+            if left_out:
+                entry["full_data_left_out"] = left_out
+            elif full and "1" not in cells:
+                points.append({"fraction": 1.0, "train_examples": int(total), "seeds": [r["seed"] for r in full],
+                               "test_accuracy": mean_std([r["test_accuracy"] for r in full])})
             curve.setdefault(task, {})[column] = dict(entry, points=sorted(points, key=lambda p: p["fraction"]))
     return curve
 
@@ -449,7 +464,8 @@ def classification_report(runs: Path, out: Path) -> dict:
                                       "random subsets, each smaller one inside the larger; validation and test whole),"
                                       " per column; the curve adds the full data (a --train-fraction 1 cell, else"
                                       " results on the same seeds over the same encoder); paired: each fraction's"
-                                      " differences as in versus_vectors and bilm_versus_cove",
+                                      " differences as in versus_vectors and bilm_versus_cove, the full data's"
+                                      " over the curve's full-data runs",
                               "results": fractions,
                               "pretraining": fraction_pretrainings(runs, fractions, out)},
     }
@@ -475,7 +491,7 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
             curve = sample_efficiency_curve(fractions, report["results"])
             png = plot_sample_efficiency(curve, out / "sample_efficiency.png")
             report["sample_efficiency"].update(curve=curve, png=png.name,
-                                               paired=sample_efficiency_differences(fractions))
+                                               paired=sample_efficiency_differences(fractions, report["results"]))
         written.append(write_json(existing, {**stamp, **{k: v for k, v in report.items() if k not in stamp}}))
     elif report["encoder_variants"]:
         logger.warning("%s/bcn holds no runs: merge=True (--merge) adds the encoder variants' runs to %s",
