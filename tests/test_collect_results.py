@@ -74,6 +74,43 @@ def test_encoder_variants(tmp_path):
     assert [r["seed"] for r in entry["runs"]] == [1, 2]
 
 
+def test_bilm_pretrained_again_is_an_encoder_variant(tmp_path):
+    """BCN runs over a biLM pretrained again (runs/bcn-bilm-repeat over runs/bilm-repeat) are kept out of the table's
+    vectors+bilm cell, whose encoder differs, and get their own table with that biLM's pretraining record (as
+    runs/bilm's: no loss log, the encoder's sha256, its curves); a merge keeps the record and adds the new seeds."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    write_run(runs, "bcn/sst2/vectors+bilm-seed1", "sst2", "vectors+scalar_mix", 1, 0.2, 0.86, 0.85,
+              encoder_type="bilm", encoder_weights="a" * 64)
+    write_run(runs, "bcn-bilm-repeat/sst2/vectors+bilm-seed1", "sst2", "vectors+scalar_mix", 1, 0.2, 0.84, 0.85,
+              encoder_type="bilm", encoder_weights="b" * 64)
+    (runs / "bilm-repeat" / "encoder").mkdir(parents=True)
+    (runs / "bilm-repeat" / "encoder" / "model.safetensors").write_bytes(b"other weights")
+    (runs / "bilm-repeat" / "curves.png").write_bytes(b"png")
+    (runs / "bilm-repeat" / "metrics.json").write_text(json.dumps({
+        "command": "train_bilm.py --output-dir runs/bilm-repeat", "train_tokens_per_second": 1900.0,
+        "loss_log": [[1, 7.0]]}))
+    collect_results(runs, out)
+    report = json.loads((out / "classification.json").read_text())
+
+    assert [r["encoder_weights"] for r in report["results"]["sst2"]["vectors+bilm"]["runs"]] == ["a" * 64]
+    variant = report["encoder_variants"]["bilm-zen3"]
+    assert variant["bilm"] == {"command": "train_bilm.py --output-dir runs/bilm-repeat",
+                               "train_tokens_per_second": 1900.0, "curve_png": "bilm_pretraining_bilm-zen3.png",
+                               "encoder_weights": hashlib.sha256(b"other weights").hexdigest()}
+    assert (out / "bilm_pretraining_bilm-zen3.png").read_bytes() == b"png"
+    assert variant["results"]["sst2"]["vectors+bilm"]["test_accuracy"] == {"mean": 84.0, "std": 0.0, "n": 1}
+    assert not (out / "bilm_pretraining.json").exists()  # no runs/bilm: the table's biLM record is left alone
+
+    runs2 = tmp_path / "runs2"
+    write_run(runs2, "bcn-bilm-repeat/sst2/vectors+bilm-seed2", "sst2", "vectors+scalar_mix", 2, 0.2, 0.86, 0.85,
+              encoder_type="bilm", encoder_weights="b" * 64)
+    collect_results(runs2, out, merge=True)
+    merged = json.loads((out / "classification.json").read_text())["encoder_variants"]["bilm-zen3"]
+    assert merged["bilm"] == variant["bilm"]
+    assert merged["results"]["sst2"]["vectors+bilm"]["test_accuracy"] == {
+        "mean": 85.0, "std": round(statistics.stdev([84, 86]), 2), "n": 2}
+
+
 def test_scalar_mix_weights_are_averaged_over_seeds(tmp_path):
     runs = tmp_path / "runs"
     layers = ["[vectors; vectors]", "layer 1", "layer 2"]

@@ -7,10 +7,11 @@ the weights' sha256 the runs record).
 
 Reads runs/bcn/<task>/<column>-seed<N>/metrics.json (`train_classifier.py`; a biLM encoder's `vectors+scalar_mix`
 runs are the column `vectors+bilm`; the dropout search in runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N>; BCN
-runs over other CoVe-S pretrainings in the folders of ENCODER_VARIANTS; --train-fraction runs in
+runs over other pretrainings of CoVe-S or the biLM in the folders of ENCODER_VARIANTS; --train-fraction runs in
 runs/bcn-fraction/<task>/<column>-f<fraction>-seed<N>; runs on random subsets, --max-train/eval-examples, in the other
-runs/bcn*/ folders, one cell per setup), runs/cove-small/metrics.json (`train_mt.py`), runs/bilm/metrics.json (`train_bilm.py`), runs/dcn-squad-*/metrics.json (`train_qa.py`),
-runs/main-cove-small/ and runs/main/ report.json + REPORT.md (`main.py`, full size only).
+runs/bcn*/ folders, one cell per setup), runs/cove-small/metrics.json (`train_mt.py`), runs/bilm/metrics.json
+(`train_bilm.py`), runs/dcn-squad-*/metrics.json (`train_qa.py`), runs/main-cove-small/ and runs/main/ report.json +
+REPORT.md (`main.py`, full size only).
 """
 
 import json
@@ -35,10 +36,12 @@ PAPER_TABLE2 = {  # docs/paper.md §5, validation accuracy: Random | GloVe | Glo
     "snli": {"random": 82.3, "vectors": 87.7, "vectors+cove": 87.3},
 }
 
-# BCN runs on a CoVe-S pretrained differently from runs/cove-small: name -> (runs/<BCN runs folder>, runs/<MT run>)
+# BCN runs on an encoder pretrained differently from the table's (runs/cove-small, runs/bilm):
+# name -> (runs/<BCN runs folder>, runs/<pretraining run: train_mt.py or train_bilm.py>)
 ENCODER_VARIANTS = {
     "cove-s-5-epochs": ("bcn-cove5", "cove-small-5ep"),  # runs/cove-small continued by --resume to 5 epochs
     "cove-s-h200": ("bcn-gpu", "cove-small-gpu"),  # runs/cove-small's recipe on an H200 (IMDb runs there too)
+    "bilm-zen3": ("bcn-bilm-repeat", "bilm-repeat"),  # runs/bilm's command on an AVX2-only CPU: other weights
 }
 # A run's table column when it is not its --bcn-input: (bcn_input, the encoder's config.encoder_type) -> column. ELMo's
 # [x; mix] over our biLM is the "vectors+bilm" column of the CoVe-versus-biLM comparison (docs/bilm.md).
@@ -364,18 +367,36 @@ def mt_record(metrics_path: Path) -> dict:
     return {k: m[k] for k in MT_KEYS if k in m}
 
 
+def bilm_record(run_dir: Path, out: Path, png_name: str) -> dict:
+    """A train_bilm.py run's record: its metrics.json less the per-step loss log, the sha256 of its exported encoder's
+    weights (the one its BCN runs record) and its curves, copied to out/<png_name>."""
+    record = {k: v for k, v in json.loads((run_dir / "metrics.json").read_text()).items() if k in BILM_KEYS}
+    if (run_dir / "encoder").is_dir():
+        record["encoder_weights"] = weights_fingerprint(run_dir / "encoder")
+    if (run_dir / "curves.png").exists():
+        shutil.copyfile(run_dir / "curves.png", out / png_name)
+        record["curve_png"] = png_name
+    return record
+
+
 def collect_encoder_variants(runs: Path, out: Path) -> dict:
-    """The BCN table again for each CoVe-S of ENCODER_VARIANTS that has runs, with that CoVe-S's own MT figures
-    (its training curves copied to out/mt_<name>.png)."""
+    """The BCN table again for each encoder of ENCODER_VARIANTS that has runs, with that encoder's own pretraining
+    figures: "mt" for a CoVe-S (its curves copied to out/mt_<name>.png), "bilm" for a biLM (bilm_record,
+    out/bilm_pretraining_<name>.png)."""
     variants = {}
-    for name, (bcn_folder, mt_folder) in ENCODER_VARIANTS.items():
+    for name, (bcn_folder, pretraining_folder) in ENCODER_VARIANTS.items():
         table = collect_classification(runs, f"{bcn_folder}/*/*-seed*/metrics.json")
         if not table:
             continue
-        mt = runs / mt_folder / "metrics.json"
-        variants[name] = {"mt": mt_record(mt) if mt.exists() else None, "results": table}
-        if variants[name]["mt"] and (runs / mt_folder / "curves.png").exists():
-            shutil.copyfile(runs / mt_folder / "curves.png", out / f"mt_{name}.png")
+        run_dir = runs / pretraining_folder
+        metrics = run_dir / "metrics.json"
+        if any("vectors+bilm" in columns for columns in table.values()):  # its BCN runs read a biLM
+            variants[name] = {"bilm": bilm_record(run_dir, out, f"bilm_pretraining_{name}.png")
+                              if metrics.exists() else None, "results": table}
+            continue
+        variants[name] = {"mt": mt_record(metrics) if metrics.exists() else None, "results": table}
+        if variants[name]["mt"] and (run_dir / "curves.png").exists():
+            shutil.copyfile(run_dir / "curves.png", out / f"mt_{name}.png")
             variants[name]["mt"]["curve_png"] = f"mt_{name}.png"
     return variants
 
@@ -420,7 +441,8 @@ def merge_classification(old: dict, new: dict) -> dict:
     variants = dict(old.get("encoder_variants", {}))
     for name, variant in new["encoder_variants"].items():
         before = variants.get(name, {})
-        variants[name] = {"mt": variant["mt"] or before.get("mt"),
+        pretraining = "bilm" if "bilm" in variant else "mt"
+        variants[name] = {pretraining: variant[pretraining] or before.get(pretraining),
                           "results": runs_table(before.get("results", {}), variant["results"])}
     return dict(old, what=new["what"], columns=new["columns"],
                 results=runs_table(old.get("results", {}), new["results"]),
@@ -502,14 +524,8 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
         written.append(write_json(out / "mt_multi30k.json", record))  # the run's own command and commit
         if (runs / "cove-small" / "curves.png").exists():
             shutil.copyfile(runs / "cove-small" / "curves.png", out / "mt_multi30k.png")
-    bilm = runs / "bilm" / "metrics.json"
-    if bilm.exists():  # the biLM of the vectors+bilm column (its runs record the same encoder_weights)
-        record = {k: v for k, v in json.loads(bilm.read_text()).items() if k in BILM_KEYS}
-        if (runs / "bilm" / "encoder").is_dir():
-            record["encoder_weights"] = weights_fingerprint(runs / "bilm" / "encoder")
-        if (runs / "bilm" / "curves.png").exists():
-            shutil.copyfile(runs / "bilm" / "curves.png", out / "bilm_pretraining.png")
-            record["curve_png"] = "bilm_pretraining.png"
+    if (runs / "bilm" / "metrics.json").exists():  # the biLM of the vectors+bilm column
+        record = bilm_record(runs / "bilm", out, "bilm_pretraining.png")
         written.append(write_json(out / "bilm_pretraining.json", record))  # the run's own command and commit
     squad = {path.parent.name: json.loads(path.read_text()) for path in sorted(runs.glob("dcn-squad-*/metrics.json"))}
     if squad:
