@@ -235,10 +235,7 @@ def fraction_pretrainings(runs: Path, sample_efficiency: dict, out: Path) -> dic
         metrics = run_dir / "metrics.json"
         if run_dir == runs / "cove-small" or not metrics.exists() or "preset" not in json.loads(metrics.read_text()):
             continue
-        found[folder] = mt_record(metrics)
-        if (run_dir / "curves.png").exists():
-            shutil.copyfile(run_dir / "curves.png", out / f"mt_{run_dir.name}.png")
-            found[folder]["curve_png"] = f"mt_{run_dir.name}.png"
+        found[folder] = with_curves(mt_record(metrics), run_dir, out, f"mt_{run_dir.name}.png")
     return found
 
 
@@ -367,16 +364,22 @@ def mt_record(metrics_path: Path) -> dict:
     return {k: m[k] for k in MT_KEYS if k in m}
 
 
-def bilm_record(run_dir: Path, out: Path, png_name: str) -> dict:
-    """A train_bilm.py run's record: its metrics.json less the per-step loss log, the sha256 of its exported encoder's
-    weights (the one its BCN runs record) and its curves, copied to out/<png_name>."""
-    record = {k: v for k, v in json.loads((run_dir / "metrics.json").read_text()).items() if k in BILM_KEYS}
-    if (run_dir / "encoder").is_dir():
-        record["encoder_weights"] = weights_fingerprint(run_dir / "encoder")
+def with_curves(record: dict, run_dir: Path, out: Path, png_name: str) -> dict:
+    """`record` of a pretraining run with its training curves (run_dir/curves.png) copied to out/<png_name> and named
+    under "curve_png", when the run drew them."""
     if (run_dir / "curves.png").exists():
         shutil.copyfile(run_dir / "curves.png", out / png_name)
         record["curve_png"] = png_name
     return record
+
+
+def bilm_record(run_dir: Path, out: Path, png_name: str) -> dict:
+    """A train_bilm.py run's record: its metrics.json less the per-step loss log, the sha256 of its exported encoder's
+    weights (the one its BCN runs record) and its curves (with_curves)."""
+    record = {k: v for k, v in json.loads((run_dir / "metrics.json").read_text()).items() if k in BILM_KEYS}
+    if (run_dir / "encoder").is_dir():
+        record["encoder_weights"] = weights_fingerprint(run_dir / "encoder")
+    return with_curves(record, run_dir, out, png_name)
 
 
 def collect_encoder_variants(runs: Path, out: Path) -> dict:
@@ -389,15 +392,12 @@ def collect_encoder_variants(runs: Path, out: Path) -> dict:
         if not table:
             continue
         run_dir = runs / pretraining_folder
-        metrics = run_dir / "metrics.json"
-        if any("vectors+bilm" in columns for columns in table.values()):  # its BCN runs read a biLM
-            variants[name] = {"bilm": bilm_record(run_dir, out, f"bilm_pretraining_{name}.png")
-                              if metrics.exists() else None, "results": table}
-            continue
-        variants[name] = {"mt": mt_record(metrics) if metrics.exists() else None, "results": table}
-        if variants[name]["mt"] and (run_dir / "curves.png").exists():
-            shutil.copyfile(run_dir / "curves.png", out / f"mt_{name}.png")
-            variants[name]["mt"]["curve_png"] = f"mt_{name}.png"
+        reads_bilm = any("vectors+bilm" in columns for columns in table.values())  # else its runs read a CoVe-S
+        record = None
+        if (run_dir / "metrics.json").exists():
+            record = (bilm_record(run_dir, out, f"bilm_pretraining_{name}.png") if reads_bilm
+                      else with_curves(mt_record(run_dir / "metrics.json"), run_dir, out, f"mt_{name}.png"))
+        variants[name] = {"bilm" if reads_bilm else "mt": record, "results": table}
     return variants
 
 
