@@ -111,6 +111,41 @@ def test_bilm_pretrained_again_is_an_encoder_variant(tmp_path):
         "mean": 85.0, "std": round(statistics.stdev([84, 86]), 2), "n": 2}
 
 
+def test_encoder_variant_paired_with_the_tables_columns(tmp_path):
+    """A variant's cells are paired by seed with the table's vectors and CoVe-S columns (the variant's cell in place of
+    the table's cell of its column, never the table's own biLM runs); only differences involving the variant's cells
+    are kept, recomputed after a merge adds seeds."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    for seed, vectors, cove, table_bilm in ((1, 0.86, 0.85, 0.87), (2, 0.87, 0.85, 0.88), (3, 0.86, 0.84, 0.87)):
+        write_run(runs, f"bcn/sst2/vectors-seed{seed}", "sst2", "vectors", seed, 0.2, vectors, 0.86)
+        write_run(runs, f"bcn/sst2/vectors+cove-seed{seed}", "sst2", "vectors+cove", seed, 0.2, cove, 0.85)
+        write_run(runs, f"bcn/sst2/vectors+bilm-seed{seed}", "sst2", "vectors+scalar_mix", seed, 0.2, table_bilm,
+                  0.87, encoder_type="bilm", encoder_weights="a" * 64)
+    for seed, bilm in ((1, 0.85), (2, 0.88)):
+        write_run(runs, f"bcn-bilm-repeat/sst2/vectors+bilm-seed{seed}", "sst2", "vectors+scalar_mix", seed, 0.2, bilm,
+                  0.86, encoder_type="bilm", encoder_weights="b" * 64)
+    write_run(runs, "bcn-cove5/trec6/vectors+cove-seed1", "trec6", "vectors+cove", 1, 0.2, 0.9, 0.9)  # no vectors
+    collect_results(runs, out)
+    report = json.loads((out / "classification.json").read_text())
+    variant = report["encoder_variants"]["bilm-zen3"]
+
+    assert list(variant["versus_vectors"]["sst2"]) == ["vectors+bilm - vectors"]  # not the table's CoVe-S - vectors
+    versus = variant["versus_vectors"]["sst2"]["vectors+bilm - vectors"]["test_accuracy"]
+    assert versus["seeds"] == [1, 2] and versus["mean"] == 0.0 and (versus["higher_on"], versus["lower_on"]) == (1, 1)
+    head = variant["bilm_versus_cove"]["sst2"]["vectors+bilm - vectors+cove"]
+    assert head["test_accuracy"]["mean"] == 1.5 and head["validation_accuracy"]["mean"] == 1.0
+    assert report["bilm_versus_cove"]["sst2"]["vectors+bilm - vectors+cove"]["test_accuracy"]["mean"] == 2.67
+    assert report["encoder_variants"]["cove-s-5-epochs"]["versus_vectors"] == {}
+
+    runs2 = tmp_path / "runs2"
+    write_run(runs2, "bcn-bilm-repeat/sst2/vectors+bilm-seed3", "sst2", "vectors+scalar_mix", 3, 0.2, 0.88, 0.86,
+              encoder_type="bilm", encoder_weights="b" * 64)
+    collect_results(runs2, out, merge=True)
+    merged = json.loads((out / "classification.json").read_text())["encoder_variants"]["bilm-zen3"]
+    versus = merged["versus_vectors"]["sst2"]["vectors+bilm - vectors"]["test_accuracy"]
+    assert versus["seeds"] == [1, 2, 3] and versus["mean"] == round((-1 + 1 + 2) / 3, 2) and "ci95" in versus
+
+
 def test_scalar_mix_weights_are_averaged_over_seeds(tmp_path):
     runs = tmp_path / "runs"
     layers = ["[vectors; vectors]", "layer 1", "layer 2"]

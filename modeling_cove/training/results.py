@@ -7,11 +7,11 @@ the weights' sha256 the runs record).
 
 Reads runs/bcn/<task>/<column>-seed<N>/metrics.json (`train_classifier.py`; a biLM encoder's `vectors+scalar_mix`
 runs are the column `vectors+bilm`; the dropout search in runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N>; BCN
-runs over other pretrainings of CoVe-S or the biLM in the folders of ENCODER_VARIANTS; --train-fraction runs in
-runs/bcn-fraction/<task>/<column>-f<fraction>-seed<N>; runs on random subsets, --max-train/eval-examples, in the other
-runs/bcn*/ folders, one cell per setup), runs/cove-small/metrics.json (`train_mt.py`), runs/bilm/metrics.json
-(`train_bilm.py`), runs/dcn-squad-*/metrics.json (`train_qa.py`), runs/main-cove-small/ and runs/main/ report.json +
-REPORT.md (`main.py`, full size only).
+runs over other pretrainings of CoVe-S or the biLM in the folders of ENCODER_VARIANTS, each paired by seed with the
+table's columns; --train-fraction runs in runs/bcn-fraction/<task>/<column>-f<fraction>-seed<N>; runs on random
+subsets, --max-train/eval-examples, in the other runs/bcn*/ folders, one cell per setup), runs/cove-small/metrics.json
+(`train_mt.py`), runs/bilm/metrics.json (`train_bilm.py`), runs/dcn-squad-*/metrics.json (`train_qa.py`),
+runs/main-cove-small/ and runs/main/ report.json + REPORT.md (`main.py`, full size only).
 """
 
 import json
@@ -116,6 +116,25 @@ def bilm_versus_cove(results: dict) -> dict:
             if entry:
                 table[task] = {"vectors+bilm - vectors+cove": entry}
     return table
+
+
+def variant_differences(variant: dict, results: dict) -> dict:
+    """An encoder variant's cells paired by seed with the table's (`results`): per task, the table's columns with the
+    variant's in place of those of the same name, then versus_vectors and bilm_versus_cove over that, keeping only
+    the differences that involve a variant's cell (a biLM pretrained again against the table's vectors and CoVe-S
+    columns on the same seeds). {"versus_vectors": task -> ..., "bilm_versus_cove": task -> ...}, empty tasks left
+    out."""
+    found = {"versus_vectors": {}, "bilm_versus_cove": {}}
+    for task, columns in variant.items():
+        tables = {task: {**results.get(task, {}), **columns}}
+        ours = set(columns)
+        vectors = {name: entry for name, entry in versus_vectors(tables).get(task, {}).items()
+                   if "vectors" in ours or name.split(" - ")[0] in ours}
+        head_to_head = bilm_versus_cove(tables).get(task) if ours & {"vectors+bilm", "vectors+cove"} else None
+        for key, entry in (("versus_vectors", vectors), ("bilm_versus_cove", head_to_head)):
+            if entry:
+                found[key][task] = entry
+    return found
 
 
 def full_runs(runs: Path, pattern: str, subsampled: bool | None = False):
@@ -508,6 +527,8 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
             report = merge_classification(json.loads(existing.read_text()), report)
         report["versus_vectors"] = versus_vectors(report["results"])
         report["bilm_versus_cove"] = bilm_versus_cove(report["results"])
+        for variant in report["encoder_variants"].values():
+            variant.update(variant_differences(variant["results"], report["results"]))
         fractions = report["sample_efficiency"]["results"]
         if fractions:
             curve = sample_efficiency_curve(fractions, report["results"])
