@@ -473,6 +473,33 @@ def test_sample_efficiency_full_point_only_over_the_fractions_encoder(tmp_path):
     assert section["results"]["trec6"]["vectors+cove"]["1"]["runs"][0]["subsample"] == {"train": "4906 of 4906"}
 
 
+def test_sample_efficiency_full_point_from_an_encoder_variant(tmp_path):
+    """Fractions over a biLM pretrained again take their full-data point from that biLM's encoder variant, not from
+    the table's runs over the other biLM, and the curve names where it came from; the full data is then paired with
+    the table's vectors column."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    bilm = dict(encoder_type="bilm", encoder="runs/bilm-repeat/encoder", encoder_weights="b" * 64)
+    for seed, vectors, table_bilm, variant_bilm, tenth in ((1, 0.86, 0.87, 0.85, 0.76), (2, 0.87, 0.88, 0.86, 0.78)):
+        write_run(runs, f"bcn/sst2/vectors-seed{seed}", "sst2", "vectors", seed, 0.2, vectors, 0.86)
+        write_run(runs, f"bcn/sst2/vectors+bilm-seed{seed}", "sst2", "vectors+scalar_mix", seed, 0.2, table_bilm,
+                  0.87, encoder_type="bilm", encoder="runs/bilm/encoder", encoder_weights="a" * 64)
+        write_run(runs, f"bcn-bilm-repeat/sst2/vectors+bilm-seed{seed}", "sst2", "vectors+scalar_mix", seed, 0.2,
+                  variant_bilm, 0.86, **bilm)
+        write_run(runs, f"bcn-fraction/sst2/vectors+bilm-f0.1-seed{seed}", "sst2", "vectors+scalar_mix", seed, 0.2,
+                  tenth, 0.8, train_fraction=0.1, subsample={"train": "6735 of 67349"}, **bilm)
+        write_run(runs, f"bcn-fraction/sst2/vectors-f0.1-seed{seed}", "sst2", "vectors", seed, 0.2, 0.79, 0.8,
+                  train_fraction=0.1, subsample={"train": "6735 of 67349"})
+    collect_results(runs, out)
+    section = json.loads((out / "classification.json").read_text())["sample_efficiency"]
+
+    line = section["curve"]["sst2"]["vectors+bilm"]
+    assert line["full_data_from"] == "encoder_variants/bilm-zen3" and "full_data_left_out" not in line
+    assert [(p["fraction"], p["train_examples"], p["test_accuracy"]["mean"]) for p in line["points"]] == \
+        [(0.1, 6735, 77.0), (1.0, 67349, 85.5)]
+    full = section["paired"]["1"]["versus_vectors"]["sst2"]["vectors+bilm - vectors"]["test_accuracy"]
+    assert full["seeds"] == [1, 2] and full["mean"] == -1.0
+
+
 def test_a_cell_never_mixes_encoder_folders(tmp_path):
     """Runs from before the weights' sha256 was recorded are told apart by the encoder folder they read."""
     runs = tmp_path / "runs"

@@ -258,43 +258,56 @@ def fraction_pretrainings(runs: Path, sample_efficiency: dict, out: Path) -> dic
     return found
 
 
-def full_data_runs(task: str, column: str, cells: dict, results: dict) -> tuple[list, str | None]:
-    """The runs of a curve line's full-data point and, when it has none, why: its --train-fraction 1 cell, else the
-    main table's runs on the seeds its fractions ran, taken only when they read the fractions' encoder (a column whose
-    fractions ran over another pretraining than the table's, CoVe-S pretrained again, gets none from the table)."""
+def full_data_tables(report: dict) -> dict:
+    """Where a curve line's full-data runs may come from, in order: the main table ("results"), then each encoder
+    variant's table ("encoder_variants/<name>"): a curve over a biLM pretrained again takes its 100% point from that
+    biLM's runs."""
+    return {"results": report["results"], **{f"encoder_variants/{name}": variant["results"]
+                                             for name, variant in report["encoder_variants"].items()}}
+
+
+def full_data_runs(task: str, column: str, cells: dict, tables: dict) -> tuple[list, str | None, str | None]:
+    """The runs of a curve line's full-data point, where they come from, and, when it has none, why: its
+    --train-fraction 1 cell, else the first of `tables` (full_data_tables) whose runs on the seeds its fractions ran
+    read the fractions' encoder (a column whose fractions ran over another pretraining gets none from a table over
+    another encoder)."""
     if "1" in cells:
-        return cells["1"]["runs"], None
+        return cells["1"]["runs"], None, None
     fraction_runs = [r for cell in cells.values() for r in cell["runs"]]
     seeds = {r["seed"] for r in fraction_runs}
-    full = [r for r in results.get(task, {}).get(column, {}).get("runs", []) if r["seed"] in seeds]
-    mismatch = encoder_mismatch(full + fraction_runs) if full else None
-    if mismatch:
-        return [], f"the table's runs and the fractions' disagree: {mismatch}"
-    return full, None
+    left_out = None
+    for source, results in tables.items():
+        full = [r for r in results.get(task, {}).get(column, {}).get("runs", []) if r["seed"] in seeds]
+        mismatch = encoder_mismatch(full + fraction_runs) if full else None
+        if full and not mismatch:
+            return full, source, None
+        if mismatch and left_out is None:
+            left_out = f"the table's runs and the fractions' disagree: {mismatch}"
+    return [], None, left_out
 
 
-def sample_efficiency_differences(sample_efficiency: dict, results: dict) -> dict:
+def sample_efficiency_differences(sample_efficiency: dict, tables: dict) -> dict:
     """Per training fraction, the table's paired differences (versus_vectors, bilm_versus_cove) over that fraction's
-    cells, the full data ("1") over each column's full-data runs (full_data_runs): fraction (as "0.1") ->
-    {"versus_vectors": task -> ..., "bilm_versus_cove": task -> ...}."""
+    cells, the full data ("1") over each column's full-data runs (full_data_runs over `tables`): fraction (as "0.1")
+    -> {"versus_vectors": task -> ..., "bilm_versus_cove": task -> ...}."""
     by_fraction = {}
     for task, columns in sample_efficiency.items():
         for column, cells in columns.items():
             for fraction, cell in cells.items():
                 by_fraction.setdefault(fraction, {}).setdefault(task, {})[column] = cell
-            full, _ = full_data_runs(task, column, cells, results)
-            if full and "1" not in cells:
+            full, source, _ = full_data_runs(task, column, cells, tables)
+            if source:
                 by_fraction.setdefault("1", {}).setdefault(task, {})[column] = {"runs": full}
-    return {fraction: {"versus_vectors": versus_vectors(tables), "bilm_versus_cove": bilm_versus_cove(tables)}
-            for fraction, tables in sorted(by_fraction.items(), key=lambda item: float(item[0]))}
+    return {fraction: {"versus_vectors": versus_vectors(found), "bilm_versus_cove": bilm_versus_cove(found)}
+            for fraction, found in sorted(by_fraction.items(), key=lambda item: float(item[0]))}
 
 
-def sample_efficiency_curve(sample_efficiency: dict, results: dict) -> dict:
+def sample_efficiency_curve(sample_efficiency: dict, tables: dict) -> dict:
     """Per task and column, test accuracy against the share of the training data: the --train-fraction cells, and
-    the full data (full_data_runs: a --train-fraction 1 cell, else the main table's runs on the same seeds over the
-    same encoder; a line with none from the table says why). task -> column -> {"points": [{"fraction",
+    the full data (full_data_runs: a --train-fraction 1 cell, else a table's runs on the same seeds over the same
+    encoder, named in "full_data_from"; a line with none says why). task -> column -> {"points": [{"fraction",
     "train_examples", "seeds", "test_accuracy": mean ± std}], "encoder": the folder its runs read, and
-    "full_data_left_out" when so}."""
+    "full_data_from" or "full_data_left_out" when so}."""
     curve = {}
     for task, columns in sample_efficiency.items():
         for column, cells in columns.items():
@@ -306,10 +319,11 @@ def sample_efficiency_curve(sample_efficiency: dict, results: dict) -> dict:
                 points.append({"fraction": float(fraction), "train_examples": int(kept),
                                "seeds": [r["seed"] for r in cell["runs"]], "test_accuracy": cell["test_accuracy"]})
             entry = {"encoder": fraction_runs[0]["encoder"]}
-            full, left_out = full_data_runs(task, column, cells, results)
+            full, source, left_out = full_data_runs(task, column, cells, tables)
             if left_out:
                 entry["full_data_left_out"] = left_out
-            elif full and "1" not in cells:
+            elif source:
+                entry["full_data_from"] = source
                 points.append({"fraction": 1.0, "train_examples": int(total), "seeds": [r["seed"] for r in full],
                                "test_accuracy": mean_std([r["test_accuracy"] for r in full])})
             curve.setdefault(task, {})[column] = dict(entry, points=sorted(points, key=lambda p: p["fraction"]))
@@ -531,10 +545,11 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
             variant.update(variant_differences(variant["results"], report["results"]))
         fractions = report["sample_efficiency"]["results"]
         if fractions:
-            curve = sample_efficiency_curve(fractions, report["results"])
+            tables = full_data_tables(report)
+            curve = sample_efficiency_curve(fractions, tables)
             png = plot_sample_efficiency(curve, out / "sample_efficiency.png")
             report["sample_efficiency"].update(curve=curve, png=png.name,
-                                               paired=sample_efficiency_differences(fractions, report["results"]))
+                                               paired=sample_efficiency_differences(fractions, tables))
         written.append(write_json(existing, {**stamp, **{k: v for k, v in report.items() if k not in stamp}}))
     elif report["encoder_variants"]:
         logger.warning("%s/bcn holds no runs: merge=True (--merge) adds the encoder variants' runs to %s",
