@@ -282,7 +282,7 @@ def full_data_runs(task: str, column: str, cells: dict, tables: dict) -> tuple[l
         if full and not mismatch:
             return full, source, None
         if mismatch and left_out is None:
-            left_out = f"the table's runs and the fractions' disagree: {mismatch}"
+            left_out = f"the runs of {source} and the fractions' disagree: {mismatch}"
     return [], None, left_out
 
 
