@@ -1,5 +1,5 @@
-"""The README's recipes for a plain `transformers.Trainer` — single-text classification, pair classification
-(SNLI-style, token_type_ids) and question answering (DCN) — run as written: `RECIPES` reads each snippet from README.md,
+"""The recipes of docs/trainer_recipes.md for a plain `transformers.Trainer` — single-text classification, pair classification
+(SNLI-style, token_type_ids) and question answering (DCN) — run as written: `RECIPES` reads each snippet from that file,
 executed here on a tiny encoder (it replaces the Hub id) and tiny data (it replaces
 `load_dataset`), in a temporary working folder."""
 
@@ -18,21 +18,21 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 
 HUB_ENCODER = "org/cove-large"
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-SECTION = "## Fine-tuning with a plain `transformers.Trainer`"
+RECIPES_DOC = Path(__file__).resolve().parents[1] / "docs" / "trainer_recipes.md"
+SECTION = "# Fine-tuning with a plain `transformers.Trainer`"
 
 
-def readme_recipes() -> dict:
-    """The three ```python blocks of the README's Trainer section, in order, by name: the test runs exactly the text
+def doc_recipes() -> dict:
+    """The three ```python blocks of docs/trainer_recipes.md, in order, by name: the test runs exactly the text
     a user copies."""
-    text = README.read_text(encoding="utf-8")
+    text = RECIPES_DOC.read_text(encoding="utf-8")
     section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
     blocks = [part.split("```", 1)[0] for part in section.split("```python\n")[1:]]
-    assert len(blocks) == 3, f"expected 3 python blocks in the README's Trainer section, found {len(blocks)}"
+    assert len(blocks) == 3, f"expected 3 python blocks in docs/trainer_recipes.md, found {len(blocks)}"
     return dict(zip(("classification", "pairs", "question_answering"), blocks))
 
 
-RECIPES = readme_recipes()
+RECIPES = doc_recipes()
 
 
 def tiny_encoder(folder, texts) -> str:
