@@ -118,7 +118,7 @@ def test_report_holds_real_metrics(job):
     assert cls["test_accuracy"] == pytest.approx(100 * bcn["test"]["accuracy"])
     assert cls["validation_accuracy"] == pytest.approx(100 * bcn["validation"]["accuracy"])
     assert bcn["splits"] == {"train": 600, "validation": 100, "test": 200}
-    assert report["paper"]["mt_bleu"] == 38.5  # from configuration/models/cove-small.json
+    assert report["paper"]["mt_bleu"] == 38.5  # CoVe-S: configuration/papers/mccann2017.yaml
     for curve in report["curves"]:
         assert (run_dir / curve).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "curves/pretrain_mt.png" in report["curves"]

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from transformers import EarlyStoppingCallback, TrainerCallback
 
+from . import papers
 from .cards_record import weights_fingerprint
 from .collators import BCNCollator
 from .presets import CONFIGURATION, PresetError, load_preset
@@ -31,7 +32,7 @@ from .run_info import REPO, git_commit, machine_info, plot_curves, write_json
 TASK_CONFIG_DIR = CONFIGURATION / "tasks"
 TASKS = ("sst2", "sst5", "trec6", "trec50", "imdb", "snli", "tsv")
 COLUMNS = ("random", "vectors", "vectors+cove", "cove", "scalar_mix", "vectors+scalar_mix")
-PAPER_COLUMN = {"random": "Random", "vectors": "GloVe", "vectors+cove": "+CoVe-S"}  # Table 2's names
+PAPER_COLUMN = papers.TABLE2_COLUMN_OF_INPUT  # --bcn-input -> Table 2's column names
 SUBSAMPLE_SEED = 13  # --max-*-examples subsets: fixed, so every column and seed sees the same examples
 RUN_OUTPUTS = ("best", "checkpoints", "eval_results.json", "metrics.json", "curve.png")  # what a run writes
 
@@ -56,7 +57,7 @@ HYPERPARAMETER_DEFAULTS = {
     # depend on the length bucket: TREC-6 validation after 2 epochs fell from 80.6% (random) to 65.8% (bucketed).
     "sampling": "random",
     "max_length": None,  # truncate token sequences (None: keep all; IMDb is cut at 200 words by the data loader)
-    "paper_table2": {},  # CoVe paper Table 2 (validation accuracy) by column, for comparison only
+    "paper_table2": {},  # by column, for comparison only; a task of the paper: its Table 2 row (papers.py)
     "description": "",
 }
 
@@ -129,7 +130,7 @@ def load_hyperparameters(task: str, path=None, overrides=None) -> dict:
     if values.get("task", task) != task:
         raise PresetError(f"{source} is for task {values['task']!r}, not {task!r}")
     values.pop("task", None)
-    hp = {**HYPERPARAMETER_DEFAULTS, **values}
+    hp = {**HYPERPARAMETER_DEFAULTS, "paper_table2": papers.table2_by_input(task), **values}
     for key, value in (overrides or {}).items():
         if value is not None:
             hp[key] = value

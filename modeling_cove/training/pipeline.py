@@ -710,17 +710,18 @@ def collect_curves(run_dir: Path, report: dict) -> list:
 
 
 def paper_numbers(cfg: dict) -> dict:
-    """The paper's figures from the project's own configs (typed there once, from docs/paper.md): the MT BLEU of
-    CoVe-S and the Table 2 rows of configuration/tasks/<task>.yaml."""
+    """The paper's figures (`papers`, typed once): the MT BLEU of the pretraining's translation data (CoVe-S's for
+    the embedded default) and the tasks' Table 2 rows."""
+    from . import papers
+
     mt_preset_file = cfg["preset_content"]["pretrain"].get("preset")  # the embedded default has none: CoVe-S
     mt_preset = load_preset(str(repo_path(mt_preset_file)) if mt_preset_file else "cove-small", "models")
-    paper = mt_preset.get("paper") or {}
-    out = {"mt_bleu": paper.get("bleu"),
-           "mt_note": f"{paper.get('test_set')}, {paper.get('bleu_kind')}" if paper else None, "table2": {}}
+    mt = papers.mt_bleu((mt_preset.get("data") or {}).get("dataset"))
+    out = {"mt_bleu": mt["bleu"] if mt else None,
+           "mt_note": f"{mt['test_set']}, {mt['bleu_kind']}" if mt else None, "table2": {}}
     for t in cfg["tasks"]:
         key = t["task"] if t["task"] in CLASSIFICATION_TASKS else "sst2"
-        hp = load_preset(key, "tasks")
-        out["table2"][t["name"]] = {"row": key, "comparable": key == t["task"], **(hp.get("paper_table2") or {})}
+        out["table2"][t["name"]] = {"row": key, "comparable": key == t["task"], **papers.table2_by_input(key)}
     return out
 
 

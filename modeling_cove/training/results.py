@@ -22,19 +22,11 @@ from pathlib import Path
 
 from scipy.stats import t as student_t  # scipy comes with scikit-learn
 
+from . import papers
 from .cards_record import weights_fingerprint
 from .run_info import git_commit, plot_curves, write_json
 
 logger = logging.getLogger(__name__)
-
-PAPER_TABLE2 = {  # docs/paper.md §5, validation accuracy: Random | GloVe | GloVe+CoVe-S
-    "sst2": {"random": 84.2, "vectors": 88.4, "vectors+cove": 89.0},
-    "sst5": {"random": 48.6, "vectors": 53.5, "vectors+cove": 54.0},
-    "imdb": {"random": 88.4, "vectors": 91.1, "vectors+cove": 90.6},
-    "trec6": {"random": 88.9, "vectors": 94.9, "vectors+cove": 94.7},
-    "trec50": {"random": 81.9, "vectors": 89.2, "vectors+cove": 89.6},
-    "snli": {"random": 82.3, "vectors": 87.7, "vectors+cove": 87.3},
-}
 
 # BCN runs on an encoder pretrained differently from the table's (runs/cove-small, runs/bilm):
 # name -> (runs/<BCN runs folder>, runs/<pretraining run: train_mt.py or train_bilm.py>)
@@ -381,7 +373,7 @@ def summarize(task: str, column: str, records: list) -> dict:
              "test_accuracy": mean_std([r["test_accuracy"] for r in records]),
              "test_macro_f1": mean_std([r["test_macro_f1"] for r in records]),
              "validation_accuracy": mean_std([r["best_validation_accuracy"] for r in records]),
-             "paper_table2_validation": PAPER_TABLE2.get(task, {}).get(column)}
+             "paper_table2_validation": papers.table2_by_input(task).get(column)}
     mixes = [r["scalar_mix"] for r in records if "scalar_mix" in r]
     if mixes:  # the learned layer weights softmax(w) and gamma, mean ± std over the seeds
         layers = mixes[0]["layers"]
@@ -556,7 +548,8 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
                        runs, existing)
     mt = runs / "cove-small" / "metrics.json"
     if mt.exists():
-        record = dict(mt_record(mt), paper_test_bleu=38.5, bar_test_bleu=30.0, curve_png="mt_multi30k.png")
+        record = dict(mt_record(mt), paper_test_bleu=papers.mt_bleu("multi30k")["bleu"], bar_test_bleu=30.0,
+                      curve_png="mt_multi30k.png")
         written.append(write_json(out / "mt_multi30k.json", record))  # the run's own command and commit
         if (runs / "cove-small" / "curves.png").exists():
             shutil.copyfile(runs / "cove-small" / "curves.png", out / "mt_multi30k.png")
