@@ -11,6 +11,7 @@ About 1-2 minutes on one busy core. The settings (presets, --data-dir) and the s
 on their own, through the library.
 """
 
+import importlib.util
 import json
 import os
 import signal
@@ -27,6 +28,7 @@ from modeling_cove.training.pipeline import Command, InputError, JobOptions, Sta
 REPO = Path(__file__).resolve().parents[1]
 MAIN = REPO / "scripts" / "main.py"
 STAGES = ("vectors", "vocab", "pretrain", "classifier", "publish", "predict")
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "main_quick"
 SENTENCES = ["The soup in the restaurant was really delicious.", "We loved the book."]
 
 
@@ -128,6 +130,42 @@ def test_report_holds_real_metrics(job):
     assert f"| test BLEU | {pre['test_bleu']:.2f} | 38.50" in md
     assert f"| sentiment | vectors+cove | {cls['validation_accuracy']:.2f} | {cls['test_accuracy']:.2f} |" in md
     assert "Columns (the BCN's input): `vectors+cove` = [word vectors; CoVe], CoVe = the pretrained MT-LSTM's" in md
+
+
+def load_figures_module():
+    spec = importlib.util.spec_from_file_location("main_quick_figures", FIXTURE / "figures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def assert_figures(actual, expected, same_machine: bool, where=""):
+    """On the fixture's machine every figure to float rounding; on another CPU the counts, names and settings exactly,
+    the trained figures (perplexity, BLEU, accuracy, scores) within 5% or 1.0, and the predicted labels not at all."""
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict) and sorted(actual) == sorted(expected), where
+        for key in expected:
+            assert_figures(actual[key], expected[key], same_machine, f"{where}/{key}")
+    elif isinstance(expected, list):
+        assert isinstance(actual, list) and len(actual) == len(expected), where
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_figures(a, e, same_machine, f"{where}[{i}]")
+    elif isinstance(expected, float) and not isinstance(expected, bool):
+        tolerance = dict(rel=1e-6, abs=1e-9) if same_machine else dict(rel=0.05, abs=1.0)
+        assert actual == pytest.approx(expected, **tolerance), where
+    elif same_machine or not (where.startswith("/stages/predict") and where.endswith("/label")):
+        assert actual == expected, where
+
+
+def test_report_reproduces_the_fixture_figures(job):
+    """The quick run's report figures equal those of the main job before it moved (tests/fixtures/main_quick): the
+    kill and resume of this test's first runs included, since pretraining resumes exactly."""
+    expected = json.loads((FIXTURE / "report_figures.json").read_text())
+    report = json.loads((job["dir"] / "report.json").read_text())
+    actual = load_figures_module().report_figures(report)
+    same_machine = all(report["machine"][key] == value for key, value in expected.pop("machine").items())
+    expected.pop("command"), expected.pop("runs")
+    assert_figures(actual, expected, same_machine)
 
 
 def test_hub_folder_and_predictions(job):
