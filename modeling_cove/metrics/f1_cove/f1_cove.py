@@ -2,17 +2,18 @@
 
     evaluate.load("modeling_cove/metrics/f1_cove")  # -> {"f1": float in [0, 1]}
 
-Per class c: precision = TP / (TP + FP), recall = TP / (TP + FN), F1 = 2PR / (P + R), defined as 0 where the
-denominator is 0 (a class never predicted and never present cannot occur; a class predicted but absent, or present
-but never predicted, has F1 = 0). `average="macro"` is the unweighted mean over the classes — by default the classes
-that occur in the references or the predictions (as scikit-learn does); pass `labels=range(num_labels)` to average
-over a fixed class list instead. `average="micro"` (= accuracy for single-label data), `"weighted"` (by support)
-and `"binary"` (F1 of `pos_label`) are also available.
+A thin wrapper of scikit-learn's `f1_score`, with a class's F1 taken as 0 where it is undefined
+(`zero_division=0`): a class predicted but absent, or present but never predicted, has F1 = 0. `average="macro"` is
+the unweighted mean over the classes — by default those that occur in the references or the predictions; pass
+`labels=range(num_labels)` to average over a fixed class list instead. `average="micro"` (= accuracy for
+single-label data), `"weighted"` (by support) and `"binary"` (F1 of `pos_label`, also on data with more than two
+classes) are also available.
 """
 
 import datasets
 import evaluate
 import numpy as np
+from sklearn.metrics import f1_score
 
 _DESCRIPTION = "F1 score (harmonic mean of precision and recall); macro average over classes by default."
 _KWARGS_DESCRIPTION = """
@@ -29,12 +30,6 @@ Example:
     >>> metric.compute(predictions=[0, 1, 1], references=[0, 1, 0])
     {'f1': 0.6666666666666666}
 """
-
-
-def _safe_divide(numerator, denominator):
-    numerator = np.asarray(numerator, dtype=np.float64)
-    denominator = np.asarray(denominator, dtype=np.float64)
-    return np.divide(numerator, denominator, out=np.zeros_like(numerator), where=denominator > 0)
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
@@ -56,22 +51,8 @@ class F1Cove(evaluate.Metric):
             raise ValueError("F1 of zero examples is undefined: got no predictions")
         if average not in ("macro", "micro", "weighted", "binary"):
             raise ValueError(f"average must be 'macro', 'micro', 'weighted' or 'binary', got {average!r}")
-        if average == "binary":
-            classes = np.array([pos_label])
+        if average == "binary":  # the F1 of one class, whatever the other classes are
+            average, labels = "macro", [pos_label]
         elif labels is not None:
-            classes = np.asarray(list(labels), dtype=np.int64)
-        else:
-            classes = np.union1d(references, predictions)
-        true_positive = np.array([np.sum((predictions == c) & (references == c)) for c in classes])
-        predicted = np.array([np.sum(predictions == c) for c in classes])
-        support = np.array([np.sum(references == c) for c in classes])
-        if average == "micro":
-            precision = _safe_divide(true_positive.sum(), predicted.sum())
-            recall = _safe_divide(true_positive.sum(), support.sum())
-            return {"f1": float(_safe_divide(2 * precision * recall, precision + recall))}
-        precision = _safe_divide(true_positive, predicted)
-        recall = _safe_divide(true_positive, support)
-        f1 = _safe_divide(2 * precision * recall, precision + recall)  # per class
-        if average == "weighted":
-            return {"f1": float(_safe_divide((f1 * support).sum(), support.sum()))}
-        return {"f1": float(f1.mean())}
+            labels = list(labels)
+        return {"f1": float(f1_score(references, predictions, labels=labels, average=average, zero_division=0.0))}

@@ -67,11 +67,8 @@ class SacrebleuCove(evaluate.Metric):
 
         if len(predictions) == 0:
             raise ValueError("BLEU of zero segments is undefined: got no predictions")
-        predictions = [" ".join(p.split()) for p in predictions]  # single spaces, as multi-bleu
         ref_streams = _as_reference_streams(references, len(predictions), "references")
-        ref_streams = [[" ".join(r.split()) for r in stream] for stream in ref_streams]
-
-        # uncased tokenized BLEU (the paper's number): the text is already Moses-tokenized
+        # uncased tokenized BLEU (the paper's number): sacrebleu splits the Moses tokens at whitespace, as multi-bleu
         tokenized_bleu = sacrebleu.BLEU(tokenize="none", lowercase=True)
         tokenized = tokenized_bleu.corpus_score(predictions, ref_streams)
 
@@ -85,12 +82,12 @@ class SacrebleuCove(evaluate.Metric):
         detok_bleu = sacrebleu.BLEU(lowercase=detok_lowercase)  # default tokenize="13a"
         detokenized = detok_bleu.corpus_score(hyps, detok_refs)
         return {
-            "bleu": float(tokenized.score),
-            "sacrebleu": float(detokenized.score),
-            "precisions": [float(p) for p in tokenized.precisions],
-            "brevity_penalty": float(tokenized.bp),
-            "sys_len": int(tokenized.sys_len),
-            "ref_len": int(tokenized.ref_len),
+            "bleu": tokenized.score,
+            "sacrebleu": detokenized.score,
+            "precisions": tokenized.precisions,
+            "brevity_penalty": tokenized.bp,
+            "sys_len": tokenized.sys_len,
+            "ref_len": tokenized.ref_len,
             "signature": str(tokenized_bleu.get_signature()),
             "sacrebleu_signature": str(detok_bleu.get_signature()),
         }
