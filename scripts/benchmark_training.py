@@ -8,7 +8,7 @@ process (ratios are what count). Writes benchmarks/results/training.json.
 - MT: `modeling_cove.training.mt.train_mt` (Accelerate; the cove-small preset, Adam) for N steps on Multi30k, target
   tokens/s as the trainer reports it (the sum of its step times: collate, forward, backward, clipping, optimizer,
   the cross-process loss reduction and bookkeeping), vs a plain loop (collate -> forward -> backward -> clip -> step)
-  over the same epoch batches (`mt_data.epoch_batches`, length-grouped), timed as a whole.
+  over the same epoch batches (`pretraining.epoch_batches`, length-grouped), timed as a whole.
 - BCN: `transformers.Trainer` as `modeling_cove.training.classifier` builds it (TREC-6, vectors + CoVe from the
   feature cache, no evaluation or saving during the timed steps) vs a plain loop (DataLoader with the same collator,
   the same fused AdamW, clipping): examples/s; and the Trainer with length-grouped sampling (`group_by_length`).

@@ -15,7 +15,8 @@ from transformers import AutoModel
 
 from modeling_cove.build import create_cove_checkpoint
 from modeling_cove.modeling_cove_bilm import CoveBiLMEncoder
-from modeling_cove.training.bilm import WindowStore, corpus_texts, epoch_batches, split_heldout, token_stream
+from modeling_cove.training.bilm import SEED_STRIDE, WindowStore, corpus_texts, split_heldout, token_stream
+from modeling_cove.training.pretraining import epoch_batches
 
 REPO = Path(__file__).resolve().parents[1]
 WORDS = ["the", "a", "film", "is", "good", "bad", "very", "not", "plot", "actors", "and", ".", "was", "great"]
@@ -110,9 +111,9 @@ def test_corpus_windows_and_heldout(setup, tmp_path):
         tokenizer("bad", add_special_tokens=False)["input_ids"] + [eos]
     store = WindowStore(torch.arange(11), seq_len=3)
     assert len(store) == 3 and store.batch([0, 2]).tolist() == [[0, 1, 2, 3], [6, 7, 8, 9]]  # overlap by one
-    batches = epoch_batches(10, 3, seed=0, epoch=1)
+    batches = epoch_batches(10, 3, seed=0, epoch=1, seed_stride=SEED_STRIDE)  # the biLM loop's windows
     assert len(batches) == 3 and all(len(b) == 3 for b in batches)
-    assert batches == epoch_batches(10, 3, seed=0, epoch=1) != epoch_batches(10, 3, seed=0, epoch=2)
+    assert batches == epoch_batches(10, 3, 0, 1, SEED_STRIDE) != epoch_batches(10, 3, 0, 2, SEED_STRIDE)
     with pytest.raises(ValueError, match="neither a local corpus"):
         corpus_texts(str(tmp_path / "missing.txt"))
     with pytest.raises(ValueError, match="give data_dir"):

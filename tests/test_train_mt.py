@@ -22,9 +22,10 @@ from transformers import HfArgumentParser
 
 from modeling_cove.training.export import export_encoder, model_card
 from modeling_cove.training.mt import MTArguments, MTSetupError, load_model_preset, resolve_settings, train_mt
-from modeling_cove.training.mt_data import encode_split, epoch_batches, select_target_words, target_tokenize
-from modeling_cove.training.mt_schedule import PerplexitySchedule, resolve_min_lr, stop_reason
-from modeling_cove.training.mt_state import TrainerState, checkpoint_dirs, read_trainer_state
+from modeling_cove.training.mt_data import encode_split, select_target_words, target_tokenize
+from modeling_cove.training.mt_schedule import PerplexitySchedule, resolve_min_lr
+from modeling_cove.training.mt_trainer import SEED_STRIDE
+from modeling_cove.training.pretraining import PretrainingState, StopLimits, checkpoint_dirs, epoch_batches, read_state, stop_reason
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "train_mt.py"
@@ -92,13 +93,23 @@ def run(argv: list, **kwargs):
 # units
 
 
+def read_trainer_state(checkpoint) -> dict:
+    return read_state(checkpoint).to_dict()
+
+
+def mt_batches(src, tgt, batch_size, chunk_batches, seed, epoch):
+    """The MT loop's length-grouped epoch batches."""
+    return epoch_batches(len(src), batch_size, seed, epoch, SEED_STRIDE, lengths=(src, tgt),
+                         chunk_batches=chunk_batches)
+
+
 def test_epoch_batches_are_a_function_of_seed_and_epoch():
     rng = np.random.default_rng(0)
     src = rng.integers(1, 40, size=1000)
     tgt = rng.integers(1, 40, size=1000)
-    a = epoch_batches(src, tgt, 64, 5, seed=1, epoch=1)
-    assert a == epoch_batches(src, tgt, 64, 5, seed=1, epoch=1)
-    assert a != epoch_batches(src, tgt, 64, 5, seed=1, epoch=2)
+    a = mt_batches(src, tgt, 64, 5, seed=1, epoch=1)
+    assert a == mt_batches(src, tgt, 64, 5, seed=1, epoch=1)
+    assert a != mt_batches(src, tgt, 64, 5, seed=1, epoch=2)
     assert sorted(i for b in a for i in b) == list(range(1000))  # every pair once
     assert sum(len(b) < 64 for b in a) <= 4  # at most one short batch per chunk of 5 * 64 = 320 pairs
     # length grouping: within a batch the source lengths spread far less than in random batches
@@ -129,29 +140,32 @@ def test_target_side_is_lowercased_german_moses():
 def test_schedule_halves_once_perplexity_rose_and_stops_below_min_lr():
     """The paper's rule: no decay while validation perplexity falls; from its first rise on, halve after every epoch
     (also when it falls again); --start-decay-at also starts it; the run stops once lr < min_lr."""
-    schedule, state = PerplexitySchedule(lr_decay=0.5), TrainerState(lr=1.0)
+    def fresh():
+        return PretrainingState(lr=1.0, schedule=PerplexitySchedule.initial_memory())
+
+    schedule, state = PerplexitySchedule(lr_decay=0.5), fresh()
     lrs = [schedule.after_epoch(state, epoch, ppl) for epoch, ppl in enumerate([50.0, 30.0, 31.0, 20.0, 19.0], 1)]
-    assert lrs == [1.0, 1.0, 0.5, 0.25, 0.125] and state.decay_started and state.previous_val_ppl == 19.0
-    scheduled, state = PerplexitySchedule(lr_decay=0.5, start_decay_at=2), TrainerState(lr=1.0)
+    assert lrs == [1.0, 1.0, 0.5, 0.25, 0.125]
+    assert state.schedule == {"decay_started": True, "previous_val_ppl": 19.0}
+    scheduled, state = PerplexitySchedule(lr_decay=0.5, start_decay_at=2), fresh()
     assert [scheduled.after_epoch(state, e, 10.0 - e) for e in (1, 2, 3)] == [1.0, 0.5, 0.25]
 
-    settings = {"max_steps": None, "min_lr": resolve_min_lr(1.0, None), "max_epochs": 30}
-    assert settings["min_lr"] == 0.03  # the paper's threshold at its lr
-    state = TrainerState(lr=1.0)
+    limits = StopLimits(max_epochs=30, min_lr=resolve_min_lr(1.0, None))
+    assert limits.min_lr == 0.03  # the paper's threshold at its lr
+    state = fresh()
     for epoch in range(1, 30):  # perplexity rises after epoch 1: 0.5, 0.25, ... until below 0.03
         state.epoch = epoch
         schedule.after_epoch(state, epoch, 10.0 + epoch)
-        if stop_reason(state, settings):
+        if stop_reason(state, limits):
             break
     assert state.epoch == 7 and state.lr == 0.5 ** 6  # 0.03125 after epoch 6 is not below 0.03 yet
-    assert stop_reason(state, settings) == "lr 0.015625 fell below min_lr 0.03"
+    assert stop_reason(state, limits) == "lr 0.015625 fell below min_lr 0.03"
     state.global_step = 40
-    assert stop_reason(state, {**settings, "max_steps": 40}) == "max steps 40 reached"
-    assert stop_reason(TrainerState(lr=1.0), {**settings, "max_epochs": 0}) == "max epochs 0 reached"
-    state = TrainerState(lr=1.0)
-    state.epoch_wall_seconds = [40.0, 50.0]
-    assert stop_reason(state, settings, time_budget_minutes=2).startswith("time budget 2 min")
-    assert stop_reason(state, settings, time_budget_minutes=3) is None
+    assert stop_reason(state, StopLimits(30, max_steps=40, min_lr=0.03)) == "max steps 40 reached"
+    assert stop_reason(fresh(), StopLimits(0, min_lr=0.03)) == "max epochs 0 reached"
+    # the MT loop judges its time budget between epochs: the epochs so far plus one more like the last
+    assert stop_reason(fresh(), StopLimits(30, time_budget_minutes=2), 90.0, 50.0).startswith("time budget 2 min")
+    assert stop_reason(fresh(), StopLimits(30, time_budget_minutes=3), 90.0, 50.0) is None
 
 
 def test_min_lr_default_follows_the_lr_and_a_min_lr_above_it_is_refused():

@@ -98,7 +98,9 @@ def mt_plain_loop(bench: TrainingBenchmark, mt_dir: Path, raw, steps: int):
 
     from ..modeling_cove_mt import CoveForMachineTranslation, load_target_tokenizer
     from ..training.mt import load_model_preset, resolve_settings
-    from ..training.mt_data import TokenStore, collate, encode_split, epoch_batches, tokenize_batch
+    from ..training.mt_data import TokenStore, collate, encode_split, tokenize_batch
+    from ..training.mt_trainer import SEED_STRIDE
+    from ..training.pretraining import epoch_batches
 
     settings = resolve_settings(mt_arguments(bench, mt_dir, mt_dir), load_model_preset(MT_PRESET))
     source_tokenizer, target_tokenizer = AutoTokenizer.from_pretrained(mt_dir), load_target_tokenizer(str(mt_dir))
@@ -109,8 +111,9 @@ def mt_plain_loop(bench: TrainingBenchmark, mt_dir: Path, raw, steps: int):
     max_len = settings["max_length"]
     store = TokenStore(encoded.filter(lambda r: 0 < len(r["src_tokens"]) <= max_len
                                       and 0 < len(r["tgt_tokens"]) <= max_len))
-    batches = epoch_batches(store.src_lengths, store.tgt_lengths, settings["batch_size"],
-                            settings["chunk_batches"], settings["seed"], 1)[:steps]
+    batches = epoch_batches(len(store), settings["batch_size"], settings["seed"], 1, SEED_STRIDE,
+                            lengths=(store.src_lengths, store.tgt_lengths),
+                            chunk_batches=settings["chunk_batches"])[:steps]
 
     def run() -> dict:
         torch.manual_seed(settings["seed"])

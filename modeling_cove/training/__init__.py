@@ -5,8 +5,9 @@ subpackage. Modules:
 
 - `run_info`: what every run records (git commit, machine, command), the metrics JSON writer and the curve plot.
 - `presets`: named YAML/JSON presets under `configuration/`.
-- `mt` (+ `mt_data`, `mt_schedule`, `mt_state`, `mt_eval`, `mt_trainer`): MT pretraining — `MTArguments`,
-  `train_mt`; data and batch order, the lr schedule and stop reasons, resume state, evaluation, the loop.
+- `pretraining`: the scaffold MT and biLM pretraining share (resume state, stop reasons, batches, checkpoints, loop).
+- `mt` (+ `mt_data`, `mt_schedule`, `mt_eval`, `mt_trainer`): MT pretraining — `MTArguments`, `train_mt`; data,
+  the perplexity lr schedule, evaluation, the loop.
 - `export`: the encoder of an MT checkpoint as a CoVe encoder checkpoint, with its card.
 - `cards` (+ `cards_record`): the evaluation record of a trained model and the model card built from it.
 - `publish`: check, stage, verify and upload a checkpoint to the Hub (`scripts/push_to_hub.py`).

@@ -11,7 +11,7 @@ stop when lr < 0.03 (0.03 x lr by default, see `mt_schedule`), or after max_epoc
 each stop logged with its reason; gradient-norm clip 5; batch 64 sentences (global, split over the processes); pairs
 longer than 75 tokens dropped; vocabularies <= 50k per side; fixed source word vectors; loss = summed token NLL /
 batch size. Batches are length-grouped with the order a function of (seed, epoch) only, so `resume` replays it
-exactly (`mt_data.epoch_batches`, `mt_state`).
+exactly (`pretraining`).
 
 Settings: built-in DEFAULTS < the preset's "training" block < MTArguments given.
 
@@ -267,7 +267,7 @@ def train_mt(args: MTArguments, on_step: Callable | None = None, command: str | 
     from accelerate import Accelerator, DistributedDataParallelKwargs
     from accelerate.utils import set_seed
 
-    from .mt_trainer import MTTrainer
+    from .mt_trainer import MTPretraining
 
     preset = load_model_preset(args.preset)
     settings = resolve_settings(args, preset)
@@ -292,7 +292,7 @@ def train_mt(args: MTArguments, on_step: Callable | None = None, command: str | 
     start_output_dir(accelerator, args, settings)
     set_seed(settings["seed"])
     data = prepare_data(accelerator, settings, raw, Path(args.output_dir), args.preprocess_workers)
-    trainer = MTTrainer(args, settings, accelerator, data, preset_name=preset.get("name"), on_step=on_step,
-                        command=command, start_time=start_time)
+    trainer = MTPretraining(args, settings, accelerator, data, preset_name=preset.get("name"), on_step=on_step,
+                            command=command, start_time=start_time)
     trainer.train()
     return trainer.finish()

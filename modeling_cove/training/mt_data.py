@@ -1,6 +1,5 @@
 """Data of MT pretraining: tokenization of both sides, the vocabularies and the initial MT checkpoint, token ids with
-the length filter, and the length-grouped epoch batches (a pure function of seed and epoch, which exact resume
-relies on).
+the length filter, and the collation of a batch (the length-grouped epoch batches are `pretraining.epoch_batches`).
 
 Tokenization (lower-cased, Moses-style):
 - source (English): `tokenization_cove.moses_tokenize`, the same split as the saved CoVe tokenizer;
@@ -142,7 +141,7 @@ def build_mt_checkpoint(settings: dict, train_tokens, mt_dir: Path, stats_file: 
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# ids, length filter, batching
+# ids, length filter, collation
 
 
 def to_ids(tokens: list, vocab: dict, unk_id: int):
@@ -220,27 +219,6 @@ def prepare_splits(tokenized, source_tokenizer, target_tokenizer, config, max_le
             f"{split}_target_unk": int(sum(ds["tgt_unk"])),
         })
     return TokenStore(train), eval_stores, references
-
-
-def epoch_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, batch_size: int, chunk_batches: int,
-                  seed: int, epoch: int) -> list:
-    """The epoch's global batches (lists of example indices), a pure function of (seed, epoch): shuffle, sort by
-    length within chunks of `chunk_batches` batches (length grouping), cut into batches, shuffle the batches."""
-    generator = torch.Generator().manual_seed(seed * 100003 + epoch)
-    order = torch.randperm(len(src_lengths), generator=generator).numpy()
-    chunk = batch_size * max(chunk_batches, 1)
-    batches = []
-    for start in range(0, len(order), chunk):
-        part = order[start : start + chunk]
-        part = part[np.lexsort((tgt_lengths[part], src_lengths[part]))]  # by source, then target length
-        batches += [part[i : i + batch_size].tolist() for i in range(0, len(part), batch_size)]
-    shuffle = torch.randperm(len(batches), generator=generator).tolist()
-    return [batches[i] for i in shuffle]
-
-
-def rank_share(items: list, rank: int, world: int) -> list:
-    """This process's share of a list of batches (or of a batch's examples): every `world`-th item from `rank`."""
-    return items[rank::world]
 
 
 def collate(rows: list, pad_id: int, device) -> dict:

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .mt_data import TokenStore, collate, rank_share
+from .mt_data import TokenStore, collate
+from .pretraining import rank_share
 
 BLEU_METRIC_PATH = Path(__file__).resolve().parents[1] / "metrics" / "sacrebleu_cove"
 

@@ -1,4 +1,4 @@
-"""The learning-rate schedule of MT pretraining (docs/paper.md §2) and the reasons a run stops.
+"""The learning-rate schedule of MT pretraining (docs/paper.md §2); the run stops by `pretraining.stop_reason`.
 
 Paper: SGD with lr 1.0; after every epoch, once the validation perplexity has risen for the first time, the lr is
 halved (and from then on every epoch); training stops when the lr falls below 0.03. The stop threshold is 0.03 x the
@@ -38,31 +38,20 @@ class PerplexitySchedule:
     lr_decay: float = 0.5
     start_decay_at: int | None = None
 
+    @staticmethod
+    def initial_memory() -> dict:
+        """What the schedule remembers between epochs (a `PretrainingState.schedule`), before the first epoch."""
+        return {"decay_started": False, "previous_val_ppl": None}
+
     def after_epoch(self, state, epoch: int, val_perplexity: float) -> float:
-        """Update `state.lr`, `state.decay_started` and `state.previous_val_ppl` (a TrainerState) after `epoch`
+        """Update `state.lr` and the schedule's memory `state.schedule` (a `PretrainingState`'s) after `epoch`
         (1-based) ended with `val_perplexity`; returns the new lr."""
-        rose = state.previous_val_ppl is not None and val_perplexity > state.previous_val_ppl
+        memory = state.schedule
+        previous = memory.get("previous_val_ppl")
+        rose = previous is not None and val_perplexity > previous
         scheduled = self.start_decay_at is not None and epoch >= self.start_decay_at
-        if state.decay_started or rose or scheduled:
-            state.decay_started = True
+        if memory.get("decay_started") or rose or scheduled:
+            memory["decay_started"] = True
             state.lr *= self.lr_decay
-        state.previous_val_ppl = val_perplexity
+        memory["previous_val_ppl"] = val_perplexity
         return state.lr
-
-
-def stop_reason(state, settings: dict, time_budget_minutes: float | None = None) -> str | None:
-    """Why training stops after the epoch `state` has just completed, or None to go on: --max-steps reached, another
-    epoch would exceed the time budget (judged by the last epoch's wall time), the lr fell below min_lr, or the last
-    of --max-epochs ended."""
-    max_steps = settings.get("max_steps")
-    if max_steps and state.global_step >= max_steps:
-        return f"max steps {max_steps} reached"
-    if time_budget_minutes is not None and state.epoch_wall_seconds and (
-            sum(state.epoch_wall_seconds) + state.epoch_wall_seconds[-1] > 60 * time_budget_minutes):
-        return (f"time budget {time_budget_minutes:g} min: another epoch of {state.epoch_wall_seconds[-1]:.0f} s "
-                f"would exceed it")
-    if state.lr < settings["min_lr"]:
-        return f"lr {state.lr:g} fell below min_lr {settings['min_lr']:g}"
-    if state.epoch >= settings["max_epochs"]:
-        return f"max epochs {settings['max_epochs']} reached"
-    return None

@@ -1,10 +1,7 @@
-"""The MT pretraining loop: Accelerate-prepared model and optimizer, length-grouped epoch batches, the perplexity
-schedule, checkpoints that resume exactly (mid-epoch too), per-epoch evaluation, the metrics JSON and curves, and
-at the end the test BLEU, the final MT checkpoint and the exported encoder.
-
-transformers' Seq2SeqTrainer is not used: the paper's schedule acts on validation perplexity after each epoch, the
-loss is the summed NLL over the GLOBAL batch size, and exact resume mid-epoch relies on our (seed, epoch) batch
-order; Accelerate does the distribution, mixed devices and checkpoint files.
+"""The MT pretraining loop on the shared scaffold (`pretraining.PretrainingLoop`): length-grouped epoch batches,
+the paper's loss (summed NLL over the global batch), the perplexity schedule, per-epoch evaluation, the metrics JSON
+and curves, and at the end the test BLEU, the final MT checkpoint and the exported encoder. Why the scaffold is no
+transformers `Trainer`: `pretraining`'s docstring.
 """
 
 from __future__ import annotations
@@ -18,32 +15,28 @@ import numpy as np
 import torch
 
 from .export import export_encoder
-from .mt_data import collate, epoch_batches, rank_share
+from .mt_data import collate
 from .mt_eval import compute_bleu, decode_split, evaluate_perplexity, parameters_sha256
-from .mt_schedule import PerplexitySchedule, stop_reason
-from .mt_state import TrainerState, restore_state, save_checkpoint
+from .mt_schedule import PerplexitySchedule
+from .pretraining import PretrainingLoop, PretrainingState, StopLimits, epoch_batches, make_optimizer, rank_share
 from .run_info import command_line, git_commit, machine_info, plot_curves, write_json
 
 CONFIG_FIELDS = ("vocab_size", "target_vocab_size", "hidden_size", "decoder_hidden_size", "decoder_embedding_dim",
                  "decoder_dropout", "encoder_dropout", "attention_bias")
+SEED_STRIDE = 100003  # epoch batches: the generator seed is seed x SEED_STRIDE + epoch
 
 
-def make_optimizer(name: str, parameters: list, lr: float):
-    if name == "sgd":
-        return torch.optim.SGD(parameters, lr=lr)
-    if name == "adam":
-        return torch.optim.Adam(parameters, lr=lr)
-    raise ValueError(f"unknown optimizer {name!r}; choose sgd or adam")
-
-
-class MTTrainer:
-    """One run: `train()` until a stop reason, then `finish()`. The TrainerState (`self.state`) is everything the
-    checkpoints hold besides Accelerate's model/optimizer/RNG states."""
+class MTPretraining(PretrainingLoop):
+    """One run: `train()` until a stop reason, then `finish()`. `self.state` (a `PretrainingState`) is everything
+    the checkpoints hold besides Accelerate's model/optimizer/RNG states."""
 
     def __init__(self, args, settings: dict, accelerator, data, preset_name=None, on_step=None, command=None,
                  start_time=None):
         self.args, self.settings, self.accelerator, self.data = args, settings, accelerator, data
         self.output_dir = Path(args.output_dir)
+        self.limits = StopLimits(settings["max_epochs"], settings["max_steps"], args.time_budget_minutes,
+                                 settings["min_lr"])
+        self.save_steps, self.keep_checkpoints, self.seed = args.save_steps, args.keep_checkpoints, settings["seed"]
         self.on_step = on_step
         self.start_time = start_time or time.time()
         self.preset_name = preset_name
@@ -53,67 +46,39 @@ class MTTrainer:
         self.model, self.optimizer = accelerator.prepare(data.model, optimizer)
         self.unwrapped = accelerator.unwrap_model(self.model)
         self.pad_id = self.unwrapped.config.pad_token_id
-        self.schedule = PerplexitySchedule(settings["lr_decay"], settings["start_decay_at"])
+        self.lr_schedule = PerplexitySchedule(settings["lr_decay"], settings["start_decay_at"])
         self.run_info = {"command": command or command_line(), "commit": git_commit(), "machine": {
             **machine_info(), "processes": self.world, "device": str(accelerator.device),
             "distributed_type": str(accelerator.distributed_type)}}
-        self.state = self._restore_or_start()
-
-    def _restore_or_start(self) -> TrainerState:
-        from accelerate.utils import set_seed
-
-        state = None
-        if self.args.resume:
-            state = restore_state(self.accelerator, self.output_dir, self.settings, self.args.time_budget_minutes)
-            if state is None:
-                self.accelerator.print("--resume: no complete checkpoint yet, starting from the beginning")
-        if state is None:
-            set_seed(self.settings["seed"] + self.rank)  # dropout streams: distinct per process
-            state = TrainerState(lr=self.settings["lr"])
-        self._set_lr(state.lr)
-        return state
+        self.start(args.resume, PretrainingState(lr=settings["lr"], schedule=PerplexitySchedule.initial_memory(),
+                                                 epoch_sums=self.fresh_epoch_sums()))
+        self._set_lr(self.state.lr)
 
     def _set_lr(self, lr: float):
         for group in self.optimizer.param_groups:
             group["lr"] = lr
 
     # -----------------------------------------------------------------------------------------------------------
-    # training
+    # the scaffold's hooks
 
-    def train(self):
-        while not self.state.finished:
-            self._run_epoch(self.state.epoch + 1)
-        self.accelerator.print(f"stopped: {self.state.stop_reason}")
+    def fresh_epoch_sums(self) -> list:
+        return [0.0, 0]  # training NLL summed over the epoch's target tokens, and their number
 
-    def _run_epoch(self, epoch: int):
-        from tqdm.auto import tqdm
+    def seconds(self, inside_epoch: bool) -> tuple:
+        """The time budget is judged between epochs only: the finished epochs' wall time and the last one's."""
+        walls = self.state.epoch_wall_seconds
+        return (None, 0.0) if inside_epoch or not walls else (sum(walls), walls[-1])
 
-        state, train = self.state, self.data.train
-        batches = [b for b in epoch_batches(train.src_lengths, train.tgt_lengths, self.settings["batch_size"],
-                                            self.settings["chunk_batches"], self.settings["seed"], epoch)
-                   if len(b) >= self.world]
-        self.model.train()
-        epoch_start = time.time()
-        bar = tqdm(total=len(batches), initial=state.step_in_epoch, desc=f"epoch {epoch}",
-                   disable=not self.accelerator.is_main_process, dynamic_ncols=True)
-        max_steps, save_steps = self.settings["max_steps"], self.args.save_steps
-        stopped_early = False
-        for batch in batches[state.step_in_epoch:]:
-            loss, nll_per_token = self._train_step(batch)
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss:.2f}", ppl=f"{math.exp(min(nll_per_token, 50)):.1f}", lr=f"{state.lr:g}")
-            if max_steps and state.global_step >= max_steps:
-                stopped_early = state.step_in_epoch < len(batches)  # inside the epoch (not at its last batch)
-                break
-            if save_steps and state.global_step % save_steps == 0 and state.step_in_epoch < len(batches):
-                save_checkpoint(self.accelerator, self.output_dir, state, self.args.keep_checkpoints)
-        bar.close()
-        self._end_epoch(epoch, stopped_early, epoch_start)
+    def epoch_batches(self, epoch: int) -> list:
+        train, settings = self.data.train, self.settings
+        batches = epoch_batches(len(train), settings["batch_size"], settings["seed"], epoch, SEED_STRIDE,
+                                lengths=(train.src_lengths, train.tgt_lengths),
+                                chunk_batches=settings["chunk_batches"])
+        return [b for b in batches if len(b) >= self.world]
 
-    def _train_step(self, batch: list):
-        """One optimizer step on a global batch (this process trains on its share); returns (loss, nll per token)."""
+    def train_step(self, batch: list) -> dict:
+        """One optimizer step on a global batch (this process trains on its share)."""
         state, accelerator = self.state, self.accelerator
-        step_start = time.time()
         if state.running_logged:  # continuing after a max_steps stop: its partial loss-log entry grows again
             state.loss_log.pop()
             state.running_logged = False
@@ -130,16 +95,15 @@ class MTTrainer:
         stats = accelerator.reduce(torch.stack([out.nll_sum.detach().double(), out.num_tokens.detach().double()]),
                                    "sum")
         loss, nll_per_token = float(stats[0]) / len(batch), float(stats[0] / stats[1])
-        state.train_target_tokens += int(stats[1])
-        state.epoch_nll_sum += float(stats[0])
-        state.epoch_tokens += int(stats[1])
+        state.train_tokens += int(stats[1])
+        state.epoch_sums[0] += float(stats[0])
+        state.epoch_sums[1] += int(stats[1])
         state.running.append((loss, nll_per_token))
-        state.train_seconds += time.time() - step_start
         if len(state.running) == self.args.log_every:
             self._log_running(clear=True)
         if self.on_step is not None:
             self.on_step(state, loss)
-        return loss, nll_per_token
+        return {"loss": f"{loss:.2f}", "ppl": f"{math.exp(min(nll_per_token, 50)):.1f}", "lr": f"{state.lr:g}"}
 
     def _log_running(self, clear: bool):
         state = self.state
@@ -148,36 +112,22 @@ class MTTrainer:
         if clear:
             state.running = []
 
-    def _end_epoch(self, epoch: int, stopped_early: bool, epoch_start: float):
-        """End of an epoch (or a max_steps stop inside it): loss log, validation, lr schedule, stop, checkpoint."""
-        state = self.state
-        if state.running:  # the steps since the last log entry (logging windows end with the epoch)
-            # after a max_steps stop inside the epoch the window stays open: resume replaces this entry
-            self._log_running(clear=not stopped_early)
-            state.running_logged = stopped_early
-        record = self._evaluate_epoch(epoch, stopped_early, epoch_start)
-        if state.history and state.history[-1]["epoch"] == epoch and not state.history[-1]["complete"]:
-            state.history.pop()  # the record of this epoch's earlier max_steps stop, now superseded
-        state.history.append(record)
-        if stopped_early:
-            # a max_steps stop inside the epoch keeps its position (epoch, step, training NLL sums) and the lr, so
-            # that resume with a larger max_steps continues exactly as an uninterrupted run
-            state.finished, state.stop_reason = True, f"max steps {self.settings['max_steps']} reached"
-        else:
-            self._set_lr(self.schedule.after_epoch(state, epoch, record["val_perplexity"]))
-            state.epoch, state.step_in_epoch = epoch, 0
-            state.epoch_nll_sum, state.epoch_tokens = 0.0, 0
-            state.epoch_wall_seconds.append(time.time() - epoch_start)
-            state.stop_reason = stop_reason(state, self.settings, self.args.time_budget_minutes)
-            state.finished = state.stop_reason is not None
-        save_checkpoint(self.accelerator, self.output_dir, state, self.args.keep_checkpoints)
-        self._write_metrics()
+    def close_epoch_log(self, stopped: str | None):
+        """Logging windows end with the epoch; after a stop inside the epoch the window stays open (resume
+        replaces its entry)."""
+        if self.state.running:
+            self._log_running(clear=stopped is None)
+            self.state.running_logged = stopped is not None
 
-    def _evaluate_epoch(self, epoch: int, stopped_early: bool, epoch_start: float) -> dict:
+    def schedule(self, epoch: int, record: dict):
+        self._set_lr(self.lr_schedule.after_epoch(self.state, epoch, record["val_perplexity"]))
+
+    def evaluate(self, epoch: int, stopped: str | None, epoch_start: float) -> dict:
         state, settings = self.state, self.settings
         val = evaluate_perplexity(self.unwrapped, self.data.eval_stores["validation"], settings["eval_batch_size"],
                                   self.accelerator, self.pad_id)
-        train_nll = state.epoch_nll_sum / state.epoch_tokens if state.epoch_tokens else None
+        nll_sum, tokens = state.epoch_sums
+        train_nll = nll_sum / tokens if tokens else None
         record = {
             "epoch": epoch,
             "steps": state.step_in_epoch,
@@ -187,7 +137,7 @@ class MTTrainer:
             "val_nll_per_token": val["nll_per_token"],
             "val_perplexity": val["perplexity"],
             "seconds": round(time.time() - epoch_start, 1),
-            "complete": not stopped_early,
+            "complete": stopped is None,
             "train_perplexity": math.exp(min(train_nll, 50.0)) if train_nll is not None else None,
         }
         if not self.args.no_bleu:
@@ -199,6 +149,9 @@ class MTTrainer:
                 record["val_bleu"], record["val_sacrebleu"] = bleu["bleu"], bleu["sacrebleu"]
         self.accelerator.print(json.dumps(record))
         return record
+
+    def write_record(self):
+        self._write_metrics()
 
     # -----------------------------------------------------------------------------------------------------------
     # metrics, curves, the end of the run
@@ -217,7 +170,7 @@ class MTTrainer:
             "stop_reason": state.stop_reason,
             "loss_log_every": self.args.log_every,
             "train_seconds": round(state.train_seconds, 1),
-            "train_target_tokens_per_second": round(state.train_target_tokens / max(state.train_seconds, 1e-9), 1),
+            "train_target_tokens_per_second": round(state.train_tokens / max(state.train_seconds, 1e-9), 1),
             "wall_seconds": round(time.time() - self.start_time, 1),
             "test": test,
         }
