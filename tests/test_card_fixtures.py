@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from modeling_cove import CoveConfig
-from modeling_cove.training import bilm, cards, export
+from modeling_cove.training import cards
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cards"
 INPUTS = json.loads((FIXTURES / "inputs.json").read_text(encoding="utf-8"))
@@ -29,8 +29,9 @@ def render(kind: str) -> str:
     given = INPUTS[kind]
     config = CoveConfig.from_dict(given["config"])
     if kind == "mt_encoder_export":
-        return export.model_card(Path(given["out_dir"]), config, given["metrics"], name=given["name"])
-    return bilm.model_card(config, given["metrics"])
+        card = cards.encoder_export_card("mt", config, given["metrics"], path=given["out_dir"], name=given["name"])
+        return str(card)
+    return str(cards.encoder_export_card("bilm", config, given["metrics"]))
 
 
 def split_card(text: str) -> tuple:

@@ -247,11 +247,54 @@ def test_snli_card_shows_a_pair_example_and_unknown_dataset_says_so(checkpoint):
     assert "The paper reports no number for My data" in generate.render_card(other, config, "org/x")
 
 
-def test_unknown_architecture_is_a_clear_error(checkpoint):
+def test_unknown_architecture_kind_or_objective_is_a_clear_error(checkpoint):
     config = json.loads((checkpoint / "config.json").read_text())
-    config["architectures"] = ["CoveForTokenClassification"]
-    with pytest.raises(generate.CardError, match="no model card recipe for architecture 'CoveForTokenClassification'"):
+    config["architectures"] = ["CoveForMultipleChoice"]
+    with pytest.raises(generate.CardError, match="no model card recipe for architecture 'CoveForMultipleChoice'"):
         generate.render_card(sst2_record(checkpoint), config, "org/x")
+    with pytest.raises(generate.CardError, match="unknown card kind 'summary'; known: "):
+        generate.write_card("summary", ModelCardData())
+    with pytest.raises(generate.CardError, match="unknown pretraining objective 'mlm'"):
+        generate.encoder_export_card("mlm", CoveConfig(vocab_size=12, word_vector_dim=8, hidden_size=4), {})
+
+
+def test_the_writer_takes_its_front_matter_from_huggingface_hub_and_names_a_missing_section():
+    data = ModelCardData(library_name="transformers", tags=["cove"])
+    assert generate.TEMPLATE.read_text(encoding="utf-8").startswith("---\n{{ card_data }}\n---\n")
+    with pytest.raises(generate.CardError, match="the 'bcn' card: 'eval_json_name' is undefined"):
+        generate.write_card("bcn", data)
+    sections = dict(layers=2, hidden=4, residual="", dim=8, corpora="trec6", tokens=10, perplexity="not recorded",
+                    command="train", commit="abc")
+    card = generate.write_card("bilm-encoder-export", data, **sections)
+    assert str(card).startswith(f"---\n{data.to_yaml()}\n---\n") and card.data.tags == ["cove"]
+    assert "Command: `train` at commit `abc`." in card.text
+
+
+def test_tagger_card_lists_its_tags_and_loads_with_the_token_classification_pipeline(checkpoint):
+    """The taggers to come: a CoveForTokenClassification checkpoint gets its card from the same writer."""
+    tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    config = json.loads((checkpoint / "config.json").read_text())
+    config.update(architectures=["CoveForTokenClassification"], id2label={str(i): t for i, t in enumerate(tags)},
+                  label2id={t: i for i, t in enumerate(tags)})
+    record = make_eval_record(
+        checkpoint, task={"type": "token-classification", "name": "Named entity recognition"},
+        dataset={"key": "conll2003", "name": "CoNLL-2003", "id": "eriktks/conll2003", "split": "validation"},
+        metrics=[{"type": "f1", "name": "Span F1", "value": 71.25}, {"type": "precision", "value": 70.5},
+                 {"type": "recall", "value": 72.0}],
+        training={"command": "cove-train-tagger --task conll2003", "epochs_run": 2, "steps_run": 30})
+    card = generate.build_card(record, config, "org/cove-tagger")
+    text = str(card)
+    assert card.data.pipeline_tag == "token-classification" and "sequence-labelling" in card.data.tags
+    assert [(r.metric_type, r.metric_value) for r in card.data.eval_results] == [
+        ("f1", 71.25), ("precision", 70.5), ("recall", 72.0)]
+    tag_set = text.split("## Tag set")[1].split("## Intended use")[0]
+    assert "| 1 | `B-PER` |" in tag_set and "| 4 | `I-LOC` |" in tag_set
+    assert "BIO tags over the span types `LOC`, `PER`" in tag_set
+    assert ('pipeline("token-classification", model="org/cove-tagger", aggregation_strategy="simple", '
+            'trust_remote_code=True)') in text
+    assert "AutoModelForTokenClassification.from_pretrained(\"org/cove-tagger\")" in text
+    assert "The paper reports no number for CoNLL-2003" in text
+    assert "- **Trained for:** 2 epochs, 30 optimizer steps." in text
 
 
 def test_a_fresh_interpreter_with_the_installed_package_writes_an_eval_json_and_a_card(tmp_path):

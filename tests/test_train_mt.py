@@ -20,7 +20,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import HfArgumentParser
 
-from modeling_cove.training.export import export_encoder, model_card
+from modeling_cove.training.cards import encoder_export_card
+from modeling_cove.training.export import export_encoder
 from modeling_cove.training.mt import MTArguments, MTSetupError, load_model_preset, resolve_settings, train_mt
 from modeling_cove.training.mt_data import encode_split, select_target_words, target_tokenize
 from modeling_cove.training.mt_schedule import PerplexitySchedule, resolve_min_lr
@@ -531,7 +532,7 @@ def test_encoder_card_describes_the_run_optimisation():
     config = CoveConfig(vocab_size=10, word_vector_dim=8, hidden_size=4)
     adam = {"settings": {"optimizer": "adam", "lr": 0.001, "lr_decay": 0.9, "start_decay_at": 3, "min_lr": 3e-5,
                          "grad_clip": 5.0, "batch_size": 64}, "epochs": []}
-    card = model_card(Path("enc"), config, adam)
+    card = str(encoder_export_card("mt", config, adam, path=Path("enc")))
     assert ("- Optimisation: Adam lr 0.001, multiplied by 0.9 each epoch after validation perplexity first rose or "
             "from epoch 3 on, stop below 3e-05 (differs from docs/paper.md §2 (SGD lr 1, halved)); gradient-norm clip "
             "5.0; global batch 64 sentences;") in card
@@ -539,5 +540,5 @@ def test_encoder_card_describes_the_run_optimisation():
     paper = {"settings": {**adam["settings"], "optimizer": "sgd", "lr": 1.0, "lr_decay": 0.5, "start_decay_at": None,
                           "min_lr": 0.03}}
     assert ("- Optimisation: SGD lr 1.0, halved each epoch after validation perplexity first rose, stop below 0.03 "
-            "(the schedule of docs/paper.md §2);") in model_card(Path("enc"), config, paper)
-    assert "- Optimisation: not recorded;" in model_card(Path("enc"), config, None)
+            "(the schedule of docs/paper.md §2);") in str(encoder_export_card("mt", config, paper, path=Path("enc")))
+    assert "- Optimisation: not recorded;" in str(encoder_export_card("mt", config, None, path=Path("enc")))

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from .cards import encoder_export_card
 from .pretraining import PretrainingLoop, PretrainingState, StopLimits, epoch_batches, make_optimizer, rank_share
 from .run_info import command_line, git_commit, machine_info, plot_curves, write_json
 
@@ -405,32 +406,9 @@ def export_encoder(model, tokenizer, output_dir, metrics: dict | None = None):
     output_dir = Path(output_dir)
     encoder.save_pretrained(output_dir)
     tokenizer.save_pretrained(output_dir)
-    (output_dir / "README.md").write_text(model_card(encoder.config, metrics or {}), encoding="utf-8")
+    encoder_export_card("bilm", encoder.config, metrics).save(output_dir / "README.md")
     write_json(output_dir / EXPORT_METRICS_FILE, metrics or {})
     return encoder
-
-
-def model_card(config, metrics: dict) -> str:
-    """The exported encoder's card: what it is, how it loads, what it was trained on, its held-out perplexity."""
-    last = (metrics.get("epochs") or [{}])[-1]
-    data = metrics.get("data", {})
-    ppl = (f"forward {last['heldout_forward_perplexity']:.1f}, backward {last['heldout_backward_perplexity']:.1f}"
-           if "heldout_forward_perplexity" in last else "not recorded")
-    return (
-        "---\nlibrary_name: transformers\ntags: [cove, elmo, bilm, feature-extraction]\n---\n\n"
-        "# CoVe-stack biLM encoder (ELMo-style)\n\n"
-        f"A forward and a backward {config.num_hidden_layers}-layer LSTM language model ({config.hidden_size} units "
-        f"per direction{', residual from layer 1 on' if config.bilm_residual else ''}) over frozen "
-        f"{config.word_vector_dim}-d word vectors, pretrained to predict the next and the previous word with a shared "
-        "adaptive softmax. Each layer's output is `[forward; backward]`, shaped like a CoVe MT-LSTM layer, so the BCN "
-        "and DCN heads read it as they read CoVe (`bcn_input=\"scalar_mix\"` gives ELMo's layer mix).\n\n"
-        "```python\nfrom transformers import AutoModel, AutoTokenizer\n"
-        "model = AutoModel.from_pretrained(path, trust_remote_code=True)  # or `import modeling_cove` first\n"
-        "tokenizer = AutoTokenizer.from_pretrained(path)\n```\n\n"
-        f"Training text: {', '.join(data.get('texts_per_corpus', {})) or 'not recorded'} "
-        f"({data.get('train_tokens', 'not recorded')} tokens; training splits only). Held-out perplexity: {ppl}. "
-        f"Command: `{metrics.get('command', 'not recorded')}` at commit `{metrics.get('commit', 'not recorded')}`.\n"
-    )
 
 
 def train_bilm(settings: BiLMSettings, argv=None, cpu: bool = False) -> dict:

@@ -1,12 +1,20 @@
-"""The Hub model card (README.md) of a CoVe checkpoint, built from its evaluation record.
+"""The Hub model cards (README.md) of CoVe checkpoints: one writer, `write_card`, for every kind of checkpoint.
 
-The card is YAML metadata (library, license, datasets, tags, base model, pipeline tag, `model-index`) followed by
-`card_template.md` (shipped with this package) filled in. Every number reported for *this model* comes from the
-evaluation record (`cards_record`, re-exported here); the only numbers written here by hand are the paper's, shown
-beside ours. A card states only what the record says happened: the encoder the head really read (pretrained,
-randomly initialised, unused, or unknown), the epochs and steps really run ("not recorded" when the record lacks
-them, never the configured budget), and a paper column marked comparable only when the setting is. `build_card`
-re-parses the finished card with `huggingface_hub.ModelCard` and checks its model-index against the record.
+`write_card(kind, card_data, **sections)` renders the Jinja template `card_template.md` (shipped with this package)
+into a `huggingface_hub.ModelCard`: the YAML front matter is `ModelCardData.to_yaml()`, written by huggingface_hub;
+the body is the template's layout for `kind` (CARD_KINDS). Two families of cards use it:
+
+- an evaluated checkpoint (an encoder, the BCN, the DCN, the MT model, a tagger), built from its evaluation record
+  by `build_card` / `render_card`;
+- an encoder exported at the end of a pretraining run (MT or biLM), a draft card built from the run's metrics by
+  `encoder_export_card`.
+
+Every number reported for *this model* comes from the evaluation record (`cards_record`, re-exported here) or the
+pretraining metrics; the paper's numbers, shown beside ours, come from `papers` (the one file that holds them). A
+card built from an evaluation record states only what the record says happened: the encoder the head really read
+(pretrained, randomly initialised, unused, or unknown), the epochs and steps really run ("not recorded" when the
+record lacks them, never the configured budget), and a paper column marked comparable only when the setting is.
+`build_card` checks the parsed card's model-index against the record.
 
     from modeling_cove.training.cards import build_card, load_eval_json
     card = build_card(load_eval_json(ckpt / "eval_results.json"), config_dict, "org/cove-bcn-sst2")
@@ -14,16 +22,16 @@ re-parses the finished card with `huggingface_hub.ModelCard` and checks its mode
 """
 
 import json
-import re
+from importlib import resources
 from pathlib import Path
-from string import Template
 from typing import Optional
 
+import jinja2
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from . import papers
 from .cards_record import (  # re-exported: the card and its inputs have one import path
     ENCODER_KINDS,
-    PAPER_COLUMNS,
     PICKLE_SUFFIXES,
     SCHEMA_VERSION,
     CheckpointError,
@@ -42,48 +50,30 @@ from .cards_record import (  # re-exported: the card and its inputs have one imp
 )
 
 __all__ = [
-    "CardError", "CheckpointError", "DEFAULT_LICENSE", "ENCODER_KINDS", "EvalRecordError", "METRIC_NAMES",
-    "PAPER_COLUMNS", "PICKLE_SUFFIXES", "SCHEMA_VERSION", "build_card", "card_data", "check_card",
+    "CARD_KINDS", "CardError", "CheckpointError", "DEFAULT_LICENSE", "ENCODER_KINDS", "EvalRecordError",
+    "METRIC_NAMES", "PICKLE_SUFFIXES", "SCHEMA_VERSION", "build_card", "card_data", "check_card",
     "check_record_matches_checkpoint", "checkpoint_fingerprint", "comparable_column", "config_fingerprint",
-    "describe_encoder", "encoder_text", "find_safetensors_weights", "load_eval_json", "make_eval_record",
-    "progress_text", "read_config", "render_card", "validate_eval_record", "weights_fingerprint", "write_eval_json",
+    "describe_encoder", "encoder_export_card", "encoder_text", "find_safetensors_weights", "load_eval_json",
+    "make_eval_record", "progress_text", "read_config", "render_card", "validate_eval_record", "weights_fingerprint",
+    "write_card", "write_eval_json",
 ]
 
-TEMPLATE_PATH = Path(__file__).resolve().parent / "card_template.md"
+TEMPLATE = resources.files("modeling_cove.training") / "card_template.md"
+# The layouts of card_template.md: kind -> what it is for.
+CARD_KINDS = {
+    "encoder": "an evaluated CoVe encoder (CoveModel)",
+    "bcn": "an evaluated BCN classifier (CoveForSequenceClassification)",
+    "dcn": "an evaluated DCN question-answering model (CoveForQuestionAnswering)",
+    "mt": "an evaluated English-German translation model (CoveForMachineTranslation)",
+    "tagger": "an evaluated sequence tagger (CoveForTokenClassification), with its tag set",
+    "mt-encoder-export": "the MT-LSTM encoder exported from a translation run, from the run's metrics",
+    "bilm-encoder-export": "the encoder exported from a biLM pretraining run, from the run's metrics",
+}
 DEFAULT_LICENSE = "bsd-3-clause"
 DEFAULT_INSTALL = "pip install -e .   # in a clone of the modeling_cove repository (package name: modeling-cove)"
 
-# ----------------------------------------------------------------------------------------------------------------
-# The paper's numbers (docs/paper.md). Ours never appear here: they come from the evaluation JSON.
-# ----------------------------------------------------------------------------------------------------------------
-
-PAPER_TABLE2_COLUMNS = PAPER_COLUMNS
-# Table 2 (validation accuracy; F1 for SQuAD), one value per column above.
-PAPER_TABLE2 = {
-    "sst2": (84.2, 88.4, 90.1, 89.0, 90.9, 91.1, 91.2),
-    "sst5": (48.6, 53.5, 52.2, 54.0, 54.7, 54.5, 55.2),
-    "imdb": (88.4, 91.1, 91.3, 90.6, 91.6, 91.7, 92.1),
-    "trec6": (88.9, 94.9, 94.7, 94.7, 95.1, 95.8, 95.8),
-    "trec50": (81.9, 89.2, 89.8, 89.6, 89.6, 90.5, 91.2),
-    "snli": (82.3, 87.7, 87.7, 87.3, 87.5, 87.9, 88.1),
-    "squad": (65.4, 76.0, 78.1, 76.5, 77.1, 79.5, 79.9),
-}
-# Table 3 (test accuracy of BCN+Char+CoVe).
-PAPER_TABLE3_TEST = {"sst2": 90.3, "sst5": 53.7, "imdb": 91.8, "trec6": 95.8, "trec50": 90.2, "snli": 88.1}
-# §4: SQuAD v1.1 dev, exact match and F1.
-PAPER_SQUAD_DEV = (
-    ("DCN (single model)", {"exact_match": 65.4, "f1": 75.6}),
-    ("DCN+Char+CoVe", {"exact_match": 71.3, "f1": 79.9}),
-)
-# §2: BLEU (uncased, tokenized) of the MT models whose encoders are CoVe-S/-M/-L.
-PAPER_MT_BLEU = {
-    "multi30k": ("MT-Small (Multi30k) → CoVe-S", "test2016", 38.5),
-    "iwslt2016": ("MT-Medium (IWSLT16) → CoVe-M", "tst2014", 25.54),
-    "wmt17": ("MT-Large (WMT17) → CoVe-L", "newstest2016", 28.96),
-}
-DATASET_KEYS = tuple(PAPER_TABLE2) + tuple(PAPER_MT_BLEU)
-
-METRIC_NAMES = {"accuracy": "Accuracy", "f1": "F1", "exact_match": "Exact match", "bleu": "BLEU"}
+METRIC_NAMES = {"accuracy": "Accuracy", "f1": "F1", "exact_match": "Exact match", "bleu": "BLEU",
+                "precision": "Precision", "recall": "Recall"}
 
 CITATION_COVE = """@inproceedings{mccann2017learned,
   title     = {Learned in Translation: Contextualized Word Vectors},
@@ -101,18 +91,21 @@ CITATION_DCN = """@inproceedings{xiong2017dynamic,
 # What each architecture is, how it is loaded, and what the Hub should call it.
 ARCHITECTURES = {
     "CoveModel": {
+        "kind": "encoder",
         "auto_class": "AutoModel",
         "pipeline_tag": "feature-extraction",
         "tags": ["feature-extraction", "word-embeddings"],
         "what": "the CoVe encoder (MT-LSTM) alone: context vectors for every token (eqs. 1, 5, 6)",
     },
     "CoveForSequenceClassification": {
+        "kind": "bcn",
         "auto_class": "AutoModelForSequenceClassification",
         "pipeline_tag": "text-classification",
         "tags": ["text-classification", "bcn"],
         "what": "a biattentive classification network (BCN, eqs. 7–16) over a frozen MT-LSTM encoder",
     },
     "CoveForQuestionAnswering": {
+        "kind": "dcn",
         "auto_class": "AutoModelForQuestionAnswering",
         "pipeline_tag": "question-answering",
         "tags": ["question-answering", "dcn", "squad"],
@@ -120,10 +113,18 @@ ARCHITECTURES = {
                 "encoder",
     },
     "CoveForMachineTranslation": {
+        "kind": "mt",
         "auto_class": "AutoModelForSeq2SeqLM",
         "pipeline_tag": "translation",
         "tags": ["translation", "machine-translation", "seq2seq"],
         "what": "the attentional English→German LSTM translation model (eqs. 2–4) whose encoder is CoVe",
+    },
+    "CoveForTokenClassification": {
+        "kind": "tagger",
+        "auto_class": "AutoModelForTokenClassification",
+        "pipeline_tag": "token-classification",
+        "tags": ["token-classification", "sequence-labelling"],
+        "what": "a sequence tagger (one tag per word) over the MT-LSTM encoder",
     },
 }
 HEADS_ON_FROZEN_ENCODER = ("CoveForSequenceClassification", "CoveForQuestionAnswering")
@@ -137,6 +138,7 @@ EXAMPLES = {
     "trec50": "How far is it from Denver to Aspen ?",
 }
 PAIR_EXAMPLE = ("A man is playing a guitar on stage .", "Someone is making music .")
+TAGGER_EXAMPLE = "Angela Merkel visited the Louvre in Paris ."
 
 
 class CardError(ValueError):
@@ -283,19 +285,19 @@ def progress_text(training: dict) -> str:
 
 
 def paper_rows(dataset_key: Optional[str]) -> list:
-    """The paper's numbers for a dataset: [(label, split, {metric type: value})]."""
+    """The paper's numbers for a dataset (`papers`): [(label, split, {metric type: value})]."""
     rows = []
-    if dataset_key in PAPER_TABLE2:
-        metric = "f1" if dataset_key == "squad" else "accuracy"
-        for column, value in zip(PAPER_TABLE2_COLUMNS, PAPER_TABLE2[dataset_key]):
-            rows.append((f"{column} (Table 2)", "validation", {metric: value}))
-        if dataset_key in PAPER_TABLE3_TEST:
-            rows.append(("BCN+Char+CoVe (Table 3)", "test", {"accuracy": PAPER_TABLE3_TEST[dataset_key]}))
+    table2 = papers.table2_row(dataset_key)
+    mt = papers.mt_bleu(dataset_key)
+    if table2:
+        metric = papers.table2_metric(dataset_key)
+        rows += [(f"{column} (Table 2)", "validation", {metric: value}) for column, value in table2.items()]
+        if papers.table3_test(dataset_key) is not None:
+            rows.append((f"{papers.table3_model()} (Table 3)", "test", {"accuracy": papers.table3_test(dataset_key)}))
         if dataset_key == "squad":
-            rows += [(label, "validation (dev)", dict(values)) for label, values in PAPER_SQUAD_DEV]
-    elif dataset_key in PAPER_MT_BLEU:
-        label, split, bleu = PAPER_MT_BLEU[dataset_key]
-        rows.append((label, split, {"bleu": bleu}))
+            rows += [(label, "validation (dev)", values) for label, values in papers.squad_dev()]
+    elif mt is not None:
+        rows.append((mt["model"], mt["split"], {"bleu": mt["bleu"]}))
     return rows
 
 
@@ -304,7 +306,7 @@ def render_paper_comparison(record: dict) -> str:
     rows = paper_rows(key)
     if not rows:
         return (f"The paper reports no number for {record['dataset']['name']} (dataset key {key!r}; keys with paper "
-                f"numbers: {', '.join(DATASET_KEYS)}).")
+                f"numbers: {', '.join(papers.table2_tasks() + papers.mt_datasets())}).")
     ours = {m["type"]: m["value"] for m in record["metrics"]}
     metric_types = [m["type"] for m in record["metrics"]]
     for _, _, values in rows:
@@ -317,11 +319,11 @@ def render_paper_comparison(record: dict) -> str:
         comparable = column is not None and label.startswith(f"{column} (")
         name = f"McCann et al. 2017: {label}" + (" ← comparable setting" if comparable else "")
         table_rows.append([name, split] + [_fmt(values[t]) if t in values else "–" for t in metric_types])
-    if key in PAPER_TABLE2 and not_comparable:
+    if papers.table2_row(key) and not_comparable:
         rows_note = f"No paper column is comparable: {not_comparable}. "
     else:
         rows_note = ""
-    if key in PAPER_MT_BLEU:
+    if papers.mt_bleu(key) is not None:
         note = ("Paper number as printed in McCann et al. (2017) §2 (uncased, tokenized BLEU of the MT model on the "
                 "full training set). ")
     else:
@@ -374,7 +376,7 @@ def render_details(record: dict, config: dict, architecture: str, num_parameters
                      "answers of at most "
                      f"{config.get('dcn_max_answer_length')} tokens.")
     if architecture == "CoveForSequenceClassification" and config.get("id2label"):
-        labels = ", ".join(f"{k}: `{v}`" for k, v in sorted(config["id2label"].items(), key=lambda kv: int(kv[0])))
+        labels = ", ".join(f"{k}: `{v}`" for k, v in _labels(config))
         lines.append(f"- **Labels:** {labels}.")
     if architecture == "CoveForMachineTranslation":
         lines.append(f"- **Target vocabulary:** {config.get('target_vocab_size')} German words "
@@ -383,6 +385,25 @@ def render_details(record: dict, config: dict, architecture: str, num_parameters
         lines.append(f"- **Parameters:** {num_parameters:,} (safetensors).")
     lines.append(f"- **Weights sha256:** `{record['model']['weights_sha256']}`.")
     return "\n".join(lines)
+
+
+def _labels(config: dict) -> list:
+    """config.json's `id2label` as [(id, label)] in id order."""
+    return sorted(((int(k), v) for k, v in (config.get("id2label") or {}).items()), key=lambda kv: kv[0])
+
+
+def render_tag_set(config: dict) -> str:
+    """A tagger's tags (config.json's `id2label`) and how the token-classification pipeline groups them."""
+    tags = _labels(config)
+    if not tags:
+        return f"The tag set is {NOT_RECORDED} (config.json has no `id2label`)."
+    table = _table(["id", "tag"], [[k, f"`{v}`"] for k, v in tags])
+    spans = sorted({v[2:] for _, v in tags if v[:2] in ("B-", "I-")})
+    if not spans:
+        return table
+    return (table + f"\n\nBIO tags over the span types {', '.join(f'`{t}`' for t in spans)}: "
+            '`pipeline("token-classification", aggregation_strategy="simple")` joins a B- tag and the I- tags after '
+            "it into one span (the tokenizer splits words, never sub-words).")
 
 
 def render_intended_use(architecture: str, record: dict) -> str:
@@ -396,6 +417,7 @@ def render_intended_use(architecture: str, record: dict) -> str:
         "CoveForQuestionAnswering": f"Extractive question answering over short English paragraphs like {dataset}.",
         "CoveForMachineTranslation": f"English→German translation of short sentences like {dataset}; mainly the "
                                      "pretraining task of the CoVe encoder.",
+        "CoveForTokenClassification": f"Tagging the words of English text like the {dataset} data it was trained on.",
     }[architecture]
     return f"{specific}\n\n{common}"
 
@@ -405,7 +427,8 @@ def render_loading(architecture: str, record: dict, config: dict, repo_id: str, 
     head = [] if remote else ["import modeling_cove  # registers CoVe with the Auto classes"]
     trust = ", trust_remote_code=True" if remote else ""
     writers = {"CoveModel": _loading_encoder, "CoveForSequenceClassification": _loading_classifier,
-               "CoveForQuestionAnswering": _loading_qa, "CoveForMachineTranslation": _loading_mt}
+               "CoveForQuestionAnswering": _loading_qa, "CoveForMachineTranslation": _loading_mt,
+               "CoveForTokenClassification": _loading_tagger}
     if architecture not in writers:
         raise CardError(f"no loading example for {architecture}")
     return "\n".join(head + writers[architecture](record, config, repo_id, remote, trust))
@@ -483,6 +506,19 @@ def _loading_mt(record: dict, config: dict, repo_id: str, remote: bool, trust: s
         "",
         "# the CoVe encoder alone (the decoder weights are reported as unused):",
         f'encoder = AutoModel.from_pretrained("{repo_id}"{trust})',
+    ]
+
+
+def _loading_tagger(record: dict, config: dict, repo_id: str, remote: bool, trust: str) -> list:
+    return [
+        "from transformers import pipeline",
+        "",
+        f'tagger = pipeline("token-classification", model="{repo_id}", aggregation_strategy="simple"{trust})',
+        f'tagger("{TAGGER_EXAMPLE}")',
+        "",
+        "# or the model itself:",
+        "from transformers import AutoModelForTokenClassification",
+        f'model = AutoModelForTokenClassification.from_pretrained("{repo_id}"{trust})',
     ]
 
 
@@ -579,7 +615,21 @@ def card_data(record: dict, config: dict, repo_id: str, license: str = DEFAULT_L
     )
 
 
-def render_card(
+def write_card(kind: str, data: ModelCardData, **sections) -> ModelCard:
+    """The one card writer: `card_template.md` (Jinja) rendered for `kind` (one of CARD_KINDS) with `sections`, under
+    `data.to_yaml()` as the front matter, parsed back as a `huggingface_hub.ModelCard`. A section the kind's layout
+    needs and `sections` lacks is a CardError (never an empty section)."""
+    if kind not in CARD_KINDS:
+        raise CardError(f"unknown card kind {kind!r}; known: {sorted(CARD_KINDS)}")
+    template = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(TEMPLATE.read_text(encoding="utf-8"))
+    try:
+        text = template.render(card_data=data.to_yaml(), kind=kind, **sections)
+    except jinja2.UndefinedError as err:
+        raise CardError(f"the {kind!r} card: {err} (a section of its layout in card_template.md)") from None
+    return ModelCard(text)
+
+
+def _evaluated_card(
     record: dict,
     config: dict,
     repo_id: str,
@@ -589,11 +639,9 @@ def render_card(
     num_parameters: Optional[int] = None,
     eval_json_name: str = "eval_results.json",
     install: str = DEFAULT_INSTALL,
-) -> str:
-    """The card's text (YAML front matter + Markdown)."""
+) -> ModelCard:
     validate_eval_record(record)
     architecture = _architecture(record, config)
-    data = card_data(record, config, repo_id, license)
     name = repo_id.split("/")[-1]
     summary = (f"**{name}** is {ARCHITECTURES[architecture]['what']}, from *Learned in Translation: Contextualized "
                f"Word Vectors* (McCann et al., 2017), packaged for 🤗 transformers. Evaluated on "
@@ -603,27 +651,32 @@ def render_card(
     curve = (f"![Training curve]({curve_filename})\n\n*Training curve written by the training script.*"
              if curve_filename else "")
     citation = CITATION_COVE + ("\n\n" + CITATION_DCN if architecture == "CoveForQuestionAnswering" else "")
-    values = {
-        "metadata": data.to_yaml(),
-        "eval_json_name": eval_json_name,
-        "weights_sha256_short": record["model"]["weights_sha256"][:12],
-        "title": name,
-        "summary": summary,
-        "details": render_details(record, config, architecture, num_parameters),
-        "intended_use": render_intended_use(architecture, record),
-        "install": install,
-        "load_with_package": render_loading(architecture, record, config, repo_id, remote=False),
-        "load_remote_code": render_loading(architecture, record, config, repo_id, remote=True),
-        "results": render_results(record),
-        "curve": curve,
-        "paper_comparison": render_paper_comparison(record),
-        "training": render_training(record, architecture),
-        "command": record["training"]["command"],
-        "limitations": render_limitations(record, architecture),
-        "citation": citation,
-    }
-    text = Template(TEMPLATE_PATH.read_text(encoding="utf-8")).substitute(values)
-    return re.sub(r"\n{3,}", "\n\n", text)  # an empty section (no curve) leaves no gap
+    return write_card(
+        ARCHITECTURES[architecture]["kind"],
+        card_data(record, config, repo_id, license),
+        eval_json_name=eval_json_name,
+        weights_sha256_short=record["model"]["weights_sha256"][:12],
+        title=name,
+        summary=summary,
+        details=render_details(record, config, architecture, num_parameters),
+        tag_set=render_tag_set(config),
+        intended_use=render_intended_use(architecture, record),
+        install=install,
+        load_with_package=render_loading(architecture, record, config, repo_id, remote=False),
+        load_remote_code=render_loading(architecture, record, config, repo_id, remote=True),
+        results=render_results(record),
+        curve=curve,
+        paper_comparison=render_paper_comparison(record),
+        training=render_training(record, architecture),
+        command=record["training"]["command"],
+        limitations=render_limitations(record, architecture),
+        citation=citation,
+    )
+
+
+def render_card(record: dict, config: dict, repo_id: str, **options) -> str:
+    """The card's text (YAML front matter + Markdown); `options` as for `build_card`."""
+    return str(_evaluated_card(record, config, repo_id, **options))
 
 
 def check_card(card: ModelCard, record: dict) -> None:
@@ -636,8 +689,122 @@ def check_card(card: ModelCard, record: dict) -> None:
         raise CardError(f"the card's model-index {found} does not match the evaluation record {expected}")
 
 
-def build_card(record: dict, config: dict, repo_id: str, **kwargs) -> ModelCard:
-    """Render, parse back with `huggingface_hub.ModelCard`, check the model-index against the record, return."""
-    card = ModelCard(render_card(record, config, repo_id, **kwargs))
+def build_card(record: dict, config: dict, repo_id: str, **options) -> ModelCard:
+    """The card of an evaluated checkpoint from its evaluation record and config.json, its model-index checked
+    against the record. `options`: license, curve_filename, num_parameters (shown when given), eval_json_name,
+    install (the install command shown)."""
+    card = _evaluated_card(record, config, repo_id, **options)
     check_card(card, record)
     return card
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The card of an encoder exported at the end of a pretraining run (from the run's metrics, before any evaluation)
+# ----------------------------------------------------------------------------------------------------------------
+
+ENCODER_EXPORT_TAGS = {"mt": ["cove", "mt-lstm", "contextualized-word-vectors"],
+                       "bilm": ["cove", "elmo", "bilm", "feature-extraction"]}
+
+
+def encoder_export_card(objective: str, config, metrics: Optional[dict], *, path=None,
+                        name: Optional[str] = None) -> ModelCard:
+    """The draft card of the encoder exported from a pretraining run: `objective` "mt" (a translation run; `path` is
+    the export folder, `name` its title, default the folder's name) or "bilm" (a biLM run). `config` is the encoder's
+    CoveConfig, `metrics` the run's metrics JSON; the card states what the run did, "not recorded" where it is
+    silent."""
+    metrics = metrics or {}
+    if objective == "mt":
+        path = Path(path)
+        data = ModelCardData(library_name="transformers", pipeline_tag="feature-extraction", language="en",
+                             tags=ENCODER_EXPORT_TAGS["mt"])
+        return write_card("mt-encoder-export", data, **_mt_export_sections(config, metrics, path, name or path.name))
+    if objective == "bilm":
+        data = ModelCardData(library_name="transformers", tags=ENCODER_EXPORT_TAGS["bilm"])
+        return write_card("bilm-encoder-export", data, **_bilm_export_sections(config, metrics))
+    raise CardError(f"unknown pretraining objective {objective!r}; known: mt, bilm")
+
+
+def _mt_export_sections(config, metrics: dict, path: Path, name: str) -> dict:
+    settings = metrics.get("settings", {})
+    data = metrics.get("data", {})
+    vectors = settings.get("vectors") or settings.get("init_from") or "unknown"
+    stand_in = "w2v-lower" in str(vectors)
+    limitations = [
+        "- The encoder saw only the MT training text: quality depends on its size "
+        "(Multi30k = CoVe-S, IWSLT = CoVe-M, WMT = CoVe-L in the paper).",
+        "- Words without a word vector map to a zero vector, as in the paper.",
+    ]
+    if stand_in:
+        limitations.insert(0, "- Trained with STAND-IN word2vec vectors (not GloVe 840B): not comparable to the "
+                              "published CoVe; use it with the same vectors.")
+    return dict(
+        name=name, hidden=config.hidden_size, out=config.encoder_output_size, dim=config.word_vector_dim,
+        path=str(path), dataset=settings.get("dataset", "unknown"), pairs=data.get("train_pairs_kept", "?"),
+        max_length=settings.get("max_length", "?"), vectors=vectors,
+        vector_note="Stand-in word2vec vectors, NOT GloVe 840B." if stand_in else "",
+        vocab_size=config.vocab_size, target_vocab_size=data.get("target_vocab_size", "?"),
+        optimisation=optimisation_text(settings), grad_clip=settings.get("grad_clip", "?"),
+        batch_size=settings.get("batch_size", "?"), dropout=config.decoder_dropout,
+        progress=pretraining_progress_text(metrics), results=mt_results_table(metrics),
+        limitations="\n".join(limitations), citation=papers.citation(),
+    )
+
+
+def mt_results_table(metrics: dict) -> str:
+    """A translation run's per-epoch records and its test figures, as Markdown."""
+    if not metrics:
+        return "(no metrics recorded)"
+    lines = ["| epoch | lr | train ppl | val ppl | val BLEU |", "|---|---|---|---|---|"]
+    for h in metrics.get("epochs", []):
+        bleu = f"{h['val_bleu']:.2f}" if h.get("val_bleu") is not None else "-"
+        train = f"{h['train_perplexity']:.2f}" if h.get("train_perplexity") is not None else "-"
+        lines.append(f"| {h['epoch']} | {h['lr']:g} | {train} | {h['val_perplexity']:.2f} | {bleu} |")
+    test = metrics.get("test")
+    if test:
+        lines.append("")
+        lines.append(f"Test: BLEU {test['bleu']:.2f} (uncased, tokenized, as the paper reports; beam "
+                     f"{test['num_beams']}), detokenized sacreBLEU {test['sacrebleu']:.2f} "
+                     f"(`{test['sacrebleu_signature']}`), perplexity {test['perplexity']:.2f}.")
+    return "\n".join(lines)
+
+
+def optimisation_text(settings: dict) -> str:
+    """The optimizer and lr schedule a translation run used (its resolved settings), and whether it is the paper's."""
+    if not settings.get("optimizer"):
+        return NOT_RECORDED
+    optimizer = {"sgd": "SGD", "adam": "Adam"}.get(settings["optimizer"], settings["optimizer"])
+    decay, start = settings.get("lr_decay", "?"), settings.get("start_decay_at")
+    factor = "halved" if decay == 0.5 else f"multiplied by {decay}"
+    when = "after validation perplexity first rose" + (f" or from epoch {start} on" if start is not None else "")
+    paper = (settings["optimizer"], settings.get("lr"), decay, start) == ("sgd", 1.0, 0.5, None)
+    source = "the schedule of docs/paper.md §2" if paper else "differs from docs/paper.md §2 (SGD lr 1, halved)"
+    return (f"{optimizer} lr {settings.get('lr', '?')}, {factor} each epoch {when}, stop below "
+            f"{settings.get('min_lr', '?')} ({source})")
+
+
+def pretraining_progress_text(metrics: dict) -> str:
+    """What a pretraining run ran: complete epochs, optimizer steps and the logged stop reason."""
+    epochs = metrics.get("epochs", [])
+    complete = sum(1 for e in epochs if e.get("complete", True))
+    text = f"{complete} complete epoch{'s' if complete != 1 else ''}"
+    if epochs:
+        text += f", {epochs[-1].get('global_step', '?')} optimizer steps"
+    if metrics.get("stop_reason"):
+        text += f" (stopped: {metrics['stop_reason']})"
+    return text
+
+
+def _bilm_export_sections(config, metrics: dict) -> dict:
+    last = (metrics.get("epochs") or [{}])[-1]
+    data = metrics.get("data", {})
+    perplexity = NOT_RECORDED
+    if "heldout_forward_perplexity" in last:
+        perplexity = (f"forward {last['heldout_forward_perplexity']:.1f}, "
+                      f"backward {last['heldout_backward_perplexity']:.1f}")
+    return dict(
+        layers=config.num_hidden_layers, hidden=config.hidden_size, dim=config.word_vector_dim,
+        residual=", residual from layer 1 on" if config.bilm_residual else "",
+        corpora=", ".join(data.get("texts_per_corpus", {})) or NOT_RECORDED,
+        tokens=data.get("train_tokens", NOT_RECORDED), perplexity=perplexity,
+        command=metrics.get("command", NOT_RECORDED), commit=metrics.get("commit", NOT_RECORDED),
+    )

@@ -22,16 +22,18 @@ import re
 from pathlib import Path
 from typing import Optional, Union
 
+from . import papers
+
 SCHEMA_VERSION = 1
 
 # config.json keys that change when a checkpoint is re-saved or published without changing the model.
 VOLATILE_CONFIG_KEYS = ("transformers_version", "_name_or_path", "auto_map", "custom_pipelines")
 
 # Hub task ids a CoVe model is evaluated on (model-index `task.type`).
-TASK_TYPES = ("text-classification", "question-answering", "translation", "feature-extraction")
+TASK_TYPES = ("text-classification", "question-answering", "translation", "feature-extraction", "token-classification")
 
 # Metrics reported in percent (0..100), as in the paper's tables.
-PERCENT_METRICS = ("accuracy", "f1", "exact_match", "bleu")
+PERCENT_METRICS = ("accuracy", "f1", "exact_match", "bleu", "precision", "recall")
 
 WEIGHTS_NAME = "model.safetensors"
 WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
@@ -40,9 +42,6 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 # What the MT-LSTM under a head really was (`training.encoder.kind`): trained on translation; randomly initialised
 # and never trained; not read by the head at all (word vectors only); or not known.
 ENCODER_KINDS = ("pretrained", "random", "unused", "unknown")
-
-# The columns of the paper's Table 2 (`paper_column`): the input the head reads.
-PAPER_COLUMNS = ("Random", "GloVe", "GloVe+Char", "+CoVe-S", "+CoVe-M", "+CoVe-L", "+Char+CoVe-L")
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -376,8 +375,8 @@ def validate_eval_record(record) -> dict:
     if training is not None:
         _check_training(check, training)
     paper_column = record.get("paper_column")
-    if paper_column is not None and paper_column not in PAPER_COLUMNS:
-        check.problems.append(f"paper_column must be one of the paper's Table 2 columns {PAPER_COLUMNS}, "
+    if paper_column is not None and paper_column not in papers.table2_columns():
+        check.problems.append(f"paper_column must be one of the paper's Table 2 columns {papers.table2_columns()}, "
                               f"got {paper_column!r}")
     if check.problems:
         raise EvalRecordError("invalid evaluation record:\n  - " + "\n  - ".join(check.problems))

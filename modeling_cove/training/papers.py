@@ -65,7 +65,8 @@ def table3_model() -> str:
 
 def squad_dev() -> list:
     """§4's SQuAD v1.1 dev results: [(model, {"exact_match": ..., "f1": ...})]."""
-    return [(row["model"], {k: v for k, v in row.items() if k != "model"}) for row in paper_numbers()["squad_dev"]["rows"]]
+    rows = paper_numbers()["squad_dev"]["rows"]
+    return [(row["model"], {k: v for k, v in row.items() if k != "model"}) for row in rows]
 
 
 def mt_bleu(dataset: Optional[str]) -> Optional[dict]:

@@ -1,0 +1,48 @@
+"""The CoVe paper's numbers live in one file (the `papers` preset `mccann2017`), and every reader takes them from it:
+the model cards, the result tables, the classifier's hyperparameters and the main job's report."""
+
+from modeling_cove.training import cards, classifier, papers, results
+from modeling_cove.training.main_job.report import paper_numbers
+from modeling_cove.training.presets import CONFIGURATION, load_preset
+
+# docs/paper.md, typed here independently of the file under test
+TABLE2_TREC6 = {"Random": 88.9, "GloVe": 94.9, "GloVe+Char": 94.7, "+CoVe-S": 94.7, "+CoVe-M": 95.1, "+CoVe-L": 95.8,
+                "+Char+CoVe-L": 95.8}
+TABLE2_IMDB_BY_INPUT = {"random": 88.4, "vectors": 91.1, "vectors+cove": 90.6}
+MT_BLEU = {"multi30k": 38.5, "iwslt": 25.54, "wmt17": 28.96}
+
+
+def test_the_file_holds_the_papers_numbers():
+    assert papers.table2_row("trec6") == TABLE2_TREC6
+    assert papers.table2_by_input("imdb") == TABLE2_IMDB_BY_INPUT
+    assert papers.table2_metric("squad") == "f1" and papers.table2_row("squad")["+Char+CoVe-L"] == 79.9
+    assert papers.table3_test("sst2") == 90.3 and papers.table3_test("squad") is None
+    assert papers.squad_dev() == [("DCN (single model)", {"exact_match": 65.4, "f1": 75.6}),
+                                  ("DCN+Char+CoVe", {"exact_match": 71.3, "f1": 79.9})]
+    assert {key: papers.mt_bleu(key)["bleu"] for key in papers.mt_datasets()} == MT_BLEU
+    assert papers.mt_bleu("multi30k")["test_set"] == "Multi30k test2016 (test_2016_flickr)"
+    assert papers.table2_row("conll2003") == {} and papers.mt_bleu("europarl") is None
+    assert "Learned in Translation" in papers.citation()
+
+
+def test_every_reader_takes_them_from_the_file():
+    assert classifier.load_hyperparameters("trec6")["paper_table2"] == papers.table2_by_input("trec6")
+    run = {"seed": 1, "test_accuracy": 90.0, "test_macro_f1": 89.0, "best_validation_accuracy": 91.0}
+    assert results.summarize("imdb", "vectors+cove", [run])["paper_table2_validation"] == 90.6
+    report = paper_numbers({"preset_content": {"pretrain": {}}, "preset_file": "embedded",
+                            "tasks": [{"task": "trec6", "name": "trec6"}, {"task": "tsv", "name": "mine"}]})
+    assert report["mt_bleu"] == 38.5
+    assert report["mt_note"] == "Multi30k test2016 (test_2016_flickr), uncased, tokenized"
+    assert report["table2"]["trec6"] == {"row": "trec6", "comparable": True, **papers.table2_by_input("trec6")}
+    assert report["table2"]["mine"] == {"row": "sst2", "comparable": False, **papers.table2_by_input("sst2")}
+    rows = cards.paper_rows("trec6")
+    assert [(label, value["accuracy"]) for label, _, value in rows[:7]] == [
+        (f"{column} (Table 2)", value) for column, value in TABLE2_TREC6.items()]
+    assert cards.paper_rows("multi30k") == [("MT-Small (Multi30k) → CoVe-S", "test2016", {"bleu": 38.5})]
+
+
+def test_no_other_configuration_types_a_paper_number():
+    for path in sorted((CONFIGURATION / "tasks").glob("*.yaml")):
+        assert "paper_table2" not in load_preset(path, "tasks"), path
+    for path in sorted((CONFIGURATION / "models").glob("cove-*.json")):
+        assert "paper" not in load_preset(path, "models"), path
