@@ -1,14 +1,19 @@
-"""CoveConfig: one configuration for the CoVe encoder and every head (MT decoder, BCN, DCN).
+"""CoveConfig: one configuration for the CoVe encoder and every head (MT decoder, BCN, DCN, biLM pretraining).
 
-As with `BertConfig`, a single config class serves the base model and all heads. Fields are grouped by the
-part of the model that reads them; every field has a default and is documented below.
+As with `BertConfig`, a single config class serves the base model and all heads, in transformers' typed style: each
+field is a typed dataclass field with its default, grouped by the part of the model that reads it and documented in
+the class docstring, and the `validate_*` methods check the values when a config is built or loaded.
 """
 
+import functools
 import math
 import numbers
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
+import numpy as np
+from huggingface_hub.dataclasses import strict
+from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 from transformers import PreTrainedConfig
 
 COVE_OUTPUT_CHOICES = ("top", "both")
@@ -89,24 +94,16 @@ def is_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _is_real(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+def default_softmax_cutoffs(vocab_size: int) -> list:
+    """The biLM's adaptive softmax cutoffs when `bilm_softmax_cutoffs` is None: the most frequent tenth of the ids in
+    the head, the next two ninths and the rest as two tail clusters ([1] for a 2-word vocabulary)."""
+    return sorted({c for c in (vocab_size // 10, vocab_size // 3) if 1 <= c <= vocab_size - 1}) or [1]
 
 
-def _check_int(name: str, value, minimum: int) -> None:
-    """ValueError unless `value` is an int (not a bool) >= `minimum`."""
-    if not is_int(value) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-
-
-# CoveConfig's fields that `PreTrainedConfig.__init__` sets; the sizes that must be ints >= 1
-BASE_CONFIG_FIELDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
-POSITIVE_INT_FIELDS = (
-    "vocab_size", "word_vector_dim", "hidden_size", "num_hidden_layers", "target_vocab_size", "decoder_embedding_dim",
-    "decoder_hidden_size", "decoder_num_layers", "max_source_length", "bcn_feedforward_dim", "bcn_hidden_size",
-    "bcn_maxout_pool", "dcn_hidden_size", "dcn_pool_size", "dcn_max_iterations", "dcn_max_answer_length",
-)
-DROPOUT_FIELDS = ("encoder_dropout", "decoder_dropout", "bcn_dropout", "dcn_dropout")
+# The types of CoveConfig's number fields: an int field also takes numpy's integers, a float field ints and numpy's
+# numbers (the config took them before its fields were typed); `CoveConfig.__post_init__` stores Python numbers.
+Int = int | np.integer
+Real = float | int | np.integer | np.floating
 
 # Where the code once departed from the papers without a reason (docs/deviations.md): each such form is a bool field,
 # field -> (value in a config saved before `paper_defaults_version` existed, the paper's form). A new config takes
@@ -122,90 +119,88 @@ PAPER_FORM_FIELDS = {
     "dcn_feedforward_dropout": (False, True),
 }
 
+# the fields that `validate_*` check by group, and the choices of each string field
+POSITIVE_INT_FIELDS = (
+    "vocab_size", "word_vector_dim", "hidden_size", "num_hidden_layers", "target_vocab_size", "decoder_embedding_dim",
+    "decoder_hidden_size", "decoder_num_layers", "max_source_length", "bcn_feedforward_dim", "bcn_hidden_size",
+    "bcn_maxout_pool", "dcn_hidden_size", "dcn_pool_size", "dcn_max_iterations", "dcn_max_answer_length",
+)
+DROPOUT_FIELDS = ("encoder_dropout", "decoder_dropout", "bcn_dropout", "dcn_dropout")
+SWITCH_FIELDS = ("include_word_vectors", "freeze_embeddings", "freeze_encoder", "lowercase", "output_final_states",
+                 "bilm_residual", "bilm_tie_softmax", "attention_bias", "bcn_batch_norm", "bcn_pair_input")
+CHOICES = {
+    "cove_output": COVE_OUTPUT_CHOICES, "lstm_implementation": LSTM_IMPLEMENTATION_CHOICES,
+    "encoder_type": ENCODER_TYPE_CHOICES, "mt_loss_reduction": ("token_mean", "sentence"),
+    "bcn_input": BCN_INPUT_CHOICES, "dcn_input": DCN_INPUT_CHOICES,
+}
+FINGERPRINT_PATTERN = r"[1-9][0-9]*:[0-9a-f]{16}"  # tokenization_cove.vocabulary_fingerprint
 
-def resolve_paper_forms(values: dict) -> None:
-    """Fill each `PAPER_FORM_FIELDS` entry of `values` left at None from `values["paper_defaults_version"]` (0: the
-    forms of configs saved before the marker, >= 1: the paper's); ValueError naming a bad marker or field."""
-    version = values["paper_defaults_version"]
-    if not is_int(version) or not 0 <= version <= PAPER_DEFAULTS_VERSION:
-        raise ValueError(f"paper_defaults_version must be an int in [0, {PAPER_DEFAULTS_VERSION}], got {version!r}")
-    for name, (before, paper) in PAPER_FORM_FIELDS.items():
-        if values[name] is None:
-            values[name] = paper if version >= 1 else before
-        elif not isinstance(values[name], bool):
-            raise ValueError(f"{name} must be True, False or None (the default of paper_defaults_version), got "
-                             f"{values[name]!r}")
-
-
-def check_config_values(values: dict) -> None:
-    """`CoveConfig`'s validation of its field `values` (name -> value): a ValueError naming the first bad field."""
-    for name, choices in (("cove_output", COVE_OUTPUT_CHOICES), ("bcn_input", BCN_INPUT_CHOICES)):
-        if values[name] not in choices:
-            raise ValueError(f"{name} must be one of {choices}, got {values[name]!r}")
-    bcn_pooling = values["bcn_pooling"]
-    bad_pool = [p for p in bcn_pooling if p not in BCN_POOLING_CHOICES]
-    if bad_pool or not bcn_pooling:
-        raise ValueError(f"bcn_pooling must be a non-empty list of {BCN_POOLING_CHOICES}, got {list(bcn_pooling)}")
-    for name in POSITIVE_INT_FIELDS:
-        _check_int(name, values[name], minimum=1)
-    _check_int("char_ngram_dim", values["char_ngram_dim"], minimum=0)
-    if values["bcn_max_length"] is not None:
-        _check_int("bcn_max_length", values["bcn_max_length"], minimum=1)
-    if not isinstance(values["bcn_pair_input"], bool):
-        raise ValueError(f"bcn_pair_input must be True or False, got {values['bcn_pair_input']!r}")
-    for name in DROPOUT_FIELDS:
-        if not _is_real(values[name]) or not 0 <= values[name] < 1:
-            raise ValueError(f"{name} must be a probability in [0, 1), got {values[name]!r}")
-    initializer_range = values["initializer_range"]
-    if not _is_real(initializer_range) or not 0 < initializer_range < math.inf:
-        raise ValueError(f"initializer_range must be a finite number > 0 (U(-r, r)), got {initializer_range!r}")
-    # the pad row of the source table (and of the MT target embeddings) is padding_idx and is kept at zero
-    pad_token_id, vocab_size = values["pad_token_id"], values["vocab_size"]
-    target_vocab_size = values["target_vocab_size"]
-    if not is_int(pad_token_id) or not 0 <= pad_token_id < min(vocab_size, target_vocab_size):
-        raise ValueError(
-            f"pad_token_id must be an id of both vocabularies, in [0, {min(vocab_size, target_vocab_size)}) "
-            f"(vocab_size={vocab_size}, target_vocab_size={target_vocab_size}), got {pad_token_id!r}"
-        )
-    fingerprint = values["vocabulary_fingerprint"]
-    if fingerprint is not None and not (
-        isinstance(fingerprint, str) and re.fullmatch(r"[1-9][0-9]*:[0-9a-f]{16}", fingerprint)
-    ):
-        raise ValueError(
-            f"vocabulary_fingerprint must be None or '<size>:<16 lower-case hex digits>' "
-            f"(tokenization_cove.vocabulary_fingerprint), got {fingerprint!r}"
-        )
-    check_bilm_values(values)
-    for name, choices in (("lstm_implementation", LSTM_IMPLEMENTATION_CHOICES),
-                          ("mt_loss_reduction", ("token_mean", "sentence")), ("dcn_input", DCN_INPUT_CHOICES)):
-        if values[name] not in choices:
-            raise ValueError(f"{name} must be one of {choices}, got {values[name]!r}")
+# What each field must be, in the words of the ValueError a bad value gets: "<field> must be <this>, got <value>"
+REQUIREMENTS = {
+    **dict.fromkeys(POSITIVE_INT_FIELDS + ("bcn_max_length",), "an int >= 1"),
+    "char_ngram_dim": "an int >= 0",
+    **dict.fromkeys(DROPOUT_FIELDS, "a probability in [0, 1)"),
+    "initializer_range": "a finite number > 0 (U(-r, r))",
+    "length_penalty_alpha": "a number",
+    **dict.fromkeys(SWITCH_FIELDS, "True or False"),
+    **{name: f"one of {choices}" for name, choices in CHOICES.items()},
+    "vocabulary_fingerprint": "None or '<size>:<16 lower-case hex digits>' (tokenization_cove.vocabulary_fingerprint)",
+    "bilm_softmax_cutoffs": "None or increasing ints in [1, vocab_size - 1]",
+    "bcn_pooling": f"a non-empty list of {BCN_POOLING_CHOICES}",
+    "bcn_maxout_reductions": "a list of ints",
+    **dict.fromkeys(PAPER_FORM_FIELDS, "True, False or None (the default of paper_defaults_version)"),
+    "paper_defaults_version": f"an int in [0, {PAPER_DEFAULTS_VERSION}]",
+    "pad_token_id": "an id of both vocabularies",
+    **dict.fromkeys(("unk_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"), "an int or None"),
+}
 
 
-def default_softmax_cutoffs(vocab_size: int) -> list:
-    """The biLM's adaptive softmax cutoffs when `bilm_softmax_cutoffs` is None: the most frequent tenth of the ids in
-    the head, the next two ninths and the rest as two tail clusters ([1] for a 2-word vocabulary)."""
-    return sorted({c for c in (vocab_size // 10, vocab_size // 3) if 1 <= c <= vocab_size - 1}) or [1]
+def must_be(name: str, value, requirement: str = None) -> str:
+    """The message of a bad value: `<name> must be <requirement or REQUIREMENTS[name]>, got <value>`."""
+    return f"{name} must be {requirement or REQUIREMENTS[name]}, got {value!r}"
 
 
-def check_bilm_values(values: dict) -> None:
-    """The biLM fields of `values`: `encoder_type` one of ENCODER_TYPE_CHOICES, the two switches booleans, and the
-    cutoffs None or increasing ints in [1, vocab_size - 1] (checked against the vocabulary for a biLM only)."""
-    if values["encoder_type"] not in ENCODER_TYPE_CHOICES:
-        raise ValueError(f"encoder_type must be one of {ENCODER_TYPE_CHOICES}, got {values['encoder_type']!r}")
-    for name in ("bilm_residual", "bilm_tie_softmax"):
-        if not isinstance(values[name], bool):
-            raise ValueError(f"{name} must be True or False, got {values[name]!r}")
-    cutoffs = values["bilm_softmax_cutoffs"]
-    if cutoffs is None:
-        return
-    limit = values["vocab_size"] - 1 if values["encoder_type"] == "bilm" else None
-    if (not isinstance(cutoffs, (list, tuple)) or not cutoffs or not all(is_int(c) and c >= 1 for c in cutoffs)
-            or list(cutoffs) != sorted(set(cutoffs)) or (limit is not None and cutoffs[-1] > limit)):
-        raise ValueError(f"bilm_softmax_cutoffs must be None or increasing ints in [1, vocab_size - 1 = "
-                         f"{values['vocab_size'] - 1}], got {cutoffs!r}")
+def _check(valid: bool, name: str, value, requirement: str = None) -> None:
+    if not valid:
+        raise ValueError(must_be(name, value, requirement))
 
 
+def _plain(value):
+    """`value` with numpy scalars as the Python numbers they equal and tuples as lists (what a config.json holds)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _value_errors(cls):
+    """A bad value of `cls` is a `ValueError` naming the field and what it must be, as CoveConfig's always was:
+    `@strict` reports a wrong type on assignment and a failed `validate_*` method with its own error classes, which
+    are re-raised here as `ValueError` (chained): a wrong type with the field's `REQUIREMENTS`, a failed check with
+    the message of its `validate_*` method."""
+    strict_setattr, strict_init = cls.__setattr__, cls.__init__
+
+    @functools.wraps(strict_setattr)
+    def __setattr__(self, name, value):
+        try:
+            strict_setattr(self, name, value)
+        except StrictDataclassFieldValidationError as error:
+            raise ValueError(must_be(name, value) if name in REQUIREMENTS else str(error)) from error
+
+    @functools.wraps(strict_init)
+    def __init__(self, *args, **kwargs):
+        try:
+            strict_init(self, *args, **kwargs)
+        except StrictDataclassClassValidationError as error:
+            raise ValueError(str(error.__cause__)) from error
+
+    cls.__setattr__, cls.__init__ = __setattr__, __init__
+    return cls
+
+
+@_value_errors
+@strict
 class CoveConfig(PreTrainedConfig):
     r"""
     Configuration of a CoVe model (McCann et al. 2017, "Learned in Translation: Contextualized Word Vectors").
@@ -229,7 +224,16 @@ class CoveConfig(PreTrainedConfig):
     One exception kept from before: the BCN with a 1-layer MT-LSTM and `cove_output="both"` reads that layer once
     (layer 1 is the top layer), where the encoder output and the DCN hold it twice.
 
-    Encoder (MT-LSTM, docs/paper.md §1):
+    Validation, when the config is built or loaded: every field has a type, checked on assignment too (an `int`
+    field takes numpy's integers and a `float` field ints and numpy's numbers, stored as Python numbers; a list field
+    takes a tuple, stored as a list), and the `validate_*` methods check the values: sizes, layer counts and lengths
+    ints >= 1 (`char_ngram_dim` >= 0), dropouts in [0, 1), `initializer_range` > 0, each choice among its values,
+    and `pad_token_id` an id of both vocabularies. A bad value is a `ValueError` that names the field and says what
+    it must be.
+
+    Args:
+        > Encoder (MT-LSTM, docs/paper.md §1)
+
         vocab_size (`int`, *optional*, defaults to 50000):
             Number of rows of the (frozen) word-vector table, i.e. the size of the source vocabulary including
             the `[PAD]` (id 0) and `[UNK]` (id 1) rows, which are always zero vectors.
@@ -277,8 +281,9 @@ class CoveConfig(PreTrainedConfig):
             batches run unpacked on the fused LSTM kernel, faster on CPU than packing (same outputs): with more
             than one CPU thread all of them (rows sorted inside, time segments), on a GPU or one CPU thread those
             that are mostly tokens (real tokens >= 0.7 x the padded batch); `encode`'s batches always.
-        lstm_implementation (`str`, *optional*, defaults to `"auto"`, a keyword argument as transformers'
-            `attn_implementation`): how the MT-LSTM runs, with the same results (docs/lstm_kernels.md):
+        lstm_implementation (`str`, *optional*, defaults to `"auto"`):
+            How the MT-LSTM runs, with the same results (docs/lstm_kernels.md; set like transformers'
+            `attn_implementation`, also as `from_pretrained(..., lstm_implementation=...)`):
             `"reference"` (the paper's packed biLSTM, layer by layer), `"unpacked"` (padded rows on the fused kernel,
             one direction at a time; on CPU sorted and in time segments; calls without final states),
             `"single_call"` (the whole biLSTM as one `nn.LSTM` call; top layer only, no dropout between the layers),
@@ -286,7 +291,8 @@ class CoveConfig(PreTrainedConfig):
             reference). A call the chosen strategy cannot serve runs the reference. Change it at run time with
             `model.set_lstm_implementation(...)`.
 
-    biLM encoder (ELMo-style, docs/bilm.md; read when `encoder_type="bilm"`):
+        > biLM encoder (ELMo-style, docs/bilm.md; read when `encoder_type="bilm"`)
+
         encoder_type (`str`, *optional*, defaults to `"mt_lstm"`):
             Which encoder `CoveModel` runs over the word vectors: `"mt_lstm"` (CoVe's MT-LSTM, a stacked biLSTM) or
             `"bilm"` (`CoveBiLMEncoder`: separate forward and backward LSTM stacks, pretrained as a bidirectional
@@ -302,7 +308,8 @@ class CoveConfig(PreTrainedConfig):
         bilm_tie_softmax (`bool`, *optional*, defaults to `True`):
             One output layer shared by the forward and backward LM (ELMo); `False`: one per direction.
 
-    MT decoder (eqs. 2–4, docs/paper.md §2; read by `CoveForMachineTranslation`):
+        > MT decoder (eqs. 2–4, docs/paper.md §2; read by `CoveForMachineTranslation`)
+
         target_vocab_size (`int`, *optional*, defaults to 50000):
             Size of the target (German) vocabulary.
         decoder_embedding_dim (`int`, *optional*, defaults to 300):
@@ -324,7 +331,8 @@ class CoveConfig(PreTrainedConfig):
             token cross-entropy, as every transformers Seq2SeqLM) or `"sentence"` (the paper's: summed token NLL
             divided by the number of sentences in the batch). `nll_sum` and `num_tokens` are returned either way.
 
-    BCN classifier (eqs. 7–16, docs/paper.md §3; read by `CoveForSequenceClassification`):
+        > BCN classifier (eqs. 7–16, docs/paper.md §3; read by `CoveForSequenceClassification`)
+
         bcn_input (`str`, *optional*, defaults to `"vectors+cove"`):
             What the BCN reads per token: `"vectors+cove"` (eq. 6), `"vectors"` (the GloVe-only baseline),
             `"cove"` (CoVe only), `"scalar_mix"` (ELMo-style mix over {[g; g], layer 1, layer 2}, §6) or
@@ -367,7 +375,8 @@ class CoveConfig(PreTrainedConfig):
             second text (`text_pair`); one without is a `ValueError` instead of being read as a single sentence.
             `False`: single texts (duplicated, x = y) and pairs are both accepted.
 
-    DCN question answering (docs/paper.md §4; read by `CoveForQuestionAnswering`):
+        > DCN question answering (docs/paper.md §4; read by `CoveForQuestionAnswering`)
+
         dcn_input (`str`, *optional*, defaults to `"vectors+cove"`):
             What the DCN reads per token: `"vectors+cove"` ([GloVe; CoVe], eq. 6), `"vectors"` (GloVe-only
             baseline) or `"cove"`.
@@ -395,7 +404,8 @@ class CoveConfig(PreTrainedConfig):
             u_{s_{i-1}}, as HMN_start. `False`: HMN_end reads the start chosen in the same iteration, u_{s_i}.
             Default: see `paper_defaults_version`.
 
-    Paper forms (docs/deviations.md lists every difference from the papers):
+        > Paper forms (docs/deviations.md lists every difference from the papers)
+
         paper_defaults_version (`int`, *optional*, defaults to 1):
             Which default the paper-form fields above take when left at `None`: 1 (every new config) the papers'
             forms; 0 the forms of the code before they existed. A `config.json` saved without this key (every
@@ -403,93 +413,146 @@ class CoveConfig(PreTrainedConfig):
             with; `to_dict` writes the marker and every resolved field, so both kinds round-trip. A field given
             explicitly wins over the marker.
 
-    Special token ids (shared with the tokenizer): `pad_token_id` (0), `unk_token_id` (1), and for the MT target
-    side `bos_token_id` / `decoder_start_token_id` (2), `eos_token_id` (3).
+        > Special token ids (shared with the tokenizer)
 
-    Validation: sizes, layer counts and lengths must be ints >= 1 (`char_ngram_dim` >= 0), dropouts in [0, 1),
-    `initializer_range` > 0, and `pad_token_id` an id of both vocabularies (< `vocab_size` and
-    `target_vocab_size`); anything else is a `ValueError` when the config is built (or loaded).
+        pad_token_id (`int`, *optional*, defaults to 0):
+            `<pad>`: the padding id of both vocabularies, so it must be below `vocab_size` and `target_vocab_size`;
+            its rows of the source table and of the MT target embeddings are kept at zero.
+        unk_token_id (`int`, *optional*, defaults to 1):
+            `<unk>`: the id of a word outside the vocabulary (a zero row of the word-vector table).
+        bos_token_id (`int`, *optional*, defaults to 2):
+            `<s>` of the MT target side.
+        eos_token_id (`int`, *optional*, defaults to 3):
+            `</s>` of the MT target side: generation stops there.
+        decoder_start_token_id (`int`, *optional*, defaults to 2):
+            The first input of the MT decoder (`<s>`).
     """
 
     model_type = "cove"
 
-    def __init__(
-        self,
-        # encoder
-        vocab_size=50000,
-        word_vector_dim=300,
-        hidden_size=300,
-        num_hidden_layers=2,
-        encoder_dropout=0.0,
-        encoder_dropout_all_layers=None,
-        cove_output="top",
-        include_word_vectors=False,
-        char_ngram_dim=0,
-        freeze_embeddings=True,
-        freeze_encoder=True,
-        initializer_range=0.1,
-        lowercase=True,
-        vocabulary_fingerprint=None,
-        output_final_states=False,
-        # biLM encoder
-        encoder_type="mt_lstm",
-        bilm_residual=True,
-        bilm_softmax_cutoffs=None,
-        bilm_tie_softmax=True,
-        # MT decoder
-        target_vocab_size=50000,
-        decoder_embedding_dim=300,
-        decoder_hidden_size=600,
-        decoder_num_layers=2,
-        decoder_dropout=0.2,
-        attention_bias=False,
-        max_source_length=75,
-        length_penalty_alpha=1.0,
-        mt_loss_reduction="token_mean",
-        # BCN
-        bcn_input="vectors+cove",
-        bcn_feedforward_dim=300,
-        bcn_hidden_size=300,
-        bcn_pooling=("max", "mean", "min", "self"),
-        bcn_maxout_reductions=(4, 2),
-        bcn_maxout_pool=4,
-        bcn_batch_norm=True,
-        bcn_final_batch_norm=None,
-        bcn_dropout=0.2,
-        bcn_pooling_dropout=None,
-        bcn_independent_dropout=None,
-        bcn_max_length=4096,
-        bcn_pair_input=False,
-        # DCN
-        dcn_input="vectors+cove",
-        dcn_hidden_size=200,
-        dcn_pool_size=16,
-        dcn_max_iterations=4,
-        dcn_max_answer_length=15,
-        dcn_dropout=0.2,
-        dcn_feedforward_dropout=None,
-        dcn_hmn_end_previous_start=None,
-        # paper forms
-        paper_defaults_version=PAPER_DEFAULTS_VERSION,
-        # special tokens
-        pad_token_id=0,
-        unk_token_id=1,
-        bos_token_id=2,
-        eos_token_id=3,
-        decoder_start_token_id=2,
-        **kwargs,
-    ):
-        values = {name: value for name, value in locals().items() if name not in ("self", "kwargs", "__class__")}
-        # a keyword argument, as transformers' `attn_implementation`: `from_pretrained(..., lstm_implementation=...)`
-        values["lstm_implementation"] = kwargs.pop("lstm_implementation", "auto")
-        resolve_paper_forms(values)
-        check_config_values(values)
-        for name, value in values.items():
-            if name not in BASE_CONFIG_FIELDS:
-                listed = name in ("bcn_pooling", "bcn_maxout_reductions") or (name == "bilm_softmax_cutoffs"
-                                                                               and value is not None)
-                setattr(self, name, list(value) if listed else value)
-        super().__init__(**{name: values[name] for name in BASE_CONFIG_FIELDS}, **kwargs)
+    # encoder (MT-LSTM)
+    vocab_size: Int = 50000
+    word_vector_dim: Int = 300
+    hidden_size: Int = 300
+    num_hidden_layers: Int = 2
+    encoder_dropout: Real = 0.0
+    encoder_dropout_all_layers: bool | None = None
+    cove_output: str = "top"
+    include_word_vectors: bool = False
+    char_ngram_dim: Int = 0
+    freeze_embeddings: bool = True
+    freeze_encoder: bool = True
+    initializer_range: Real = 0.1
+    lowercase: bool = True
+    vocabulary_fingerprint: str | None = None
+    output_final_states: bool = False
+    lstm_implementation: str = "auto"
+    # biLM encoder
+    encoder_type: str = "mt_lstm"
+    bilm_residual: bool = True
+    bilm_softmax_cutoffs: list[Int] | tuple[Int, ...] | None = None
+    bilm_tie_softmax: bool = True
+    # MT decoder
+    target_vocab_size: Int = 50000
+    decoder_embedding_dim: Int = 300
+    decoder_hidden_size: Int = 600
+    decoder_num_layers: Int = 2
+    decoder_dropout: Real = 0.2
+    attention_bias: bool = False
+    max_source_length: Int = 75
+    length_penalty_alpha: Real = 1.0
+    mt_loss_reduction: str = "token_mean"
+    # BCN
+    bcn_input: str = "vectors+cove"
+    bcn_feedforward_dim: Int = 300
+    bcn_hidden_size: Int = 300
+    bcn_pooling: list[str] | tuple[str, ...] = ("max", "mean", "min", "self")
+    bcn_maxout_reductions: list[Int] | tuple[Int, ...] = (4, 2)
+    bcn_maxout_pool: Int = 4
+    bcn_batch_norm: bool = True
+    bcn_final_batch_norm: bool | None = None
+    bcn_dropout: Real = 0.2
+    bcn_pooling_dropout: bool | None = None
+    bcn_independent_dropout: bool | None = None
+    bcn_max_length: Int | None = 4096
+    bcn_pair_input: bool = False
+    # DCN
+    dcn_input: str = "vectors+cove"
+    dcn_hidden_size: Int = 200
+    dcn_pool_size: Int = 16
+    dcn_max_iterations: Int = 4
+    dcn_max_answer_length: Int = 15
+    dcn_dropout: Real = 0.2
+    dcn_feedforward_dropout: bool | None = None
+    dcn_hmn_end_previous_start: bool | None = None
+    # paper forms
+    paper_defaults_version: Int = PAPER_DEFAULTS_VERSION
+    # special tokens
+    pad_token_id: Int | None = 0
+    unk_token_id: Int | None = 1
+    bos_token_id: Int | None = 2
+    eos_token_id: Int | None = 3
+    decoder_start_token_id: Int | None = 2
+
+    def __post_init__(self, **kwargs):
+        # numpy scalars and tuples as JSON holds them, so that the config saves and compares as before
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, (np.generic, tuple)) or (isinstance(value, list) and value != _plain(value)):
+                setattr(self, field.name, _plain(value))
+        # a paper-form field left at None takes its form from the marker (0: the code's before, >= 1: the paper's)
+        for name, (before, paper) in PAPER_FORM_FIELDS.items():
+            if getattr(self, name) is None:
+                setattr(self, name, paper if self.paper_defaults_version >= 1 else before)
+        super().__post_init__(**kwargs)
+
+    def validate_sizes(self):
+        """Sizes, layer counts and lengths are ints >= 1 (`char_ngram_dim` >= 0, `bcn_max_length` may be None)."""
+        for name in POSITIVE_INT_FIELDS:
+            _check(getattr(self, name) >= 1, name, getattr(self, name))
+        _check(self.char_ngram_dim >= 0, "char_ngram_dim", self.char_ngram_dim)
+        _check(self.bcn_max_length is None or self.bcn_max_length >= 1, "bcn_max_length", self.bcn_max_length)
+
+    def validate_rates(self):
+        """Dropouts are probabilities in [0, 1), `initializer_range` a finite number > 0 (NaN is neither)."""
+        for name in DROPOUT_FIELDS:
+            _check(0 <= getattr(self, name) < 1, name, getattr(self, name))
+        _check(0 < self.initializer_range < math.inf, "initializer_range", self.initializer_range)
+
+    def validate_choices(self):
+        """Each string field is one of its choices, `bcn_pooling` a non-empty list of pooling operations."""
+        for name, choices in CHOICES.items():
+            _check(getattr(self, name) in choices, name, getattr(self, name))
+        pooling = self.bcn_pooling
+        _check(bool(pooling) and all(p in BCN_POOLING_CHOICES for p in pooling), "bcn_pooling", pooling)
+
+    def validate_pad_token_id(self):
+        """The pad row of the source table (and of the MT target embeddings) is `padding_idx`, kept at zero."""
+        limit = min(self.vocab_size, self.target_vocab_size)
+        if limit < 1:  # `validate_sizes` names the vocabulary size
+            return
+        _check(self.pad_token_id is not None and 0 <= self.pad_token_id < limit, "pad_token_id", self.pad_token_id,
+               f"an id of both vocabularies, in [0, {limit}) (vocab_size={self.vocab_size}, "
+               f"target_vocab_size={self.target_vocab_size})")
+
+    def validate_vocabulary_fingerprint(self):
+        fingerprint = self.vocabulary_fingerprint
+        _check(fingerprint is None or re.fullmatch(FINGERPRINT_PATTERN, fingerprint) is not None,
+               "vocabulary_fingerprint", fingerprint)
+
+    def validate_softmax_cutoffs(self):
+        """`bilm_softmax_cutoffs`: None or increasing ints >= 1, below the vocabulary size for a biLM."""
+        cutoffs = self.bilm_softmax_cutoffs
+        if cutoffs is None or self.vocab_size < 1:  # a bad vocab_size: `validate_sizes` names it
+            return
+        limit = self.vocab_size - 1 if self.encoder_type == "bilm" else math.inf
+        _check(bool(cutoffs) and cutoffs[0] >= 1 and cutoffs == sorted(set(cutoffs)) and cutoffs[-1] <= limit,
+               "bilm_softmax_cutoffs", cutoffs,
+               f"None or increasing ints in [1, vocab_size - 1 = {self.vocab_size - 1}]")
+
+    def validate_paper_defaults_version(self):
+        version = self.paper_defaults_version
+        _check(0 <= version <= PAPER_DEFAULTS_VERSION, "paper_defaults_version", version)
 
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs) -> "CoveConfig":

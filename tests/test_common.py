@@ -7,6 +7,7 @@ transformers user relies on: tuple == `to_tuple()`, unknown keyword arguments re
 (also with the fp32 LSTM fallback forced), training gradients, `torch.export`. `TestCoveConfig` checks the config in
 the manner of transformers' `ConfigTester`."""
 
+import dataclasses
 import inspect
 import json
 import re
@@ -16,6 +17,7 @@ import torch
 from conftest import assert_reproduces, assert_same_weights, simulate_cpu_without_bf16_lstm
 from torch import nn
 from torch.nn import functional as F
+from transformers import PreTrainedConfig
 from transformers.utils import ModelOutput
 
 import modeling_cove  # noqa: F401  (registers the Auto classes)
@@ -803,8 +805,9 @@ class TestCoveForMachineTranslation(CoveModelTesterMixin):
 
 
 def config_parameters():
-    return [p for name, p in inspect.signature(CoveConfig.__init__).parameters.items()
-            if name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    """CoveConfig's own fields (the dataclass fields PreTrainedConfig does not declare)."""
+    inherited = {field.name for field in dataclasses.fields(PreTrainedConfig)}
+    return [field for field in dataclasses.fields(CoveConfig) if field.name not in inherited]
 
 
 class TestCoveConfig:
@@ -812,7 +815,7 @@ class TestCoveConfig:
         doc = CoveConfig.__doc__
         config = CoveConfig()
         for param in config_parameters():
-            assert param.default is not inspect.Parameter.empty, f"{param.name} has no default"
+            assert param.default is not dataclasses.MISSING, f"{param.name} has no default"
             assert re.search(rf"`?{param.name}`? \(`", doc) or f"`{param.name}`" in doc, (
                 f"{param.name} is not documented in CoveConfig's docstring"
             )
@@ -875,7 +878,8 @@ class TestCoveConfig:
                        encoder_dropout_all_layers=False, bcn_final_batch_norm=False, bcn_pooling_dropout=False,
                        bcn_independent_dropout=False, dcn_feedforward_dropout=False,
                        dcn_hmn_end_previous_start=False, paper_defaults_version=0, encoder_type="bilm",
-                       bilm_residual=False, bilm_softmax_cutoffs=[10, 100], bilm_tie_softmax=False)
+                       bilm_residual=False, bilm_softmax_cutoffs=[10, 100], bilm_tie_softmax=False,
+                       lstm_implementation="reference")
         missing = [param.name for param in config_parameters() if param.name not in changed]
         assert not missing, f"fields without a value in this test: {missing}"
         for param in config_parameters():
