@@ -5,7 +5,15 @@ The folder is flat with relative imports only, so it also ships as Hub remote co
 Auto class and the code files a checkpoint carries for it.
 """
 
-import transformers
+import os
+
+# OpenMP reads OMP_WAIT_POLICY once, when torch (imported below) loads it. Every command line of the package (console
+# entry point, `python -m`, scripts/) imports this file before any torch import, so this is the variable's one home:
+# PASSIVE unless the caller set it; "default" asks for OpenMP's own policy (docs/commands.md, "OpenMP").
+if os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE").lower() == "default":
+    del os.environ["OMP_WAIT_POLICY"]
+
+import transformers  # noqa: E402
 from transformers import AutoConfig, AutoModel
 from transformers.pipelines import PIPELINE_REGISTRY
 

@@ -180,7 +180,7 @@ def test_min_lr_default_follows_the_lr_and_a_min_lr_above_it_is_refused():
         resolve_settings(arguments([*adam, "--min-lr", "0.03"]), {})
     cli = subprocess.run([sys.executable, str(SCRIPT), *adam, "--min-lr", "0.001"], env=ENV, capture_output=True,
                          text=True, timeout=300)
-    assert cli.returncode == 1 and "error: min_lr 0.001 >= lr 0.001" in cli.stderr, cli.stderr[-2000:]
+    assert cli.returncode == 2 and "error: min_lr 0.001 >= lr 0.001" in cli.stderr, cli.stderr[-2000:]
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -86,7 +86,7 @@ def test_train_qa_rejects_unknown_model_override_before_any_work(tmp_path):
     cli = subprocess.run([sys.executable, str(REPO / "scripts" / "train_qa.py"), "--checkpoint", "x", "--output-dir",
                           str(out), "--model-override", "dcn_hidden_size"], capture_output=True, text=True,
                          timeout=300, cwd=REPO)
-    assert cli.returncode == 1 and "error: --model-override expects KEY=VALUE" in cli.stderr and not out.exists()
+    assert cli.returncode == 2 and "error: --model-override expects KEY=VALUE" in cli.stderr and not out.exists()
 
 
 def test_two_processes_train_like_one(tiny_squad, tmp_path):

@@ -1,23 +1,51 @@
-"""Training the BCN (`CoveForSequenceClassification`, docs/paper.md §3) with `transformers.Trainer`: task
-hyperparameters (`configuration/tasks/<task>.yaml`), subsampling and tokenisation, the frozen encoder's feature
-cache, the model per column of the CoVe paper's Table 2, the Trainer and its metrics, and what a run writes (the
-metrics JSON, the curves, the best checkpoint and its evaluation JSON for a model card).
+"""Train the BCN (`CoveForSequenceClassification`, docs/paper.md §3) on a classification task with
+`transformers.Trainer`: task hyperparameters (`configuration/tasks/<task>.yaml`), subsampling and tokenisation, the
+frozen encoder's feature cache, the model per column of the CoVe paper's Table 2, the Trainer and its metrics, and what
+a run writes. Command line: `cove-train-classifier` (also `python -m modeling_cove.training.classifier`,
+`scripts/train_classifier.py`); from Python `train_classifier(ClassifierOptions(...))`.
 
-`train_classifier(ClassifierOptions(...))` is the whole run (`scripts/train_classifier.py` is its command line).
+Tasks: sst2 (phrase-level train), sst5, trec6, trec50, imdb (first 200 words), snli (pairs; only dev/test exist
+locally: train on 90% of dev, validate on the other 10%, test on test — see modeling_cove/data.py), tsv (your own
+{train,validation,test}.tsv in --data-dir). Hyperparameters come from the task's yaml; the encoder (word vectors +
+MT-LSTM) is frozen.
+
+Columns of the CoVe paper's Table 2 (`--bcn-input`):
+    random        randomly initialised word vectors, trained with the BCN (N(0, s), s = std of the real vectors;
+                  `--freeze-random-embeddings` keeps them fixed); no MT-LSTM
+    vectors       the checkpoint's word vectors (GloVe or the stand-in vectors), frozen; no MT-LSTM
+    vectors+cove  eq. 6: [vectors; CoVe] — the CoVe column for the encoder given with --encoder
+    cove, scalar_mix   CoVe only / ELMo-style scalar mix over {[g; g], layer 1, layer 2} (docs/paper.md §6)
+    vectors+scalar_mix   ELMo's [x; ELMo_task]: the vectors, then that mix (for a biLM encoder: docs/bilm.md)
+
+Because the encoder is frozen, the MT-LSTM states of every split are computed ONCE and cached on disk under
+--cache-dir (modeling_cove/feature_cache.py), keyed by the encoder weights, the layers used and the token ids. The
+best checkpoint by validation accuracy is evaluated on test (accuracy, macro-F1) and saved with the tokenizer to
+<output-dir>/best (loads with `pipeline("text-classification", model=<output-dir>/best)`), beside
+<output-dir>/eval_results.json (the model card's input). <output-dir>/metrics.json holds the command, commit,
+hyperparameters, why training stopped, per-epoch wall time and validation curve, test figures; curve.png the curves.
+
 It runs as one process or as N under `accelerate launch` / `torchrun` (DDP through the Trainer): every process
 trains; the main process alone writes the feature cache (the others wait for it, then read it), the best
-checkpoint, the evaluation JSON, the metrics and the curves. The configured `batch_size` is the global batch: each
-of N processes takes `batch_size / N` examples per step, so a run means the same with 1 or N processes.
+checkpoint, the evaluation JSON, the metrics and the curves. --batch-size is the global batch: each of N processes
+takes batch_size / N examples per step, so a run means the same with 1 or N processes:
+    accelerate launch --num_processes 2 -m modeling_cove.training.classifier --task trec6 --encoder runs/cove-s ...
+
+Examples (DATA: a local data folder laid out as docs/data.md describes; without --data-dir, the Hub's datasets):
+    cove-train-classifier --task trec6 --encoder runs/cove-s --bcn-input vectors+cove --seed 1 \\
+        --data-dir DATA --output-dir runs/bcn/trec6/vectors+cove-seed1
+    cove-train-classifier --task trec6 --encoder runs/vocab --bcn-input vectors+cove \\
+        --data-dir DATA --limit 200 --max-steps 5 --output-dir /tmp/bcn-smoke     # smoke run
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 import numpy as np
 import torch
@@ -27,7 +55,8 @@ from . import papers
 from .cards_record import weights_fingerprint
 from .collators import BCNCollator
 from .presets import CONFIGURATION, PresetError, load_preset
-from .run_info import REPO, git_commit, machine_info, plot_curves, write_json
+from .cli import REQUIRED, fail, option, parse_options
+from .run_info import command_line, git_commit, machine_info, plot_curves, write_json
 
 TASK_CONFIG_DIR = CONFIGURATION / "tasks"
 TASKS = ("sst2", "sst5", "trec6", "trec50", "imdb", "snli", "tsv")
@@ -71,50 +100,58 @@ NAN_INF_FILTER = True
 
 @dataclass
 class ClassifierOptions:
-    """One BCN run; the fields are `scripts/train_classifier.py`'s flags (None: the task yaml's value)."""
+    """One BCN run; the fields are the flags of cove-train-classifier (None: the task yaml's value)."""
 
-    task: str
-    encoder: str
-    bcn_input: str = "vectors+cove"
-    data_dir: Optional[str] = None
-    output_dir: Optional[str] = None
-    config: Optional[str] = None
-    seed: int = 1
-    epochs: Optional[float] = None
-    batch_size: Optional[int] = None
-    learning_rate: Optional[float] = None
-    dropout: Optional[float] = None
-    sampling: Optional[str] = None
-    max_steps: int = -1
-    limit: Optional[int] = None
-    max_train_examples: Optional[int] = None
-    train_fraction: Optional[float] = None
-    max_eval_examples: Optional[int] = None
-    cache_dir: Optional[str] = str(REPO / "runs" / "cove-features")
-    no_feature_cache: bool = False
-    max_cache_gb: float = 4.0
-    freeze_random_embeddings: bool = False
-    threads: Optional[int] = None
-    keep_checkpoints: bool = False
-    no_save_model: bool = False
-    overwrite: bool = False
+    task: Literal[TASKS] = option("tsv: --data-dir is a folder with {train,validation,test}.tsv (columns text, "
+                                  "label)", REQUIRED)
+    encoder: str = option("CoVe checkpoint dir (tokenizer + word vectors + MT-LSTM)", REQUIRED)
+    bcn_input: Literal[COLUMNS] = option("Table 2 column (see above)", "vectors+cove")
+    data_dir: Optional[str] = option("local data folder laid out as docs/data.md describes (default: $COVE_DATA_DIR "
+                                     "on the command line, else the Hub's datasets)")
+    output_dir: Optional[str] = option("default: runs/bcn/<task>/<bcn-input>-seed<seed> under the current folder")
+    config: Optional[str] = option("task yaml (default: the task's own, configuration/tasks/<task>.yaml)")
+    seed: int = option("seed of the initialisation, dropout and batch order", 1)
+    epochs: Optional[float] = option("override the yaml")
+    batch_size: Optional[int] = option("override the yaml; the global batch (a multiple of the number of processes)")
+    learning_rate: Optional[float] = option("override the yaml")
+    dropout: Optional[float] = option("override the yaml")
+    sampling: Optional[Literal["group_by_length", "random"]] = option("override the yaml")
+    max_steps: int = option("stop after N optimizer steps (smoke runs)", -1)
+    limit: Optional[int] = option("use only the first N examples of each split (smoke)")
+    max_train_examples: Optional[int] = option(
+        "train on a random N of the training split (a CPU-budget run: IMDb); the same examples for every column and "
+        "seed (a fixed seed), recorded in metrics.json and the eval JSON")
+    train_fraction: Optional[float] = option(
+        "train on this fraction (0-1] of the training split, a random subset as --max-train-examples (a smaller "
+        "fraction's examples are part of a larger one's): the sample-efficiency curve")
+    max_eval_examples: Optional[int] = option("validate and test on a random N of each of those splits (as "
+                                              "--max-train-examples)")
+    cache_dir: Optional[str] = option("CoVe feature cache", str(Path("runs") / "cove-features"))
+    no_feature_cache: bool = option("run the MT-LSTM every step instead", False)
+    max_cache_gb: float = option("skip the feature cache when all splits' states would exceed this size (IMDb: "
+                                 "~30 GB); the MT-LSTM then runs inside every step (on CPU it is <10%% of a BCN "
+                                 "training step)", 4.0)
+    freeze_random_embeddings: bool = option("random column: keep vectors fixed", False)
+    threads: Optional[int] = option("torch.set_num_threads")
+    keep_checkpoints: bool = option("keep the Trainer's checkpoint folders", False)
+    no_save_model: bool = option("do not write <output-dir>/best", False)
+    overwrite: bool = option("replace an existing output folder", False)
 
     def __post_init__(self):
         if self.task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
         if self.bcn_input not in COLUMNS:
             raise ValueError(f"bcn_input must be one of {COLUMNS}, got {self.bcn_input!r}")
+        for name in ("max_train_examples", "max_eval_examples"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.train_fraction is not None:
             if not 0.0 < self.train_fraction <= 1.0:
                 raise ValueError(f"train_fraction must be in (0, 1], got {self.train_fraction}")
             if self.max_train_examples is not None:
                 raise ValueError("give train_fraction or max_train_examples, not both")
         if self.output_dir is None:
-            self.output_dir = str(REPO / "runs" / "bcn" / self.task / f"{self.bcn_input}-seed{self.seed}")
-
-    @classmethod
-    def from_namespace(cls, namespace) -> "ClassifierOptions":
-        return cls(**{f.name: getattr(namespace, f.name) for f in fields(cls) if hasattr(namespace, f.name)})
+            self.output_dir = str(Path("runs") / "bcn" / self.task / f"{self.bcn_input}-seed{self.seed}")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -663,3 +700,20 @@ def finish_run(trainer, tokenizer, options: ClassifierOptions, run: dict, timer:
                 f"BCN {options.task} ({options.bcn_input}, seed {options.seed}): test acc "
                 f"{100 * run['test']['accuracy']:.2f}")
     log(f"wrote {output_dir / 'metrics.json'} and {output_dir / 'curve.png'}")
+
+
+def main(argv=None):
+    """cove-train-classifier: ClassifierOptions from the command line (--data-dir defaults to $COVE_DATA_DIR), then
+    `train_classifier`; a bad input (existing output folder, missing file, unknown preset) ends in one line, exit 2."""
+    options = parse_options(ClassifierOptions, argv, description=__doc__)
+    if options.data_dir is None:
+        options.data_dir = os.environ.get("COVE_DATA_DIR")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return train_classifier(options, command=command_line([sys.argv[0], *argv]))
+    except (FileExistsError, FileNotFoundError, PresetError) as err:  # a bad input, named; nothing was trained
+        fail(err)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,4 +1,10 @@
-"""Export the encoder of a trained CoVe MT checkpoint as a CoVe checkpoint (the "CoVe" of the paper).
+"""Export the encoder of a trained CoVe MT checkpoint as a CoVe checkpoint (the "CoVe" of the paper). Command line:
+`cove-export-encoder` (also `python -m modeling_cove.training.export`, `scripts/export_encoder.py`):
+
+    cove-export-encoder --mt-checkpoint runs/cove-small/mt --output-dir runs/cove-small/encoder
+    cove-export-encoder --mt-checkpoint runs/cove-small/mt --output-dir runs/cove-small-tasks \\
+        --vocab-from runs/vocab          # same MT-LSTM, the (larger) vocabulary of a cove-build-vocab checkpoint
+
 
 The result holds the source tokenizer, a config with `freeze_encoder=true` (and no decoder), the fixed word vectors +
 MT-LSTM weights as safetensors, the code files for `trust_remote_code=True`, and a draft model card README.md that
@@ -13,14 +19,129 @@ those vectors.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import torch
 
-from .cards import encoder_export_card
+from .cli import REQUIRED, fail, option, parse_options
 from .run_info import write_json
+
+CARD = """---
+library_name: transformers
+pipeline_tag: feature-extraction
+language: en
+tags:
+- cove
+- mt-lstm
+- contextualized-word-vectors
+---
+
+# {name}: CoVe MT-LSTM encoder (draft model card)
+
+Context vectors (CoVe, McCann et al. 2017, *Learned in Translation: Contextualized Word Vectors*): the 2-layer
+bidirectional LSTM encoder (hidden {hidden} per direction, {out}-d output) of an attentional English→German
+translation model, over fixed {dim}-d word vectors. Weights are frozen (`freeze_encoder=true`); downstream models
+read `last_hidden_state` (CoVe(w), eq. 5) or load with `include_word_vectors=True` for `[GloVe(w); CoVe(w)]` (eq. 6).
+
+```python
+import modeling_cove  # or trust_remote_code=True without the package
+from transformers import AutoModel, AutoTokenizer
+enc = AutoModel.from_pretrained("{path}")
+tok = AutoTokenizer.from_pretrained("{path}")
+out = enc(**tok(["A man is playing a guitar ."], return_tensors="pt"))
+out.last_hidden_state  # (1, T, {out})
+```
+
+## Training
+- MT data: {dataset} (English→German), {pairs} training pairs after dropping pairs longer than {max_length} tokens.
+- Word vectors (fixed): `{vectors}`. {vector_note}
+- Tokenization: lower-cased Moses-style (source: the saved CoVe tokenizer; target: sacremoses `de`).
+- Vocabulary: {vocab_size} source entries (special tokens included); the target side had {target_vocab_size}.
+- Optimisation: {optimisation}; gradient-norm clip {grad_clip}; global batch {batch_size} sentences;
+  dropout {dropout}; {progress}.
+
+## Results of the MT model
+{results}
+
+## Limitations
+{limitations}
+
+## Citation
+McCann, Bradbury, Xiong, Socher (2017). Learned in Translation: Contextualized Word Vectors. NeurIPS.
+"""
+
+
+def results_table(metrics: dict) -> str:
+    if not metrics:
+        return "(no metrics recorded)"
+    lines = ["| epoch | lr | train ppl | val ppl | val BLEU |", "|---|---|---|---|---|"]
+    for h in metrics.get("epochs", []):
+        bleu = f"{h['val_bleu']:.2f}" if h.get("val_bleu") is not None else "-"
+        train = f"{h['train_perplexity']:.2f}" if h.get("train_perplexity") is not None else "-"
+        lines.append(f"| {h['epoch']} | {h['lr']:g} | {train} | {h['val_perplexity']:.2f} | {bleu} |")
+    test = metrics.get("test")
+    if test:
+        lines.append("")
+        lines.append(f"Test: BLEU {test['bleu']:.2f} (uncased, tokenized, as the paper reports; beam "
+                     f"{test['num_beams']}), detokenized sacreBLEU {test['sacrebleu']:.2f} "
+                     f"(`{test['sacrebleu_signature']}`), perplexity {test['perplexity']:.2f}.")
+    return "\n".join(lines)
+
+
+def optimisation_text(settings: dict) -> str:
+    """The optimizer and lr schedule the run used (its resolved settings), and whether it is the paper's."""
+    if not settings.get("optimizer"):
+        return "not recorded"
+    optimizer = {"sgd": "SGD", "adam": "Adam"}.get(settings["optimizer"], settings["optimizer"])
+    decay, start = settings.get("lr_decay", "?"), settings.get("start_decay_at")
+    factor = "halved" if decay == 0.5 else f"multiplied by {decay}"
+    when = "after validation perplexity first rose" + (f" or from epoch {start} on" if start is not None else "")
+    paper = (settings["optimizer"], settings.get("lr"), decay, start) == ("sgd", 1.0, 0.5, None)
+    source = "the schedule of docs/paper.md §2" if paper else "differs from docs/paper.md §2 (SGD lr 1, halved)"
+    return (f"{optimizer} lr {settings.get('lr', '?')}, {factor} each epoch {when}, stop below "
+            f"{settings.get('min_lr', '?')} ({source})")
+
+
+def progress_text(metrics: dict) -> str:
+    """What was run: complete epochs, optimizer steps and the logged stop reason."""
+    epochs = (metrics or {}).get("epochs", [])
+    complete = sum(1 for e in epochs if e.get("complete", True))
+    text = f"{complete} complete epoch{'s' if complete != 1 else ''}"
+    if epochs:
+        text += f", {epochs[-1].get('global_step', '?')} optimizer steps"
+    if (metrics or {}).get("stop_reason"):
+        text += f" (stopped: {metrics['stop_reason']})"
+    return text
+
+
+def model_card(out_dir: Path, config, metrics: dict, name: str = None) -> str:
+    settings = (metrics or {}).get("settings", {})
+    data = (metrics or {}).get("data", {})
+    vectors = settings.get("vectors") or settings.get("init_from") or "unknown"
+    stand_in = "w2v-lower" in str(vectors)
+    limitations = [
+        "- The encoder saw only the MT training text: quality depends on its size "
+        "(Multi30k = CoVe-S, IWSLT = CoVe-M, WMT = CoVe-L in the paper).",
+        "- Words without a word vector map to a zero vector, as in the paper.",
+    ]
+    if stand_in:
+        limitations.insert(0, "- Trained with STAND-IN word2vec vectors (not GloVe 840B): not comparable to the "
+                              "published CoVe; use it with the same vectors.")
+    return CARD.format(
+        name=name or out_dir.name, hidden=config.hidden_size, out=config.encoder_output_size, dim=config.word_vector_dim,
+        path=str(out_dir), dataset=settings.get("dataset", "unknown"), pairs=data.get("train_pairs_kept", "?"),
+        max_length=settings.get("max_length", "?"), vectors=vectors,
+        vector_note="Stand-in word2vec vectors, NOT GloVe 840B." if stand_in else "",
+        vocab_size=config.vocab_size, target_vocab_size=data.get("target_vocab_size", "?"),
+        optimisation=optimisation_text(settings), grad_clip=settings.get("grad_clip", "?"),
+        batch_size=settings.get("batch_size", "?"), dropout=config.decoder_dropout, progress=progress_text(metrics),
+        results=results_table(metrics), limitations="\n".join(limitations),
+    )
 
 
 def swap_vocabulary(state: dict, config, tokenizer, vocab_from):
@@ -96,7 +217,7 @@ def export_encoder(mt_checkpoint, output_dir, metrics: dict = None, vocab_from=N
     shutil.rmtree(tmp, ignore_errors=True)
     encoder.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    encoder_export_card("mt", config, metrics, path=output_dir, name=name).save(tmp / "README.md")
+    (tmp / "README.md").write_text(model_card(output_dir, config, metrics, name=name))
     if metrics:
         write_json(tmp / "mt_metrics.json", metrics)
     check_export(tmp, mt, same_vocabulary=vocab_from is None)
@@ -104,3 +225,31 @@ def export_encoder(mt_checkpoint, output_dir, metrics: dict = None, vocab_from=N
         shutil.rmtree(output_dir)
     os.replace(tmp, output_dir)
     return output_dir
+
+
+@dataclass
+class ExportArguments:
+    """The flags of cove-export-encoder."""
+
+    mt_checkpoint: str = option("a CoveForMachineTranslation checkpoint (cove-train-mt's mt/)", REQUIRED)
+    output_dir: str = option("the encoder checkpoint folder to write", REQUIRED)
+    vocab_from: Optional[str] = option("CoVe checkpoint whose tokenizer + vectors to use instead")
+    metrics: Optional[str] = option("metrics.json of the MT run (for the model card; default: the one beside "
+                                    "--mt-checkpoint, if any)")
+    name: Optional[str] = option("model name for the card (default: the output folder's name)")
+
+
+def main(argv=None):
+    """cove-export-encoder: the encoder of --mt-checkpoint as a CoVe checkpoint in --output-dir."""
+    args = parse_options(ExportArguments, argv, description=__doc__)
+    if not Path(args.mt_checkpoint, "config.json").exists():
+        fail(f"{args.mt_checkpoint} is not a checkpoint folder (no config.json)")
+    metrics_path = Path(args.metrics) if args.metrics else Path(args.mt_checkpoint).parent / "metrics.json"
+    metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else None
+    out = export_encoder(args.mt_checkpoint, args.output_dir, metrics=metrics, vocab_from=args.vocab_from,
+                         name=args.name)
+    print(f"exported encoder -> {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,24 +1,40 @@
 """Pretrain CoVe: train the attentional English->German MT model (McCann et al. 2017, docs/paper.md §2) with
-Accelerate, then export its encoder (the MT-LSTM) as a CoVe checkpoint.
+Accelerate, then export its encoder (the MT-LSTM) as a CoVe checkpoint. Command line: `cove-train-mt` (also
+`python -m modeling_cove.training.mt`, `scripts/train_mt.py`); from Python `train_mt(MTArguments(...))`.
 
-    from modeling_cove.training.mt import MTArguments, train_mt
-    train_mt(MTArguments(output_dir="runs/cove-small", preset="cove-small", data_dir="../shared/data",
-                         vectors="../shared/data/vectors/w2v-lower-300d.txt.xz"))
+The same command runs on one CPU, on N GPUs and as real 2-process DDP on CPU (gloo):
 
-The same code runs on one CPU, on N GPUs and as real N-process DDP on CPU (gloo) under `accelerate launch`/torchrun.
-Training follows the paper: SGD lr 1.0, halved every epoch once validation perplexity has risen for the first time,
-stop when lr < 0.03 (0.03 x lr by default, see `mt_schedule`), or after max_epochs / max_steps / the time budget,
-each stop logged with its reason; gradient-norm clip 5; batch 64 sentences (global, split over the processes); pairs
-longer than 75 tokens dropped; vocabularies <= 50k per side; fixed source word vectors; loss = summed token NLL /
-batch size. Batches are length-grouped with the order a function of (seed, epoch) only, so `resume` replays it
-exactly (`pretraining`).
+    cove-train-mt --preset cove-small --data-dir DATA --vectors DATA/vectors/w2v-lower-300d.txt.xz \\
+        --output-dir runs/cove-small
+    accelerate launch --config_file configuration/accelerate/multi_gpu.yaml -m modeling_cove.training.mt ...  # N GPUs
+    accelerate launch --config_file configuration/accelerate/cpu_ddp.yaml -m modeling_cove.training.mt ...    # 2 CPUs
+    cove-train-mt ... --output-dir runs/cove-small --resume    # continue exactly where it stopped
 
-Settings: built-in DEFAULTS < the preset's "training" block < MTArguments given.
+DATA is a local data folder laid out as docs/data.md describes; without --data-dir the datasets come from the Hub.
 
-Outputs in output_dir:
+Training follows docs/paper.md §2: SGD lr 1.0, halved every epoch once validation perplexity has risen for the first
+time, stop when lr < --min-lr (default 0.03 x lr: the paper's 0.03 at lr 1.0), or after --max-epochs, --max-steps or
+--time-budget-minutes; every stop is logged with its reason and recorded as `stop_reason` in metrics.json.
+Gradient-norm clip 5; batch 64 sentences (global, split over the processes); pairs longer than 75 tokens dropped;
+vocabularies <= 50k per side; fixed source word vectors; loss = summed token NLL / batch size. Batches are
+length-grouped with the order a function of (seed, epoch) only, so --resume replays it exactly (`mt_data`,
+`mt_state`). Options outside the paper, off by default: --start-decay-at N (also halve from epoch N on, OpenNMT-py's
+-start_decay_at), --time-budget-minutes, --optimizer adam (e.g. --lr 0.001; --min-lr defaults to 3e-05 then).
+Settings: built-in DEFAULTS < the preset's "training" block < the flags given.
+
+CoVe-S on 2 CPU cores (~60 min; the paper's schedule needs more epochs than fit, hence the earlier decay):
+    cove-train-mt --preset cove-small --data-dir DATA --vectors DATA/vectors/w2v-lower-300d.txt.xz \\
+        --output-dir runs/cove-small --num-threads 2 --max-epochs 10 --start-decay-at 5 --time-budget-minutes 55
+
+Source vocabulary and vectors: --init-from DIR takes a CoVe checkpoint (e.g. from cove-build-vocab) and uses its
+tokenizer, word vectors and MT-LSTM initialisation; otherwise --vectors FILE builds the vocabulary from the training
+source side (every word with a vector, plus words without one seen >= --source-min-freq times, at most --max-vocab
+entries) with the vectors fixed. Target side: lower-cased sacremoses German tokens.
+
+Outputs in --output-dir:
     mt/                  final MT checkpoint (AutoModelForSeq2SeqLM; source tokenizer; target_tokenizer/)
     encoder/             the trained encoder alone: a CoVe checkpoint for AutoModel/AutoTokenizer + README.md card
-    checkpoints/step-N/  accelerate save_state + trainer_state.json (every epoch, and every save_steps)
+    checkpoints/step-N/  accelerate save_state + trainer_state.json (every epoch, and every --save-steps)
     metrics.json         data statistics, per-epoch train/val perplexity and BLEU, test BLEU, speed, stop reason
     curves.png           loss / perplexity / BLEU curves
 """
@@ -28,12 +44,13 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
 import torch
 
+from .cli import REQUIRED, fail, option, parse_options
 from .mt_data import build_mt_checkpoint, load_raw_splits, prepare_splits, tokenize_batch
 from .mt_schedule import resolve_min_lr
 from .presets import load_preset
@@ -71,62 +88,58 @@ class MTSetupError(ValueError):
     """Arguments, presets or an output folder that a run cannot start from; the message says which and why."""
 
 
-def _option(help_text: str, default=None, **extra):
-    return field(default=default, metadata={"help": help_text, **extra})
-
-
 @dataclass
 class MTArguments:
-    """Everything a run of `train_mt` takes (the command line of scripts/train_mt.py is built from these fields).
+    """Everything a run of `train_mt` takes (the flags of cove-train-mt are these fields).
     Training settings left at None come from the preset's "training" block, else from DEFAULTS."""
 
-    output_dir: str = field(metadata={"help": "run folder: mt/, encoder/, checkpoints/, metrics.json, curves.png"})
-    preset: Optional[str] = _option("configuration/models preset name or .json file: config + data + training")
-    data_dir: Optional[str] = _option("local data folder (like ../shared/data); default: Hub ids")
-    dataset: Optional[str] = _option("tsv: data_dir holds {train,validation,test}.tsv (columns en, de)",
+    output_dir: str = option("run folder: mt/, encoder/, checkpoints/, metrics.json, curves.png", REQUIRED)
+    preset: Optional[str] = option("configuration/models preset name or .json file: config + data + training")
+    data_dir: Optional[str] = option("local data folder laid out as docs/data.md describes; default: Hub ids")
+    dataset: Optional[str] = option("tsv: data_dir holds {train,validation,test}.tsv (columns en, de)",
                                      choices=["multi30k", "iwslt", "wmt17", "tsv"])
-    vectors: Optional[str] = _option("GloVe-format word vectors (.txt/.gz/.xz) for the source side")
-    vectors_lowercase: bool = _option("look words up lower-cased in a cased vectors file (GloVe 840B)", False)
-    init_from: Optional[str] = _option("CoVe checkpoint dir: source tokenizer, vectors, MT-LSTM init")
-    config_overrides: Optional[str] = _option("JSON object of CoveConfig fields (after the preset); from Python "
+    vectors: Optional[str] = option("GloVe-format word vectors (.txt/.gz/.xz) for the source side")
+    vectors_lowercase: bool = option("look words up lower-cased in a cased vectors file (GloVe 840B)", False)
+    init_from: Optional[str] = option("CoVe checkpoint dir: source tokenizer, vectors, MT-LSTM init")
+    config_overrides: Optional[str] = option("JSON object of CoveConfig fields (after the preset); from Python "
                                               "also a dict")
-    resume: bool = _option("continue from the latest checkpoint in output_dir", False)
-    overwrite: bool = _option("delete an existing output_dir first", False)
-    optimizer: Optional[str] = _option("sgd (the paper: plain SGD, lr 1.0) or adam (use lr ~1e-3)",
+    resume: bool = option("continue from the latest checkpoint in output_dir", False)
+    overwrite: bool = option("delete an existing output_dir first", False)
+    optimizer: Optional[str] = option("sgd (the paper: plain SGD, lr 1.0) or adam (use lr ~1e-3)",
                                        choices=["sgd", "adam"])
-    lr: Optional[float] = _option("initial learning rate")
-    lr_decay: Optional[float] = _option("lr factor per epoch once the decay has started")
-    min_lr: Optional[float] = _option("stop when the lr falls below this (default 0.03 x lr; must be < lr)")
-    start_decay_at: Optional[int] = _option("also decay the lr after every epoch >= this one (OpenNMT-py's "
+    lr: Optional[float] = option("initial learning rate")
+    lr_decay: Optional[float] = option("lr factor per epoch once the decay has started")
+    min_lr: Optional[float] = option("stop when the lr falls below this (default 0.03 x lr; must be < lr)")
+    start_decay_at: Optional[int] = option("also decay the lr after every epoch >= this one (OpenNMT-py's "
                                             "-start_decay_at; default: only after validation perplexity first rises)")
-    time_budget_minutes: Optional[float] = _option("stop at the end of the epoch after which another epoch would "
+    time_budget_minutes: Optional[float] = option("stop at the end of the epoch after which another epoch would "
                                                    "exceed this wall time")
-    max_epochs: Optional[int] = _option("stop after this many epochs")
-    max_steps: Optional[int] = _option("stop after this many optimizer steps (smoke runs)")
-    batch_size: Optional[int] = _option("GLOBAL batch size in sentence pairs")
-    max_length: Optional[int] = _option("drop training pairs longer than this (tokens)")
-    grad_clip: Optional[float] = _option("gradient-norm clip")
-    chunk_batches: Optional[int] = _option("length grouping: sort within this many batches")
-    seed: Optional[int] = _option("seed of the data order, initialisation and dropout")
-    max_vocab: Optional[int] = _option("entries per side, special tokens included")
-    source_min_freq: Optional[int] = _option("keep source words WITHOUT a vector seen this often")
-    target_min_freq: Optional[int] = _option("keep target words seen this often")
-    limit_train: Optional[int] = _option("use only the first N training pairs")
-    limit_eval: Optional[int] = _option("use only the first N validation/test pairs")
-    eval_batch_size: Optional[int] = _option("sentences per evaluation batch")
-    eval_num_beams: Optional[int] = _option("beam size for the per-epoch validation BLEU")
-    test_num_beams: Optional[int] = _option("beam size for the final test BLEU")
-    no_bleu: bool = _option("skip BLEU (perplexity only) during training", False)
-    no_test: bool = _option("skip the final test-set evaluation", False)
-    no_export: bool = _option("do not export the encoder at the end", False)
-    save_steps: int = _option("also checkpoint every N steps (0: every epoch only)", 0)
-    keep_checkpoints: int = _option("newest checkpoints kept", 2)
-    log_every: int = _option("record the mean training loss every N steps", 10)
-    cpu: bool = _option("run on CPU even if a GPU is present", False)
-    find_unused_parameters: bool = _option("DDP find_unused_parameters=True (only needed if some trainable weight "
+    max_epochs: Optional[int] = option("stop after this many epochs")
+    max_steps: Optional[int] = option("stop after this many optimizer steps (smoke runs)")
+    batch_size: Optional[int] = option("GLOBAL batch size in sentence pairs")
+    max_length: Optional[int] = option("drop training pairs longer than this (tokens)")
+    grad_clip: Optional[float] = option("gradient-norm clip")
+    chunk_batches: Optional[int] = option("length grouping: sort within this many batches")
+    seed: Optional[int] = option("seed of the data order, initialisation and dropout")
+    max_vocab: Optional[int] = option("entries per side, special tokens included")
+    source_min_freq: Optional[int] = option("keep source words WITHOUT a vector seen this often")
+    target_min_freq: Optional[int] = option("keep target words seen this often")
+    limit_train: Optional[int] = option("use only the first N training pairs")
+    limit_eval: Optional[int] = option("use only the first N validation/test pairs")
+    eval_batch_size: Optional[int] = option("sentences per evaluation batch")
+    eval_num_beams: Optional[int] = option("beam size for the per-epoch validation BLEU")
+    test_num_beams: Optional[int] = option("beam size for the final test BLEU")
+    no_bleu: bool = option("skip BLEU (perplexity only) during training", False)
+    no_test: bool = option("skip the final test-set evaluation", False)
+    no_export: bool = option("do not export the encoder at the end", False)
+    save_steps: int = option("also checkpoint every N steps (0: every epoch only)", 0)
+    keep_checkpoints: int = option("newest checkpoints kept", 2)
+    log_every: int = option("record the mean training loss every N steps", 10)
+    cpu: bool = option("run on CPU even if a GPU is present", False)
+    find_unused_parameters: bool = option("DDP find_unused_parameters=True (only needed if some trainable weight "
                                            "gets no gradient)", False)
-    num_threads: Optional[int] = _option("torch CPU threads per process")
-    preprocess_workers: Optional[int] = _option("datasets.map num_proc for tokenization")
+    num_threads: Optional[int] = option("torch CPU threads per process")
+    preprocess_workers: Optional[int] = option("datasets.map num_proc for tokenization")
 
 
 def load_model_preset(name_or_path) -> dict:
@@ -267,7 +280,7 @@ def train_mt(args: MTArguments, on_step: Callable | None = None, command: str | 
     from accelerate import Accelerator, DistributedDataParallelKwargs
     from accelerate.utils import set_seed
 
-    from .mt_trainer import MTPretraining
+    from .mt_trainer import MTTrainer
 
     preset = load_model_preset(args.preset)
     settings = resolve_settings(args, preset)
@@ -292,7 +305,23 @@ def train_mt(args: MTArguments, on_step: Callable | None = None, command: str | 
     start_output_dir(accelerator, args, settings)
     set_seed(settings["seed"])
     data = prepare_data(accelerator, settings, raw, Path(args.output_dir), args.preprocess_workers)
-    trainer = MTPretraining(args, settings, accelerator, data, preset_name=preset.get("name"), on_step=on_step,
-                            command=command, start_time=start_time)
+    trainer = MTTrainer(args, settings, accelerator, data, preset_name=preset.get("name"), on_step=on_step,
+                        command=command, start_time=start_time)
     trainer.train()
     return trainer.finish()
+
+
+def main(argv=None):
+    """cove-train-mt: MTArguments from the command line, then `train_mt`; bad settings or --init-from end in one
+    line, exit status 2."""
+    from .vocab import CheckpointLoadError
+
+    args = parse_options(MTArguments, argv, description=__doc__)
+    try:
+        train_mt(args)
+    except (MTSetupError, CheckpointLoadError) as err:
+        fail(err)
+
+
+if __name__ == "__main__":
+    main()

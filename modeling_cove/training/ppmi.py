@@ -2,7 +2,13 @@
 
 This lets the main job build a word-vectors matrix on a fresh machine from the shipped text alone (no GloVe
 download). The output is GloVe text format (no header; `word v1 ... vD`, values as `%.5f`), readable by
-`modeling_cove.vectors.read_word_vectors`; the command line is `scripts/train_ppmi_vectors.py`.
+`modeling_cove.vectors.read_word_vectors`. Command line: `cove-train-ppmi-vectors` (also
+`python -m modeling_cove.training.ppmi`, `scripts/train_ppmi_vectors.py`):
+
+    cove-train-ppmi-vectors --text-file examples/en_de/train.tsv --tsv-column en \\
+        --text-file examples/sentiment/train.tsv --tsv-column text --dim 50 --output vectors.txt
+
+From Python:
 
     from modeling_cove.training.ppmi import read_texts, train_ppmi_vectors, write_vectors
     words, vectors = train_ppmi_vectors(read_texts("examples/sentiment/train.tsv", "text"), dim=50)
@@ -25,14 +31,17 @@ Embeddings"):
 """
 
 import csv
+import sys
 import warnings
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..tokenization_cove import moses_tokenize
+from .cli import REQUIRED, option, parse_options
 
 DENSE_MAX_VOCAB = 6000  # above this the co-occurrence matrix is kept sparse and scipy's svds is used
 
@@ -219,3 +228,52 @@ def read_texts(path, column: Optional[str] = None) -> List[str]:
                 raise ValueError(f"{path}:{line_no}: expected {len(header)} TAB-separated fields, got {len(row)}")
             texts.append(row[position])
         return texts
+
+
+@dataclass
+class PPMIArguments:
+    """The flags of cove-train-ppmi-vectors."""
+
+    text_file: List[str] = option("a text file (one sentence per line) or TSV file (with --tsv-column); repeatable",
+                                  REQUIRED, action="extend")
+    output: str = option("vector file to write (GloVe text format)", REQUIRED)
+    tsv_column: Optional[List[str]] = option("header name of the text column, once per --text-file (use '-' for a "
+                                             "plain text file); repeatable", action="extend")
+    dim: int = option("vector dimension", 50)
+    window: int = option("co-occurrence window: tokens at distance 1..window", 4)
+    min_count: int = option("keep words seen at least this often", 1)
+    cds_alpha: float = option("context distribution smoothing (1 = plain PMI)", 0.75)
+    eig_power: float = option("vectors = U * S^p", 0.5)
+    no_normalize: bool = option("keep U * S^p rows as they are (no unit norm)", False)
+    show: List[str] = option("print the 5 nearest neighbours of these words", [], nargs="*")
+
+    def __post_init__(self):
+        if self.tsv_column is None:
+            self.tsv_column = ["-"] * len(self.text_file)
+        if len(self.tsv_column) != len(self.text_file):
+            raise ValueError(f"{len(self.text_file)} --text-file but {len(self.tsv_column)} --tsv-column (give one "
+                             "per file, '-' = none)")
+
+
+def main(argv=None) -> int:
+    """cove-train-ppmi-vectors: vectors from the --text-file texts, written to --output."""
+    args = parse_options(PPMIArguments, argv, description=__doc__)
+    texts = []
+    for path, column in zip(args.text_file, args.tsv_column):
+        texts += read_texts(path, None if column == "-" else column)
+    words, vectors = train_ppmi_vectors(texts, args.dim, args.window, args.min_count, args.cds_alpha,
+                                        args.eig_power, not args.no_normalize)
+    write_vectors(args.output, words, vectors)
+    print(f"{len(texts)} texts -> {len(words)} words x {args.dim} dims -> {args.output}")
+    for query in args.show:
+        try:
+            neighbours = nearest_neighbours(words, vectors, query.lower())
+        except KeyError as err:
+            print(f"  {err.args[0]}")
+            continue
+        print(f"  {query}: " + ", ".join(f"{w} ({s:.2f})" for w, s in neighbours))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

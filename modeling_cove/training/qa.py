@@ -2,25 +2,57 @@
 settings (`configuration/tasks/squad.yaml`) and DCN sizes (`configuration/models/dcn-squad.json`), windowed
 preprocessing (`modeling_cove.squad_preprocessing`), the frozen encoder's feature cache, EM/F1 of the predicted
 spans, the sliding-window word-overlap baseline, and what a run writes (the model, its evaluation JSON for a model
-card, predictions, metrics and curves).
+card, predictions, metrics and curves). Command line: `cove-train-qa` (also `python -m modeling_cove.training.qa`,
+`scripts/train_qa.py`); from Python `train_qa(QAOptions(...))`.
 
-`train_qa(QAOptions(...))` is the whole run (`scripts/train_qa.py` is its command line). Under `accelerate launch`
-/ `torchrun` every process trains (DDP through the Trainer; `batch_size` is the global batch); the main process alone
-writes the feature cache (the others wait, then read it), scores the held-out questions, runs the baseline and
-writes the outputs.
+    # stand-in vectors only (the MT-LSTM is not run); CPU-sized DCN (l = 100, pool 8), 50 minutes of training
+    cove-train-qa --checkpoint runs/cove-s-squad --data-dir DATA --dcn-input vectors \\
+        --model-override dcn_hidden_size=100 dcn_pool_size=8 --output-dir runs/dcn-squad-vectors
+    # vectors + CoVe-S (same checkpoint, so the same vocabulary and vectors)
+    cove-train-qa --checkpoint runs/cove-s-squad --data-dir DATA --dcn-input vectors+cove \\
+        --model-override dcn_hidden_size=100 dcn_pool_size=8 --output-dir runs/dcn-squad-cove-s
+    # smoke run
+    cove-train-qa --checkpoint runs/vocab-squad --data-dir DATA --output-dir /tmp/qa \\
+        --limit-train 64 --limit-eval 32 --max-steps 3 --model-override dcn_hidden_size=20 dcn_pool_size=4
+    # several processes (DDP through the Trainer; --batch-size stays the global batch)
+    accelerate launch --num_processes 2 -m modeling_cove.training.qa ...
+
+DATA is a local data folder laid out as docs/data.md describes: there only SQuAD dev exists, split by article (~80/20,
+fixed seed, in modeling_cove/data.py): train on the first part, evaluate on the held-out articles. Without
+--data-dir the Hub `rajpurkar/squad` train/validation splits are used.
+
+`--checkpoint` is a CoVe checkpoint (tokenizer + word vectors + MT-LSTM), e.g. from cove-build-vocab (`--tasks squad`)
+or cove-export-encoder (`--vocab-from`, a trained MT-LSTM with a SQuAD vocabulary). Hyperparameters come from
+`--task-config` (default: the shipped squad settings) and the DCN sizes from `--model-preset` (default: the shipped
+dcn-squad preset); command-line flags override both.
+
+The encoder is frozen: with CoVe inputs the MT-LSTM features of every distinct question and context window are
+computed once (modeling_cove/feature_cache.py; kept on disk too with --cache-dir) and reused by every epoch
+(`--no-cache` runs the MT-LSTM in every step instead). Training stops after `epochs`, `--max-steps` or
+`--time-budget-minutes`, whichever comes first; metrics.json says which (`stop_reason`). Under `accelerate launch` /
+`torchrun` every process trains; the main process alone writes the feature cache (the others wait, then read it),
+scores the held-out questions, runs the baseline and writes the outputs.
+
+Outputs in --output-dir: `model/` (checkpoint + tokenizer; loads with
+`pipeline("question-answering", model=..., trust_remote_code=True)`), `eval_results.json` (the model card's input),
+`predictions.json`, `metrics.json` (command, commit, data and preprocessing counts, per-epoch history, final EM/F1,
+baseline EM/F1, timings, stop reason), `curves.png` (loss and F1).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 import torch
 from transformers import TrainerCallback
 
+from .cli import REQUIRED, fail, option, parse_options
 from .classifier import TimeBudget, log, per_device_batch_size, stop_reason
 from .collators import QACollator
 from .presets import CONFIGURATION, load_preset
@@ -48,33 +80,35 @@ class QAConfigError(ValueError):
 
 @dataclass
 class QAOptions:
-    """One DCN run; the fields are `scripts/train_qa.py`'s flags (None: the settings yaml's value)."""
+    """One DCN run; the fields are the flags of cove-train-qa (None: the settings yaml's value)."""
 
-    checkpoint: str
-    output_dir: str
-    data_dir: Optional[str] = None
-    task_config: str = DEFAULT_TASK_CONFIG
-    model_preset: str = DEFAULT_MODEL_PRESET
-    dcn_input: Optional[str] = None
-    model_override: list = field(default_factory=list)
-    epochs: Optional[float] = None
-    batch_size: Optional[int] = None
-    learning_rate: Optional[float] = None
-    max_steps: Optional[int] = None
-    time_budget_minutes: Optional[float] = None
-    seed: Optional[int] = None
-    limit_train: Optional[int] = None
-    limit_eval: Optional[int] = None
-    no_cache: bool = False
-    cache_dir: Optional[str] = None
-    cache_dtype: str = "float32"
-    no_baseline: bool = False
-    threads: Optional[int] = None
-    overwrite: bool = False
-
-    @classmethod
-    def from_namespace(cls, namespace) -> "QAOptions":
-        return cls(**{f.name: getattr(namespace, f.name) for f in fields(cls) if hasattr(namespace, f.name)})
+    checkpoint: str = option("CoVe checkpoint directory (tokenizer + vectors + MT-LSTM)", REQUIRED)
+    output_dir: str = option("run folder: model/, eval_results.json, predictions.json, metrics.json, curves.png",
+                             REQUIRED)
+    data_dir: Optional[str] = option("local data folder laid out as docs/data.md describes (default: Hub ids)")
+    task_config: str = option("YAML with training hyperparameters (default: the shipped squad settings)",
+                              DEFAULT_TASK_CONFIG)
+    model_preset: str = option("JSON with CoveConfig DCN fields (default: the shipped dcn-squad preset)",
+                               DEFAULT_MODEL_PRESET)
+    dcn_input: Optional[Literal[DCN_INPUTS]] = option("what the DCN reads per token (overrides the preset)")
+    model_override: list[str] = option("further CoveConfig overrides, e.g. dcn_hidden_size=100 (values parsed as "
+                                       "JSON)", [], nargs="*", metavar="KEY=VALUE")
+    epochs: Optional[float] = option("override the settings yaml")
+    batch_size: Optional[int] = option("the global batch (a multiple of the number of processes)")
+    learning_rate: Optional[float] = option("override the settings yaml")
+    max_steps: Optional[int] = option("stop after this many optimizer steps")
+    time_budget_minutes: Optional[float] = option("stop training after this long")
+    seed: Optional[int] = option("override the settings yaml")
+    limit_train: Optional[int] = option("use only the first N training questions")
+    limit_eval: Optional[int] = option("use only the first N held-out questions")
+    no_cache: bool = option("run the frozen MT-LSTM in every step (slow)", False)
+    cache_dir: Optional[str] = option("also keep the CoVe features on disk here (safetensors, keyed by the encoder "
+                                      "weights, the layers and the token ids) for later runs; default: in memory only")
+    cache_dtype: Literal["float32", "float16"] = option("storage type of the cached CoVe features (float16 halves "
+                                                        "the memory)", "float32")
+    no_baseline: bool = option("skip the sliding-window baseline", False)
+    threads: Optional[int] = option("torch.set_num_threads")
+    overwrite: bool = option("replace an existing output folder", False)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -501,3 +535,21 @@ def write_eval_results(model_dir: Path, path: Path, options: QAOptions, metrics:
         paper_column=PAPER_COLUMN.get(dcn_input),
     )
     write_eval_json(path, record)
+
+
+def main(argv=None):
+    """cove-train-qa: QAOptions from the command line, then `train_qa`; a bad input ends in one line, exit 2."""
+    from .presets import PresetError
+    from .run_info import command_line
+
+    options = parse_options(QAOptions, argv, description=__doc__)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        return train_qa(options, command=command_line([sys.argv[0], *argv]))
+    except (FileExistsError, QAConfigError, PresetError) as err:  # a bad input, named; nothing was trained
+        fail(err)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,11 +1,24 @@
 """A CoVe checkpoint from text and word vectors: the vocabulary of the texts a run reads, the fixed word-vector matrix
 and a freshly initialised MT-LSTM (the starting point of MT pretraining), saved as a Hugging Face checkpoint folder.
+Command line: `cove-build-vocab` (also `python -m modeling_cove.training.vocab`, `scripts/build_vocab.py`).
+
+The result (tokenizer + config + embedding matrix + freshly initialised MT-LSTM) loads with
+`AutoModel.from_pretrained(out)` / `AutoTokenizer.from_pretrained(out)` and is the starting point for MT pretraining
+(cove-train-mt) or, with a pretrained MT-LSTM, for the task heads.
+
+    cove-build-vocab --data-dir DATA --tasks multi30k trec6 sst2 \\
+        --vectors DATA/vectors/w2v-lower-300d.txt.xz --output-dir runs/vocab
+    cove-build-vocab --tasks multi30k sst2 --vectors glove.840B.300d.txt --vectors-lowercase \\
+        --output-dir runs/vocab-glove            # Hub dataset ids, real GloVe
+
+DATA is a local data folder laid out as docs/data.md describes; without --data-dir the datasets come from the Hub.
+From Python:
 
     from modeling_cove.training.vocab import build_vocab_checkpoint, iter_task_texts, save_checkpoint
-    model, tokenizer, info = build_vocab_checkpoint(iter_task_texts("trec6", "../shared/data"), "glove.txt", dim=300)
+    model, tokenizer, info = build_vocab_checkpoint(iter_task_texts("trec6", data_dir), "glove.txt", dim=300)
     save_checkpoint(model, tokenizer, "runs/vocab", {"build_info.json": info})
 
-Used by `scripts/build_vocab.py`, `scripts/convert_salesforce_cove.py` (text sources) and the main job's vocab stage.
+Also used by the Salesforce conversion (text sources) and the main job's vocab stage.
 """
 
 from __future__ import annotations
@@ -14,12 +27,16 @@ import csv
 import json
 import os
 import shutil
+import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Literal, Optional
 
 from ..build import count_tokens, create_cove_checkpoint, select_vocabulary
 from ..tokenization_cove import DEFAULT_MODEL_MAX_LENGTH, SPECIAL_TOKENS
 from ..vectors import embedding_matrix_from_vectors, read_word_vectors
+from .cli import REQUIRED, fail, option, parse_options
 
 TEXT_SOURCES = ("multi30k", "iwslt", "wmt17", "sst2", "sst5", "trec6", "trec50", "imdb", "snli", "squad")
 TRANSLATION_SOURCES = ("multi30k", "iwslt", "wmt17")
@@ -146,3 +163,87 @@ def save_checkpoint(model, tokenizer, output_dir, extra_files: dict | None = Non
         shutil.rmtree(out)
     os.replace(tmp, out)
     return out
+
+
+@dataclass
+class BuildVocabArguments:
+    """The flags of cove-build-vocab."""
+
+    output_dir: str = option("checkpoint directory to write", REQUIRED)
+    vectors: str = option("GloVe/word2vec text file (.txt/.gz/.xz)", REQUIRED)
+    data_dir: Optional[str] = option("local data folder laid out as docs/data.md describes; default: Hub dataset ids")
+    tasks: list[str] = option(f"text sources, from {TEXT_SOURCES} (`--tasks` alone: none, only the --text-file "
+                              "texts)", ["multi30k"], nargs="*")
+    text_file: list[str] = option("extra plain-text file(s), one text per line; repeatable", [], action="extend")
+    dim: int = option("word-vector dimension (checked against the file)", 300)
+    cased: bool = option("do not lowercase text (default: lowercase, as CoVe)", False)
+    vectors_lowercase: bool = option("look words up lower-cased in a cased vectors file (e.g. GloVe 840B), first "
+                                     "occurrence wins", False)
+    oov_min_count: int = option("also keep words WITHOUT a vector that occur at least this often (zero rows)", 5)
+    max_size: Optional[int] = option(
+        "at most this many corpus words, most frequent first; the 4 special tokens (<pad> <unk> <s> </s>) come on top, "
+        "so the tokenizer holds up to MAX_SIZE + 4 entries (cove-train-mt's --max-vocab counts them: --max-vocab N = "
+        "--max-size N-4). Default: no cap")
+    char_ngrams: Optional[str] = option("Hashimoto char n-gram file (adds char_ngram_dim=100)")
+    model_max_length: int = option("the tokenizer's model_max_length", DEFAULT_MODEL_MAX_LENGTH)
+    include_word_vectors: bool = option("config: output [GloVe; CoVe] (eq. 6)", False)
+    cove_output: Literal["top", "both"] = option("config: the MT-LSTM's top layer, or both layers", "top")
+    seed: int = option("seed of the fresh MT-LSTM initialisation", 0)
+    overwrite: bool = option("replace an existing output directory", False)
+
+    def __post_init__(self):
+        for task in self.tasks:
+            if task not in TEXT_SOURCES:
+                raise ValueError(f"unknown task {task!r} in --tasks; choose from {', '.join(TEXT_SOURCES)}")
+
+
+def argument_texts(args: BuildVocabArguments):
+    """The texts of `args.tasks`, then the lines of each `args.text_file`."""
+    for task in args.tasks:
+        yield from iter_task_texts(task, args.data_dir)
+    for path in args.text_file:
+        with open(path, encoding="utf-8") as f:
+            yield from (line.rstrip("\n") for line in f)
+
+
+def main(argv=None):
+    """cove-build-vocab: a CoVe checkpoint folder from --tasks / --text-file texts and --vectors."""
+    from .run_info import command_line
+
+    args = parse_options(BuildVocabArguments, argv, description=__doc__)
+    out = Path(args.output_dir)
+    if out.exists() and not args.overwrite:
+        fail(f"{out} exists (use --overwrite)")
+    if not Path(args.vectors).exists():
+        fail(f"vectors file not found: {args.vectors}")
+    start = time.time()
+    overrides = dict(include_word_vectors=args.include_word_vectors, cove_output=args.cove_output)
+    if args.char_ngrams:
+        overrides["char_ngram_dim"] = 100
+    try:
+        model, tokenizer, info = build_vocab_checkpoint(
+            argument_texts(args), args.vectors, dim=args.dim, lowercase=not args.cased,
+            vectors_lowercase=args.vectors_lowercase, oov_min_count=args.oov_min_count, max_size=args.max_size,
+            model_max_length=args.model_max_length, seed=args.seed, **overrides)
+    except ValueError as err:
+        fail(err)
+    if args.char_ngrams:
+        import torch
+
+        from ..vectors import build_char_ngram_matrix
+
+        matrix, _ = build_char_ngram_matrix(args.char_ngrams, tokenizer.convert_ids_to_tokens(range(len(tokenizer))),
+                                            progress=True)
+        with torch.no_grad():
+            model.char_ngram_embeddings.weight.copy_(matrix)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    info = {"command": command_line([sys.argv[0], *argv]), "tasks": args.tasks, "data_dir": args.data_dir, **info,
+            "seconds": round(time.time() - start, 1)}
+    save_checkpoint(model, tokenizer, out, {"build_info.json": info})
+    print(json.dumps(info, indent=2))
+    print(f"coverage: {info['token_coverage_vectors']}% of {info['corpus_tokens']} tokens have a vector; "
+          f"vocabulary {info['vocab_size']} entries -> {out}")
+
+
+if __name__ == "__main__":
+    main()

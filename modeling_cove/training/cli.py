@@ -1,0 +1,104 @@
+"""The one argument system of the package's command lines: `transformers.HfArgumentParser` over options dataclasses.
+
+A command line is an options dataclass, whose fields are its flags, and a `main(argv=None)` in the library module it
+drives that calls `parse_options`. Each field is spelled `--field_name` and `--field-name`; its help is
+`metadata["help"]`; a `Literal[...]` type (or `metadata["choices"]`) lists its values; a list field takes several
+values; a bool field is a switch (`--x` sets it, and a field that defaults to True also gets `--no-x`). Checks that
+span fields live in the dataclass's `__post_init__`: a `ValueError` raised there is a usage error, reported like
+argparse's own (usage line, the message naming the flag, exit status 2) before any work starts.
+
+Metadata keys of ours, beside those HfArgumentParser passes on to argparse:
+- `"positional": True` — the field is a positional argument (e.g. the checkpoint folder of cove-push-to-hub);
+- `"nargs"` — replaces HfArgumentParser's `"+"` for a list field (`"*"`: the flag alone gives an empty list);
+- `"negation"` — a further flag that sets a True-by-default bool field to False (e.g. `--untie-softmax`).
+A repeatable flag whose values add up (`--text-file a --text-file b`) is a list field with `"action": "extend"`.
+
+OpenMP's wait policy is set in the package's `__init__`, not here: OpenMP reads it once, when torch is first
+imported, and a console entry point (or `python -m`) imports the package, and with it torch, before any code of a
+command line runs (docs/commands.md, "OpenMP").
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from typing import NoReturn
+
+from transformers import HfArgumentParser
+
+OUR_METADATA = ("positional", "nargs", "negation")
+REQUIRED = dataclasses.MISSING  # the default of a flag that must be given
+
+
+def option(help_text: str, default=None, **metadata):
+    """A dataclass field of an options class: its help, its default (`REQUIRED`: none, the flag must be given; a list
+    default is copied per instance) and argparse extras."""
+    if isinstance(default, list):
+        items = list(default)
+        return dataclasses.field(default_factory=lambda: list(items), metadata={"help": help_text, **metadata})
+    return dataclasses.field(default=default, metadata={"help": help_text, **metadata})
+
+
+class CoveArgumentParser(HfArgumentParser):
+    """HfArgumentParser that keeps a command line's description as written and knows the metadata keys above."""
+
+    def __init__(self, dataclass_types, description: str | None = None, **kwargs):
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(dataclass_types, description=description, **kwargs)
+
+    @staticmethod
+    def _parse_dataclass_field(parser, field: dataclasses.Field):
+        ours = {key: field.metadata[key] for key in OUR_METADATA if key in field.metadata}
+        if not ours:
+            return HfArgumentParser._parse_dataclass_field(parser, field)
+        passed_on = {key: value for key, value in field.metadata.items() if key not in OUR_METADATA}
+        if ours.get("positional"):
+            kwargs = dict(passed_on)
+            if field.default is not dataclasses.MISSING:
+                kwargs.update(nargs="?", default=field.default)
+            parser.add_argument(field.name, type=_positional_type(field.type), **kwargs)
+            return None
+        HfArgumentParser._parse_dataclass_field(parser, _with_metadata(field, passed_on))
+        action = next(a for a in reversed(parser._actions) if a.dest == field.name)
+        if "nargs" in ours:
+            action.nargs = ours["nargs"]
+        if "negation" in ours:
+            parser.add_argument(ours["negation"], dest=field.name, action="store_false", default=argparse.SUPPRESS,
+                                help=f"sets {field.name} to false (as --no-{field.name.replace('_', '-')})")
+        return None
+
+
+def _with_metadata(field: dataclasses.Field, metadata: dict) -> dataclasses.Field:
+    """A copy of `field` whose metadata is `metadata` (HfArgumentParser hands metadata to argparse as it is)."""
+    copy = dataclasses.field(default=field.default, default_factory=field.default_factory, metadata=metadata)
+    copy.name, copy.type = field.name, field.type
+    return copy
+
+
+def _positional_type(annotation):
+    """The argparse type of a positional field: `Optional[X]` -> X."""
+    args = getattr(annotation, "__args__", None)
+    if args and type(None) in args:
+        annotation = next(a for a in args if a is not type(None))
+    return annotation
+
+
+def parse_options(options_class, argv=None, description: str | None = None):
+    """Parse `argv` (default: the process's arguments) into an `options_class` instance, or a tuple of instances
+    for a tuple of classes. An unknown flag, a bad value, or a ValueError from a `__post_init__` check exits 2
+    with argparse's usage line and the message."""
+    classes = options_class if isinstance(options_class, tuple) else (options_class,)
+    parser = CoveArgumentParser(classes, description=description)
+    try:
+        parsed = parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
+    except ValueError as err:
+        parser.error(str(err))
+    return parsed if isinstance(options_class, tuple) else parsed[0]
+
+
+def fail(err, status: int = 2) -> NoReturn:
+    """End a command line on a bad input found after parsing (a missing file, an existing output folder): one line
+    `error: ...` on stderr, no traceback, exit status `status` (2: bad input, nothing done)."""
+    print(f"error: {err}", file=sys.stderr)
+    sys.exit(status)
