@@ -84,17 +84,25 @@ def _positional_type(annotation):
     return annotation
 
 
+def build_parser(options_class, description: str | None = None) -> CoveArgumentParser:
+    """The parser of an options dataclass (or a tuple of them): one flag per field."""
+    classes = options_class if isinstance(options_class, tuple) else (options_class,)
+    return CoveArgumentParser(classes, description=description)
+
+
 def parse_options(options_class, argv=None, description: str | None = None):
     """Parse `argv` (default: the process's arguments) into an `options_class` instance, or a tuple of instances
     for a tuple of classes. An unknown flag, a bad value, or a ValueError from a `__post_init__` check exits 2
     with argparse's usage line and the message."""
-    classes = options_class if isinstance(options_class, tuple) else (options_class,)
-    parser = CoveArgumentParser(classes, description=description)
+    parser = build_parser(options_class, description)
     try:
-        parsed = parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
+        *parsed, unknown = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True,
+                                                              look_for_args_file=False)
     except ValueError as err:
         parser.error(str(err))
-    return parsed if isinstance(options_class, tuple) else parsed[0]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return tuple(parsed) if isinstance(options_class, tuple) else parsed[0]
 
 
 def fail(err, status: int = 2) -> NoReturn:

@@ -1,0 +1,181 @@
+"""The command lines (modeling_cove.training.cli): every console entry point's --help in-process, one argument system
+(HfArgumentParser over documented options dataclasses), every flag spelled as before still accepted, values parsed
+as the flags mean, bad input as usage errors (exit 2), and OMP_WAIT_POLICY set before torch loads."""
+
+import dataclasses
+import importlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from modeling_cove.training import bilm, classifier, convert, export, mt, ppmi, publish, qa, vocab
+from modeling_cove.training.cli import build_parser, parse_options
+
+from conftest import REPO
+
+# each command line's options dataclass(es)
+OPTIONS = {
+    "cove-build-vocab": vocab.BuildVocabArguments,
+    "cove-train-ppmi-vectors": ppmi.PPMIArguments,
+    "cove-convert-salesforce": convert.ConvertArguments,
+    "cove-train-mt": mt.MTArguments,
+    "cove-train-bilm": (bilm.BiLMSettings, bilm.BiLMRunArguments),
+    "cove-export-encoder": export.ExportArguments,
+    "cove-train-classifier": classifier.ClassifierOptions,
+    "cove-train-qa": qa.QAOptions,
+    "cove-push-to-hub": publish.PublishArguments,
+}
+
+# the flags each command line took before it moved onto the options dataclasses (its argparse declarations)
+FLAGS_BEFORE = {
+    "cove-build-vocab": "cased char-ngrams cove-output data-dir dim include-word-vectors max-size model-max-length "
+                        "oov-min-count output-dir overwrite seed tasks text-file vectors vectors-lowercase",
+    "cove-train-ppmi-vectors": "cds-alpha dim eig-power min-count no-normalize output show text-file tsv-column window",
+    "cove-convert-salesforce": "cased cove-output data-dir include-word-vectors model-max-length oov-min-count "
+                               "output-dir overwrite tasks vectors vectors-lowercase vocab-file vocab-from-vectors "
+                               "weights",
+    "cove-export-encoder": "metrics mt-checkpoint name output-dir vocab-from",
+    "cove-train-bilm": "batch-size corpus cpu cutoffs data-dir dropout epochs eval-batch-size grad-clip "
+                       "heldout-fraction hidden-size init-from keep-checkpoints limit-texts log-every lr max-steps "
+                       "no-residual num-layers num-threads output-dir overwrite resume save-steps scheduler seed "
+                       "seq-len text-column time-budget-minutes untie-softmax warmup-steps",
+    "cove-train-classifier": "batch-size bcn-input cache-dir config data-dir dropout encoder epochs "
+                             "freeze-random-embeddings keep-checkpoints learning-rate limit max-cache-gb "
+                             "max-eval-examples max-steps max-train-examples no-feature-cache no-save-model output-dir "
+                             "overwrite sampling seed task threads train-fraction",
+    "cove-train-qa": "batch-size cache-dir cache-dtype checkpoint data-dir dcn-input epochs learning-rate limit-eval "
+                     "limit-train max-steps model-override model-preset no-baseline no-cache output-dir overwrite seed "
+                     "task-config threads time-budget-minutes",
+    "cove-push-to-hub": "commit-message curve dry-run endpoint eval-json license output-dir private repo-id revision "
+                        "token",
+}
+FORBIDDEN_IN_HELP = ("shared/", "../", str(REPO))
+
+
+def entry_points() -> dict:
+    """pyproject.toml's [project.scripts]: name -> "module:function"."""
+    text = (REPO / "pyproject.toml").read_text()
+    table = text.split("[project.scripts]", 1)[1].split("\n[", 1)[0]
+    return dict(re.findall(r'^([\w-]+)\s*=\s*"([^"]+)"', table, flags=re.M))
+
+
+def test_entry_points_are_the_command_lines_named():
+    assert set(OPTIONS) | {"cove-main"} == set(entry_points())
+
+
+@pytest.mark.parametrize("name", sorted(entry_points()))
+def test_every_entry_point_prints_its_help_in_process(name, capsys):
+    """`<entry point> --help` exits 0 with the usage, the description and every flag with its help; the text names
+    no folder a user does not have."""
+    module_name, function = entry_points()[name].split(":")
+    main = getattr(importlib.import_module(module_name), function)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    assert text.startswith("usage: ") and len(text) > 500
+    for forbidden in FORBIDDEN_IN_HELP:
+        assert forbidden not in text, f"{name} --help names {forbidden!r}"
+    if name in OPTIONS:
+        classes = OPTIONS[name] if isinstance(OPTIONS[name], tuple) else (OPTIONS[name],)
+        for field in (f for cls in classes for f in dataclasses.fields(cls)):
+            assert field.metadata.get("help"), f"{name}: field {field.name} has no help"
+            flag = field.name if field.metadata.get("positional") else f"--{field.name.replace('_', '-')}"
+            assert flag in text, f"{name} --help lacks {flag}"
+
+
+@pytest.mark.parametrize("name", sorted(FLAGS_BEFORE))
+def test_every_flag_spelled_as_before_is_accepted(name):
+    parser = build_parser(OPTIONS[name])
+    missing = [flag for flag in FLAGS_BEFORE[name].split() if f"--{flag}" not in parser._option_string_actions]
+    assert missing == []
+
+
+def test_mt_flags_are_its_fields_in_both_spellings():
+    parser = build_parser(mt.MTArguments)
+    for field in dataclasses.fields(mt.MTArguments):
+        assert {f"--{field.name}", f"--{field.name.replace('_', '-')}"} <= set(parser._option_string_actions)
+
+
+def test_values_parse_as_the_flags_mean():
+    """Repeatable flags add up, `--tasks` alone is an empty list, negative switches, a positional argument,
+    choices, lists of numbers."""
+    args = parse_options(ppmi.PPMIArguments, ["--text-file", "a.tsv", "--tsv-column", "en", "--text-file", "b.txt",
+                                              "--tsv-column", "-", "--output", "v.txt", "--show", "good", "bad"])
+    assert (args.text_file, args.tsv_column, args.show) == (["a.tsv", "b.txt"], ["en", "-"], ["good", "bad"])
+    assert parse_options(ppmi.PPMIArguments, ["--text-file", "a", "--output", "v"]).tsv_column == ["-"]
+
+    built = parse_options(vocab.BuildVocabArguments, ["--output-dir", "o", "--vectors", "v", "--tasks",
+                                                      "--text-file", "x.txt", "--text-file", "y.txt"])
+    assert (built.tasks, built.text_file) == ([], ["x.txt", "y.txt"])
+    assert parse_options(vocab.BuildVocabArguments, ["--output-dir", "o", "--vectors", "v"]).tasks == ["multi30k"]
+
+    settings, run = parse_options(OPTIONS["cove-train-bilm"], ["--init-from", "e", "--output-dir", "o",
+                                                               "--no-residual", "--untie-softmax", "--cutoffs", "50",
+                                                               "200", "--cpu", "--num-threads", "2"])
+    assert (settings.residual, settings.tie_softmax, settings.cutoffs) == (False, False, [50, 200])
+    assert (run.cpu, run.num_threads) == (True, 2)
+    default, _ = parse_options(OPTIONS["cove-train-bilm"], ["--init-from", "e", "--output-dir", "o"])
+    assert default == bilm.BiLMSettings(init_from="e", output_dir="o") and default.residual and default.tie_softmax
+
+    published = parse_options(publish.PublishArguments, ["ckpt", "--repo-id", "org/x", "--eval-json", "e.json",
+                                                         "--dry-run"])
+    assert (published.checkpoint_dir, published.eval_json, published.dry_run) == (Path("ckpt"), Path("e.json"), True)
+
+    options = parse_options(classifier.ClassifierOptions, ["--task", "trec6", "--encoder", "enc", "--sampling",
+                                                           "random", "--overwrite", "--train-fraction", "0.25"])
+    assert (options.sampling, options.overwrite, options.train_fraction) == ("random", True, 0.25)
+    assert options.output_dir == str(Path("runs") / "bcn" / "trec6" / "vectors+cove-seed1")  # under the current folder
+    assert options.cache_dir == str(Path("runs") / "cove-features")
+    assert parse_options(qa.QAOptions, ["--checkpoint", "c", "--output-dir", "o", "--model-override", "a=1",
+                                        "b=2"]).model_override == ["a=1", "b=2"]
+
+
+@pytest.mark.parametrize("options, argv, message", [
+    (classifier.ClassifierOptions, ["--task", "trec6", "--encoder", "e", "--max-eval-examples", "0"],
+     "max_eval_examples must be >= 1, got 0"),
+    (classifier.ClassifierOptions, ["--task", "trec7", "--encoder", "e"], "invalid choice"),
+    (vocab.BuildVocabArguments, ["--output-dir", "o", "--vectors", "v", "--tasks", "trec7"],
+     "unknown task 'trec7' in --tasks"),
+    (ppmi.PPMIArguments, ["--text-file", "a", "--tsv-column", "x", "--tsv-column", "y", "--output", "o"],
+     "1 --text-file but 2 --tsv-column"),
+    (convert.ConvertArguments, ["--weights", "w", "--vectors", "v", "--output-dir", "o"],
+     "give exactly one of --vocab-file, --tasks, --vocab-from-vectors (got none)"),
+    (qa.QAOptions, ["--checkpoint", "c", "--output-dir", "o", "--cache-dtype", "int8"], "invalid choice"),
+    (mt.MTArguments, ["--output-dir", "o", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+])
+def test_bad_input_is_a_usage_error_naming_it(options, argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        parse_options(options, argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+WATCH_TORCH = """
+import os, sys
+seen = []
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" and not seen:
+            seen.append(os.environ.get("OMP_WAIT_POLICY"))
+sys.meta_path.insert(0, Watch())
+import modeling_cove.training.mt  # what the cove-train-mt entry point imports first
+print(seen[0], "torch" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("given, at_torch_import", [(None, "PASSIVE"), ("default", "None"), ("ACTIVE", "ACTIVE")])
+def test_omp_wait_policy_is_settled_before_torch_loads(given, at_torch_import):
+    """OpenMP reads OMP_WAIT_POLICY once, when torch loads it; an entry point imports the package (and torch) before
+    its main() runs, so the package sets it first: PASSIVE unless given, and `default` leaves OpenMP's own."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if given is not None:
+        env["OMP_WAIT_POLICY"] = given
+    done = subprocess.run([sys.executable, "-c", WATCH_TORCH], capture_output=True, text=True, env=env, cwd=REPO,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [at_torch_import, "True"]
