@@ -11,25 +11,31 @@ and commit that collected it; each run keeps its own). benchmarks/RESULTS.md is 
 What is read where: `modeling_cove.training.results`.
 """
 
-import argparse
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
+from modeling_cove.training.cli import option, parse_options
 from modeling_cove.training.results import collect_results
 from modeling_cove.training.run_info import command_line
 
 REPO = Path(__file__).resolve().parents[1]
 
 
+@dataclass
+class CollectArguments:
+    """The flags of collect_results.py."""
+
+    runs: str = option("the runs folder to read (default: the repository's runs/)", str(REPO / "runs"))
+    out: str = option("where the result files go (default: the repository's benchmarks/results/)",
+                      str(REPO / "benchmarks" / "results"))
+    merge: bool = option("add to the existing classification.json instead of replacing it: a run found in runs/ "
+                         "replaces the one of the same task, column and seed, the other runs are kept, and the means "
+                         "are computed again (runs/ of an earlier session gone, runs made on another machine)", False)
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--runs", default=str(REPO / "runs"))
-    p.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
-    p.add_argument("--merge", action="store_true",
-                   help="add to the existing classification.json instead of replacing it: a run found in runs/ "
-                        "replaces the one of the same task, column and seed, the other runs are kept, and the means "
-                        "are computed again (runs/ of an earlier session gone, runs made on another machine)")
-    args = p.parse_args(argv)
+    args = parse_options(CollectArguments, argv, description=__doc__)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     for path in collect_results(Path(args.runs), Path(args.out), merge=args.merge, command=command_line()):
         print("wrote", path)
