@@ -40,8 +40,9 @@ from typing import Optional
 
 import torch
 
-from .mt_state import checkpoint_dirs, read_trainer_state, save_checkpoint
 from .cli import REQUIRED, fail, option, parse_options
+from .export import export_encoder
+from .pretraining import PretrainingLoop, PretrainingState, StopLimits, epoch_batches, make_optimizer, rank_share
 from .run_info import command_line, git_commit, machine_info, plot_curves, write_json
 
 # name -> (loader, what it reads): the English training texts of the local data (modeling_cove.data's splits)
@@ -141,33 +142,6 @@ class WindowStore:
         return self.stream[starts + torch.arange(self.seq_len + 1)]
 
 
-def epoch_batches(num_windows: int, batch_size: int, seed: int, epoch: int) -> list:
-    """The epoch's batches of window indices: a permutation seeded by (seed, epoch), cut into full batches."""
-    order = torch.randperm(num_windows, generator=torch.Generator().manual_seed(seed * 1000003 + epoch)).tolist()
-    return [order[i:i + batch_size] for i in range(0, num_windows - batch_size + 1, batch_size)]
-
-
-@dataclass
-class BiLMState:
-    """What a checkpoint holds besides Accelerate's model/optimizer/scheduler/RNG state (JSON, trainer_state.json)."""
-
-    epoch: int = 0  # completed epochs
-    step_in_epoch: int = 0
-    global_step: int = 0
-    train_seconds: float = 0.0
-    train_tokens: int = 0
-    epoch_sums: list = field(default_factory=lambda: [0.0, 0.0, 0, 0])  # forward/backward NLL sums and counts
-    loss_log: list = field(default_factory=list)  # [step, loss, forward ppl, backward ppl]
-    history: list = field(default_factory=list)  # one record per epoch
-    finished: bool = False
-
-    def state_dict(self) -> dict:
-        return dict(self.__dict__)
-
-    def load_state_dict(self, state: dict):
-        self.__dict__.update(state)
-
-
 @dataclass
 class BiLMSettings:
     """Every setting of a pretraining run (the flags of cove-train-bilm). `RESUME_KEYS` must not change on
@@ -208,7 +182,6 @@ class BiLMSettings:
 
 
 STREAMS_FILE, STATS_FILE = "token_streams.safetensors", "data_stats.json"
-EXPORT_METRICS_FILE = "bilm_metrics.json"  # beside an exported encoder, as the MT export's mt_metrics.json
 RESUME_KEYS = ("init_from", "corpus", "data_dir", "text_column", "limit_texts", "heldout_fraction", "seq_len",
                "batch_size", "epochs", "lr", "scheduler", "warmup_steps", "dropout", "hidden_size", "num_layers",
                "residual", "tie_softmax", "cutoffs", "seed")
@@ -274,11 +247,6 @@ def tokenize_corpora(settings: BiLMSettings, tokenizer, progress: bool) -> tuple
     return train, heldout, stats
 
 
-def rank_share(items: list, rank: int, world: int) -> list:
-    """Process `rank`'s equal share of a batch (the batch size is a multiple of `world`)."""
-    return items[rank::world]
-
-
 def direction_sums(out) -> torch.Tensor:
     """[forward NLL sum, backward NLL sum, forward tokens, backward tokens] of a `CoveBiLMOutput`, float64."""
     return torch.stack([out.forward_nll_sum.detach(), out.backward_nll_sum.detach(),
@@ -336,104 +304,99 @@ def prepare_output_dir(settings: BiLMSettings, accelerator) -> None:
     accelerator.wait_for_everyone()
 
 
-def restore(accelerator, settings: BiLMSettings) -> BiLMState:
-    """The state of the newest complete checkpoint (Accelerate's state loaded into the prepared objects), or a fresh
-    one. A run stopped by max_steps or the time budget continues when the limits now allow more."""
-    state = BiLMState()
-    checkpoints = checkpoint_dirs(settings.output_dir) if settings.resume else []
-    if checkpoints:
-        accelerator.load_state(str(checkpoints[-1]))
-        state.load_state_dict(read_trainer_state(checkpoints[-1]))
-        accelerator.print(f"resumed from {checkpoints[-1]} (epoch {state.epoch}, step {state.global_step})")
-        state.finished = stop_reason(state, settings, 0.0) is not None
-    return state
+SEED_STRIDE = 1000003  # epoch batches: the generator seed is seed x SEED_STRIDE + epoch
 
 
-def stop_reason(state: BiLMState, settings: BiLMSettings, seconds: float) -> str | None:
-    """Why training stops now, or None: the epochs are done, max_steps is reached, or the time budget is spent."""
-    if state.epoch >= settings.epochs:
-        return "epochs"
-    if settings.max_steps and state.global_step >= settings.max_steps:
-        return "max_steps"
-    if settings.time_budget_minutes is not None and seconds > 60 * settings.time_budget_minutes:
-        return "time_budget"
-    return None
+class BiLMPretraining(PretrainingLoop):
+    """One run on the shared scaffold (`pretraining.PretrainingLoop`): Adam and a transformers schedule stepped every
+    step, windows in an order seeded by (seed, epoch), held-out perplexity per direction after every epoch, stops at
+    `epochs` / `max_steps` / the time budget (judged at every step), `finish()` exports the encoder."""
 
+    def __init__(self, settings: BiLMSettings, accelerator, model, tokenizer, train: WindowStore,
+                 heldout: WindowStore, data_stats: dict, argv, commit: str, run_started: float):
+        from transformers import get_scheduler
 
-def train_step(model, optimizer, scheduler, ids: torch.Tensor, settings: BiLMSettings, accelerator) -> torch.Tensor:
-    """One optimizer step on the windows `ids`; returns the global `direction_sums`."""
-    out = model(input_ids=ids, labels=ids)
-    accelerator.backward(out.loss)  # every process has as many tokens: DDP's mean is the global token mean
-    accelerator.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], settings.grad_clip)
-    optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad(set_to_none=True)
-    return accelerator.reduce(direction_sums(out), "sum")
+        self.settings, self.accelerator, self.tokenizer = settings, accelerator, tokenizer
+        self.train_windows, self.heldout, self.data_stats = train, heldout, data_stats
+        self.argv, self.commit, self.run_started = argv, commit, run_started
+        self.output_dir = Path(settings.output_dir)
+        self.limits = StopLimits(settings.epochs, settings.max_steps, settings.time_budget_minutes)
+        self.save_steps, self.keep_checkpoints, self.seed = settings.save_steps, settings.keep_checkpoints, settings.seed
+        optimizer = make_optimizer("adam", [p for p in model.parameters() if p.requires_grad], settings.lr)
+        scheduler = get_scheduler(settings.scheduler, optimizer, num_warmup_steps=settings.warmup_steps,
+                                  num_training_steps=settings.epochs * (len(train) // settings.batch_size))
+        self.model, self.optimizer, self.scheduler = accelerator.prepare(model, optimizer, scheduler)
+        self.unwrapped = accelerator.unwrap_model(self.model)
+        self.start(settings.resume, PretrainingState(epoch_sums=self.fresh_epoch_sums()))
 
+    def fresh_epoch_sums(self) -> list:
+        return [0.0, 0.0, 0, 0]  # `direction_sums` of the epoch so far
 
-def run_epoch(model, optimizer, scheduler, train: WindowStore, state: BiLMState, settings: BiLMSettings,
-              accelerator, started: float) -> str | None:
-    """The rest of epoch `state.epoch + 1` from its step `state.step_in_epoch`; returns why it stopped early, or
-    None when the epoch is complete."""
-    from tqdm.auto import tqdm
+    def epoch_batches(self, epoch: int) -> list:
+        return epoch_batches(len(self.train_windows), self.settings.batch_size, self.settings.seed, epoch,
+                             SEED_STRIDE)
 
-    batches = epoch_batches(len(train), settings.batch_size, settings.seed, state.epoch + 1)
-    model.train()
-    bar = tqdm(total=len(batches), initial=state.step_in_epoch, desc=f"epoch {state.epoch + 1}", unit="step",
-               disable=not accelerator.is_local_main_process, dynamic_ncols=True)
-    for batch in batches[state.step_in_epoch:]:
-        step_start = time.time()
-        ids = train.batch(rank_share(batch, accelerator.process_index, accelerator.num_processes))
-        sums = train_step(model, optimizer, scheduler, ids.to(accelerator.device), settings, accelerator)
+    def train_step(self, batch: list) -> dict:
+        state, settings, accelerator = self.state, self.settings, self.accelerator
+        ids = self.train_windows.batch(rank_share(batch, accelerator.process_index, accelerator.num_processes))
+        ids = ids.to(accelerator.device)
+        out = self.model(input_ids=ids, labels=ids)
+        accelerator.backward(out.loss)  # every process has as many tokens: DDP's mean is the global token mean
+        accelerator.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], settings.grad_clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        sums = accelerator.reduce(direction_sums(out), "sum")
         state.global_step += 1
         state.step_in_epoch += 1
         state.train_tokens += int(sums[2])
         state.epoch_sums = [a + float(b) for a, b in zip(state.epoch_sums, sums)]
-        state.train_seconds += time.time() - step_start
         ppl = perplexities(sums)
         if state.global_step % settings.log_every == 0:
             state.loss_log.append([state.global_step, (ppl["forward_nll_per_token"] + ppl["backward_nll_per_token"])
                                    / 2, ppl["forward_perplexity"], ppl["backward_perplexity"]])
-        bar.update(1)
-        bar.set_postfix(fwd_ppl=f"{ppl['forward_perplexity']:.1f}", bwd_ppl=f"{ppl['backward_perplexity']:.1f}",
-                        tok_s=f"{state.train_tokens / max(state.train_seconds, 1e-9):.0f}")
-        reason = stop_reason(state, settings, time.time() - started)
-        if reason is not None and state.step_in_epoch < len(batches):
-            bar.close()
-            return reason
-        if settings.save_steps and state.global_step % settings.save_steps == 0:
-            save_checkpoint(accelerator, Path(settings.output_dir), state, settings.keep_checkpoints)
-    bar.close()
-    return None
+        return {"fwd_ppl": f"{ppl['forward_perplexity']:.1f}", "bwd_ppl": f"{ppl['backward_perplexity']:.1f}"}
+
+    def evaluate(self, epoch: int, stopped: str | None, epoch_start: float) -> dict:
+        """The epoch's record: training and held-out perplexity per direction."""
+        state = self.state
+        record = {"epoch": epoch, "global_step": state.global_step, "steps": state.step_in_epoch,
+                  "complete": stopped is None, "seconds": round(time.time() - epoch_start, 1)}
+        record.update({f"train_{k}": v for k, v in perplexities(state.epoch_sums).items()})
+        record.update({f"heldout_{k}": v for k, v in evaluate(self.unwrapped, self.heldout,
+                                                                 self.settings.eval_batch_size,
+                                                                 self.accelerator).items()})
+        self.accelerator.print(record)
+        return record
+
+    def write_record(self) -> dict:
+        if not self.accelerator.is_main_process:
+            return {}
+        return write_run_record(self.state, self.settings, self.data_stats, self.run_started, self.argv,
+                                self.accelerator.num_processes, self.commit)
+
+    def finish(self) -> dict:
+        """The record, the biLM (`lm/`) and its encoder exported (`encoder/`); returns the metrics (main process)."""
+        accelerator, output_dir = self.accelerator, self.output_dir
+        metrics = self.write_record()
+        if accelerator.is_main_process:
+            self.unwrapped.save_pretrained(output_dir / "lm")
+            self.tokenizer.save_pretrained(output_dir / "lm")
+            export_encoder(self.unwrapped, output_dir / "encoder", metrics, tokenizer=self.tokenizer)
+        accelerator.wait_for_everyone()
+        accelerator.end_training()
+        return metrics
 
 
-def end_of_epoch(unwrapped, heldout: WindowStore, state: BiLMState, settings: BiLMSettings, accelerator,
-                 stopped: str | None, epoch_start: float) -> dict:
-    """The epoch's record (training and held-out perplexity per direction); completes the epoch unless `stopped`."""
-    record = {"epoch": state.epoch + 1, "global_step": state.global_step, "steps": state.step_in_epoch,
-              "complete": stopped is None, "seconds": round(time.time() - epoch_start, 1)}
-    record.update({f"train_{k}": v for k, v in perplexities(state.epoch_sums).items()})
-    record.update({f"heldout_{k}": v for k, v in evaluate(unwrapped, heldout, settings.eval_batch_size,
-                                                             accelerator).items()})
-    if state.history and state.history[-1]["epoch"] == record["epoch"]:
-        state.history.pop()  # this epoch's record from an earlier stop inside it, now superseded
-    state.history.append(record)
-    if stopped is None:
-        state.epoch += 1
-        state.step_in_epoch = 0
-        state.epoch_sums = [0.0, 0.0, 0, 0]
-    accelerator.print(record)
-    return record
-
-
-def write_run_record(state: BiLMState, settings: BiLMSettings, data_stats: dict, started: float, argv,
+def write_run_record(state: PretrainingState, settings: BiLMSettings, data_stats: dict, started: float, argv,
                      world: int, commit: str) -> dict:
     """metrics.json and curves.png of the run so far."""
     output_dir = Path(settings.output_dir)
     payload = {
         "command": command_line(argv), "commit": commit, "settings": settings.__dict__,
         "machine": {**machine_info(), "processes": world}, "data": data_stats, "epochs": state.history,
-        "global_step": state.global_step, "train_seconds": round(state.train_seconds, 1),
+        "global_step": state.global_step, "stop_reason": state.stop_reason,
+        "train_seconds": round(state.train_seconds, 1),
         "train_tokens": state.train_tokens,
         "train_tokens_per_second": round(state.train_tokens / max(state.train_seconds, 1e-9), 1),
         "wall_seconds": round(time.time() - started, 1), "loss_log": state.loss_log,
@@ -451,58 +414,6 @@ def write_run_record(state: BiLMState, settings: BiLMSettings, data_stats: dict,
     return payload
 
 
-def export_encoder(model, tokenizer, output_dir, metrics: dict | None = None):
-    """Save the encoder of a `CoveForBidirectionalLM` as a plain, frozen encoder checkpoint (`AutoModel`, the
-    heads' `--encoder`), with its tokenizer, a model card (README.md) and the pretraining record
-    (`EXPORT_METRICS_FILE`, which says what the encoder is to the heads' evaluation records)."""
-    from ..configuration_cove import CoveConfig
-    from ..modeling_cove import CoveModel
-
-    values = {k: v for k, v in model.config.to_dict().items() if k not in ("auto_map", "architectures")}
-    values.update(freeze_encoder=True, architectures=["CoveModel"])
-    encoder = CoveModel(CoveConfig.from_dict(values))
-    encoder.load_state_dict(model.cove.state_dict())
-    output_dir = Path(output_dir)
-    encoder.save_pretrained(output_dir)
-    tokenizer.save_pretrained(output_dir)
-    (output_dir / "README.md").write_text(model_card(encoder.config, metrics or {}), encoding="utf-8")
-    write_json(output_dir / EXPORT_METRICS_FILE, metrics or {})
-    return encoder
-
-
-def model_card(config, metrics: dict) -> str:
-    """The exported encoder's card: what it is, how it loads, what it was trained on, its held-out perplexity."""
-    last = (metrics.get("epochs") or [{}])[-1]
-    data = metrics.get("data", {})
-    ppl = (f"forward {last['heldout_forward_perplexity']:.1f}, backward {last['heldout_backward_perplexity']:.1f}"
-           if "heldout_forward_perplexity" in last else "not recorded")
-    return (
-        "---\nlibrary_name: transformers\ntags: [cove, elmo, bilm, feature-extraction]\n---\n\n"
-        "# CoVe-stack biLM encoder (ELMo-style)\n\n"
-        f"A forward and a backward {config.num_hidden_layers}-layer LSTM language model ({config.hidden_size} units "
-        f"per direction{', residual from layer 1 on' if config.bilm_residual else ''}) over frozen "
-        f"{config.word_vector_dim}-d word vectors, pretrained to predict the next and the previous word with a shared "
-        "adaptive softmax. Each layer's output is `[forward; backward]`, shaped like a CoVe MT-LSTM layer, so the BCN "
-        "and DCN heads read it as they read CoVe (`bcn_input=\"scalar_mix\"` gives ELMo's layer mix).\n\n"
-        "```python\nfrom transformers import AutoModel, AutoTokenizer\n"
-        "model = AutoModel.from_pretrained(path, trust_remote_code=True)  # or `import modeling_cove` first\n"
-        "tokenizer = AutoTokenizer.from_pretrained(path)\n```\n\n"
-        f"Training text: {', '.join(data.get('texts_per_corpus', {})) or 'not recorded'} "
-        f"({data.get('train_tokens', 'not recorded')} tokens; training splits only). Held-out perplexity: {ppl}. "
-        f"Command: `{metrics.get('command', 'not recorded')}` at commit `{metrics.get('commit', 'not recorded')}`.\n"
-    )
-
-
-def make_optimizer(model, settings: BiLMSettings, steps_per_epoch: int):
-    """Adam over the trainable parameters and a transformers schedule over all epochs' steps."""
-    from transformers import get_scheduler
-
-    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=settings.lr)
-    scheduler = get_scheduler(settings.scheduler, optimizer, num_warmup_steps=settings.warmup_steps,
-                              num_training_steps=settings.epochs * steps_per_epoch)
-    return optimizer, scheduler
-
-
 def train_bilm(settings: BiLMSettings, argv=None, cpu: bool = False) -> dict:
     """Pretrain a biLM as `settings` say (module docstring); writes lm/, encoder/, checkpoints/, metrics.json and
     curves.png under `settings.output_dir` and returns the metrics. `cpu=True` stays off the GPU."""
@@ -514,40 +425,17 @@ def train_bilm(settings: BiLMSettings, argv=None, cpu: bool = False) -> dict:
     # a batch need not reach every tail cluster of the adaptive softmax: DDP must allow unused parameters
     accelerator = Accelerator(cpu=cpu or not torch.cuda.is_available(),
                               kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)])
-    world = accelerator.num_processes
-    if settings.batch_size % world:
-        raise ValueError(f"batch_size {settings.batch_size} must be a multiple of the {world} processes")
+    if settings.batch_size % accelerator.num_processes:
+        raise ValueError(f"batch_size {settings.batch_size} must be a multiple of the {accelerator.num_processes} "
+                         "processes")
     set_seed(settings.seed)
     model, tokenizer = build_model(settings)  # the same initial weights in every process
     prepare_output_dir(settings, accelerator)
     train, heldout, data_stats = load_streams(settings, tokenizer, accelerator.is_main_process)
-    steps_per_epoch = len(train) // settings.batch_size
-    optimizer, scheduler = make_optimizer(model, settings, steps_per_epoch)
-    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
-    unwrapped = accelerator.unwrap_model(model)
-    state = restore(accelerator, settings)
-    if not state.global_step:
-        set_seed(settings.seed + accelerator.process_index)  # dropout streams: one per process
-    output_dir = Path(settings.output_dir)
-    train_started = time.time()  # the time budget counts training (and its evaluations), not the data preparation
-    while not state.finished:
-        epoch_start = time.time()
-        stopped = run_epoch(model, optimizer, scheduler, train, state, settings, accelerator, train_started)
-        end_of_epoch(unwrapped, heldout, state, settings, accelerator, stopped, epoch_start)
-        out_of_limits = stop_reason(state, settings, time.time() - train_started) is not None
-        state.finished = stopped is not None or out_of_limits
-        save_checkpoint(accelerator, output_dir, state, settings.keep_checkpoints)
-        if accelerator.is_main_process:
-            write_run_record(state, settings, data_stats, run_started, argv, world, commit)
-    metrics = (write_run_record(state, settings, data_stats, run_started, argv, world, commit)
-               if accelerator.is_main_process else {})
-    if accelerator.is_main_process:
-        unwrapped.save_pretrained(output_dir / "lm")
-        tokenizer.save_pretrained(output_dir / "lm")
-        export_encoder(unwrapped, tokenizer, output_dir / "encoder", metrics)
-    accelerator.wait_for_everyone()
-    accelerator.end_training()
-    return metrics
+    loop = BiLMPretraining(settings, accelerator, model, tokenizer, train, heldout, data_stats, argv, commit,
+                           run_started)
+    loop.train()  # the time budget counts training (and its evaluations), not the data preparation
+    return loop.finish()
 
 
 @dataclass

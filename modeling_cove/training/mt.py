@@ -17,8 +17,8 @@ time, stop when lr < --min-lr (default 0.03 x lr: the paper's 0.03 at lr 1.0), o
 --time-budget-minutes; every stop is logged with its reason and recorded as `stop_reason` in metrics.json.
 Gradient-norm clip 5; batch 64 sentences (global, split over the processes); pairs longer than 75 tokens dropped;
 vocabularies <= 50k per side; fixed source word vectors; loss = summed token NLL / batch size. Batches are
-length-grouped with the order a function of (seed, epoch) only, so --resume replays it exactly (`mt_data`,
-`mt_state`). Options outside the paper, off by default: --start-decay-at N (also halve from epoch N on, OpenNMT-py's
+length-grouped with the order a function of (seed, epoch) only, so --resume replays it exactly (`pretraining`,
+`mt_trainer`). Options outside the paper, off by default: --start-decay-at N (also halve from epoch N on, OpenNMT-py's
 -start_decay_at), --time-budget-minutes, --optimizer adam (e.g. --lr 0.001; --min-lr defaults to 3e-05 then).
 Settings: built-in DEFAULTS < the preset's "training" block < the flags given.
 
@@ -280,7 +280,7 @@ def train_mt(args: MTArguments, on_step: Callable | None = None, command: str | 
     from accelerate import Accelerator, DistributedDataParallelKwargs
     from accelerate.utils import set_seed
 
-    from .mt_trainer import MTTrainer
+    from .mt_trainer import MTPretraining
 
     preset = load_model_preset(args.preset)
     settings = resolve_settings(args, preset)
@@ -305,8 +305,8 @@ def train_mt(args: MTArguments, on_step: Callable | None = None, command: str | 
     start_output_dir(accelerator, args, settings)
     set_seed(settings["seed"])
     data = prepare_data(accelerator, settings, raw, Path(args.output_dir), args.preprocess_workers)
-    trainer = MTTrainer(args, settings, accelerator, data, preset_name=preset.get("name"), on_step=on_step,
-                        command=command, start_time=start_time)
+    trainer = MTPretraining(args, settings, accelerator, data, preset_name=preset.get("name"), on_step=on_step,
+                            command=command, start_time=start_time)
     trainer.train()
     return trainer.finish()
 
