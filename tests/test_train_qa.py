@@ -10,12 +10,11 @@ import sys
 import pytest
 import torch
 
-from conftest import require_data
+from conftest import REPO, require_data
 from modeling_cove import CoveConfig, CoveModel
 from modeling_cove.tokenization_cove import build_cove_tokenizer, moses_tokenize
 from modeling_cove.training.cards import check_record_matches_checkpoint, load_eval_json
 from modeling_cove.training.qa import QAConfigError, QAOptions, model_overrides, train_qa
-from modeling_cove.training.run_info import REPO
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
