@@ -165,3 +165,28 @@ def test_make_optimizer_builds_the_named_optimizer_and_names_a_wrong_one():
     assert isinstance(adam, torch.optim.Adam) and adam.param_groups[0]["lr"] == 1e-3
     with pytest.raises(ValueError, match="unknown optimizer 'adagrad'; choose sgd or adam"):
         make_optimizer("adagrad", parameters, 0.1)
+
+
+def test_one_export_for_a_trained_biLM_model_and_an_mt_checkpoint_folder(tmp_path):
+    """`export_encoder` takes a trained model (here a fresh biLM) with its tokenizer as well as an MT checkpoint
+    folder: a frozen `AutoModel` checkpoint equal to the model's encoder, its card and the run's record; a model
+    without its tokenizer is refused by name."""
+    from transformers import AutoModel
+
+    from modeling_cove.training.bilm import BiLMSettings, build_model
+    from modeling_cove.training.export import export_encoder
+
+    init, _ = record.bilm_setup(tmp_path)
+    torch.manual_seed(0)
+    model, tokenizer = build_model(BiLMSettings(init_from=str(init), output_dir=str(tmp_path / "run"), hidden_size=8))
+    out = export_encoder(model, tmp_path / "encoder", {"global_step": 3}, tokenizer=tokenizer)
+    assert json.loads((out / "bilm_metrics.json").read_text()) == {"global_step": 3}
+    assert (out / "README.md").read_text().startswith("---") and not (out / "mt_metrics.json").exists()
+    encoder = AutoModel.from_pretrained(out)
+    assert encoder.config.freeze_encoder and encoder.config.architectures == ["CoveModel"]
+    for name, tensor in encoder.state_dict().items():
+        assert torch.equal(tensor, model.cove.state_dict()[name]), name
+    with pytest.raises(ValueError, match="needs its `tokenizer`"):
+        export_encoder(model, tmp_path / "again")
+    with pytest.raises(FileNotFoundError, match="is not a checkpoint folder"):
+        export_encoder(tmp_path / "missing", tmp_path / "again")
