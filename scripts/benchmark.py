@@ -2,8 +2,11 @@
 """Speed figures of the CoVe encoder, measured side by side in one process (ratios are what count; absolute
 numbers move with the machine and its load). Writes benchmarks/results/encoder.json.
 
-    python scripts/benchmark.py --data-dir ../shared/data            # full run (~5-10 min on 2 cores)
-    python scripts/benchmark.py --data-dir ../shared/data --quick    # smoke run (~1 min)
+    python scripts/benchmark.py --data-dir DATA            # full run (~5-10 min on 2 cores)
+    python scripts/benchmark.py --data-dir DATA --quick    # smoke run (~1 min)
+
+DATA: a local data folder laid out as docs/data.md describes (default: $COVE_DATA_DIR). OpenMP threads wait
+passively unless OMP_WAIT_POLICY says otherwise (`OMP_WAIT_POLICY=default`: OpenMP's own policy; docs/commands.md).
 
 Figures (real tokens/s = tokens of the real sentences, padding not counted):
 - ours: `CoveModel.encode` on token ids (length-sorted near-equal batches run unpacked on the fused LSTM kernel,
@@ -27,32 +30,30 @@ adds how often `encode` makes the host wait for the GPU, and writes benchmarks/r
 "reference", "unpacked" and "auto", a user's plain `model(**tokenizer(batch, padding=True))` in arrival order under
 "reference" and "auto", and the original recipe; writes benchmarks/results/lstm_implementations.json.
 
-    python scripts/benchmark.py --data-dir ../shared/data --implementations --repeats 5
+    python scripts/benchmark.py --data-dir DATA --implementations --repeats 5
 """
 
-import os
+import json
+from dataclasses import dataclass
 
-# OpenMP reads OMP_WAIT_POLICY once, when torch loads it: PASSIVE (idle threads sleep at once) unless the caller
-# sets it, for steady timings on a shared machine; "default" leaves OpenMP's own policy (docs/benchmarks.md)
-if os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE").lower() == "default":
-    del os.environ["OMP_WAIT_POLICY"]
+from modeling_cove.benchmarking.common import EncoderBenchmarkArguments, write_report
+from modeling_cove.benchmarking.encoder import bench_dataset, bench_implementations, prepare_encoder_benchmark
+from modeling_cove.training.cli import option, parse_options
 
-import json  # noqa: E402
 
-from modeling_cove.benchmarking.common import benchmark_arguments, parse_benchmark_args, write_report  # noqa: E402
-from modeling_cove.benchmarking.encoder import (  # noqa: E402
-    bench_dataset,
-    bench_implementations,
-    prepare_encoder_benchmark,
-)
+@dataclass
+class EncoderArguments(EncoderBenchmarkArguments):
+    """The flags of benchmark.py."""
+
+    implementations: bool = option("compare the lstm_implementation values instead (lstm_implementations.json)",
+                                   False)
+
+    def output_name(self) -> str:
+        return "lstm_implementations.json" if self.implementations else "encoder.json"
 
 
 def main(argv=None):
-    parser = benchmark_arguments(__doc__, "encoder.json")
-    parser.add_argument("--implementations", action="store_true",
-                        help="compare the lstm_implementation values instead (lstm_implementations.json)")
-    args = parse_benchmark_args(parser, argv, lambda a: "lstm_implementations.json" if a.implementations
-                                else "encoder.json")
+    args = parse_options(EncoderArguments, argv, description=__doc__)
     device, texts, model, tokenizer = prepare_encoder_benchmark(args)
     bench = bench_implementations if args.implementations else bench_dataset
     results = {}

@@ -2,8 +2,11 @@
 """When should the encoder pack? An A/B of the MT-LSTM's execution paths on the same batches, in one process.
 Writes benchmarks/results/packing.json.
 
-    python scripts/benchmark_packing.py --data-dir ../shared/data --threads 2
-    python scripts/benchmark_packing.py --data-dir ../shared/data --quick      # smoke run
+    python scripts/benchmark_packing.py --data-dir DATA --threads 2
+    python scripts/benchmark_packing.py --data-dir DATA --quick      # smoke run
+
+DATA: a local data folder laid out as docs/data.md describes (default: $COVE_DATA_DIR). OpenMP threads wait
+passively unless OMP_WAIT_POLICY says otherwise (`OMP_WAIT_POLICY=default`: OpenMP's own policy; docs/commands.md).
 
 1. Batches of 64 in arrival order (what `pipeline("feature-extraction")` and a plain DataLoader send): widely mixed
    lengths. Paths: packed (`CoveEncoder.forward(..., final_states=True)`); unpacked as one group (every row runs
@@ -20,20 +23,24 @@ Each figure: seconds for the whole set, best of `--repeats` interleaved repeats;
 `--device cuda` asks the same of cuDNN (writes packing_cuda.json).
 """
 
-import os
+from dataclasses import dataclass
+from typing import ClassVar
 
-# OpenMP reads OMP_WAIT_POLICY once, when torch loads it: PASSIVE (idle threads sleep at once) unless the caller
-# sets it, for steady timings on a shared machine; "default" leaves OpenMP's own policy (docs/benchmarks.md)
-if os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE").lower() == "default":
-    del os.environ["OMP_WAIT_POLICY"]
+from modeling_cove.benchmarking.common import EncoderBenchmarkArguments, write_report
+from modeling_cove.benchmarking.encoder import prepare_encoder_benchmark
+from modeling_cove.benchmarking.packing import bench_packing
+from modeling_cove.training.cli import parse_options
 
-from modeling_cove.benchmarking.common import benchmark_arguments, parse_benchmark_args, write_report  # noqa: E402
-from modeling_cove.benchmarking.encoder import prepare_encoder_benchmark  # noqa: E402
-from modeling_cove.benchmarking.packing import bench_packing  # noqa: E402
+
+@dataclass
+class PackingArguments(EncoderBenchmarkArguments):
+    """The flags of benchmark_packing.py (the encoder benchmarks' own)."""
+
+    output_file: ClassVar[str] = "packing.json"
 
 
 def main(argv=None):
-    args = parse_benchmark_args(benchmark_arguments(__doc__, "packing.json"), argv)
+    args = parse_options(PackingArguments, argv, description=__doc__)
     device, texts, model, tokenizer = prepare_encoder_benchmark(args)
     results = {}
     for name, group in texts.items():

@@ -2,8 +2,11 @@
 """Training-loop overhead: our training code vs a plain PyTorch loop of the same model on the same batches, in one
 process (ratios are what count). Writes benchmarks/results/training.json.
 
-    python scripts/benchmark_training.py --data-dir ../shared/data            # ~6 min on 2 idle cores
-    python scripts/benchmark_training.py --data-dir ../shared/data --quick    # smoke run (~1 min)
+    python scripts/benchmark_training.py --data-dir DATA            # ~6 min on 2 idle cores
+    python scripts/benchmark_training.py --data-dir DATA --quick    # smoke run (~1 min)
+
+DATA: a local data folder laid out as docs/data.md describes (default: $COVE_DATA_DIR). OpenMP threads wait
+passively unless OMP_WAIT_POLICY says otherwise (`OMP_WAIT_POLICY=default`: OpenMP's own policy; docs/commands.md).
 
 - MT: `modeling_cove.training.mt.train_mt` (Accelerate; the cove-small preset, Adam) for N steps on Multi30k, target
   tokens/s as the trainer reports it (the sum of its step times: collate, forward, backward, clipping, optimizer,
@@ -21,43 +24,48 @@ Each side runs `--repeats` times, interleaved; the best time is kept. Overhead =
 
 `--device cuda` runs both sides on the GPU (1-GPU Accelerate / Trainer overhead) and writes training_cuda.json:
 
-    python scripts/benchmark_training.py --data-dir ../shared/data --device cuda --mt-epoch
+    python scripts/benchmark_training.py --data-dir DATA --device cuda --mt-epoch
 """
 
-import os
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Literal, Optional
 
-# OpenMP reads OMP_WAIT_POLICY once, when torch loads it: PASSIVE (idle threads sleep at once) unless the caller
-# sets it, for steady timings on a shared machine; "default" leaves OpenMP's own policy (docs/benchmarks.md)
-if os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE").lower() == "default":
-    del os.environ["OMP_WAIT_POLICY"]
+from modeling_cove.benchmarking.common import BenchmarkArguments, write_report
+from modeling_cove.benchmarking.training import TrainingBenchmark, bench_bcn, bench_mt, bench_mt_epoch
+from modeling_cove.training.cli import option, parse_options
 
-import json  # noqa: E402
-import tempfile  # noqa: E402
-from pathlib import Path  # noqa: E402
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+@dataclass
+class TrainingArguments(BenchmarkArguments):
+    """The flags of benchmark_training.py."""
 
-from modeling_cove.benchmarking.common import benchmark_arguments, parse_benchmark_args, write_report  # noqa: E402
-from modeling_cove.benchmarking.training import TrainingBenchmark, bench_bcn, bench_mt, bench_mt_epoch  # noqa: E402
+    only: Optional[Literal["mt", "bcn"]] = option("time only this loop (default: both)")
+    mt_epoch: bool = option("also time one whole Multi30k epoch of MT training", False)
+    bcn_steps: Optional[int] = option("BCN steps per run (default 40 on CPU, 200 on a GPU)")
+    trainer_variants: bool = option("also time the BCN Trainer with pinned batches and the NaN/Inf loss filter "
+                                    "switched", False)
+
+    output_file: ClassVar[str] = "training.json"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not Path(self.data_dir).is_dir():
+            raise ValueError(f"--data-dir {self.data_dir} is not a directory")
 
 
 def main(argv=None):
-    p = benchmark_arguments(__doc__, "training.json", batch_size=False)
-    p.add_argument("--only", choices=["mt", "bcn"], default=None)
-    p.add_argument("--mt-epoch", action="store_true", help="also time one whole Multi30k epoch of MT training")
-    p.add_argument("--bcn-steps", type=int, default=None, help="BCN steps per run (default 40 on CPU, 200 on a GPU)")
-    p.add_argument("--trainer-variants", action="store_true",
-                   help="also time the BCN Trainer with pinned batches and the NaN/Inf loss filter switched")
-    args = parse_benchmark_args(p, argv)
-    if not Path(args.data_dir).is_dir():
-        p.error(f"--data-dir {args.data_dir} is not a directory")
+    import numpy as np
+    import torch
+    import transformers
+
+    args = parse_options(TrainingArguments, argv, description=__doc__)
     bench = TrainingBenchmark(args.data_dir, args.device, args.threads, args.quick, args.repeats, args.bcn_steps,
                               args.trainer_variants)
     torch.set_num_threads(args.threads)
     np.random.seed(0)
-    import transformers
-
     transformers.logging.set_verbosity_error()  # the heads' "newly initialised" load reports, once per model
     results = {}
     with tempfile.TemporaryDirectory(prefix="cove-bench-training-") as tmp:

@@ -15,36 +15,51 @@ under tracemalloc (peak of Python + numpy allocations during the read; slower, s
     python scripts/benchmark_vectors.py            # full run (~2 minutes of one CPU)
     python scripts/benchmark_vectors.py --quick    # smoke run on the first 3,000 lines
 
-Writes benchmarks/results/vectors_loading.json (command, commit, machine, figures).
+Writes benchmarks/results/vectors_loading.json (command, commit, machine, figures). The stand-in vectors are read from
+DATA/vectors/ (--data-dir DATA: a local data folder laid out as docs/data.md describes, default $COVE_DATA_DIR) unless
+--vectors names a file.
 """
 
-import argparse
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
-from modeling_cove.benchmarking.common import DEFAULT_DATA_DIR, RESULTS_DIR, report_header
+from modeling_cove.benchmarking.common import DATA_DIR_ENV, RESULTS_DIR, data_dir_or_default, report_header
 from modeling_cove.benchmarking.vectors_loading import vectors_loading_report
+from modeling_cove.training.cli import option, parse_options
 from modeling_cove.training.run_info import write_json
 
 
+@dataclass
+class VectorsArguments:
+    """The flags of benchmark_vectors.py."""
+
+    quick: bool = option("smoke run: first 3,000 lines, 1 repeat", False)
+    data_dir: Optional[str] = option(f"local data folder laid out as docs/data.md describes (default: ${DATA_DIR_ENV}; "
+                                     "not needed with --vectors)")
+    vectors: Optional[str] = option("GloVe-format .xz (default: the stand-in under the data folder)")
+    every: int = option("restricted vocabulary = every k-th word of the file", 10)
+    repeats: Optional[int] = option("timed repeats (best is reported; default 3)")
+    tmp_dir: Optional[str] = option("where the decompressed copy goes (/tmp)")
+    output: str = option("the report's path", str(RESULTS_DIR / "vectors_loading.json"))
+
+    def __post_init__(self):
+        if self.vectors is None:
+            self.vectors = str(Path(data_dir_or_default(self.data_dir)) / "vectors" / "w2v-lower-300d.txt.xz")
+        if not Path(self.vectors).exists():
+            raise ValueError(f"vectors file not found: {self.vectors} (pass --data-dir or --vectors)")
+        if not self.vectors.endswith(".xz"):
+            raise ValueError(f"--vectors {self.vectors} must be an .xz file (the benchmark compares xz with its "
+                             "decompressed copy)")
+        if self.every < 1:
+            raise ValueError(f"--every must be >= 1, got {self.every}")
+
+
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smoke run: first 3,000 lines, 1 repeat")
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="the shared data folder")
-    parser.add_argument("--vectors", type=Path, default=None, help="GloVe-format .xz (default: the stand-in)")
-    parser.add_argument("--every", type=int, default=10, help="restricted vocabulary = every k-th word of the file")
-    parser.add_argument("--repeats", type=int, default=None, help="timed repeats (best is reported; default 3)")
-    parser.add_argument("--tmp-dir", type=Path, default=None, help="where the decompressed copy goes (/tmp)")
-    parser.add_argument("--output", type=Path, default=RESULTS_DIR / "vectors_loading.json")
-    args = parser.parse_args(argv)
-    source = args.vectors or args.data_dir / "vectors" / "w2v-lower-300d.txt.xz"
-    if not source.exists():
-        parser.error(f"vectors file not found: {source} (pass --data-dir or --vectors)")
-    if source.suffix != ".xz":
-        parser.error(f"--vectors {source} must be an .xz file (the benchmark compares xz with its decompressed copy)")
-    if args.every < 1:
-        parser.error(f"--every must be >= 1, got {args.every}")
-    report = vectors_loading_report(source, 3000 if args.quick else None, args.every,
-                                    args.repeats or (1 if args.quick else 3), args.tmp_dir)
+    args = parse_options(VectorsArguments, argv, description=__doc__)
+    report = vectors_loading_report(Path(args.vectors), 3000 if args.quick else None, args.every,
+                                    args.repeats or (1 if args.quick else 3),
+                                    None if args.tmp_dir is None else Path(args.tmp_dir))
     mode = "quick (first 3,000 lines; not the reference figures)" if args.quick else "full"
     write_json(args.output, {"benchmark": "vectors_loading", **report_header(argv), "mode": mode, **report})
     print(f"wrote {args.output}")

@@ -5,32 +5,43 @@ Reference: `[t.lower() for t in MosesTokenizer(lang="en").tokenize(text, escape=
 built). Ours: the tokens of `build_cove_tokenizer(...)`, i.e. `moses_tokenize(text)`. Metric: % of texts tokenized
 identically, per dataset and overall (pooled), plus the most common disagreements (as "reference span -> our span").
 
-    python scripts/tokenizer_agreement.py --data-dir ../shared/data
-writes benchmarks/results/tokenizer_agreement.json. `--limit N` caps every dataset (smoke runs).
+    python scripts/tokenizer_agreement.py --data-dir DATA
+writes benchmarks/results/tokenizer_agreement.json. `--limit N` caps every dataset (smoke runs). DATA: a local data
+folder laid out as docs/data.md describes (default: $COVE_DATA_DIR).
 """
 
-import argparse
-import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
-from modeling_cove.benchmarking.common import DEFAULT_DATA_DIR, RESULTS_DIR, report_header
+from modeling_cove.benchmarking.common import DATA_DIR_ENV, RESULTS_DIR, data_dir_or_default, report_header
 from modeling_cove.benchmarking.tokenizer_agreement import agreement_report
+from modeling_cove.training.cli import option, parse_options
 from modeling_cove.training.run_info import write_json
 
 
+@dataclass
+class AgreementArguments:
+    """The flags of tokenizer_agreement.py."""
+
+    data_dir: Optional[str] = option(f"local data folder laid out as docs/data.md describes (default: ${DATA_DIR_ENV})")
+    output: str = option("the report's path", str(RESULTS_DIR / "tokenizer_agreement.json"))
+    imdb_limit: int = option("number of IMDb test reviews (file order)", 2000)
+    limit: Optional[int] = option("cap every dataset at N texts (smoke runs)")
+    top: int = option("how many disagreement patterns to record", 25)
+    no_extra: bool = option("skip the extra datasets (SNLI, SQuAD, ...)", False)
+    stress: int = option("number of synthetic stress strings (0: skip)", 20000)
+
+    def __post_init__(self):
+        self.data_dir = data_dir_or_default(self.data_dir)
+        if not Path(self.data_dir).is_dir():
+            raise ValueError(f"--data-dir {self.data_dir} does not exist")
+
+
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("COVE_DATA_DIR", DEFAULT_DATA_DIR)))
-    parser.add_argument("--output", type=Path, default=RESULTS_DIR / "tokenizer_agreement.json")
-    parser.add_argument("--imdb-limit", type=int, default=2000, help="number of IMDb test reviews (file order)")
-    parser.add_argument("--limit", type=int, default=None, help="cap every dataset at N texts (smoke runs)")
-    parser.add_argument("--top", type=int, default=25, help="how many disagreement patterns to record")
-    parser.add_argument("--no-extra", action="store_true", help="skip the extra datasets (SNLI, SQuAD, ...)")
-    parser.add_argument("--stress", type=int, default=20000, help="number of synthetic stress strings (0: skip)")
-    args = parser.parse_args(argv)
-    if not args.data_dir.is_dir():
-        parser.error(f"--data-dir {args.data_dir} does not exist")
-    figures = agreement_report(args.data_dir, args.imdb_limit, args.limit, args.top, not args.no_extra, args.stress)
+    args = parse_options(AgreementArguments, argv, description=__doc__)
+    figures = agreement_report(Path(args.data_dir), args.imdb_limit, args.limit, args.top, not args.no_extra,
+                               args.stress)
     header = report_header(argv)
     report = {"description": figures.pop("description"), **header, **figures}
     write_json(args.output, report)

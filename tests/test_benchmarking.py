@@ -12,7 +12,9 @@ import pytest
 import torch
 
 from modeling_cove.benchmarking import common, encoder, packing, tokenizer_agreement, training, vectors_loading
-from modeling_cove.training.run_info import REPO
+from modeling_cove.training.cli import option, parse_options
+
+from conftest import REPO
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "far", "away"]
 
@@ -94,15 +96,36 @@ def test_report_carries_command_commit_machine(tmp_path):
     assert report["quick"] is True and report["batch_size"] == 2 and report["results"] == {"set": {"x": 1}}
 
 
-def test_parse_benchmark_args_settles_the_output_and_names_a_bad_device():
-    parser = common.benchmark_arguments("test", "encoder.json")
-    parser.add_argument("--implementations", action="store_true")
-    args = common.parse_benchmark_args(parser, ["--implementations"],
-                                       lambda a: "lstm_implementations.json" if a.implementations else "encoder.json")
-    assert args.output == str(common.RESULTS_DIR / "lstm_implementations.json")
-    assert common.parse_benchmark_args(parser, []).output == str(common.RESULTS_DIR / "encoder.json")
-    with pytest.raises(SystemExit):
-        common.parse_benchmark_args(parser, ["--device", "tpu"])
+def test_benchmark_arguments_settle_the_output_and_name_a_bad_device(capsys):
+    """The report's path from the benchmark's own output name (lstm_implementations.json under --implementations);
+    a device torch cannot use is a usage error naming --device."""
+    from dataclasses import dataclass
+
+    @dataclass
+    class Implementations(common.EncoderBenchmarkArguments):
+        implementations: bool = option("compare implementations", False)
+
+        def output_name(self) -> str:
+            return "lstm_implementations.json" if self.implementations else "encoder.json"
+
+    args = parse_options(Implementations, ["--data-dir", "data", "--implementations", "--batch-size", "8"])
+    assert (args.output, args.batch_size) == (str(common.RESULTS_DIR / "lstm_implementations.json"), 8)
+    assert parse_options(Implementations, ["--data-dir", "data"]).output == str(common.RESULTS_DIR / "encoder.json")
+    assert parse_options(Implementations, ["--data-dir", "data", "--output", "x.json"]).output == "x.json"
+    with pytest.raises(SystemExit) as exit_info:
+        parse_options(Implementations, ["--data-dir", "data", "--device", "tpu"])
+    assert exit_info.value.code == 2 and "--device 'tpu'" in capsys.readouterr().err
+
+
+def test_the_data_folder_is_given_or_named_by_the_environment(monkeypatch, capsys):
+    """No default points at a folder the user may not have: --data-dir, else $COVE_DATA_DIR, else a usage error."""
+    monkeypatch.setattr(common, "DEFAULT_DATA_DIR", None)
+    with pytest.raises(SystemExit) as exit_info:
+        parse_options(common.BenchmarkArguments, [])
+    assert exit_info.value.code == 2 and "--data-dir is required (or set $COVE_DATA_DIR)" in capsys.readouterr().err
+    monkeypatch.setattr(common, "DEFAULT_DATA_DIR", "from-env")
+    assert parse_options(common.BenchmarkArguments, []).data_dir == "from-env"
+    assert parse_options(common.BenchmarkArguments, ["--data-dir", "given"]).data_dir == "given"
 
 
 def test_interleaved_best_keeps_each_functions_best():

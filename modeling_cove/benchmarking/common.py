@@ -1,22 +1,25 @@
-"""What every benchmark shares: timing (best of N, rounds interleaved, synchronised on a GPU), the command-line
-options of the encoder and training benchmarks, and the report header (command, commit, machine) from
+"""What every benchmark shares: timing (best of N, rounds interleaved, synchronised on a GPU), the options dataclasses
+of the speed benchmarks' command lines, and the report header (command, commit, machine) from
 `modeling_cove.training.run_info`."""
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import ClassVar, Optional
 
 import torch
 
-from ..training.run_info import REPO, command_line, git_commit, machine_info, write_json
+from ..training.cli import option
+from ..training.run_info import command_line, git_commit, machine_info, write_json
 
-RESULTS_DIR = REPO / "benchmarks" / "results"
-DEFAULT_DATA_DIR = REPO.parent / "shared" / "data"
+RESULTS_DIR = Path("benchmarks") / "results"  # the repository's results, relative to where the benchmark runs
+DATA_DIR_ENV = "COVE_DATA_DIR"
+DEFAULT_DATA_DIR = os.environ.get(DATA_DIR_ENV)  # a local data folder (docs/data.md); None: --data-dir is required
 
 
 def synchronize():
@@ -61,40 +64,55 @@ def count_cuda_syncs(fn) -> int:
     return sum("synchroniz" in str(w.message).lower() for w in caught)
 
 
-def benchmark_arguments(description: str, output_name: str, batch_size: bool = True) -> argparse.ArgumentParser:
-    """The options the encoder and training benchmarks share (`--batch-size` for the encoder ones); results go to
-    benchmarks/results/<output_name> (<name>_cuda.json on a GPU) unless --output says otherwise."""
-    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR))
-    p.add_argument("--quick", action="store_true", help="smoke run: fewer texts, steps and repeats")
-    p.add_argument("--threads", type=int, default=2)
-    if batch_size:
-        p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--repeats", type=int, default=None)
-    p.add_argument("--device", default="cpu", help="cpu, or cuda (a GPU; results go to <name>_cuda.json)")
-    p.add_argument("--output", default=None, help=f"default benchmarks/results/{output_name}")
-    p.set_defaults(default_output=output_name)
-    return p
+def data_dir_or_default(data_dir: Optional[str]) -> str:
+    """--data-dir as given, else $COVE_DATA_DIR; a ValueError (a usage error on the command line) without either."""
+    if data_dir is None:
+        data_dir = DEFAULT_DATA_DIR
+    if data_dir is None:
+        raise ValueError(f"--data-dir is required (or set ${DATA_DIR_ENV})")
+    return data_dir
 
 
-def parse_benchmark_args(parser: argparse.ArgumentParser, argv: Optional[list] = None,
-                         output_name: Optional[Callable[[argparse.Namespace], str]] = None) -> argparse.Namespace:
-    """Parse, check `--device` (a parser error naming it when it is neither cpu nor cuda, or when CUDA is asked for
-    and absent) and settle `--output`: `output_name(args)` (default: the parser's) under benchmarks/results/, with
-    a `_cuda` suffix on a GPU."""
-    args = parser.parse_args(argv)
-    try:
-        device = torch.device(args.device)
-    except RuntimeError as error:
-        parser.error(f"--device {args.device!r}: {error}")
-    if device.type not in ("cpu", "cuda"):
-        parser.error(f"--device {args.device!r}: only cpu and cuda are supported")
-    if device.type == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda, but torch sees no GPU (torch.cuda.is_available() is False)")
-    if args.output is None:
-        name = output_name(args) if output_name is not None else args.default_output
-        args.output = str(RESULTS_DIR / (name.replace(".json", "_cuda.json") if device.type == "cuda" else name))
-    return args
+@dataclass
+class BenchmarkArguments:
+    """The options every speed benchmark shares (a benchmark's own options dataclass extends it). The report goes to
+    benchmarks/results/<output_name()> (<name>_cuda.json on a GPU) unless --output says otherwise."""
+
+    data_dir: Optional[str] = option(f"local data folder laid out as docs/data.md describes (default: ${DATA_DIR_ENV})")
+    quick: bool = option("smoke run: fewer texts, steps and repeats", False)
+    threads: int = option("torch intra-op threads", 2)
+    repeats: Optional[int] = option("timed repeats, interleaved; the best is kept (default: 3, 1 with --quick)")
+    device: str = option("cpu, or cuda (a GPU; results go to <name>_cuda.json)", "cpu")
+    output: Optional[str] = option("the report's path (default: benchmarks/results/<name>.json)")
+
+    output_file: ClassVar[str] = "benchmark.json"
+
+    def output_name(self) -> str:
+        """The report's file name under benchmarks/results/ (for the CPU)."""
+        return self.output_file
+
+    def __post_init__(self):
+        """--data-dir else $COVE_DATA_DIR; --device a torch device torch can use (a usage error naming it otherwise);
+        --output settled."""
+        self.data_dir = data_dir_or_default(self.data_dir)
+        try:
+            device = torch.device(self.device)
+        except RuntimeError as error:
+            raise ValueError(f"--device {self.device!r}: {error}") from None
+        if device.type not in ("cpu", "cuda"):
+            raise ValueError(f"--device {self.device!r}: only cpu and cuda are supported")
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError("--device cuda, but torch sees no GPU (torch.cuda.is_available() is False)")
+        if self.output is None:
+            name = self.output_name()
+            self.output = str(RESULTS_DIR / (name.replace(".json", "_cuda.json") if device.type == "cuda" else name))
+
+
+@dataclass
+class EncoderBenchmarkArguments(BenchmarkArguments):
+    """The encoder benchmarks' options: the shared ones and the batch size."""
+
+    batch_size: int = option("texts per batch", 64)
 
 
 def report_header(argv: Optional[list] = None) -> dict:

@@ -4,14 +4,12 @@ arrival order; sort -> pack -> nn.LSTM -> unpack -> unsort). Random weights: spe
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..lstm_kernels import cpu_worker_count, run_on_cpu_workers
-from .common import count_cuda_syncs, interleaved_best
+from .common import EncoderBenchmarkArguments, count_cuda_syncs, interleaved_best
 
 # Short lists (the first n inputs, arrival order) timed with and without the CPU workers.
 FEW_INPUTS = (50, 100)
@@ -41,7 +39,7 @@ def random_cove_model(words: list, dim: int = 300, hidden: int = 300):
     return model.eval(), tokenizer
 
 
-def prepare_encoder_benchmark(args: argparse.Namespace):
+def prepare_encoder_benchmark(args: EncoderBenchmarkArguments):
     """The shared start of the encoder benchmarks: `args.repeats` settled (1 with --quick, else 3), the intra-op
     threads set, the benchmark texts (`load_texts`) and a random-weight checkpoint whose vocabulary covers them, on
     `args.device`. Returns (device, texts, model, tokenizer)."""
