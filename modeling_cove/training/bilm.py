@@ -34,7 +34,7 @@ import random
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -316,12 +316,12 @@ class BiLMPretraining(PretrainingLoop):
                  heldout: WindowStore, data_stats: dict, argv, commit: str, run_started: float):
         from transformers import get_scheduler
 
-        self.settings, self.accelerator, self.tokenizer = settings, accelerator, tokenizer
+        super().__init__(accelerator, settings.output_dir, StopLimits(settings.epochs, settings.max_steps,
+                                                                      settings.time_budget_minutes),
+                         settings.seed, settings.save_steps, settings.keep_checkpoints)
+        self.settings, self.tokenizer = settings, tokenizer
         self.train_windows, self.heldout, self.data_stats = train, heldout, data_stats
         self.argv, self.commit, self.run_started = argv, commit, run_started
-        self.output_dir = Path(settings.output_dir)
-        self.limits = StopLimits(settings.epochs, settings.max_steps, settings.time_budget_minutes)
-        self.save_steps, self.keep_checkpoints, self.seed = settings.save_steps, settings.keep_checkpoints, settings.seed
         optimizer = make_optimizer("adam", [p for p in model.parameters() if p.requires_grad], settings.lr)
         scheduler = get_scheduler(settings.scheduler, optimizer, num_warmup_steps=settings.warmup_steps,
                                   num_training_steps=settings.epochs * (len(train) // settings.batch_size))

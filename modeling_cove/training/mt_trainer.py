@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -32,11 +31,9 @@ class MTPretraining(PretrainingLoop):
 
     def __init__(self, args, settings: dict, accelerator, data, preset_name=None, on_step=None, command=None,
                  start_time=None):
-        self.args, self.settings, self.accelerator, self.data = args, settings, accelerator, data
-        self.output_dir = Path(args.output_dir)
-        self.limits = StopLimits(settings["max_epochs"], settings["max_steps"], args.time_budget_minutes,
-                                 settings["min_lr"])
-        self.save_steps, self.keep_checkpoints, self.seed = args.save_steps, args.keep_checkpoints, settings["seed"]
+        limits = StopLimits(settings["max_epochs"], settings["max_steps"], args.time_budget_minutes, settings["min_lr"])
+        super().__init__(accelerator, args.output_dir, limits, settings["seed"], args.save_steps, args.keep_checkpoints)
+        self.args, self.settings, self.data = args, settings, data
         self.on_step = on_step
         self.start_time = start_time or time.time()
         self.preset_name = preset_name

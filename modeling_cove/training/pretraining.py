@@ -214,16 +214,20 @@ def restore_checkpoint(accelerator, output_dir: Path | str) -> PretrainingState 
 
 
 class PretrainingLoop:
-    """An epoch loop over a prepared model, with exact resume. A subclass sets `model`, `accelerator`, `output_dir`,
-    `limits`, `save_steps`, `keep_checkpoints` and `seed`, calls `start()`, and implements the hooks:
-    `epoch_batches(epoch)`, `train_step(batch)` (one optimizer step; the state's counters but the step numbers),
-    `evaluate(epoch, stopped, epoch_start)` (the epoch's record), `fresh_epoch_sums()` and `finish()` (export);
-    optionally `schedule(epoch, record)`, `close_epoch_log(stopped)`, `write_record()` and `seconds(inside_epoch)`."""
+    """An epoch loop over a prepared model, with exact resume. A subclass calls `__init__`, prepares its model
+    (`self.model`) and optimizer with the accelerator, calls `start()`, and implements the hooks:
+    `epoch_batches(epoch)`, `train_step(batch)` (one optimizer step and the state's counters), `evaluate(epoch,
+    stopped, epoch_start)` (the epoch's record), `fresh_epoch_sums()` and `finish()` (the export); optionally
+    `schedule(epoch, record)`, `close_epoch_log(stopped)`, `write_record()` and `seconds(inside_epoch)`."""
 
-    accelerator = model = output_dir = limits = None
-    save_steps, keep_checkpoints, seed = 0, 0, 0
+    model = None
     state: PretrainingState
-    train_started: float | None = None  # when training (not data preparation) began in this process
+
+    def __init__(self, accelerator, output_dir, limits: StopLimits, seed: int, save_steps: int = 0,
+                 keep_checkpoints: int = 2):
+        self.accelerator, self.output_dir, self.limits, self.seed = accelerator, Path(output_dir), limits, seed
+        self.save_steps, self.keep_checkpoints = save_steps, keep_checkpoints  # save_steps 0: at epoch ends only
+        self.train_started = None  # when training (not data preparation) began in this process
 
     # --- hooks -----------------------------------------------------------------------------------------------
 
