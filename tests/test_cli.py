@@ -6,6 +6,7 @@ import dataclasses
 import importlib
 import os
 import re
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -86,6 +87,20 @@ def test_every_entry_point_prints_its_help_in_process(name, capsys):
             assert field.metadata.get("help"), f"{name}: field {field.name} has no help"
             flag = field.name if field.metadata.get("positional") else f"--{field.name.replace('_', '-')}"
             assert flag in text, f"{name} --help lacks {flag}"
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (REPO / "scripts").glob("*.py")))
+def test_every_script_prints_its_help_in_process(script, capsys, monkeypatch):
+    """scripts/*.py run as `python scripts/<script> --help`: the thin wrappers and the repository's instruments
+    (benchmarks, result collection, the example generator) alike."""
+    path = REPO / "scripts" / script
+    monkeypatch.setattr(sys, "argv", [str(path), "--help"])
+    with pytest.raises(SystemExit) as exit_info:
+        runpy.run_path(str(path), run_name="__main__")
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    assert text.startswith("usage: ")
+    assert not [forbidden for forbidden in FORBIDDEN_IN_HELP if forbidden in text]
 
 
 @pytest.mark.parametrize("name", sorted(FLAGS_BEFORE))
