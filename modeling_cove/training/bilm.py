@@ -1,6 +1,6 @@
 """biLM pretraining (docs/bilm.md): an ELMo-style `CoveForBidirectionalLM` trained on monolingual text
 with Accelerate (one CPU, N GPUs, DDP), resumable exactly, then exported as a plain encoder checkpoint. Command line:
-`cove-train-bilm` (also `python -m modeling_cove.training.bilm`, `scripts/train_bilm.py`); from Python
+`cove-train-bilm` (also `python -m modeling_cove.training.bilm`); from Python
 `train_bilm(BiLMSettings(...))`.
 
     cove-train-bilm --init-from runs/vocab --data-dir DATA --output-dir runs/bilm

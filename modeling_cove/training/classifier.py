@@ -1,8 +1,8 @@
 """Train the BCN (`CoveForSequenceClassification`, docs/paper.md §3) on a classification task with
 `transformers.Trainer`: task hyperparameters (`configuration/tasks/<task>.yaml`), subsampling and tokenisation, the
 frozen encoder's feature cache, the model per column of the CoVe paper's Table 2, the Trainer and its metrics, and what
-a run writes. Command line: `cove-train-classifier` (also `python -m modeling_cove.training.classifier`,
-`scripts/train_classifier.py`); from Python `train_classifier(ClassifierOptions(...))`.
+a run writes. Command line: `cove-train-classifier` (also `python -m modeling_cove.training.classifier`); from
+Python `train_classifier(ClassifierOptions(...))`.
 
 Tasks: sst2 (phrase-level train), sst5, trec6, trec50, imdb (first 200 words), snli (pairs; only dev/test exist
 locally: train on 90% of dev, validate on the other 10%, test on test — see modeling_cove/data.py), tsv (your own

@@ -1,6 +1,6 @@
 """Convert the original Salesforce CoVe MT-LSTM (`wmtlstm-b142a7f2.pth` / `wmtlstm-8f474287.pth`) to a Hugging Face
 checkpoint directory: config + tokenizer + GloVe embedding matrix + the converted MT-LSTM, as safetensors. Command line:
-`cove-convert-salesforce` (also `python -m modeling_cove.training.convert`, `scripts/convert_salesforce_cove.py`).
+`cove-convert-salesforce` (also `python -m modeling_cove.training.convert`).
 
 The vocabulary comes from exactly one of: `--vocab-file` (one word per line), text data (`--tasks` with `--data-dir`
 or Hub ids, like cove-build-vocab), or `--vocab-from-vectors N` (the first N words of the vectors file).

@@ -1,5 +1,5 @@
 """Export the encoder of a trained CoVe MT checkpoint as a CoVe checkpoint (the "CoVe" of the paper). Command line:
-`cove-export-encoder` (also `python -m modeling_cove.training.export`, `scripts/export_encoder.py`):
+`cove-export-encoder` (also `python -m modeling_cove.training.export`):
 
     cove-export-encoder --mt-checkpoint runs/cove-small/mt --output-dir runs/cove-small/encoder
     cove-export-encoder --mt-checkpoint runs/cove-small/mt --output-dir runs/cove-small-tasks \\

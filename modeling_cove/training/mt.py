@@ -1,6 +1,6 @@
 """Pretrain CoVe: train the attentional English->German MT model (McCann et al. 2017, docs/paper.md §2) with
 Accelerate, then export its encoder (the MT-LSTM) as a CoVe checkpoint. Command line: `cove-train-mt` (also
-`python -m modeling_cove.training.mt`, `scripts/train_mt.py`); from Python `train_mt(MTArguments(...))`.
+`python -m modeling_cove.training.mt`); from Python `train_mt(MTArguments(...))`.
 
 The same command runs on one CPU, on N GPUs and as real 2-process DDP on CPU (gloo):
 

@@ -3,7 +3,7 @@
 This lets the main job build a word-vectors matrix on a fresh machine from the shipped text alone (no GloVe
 download). The output is GloVe text format (no header; `word v1 ... vD`, values as `%.5f`), readable by
 `modeling_cove.vectors.read_word_vectors`. Command line: `cove-train-ppmi-vectors` (also
-`python -m modeling_cove.training.ppmi`, `scripts/train_ppmi_vectors.py`):
+`python -m modeling_cove.training.ppmi`):
 
     cove-train-ppmi-vectors --text-file examples/en_de/train.tsv --tsv-column en \\
         --text-file examples/sentiment/train.tsv --tsv-column text --dim 50 --output vectors.txt

@@ -12,8 +12,7 @@
    = vocab size, one forward pass).
 4. `upload` with `huggingface_hub`: `create_repo(exist_ok=True)`, `create_branch` for a revision, `upload_folder`.
 
-`publish` runs the four steps. Command line: `cove-push-to-hub` (also `python -m modeling_cove.training.publish`,
-`scripts/push_to_hub.py`):
+`publish` runs the four steps. Command line: `cove-push-to-hub` (also `python -m modeling_cove.training.publish`):
 
     cove-push-to-hub CHECKPOINT_DIR --repo-id org/cove-bcn-sst2 \\
         --eval-json CHECKPOINT_DIR/eval_results.json [--curve loss_curve.png] [--private] [--revision BRANCH] \\

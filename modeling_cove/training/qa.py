@@ -2,8 +2,8 @@
 settings (`configuration/tasks/squad.yaml`) and DCN sizes (`configuration/models/dcn-squad.json`), windowed
 preprocessing (`modeling_cove.squad_preprocessing`), the frozen encoder's feature cache, EM/F1 of the predicted
 spans, the sliding-window word-overlap baseline, and what a run writes (the model, its evaluation JSON for a model
-card, predictions, metrics and curves). Command line: `cove-train-qa` (also `python -m modeling_cove.training.qa`,
-`scripts/train_qa.py`); from Python `train_qa(QAOptions(...))`.
+card, predictions, metrics and curves). Command line: `cove-train-qa` (also `python -m modeling_cove.training.qa`);
+from Python `train_qa(QAOptions(...))`.
 
     # stand-in vectors only (the MT-LSTM is not run); CPU-sized DCN (l = 100, pool 8), 50 minutes of training
     cove-train-qa --checkpoint runs/cove-s-squad --data-dir DATA --dcn-input vectors \\

@@ -1,6 +1,6 @@
 """A CoVe checkpoint from text and word vectors: the vocabulary of the texts a run reads, the fixed word-vector matrix
 and a freshly initialised MT-LSTM (the starting point of MT pretraining), saved as a Hugging Face checkpoint folder.
-Command line: `cove-build-vocab` (also `python -m modeling_cove.training.vocab`, `scripts/build_vocab.py`).
+Command line: `cove-build-vocab` (also `python -m modeling_cove.training.vocab`).
 
 The result (tokenizer + config + embedding matrix + freshly initialised MT-LSTM) loads with
 `AutoModel.from_pretrained(out)` / `AutoTokenizer.from_pretrained(out)` and is the starting point for MT pretraining
