@@ -4,7 +4,7 @@
 - `load_classification(task)` -> train/validation/test with `text`, [`text_pair`], `label` (a `ClassLabel`).
 - `load_squad` -> train/validation with `id`, `title`, `context`, `question`, `answers` (SQuAD v1.1 layout).
 
-`data_dir` is a folder laid out like this workplace's `shared/data` (see its README); with `data_dir=None` the Hub
+`data_dir` is a local data folder (see docs/data.md for its layout and sources); with `data_dir=None` the Hub
 datasets of `HUB_IDS` (listed in docs/transformers_notes.md) are used. Splits that the local data lacks are
 documented where they are made:
 
@@ -80,7 +80,7 @@ def _check_data_dir(data_dir, sub: str) -> Path:
         raise FileNotFoundError(f"--data-dir {root} does not exist or is not a directory")
     folder = root / sub
     if not folder.is_dir():
-        raise FileNotFoundError(f"{folder} not found: the data dir must contain '{sub}/' (see shared/data/README.md)")
+        raise FileNotFoundError(f"{folder} not found: the data dir must contain '{sub}/' (see docs/data.md)")
     return folder
 
 

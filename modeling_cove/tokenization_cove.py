@@ -1,6 +1,6 @@
 """Word-level fast tokenizer for CoVe: Moses-like English splitting, exact character offsets, optional lowercasing.
 
-The released CoVe MT-LSTM (and the stand-in vectors in ../shared/data/vectors) were trained on
+The released CoVe MT-LSTM (and the stand-in vectors of a local data folder, docs/data.md) were trained on
 `sacremoses.MosesTokenizer(lang="en").tokenize(text, escape=False)` tokens, lower-cased afterwards. This module
 rebuilds that tokenization with the `tokenizers` library so that it
 

@@ -1,4 +1,4 @@
-"""The main job (scripts/main.py, modeling_cove.training.pipeline) end to end on the embedded default in its reduced
+"""The main job (`cove-main`, modeling_cove.training.main_job) end to end on the embedded default in its reduced
 mode (--quick), as subprocesses:
 
 1. a first run whose pretraining subprocess is SIGKILLed mid-way (after its step-5 checkpoint): the job fails with
@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from modeling_cove.training import pipeline
-from modeling_cove.training.pipeline import Command, InputError, JobOptions, StageError
+from modeling_cove.training.main_job import Command, InputError, JobOptions, StageError
+from modeling_cove.training.main_job import report, runner, settings, stages
+from modeling_cove.training.presets import shipped_path
 
 REPO = Path(__file__).resolve().parents[1]
 MAIN = REPO / "scripts" / "main.py"
@@ -82,7 +83,7 @@ def test_killed_pretraining_fails_cleanly(job):
     first = job["first"]
     assert first["killed_pid"] is not None, "pretraining finished before it could be killed:\n" + first["log"][-3000:]
     assert first["rc"] == 1, first["log"][-3000:]
-    assert "pretrain (train_mt.py) failed (killed by signal 9)" in first["log"]
+    assert "pretrain (modeling_cove.training.mt) failed (killed by signal 9)" in first["log"]
     assert not first["pretrain_done_after_kill"]  # a killed stage never looks complete
     assert not first["classifier_after_kill"]  # and nothing after it ran
     assert "[stage 1/6] vectors: done" in first["log"] and "[stage 2/6] vocab: done" in first["log"]
@@ -94,7 +95,7 @@ def test_rerun_resumes_pretraining_and_completes(job):
     assert second.returncode == 0, out[-4000:]
     assert "[stage 1/6] vectors: skipped" in out and "[stage 2/6] vocab: skipped" in out
     assert "resuming from its latest complete checkpoint" in out
-    assert "resumed from" in out and "/checkpoints/step-" in out  # train_mt.py continued from the killed run
+    assert "resumed from" in out and "/checkpoints/step-" in out  # pretraining continued from the killed run
     metrics = json.loads((job["dir"] / "pretrain" / "metrics.json").read_text())
     assert [e["epoch"] for e in metrics["epochs"]] == [1, 2]  # the quick preset's 2 epochs, each once
     for stage in STAGES:
@@ -259,46 +260,61 @@ def test_wrong_vector_dimension_exits_2(tmp_path):
 def test_the_published_column_is_chosen_on_validation():
     trained = {"vectors+cove": {"validation_accuracy": 70.0, "test_accuracy": 99.0},
                "vectors": {"validation_accuracy": 100.0, "test_accuracy": 50.0}}
-    assert pipeline.published_column(trained) == "vectors"  # validation decides, never test
+    assert stages.published_column(trained) == "vectors"  # validation decides, never test
     trained["vectors+cove"]["validation_accuracy"] = 100.0
-    assert pipeline.published_column(trained) == "vectors+cove"  # a tie keeps the preset's CoVe column (trained first)
-    assert pipeline.published_column({"vectors+cove": {"validation_accuracy": 10.0}}) == "vectors+cove"
+    assert stages.published_column(trained) == "vectors+cove"  # a tie keeps the preset's CoVe column (trained first)
+    assert stages.published_column({"vectors+cove": {"validation_accuracy": 10.0}}) == "vectors+cove"
 
 
-def test_accelerate_config_is_resolved_from_the_repository(tmp_path, monkeypatch):
-    """--accelerate-config relative to the repository (as in the docstring) or to the working directory."""
+def test_paths_resolve_against_the_shipped_data_and_the_current_directory(tmp_path, monkeypatch):
+    """Paths inside a shipped preset name the package's data, wherever the job runs; paths a user gives (flags, a
+    preset file of their own) are relative to the current directory; --accelerate-config also takes a shipped file
+    by name or spelled as in the source tree."""
     monkeypatch.chdir(tmp_path)
-    options = JobOptions(quick=True, run_dir=str(tmp_path / "run"),
-                         accelerate_config="configuration/accelerate/cpu.yaml")
-    assert pipeline.resolve(options)["accelerate_config"] == str(REPO / "configuration" / "accelerate" / "cpu.yaml")
+    options = JobOptions(quick=True, run_dir="run", accelerate_config="configuration/accelerate/cpu.yaml")
+    cfg = settings.resolve(options)
+    assert cfg["tasks"][0]["data"] == str(shipped_path("examples/sentiment"))
+    assert cfg["accelerate_config"] == str(shipped_path("configuration/accelerate/cpu.yaml").resolve())
+    options.accelerate_config = "cpu"
+    assert settings.resolve(options)["accelerate_config"] == cfg["accelerate_config"]
     (tmp_path / "mine.yaml").write_text("compute_environment: LOCAL_MACHINE\n")
     options.accelerate_config = "mine.yaml"
-    assert pipeline.resolve(options)["accelerate_config"] == str(tmp_path / "mine.yaml")
+    assert settings.resolve(options)["accelerate_config"] == str(tmp_path / "mine.yaml")
+    mine = tmp_path / "data" / "mine"
+    mine.mkdir(parents=True)
+    for split in ("train", "validation", "test"):
+        (mine / f"{split}.tsv").write_text("text\tlabel\na b\tx\n")
+    assert settings.resolve(JobOptions(tasks=["data/mine"]))["tasks"] == [
+        {"name": "mine", "task": "tsv", "data": str(mine)}]
+    own = tmp_path / "own.yaml"  # a user's copy of the embedded preset: its relative paths are the user's
+    own.write_text(shipped_path("configuration/main/embedded.yaml").read_text().replace("examples/", "data/"))
+    with pytest.raises(InputError, match=f"task sentiment: {tmp_path}/data/sentiment/train.tsv not found"):
+        settings.resolve(JobOptions(preset=str(own)))
 
 
 def test_cove_small_on_the_shared_data_resolves(data_dir):
     """`--preset cove-small --data-dir ../shared/data`: the stand-in vectors of the data folder, the preset's tasks,
     CoVe-S pretraining on Multi30k; a data folder without a needed source is refused before any work."""
-    cfg = pipeline.resolve(JobOptions(preset="cove-small", data_dir=str(data_dir)))
+    cfg = settings.resolve(JobOptions(preset="cove-small", data_dir=str(data_dir)))
     assert cfg["preset"] == "cove-small" and cfg["data_dir"] == str(data_dir.resolve())
     assert cfg["vectors_file"] == str((data_dir / "vectors" / "w2v-lower-300d.txt.xz").resolve()) and cfg["dim"] == 300
     assert [t["task"] for t in cfg["tasks"]] == ["trec6", "sst2"]
     assert cfg["preset_content"]["pretrain"]["preset"] == "configuration/models/cove-small.json"
-    assert pipeline.paper_numbers(cfg)["table2"]["trec6"]["comparable"] is True
+    assert report.paper_numbers(cfg)["table2"]["trec6"]["comparable"] is True
     with pytest.raises(InputError, match="needs --vectors FILE"):
-        pipeline.resolve(JobOptions(preset="cove-small"))
+        settings.resolve(JobOptions(preset="cove-small"))
     with pytest.raises(InputError, match=r"has no multi30k/ folder \(needed for multi30k\)"):
-        pipeline.resolve(JobOptions(preset="cove-small", data_dir=str(data_dir / "multi30k"),
+        settings.resolve(JobOptions(preset="cove-small", data_dir=str(data_dir / "multi30k"),
                                     vectors=str(data_dir / "vectors" / "w2v-lower-300d.txt.xz")))
 
 
 def test_classifier_runs_at_once_follow_the_cores():
     spec = {"concurrent_runs": 2}
-    assert pipeline.classifier_slots(spec, None, cores=2) == (2, 1)  # the embedded default on 2 cores
-    assert pipeline.classifier_slots(spec, None, cores=16) == (2, 8)
-    assert pipeline.classifier_slots(spec, None, cores=1) == (1, 1)
-    assert pipeline.classifier_slots(spec, 2, cores=2) == (1, 2)  # --threads 2 fills both cores with one run
-    assert pipeline.classifier_slots({}, None, cores=4) == (1, 4)  # one at a time unless the preset says so
+    assert stages.classifier_slots(spec, None, cores=2) == (2, 1)  # the embedded default on 2 cores
+    assert stages.classifier_slots(spec, None, cores=16) == (2, 8)
+    assert stages.classifier_slots(spec, None, cores=1) == (1, 1)
+    assert stages.classifier_slots(spec, 2, cores=2) == (1, 2)  # --threads 2 fills both cores with one run
+    assert stages.classifier_slots({}, None, cores=4) == (1, 4)  # one at a time unless the preset says so
 
 
 def test_commands_run_side_by_side_and_a_failure_stops_the_others(tmp_path, capsys):
@@ -309,14 +325,14 @@ def test_commands_run_side_by_side_and_a_failure_stops_the_others(tmp_path, caps
                   "sys.exit(int(sys.argv[2]))")
     start = time.time()
     done = []
-    pipeline.run_commands([Command([sys.executable, "-c", sleep_then, "1.5", "0"], "first"),
+    runner.run_commands([Command([sys.executable, "-c", sleep_then, "1.5", "0"], "first"),
                            Command([sys.executable, "-c", sleep_then, "1.5", "0"], "second", log=tmp_path / "2.log",
                                    on_success=lambda: done.append("second"))], stage, slots=2)
     assert time.time() - start < 2.9  # side by side, not one after the other
     assert done == ["second"] and "finished 1.5" in (tmp_path / "2.log").read_text()
     assert not (tmp_path / "classifier.running.json").exists()
     with pytest.raises(StageError, match=r"failing failed \(exit code 3\)"):
-        pipeline.run_commands([Command([sys.executable, "-c", sleep_then, "0.2", "3"], "failing"),
+        runner.run_commands([Command([sys.executable, "-c", sleep_then, "0.2", "3"], "failing"),
                                Command([sys.executable, "-c", sleep_then + f"; open({str(marker)!r}, 'w')", "30", "0"],
                                        "slow", log=tmp_path / "slow.log")], stage, slots=2)
     assert time.time() - start < 20 and not marker.exists()  # the slow one was stopped, not waited for

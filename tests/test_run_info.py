@@ -1,23 +1,40 @@
 """The run-metadata helpers every training CLI and benchmark records with: commit, command, machine, JSON, curves."""
 
 import json
+import subprocess
 
 import pytest
 
-from modeling_cove.training.presets import PresetError, load_preset
+from modeling_cove.training import run_info
+from modeling_cove.training.presets import PresetError, load_preset, shipped_path
 from modeling_cove.training.run_info import command_line, git_commit, machine_info, plot_curves, write_json
 
 
-def test_git_commit_is_a_sha_or_unknown(tmp_path):
+def test_git_commit_is_the_projects_own_or_the_installed_version(tmp_path, monkeypatch):
     commit = git_commit()
-    assert commit == "unknown" or len(commit.removesuffix("-dirty")) == 40
+    assert len(commit.removesuffix("-dirty")) == 40 if run_info.source_checkout() else commit.endswith("(installed)")
     assert git_commit(tmp_path) == "unknown"  # not a checkout
+    # a package that does not lie at the top of this project's own checkout records its version, never the commit
+    # of the repository around it (here: a git repository the package is placed in, like a venv inside a project)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "some-other-project"\n')
+    monkeypatch.setattr(run_info, "PACKAGE", tmp_path / "modeling_cove")
+    assert run_info.source_checkout() is None
+    assert git_commit() == f"modeling-cove {run_info.package_version()} (installed)"
 
 
-def test_command_line_is_relative_to_the_checkout():
-    from modeling_cove.training.run_info import REPO
-
-    assert command_line([str(REPO / "scripts" / "main.py"), "--quick", "a b"]) == "python scripts/main.py --quick 'a b'"
+def test_command_line_is_the_command_as_typed(tmp_path, monkeypatch):
+    monkeypatch.chdir(run_info.PACKAGE.parent)
+    assert command_line(["scripts/main.py", "--quick", "a b"]) == "python scripts/main.py --quick 'a b'"
+    assert command_line([str(run_info.PACKAGE.parent / "scripts" / "main.py"), "--quick"]) == \
+        "python scripts/main.py --quick"  # below the current directory: relative to it
+    assert command_line([str(tmp_path / "venv" / "bin" / "cove-main"), "--quick"]) == "cove-main --quick"
+    module = run_info.PACKAGE / "training" / "mt.py"  # sys.argv[0] of `python -m modeling_cove.training.mt`
+    assert command_line([str(module), "--resume"]) == "python -m modeling_cove.training.mt --resume"
+    package = run_info.PACKAGE / "training" / "main_job" / "__main__.py"
+    assert command_line([str(package)]) == "python -m modeling_cove.training.main_job"
+    monkeypatch.chdir(tmp_path)
+    assert command_line(["/elsewhere/tool.py", "-x"]) == "python /elsewhere/tool.py -x"
 
 
 def test_machine_info_names_the_cpu_and_its_bf16_flags():
@@ -41,11 +58,13 @@ def test_plot_curves_writes_a_png_also_without_data(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_load_preset_by_name_and_path(tmp_path):
+def test_load_preset_by_name_and_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # shipped presets are found from any folder
     preset = load_preset("embedded", "main", required_keys=("vectors", "vocab"))
     assert preset["name"] == "embedded" and preset["path"].endswith("embedded.yaml")
     model = load_preset("cove-small", "models")
-    assert model["path"].endswith("cove-small.json")
+    assert model["path"] == str(shipped_path("configuration/models/cove-small.json"))
+    assert load_preset("configuration/models/cove-small.json", "models")["path"] == model["path"]
     custom = tmp_path / "p.json"
     custom.write_text('{"name": "x", "config": {}}')
     assert load_preset(str(custom), "models", known_keys={"name", "config"})["name"] == "x"

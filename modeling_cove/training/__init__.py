@@ -4,17 +4,16 @@ Not part of the Hub remote code: a checkpoint ships only the model files `modeli
 subpackage. Modules:
 
 - `run_info`: what every run records (git commit, machine, command), the metrics JSON writer and the curve plot.
-- `presets`: named YAML/JSON presets under `configuration/`.
+- `presets`: named YAML/JSON presets under `configuration/` and the shipped example data, found by name.
 - `pretraining`: the scaffold MT and biLM pretraining share (resume state, stop reasons, batches, checkpoints, loop).
 - `mt` (+ `mt_data`, `mt_schedule`, `mt_eval`, `mt_trainer`): MT pretraining — `MTArguments`, `train_mt`; data,
   the perplexity lr schedule, evaluation, the loop.
 - `export`: the encoder of an MT checkpoint as a CoVe encoder checkpoint, with its card.
 - `cards` (+ `cards_record`): the evaluation record of a trained model and the model card built from it.
 - `publish`: check, stage, verify and upload a checkpoint to the Hub (`scripts/push_to_hub.py`).
-- `pipeline`: the main job's stages, resume markers and report (`scripts/main.py`).
+- `main_job`: the main job (`cove-main`): its settings, stage runner, stages and report.
 - `vocab`: CoVe checkpoints from text + word vectors (`scripts/build_vocab.py`); `ppmi`: PPMI+SVD word vectors
-  (`scripts/train_ppmi_vectors.py`); `examples`: the generator of the shipped `examples/` TSVs
-  (`scripts/make_examples.py`).
+  (`scripts/train_ppmi_vectors.py`).
 - `classifier`, `qa`, `collators`: BCN and DCN training on `Trainer` (`scripts/train_classifier.py`,
   `scripts/train_qa.py`), one `pad_batch` and the collators.
 - `bilm`: ELMo-style biLM pretraining (corpus, windows, the Accelerate loop, encoder export).

@@ -1,5 +1,5 @@
-"""What every training run and benchmark records about itself, written once: the git commit, the machine, the
-command line, an atomic JSON writer and one curve plot (loss / metric panels) as a PNG."""
+"""What every training run and benchmark records about itself, written once: the git commit (or the installed version),
+the machine, the command line, an atomic JSON writer and one curve plot (loss / metric panels) as a PNG."""
 
 from __future__ import annotations
 
@@ -11,32 +11,76 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]  # the checkout (an installed wheel has none: git_commit says "unknown")
+PACKAGE = Path(__file__).resolve().parents[1]  # the imported modeling_cove package
+DISTRIBUTION = "modeling-cove"
+
+
+def package_version() -> str:
+    """The installed distribution's version ("unknown" when the package runs from a tree that was never installed)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def source_checkout() -> Path | None:
+    """The git checkout of this project that the package was imported from (a source tree, an editable install), or
+    None for an installed package: the folder above the package must be the top of a git work tree whose
+    pyproject.toml names this distribution, so a wheel installed inside some other repository never counts."""
+    root = PACKAGE.parent
+    pyproject = root / "pyproject.toml"
+    if not pyproject.is_file() or f'name = "{DISTRIBUTION}"' not in pyproject.read_text(encoding="utf-8"):
+        return None
+    try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True,
+                             timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return root if top.returncode == 0 and Path(top.stdout.strip()).resolve() == root else None
 
 
 def git_commit(repo: Path | str | None = None) -> str:
-    """The checkout's HEAD commit, with "-dirty" when tracked files differ from it; "unknown" outside a checkout."""
-    cwd = Path(repo) if repo is not None else REPO
+    """The HEAD commit of `repo`, with "-dirty" when tracked files differ from it; "unknown" outside a checkout.
+    Without `repo`: the commit of the project's own checkout the package was imported from, or for an installed
+    package its version (e.g. "modeling-cove 0.1.0 (installed)"), never the commit of the folder a user stands in."""
+    if repo is None:
+        repo = source_checkout()
+        if repo is None:
+            return f"{DISTRIBUTION} {package_version()} (installed)"
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=10)
         if head.returncode != 0 or not head.stdout.strip():
             return "unknown"
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
                                capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return head.stdout.strip() + ("-dirty" if dirty else "")
 
 
+def _program(path: str) -> list:
+    """How a user retypes the program `path` (a process's `sys.argv[0]`): an entry point by its name (`cove-main`), a
+    module of this package as `python -m modeling_cove...`, a script as `python <path>` (relative to the current
+    directory when it lies below it)."""
+    file = Path(path)
+    if file.suffix != ".py":
+        return [file.name]
+    resolved = file.resolve()
+    if resolved.is_relative_to(PACKAGE):
+        module = resolved.relative_to(PACKAGE.parent).with_suffix("").parts
+        return ["python", "-m", ".".join(module[:-1] if module[-1] == "__main__" else module)]
+    if resolved.is_relative_to(Path.cwd()):
+        path = str(resolved.relative_to(Path.cwd()))
+    return ["python", path]
+
+
 def command_line(argv: list | None = None, program: str | None = None) -> str:
-    """The command as a user would retype it: `python <script relative to the checkout> <args>`."""
+    """The command as a user would retype it (default: this process's `sys.argv`): `cove-main --quick`,
+    `python -m modeling_cove.training.mt ...` or `python scripts/main.py ...`, never the path of an entry point."""
     argv = list(sys.argv if argv is None else argv)
-    script = program or (argv[0] if argv else "")
-    try:
-        script = str(Path(script).resolve().relative_to(REPO))
-    except ValueError:
-        pass
-    return shlex.join(["python", script, *[str(a) for a in argv[1:]]])
+    return shlex.join([*_program(program or (argv[0] if argv else "")), *[str(a) for a in argv[1:]]])
 
 
 def machine_info() -> dict:

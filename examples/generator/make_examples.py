@@ -2,24 +2,29 @@
 labels, from small hand-written grammars (the lexicons and rules below, described in examples/README.md). They are
 synthetic data written by this project, not samples of any corpus.
 
-The shipped TSV files are the data the main job reads; this module is their provenance: the output is a pure
-function of the seed (Python's `random.Random`, no other source of randomness), and `render_all(SEED)` gives the
-shipped files byte for byte (`scripts/make_examples.py --check`; tests/test_examples.py).
+The TSV files are the data the main job reads (they ship with the package; this generator does not: it is the
+repository's record of where they come from). The output is a pure function of the seed (Python's `random.Random`,
+no other source of randomness), and `render_all(SEED)` gives the files byte for byte:
 
-    from modeling_cove.training.examples import SEED, compare_files, render_all
-    assert not compare_files(render_all(SEED), "examples")
+    python examples/generator/make_examples.py            # (re)writes examples/en_de/*.tsv, examples/sentiment/*.tsv
+    python examples/generator/make_examples.py --check    # exit 1 if the files in examples/ differ from a fresh run
+
+(`scripts/make_examples.py` runs this file.) Files (UTF-8, one example per line, `\\n` line ends, a header line,
+fields separated by one TAB):
+
+    examples/en_de/{train,validation,test}.tsv       header `en<TAB>de`
+    examples/sentiment/{train,validation,test}.tsv   header `text<TAB>label`, label `negative` or `positive`
 """
 
 import difflib
 import random
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
-from .run_info import REPO
-
 SEED = 2017
-DEFAULT_OUTPUT_DIR = REPO / "examples"
+DEFAULT_OUTPUT_DIR = Path(__file__).resolve().parents[1]  # examples/, beside this folder
 SPLITS = ("train", "validation", "test")
 EN_DE_COUNTS = {"train": 600, "validation": 100, "test": 100}
 SENTIMENT_COUNTS = {"train": 600, "validation": 100, "test": 200}  # each split exactly half negative, half positive
@@ -740,3 +745,34 @@ def write_files(files: Dict[str, str], output_dir) -> List[Path]:
         path.write_text(content, encoding="utf-8", newline="\n")
         written.append(path)
     return written
+
+
+# ================================================================================================================
+# command line
+# ================================================================================================================
+
+
+def main(argv=None) -> int:
+    from modeling_cove.training.cli import option, parse_options
+
+    @dataclass
+    class Options:
+        output_dir: str = option("where the files go", str(DEFAULT_OUTPUT_DIR))
+        seed: int = option(f"the seed ({SEED}: the checked-in files)", SEED)
+        check: bool = option("compare with the files in --output-dir, write nothing", False)
+
+    args = parse_options(Options, argv, description=__doc__)
+    files = render_all(args.seed)
+    if args.check:
+        reports = compare_files(files, args.output_dir)
+        for report in reports:
+            print(report)
+        print(f"{len(files) - len(reports)}/{len(files)} files identical to a fresh run with seed {args.seed}")
+        return 1 if reports else 0
+    for path in write_files(files, args.output_dir):
+        print(f"wrote {path} ({path.read_text(encoding='utf-8').count(chr(10)) - 1} rows)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""The package works installed, with no checkout: its wheel is built from this source tree, installed into a fresh
+virtual environment in a temporary folder, and used from another temporary folder.
+
+- The new environment sees the test environment's dependencies (a .pth file listing its site-packages folders) but
+  not the editable install of this checkout (its finder is set up by a .pth file of the test environment, which the
+  listed folders do not run): `modeling_cove` is imported from the new environment, as asserted first.
+- Every console entry point of the distribution (read from its installed metadata) answers `--help` with exit 0.
+- `cove-main --quick --threads 1` runs the main job to the end from a folder that is a git repository of its own:
+  its outputs go under that folder, and its report records the installed version, not that repository's commit.
+- No installed file and no `--help` text names `shared/`, `../` or this checkout's path.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FORBIDDEN = ("shared/", "../", str(REPO))
+NOT_SOURCE = ("*.egg-info", "__pycache__", ".*", "build", "dist", "runs", "benchmarks", "tests")
+
+
+def run(argv, cwd, env, timeout=600):
+    return subprocess.run([str(a) for a in argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def build_wheel(tmp: Path) -> Path:
+    """The wheel of a copy of the source tree (so that the build leaves nothing in the checkout), built offline with
+    the test environment's setuptools."""
+    source = tmp / "source"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(*NOT_SOURCE))
+    built = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                 "--wheel-dir", tmp / "dist", source], cwd=tmp, env=dict(os.environ))
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    (wheel,) = (tmp / "dist").glob("modeling_cove-*.whl")
+    return wheel
+
+
+def make_venv(tmp: Path, wheel: Path) -> Path:
+    """A fresh venv that sees the test environment's packages (not its editable install) with the wheel installed."""
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    site = Path(run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp,
+                    dict(os.environ)).stdout.strip())
+    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (site / "test_environment.pth").write_text("\n".join(sorted(ours)) + "\n")
+    installed = run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", wheel],
+                    cwd=tmp, env=dict(os.environ))
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    return venv
+
+
+def clean_env(venv: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(venv), HF_HUB_OFFLINE="1",
+               HF_DATASETS_OFFLINE="1", HF_EVALUATE_OFFLINE="1", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
+               PYTHONUNBUFFERED="1")
+    return env
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("installed")
+    venv = make_venv(tmp, build_wheel(tmp))
+    work = tmp / "work"  # where the user stands: a git repository of its own, to show its commit is not recorded
+    work.mkdir()
+    env = clean_env(venv)
+    for argv in (["git", "init", "-q"], ["git", "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q",
+                                         "--allow-empty", "-m", "the user's own repository"]):
+        subprocess.run(argv, cwd=work, check=True, env=env, capture_output=True, timeout=60)
+    probe = run([venv / "bin" / "python", "-c",
+                 "import json, importlib.metadata as m, modeling_cove; d = m.distribution('modeling-cove'); "
+                 "print(json.dumps({'file': modeling_cove.__file__, 'version': d.version, 'scripts': "
+                 "sorted(e.name for e in d.entry_points if e.group == 'console_scripts')}))"], work, env)
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    return {"venv": venv, "work": work, "env": env, **json.loads(probe.stdout.strip().splitlines()[-1])}
+
+
+def test_the_package_is_imported_from_the_new_environment(installed):
+    assert Path(installed["file"]).is_relative_to(installed["venv"]), installed["file"]
+    assert "cove-main" in installed["scripts"] and len(installed["scripts"]) > 1
+
+
+def test_no_installed_file_names_a_folder_a_user_does_not_have(installed):
+    package = Path(installed["file"]).parent
+    offending = []
+    for path in sorted(package.rglob("*")):
+        if path.is_file() and path.suffix not in (".pyc",):
+            text = path.read_bytes().decode("utf-8", errors="ignore")
+            offending += [f"{path.relative_to(package)}: {word!r}" for word in FORBIDDEN if word in text]
+    assert not offending, offending
+    shipped = {str(p.relative_to(package)) for p in package.rglob("*") if p.is_file()}
+    assert {"configuration/main/embedded.yaml", "configuration/models/cove-small.json", "examples/en_de/train.tsv",
+            "examples/sentiment/test.tsv", "training/card_template.md"} <= shipped
+    assert not any(name.startswith("examples/generator") for name in shipped)  # the generator stays in the repository
+
+
+def test_every_entry_point_answers_help(installed):
+    def help_of(name):
+        return name, run([installed["venv"] / "bin" / name, "--help"], installed["work"], installed["env"], 300)
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        answers = dict(pool.map(help_of, installed["scripts"]))
+    for name, result in answers.items():
+        assert result.returncode == 0, (name, result.stderr[-2000:])
+        assert result.stdout.startswith("usage: " + name), (name, result.stdout[:200])
+        assert not [word for word in FORBIDDEN if word in result.stdout], (name, result.stdout)
+
+
+def test_the_main_job_runs_from_another_folder(installed):
+    work, env = installed["work"], installed["env"]
+    result = run(["cove-main", "--quick", "--threads", "1"], work, env, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads((work / "runs" / "main" / "report.json").read_text())  # outputs under the current folder
+    assert report["command"] == "cove-main --quick --threads 1"
+    assert report["git"] == f"modeling-cove {installed['version']} (installed)"
+    users_commit = run(["git", "rev-parse", "HEAD"], work, env).stdout.strip()
+    assert users_commit not in json.dumps(report)
+    assert all(report["stages"][stage]["status"] == "done" for stage in report["stages"])
+    assert report["settings"]["tasks"][0]["data"].startswith(str(installed["venv"]))  # the shipped example data
+    assert (work / "runs" / "main" / "publish" / "sentiment" / "hub" / "model.safetensors").is_file()
+    assert str(REPO) not in result.stdout
