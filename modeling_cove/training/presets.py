@@ -27,7 +27,8 @@ def shipped_path(relative) -> Path:
     `examples/en_de`. Raises ValueError for a path outside the shipped folders."""
     parts = PurePath(relative).parts
     if not parts or parts[0] not in SHIPPED_FOLDERS or PurePath(relative).is_absolute() or ".." in parts:
-        raise ValueError(f"{relative}: not a shipped path; shipped are {', '.join(f'{f}/...' for f in SHIPPED_FOLDERS)}")
+        shipped = ", ".join(f"{folder}/..." for folder in SHIPPED_FOLDERS)
+        raise ValueError(f"{relative}: not a shipped path; shipped are {shipped}")
     root = resources.files(SHIPPED_FOLDERS[parts[0]])
     if not isinstance(root, Path):  # e.g. a zipped install: the stages hand these paths to other processes
         raise RuntimeError(f"{SHIPPED_FOLDERS[parts[0]]} is not installed as files on disk ({root})")
