@@ -495,10 +495,10 @@ class CoveConfig(PreTrainedConfig):
     decoder_start_token_id: Int | None = 2
 
     def __post_init__(self, **kwargs):
-        # numpy scalars and tuples as JSON holds them, so that the config saves and compares as before
+        # numpy scalars and tuples as a config.json holds them (Python numbers, lists), so that the config saves
         for field in fields(self):
             value = getattr(self, field.name)
-            if isinstance(value, (np.generic, tuple)) or (isinstance(value, list) and value != _plain(value)):
+            if isinstance(value, (np.generic, list, tuple)):
                 setattr(self, field.name, _plain(value))
         # a paper-form field left at None takes its form from the marker (0: the code's before, >= 1: the paper's)
         for name, (before, paper) in PAPER_FORM_FIELDS.items():
@@ -536,6 +536,7 @@ class CoveConfig(PreTrainedConfig):
                f"target_vocab_size={self.target_vocab_size})")
 
     def validate_vocabulary_fingerprint(self):
+        """None (not checked) or `"<size>:<16 hex digits>"`, as `tokenization_cove.vocabulary_fingerprint` makes it."""
         fingerprint = self.vocabulary_fingerprint
         _check(fingerprint is None or re.fullmatch(FINGERPRINT_PATTERN, fingerprint) is not None,
                "vocabulary_fingerprint", fingerprint)
@@ -551,6 +552,7 @@ class CoveConfig(PreTrainedConfig):
                f"None or increasing ints in [1, vocab_size - 1 = {self.vocab_size - 1}]")
 
     def validate_paper_defaults_version(self):
+        """A marker this code knows: 0 (the forms of configs saved before it) to `PAPER_DEFAULTS_VERSION`."""
         version = self.paper_defaults_version
         _check(0 <= version <= PAPER_DEFAULTS_VERSION, "paper_defaults_version", version)
 

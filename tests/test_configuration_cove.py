@@ -1,8 +1,10 @@
 """`CoveConfig` keeps loading what it wrote before: the config.json of every kind of checkpoint, saved by the code
 named in tests/fixtures/configs/accepted_values.json (`make_configs.py`), loads field by field as it did then,
 round-trips save -> load, and is what the same tiny models write today; the values that config accepted which a typed
-config could refuse (ints for floats, tuples for lists, numpy scalars) are still accepted, with the values it gave."""
+config could refuse (ints for floats, tuples for lists, numpy scalars) are still accepted, with the values it gave;
+and a value of the wrong type is a ValueError that names the field, as a bad value is."""
 
+import dataclasses
 import importlib.util
 import json
 import shutil
@@ -10,10 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from transformers import AutoConfig
+from transformers import AutoConfig, PreTrainedConfig
 
 import modeling_cove  # noqa: F401  (registers the Auto classes)
 from modeling_cove import CoveConfig
+from modeling_cove.configuration_cove import REQUIREMENTS
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "configs"
 KINDS = ("encoder", "mt", "bcn_single", "bcn_pair", "dcn", "bilm")
@@ -48,6 +51,10 @@ ACCEPTED_VALUES = {
     "initializer_range_numpy_float32": ("initializer_range", np.float32(0.5), {}),
     "length_penalty_alpha_numpy_float32": ("length_penalty_alpha", np.float32(0.5), {}),
 }
+
+
+# the Python type a numpy scalar is stored as (today's config kept numpy's, which `save_pretrained` could not write)
+PYTHON_TYPE = {"int16": "int", "int32": "int", "int64": "int", "float32": "float", "float64": "float"}
 
 
 def load_maker():
@@ -124,8 +131,26 @@ def test_accepted_values_are_still_accepted_with_the_same_values(case_id, tmp_pa
     expected = saved("accepted_values.json")["cases"][case_id]
     got = CoveConfig(**{field: value}, **others).to_dict()[field]
     assert got == expected["value"], case_id
-    numpy_scalar = expected["type"] in ("int16", "int32", "int64", "float32", "float64")
-    assert type(got).__name__ == expected["type"] or (numpy_scalar and type(got) in (int, float)), case_id
+    assert type(got).__name__ == PYTHON_TYPE.get(expected["type"], expected["type"]), case_id
     if expected["item_types"] is not None:
-        assert all(type(item).__name__ == want or want == "int64" and type(item) is int
-                   for item, want in zip(got, expected["item_types"])), case_id
+        assert [type(item).__name__ for item in got] == [PYTHON_TYPE.get(want, want) for want in expected["item_types"]]
+    config = CoveConfig(**{field: value}, **others)
+    config.save_pretrained(tmp_path)
+    assert CoveConfig.from_pretrained(tmp_path).to_dict()[field] == expected["value"], case_id
+
+
+def test_every_field_says_what_it_must_be():
+    """Each CoVe field has the words its ValueError uses (a wrong type as much as a bad value)."""
+    inherited = {field.name for field in dataclasses.fields(PreTrainedConfig)}
+    assert {field.name for field in dataclasses.fields(CoveConfig)} - inherited == set(REQUIREMENTS)
+
+
+def test_a_wrong_type_is_a_value_error_naming_the_field_on_assignment_too():
+    config = CoveConfig()
+    with pytest.raises(ValueError, match=r"^freeze_encoder must be True or False, got 1$"):
+        config.freeze_encoder = 1
+    with pytest.raises(ValueError, match=r"^bcn_maxout_reductions must be a list of ints, got \[2\.5\]$"):
+        CoveConfig(bcn_maxout_reductions=[2.5])
+    with pytest.raises(ValueError, match=r"^unk_token_id must be an int or None, got '1'$"):
+        CoveConfig(unk_token_id="1")
+    assert config.freeze_encoder is True
