@@ -17,7 +17,7 @@ from transformers.modeling_outputs import BaseModelOutput
 
 from . import lstm_kernels  # as a module: its device-type constants are switched at run time (tests, users)
 from .lstm_kernels import LSTM_IMPLEMENTATION_CHOICES  # `from .x import` is what the remote-code loader follows
-from .configuration_cove import CoveConfig
+from .configuration_cove import CoveConfig, FeatureLayout
 from .embeddings import CoveInputChecks, CoveWordEmbeddings, lengths_from_mask, resize_source_vocabulary
 from .hub import checkpoint_code, raise_for_unreadable_weights
 from .tokenization_cove import check_tokenizer_matches
@@ -149,6 +149,29 @@ def encoder_class(encoder_type: str) -> type:
 
         return CoveBiLMEncoder
     raise ValueError(f"encoder_type must be 'mt_lstm' or 'bilm', got {encoder_type!r}")
+
+
+# eq. 6, w~ = [GloVe(w); CoVe(w)] (+ MT-LSTM layer 1, + char n-grams): assembled here for the encoder, the BCN, the DCN
+def assemble_features(layout: FeatureLayout, parts: dict, mask: Optional[torch.Tensor] = None,
+                      out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The per-token features w~ (B, T, `layout.size`): each part of `layout` (`config.feature_layout(reader)`) in its
+    columns, then times `mask` (B, T, 1) when given (zero at padding; the parts may be masked already).
+
+    `parts` maps each of the layout's part names to its (B, T, width) tensor (names the layout lacks are ignored).
+    Written into `out` (B, T, `layout.size`) when given, where a part given as None is in its columns already (the
+    encoder writes its top layer there itself); else a new tensor, the parts side by side (`torch.cat`: the promoted
+    dtype of the parts)."""
+    missing = [name for name in layout.names if name not in parts or (out is None and parts[name] is None)]
+    if missing:
+        raise ValueError(f"eq. 6 needs the parts {missing} of the feature layout {list(layout.names)}")
+    if out is None:
+        tensors = [parts[name] for name in layout.names]
+        features = torch.cat(tensors, dim=-1) if len(tensors) > 1 else tensors[0]
+        return features if mask is None else features * mask
+    for name, start, end in layout.parts:
+        if parts[name] is not None:
+            out[..., start:end] = parts[name]
+    return out if mask is None else out.mul_(mask)
 
 
 class CovePreTrainedModel(PreTrainedModel):
@@ -439,21 +462,14 @@ class CoveModel(CoveInputChecks, CovePreTrainedModel):
 
     def fill_output(self, output: torch.Tensor, vectors: torch.Tensor, layers: list, input_ids: Optional[torch.Tensor],
                     mask: Optional[torch.Tensor], top_written: bool):
-        """Writes eq. 6's parts into their columns of `output` (B, T, D), as `config.feature_layout()` places them:
-        [word vectors; layer 1; top layer; char n-grams] (the top layer only unless the encoder wrote it there,
-        `top_written`), then zeroes padding with `mask` (B, T, 1) when given."""
+        """Eq. 6 into `output` (B, T, D) (`assemble_features` on `config.feature_layout()`): [word vectors; layer 1;
+        top layer; char n-grams] (the top layer only unless the encoder wrote it there, `top_written`), then padding
+        zeroed with `mask` (B, T, 1) when given (every part at once, the top layer too where the encoder wrote it)."""
         layout = self.config.feature_layout()
-        for name, start, end in layout.parts:
-            if name == "word_vectors":
-                output[..., start:end] = vectors
-            elif name == "first_layer":
-                output[..., start:end] = layers[0]
-            elif name == "top_layer" and not top_written:
-                output[..., start:end] = layers[-1]
-            elif name == "char_ngrams":
-                output[..., start:end] = self.char_ngram_embeddings(input_ids)  # zero at pad ids (padding_idx)
-        if mask is not None:
-            output.mul_(mask)  # every part at once, the top layer too where the encoder wrote it here
+        parts = {"word_vectors": vectors, "first_layer": layers[0], "top_layer": None if top_written else layers[-1]}
+        if layout.has("char_ngrams"):
+            parts["char_ngrams"] = self.char_ngram_embeddings(input_ids)  # zero at pad ids (padding_idx)
+        assemble_features(layout, parts, mask=mask, out=output)
 
     @torch.inference_mode()
     def encode(

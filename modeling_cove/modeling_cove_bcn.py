@@ -34,7 +34,7 @@ from .configuration_cove import CoveConfig
 from .layers import (masked_softmax, maxout, pair_segments, require, rows_where, run_bilstm, run_encoder_checked,
                      segment_gather, segment_scatter)
 from .embeddings import lengths_from_mask
-from .modeling_cove import CoveModel, CovePreTrainedModel
+from .modeling_cove import CoveModel, CovePreTrainedModel, assemble_features
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -444,25 +444,21 @@ class CoveForSequenceClassification(CovePreTrainedModel):
 
     def bcn_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, cove_hidden_states: tuple,
                    vectors: Optional[torch.Tensor] = None):
-        """Eq. 6 (or the `bcn_input` variant): the per-token BCN input w~, (B, T, D_in), zero at padding. `vectors`:
-        the word vectors GloVe(w) (B, T, 300), zero at padding, when already looked up."""
+        """Eq. 6 (or the `bcn_input` variant): the per-token BCN input w~, (B, T, D_in), zero at padding
+        (`assemble_features` on `config.feature_layout("bcn")`). `vectors`: the word vectors GloVe(w) (B, T, 300),
+        zero at padding, when already looked up."""
         mask = attention_mask.unsqueeze(-1).to(self.cove.embeddings.weight.dtype)  # (B, T, 1)
         if vectors is None:
             vectors = self.cove.embeddings(input_ids) * mask  # GloVe(w), (B, T, 300)
-        layers = [cove_hidden_states[k] for k in self.layer_indices]
-        parts = []  # in the columns `config.feature_layout("bcn")` gives them
-        for name in self.config.feature_layout("bcn").names:
-            if name == "word_vectors":
-                parts.append(vectors)  # eq. 6: [GloVe(w); CoVe(w)]
-            elif name == "first_layer":
-                parts.append(cove_hidden_states[1])
-            elif name == "top_layer":
-                parts.append(cove_hidden_states[self.config.num_hidden_layers])
-            elif name == "scalar_mix":  # docs/paper.md §6: gamma * sum_k softmax(w)_k h_k, k over [g; g] and layers
-                parts.append(self.scalar_mix([torch.cat([vectors, vectors], dim=-1), *layers]))
-            elif name == "char_ngrams":  # looked up by id (`inputs_embeds` is refused with them)
-                parts.append(self.cove.char_ngram_embeddings(input_ids) * mask)
-        return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+        layout = self.config.feature_layout("bcn")
+        parts = {"word_vectors": vectors, "first_layer": cove_hidden_states[1],
+                 "top_layer": cove_hidden_states[self.config.num_hidden_layers]}
+        if layout.has("scalar_mix"):  # docs/paper.md §6: gamma * sum_k softmax(w)_k h_k, k over [g; g] and layers
+            layers = [cove_hidden_states[k] for k in self.layer_indices]
+            parts["scalar_mix"] = self.scalar_mix([torch.cat([vectors, vectors], dim=-1), *layers])
+        if layout.has("char_ngrams"):  # looked up by id (`inputs_embeds` is refused with them)
+            parts["char_ngrams"] = self.cove.char_ngram_embeddings(input_ids) * mask
+        return assemble_features(layout, parts)  # every part is zero at padding already
 
     def check_inputs(self, input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor],
                      attention_mask: Optional[torch.Tensor]):

@@ -53,7 +53,7 @@ from .configuration_cove import DCN_INPUT_CHOICES, CoveConfig
 from .layers import (masked_softmax, maxout, pair_segments, require, rows_where, run_bilstm, run_encoder_checked,
                      segment_gather, segment_scatter)
 from .embeddings import lengths_from_mask
-from .modeling_cove import CoveModel, CovePreTrainedModel
+from .modeling_cove import CoveModel, CovePreTrainedModel, assemble_features
 
 QUESTION_SEGMENT, CONTEXT_SEGMENT = 0, 1
 IGNORE_INDEX = -100  # start/end position that is ignored by the loss (as in nn.CrossEntropyLoss)
@@ -368,19 +368,20 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
             return torch.cat(layers, dim=-1) if len(layers) > 1 else layers[0]
 
     def word_inputs(self, tokens: torch.Tensor, mask: torch.Tensor, cove: Optional[torch.Tensor]):
-        """eq. 6, w~ = [GloVe(w); CoVe(w)] (per `config.dcn_input`, + char n-grams): ids (B, L) or word vectors
-        (B, L, D) -> (B, L, input_size)."""
-        float_mask = mask.unsqueeze(-1).to(self.cove.embeddings.weight.dtype)
-        parts = []  # in the columns `config.feature_layout("dcn")` gives them
-        for name in self.config.feature_layout("dcn").names:
-            if name == "word_vectors":
-                vectors = tokens if tokens.is_floating_point() else self.cove.embeddings(tokens)
-                parts.append(vectors * float_mask)
-            elif name == "top_layer":  # `cove` holds the MT-LSTM parts, [layer 1;] top layer, side by side
-                parts.append(cove * float_mask)
-            elif name == "char_ngrams":  # (inputs_embeds with char n-grams is refused up front)
-                parts.append(self.cove.char_ngram_embeddings(tokens) * float_mask)
-        return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+        """eq. 6, w~ = [GloVe(w); CoVe(w)] (per `config.dcn_input`, + char n-grams; `assemble_features` on
+        `config.feature_layout("dcn")`): ids (B, L) or word vectors (B, L, D), with `cove` (B, L, cove_size) holding
+        the MT-LSTM parts side by side ([layer 1;] top layer; None without them) -> (B, L, input_size)."""
+        layout = self.config.feature_layout("dcn")
+        parts = {}
+        if layout.has("word_vectors"):
+            parts["word_vectors"] = tokens if tokens.is_floating_point() else self.cove.embeddings(tokens)
+        if cove is not None:
+            names = [name for name in layout.names if name in ("first_layer", "top_layer")]
+            widths = [end - start for name, start, end in layout.parts if name in names]
+            parts.update(zip(names, cove.split(widths, dim=-1)))
+        if layout.has("char_ngrams"):  # (inputs_embeds with char n-grams is refused up front)
+            parts["char_ngrams"] = self.cove.char_ngram_embeddings(tokens)
+        return assemble_features(layout, parts, mask=mask.unsqueeze(-1).to(self.cove.embeddings.weight.dtype))
 
     def checked_tokens(self, input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor],
                        attention_mask: Optional[torch.Tensor]):

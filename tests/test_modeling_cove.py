@@ -17,6 +17,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import modeling_cove  # noqa: F401  (registers the Auto classes)
 from modeling_cove import CoveConfig, CoveModel, lstm_kernels
+from modeling_cove.configuration_cove import FeatureLayout
+from modeling_cove.modeling_cove import assemble_features
 from modeling_cove.build import convert_salesforce_state_dict, create_cove_checkpoint, salesforce_shapes
 from modeling_cove.lstm_kernels import bf16_lstm_kernel_available
 from modeling_cove.tokenization_cove import SPECIAL_TOKENS
@@ -885,6 +887,33 @@ def test_the_concatenated_output_equals_its_parts_and_keeps_cat_dtypes_under_aut
             bf16 = autocast and not include_word_vectors and not padding.any()
             assert expected.dtype == (torch.bfloat16 if bf16 else torch.float32)
             assert not padding.any() or fast[padding].abs().max() == 0
+
+
+def test_assemble_features_puts_each_part_in_its_layout_columns():
+    """Eq. 6's one assembler (the encoder, the BCN and the DCN call it): each part in the columns the layout gives,
+    masked once at the end; into a given `out` (a part given as None is already there) or as a new tensor; a
+    part the layout lacks is ignored; a missing one is a ValueError naming it."""
+    layout = FeatureLayout.from_widths([("word_vectors", 2), ("first_layer", 3), ("top_layer", 3), ("char_ngrams", 1)])
+    torch.manual_seed(0)
+    parts = {name: torch.randn(2, 4, end - start) for name, start, end in layout.parts}
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.float32).unsqueeze(-1)
+    unmasked = torch.zeros(2, 4, 9)
+    unmasked[..., 0:2], unmasked[..., 2:5] = parts["word_vectors"], parts["first_layer"]
+    unmasked[..., 5:8], unmasked[..., 8:9] = parts["top_layer"], parts["char_ngrams"]
+    expected = unmasked * mask
+
+    assert torch.equal(assemble_features(layout, parts, mask=mask), expected)
+    assert torch.equal(assemble_features(layout, {**parts, "scalar_mix": torch.ones(2, 4, 7)}), unmasked)
+    out = torch.full((2, 4, 9), float("nan"))
+    out[..., 5:8] = parts["top_layer"]  # as the encoder writes its top layer into its columns itself
+    assert assemble_features(layout, {**parts, "top_layer": None}, mask=mask, out=out) is out
+    assert torch.equal(out, expected)
+    only_top = FeatureLayout.from_widths([("top_layer", 3)])
+    assert assemble_features(only_top, parts) is parts["top_layer"]
+    with pytest.raises(ValueError, match="needs the parts \\['char_ngrams'\\]"):
+        assemble_features(layout, {name: parts[name] for name in ("word_vectors", "first_layer", "top_layer")})
+    with pytest.raises(ValueError, match="needs the parts \\['top_layer'\\]"):
+        assemble_features(layout, {**parts, "top_layer": None})  # None only where `out` holds the part already
 
 
 def test_unpacked_path_gives_the_packed_gradients(tiny_checkpoint):
