@@ -8,7 +8,8 @@ subpackage. Modules:
 - `pretraining`: the scaffold MT and biLM pretraining share (resume state, stop reasons, batches, checkpoints, loop).
 - `mt` (+ `mt_data`, `mt_schedule`, `mt_eval`, `mt_trainer`): MT pretraining — `MTArguments`, `train_mt`; data,
   the perplexity lr schedule, evaluation, the loop.
-- `export`: the encoder of an MT checkpoint as a CoVe encoder checkpoint, with its card.
+- `export`: the encoder of an MT checkpoint or of a pretraining run (MT, biLM) as a CoVe encoder checkpoint, with
+  its card.
 - `cards` (+ `cards_record`): the evaluation record of a trained model and the model card built from it.
 - `publish`: check, stage, verify and upload a checkpoint to the Hub (`scripts/push_to_hub.py`).
 - `main_job`: the main job (`cove-main`): its settings, stage runner, stages and report.
@@ -16,6 +17,6 @@ subpackage. Modules:
   (`scripts/train_ppmi_vectors.py`).
 - `classifier`, `qa`, `collators`: BCN and DCN training on `Trainer` (`scripts/train_classifier.py`,
   `scripts/train_qa.py`), one `pad_batch` and the collators.
-- `bilm`: ELMo-style biLM pretraining (corpus, windows, the Accelerate loop, encoder export).
+- `bilm`: ELMo-style biLM pretraining (corpus, windows, its loop on `pretraining`).
 - `results`: the result tables of `benchmarks/results/` collected from `runs/` (`scripts/collect_results.py`).
 """
