@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import HfArgumentParser
 
 from modeling_cove.training.cards import encoder_export_card
+from modeling_cove.training.cli import parse_options
 from modeling_cove.training.export import export_encoder
 from modeling_cove.training.mt import MTArguments, MTSetupError, load_model_preset, resolve_settings, train_mt
 from modeling_cove.training.mt_data import encode_split, select_target_words, target_tokenize
@@ -82,8 +82,8 @@ def weights(out: Path) -> dict:
 
 
 def arguments(argv: list) -> MTArguments:
-    """MTArguments from a command line, parsed as scripts/train_mt.py parses it."""
-    return HfArgumentParser(MTArguments).parse_args_into_dataclasses(args=argv, look_for_args_file=False)[0]
+    """MTArguments from a command line, parsed as cove-train-mt parses it."""
+    return parse_options(MTArguments, argv)
 
 
 def run(argv: list, **kwargs):
@@ -395,7 +395,7 @@ def test_init_from_that_is_no_checkpoint_is_named(toy, tmp_path):
         [sys.executable, str(REPO / "scripts" / "train_mt.py"), "--output-dir", str(tmp_path / "run"), "--data-dir",
          str(toy / "data"), "--init-from", str(tmp_path / "missing"), "--max-steps", "1", "--num-threads", "1"],
         capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert f"error: --init-from '{tmp_path / 'missing'}' is not a loadable CoVe checkpoint" in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "run" / "metrics.json").exists()
 
