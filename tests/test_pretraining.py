@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from modeling_cove.training.pretraining import (
-    STATE_FILE, PretrainingState, StopLimits, checkpoint_dirs, epoch_batches, make_optimizer, rank_share, stop_reason)
+    LEGACY_STATE_FILE, STATE_FILE, PretrainingState, StopLimits, checkpoint_dirs, epoch_batches, make_optimizer,
+    rank_share, read_state, stop_reason)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pretraining"
 _spec = importlib.util.spec_from_file_location("record_pretraining", FIXTURES / "record.py")
@@ -75,8 +76,8 @@ class Killed(Exception):
 
 
 def test_a_checkpoint_with_the_old_mt_state_json_resumes_exactly(tmp_path):
-    """A run killed at step 5 whose step-4 checkpoint holds the state JSON as the old MT loop wrote it (the fixture's)
-    resumes into the recorded losses of steps 5-12 and the recorded epoch records."""
+    """A run killed at step 5 whose step-4 checkpoint holds the state JSON as the old MT loop wrote it (the fixture's,
+    under its old file name) resumes into the recorded losses of steps 5-12 and the recorded epoch records."""
     want = fixture("mt")
 
     def kill_at_5(state, loss):
@@ -89,7 +90,10 @@ def test_a_checkpoint_with_the_old_mt_state_json_resumes_exactly(tmp_path):
     assert checkpoint_dirs(tmp_path / "run")[-1] == checkpoint
     old_state = want["states"]["4"]
     assert "epoch_nll_sum" in old_state and "decay_started" in old_state  # the layout before the scaffold
-    (checkpoint / STATE_FILE).write_text(json.dumps({**old_state, "train_seconds": 0.0, "epoch_wall_seconds": []}))
+    (checkpoint / STATE_FILE).unlink()
+    (checkpoint / LEGACY_STATE_FILE).write_text(json.dumps({**old_state, "train_seconds": 0.0,
+                                                            "epoch_wall_seconds": []}))
+    assert read_state(checkpoint).epoch_sums == [old_state["epoch_nll_sum"], old_state["epoch_tokens"]]
     train_mt_tests = record._test_module("test_train_mt")
     losses = {}
     metrics = train_mt_tests.run(train_mt_tests.common_args(tmp_path, tmp_path / "run", *record.MT_ARGS, "--resume"),
@@ -117,6 +121,18 @@ def test_state_reads_the_old_mt_and_bilm_layouts_and_refuses_unknown_keys():
     assert PretrainingState.from_dict(state.to_dict()) == state
     with pytest.raises(ValueError, match=r"keys \['best_score'\]"):
         PretrainingState.from_dict({**bilm_old, "best_score": 1.0})
+
+
+def test_a_checkpoint_without_its_state_is_incomplete(tmp_path):
+    folder = tmp_path / "checkpoints" / "step-00000002"
+    folder.mkdir(parents=True)
+    assert checkpoint_dirs(tmp_path) == []  # killed before its state was written: never resumed from
+    with pytest.raises(FileNotFoundError, match="holds no pretraining_state.json"):
+        read_state(folder)
+    (folder / STATE_FILE).write_text(json.dumps({"global_step": 2, "step": 2}))
+    assert checkpoint_dirs(tmp_path) == [folder]
+    with pytest.raises(ValueError, match=r"pretraining_state.json: .*keys \['step'\]"):
+        read_state(folder)
 
 
 def test_stop_reason_names_each_limit_in_order():

@@ -34,7 +34,7 @@ entries) with the vectors fixed. Target side: lower-cased sacremoses German toke
 Outputs in --output-dir:
     mt/                  final MT checkpoint (AutoModelForSeq2SeqLM; source tokenizer; target_tokenizer/)
     encoder/             the trained encoder alone: a CoVe checkpoint for AutoModel/AutoTokenizer + README.md card
-    checkpoints/step-N/  accelerate save_state + trainer_state.json (every epoch, and every --save-steps)
+    checkpoints/step-N/  accelerate save_state + pretraining_state.json (every epoch, and every --save-steps)
     metrics.json         data statistics, per-epoch train/val perplexity and BLEU, test BLEU, speed, stop reason
     curves.png           loss / perplexity / BLEU curves
 """

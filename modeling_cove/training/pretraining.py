@@ -17,7 +17,8 @@ the `Trainer`'s checkpoints keep their RNG states as pickles. The classifier and
 (`classifier.py`, `qa.py`). Accelerate gives both loops the devices, DDP and the checkpoint files.
 
 A checkpoint `checkpoints/step-N/` is `Accelerator.save_state` (model, optimizer, scheduler, every process's RNG
-states) plus `trainer_state.json` (a `PretrainingState`). The state is a JSON file rather than an object registered
+states) plus `pretraining_state.json` (a `PretrainingState`; checkpoints written before this module hold it as
+`trainer_state.json`, read as well). The state is a JSON file rather than an object registered
 with `Accelerator.register_for_checkpointing`, because Accelerate reads registered objects back with
 `torch.load(weights_only=False)` (pickle); JSON also keeps it readable. Accelerate's automatic checkpoint naming is
 not used either: it writes in place, and a run killed while saving would leave a checkpoint that looks complete;
@@ -39,7 +40,8 @@ import torch
 
 from .run_info import write_json
 
-STATE_FILE = "trainer_state.json"  # the name checkpoints have always used
+STATE_FILE = "pretraining_state.json"
+LEGACY_STATE_FILE = "trainer_state.json"  # what checkpoints written before this module hold (read, never written)
 
 
 @dataclass
@@ -81,7 +83,7 @@ class PretrainingState:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(f"{STATE_FILE} has keys {unknown} that no pretraining state holds")
+            raise ValueError(f"the pretraining state has keys {unknown} that no pretraining state holds")
         return cls(**values)
 
 
@@ -163,18 +165,33 @@ def make_optimizer(name: str, parameters: list, lr: float) -> torch.optim.Optimi
 # checkpoints
 
 
+def state_file(checkpoint: Path | str) -> Path | None:
+    """The state JSON of a checkpoint folder (`STATE_FILE`, or `LEGACY_STATE_FILE` in an older one); None when it
+    has none, i.e. the checkpoint is incomplete."""
+    for name in (STATE_FILE, LEGACY_STATE_FILE):
+        if (Path(checkpoint) / name).is_file():
+            return Path(checkpoint) / name
+    return None
+
+
 def checkpoint_dirs(output_dir: Path | str) -> list:
     """The complete checkpoints of a run, oldest first."""
     root = Path(output_dir) / "checkpoints"
     if not root.is_dir():
         return []
-    dirs = [d for d in root.iterdir() if re.fullmatch(r"step-\d+", d.name) and (d / STATE_FILE).exists()]
+    dirs = [d for d in root.iterdir() if re.fullmatch(r"step-\d+", d.name) and state_file(d) is not None]
     return sorted(dirs, key=lambda d: int(d.name.split("-")[1]))
 
 
 def read_state(checkpoint: Path | str) -> PretrainingState:
     """The `PretrainingState` of a checkpoint folder."""
-    return PretrainingState.from_dict(json.loads((Path(checkpoint) / STATE_FILE).read_text()))
+    path = state_file(checkpoint)
+    if path is None:
+        raise FileNotFoundError(f"{checkpoint} holds no {STATE_FILE}: not a complete pretraining checkpoint")
+    try:
+        return PretrainingState.from_dict(json.loads(path.read_text()))
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
 
 
 def save_checkpoint(accelerator, output_dir: Path | str, state: PretrainingState, keep: int):
