@@ -153,22 +153,25 @@ class CoveDecoder(nn.Module):
 
     def forward(
         self,
-        decoder_input_ids: torch.Tensor,
+        decoder_input_ids: Optional[torch.Tensor],
         context: torch.Tensor,
         context_mask: torch.Tensor,
         state: tuple,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        inputs_embeds: Optional[torch.Tensor] = None,
     ):
-        """decoder_input_ids: (B, T); context: (B, S, C); context_mask: (B, S) bool;
-        state: (h (B, L, H), c (B, L, H), input_feed (B, H)).
+        """decoder_input_ids: (B, T), or None with `inputs_embeds` (B, T, E), the target embeddings z themselves;
+        context: (B, S, C); context_mask: (B, S) bool; state: (h (B, L, H), c (B, L, H), input_feed (B, H)).
 
         Returns h~ for all steps (B, T, H) (after dropout), the new state, α (B, T, S) or None, and the hidden states
         or None: each layer's h_t (B, T, H) then h~ before dropout (B, T, H)."""
         h, c, input_feed = state  # (B, L, H), (B, L, H), (B, H)
-        embedded = self.dropout(self.embed_tokens(decoder_input_ids))  # z, (B, T, E)
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(decoder_input_ids)
+        embedded = self.dropout(inputs_embeds)  # z, (B, T, E)
         outputs, alphas, layer_states, h_tildes = [], [], [], []
-        for t in range(decoder_input_ids.shape[1]):
+        for t in range(embedded.shape[1]):
             # eq. 2 with input feeding: h_t^dec = LSTM([z_{t-1}; h~_{t-1}], h_{t-1}^dec)
             rnn_input = torch.cat([embedded[:, t], input_feed], dim=-1)  # (B, E + H)
             rnn_output, h, c = self.rnn(rnn_input, h, c)  # (B, H)
@@ -282,7 +285,12 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
         `generate()` meets the stored `max_length`. Passing only one of the two unsets the other one here.
         transformers' beam search fills finished rows with `pad_token_id or eos_token_id`, i.e. with `</s>` when the
         pad id is 0 (as here): the rows are re-padded with the pad id.
+        The sources are checked first (`check_source`), before transformers repeats each row once per beam or
+        returned sequence: an error names the caller's batch indices.
         """
+        source_mask = self.generation_source_mask(inputs, kwargs)
+        if source_mask is not None:
+            self.check_source(source_mask)
         if kwargs.get("max_length") is not None and kwargs.get("max_new_tokens") is None:
             kwargs["max_new_tokens"] = None
         elif kwargs.get("max_new_tokens") is not None and kwargs.get("max_length") is None:
@@ -297,6 +305,21 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
         if pad_token_id is not None and eos_token_id is not None:
             self.pad_after_eos(sequences[:, prompt_length:], pad_token_id, eos_token_id)
         return output
+
+    def generation_source_mask(self, inputs: Optional[torch.Tensor], kwargs: dict) -> Optional[torch.Tensor]:
+        """The (B, S) mask of the sources `generate(inputs, **kwargs)` translates, in the caller's rows: the
+        `attention_mask` given, else that of `encoder_outputs`, else all tokens of `input_ids` / `inputs_embeds`
+        (checked as the encoder checks them); None when there is none of these."""
+        attention_mask = kwargs.get("attention_mask")
+        encoder_outputs = kwargs.get("encoder_outputs")
+        if encoder_outputs is not None:
+            return attention_mask if attention_mask is not None else getattr(encoder_outputs, "attention_mask", None)
+        input_ids = inputs if inputs is not None else kwargs.get("input_ids")
+        if isinstance(input_ids, torch.Tensor):
+            return self.cove.check_inputs(input_ids, attention_mask)
+        if isinstance(kwargs.get("inputs_embeds"), torch.Tensor):
+            return self.cove.check_inputs_embeds(kwargs["inputs_embeds"], attention_mask)
+        return attention_mask
 
     @staticmethod
     def pad_after_eos(sequences: torch.Tensor, pad_token_id: int, eos_token_id) -> torch.Tensor:
@@ -409,14 +432,19 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
         return_dict: Optional[bool] = None,
         inputs_embeds: Optional[torch.Tensor] = None,
         past_key_values: Optional[tuple] = None,
+        decoder_inputs_embeds: Optional[torch.Tensor] = None,
     ) -> CoveSeq2SeqLMOutput:
         """
         input_ids / attention_mask: (B, S) source, right-padded. labels: (B, T) target ids (-100 / pad ignored).
         inputs_embeds: (B, S, config.word_vector_dim) source word vectors instead of `input_ids` (see
         `CoveModel.forward`); exactly one of the two unless `encoder_outputs` is given.
         decoder_input_ids: (B, T) target ids (no -100), the shape of `labels` when both are given; default
-        `shift_tokens_right(labels)`. decoder_attention_mask: accepted and not needed (padded target steps only
-        influence later steps of the same row; their loss is masked by labels).
+        `shift_tokens_right(labels)`.
+        decoder_inputs_embeds: (B, T, config.decoder_embedding_dim) target embeddings instead of `decoder_input_ids`
+        (not both: a ValueError), cast to the model's dtype: the same as the ids whose rows
+        `model.get_decoder().embed_tokens(decoder_input_ids)` are these.
+        decoder_attention_mask: accepted and not needed (padded target steps only influence later steps of the same
+        row; their loss is masked by labels).
         encoder_outputs: a `CoveModelOutput` to reuse (generation). cache: decoder state to continue from (the
         `cache` of an earlier call); `past_key_values` is its older name (give one of the two).
         output_hidden_states: also return the encoder's and the decoder's hidden states (see `CoveSeq2SeqLMOutput`).
@@ -443,11 +471,13 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
             self.check_source(attention_mask)
         context = self.context_from_encoder(encoder_outputs.last_hidden_state)  # H, (B, S, 2h)
         context_mask = attention_mask.bool()  # (B, S)
-        decoder_input_ids = self.checked_decoder_inputs(labels, decoder_input_ids, context.shape[0])
+        decoder_input_ids, decoder_inputs_embeds = self.checked_decoder_inputs(labels, decoder_input_ids,
+                                                                               decoder_inputs_embeds, context.shape[0])
         state = self.decoder_state(cache, encoder_outputs, context)
         h_tilde, new_state, alphas, decoder_hidden_states = self.decoder(
             decoder_input_ids, context, context_mask, state,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            inputs_embeds=decoder_inputs_embeds,
         )
         logits = self.lm_head(h_tilde)  # softmax(W_out h~_t + b_out) before the softmax, (B, T, V)
         loss, nll_sum, num_tokens = self.target_loss(logits, labels)
@@ -489,32 +519,54 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
         return encoder_outputs, attention_mask
 
     def checked_decoder_inputs(self, labels: Optional[torch.Tensor], decoder_input_ids: Optional[torch.Tensor],
-                               batch: int) -> torch.Tensor:
-        """The (B, T) decoder inputs: `decoder_input_ids`, or `labels` shifted right; both checked against the batch
-        and each other."""
+                               decoder_inputs_embeds: Optional[torch.Tensor], batch: int) -> tuple:
+        """The decoder inputs, checked against the batch and `labels`: `(decoder_input_ids (B, T), None)`, the ids
+        given or `labels` shifted right, or `(None, decoder_inputs_embeds (B, T, E))` in the model's dtype."""
+        if decoder_input_ids is not None and decoder_inputs_embeds is not None:
+            raise ValueError("CoveForMachineTranslation takes decoder_input_ids or decoder_inputs_embeds, not both")
         if labels is not None:
             if labels.dim() != 2 or labels.shape[0] != batch:
                 raise ValueError(f"labels must have shape (batch={batch}, time), got {tuple(labels.shape)}")
             self.check_target_ids(labels, "labels", allow_ignore_index=True)
-            if decoder_input_ids is None:
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = shift_tokens_right(
                     labels, self.config.pad_token_id, self.config.decoder_start_token_id
                 )
-        if decoder_input_ids is None:
-            raise ValueError("CoveForMachineTranslation needs labels or decoder_input_ids")
-        if decoder_input_ids.dim() != 2 or decoder_input_ids.shape[0] != batch:
+        if decoder_inputs_embeds is not None:
+            self.check_decoder_inputs_embeds(decoder_inputs_embeds, batch)
+            name, steps = "decoder_inputs_embeds", decoder_inputs_embeds.shape[:2]
+            decoder_inputs_embeds = decoder_inputs_embeds.to(self.decoder.embed_tokens.weight.dtype)
+        elif decoder_input_ids is None:
+            raise ValueError("CoveForMachineTranslation needs labels or decoder_input_ids (or decoder_inputs_embeds)")
+        else:
+            if decoder_input_ids.dim() != 2 or decoder_input_ids.shape[0] != batch:
+                raise ValueError(
+                    f"decoder_input_ids must have shape (batch={batch}, time), got "
+                    f"{tuple(decoder_input_ids.shape)}"
+                )
+            self.check_target_ids(decoder_input_ids, "decoder_input_ids")
+            name, steps = "decoder_input_ids", decoder_input_ids.shape
+        if labels is not None and labels.shape != steps:
             raise ValueError(
-                f"decoder_input_ids must have shape (batch={batch}, time), got "
-                f"{tuple(decoder_input_ids.shape)}"
+                f"labels {tuple(labels.shape)} and {name} {tuple(steps)} must have the same shape: "
+                f"labels[:, t] is the target of decoder step t (omit {name} to use labels shifted right)"
             )
-        self.check_target_ids(decoder_input_ids, "decoder_input_ids")
-        if labels is not None and labels.shape != decoder_input_ids.shape:
-            raise ValueError(
-                f"labels {tuple(labels.shape)} and decoder_input_ids {tuple(decoder_input_ids.shape)} must have the "
-                f"same shape: labels[:, t] is the target of decoder step t (omit decoder_input_ids to use labels "
-                f"shifted right)"
-            )
-        return decoder_input_ids
+        return decoder_input_ids, decoder_inputs_embeds
+
+    def check_decoder_inputs_embeds(self, decoder_inputs_embeds: torch.Tensor, batch: int):
+        """Clear errors for target embeddings of the wrong type, shape or device."""
+        if not isinstance(decoder_inputs_embeds, torch.Tensor) or not decoder_inputs_embeds.is_floating_point():
+            raise TypeError("decoder_inputs_embeds must be a floating-point tensor of target embeddings, got "
+                            f"{getattr(decoder_inputs_embeds, 'dtype', type(decoder_inputs_embeds).__name__)}")
+        width = self.config.decoder_embedding_dim
+        shape = tuple(decoder_inputs_embeds.shape)
+        if len(shape) != 3 or shape[0] != batch or shape[2] != width:
+            raise ValueError(f"decoder_inputs_embeds must have shape (batch={batch}, time, decoder_embedding_dim="
+                             f"{width}), got {shape}")
+        device = self.decoder.embed_tokens.weight.device
+        if decoder_inputs_embeds.device != device:
+            raise ValueError(f"decoder_inputs_embeds is on {decoder_inputs_embeds.device}, the model on {device}: "
+                             "move one of them")
 
     def decoder_state(self, cache, encoder_outputs: CoveModelOutput, context: torch.Tensor) -> tuple:
         """The decoder's (h, c, input feed) to start from: the `cache` of an earlier call, else the encoder's."""

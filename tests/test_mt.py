@@ -560,6 +560,76 @@ def test_inputs_embeds_equal_input_ids():
         model(inputs_embeds=rows[..., :4], attention_mask=attention_mask, labels=labels)
 
 
+@pytest.mark.parametrize("training", [False, True])
+def test_decoder_inputs_embeds_equal_decoder_input_ids(training):
+    """Target embeddings given as decoder_inputs_embeds (B, T, decoder_embedding_dim), as every transformers
+    Seq2SeqLM takes them: the same logits, loss and gradients as the ids whose rows they are (with labels, instead of
+    labels shifted right); both at once, or a wrong shape, is a ValueError naming them."""
+    model = tiny_model(seed=2, decoder_dropout=0.3).train(training)
+    input_ids, attention_mask = padded([[5, 6, 7, 8], [9, 10]])
+    labels = labels_of([[11, 12, EOS], [13, EOS]])
+    decoder_input_ids = shift_tokens_right(labels, 0, 2)
+    rows = model.get_decoder().embed_tokens(decoder_input_ids).detach()
+    results = []
+    for inputs in ({"decoder_input_ids": decoder_input_ids}, {"decoder_inputs_embeds": rows.clone().requires_grad_()}):
+        model.zero_grad()
+        torch.manual_seed(0)  # the same dropout masks for both calls
+        out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, output_hidden_states=True,
+                    **inputs)
+        out.loss.backward()
+        results.append((out, model.lm_head.weight.grad.clone(), model.cove.encoder.rnn.weight_ih_l0.grad.clone()))
+    (by_ids, *id_grads), (by_rows, *row_grads) = results
+    assert torch.equal(by_rows.logits, by_ids.logits) and torch.equal(by_rows.loss, by_ids.loss)
+    assert all(torch.equal(a, b) for a, b in zip(by_rows.decoder_hidden_states, by_ids.decoder_hidden_states))
+    assert all(torch.equal(a, b) for a, b in zip(row_grads, id_grads))
+    with torch.no_grad():  # no labels: the embeddings alone drive the decoder
+        torch.manual_seed(0)
+        alone = model(input_ids=input_ids, attention_mask=attention_mask, decoder_inputs_embeds=rows).logits
+    if not training:
+        assert torch.equal(alone, by_ids.logits)
+    with pytest.raises(ValueError, match="decoder_input_ids or decoder_inputs_embeds, not both"):
+        model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+              decoder_inputs_embeds=rows)
+    with pytest.raises(ValueError, match=r"decoder_inputs_embeds must have shape \(batch=2, time, "
+                                         r"decoder_embedding_dim=5\), got \(2, 3, 4\)"):
+        model(input_ids=input_ids, attention_mask=attention_mask, decoder_inputs_embeds=rows[..., :4])
+    with pytest.raises(ValueError, match=r"labels \(2, 3\) and decoder_inputs_embeds \(2, 2\) must have the same"):
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, decoder_inputs_embeds=rows[:, :2])
+    with pytest.raises(TypeError, match="decoder_inputs_embeds must be a floating-point tensor"):
+        model(input_ids=input_ids, attention_mask=attention_mask, decoder_inputs_embeds=decoder_input_ids)
+
+
+@pytest.mark.parametrize("num_beams", [1, 2, 3])
+def test_generate_errors_name_the_callers_batch_index(num_beams):
+    """generate() checks the sources before transformers repeats each row once per beam: a source longer than
+    max_source_length (12) or empty is named by its index in the caller's batch, whatever num_beams (or
+    num_return_sequences) is; forward() names its own rows."""
+    model = tiny_model()
+    long_row = [5] * 13
+    cases = [([long_row], "batch index \\[0\\] have \\[13\\] tokens"),
+             ([[5, 6], long_row, [7]], "batch index \\[1\\] have \\[13\\] tokens")]
+    for rows, message in cases:
+        input_ids, attention_mask = padded(rows)
+        with pytest.raises(ValueError, match=message):
+            model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=num_beams, max_new_tokens=3)
+        with pytest.raises(ValueError, match=message):
+            model.generate(input_ids, attention_mask=attention_mask, num_beams=num_beams,
+                           num_return_sequences=num_beams, max_new_tokens=3)
+    with pytest.raises(ValueError, match="batch index \\[0\\] have \\[13\\] tokens"):  # no mask: every id counts
+        model.generate(torch.tensor([long_row]), num_beams=num_beams, max_new_tokens=3)
+    input_ids, attention_mask = padded([[5, 6], [7, 8, 9]])
+    attention_mask[1] = 0
+    with pytest.raises(ValueError, match="batch index \\[1\\] are empty"):
+        model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=num_beams, max_new_tokens=3)
+    with pytest.raises(ValueError, match="batch index \\[1\\] are empty"):
+        model.generate(inputs_embeds=model.get_input_embeddings()(input_ids), attention_mask=attention_mask,
+                       num_beams=num_beams, max_new_tokens=3)
+    with pytest.raises(ValueError, match="batch index \\[1\\] are empty"):
+        encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask,
+                                              output_final_states=True)
+        model.generate(encoder_outputs=encoder_outputs, num_beams=num_beams, max_new_tokens=3)
+
+
 def test_decoder_under_cpu_bf16_autocast_needs_no_lstm_kernel():
     """The decoder's nn.LSTMCell runs as matrix products and pointwise ops (no oneDNN RNN primitive, which CPUs
     without avx512_bf16 lack under bf16 autocast), within bf16 tolerance of fp32."""
