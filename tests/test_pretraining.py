@@ -206,3 +206,25 @@ def test_one_export_for_a_trained_biLM_model_and_an_mt_checkpoint_folder(tmp_pat
         export_encoder(model, tmp_path / "again")
     with pytest.raises(FileNotFoundError, match="is not a checkpoint folder"):
         export_encoder(tmp_path / "missing", tmp_path / "again")
+
+
+def test_run_folder_refuses_what_would_not_continue_exactly(tmp_path):
+    from accelerate import Accelerator
+
+    from modeling_cove.training.pretraining import RUN_SETTINGS_FILE, check_run_folder, start_run_folder
+
+    out, keys = tmp_path / "run", ("seed", "batch_size")
+    with pytest.raises(ValueError, match="nothing to resume"):
+        check_run_folder(out, {"seed": 1}, keys, resume=True, overwrite=False)
+    check_run_folder(out, {"seed": 1}, keys, resume=False, overwrite=False)  # a new folder
+    start_run_folder(Accelerator(cpu=True), out, {"seed": 1, "batch_size": 8, "max_steps": 5}, resume=False)
+    assert json.loads((out / RUN_SETTINGS_FILE).read_text()) == {"seed": 1, "batch_size": 8, "max_steps": 5}
+    check_run_folder(out, {"seed": 1, "batch_size": 8, "max_steps": 9}, keys, resume=True, overwrite=False)
+    with pytest.raises(ValueError, match=r"different data/batching/model settings \{'batch_size': \(8, 16\)\}"):
+        check_run_folder(out, {"seed": 1, "batch_size": 16}, keys, resume=True, overwrite=False)
+    with pytest.raises(ValueError, match="exists and is not empty"):
+        check_run_folder(out, {"seed": 1}, keys, resume=False, overwrite=False)
+    (out / "stale.txt").write_text("x")
+    check_run_folder(out, {"seed": 2}, keys, resume=False, overwrite=True)
+    start_run_folder(Accelerator(cpu=True), out, {"seed": 2}, resume=False)
+    assert sorted(p.name for p in out.iterdir()) == [RUN_SETTINGS_FILE]  # overwrite cleared the folder

@@ -94,7 +94,7 @@ def test_resume_after_a_cut_continues_exactly(setup, whole_run):
     records = [json.loads((root / run / "metrics.json").read_text())["epochs"] for run in ("whole", "cut")]
     for a, b in zip(*records):
         assert {k: v for k, v in a.items() if k != "seconds"} == {k: v for k, v in b.items() if k != "seconds"}
-    with pytest.raises(AssertionError, match="other data/model/schedule settings"):
+    with pytest.raises(AssertionError, match="different data/batching/model settings"):
         train(setup, "cut", "--resume", "--seq-len", "7")
 
 

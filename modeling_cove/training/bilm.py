@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -42,7 +41,9 @@ import torch
 
 from .cli import REQUIRED, fail, option, parse_options
 from .export import export_encoder
-from .pretraining import PretrainingLoop, PretrainingState, StopLimits, epoch_batches, make_optimizer, rank_share
+from .pretraining import (
+    PretrainingLoop, PretrainingState, StopLimits, check_run_folder, epoch_batches, make_optimizer, rank_share,
+    start_run_folder)
 from .run_info import command_line, git_commit, machine_info, plot_curves, write_json
 
 # name -> (loader, what it reads): the English training texts of the local data (modeling_cove.data's splits)
@@ -282,26 +283,9 @@ def evaluate(model, store: WindowStore, batch_size: int, accelerator) -> dict:
 def prepare_output_dir(settings: BiLMSettings, accelerator) -> None:
     """Refuse a non-empty folder without resume/overwrite and a resume with other RESUME_KEYS; clear it with
     overwrite; record the settings (what resume compares against)."""
-    output_dir = Path(settings.output_dir)
-    run_file = output_dir / "run_settings.json"
     current = {k: getattr(settings, k) for k in RESUME_KEYS}
-    if settings.resume:
-        if not run_file.exists():
-            raise ValueError(f"resume: {run_file} does not exist (nothing to resume)")
-        previous = json.loads(run_file.read_text())
-        changed = {k: (previous.get(k), v) for k, v in current.items() if previous.get(k) != v}
-        if changed:
-            raise ValueError(f"resume with other data/model/schedule settings {changed}: the run would not continue "
-                             "exactly; use the original ones")
-        return
-    if output_dir.exists() and any(output_dir.iterdir()) and not settings.overwrite:
-        raise ValueError(f"{output_dir} exists and is not empty (resume or overwrite)")
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
-        shutil.rmtree(output_dir, ignore_errors=True)
-        output_dir.mkdir(parents=True)
-        write_json(run_file, current)
-    accelerator.wait_for_everyone()
+    check_run_folder(settings.output_dir, current, RESUME_KEYS, settings.resume, settings.overwrite)
+    start_run_folder(accelerator, settings.output_dir, current, settings.resume)
 
 
 SEED_STRIDE = 1000003  # epoch batches: the generator seed is seed x SEED_STRIDE + epoch

@@ -42,7 +42,6 @@ Outputs in --output-dir:
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +53,7 @@ from .cli import REQUIRED, fail, option, parse_options
 from .mt_data import build_mt_checkpoint, load_raw_splits, prepare_splits, tokenize_batch
 from .mt_schedule import resolve_min_lr
 from .presets import load_preset
+from .pretraining import check_run_folder, start_run_folder
 
 # Training settings: built-in defaults (docs/paper.md §2) < preset "training" block < arguments. min_lr None: 0.03 x lr.
 DEFAULTS = {
@@ -202,33 +202,12 @@ def resolve_settings(args: MTArguments, preset: dict) -> dict:
 def check_output_dir(args: MTArguments, settings: dict):
     """Before anything is loaded or written: resume needs the first run's settings (and the same ones), a new run an
     empty folder (or overwrite), and the vectors file must exist."""
-    output_dir = Path(args.output_dir)
-    run_file = output_dir / "run_settings.json"
-    if args.resume:
-        if not run_file.exists():
-            raise MTSetupError(f"--resume but {run_file} does not exist (nothing to resume)")
-        previous = json.loads(run_file.read_text())
-        changed = {k: (previous.get(k), settings.get(k)) for k in RESUME_KEYS if previous.get(k) != settings.get(k)}
-        if changed:
-            raise MTSetupError(f"--resume with different data/batching/model settings {changed}; the run would not "
-                               "continue exactly. Use the original arguments.")
-    elif output_dir.exists() and any(output_dir.iterdir()) and not args.overwrite:
-        raise MTSetupError(f"{output_dir} exists and is not empty (use --resume or --overwrite)")
+    try:
+        check_run_folder(args.output_dir, settings, RESUME_KEYS, args.resume, args.overwrite)
+    except ValueError as err:
+        raise MTSetupError(str(err)) from None
     if settings["vectors"] and not Path(settings["vectors"]).is_file():
         raise MTSetupError(f"--vectors {settings['vectors']} is not a file")
-
-
-def start_output_dir(accelerator, args: MTArguments, settings: dict):
-    """Clear the folder of a new run (overwrite), then write the settings that resume compares against."""
-    output_dir = Path(args.output_dir)
-    if not args.resume and output_dir.exists() and any(output_dir.iterdir()):
-        accelerator.wait_for_everyone()
-        if accelerator.is_main_process:
-            shutil.rmtree(output_dir)
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        (output_dir / "run_settings.json").write_text(json.dumps(settings, indent=2) + "\n")
 
 
 @dataclass
@@ -302,7 +281,7 @@ def train_mt(args: MTArguments, on_step: Callable | None = None, command: str | 
     check_output_dir(args, settings)
     start_time = time.time()
     raw = load_raw_splits(settings)  # a wrong data_dir or dataset fails here, before the output folder is touched
-    start_output_dir(accelerator, args, settings)
+    start_run_folder(accelerator, args.output_dir, settings, args.resume)
     set_seed(settings["seed"])
     data = prepare_data(accelerator, settings, raw, Path(args.output_dir), args.preprocess_workers)
     trainer = MTPretraining(args, settings, accelerator, data, preset_name=preset.get("name"), on_step=on_step,

@@ -4,7 +4,8 @@
     setup -> for each epoch: its batches -> a step per batch (stop inside the epoch?) ->
              end of epoch (evaluate, lr schedule, checkpoint, record) -> stop? -> finish (export)
 
-Here live what the two loops have in common: the resume state (`PretrainingState`, one JSON file per checkpoint),
+Here live what the two loops have in common: the run folder and the settings a resume must keep
+(`check_run_folder`, `start_run_folder`), the resume state (`PretrainingState`, one JSON file per checkpoint),
 the reasons a run stops (`stop_reason`), each process's share of a batch under DDP (`rank_share`), the epoch batches
 as a function of (seed, epoch) (`epoch_batches`), the optimizer factory (`make_optimizer`), checkpoints that are
 written atomically, rotated and restored (`save_checkpoint`, `restore_checkpoint`), and the loop itself
@@ -162,7 +163,40 @@ def make_optimizer(name: str, parameters: list, lr: float) -> torch.optim.Optimi
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# checkpoints
+# the run folder and its checkpoints
+
+RUN_SETTINGS_FILE = "run_settings.json"  # the settings of the run's first start, what a resume is compared with
+
+
+def check_run_folder(output_dir: Path | str, settings: dict, resume_keys, resume: bool, overwrite: bool):
+    """Before anything is loaded or written: a resumed run needs the first run's settings, with the same values of
+    `resume_keys` (the data order, vocabularies, model and optimizer are built from them once); a new run an empty
+    or missing folder, or `overwrite`. A ValueError says which."""
+    output_dir = Path(output_dir)
+    run_file = output_dir / RUN_SETTINGS_FILE
+    if resume:
+        if not run_file.exists():
+            raise ValueError(f"resume: {run_file} does not exist (nothing to resume)")
+        previous = json.loads(run_file.read_text())
+        changed = {k: (previous.get(k), settings.get(k)) for k in resume_keys if previous.get(k) != settings.get(k)}
+        if changed:
+            raise ValueError(f"resume with different data/batching/model settings {changed} (first run, now): the "
+                             "run would not continue exactly; use the original ones")
+    elif output_dir.exists() and any(output_dir.iterdir()) and not overwrite:
+        raise ValueError(f"{output_dir} exists and is not empty (resume or overwrite)")
+
+
+def start_run_folder(accelerator, output_dir: Path | str, settings: dict, resume: bool):
+    """Clear the folder of a new run (what `check_run_folder` allowed: overwrite), then record `settings`."""
+    output_dir = Path(output_dir)
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        if not resume:
+            shutil.rmtree(output_dir, ignore_errors=True)
+        output_dir.mkdir(parents=True, exist_ok=True)
+        write_json(output_dir / RUN_SETTINGS_FILE, settings)
+    accelerator.wait_for_everyone()
+
 
 
 def state_file(checkpoint: Path | str) -> Path | None:
