@@ -100,6 +100,9 @@ def test_no_installed_file_names_a_folder_a_user_does_not_have(installed):
     assert {"configuration/main/embedded.yaml", "configuration/models/cove-small.json", "examples/en_de/train.tsv",
             "examples/sentiment/test.tsv", "training/card_template.md"} <= shipped
     assert not any(name.startswith("examples/generator") for name in shipped)  # the generator stays in the repository
+    source_packages = {str(p.parent.relative_to(REPO / "modeling_cove")) for p in (REPO / "modeling_cove").rglob(
+        "__init__.py")}
+    assert source_packages <= {str(Path(name).parent) for name in shipped if name.endswith("__init__.py")}
 
 
 def test_every_entry_point_answers_help(installed):

@@ -29,8 +29,9 @@ class InputError(ValueError):
 class JobOptions:
     """What a user chooses for one main job: the flags of `cove-main` (each field's help is its flag's)."""
 
-    preset: str = option("a shipped main preset (embedded, cove-small) or a .yaml file of your own", "embedded")
-    run_dir: str = option("where every stage writes", "runs/main")
+    preset: str = option("a shipped main preset (embedded, cove-small) or a .yaml file of your own (default: "
+                         "embedded)", "embedded")
+    run_dir: str = option("where every stage writes (default: runs/main, in the current folder)", "runs/main")
     data_dir: Optional[str] = option("local data folder laid out as docs/data.md describes (real tasks); default: "
                                      "Hub dataset ids")
     vectors: Optional[str] = option("word vectors file (GloVe/word2vec text, .txt/.gz/.xz) instead of the preset's "
