@@ -13,6 +13,7 @@ import torch
 
 from modeling_cove.benchmarking import common, encoder, packing, tokenizer_agreement, training, vectors_loading
 from modeling_cove.training.cli import option, parse_options
+from modeling_cove.training.run_info import git_commit
 
 from conftest import REPO
 
@@ -91,7 +92,7 @@ def test_report_carries_command_commit_machine(tmp_path):
     out = common.write_report(tmp_path / "r.json", ["--quick"], True, {"batch_size": 2}, {"set": {"x": 1}})
     report = json.loads(out.read_text())
     assert report["command"].endswith("--quick") and report["command"].startswith("python ")
-    assert report["commit"] == "unknown" or len(report["commit"].removesuffix("-dirty")) == 40
+    assert report["commit"] == git_commit()  # the checkout's commit, or the installed package's version
     assert report["machine"]["cpu"] and report["machine"]["torch"]
     assert report["quick"] is True and report["batch_size"] == 2 and report["results"] == {"set": {"x": 1}}
 
