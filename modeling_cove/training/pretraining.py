@@ -315,7 +315,8 @@ class PretrainingLoop:
 
     # --- the scaffold ----------------------------------------------------------------------------------------
 
-    def stop_reason(self, inside_epoch: bool = False) -> str | None:
+    def why_stop(self, inside_epoch: bool = False) -> str | None:
+        """`stop_reason` now, with this loop's limits and clock."""
         seconds, next_epoch_seconds = self.seconds(inside_epoch)
         return stop_reason(self.state, self.limits, seconds, next_epoch_seconds, inside_epoch=inside_epoch)
 
@@ -342,7 +343,7 @@ class PretrainingLoop:
         elif state.step_in_epoch > 0:
             accelerator.print(f"continuing epoch {state.epoch + 1} at its step {state.step_in_epoch + 1}")
         else:
-            reason = self.stop_reason()
+            reason = self.why_stop()
             accelerator.print(f"finished run, nothing to train: {reason}" if reason else
                               f"continuing at epoch {state.epoch + 1}: it fits the limits")
         state.finished, state.stop_reason = reason is not None, reason
@@ -372,7 +373,7 @@ class PretrainingLoop:
             bar.update(1)
             bar.set_postfix(**figures, tok_s=f"{state.train_tokens / max(state.train_seconds, 1e-9):.0f}")
             inside = state.step_in_epoch < len(batches)  # not at the epoch's last batch
-            reason = self.stop_reason(inside_epoch=True)
+            reason = self.why_stop(inside_epoch=True)
             if reason is not None and inside:
                 stopped = reason
                 break
@@ -398,7 +399,7 @@ class PretrainingLoop:
             state.epoch, state.step_in_epoch = epoch, 0
             state.epoch_sums = self.fresh_epoch_sums()
             state.epoch_wall_seconds.append(time.time() - epoch_start)
-            state.stop_reason = self.stop_reason()
+            state.stop_reason = self.why_stop()
             state.finished = state.stop_reason is not None
         save_checkpoint(self.accelerator, self.output_dir, state, self.keep_checkpoints)
         self.write_record()
