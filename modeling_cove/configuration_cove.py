@@ -38,6 +38,7 @@ class FeatureLayout:
     only, `"scalar_mix"` (2h) in place of the word vectors and layers. Built by `CoveConfig.feature_layout`; every
     model reads its columns from here instead of computing offsets."""
 
+    # eq. 6, w~ = [GloVe(w); CoVe(w)]: its tensors go into these columns in `modeling_cove.assemble_features`
     parts: tuple  # ((name, start, end), ...) in column order, end-exclusive
 
     @classmethod
