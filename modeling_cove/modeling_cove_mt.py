@@ -206,7 +206,7 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
     Inputs: source `input_ids`/`attention_mask` (right-padded, from the CoVe tokenizer); `labels` (B, T) target ids
     ending in `</s>` (from the target tokenizer; -100 or pad = ignored); `decoder_input_ids` default to `labels`
     shifted right behind `<s>`. The `loss` is the mean token cross-entropy, or the paper's summed token NLL / batch
-    size with `config.mt_loss_reduction="sentence"`; `nll_sum` and `num_tokens` come with either (scripts/train_mt.py
+    size with `config.mt_loss_reduction="sentence"`; `nll_sum` and `num_tokens` come with either (`cove-train-mt`
     trains on `nll_sum` / global batch size, the paper's loss across processes).
     """
 

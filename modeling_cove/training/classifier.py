@@ -588,7 +588,7 @@ def train_classifier(options: ClassifierOptions, command: Optional[str] = None) 
     and write the run's outputs in `options.output_dir` (main process). Returns the metrics dict (every process)."""
     from transformers import AutoTokenizer
 
-    run = {"command": command or "python scripts/train_classifier.py (library call)",
+    run = {"command": command or "modeling_cove.training.classifier.train_classifier (library call)",
            "git": {"commit": git_commit()}}  # the code that runs: read now (a long run may outlive a commit)
     wall_start = time.time()
     if options.threads:

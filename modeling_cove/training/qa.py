@@ -425,7 +425,7 @@ def train_qa(options: QAOptions, command: Optional[str] = None) -> Optional[dict
                       callbacks=[time_budget, epoch_eval])
     t0 = time.time()
     train_result = trainer.train()
-    run = {"command": command or "python scripts/train_qa.py (library call)", "commit": commit,
+    run = {"command": command or "modeling_cove.training.qa.train_qa (library call)", "commit": commit,
            "train_seconds": time.time() - t0, "train_loss": train_result.training_loss,
            "stop_reason": stop_reason(trainer, time_budget=time_budget), "cache_seconds": cache_seconds,
            "started": started, "settings": settings, "overrides": overrides}
