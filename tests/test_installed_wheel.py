@@ -130,3 +130,31 @@ def test_the_main_job_runs_from_another_folder(installed):
     assert report["settings"]["tasks"][0]["data"].startswith(str(installed["venv"]))  # the shipped example data
     assert (work / "runs" / "main" / "publish" / "sentiment" / "hub" / "model.safetensors").is_file()
     assert str(REPO) not in result.stdout
+
+
+def test_the_main_job_runs_the_installed_package_from_inside_a_source_checkout(installed, tmp_path):
+    """Run where a `modeling_cove/` source folder lies in the current directory (a user inside a clone who installed
+    the wheel): the stages' `python -m` would put that folder first on sys.path; they run the installed package."""
+    shutil.copytree(REPO / "modeling_cove", tmp_path / "modeling_cove",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = installed["env"]
+    result = run(["cove-main", "--quick", "--threads", "1", "--run-dir", "job"], tmp_path, env, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads((tmp_path / "job" / "report.json").read_text())
+    assert all(report["stages"][stage]["status"] == "done" for stage in report["stages"])
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_a_source_tree_on_the_path_reads_its_own_configuration(installed):
+    """`modeling_cove` imported from a source tree that is not installed (PYTHONPATH=<checkout>, or `python -m` inside
+    a checkout on a Python without PYTHONSAFEPATH) finds the presets and example data of that tree."""
+    env = {**installed["env"], "PYTHONPATH": str(REPO)}
+    code = ("import modeling_cove, json; from modeling_cove.training import presets; "
+            "print(json.dumps([modeling_cove.__file__, str(presets.CONFIGURATION), "
+            "str(presets.shipped_path('examples/en_de')), presets.load_preset('cove-small', 'models')['path']]))")
+    result = run([installed["venv"] / "bin" / "python", "-c", code], installed["work"], env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    package, configuration, examples, preset = json.loads(result.stdout.strip().splitlines()[-1])
+    assert Path(package).is_relative_to(REPO)
+    assert configuration == str(REPO / "configuration") and examples == str(REPO / "examples" / "en_de")
+    assert preset == str(REPO / "configuration" / "models" / "cove-small.json")

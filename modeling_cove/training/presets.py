@@ -22,6 +22,19 @@ class PresetError(ValueError):
     """A preset that does not exist or has keys the reader does not know; the message names the file and the key."""
 
 
+def _shipped_root(folder: str):
+    """The package that ships the source tree's top-level `folder`. A `modeling_cove` imported from a source tree
+    that is not installed (a `python -m` run inside a checkout, which puts the current folder first on sys.path, or
+    PYTHONPATH=<checkout>) has no mapped subpackage: its own tree's folder beside it is the same data."""
+    try:
+        return resources.files(SHIPPED_FOLDERS[folder])
+    except ModuleNotFoundError:
+        beside = Path(__file__).resolve().parents[2] / folder
+        if (beside / "__init__.py").is_file():
+            return beside
+        raise
+
+
 def shipped_path(relative) -> Path:
     """A file or folder shipped with the package, named as in the source tree: `configuration/models/cove-small.json`,
     `examples/en_de`. Raises ValueError for a path outside the shipped folders."""
@@ -29,7 +42,7 @@ def shipped_path(relative) -> Path:
     if not parts or parts[0] not in SHIPPED_FOLDERS or PurePath(relative).is_absolute() or ".." in parts:
         shipped = ", ".join(f"{folder}/..." for folder in SHIPPED_FOLDERS)
         raise ValueError(f"{relative}: not a shipped path; shipped are {shipped}")
-    root = resources.files(SHIPPED_FOLDERS[parts[0]])
+    root = _shipped_root(parts[0])
     if not isinstance(root, Path):  # e.g. a zipped install: the stages hand these paths to other processes
         raise RuntimeError(f"{SHIPPED_FOLDERS[parts[0]]} is not installed as files on disk ({root})")
     return root.joinpath(*parts[1:])

@@ -62,6 +62,10 @@ def child_env(threads) -> dict:
         env["OMP_NUM_THREADS"] = str(threads)
         env["MKL_NUM_THREADS"] = str(threads)
     env["PYTHONUNBUFFERED"] = "1"
+    # `python -m` puts the current folder first on sys.path: run from a source checkout, a stage would import the
+    # checkout's `modeling_cove` instead of the one this process runs (Python >= 3.11 honours this; older ones fall
+    # back to the source tree's own configuration/, presets.shipped_path)
+    env["PYTHONSAFEPATH"] = "1"
     return env
 
 
