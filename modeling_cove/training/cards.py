@@ -70,7 +70,7 @@ CARD_KINDS = {
     "bilm-encoder-export": "the encoder exported from a biLM pretraining run, from the run's metrics",
 }
 DEFAULT_LICENSE = "bsd-3-clause"
-DEFAULT_INSTALL = "pip install -e .   # in a clone of the modeling_cove repository (package name: modeling-cove)"
+DEFAULT_INSTALL = "pip install modeling-cove   # or the wheel built from the modeling_cove repository"
 
 METRIC_NAMES = {"accuracy": "Accuracy", "f1": "F1", "exact_match": "Exact match", "bleu": "BLEU",
                 "precision": "Precision", "recall": "Recall"}
