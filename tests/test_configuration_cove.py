@@ -64,12 +64,7 @@ def load_maker():
     return module
 
 
-def comparable(config) -> dict:
-    """`config.to_dict()` as its config.json holds it (JSON types), without the version and the folder it came from."""
-    values = json.loads(json.dumps(config.to_dict()))
-    for key in ("transformers_version", "_name_or_path"):
-        values.pop(key)
-    return values
+comparable = load_maker().comparable  # config.to_dict() as JSON, as the fixtures were written
 
 
 def saved(name: str) -> dict:
