@@ -31,7 +31,8 @@ with other settings is refused (use --overwrite).
 
 Bad input (unknown preset or task, missing data folder, a vectors file that does not exist or does not have the
 expected dimension) stops before any work with a clear message and exit code 2. A failed stage exits 1.
---threads N sets torch/OpenMP threads in every stage (OMP_WAIT_POLICY=PASSIVE is set for shared machines).
+--threads N sets torch/OpenMP threads in every stage (each stage, importing the package, waits passively unless
+OMP_WAIT_POLICY says otherwise: docs/commands.md).
 """
 
 from __future__ import annotations
@@ -82,7 +83,6 @@ def run_main_job(options: JobOptions, command: str | None = None) -> dict:
     cfg = resolve(options)
     command = command or command_line()
     run_dir = prepare_run_dir(options, cfg, command)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     if options.threads:
         import torch

@@ -57,7 +57,6 @@ def commit_tmp(tmp: Path, folder: Path):
 
 def child_env(threads) -> dict:
     env = dict(os.environ)
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
         env["MKL_NUM_THREADS"] = str(threads)
