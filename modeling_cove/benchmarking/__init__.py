@@ -8,6 +8,8 @@ figures are ratios measured side by side in one process; docs/benchmarks.md says
   `lstm_implementation` comparison.
 - `packing`: when the encoder should pack, an A/B of its execution paths on the same batches.
 - `training`: our MT and BCN training steps against a plain PyTorch loop.
+- `heads`: the BCN and DCN heads (pipeline, sorted batches, training step) against a plain-PyTorch roofline of
+  the same layers, under both `lstm_implementation` keys.
 - `vectors_loading`: lines/s and peak memory of reading word vectors.
 - `tokenizer_agreement`: the CoVe tokenizer against sacremoses on real sentences.
 """

@@ -1,0 +1,718 @@
+"""Speed of the task heads (BCN `CoveForSequenceClassification`, DCN `CoveForQuestionAnswering`) side by side with
+a plain-PyTorch roofline of the same layers, in one process. Random weights: speed does not depend on them.
+
+Three sections: BCN on single sentences (SST-2 test), BCN on sentence pairs (SNLI dev), DCN on SQuAD dev windows.
+Each times three things, each on three sides run in interleaved rounds (ours["auto"], ours["reference"], roofline):
+
+- `pipeline`: inference as a user calls it, `pipeline("text-classification")` / `pipeline("cove-question-answering")`
+  on the inputs in arrival order (the roofline side tokenizes the same batches and runs them);
+- `sorted`: inference on length-sorted batches, `model(**batch)` under `torch.inference_mode` (BCN: the tokenizer call
+  `tokenizer(batch, padding=True)` included on both sides; DCN: pre-tokenized windows, no tokenizer on either side);
+- `train`: one training step per batch as the CLI's Trainer runs it, with the CoVe features from the feature cache
+  as the CLI passes them (batches collated beforehand on both sides): forward with labels, backward, gradient
+  clipping at `max_grad_norm`, the Trainer's optimizer step (its own optimizer class and arguments), zero_grad.
+
+The roofline (`RooflineBCN`, `RooflineDCN`) is the same layers written plainly: raw `nn.LSTM`s (weights copied from
+the model), the same Linear / bmm / softmax / pooling / maxout / batch norm / dropout, on uniform-length batches holding
+the same tokens (a batch of B texts with N real tokens -> B rows of round(N / B) tokens; each text of a pair and each
+segment of a window at its own mean length): no masks, no packing, no padding. The DCN roofline runs the decoder for
+exactly as many iterations as the model ran on that batch (`num_iterations` of its output, the batch's maximum).
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+import torch
+from torch import nn
+
+from .common import synchronize
+
+SIDES = ("auto", "reference", "roofline")  # ours under each lstm_implementation, then the roofline
+KINDS = ("pipeline", "sorted", "train")
+SIZES = {"full": {"sst2": 1024, "snli": 1024, "squad": 256}, "quick": {"sst2": 96, "snli": 96, "squad": 32}}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the roofline: the heads' layers in plain PyTorch
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def copied(module: nn.Module, make: Callable[[], nn.Module]) -> nn.Module:
+    """A fresh module `make()` holding `module`'s parameters and buffers (copied, not shared)."""
+    fresh = make()
+    fresh.load_state_dict(module.state_dict())
+    return fresh
+
+
+def copied_lstm(lstm: nn.LSTM) -> nn.LSTM:
+    """A batch-first `nn.LSTM` of `lstm`'s sizes holding its weights."""
+    return copied(lstm, lambda: nn.LSTM(lstm.input_size, lstm.hidden_size, num_layers=lstm.num_layers,
+                                        bidirectional=lstm.bidirectional, batch_first=True))
+
+
+def copied_linear(linear: nn.Linear) -> nn.Linear:
+    return copied(linear, lambda: nn.Linear(linear.in_features, linear.out_features, bias=linear.bias is not None))
+
+
+def maxout(x: torch.Tensor, pool: int) -> torch.Tensor:
+    """(..., units * pool) -> (..., units): the max over consecutive groups of `pool` channels."""
+    return x.view(*x.shape[:-1], x.shape[-1] // pool, pool).max(dim=-1).values
+
+
+class RooflineWordInputs(nn.Module):
+    """w~ = [GloVe(w); CoVe(w)] (eq. 6) of uniform rows: an `nn.Embedding` lookup and the MT-LSTM as one raw
+    `nn.LSTM(300, 300, 2, bidirectional)` call (its top layer), or the cached CoVe states when given. Frozen, as in
+    the heads."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.embeddings = nn.Embedding.from_pretrained(model.cove.embeddings.weight.detach().clone(), freeze=True)
+        self.mt_lstm = copied_lstm(model.cove.encoder.rnn).requires_grad_(False)
+
+    def forward(self, ids: torch.Tensor, cove: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """ids (B, T); cove (B, T, 600) cached MT-LSTM states or None -> (B, T, 900)."""
+        vectors = self.embeddings(ids)  # (B, T, 300)
+        if cove is None:
+            with torch.no_grad():
+                cove = self.mt_lstm(vectors)[0]  # (B, T, 600)
+        return torch.cat([vectors, cove], dim=-1)
+
+
+class RooflineBCN(nn.Module):
+    """The BCN of `model` (a `CoveForSequenceClassification` reading "vectors+cove") on uniform batches: ReLU
+    feed-forward, encoder biLSTM (eqs. 7-8), biattention (eqs. 9-10), the two integrator biLSTMs (eqs. 11-12), the
+    config's poolings (eqs. 13-16) and the batch-normalised maxout network, with the model's dropouts (a single text
+    gets its own dropout mask for y in training when `config.bcn_independent_dropout`, as in the model)."""
+
+    def __init__(self, model):
+        super().__init__()
+        config = model.config
+        if config.bcn_input != "vectors+cove" or config.char_ngram_dim:
+            raise ValueError("the BCN roofline reads [GloVe; CoVe] (bcn_input='vectors+cove', no char n-grams)")
+        self.words = RooflineWordInputs(model)
+        self.dropout = nn.Dropout(config.bcn_dropout)
+        self.independent_dropout = bool(config.bcn_independent_dropout)
+        self.feedforward = copied_linear(model.feedforward)
+        self.encoder = copied_lstm(model.encoder)
+        self.integrator_x = copied_lstm(model.integrator_x)
+        self.integrator_y = copied_lstm(model.integrator_y)
+        self.poolings = list(config.bcn_pooling)
+        self.pool_dropout = nn.Dropout(model.pool_x.dropout.p)
+        self.self_x = copied_linear(model.pool_x.self_attention) if "self" in self.poolings else None
+        self.self_y = copied_linear(model.pool_y.self_attention) if "self" in self.poolings else None
+        self.maxout_pool = config.bcn_maxout_pool
+        self.linears = nn.ModuleList(copied_linear(layer.linear) for layer in model.classifier)
+        self.norms = nn.ModuleList(
+            copied(layer.norm, lambda n=layer.norm: nn.BatchNorm1d(n.num_features, eps=n.eps, momentum=n.momentum))
+            if layer.norm is not None else nn.Identity() for layer in model.classifier)
+
+    def pool(self, states: torch.Tensor, scorer: Optional[nn.Linear]) -> torch.Tensor:
+        """(B, T, C) -> (B, P * C): max, mean, min, self-attentive over time."""
+        pooled = []
+        for name in self.poolings:
+            if name == "max":
+                pooled.append(states.max(dim=1).values)
+            elif name == "mean":
+                pooled.append(states.mean(dim=1))
+            elif name == "min":
+                pooled.append(states.min(dim=1).values)
+            else:
+                beta = torch.softmax(scorer(self.pool_dropout(states)).squeeze(-1), dim=1)  # (B, T)
+                pooled.append(torch.bmm(beta.unsqueeze(1), states).squeeze(1))
+        return torch.cat(pooled, dim=-1)
+
+    def forward(self, x_ids: torch.Tensor, y_ids: Optional[torch.Tensor] = None, x_cove: Optional[torch.Tensor] = None,
+                y_cove: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """x_ids (B, n), y_ids (B, m) or None (a single text: y = x); x_cove / y_cove (B, n / m, 600) cached CoVe
+        states or None (the MT-LSTM runs). Returns logits (B, num_labels)."""
+        w_x = self.words(x_ids, x_cove)  # (B, n, 900)
+        f_x = torch.relu(self.feedforward(self.dropout(w_x)))  # (B, n, F)
+        x = self.encoder(f_x)[0]  # X, (B, n, 2H)
+        if y_ids is not None:
+            y = self.encoder(torch.relu(self.feedforward(self.dropout(self.words(y_ids, y_cove)))))[0]  # Y
+        elif self.training and self.independent_dropout and self.dropout.p > 0:
+            y = self.encoder(torch.relu(self.feedforward(self.dropout(w_x))))[0]
+        else:
+            y = x
+        affinity = torch.bmm(x, y.transpose(1, 2))  # A, (B, n, m)
+        context_x = torch.bmm(torch.softmax(affinity, dim=1).transpose(1, 2), x)  # C_x, (B, m, 2H)
+        context_y = torch.bmm(torch.softmax(affinity.transpose(1, 2), dim=1).transpose(1, 2), y)  # C_y, (B, n, 2H)
+        x_given_y = self.integrator_x(torch.cat([x, x - context_y, x * context_y], dim=-1))[0]
+        y_given_x = self.integrator_y(torch.cat([y, y - context_x, y * context_x], dim=-1))[0]
+        hidden = torch.cat([self.pool(x_given_y, self.self_x), self.pool(y_given_x, self.self_y)], dim=-1)
+        for linear, norm in zip(self.linears, self.norms):
+            hidden = maxout(norm(linear(self.dropout(hidden))), self.maxout_pool)
+        return hidden  # (B, num_labels)
+
+
+class RooflineHMN(nn.Module):
+    """A highway maxout network of the DCN decoder. As in the model, W_1's document half is applied once per forward
+    (`project_document`), not at every iteration."""
+
+    def __init__(self, hmn, dropout: float):
+        super().__init__()
+        self.hidden, self.pool = hmn.hidden_size, hmn.pool_size
+        self.dropout = nn.Dropout(dropout)
+        self.state_projection = copied_linear(hmn.state_projection)
+        self.maxout1 = copied_linear(hmn.maxout1)
+        self.maxout2 = copied_linear(hmn.maxout2)
+        self.maxout3 = copied_linear(hmn.maxout3)
+
+    def project_document(self, document: torch.Tensor) -> torch.Tensor:
+        """(B, m, 2l) -> (B, m, l * p)."""
+        return nn.functional.linear(document, self.maxout1.weight[:, : 2 * self.hidden], self.maxout1.bias)
+
+    def forward(self, projection, state, u_start, u_end) -> torch.Tensor:
+        """projection (B, m, l * p), state (B, l), u_start / u_end (B, 2l) -> scores (B, m)."""
+        r = torch.tanh(self.state_projection(torch.cat([self.dropout(state), u_start, u_end], dim=-1)))
+        r_part = nn.functional.linear(self.dropout(r), self.maxout1.weight[:, 2 * self.hidden:])
+        m1 = self.dropout(maxout(projection + r_part.unsqueeze(1), self.pool))  # (B, m, l)
+        m2 = maxout(self.maxout2(m1), self.pool)
+        return maxout(self.maxout3(torch.cat([m1, self.dropout(m2)], dim=-1)), self.pool).squeeze(-1)
+
+
+class RooflineDCN(nn.Module):
+    """The DCN of `model` (a `CoveForQuestionAnswering` reading "vectors+cove") on uniform batches: tanh
+    feed-forward and the shared encoder biLSTM on question and document, sentinels, question projection,
+    coattention, fusion biLSTM, and the dynamic pointing decoder (LSTMCell and the two highway maxout networks) for
+    a given number of iterations, with the model's dropouts."""
+
+    def __init__(self, model):
+        super().__init__()
+        config = model.config
+        if config.dcn_input != "vectors+cove" or config.char_ngram_dim or config.cove_output != "top":
+            raise ValueError("the DCN roofline reads [GloVe; CoVe top layer] (dcn_input='vectors+cove')")
+        encoder, decoder = model.coattention_encoder, model.decoder
+        self.words = RooflineWordInputs(model)
+        self.dropout = nn.Dropout(config.dcn_dropout)
+        self.input_dropout = nn.Dropout(encoder.input_dropout.p)
+        self.feedforward = copied_linear(encoder.feedforward)
+        self.encoder_lstm = copied_lstm(encoder.encoder_lstm)
+        self.document_sentinel = nn.Parameter(encoder.document_sentinel.detach().clone())
+        self.question_sentinel = nn.Parameter(encoder.question_sentinel.detach().clone())
+        self.question_projection = copied_linear(encoder.question_projection)
+        self.fusion_lstm = copied_lstm(encoder.fusion_lstm)
+        self.cell = copied(decoder.cell, lambda: nn.LSTMCell(decoder.cell.input_size, decoder.cell.hidden_size))
+        self.end_reads_previous_start = bool(decoder.end_reads_previous_start)
+        self.hmn_start = RooflineHMN(decoder.hmn_start, decoder.hmn_start.dropout.p)
+        self.hmn_end = RooflineHMN(decoder.hmn_end, decoder.hmn_end.dropout.p)
+
+    def encode(self, ids: torch.Tensor, cove: Optional[torch.Tensor]) -> torch.Tensor:
+        """(B, L) ids -> (B, L, l): biLSTM(tanh(W w~ + b)), dropped."""
+        projected = torch.tanh(self.feedforward(self.input_dropout(self.words(ids, cove))))  # g(w~), (B, L, l)
+        return self.dropout(self.encoder_lstm(projected)[0])
+
+    def forward(self, question_ids: torch.Tensor, context_ids: torch.Tensor, iterations: int,
+                question_cove: Optional[torch.Tensor] = None, context_cove: Optional[torch.Tensor] = None):
+        """question_ids (B, n), context_ids (B, m), `iterations` decoder steps; *_cove (B, n / m, 600) cached CoVe
+        states or None. Returns start and end scores, each (iterations, B, m)."""
+        document = self.encode(context_ids, context_cove)  # D', (B, m, l)
+        question = self.encode(question_ids, question_cove)  # Q', (B, n, l)
+        batch = document.shape[0]
+        document = torch.cat([self.document_sentinel.expand(batch, 1, -1), document], dim=1)  # D, (B, m+1, l)
+        question = torch.cat([self.question_sentinel.expand(batch, 1, -1), question], dim=1)
+        question = torch.tanh(self.question_projection(question))  # Q, (B, n+1, l)
+        affinity = document @ question.transpose(1, 2)  # L, (B, m+1, n+1)
+        summary_q = torch.softmax(affinity, dim=1).transpose(1, 2) @ document  # C^Q, (B, n+1, l)
+        context_d = torch.softmax(affinity, dim=2) @ torch.cat([question, summary_q], dim=-1)  # C^D, (B, m+1, 2l)
+        fused = self.dropout(self.fusion_lstm(torch.cat([document, context_d], dim=-1)[:, 1:])[0])  # U, (B, m, 2l)
+
+        rows = torch.arange(batch, device=fused.device)
+        proj_start, proj_end = self.hmn_start.project_document(fused), self.hmn_end.project_document(fused)
+        start = torch.zeros(batch, dtype=torch.long, device=fused.device)
+        end = torch.full_like(start, fused.shape[1] - 1)
+        h = c = fused.new_zeros(batch, self.cell.hidden_size)
+        start_scores, end_scores = [], []
+        for _ in range(iterations):
+            u_start, u_end = fused[rows, start], fused[rows, end]  # (B, 2l)
+            h, c = self.cell(torch.cat([u_start, u_end], dim=-1), (h, c))
+            alpha = self.hmn_start(proj_start, h, u_start, u_end)  # (B, m)
+            new_start = alpha.argmax(dim=1)
+            beta = self.hmn_end(proj_end, h, u_start if self.end_reads_previous_start else fused[rows, new_start],
+                                u_end)
+            start, end = new_start, beta.argmax(dim=1)
+            start_scores.append(alpha)
+            end_scores.append(beta)
+        return torch.stack(start_scores), torch.stack(end_scores)
+
+    @staticmethod
+    def loss(start_scores: torch.Tensor, end_scores: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor):
+        """The cumulative cross-entropy over the iterations, averaged over the rows (every row has an answer)."""
+        total = sum((nn.functional.cross_entropy(a, starts, reduction="sum")
+                     + nn.functional.cross_entropy(b, ends, reduction="sum")) / 2
+                    for a, b in zip(start_scores, end_scores))
+        return total / starts.shape[0]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# timing
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def timed_rounds(fns: dict, repeats: int, progress=None) -> dict:
+    """Wall times of every function in `fns` over `repeats` rounds, each round running them once in turn
+    (A, B, C, A, B, C, ...), synchronised on a GPU. Returns {name: [seconds per round]}."""
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            synchronize()
+            start = time.perf_counter()
+            fn()
+            synchronize()
+            times[name].append(time.perf_counter() - start)
+            if progress is not None:
+                progress.update(1)
+    return times
+
+
+def figures(seconds: list, tokens: int) -> dict:
+    """Best, median and spread (max - min, also as a fraction of the best) of the rounds, and tokens/s of the
+    best round."""
+    best = min(seconds)
+    return {"best_s": round(best, 4), "median_s": round(statistics.median(seconds), 4),
+            "spread_s": round(max(seconds) - best, 4), "spread_fraction": round((max(seconds) - best) / best, 3),
+            "tokens": tokens, "tokens_per_s": round(tokens / best, 1), "rounds_s": [round(s, 4) for s in seconds]}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# inputs
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def chunks(items: list, size: int) -> list:
+    return [items[start:start + size] for start in range(0, len(items), size)]
+
+
+def uniform_ids(batch: int, length: int, vocab_size: int, generator: torch.Generator, device) -> torch.Tensor:
+    """(batch, max(1, length)) token ids of real words (not the special tokens)."""
+    from ..tokenization_cove import SPECIAL_TOKENS
+
+    return torch.randint(len(SPECIAL_TOKENS), vocab_size, (batch, max(1, length)), generator=generator).to(device)
+
+
+def uniform_length(tokens: int, batch: int) -> int:
+    return max(1, round(tokens / batch))
+
+
+def optimizer_like_trainer(training_args, model: nn.Module) -> torch.optim.Optimizer:
+    """The optimizer `transformers.Trainer` builds from `training_args` for the trainable parameters of `model`
+    (its class and arguments; weight decay 0 in both CLIs, so one parameter group). Returns (optimizer, its class
+    and arguments as text)."""
+    from transformers import Trainer
+
+    optimizer_cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(training_args, model)
+    optimizer = optimizer_cls([p for p in model.parameters() if p.requires_grad], **kwargs)
+    return optimizer, f"{optimizer_cls.__name__}({', '.join(f'{k}={v}' for k, v in sorted(kwargs.items()))})"
+
+
+def training_step(model: nn.Module, optimizer, max_grad_norm: float, loss_of: Callable[[], torch.Tensor]):
+    """One optimizer step as the Trainer takes it: forward with labels, backward, clipping, step, zero_grad."""
+    loss = loss_of()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], max_grad_norm)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def with_implementation(model, implementation: str, fn: Callable) -> Callable:
+    """`fn` run with `model`'s MT-LSTM under `implementation`."""
+    def run():
+        model.set_lstm_implementation(implementation)
+        return fn()
+    return run
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the benchmark
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class Section:
+    """One section's timed functions: `fns[kind][side]` (kinds `KINDS`, sides `SIDES`), the real tokens each runs
+    (`tokens[kind][side]`; the roofline's: its uniform batches'), and what it records besides (`info`)."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.fns = {kind: {} for kind in KINDS}
+        self.tokens = {kind: {} for kind in KINDS}
+        self.info = {}
+        self.models = []
+
+    def add(self, kind: str, ours: Callable, model, roofline: Callable, tokens: int, roofline_tokens: int):
+        """ours under "auto" and "reference" (set on `model` before each call), and the roofline."""
+        self.fns[kind] = {"auto": with_implementation(model, "auto", ours),
+                          "reference": with_implementation(model, "reference", ours), "roofline": roofline}
+        self.tokens[kind] = {"auto": tokens, "reference": tokens, "roofline": roofline_tokens}
+        self.models.append(model)
+
+
+def load_inputs(data_dir: str, sizes: dict) -> dict:
+    """The first `sizes[...]` SST-2 test sentences, SNLI test pairs and SQuAD held-out (dev) questions."""
+    from ..data import load_classification, load_squad
+
+    def first(split, n):
+        return split.select(range(min(n, len(split))))
+
+    return {"sst2": first(load_classification("sst2", data_dir)["test"], sizes["sst2"]),
+            "snli": first(load_classification("snli", data_dir)["test"], sizes["snli"]),
+            "squad": first(load_squad(data_dir)["validation"], sizes["squad"])}
+
+
+def save_encoder(inputs: dict, out_dir: Path):
+    """A random CoVe checkpoint (`encoder.random_cove_model`: 300-d vectors, MT-LSTM 300) over the words of every input,
+    saved to `out_dir`. Returns (out_dir, tokenizer)."""
+    from transformers import AutoTokenizer
+
+    from .training import save_random_checkpoint, source_words
+
+    texts = [*inputs["sst2"]["text"], *inputs["snli"]["text"], *inputs["snli"]["text_pair"],
+             *inputs["squad"]["question"], *sorted(set(inputs["squad"]["context"]))]
+    save_random_checkpoint(source_words(texts), out_dir)
+    return out_dir, AutoTokenizer.from_pretrained(out_dir)
+
+
+@torch.inference_mode()
+def max_abs_diff(model, batches: list, outputs: Callable) -> float:
+    """Largest |ours["auto"] - ours["reference"]| over `outputs(model(**batch))` (a list of tensors) of `batches`;
+    the model is left on "auto"."""
+    diff = 0.0
+    for batch in batches:
+        model.set_lstm_implementation("reference")
+        expected = outputs(model(**batch))
+        model.set_lstm_implementation("auto")
+        for a, b in zip(outputs(model(**batch)), expected):
+            diff = max(diff, (a.float() - b.float()).abs().max().item())
+    return diff
+
+
+def bcn_section(rows, task: str, encoder_dir: Path, tokenizer, device: torch.device, work: Path) -> Section:
+    """BCN on `rows` (text[, text_pair], label): the pipeline, length-sorted batches and training steps at the task's
+    batch size (`configuration/tasks/<task>.yaml`), against `RooflineBCN`."""
+    from transformers import pipeline
+
+    from ..feature_cache import compute_features
+    from ..training.classifier import build_model, load_hyperparameters, make_training_arguments, tokenize_splits
+    from ..training.collators import BCNCollator
+    from .training import to_device
+
+    pair = "text_pair" in rows.column_names
+    hp = load_hyperparameters(task)
+    batch_size, labels = hp["batch_size"], rows.features["label"].names
+    model = build_model(encoder_dir, "vectors+cove", labels, hp, seed=1, pair_input=pair).to(device).eval()
+    roofline = RooflineBCN(model).to(device).eval()
+    generator = torch.Generator().manual_seed(0)
+
+    # texts with tokens (each side of a pair), in arrival order; real tokens per text and side
+    splits, _ = tokenize_splits({"train": rows}, tokenizer)
+    data = splits["train"]
+    kept = [i for i, types in enumerate(tokenizer(*([list(rows["text"]), list(rows["text_pair"])] if pair
+                                                    else [list(rows["text"])]))["token_type_ids"])
+            if types and (not pair or 0 < sum(types) < len(types))]
+    texts = [rows["text"][i] for i in kept]
+    seconds = [rows["text_pair"][i] for i in kept] if pair else None
+    x_tokens = [len(t) - sum(t) for t in data["token_type_ids"]]
+    y_tokens = [sum(t) for t in data["token_type_ids"]]
+    section = Section(f"BCN ({'sentence pairs, SNLI test' if pair else 'single sentences, SST-2 test'}), "
+                      f"{len(texts)} inputs, batch {batch_size}, random weights")
+
+    def tokenize(group, **kwargs):
+        args = ([texts[i] for i in group], [seconds[i] for i in group]) if pair else ([texts[i] for i in group],)
+        return tokenizer(*args, **kwargs)
+
+    def uniform(groups):
+        """The roofline's inputs of `groups` (x_ids, y_ids or None) and its token count."""
+        out, tokens = [], 0
+        for group in groups:
+            lx = uniform_length(sum(x_tokens[i] for i in group), len(group))
+            ly = uniform_length(sum(y_tokens[i] for i in group), len(group)) if pair else 0
+            out.append((uniform_ids(len(group), lx, model.config.vocab_size, generator, device),
+                        uniform_ids(len(group), ly, model.config.vocab_size, generator, device) if pair else None))
+            tokens += len(group) * (lx + ly)
+        return out, tokens
+
+    def roofline_inference(groups, **tokenizer_kwargs):
+        inputs, tokens = uniform(groups)
+
+        @torch.inference_mode()
+        def run():
+            for group, (x, y) in zip(groups, inputs):
+                tokenize(group, **tokenizer_kwargs)  # the same tokenizer call as the measured side
+                roofline(x, y)
+        return run, tokens
+
+    real_tokens = sum(x_tokens) + sum(y_tokens)
+    # (a) the pipeline, arrival order
+    classifier = pipeline("text-classification", model=model, tokenizer=tokenizer, batch_size=batch_size,
+                          device=device)
+    pipe_inputs = [{"text": t, "text_pair": p} for t, p in zip(texts, seconds)] if pair else texts
+    run, tokens = roofline_inference(chunks(list(range(len(texts))), batch_size))
+    section.add("pipeline", lambda: classifier(pipe_inputs), model, run, real_tokens, tokens)
+
+    # (b) length-sorted batches, model(**tokenizer(batch, padding=True))
+    order = sorted(range(len(texts)), key=lambda i: -(x_tokens[i] + y_tokens[i]))
+    sorted_groups = chunks(order, batch_size)
+
+    @torch.inference_mode()
+    def ours_sorted():
+        for group in sorted_groups:
+            model(**tokenize(group, padding=True, return_tensors="pt").to(device))
+
+    run, tokens = roofline_inference(sorted_groups, padding=True, return_tensors="pt")
+    section.add("sorted", ours_sorted, model, run, real_tokens, tokens)
+    checked = [tokenize(group, padding=True, return_tensors="pt").to(device) for group in sorted_groups[:2]]
+    section.info["max_abs_diff_logits_auto_vs_reference"] = max_abs_diff(model, checked, lambda out: [out.logits])
+
+    # (c) training steps on cached CoVe features, full batches in arrival order
+    trainer = build_model(encoder_dir, "vectors+cove", labels, hp, seed=1, pair_input=pair).to(device)
+    store = compute_features(trainer, data, hp["feature_batch_size"])  # as the CLI caches them (leaves eval mode)
+    trainer.train()
+    data = data.add_column("feature_store", [0] * len(data)).add_column("feature_row", list(range(len(data))))
+    collator = BCNCollator(pad_token_id=trainer.config.pad_token_id, layer_indices=list(trainer.layer_indices),
+                           num_states=trainer.config.num_hidden_layers + 1,
+                           layer_width=trainer.config.encoder_output_size, stores=[store])
+    # full batches (a smaller slice than one batch: one batch of all of it)
+    train_groups = [g for g in chunks(list(range(len(data))), batch_size) if len(g) == batch_size]
+    train_groups = train_groups or [list(range(len(data)))]
+    batches = [to_device(collator([data[i] for i in group]), device) for group in train_groups]
+    training_args = make_training_arguments(work / f"{task}-trainer", hp, seed=1, evaluate_during_training=False,
+                                            use_cpu=device.type == "cpu")
+    optimizer, optimizer_name = optimizer_like_trainer(training_args, trainer)
+    plain = RooflineBCN(trainer).to(device).train()
+    plain_optimizer = optimizer_like_trainer(training_args, plain)[0]
+    width = trainer.config.encoder_output_size
+    plain_inputs, plain_tokens = uniform(train_groups)
+    plain_cove = [(torch.randn(x.shape[0], x.shape[1], width, generator=generator).to(device),
+                   torch.randn(y.shape[0], y.shape[1], width, generator=generator).to(device) if pair else None)
+                  for x, y in plain_inputs]
+
+    def ours_train():
+        for batch in batches:
+            training_step(trainer, optimizer, hp["max_grad_norm"], lambda: trainer(**batch).loss)
+
+    def roofline_train():
+        for batch, (x, y), (cx, cy) in zip(batches, plain_inputs, plain_cove):
+            training_step(plain, plain_optimizer, hp["max_grad_norm"],
+                          lambda: nn.functional.cross_entropy(plain(x, y, cx, cy), batch["labels"]))
+
+    train_tokens = sum(x_tokens[i] + y_tokens[i] for group in train_groups for i in group)
+    section.add("train", ours_train, trainer, roofline_train, train_tokens, plain_tokens)
+    section.info.update(inputs=len(texts), real_tokens=real_tokens, batch_size=batch_size,
+                        train_batches=len(batches), optimizer=optimizer_name,
+                        mean_length_first_text=round(sum(x_tokens) / len(texts), 2),
+                        mean_length_second_text=round(sum(y_tokens) / len(texts), 2) if pair else None)
+    return section
+
+
+def dcn_section(examples, encoder_dir: Path, tokenizer, device: torch.device, work: Path) -> Section:
+    """DCN (the QA CLI's default preset) on SQuAD held-out questions: the QA pipeline over their windows, length-sorted
+    window batches (the CLI's evaluation batch size) and training steps at the CLI's batch size on cached CoVe
+    features, against `RooflineDCN`."""
+    from transformers import pipeline
+
+    from ..feature_cache import cached_features, distinct_segments, pad_rows
+    from ..squad_preprocessing import prepare_eval_features, prepare_train_features, tokenize_windows
+    from ..training.collators import QACollator
+    from ..training.presets import load_preset
+    from ..training.qa import DEFAULT_MODEL_PRESET, SETTING_DEFAULTS, load_model, rows_of
+    from ..training.qa import make_training_arguments as qa_training_arguments
+    from .training import to_device
+
+    settings = dict(SETTING_DEFAULTS)
+    preset = {k: v for k, v in load_preset(DEFAULT_MODEL_PRESET, "models").items()
+              if not k.startswith("_") and k != "path"}
+    model = load_model(str(encoder_dir), preset)[0].to(device).eval()
+    roofline = RooflineDCN(model).to(device).eval()
+    generator = torch.Generator().manual_seed(0)
+    eval_batch, train_batch = int(settings["eval_batch_size"]), int(settings["batch_size"])
+    questions, contexts = list(examples["question"]), list(examples["context"])
+    window = {k: settings[k] for k in ("max_length", "doc_stride", "max_question_length")}
+    windows = prepare_eval_features(examples, tokenizer, **window)
+    pad_id = model.config.pad_token_id
+    q_tokens = [types.count(0) for types in windows["token_type_ids"]]  # question tokens per window
+    c_tokens = [types.count(1) for types in windows["token_type_ids"]]  # context tokens per window
+    real_tokens = sum(q_tokens) + sum(c_tokens)
+    section = Section(f"DCN ({Path(DEFAULT_MODEL_PRESET).stem} preset), {len(questions)} SQuAD held-out questions, "
+                      f"{len(q_tokens)} windows, inference batch {eval_batch}, training batch {train_batch}, "
+                      "random weights")
+
+    def batch_of(group):
+        return {k: v.to(device) for k, v in pad_rows([windows["input_ids"][i] for i in group],
+                                                     [windows["token_type_ids"][i] for i in group], pad_id).items()}
+
+    @torch.inference_mode()
+    def iterations_of(groups) -> list:
+        return [int(model(**batch_of(group)).num_iterations.max()) for group in groups]
+
+    def uniform(groups, q_counts, c_counts):
+        out, tokens = [], 0
+        for group in groups:
+            lq = uniform_length(sum(q_counts[i] for i in group), len(group))
+            lc = uniform_length(sum(c_counts[i] for i in group), len(group))
+            out.append((uniform_ids(len(group), lq, model.config.vocab_size, generator, device),
+                        uniform_ids(len(group), lc, model.config.vocab_size, generator, device)))
+            tokens += len(group) * (lq + lc)
+        return out, tokens
+
+    # (a) the pipeline: windows in arrival order, `eval_batch` per forward
+    qa = pipeline("cove-question-answering", model=model, tokenizer=tokenizer, batch_size=eval_batch, device=device)
+    pipe_inputs = [{"question": q, "context": c} for q, c in zip(questions, contexts)]
+    arrival = chunks(list(range(len(q_tokens))), eval_batch)
+    arrival_iterations = iterations_of(arrival)
+    arrival_inputs, arrival_tokens = uniform(arrival, q_tokens, c_tokens)
+
+    @torch.inference_mode()
+    def roofline_pipeline():
+        for q, c in zip(questions, contexts):  # the pipeline's tokenizer call, per question
+            tokenize_windows(tokenizer, [q], [c], window["max_length"], window["doc_stride"],
+                             window["max_question_length"])
+        for (q_ids, c_ids), iterations in zip(arrival_inputs, arrival_iterations):
+            roofline(q_ids, c_ids, iterations)
+
+    section.add("pipeline", lambda: qa(pipe_inputs), model, roofline_pipeline, real_tokens, arrival_tokens)
+
+    # (b) length-sorted window batches, pre-tokenized
+    order = sorted(range(len(q_tokens)), key=lambda i: -(q_tokens[i] + c_tokens[i]))
+    sorted_groups = chunks(order, eval_batch)
+    sorted_batches = [batch_of(group) for group in sorted_groups]
+    sorted_iterations = iterations_of(sorted_groups)
+    sorted_inputs, sorted_tokens = uniform(sorted_groups, q_tokens, c_tokens)
+
+    @torch.inference_mode()
+    def ours_sorted():
+        for batch in sorted_batches:
+            model(**batch)
+
+    @torch.inference_mode()
+    def roofline_sorted():
+        for (q_ids, c_ids), iterations in zip(sorted_inputs, sorted_iterations):
+            roofline(q_ids, c_ids, iterations)
+
+    section.add("sorted", ours_sorted, model, roofline_sorted, real_tokens, sorted_tokens)
+
+    def context_logits(out):
+        return [out.start_logits.masked_fill(out.start_logits == torch.finfo(out.start_logits.dtype).min, 0),
+                out.end_logits.masked_fill(out.end_logits == torch.finfo(out.end_logits.dtype).min, 0)]
+
+    section.info["max_abs_diff_logits_auto_vs_reference"] = max_abs_diff(model, sorted_batches[:2], context_logits)
+
+    # (c) training steps on cached CoVe features (the CLI's segment cache), length-grouped full batches
+    trainer = load_model(str(encoder_dir), preset)[0].to(device)
+    features, _ = prepare_train_features(examples, tokenizer, **window)
+    segments, (keyed,) = distinct_segments([features])
+    cache = cached_features(trainer, segments, batch_size=64)  # as the QA CLI caches them (leaves eval mode)
+    trainer.train()
+    rows = rows_of(keyed, ("input_ids", "token_type_ids", "start_positions", "end_positions", "question_key",
+                           "context_key"))
+    collator = QACollator(cache, pad_id)
+    train_order = sorted(range(len(rows)), key=lambda i: -len(rows[i]["input_ids"]))
+    train_groups = [g for g in chunks(train_order, train_batch) if len(g) == train_batch] or [train_order]
+    batches = [to_device(collator([rows[i] for i in group]), device) for group in train_groups]
+    tq = [r["token_type_ids"].count(0) for r in rows]
+    tc = [r["token_type_ids"].count(1) for r in rows]
+    training_args = qa_training_arguments(work / "qa", settings, int(settings["seed"]))
+    optimizer, optimizer_name = optimizer_like_trainer(training_args, trainer)
+    plain = RooflineDCN(trainer).to(device).train()
+    plain_optimizer = optimizer_like_trainer(training_args, plain)[0]
+    plain_inputs, plain_tokens = uniform(train_groups, tq, tc)
+    width = trainer.cove_size
+    plain_extra = [(torch.randn(*q.shape, width, generator=generator).to(device),
+                    torch.randn(*c.shape, width, generator=generator).to(device),
+                    torch.randint(c.shape[1], (c.shape[0],), generator=generator).to(device),
+                    torch.randint(c.shape[1], (c.shape[0],), generator=generator).to(device))
+                   for q, c in plain_inputs]
+    iterations = trainer.config.dcn_max_iterations  # training runs every iteration
+    max_grad_norm = float(settings["max_grad_norm"])
+
+    def ours_train():
+        for batch in batches:
+            training_step(trainer, optimizer, max_grad_norm, lambda: trainer(**batch).loss)
+
+    def roofline_train():
+        for (q, c), (cq, cc, starts, ends) in zip(plain_inputs, plain_extra):
+            training_step(plain, plain_optimizer, max_grad_norm,
+                          lambda: plain.loss(*plain(q, c, iterations, cq, cc), starts, ends))
+
+    train_tokens = sum(tq[i] + tc[i] for group in train_groups for i in group)
+    section.add("train", ours_train, trainer, roofline_train, train_tokens, plain_tokens)
+    section.info.update(questions=len(questions), windows=len(q_tokens), real_tokens=real_tokens,
+                        eval_batch_size=eval_batch, train_batch_size=train_batch, train_windows=len(rows),
+                        train_batches=len(batches), optimizer=optimizer_name,
+                        decoder_iterations={"pipeline": arrival_iterations, "sorted": sorted_iterations,
+                                            "train": iterations},
+                        mean_question_length=round(sum(q_tokens) / len(q_tokens), 2),
+                        mean_context_length=round(sum(c_tokens) / len(c_tokens), 2))
+    return section
+
+
+def run_section(name: str, section: Section, threads: list, repeats: int, warmup: bool) -> dict:
+    """Every kind of `section` at every thread count: `repeats` interleaved rounds of (auto, reference, roofline),
+    figures per side and the ratios roofline time / our time (1.0: as fast as the roofline)."""
+    from tqdm.auto import tqdm
+
+    if warmup:  # one untimed call of each (first-call allocations, lazy initialisation)
+        for fns in section.fns.values():
+            for fn in fns.values():
+                fn()
+    results = {"what": section.what, **section.info}
+    with tqdm(total=len(threads) * len(KINDS) * len(SIDES) * repeats, desc=name, unit=" runs") as progress:
+        for count in threads:
+            torch.set_num_threads(count)
+            per_kind = {}
+            for kind in KINDS:
+                times = timed_rounds(section.fns[kind], repeats, progress)
+                sides = {side: figures(times[side], section.tokens[kind][side]) for side in SIDES}
+                roof = sides["roofline"]["best_s"]
+                per_kind[kind] = {**sides,
+                                  "ratio_auto_to_roofline": round(roof / sides["auto"]["best_s"], 3),
+                                  "ratio_reference_to_roofline": round(roof / sides["reference"]["best_s"], 3)}
+            results[f"threads_{count}"] = per_kind
+    for model in section.models:  # leave the models on the default
+        model.set_lstm_implementation("auto")
+    return results
+
+
+def summary_table(results: dict, threads: list) -> str:
+    """One line per section, kind and thread count: tokens/s of each side and the two ratios."""
+    lines = [f"{'section':<12}{'kind':<10}{'threads':>8}{'auto tok/s':>13}{'ref tok/s':>13}{'roof tok/s':>13}"
+             f"{'auto/roof':>11}{'ref/roof':>10}"]
+    for name, section in results.items():
+        for count in threads:
+            for kind in KINDS:
+                r = section[f"threads_{count}"][kind]
+                lines.append(f"{name:<12}{kind:<10}{count:>8}{r['auto']['tokens_per_s']:>13,.0f}"
+                             f"{r['reference']['tokens_per_s']:>13,.0f}{r['roofline']['tokens_per_s']:>13,.0f}"
+                             f"{r['ratio_auto_to_roofline']:>11.3f}{r['ratio_reference_to_roofline']:>10.3f}")
+    return "\n".join(lines)
+
+
+def bench_heads(data_dir: str, device: str = "cpu", quick: bool = False, repeats: int = 3, threads=(1, 2),
+                sizes: Optional[dict] = None, sections=("bcn_single", "bcn_pair", "dcn")) -> tuple:
+    """The whole benchmark: inputs (`SIZES`, or `sizes`), a random checkpoint over their words, then each of
+    `sections` built and timed. Returns (settings, results)."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()  # the heads' "newly initialised" load reports
+    sizes = sizes or SIZES["quick" if quick else "full"]
+    device = torch.device(device)
+    inputs = load_inputs(data_dir, sizes)
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="cove-bench-heads-") as tmp:
+        work = Path(tmp)
+        encoder_dir, tokenizer = save_encoder(inputs, work / "encoder")
+        builders = {"bcn_single": lambda: bcn_section(inputs["sst2"], "sst2", encoder_dir, tokenizer, device, work),
+                    "bcn_pair": lambda: bcn_section(inputs["snli"], "snli", encoder_dir, tokenizer, device, work),
+                    "dcn": lambda: dcn_section(inputs["squad"], encoder_dir, tokenizer, device, work)}
+        for name in sections:
+            print(f"{name}: preparing", flush=True)
+            results[name] = run_section(name, builders[name](), list(threads), repeats, warmup=not quick)
+    settings = {"device": str(device), "threads": list(threads), "repeats": repeats, "sizes": sizes,
+                "sides": {"auto": 'ours, lstm_implementation="auto"',
+                          "reference": 'ours, lstm_implementation="reference"',
+                          "roofline": "the same layers in plain PyTorch on uniform-length batches (heads.py)"},
+                "ratio": "roofline best time / our best time (1.0: as fast as the roofline)"}
+    return settings, results

@@ -1,0 +1,67 @@
+#!/usr/bin/env python
+"""Speed figures of the task heads (BCN classification, DCN question answering) against a plain-PyTorch roofline of
+the same layers, measured side by side in one process (ratios are what count; absolute numbers move with the machine
+and its load). Writes benchmarks/results/heads.json.
+
+    python scripts/benchmark_heads.py --data-dir DATA                 # full run, threads 1 and 2
+    python scripts/benchmark_heads.py --data-dir DATA --quick --threads 1    # smoke run (~2 min on 2 cores)
+
+DATA: a local data folder laid out as docs/data.md describes (default: $COVE_DATA_DIR). OpenMP threads wait
+passively unless OMP_WAIT_POLICY says otherwise (`OMP_WAIT_POLICY=default`: OpenMP's own policy; docs/commands.md).
+
+Sections (random weights, a checkpoint over the data's own words: speed does not depend on them):
+- bcn_single: BCN on the first 1,024 SST-2 test sentences (96 with --quick);
+- bcn_pair: a pair BCN (`bcn_pair_input`, 3 labels) on the first 1,024 SNLI test pairs (96 with --quick);
+- dcn: the DCN of the QA CLI's default preset on the windows of the first 256 SQuAD held-out questions (32 with
+  --quick).
+Each section times (a) `pipeline` inference as a user calls it, in arrival order; (b) `sorted`: length-sorted batches
+through `model(**batch)` under inference_mode; (c) `train`: training steps at the CLI's batch size on cached CoVe
+features (forward with labels, backward, clipping, the Trainer's optimizer step). Every one on three sides, run in
+interleaved rounds (`--repeats`, default 3, 1 with --quick): ours with `lstm_implementation` "auto" and "reference",
+and the roofline (`modeling_cove/benchmarking/heads.py`: raw nn.LSTMs and the same Linear / bmm / softmax / pooling
+/ maxout / batch norm on uniform-length batches holding the same tokens; the DCN decoder for as many iterations as
+the model ran). Per side: best, median and spread of the rounds, real tokens/s; ratio = roofline time / our time.
+Each thread count of `--threads` (default "1,2") is measured in turn, for both sides alike.
+
+`--device cuda` runs everything on the GPU and writes benchmarks/results/heads_cuda.json.
+"""
+
+import json
+from dataclasses import dataclass
+from typing import ClassVar
+
+from modeling_cove.benchmarking.common import BenchmarkArguments, write_report
+from modeling_cove.benchmarking.heads import bench_heads, summary_table
+from modeling_cove.training.cli import option, parse_options
+
+
+@dataclass
+class HeadsArguments(BenchmarkArguments):
+    """The flags of benchmark_heads.py."""
+
+    threads: str = option("comma-separated torch intra-op thread counts, each measured in turn", "1,2")
+
+    output_file: ClassVar[str] = "heads.json"
+
+    def __post_init__(self):
+        super().__post_init__()
+        try:
+            self.thread_counts = [int(t) for t in self.threads.split(",") if t.strip()]
+        except ValueError:
+            raise ValueError(f"--threads {self.threads!r}: comma-separated positive integers, e.g. 1,2") from None
+        if not self.thread_counts or min(self.thread_counts) < 1:
+            raise ValueError(f"--threads {self.threads!r}: comma-separated positive integers, e.g. 1,2")
+        self.repeats = self.repeats or (1 if self.quick else 3)
+
+
+def main(argv=None):
+    args = parse_options(HeadsArguments, argv, description=__doc__)
+    settings, results = bench_heads(args.data_dir, args.device, args.quick, args.repeats, args.thread_counts)
+    for name, section in results.items():
+        print(name, json.dumps(section, indent=1), flush=True)
+    print(summary_table(results, args.thread_counts))
+    write_report(args.output, argv, args.quick, settings, results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""The heads' speed benchmark (`modeling_cove.benchmarking.heads`): its roofline is the same layers as the models
+(same logits on uniform batches, weights copied), and a tiny run gives every figure."""
+
+import pytest
+import torch
+
+from modeling_cove import CoveConfig, CoveForQuestionAnswering, CoveForSequenceClassification
+from modeling_cove.benchmarking.heads import KINDS, SIDES, RooflineBCN, RooflineDCN, bench_heads, summary_table
+
+
+def tiny_config(**overrides) -> CoveConfig:
+    return CoveConfig(vocab_size=30, word_vector_dim=8, hidden_size=4, bcn_hidden_size=6, bcn_feedforward_dim=5,
+                      dcn_hidden_size=8, dcn_pool_size=2, **overrides)
+
+
+def with_batch_statistics(model):
+    """Non-trivial running statistics in the maxout network's batch norms, so that copying them is checked too."""
+    generator = torch.Generator().manual_seed(1)
+    for module in model.modules():
+        if isinstance(module, torch.nn.BatchNorm1d):
+            module.running_mean.copy_(torch.randn(module.num_features, generator=generator))
+            module.running_var.copy_(torch.rand(module.num_features, generator=generator) + 0.5)
+    return model
+
+
+@torch.no_grad()
+def test_roofline_bcn_is_the_model_on_single_sentences(single_thread):
+    torch.manual_seed(0)
+    model = with_batch_statistics(CoveForSequenceClassification(tiny_config(num_labels=3))).eval()
+    roofline = RooflineBCN(model).eval()
+    ids = torch.randint(4, 30, (3, 7))  # equal-length sentences: no padding
+    expected = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+    torch.testing.assert_close(roofline(ids), expected, rtol=0, atol=1e-5)
+
+
+@torch.no_grad()
+def test_roofline_bcn_is_the_model_on_pairs(single_thread):
+    torch.manual_seed(0)
+    model = with_batch_statistics(CoveForSequenceClassification(tiny_config(num_labels=3, bcn_pair_input=True)))
+    model.eval()
+    roofline = RooflineBCN(model).eval()
+    x, y = torch.randint(4, 30, (3, 6)), torch.randint(4, 30, (3, 4))
+    ids = torch.cat([x, y], dim=1)
+    types = torch.cat([torch.zeros_like(x), torch.ones_like(y)], dim=1)
+    expected = model(input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=types).logits
+    torch.testing.assert_close(roofline(x, y), expected, rtol=0, atol=1e-5)
+
+
+@torch.no_grad()
+def test_roofline_dcn_is_the_model(single_thread):
+    """Each window alone (the model stops each row at its own iteration; the roofline runs a batch's count)."""
+    torch.manual_seed(0)
+    model = CoveForQuestionAnswering(tiny_config()).eval()
+    roofline = RooflineDCN(model).eval()
+    for _ in range(3):
+        question, context = torch.randint(4, 30, (1, 4)), torch.randint(4, 30, (1, 9))
+        ids = torch.cat([question, context], dim=1)
+        types = torch.cat([torch.zeros_like(question), torch.ones_like(context)], dim=1)
+        out = model(input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=types)
+        start, end = roofline(question, context, int(out.num_iterations.max()))
+        torch.testing.assert_close(start[-1], out.start_logits[:, 4:], rtol=0, atol=1e-5)
+        torch.testing.assert_close(end[-1], out.end_logits[:, 4:], rtol=0, atol=1e-5)
+
+
+def test_tiny_run_gives_every_figure(data_dir, single_thread):
+    settings, results = bench_heads(str(data_dir), quick=True, repeats=1, threads=(1,),
+                                    sizes={"sst2": 6, "snli": 6, "squad": 2})
+    assert settings["threads"] == [1] and set(results) == {"bcn_single", "bcn_pair", "dcn"}
+    for section in results.values():
+        assert section["max_abs_diff_logits_auto_vs_reference"] < 1e-4
+        for kind in KINDS:
+            figures = section["threads_1"][kind]
+            for side in SIDES:
+                assert figures[side]["best_s"] > 0 and figures[side]["tokens_per_s"] > 0
+                assert figures[side]["spread_s"] == 0 and len(figures[side]["rounds_s"]) == 1
+            assert figures["ratio_auto_to_roofline"] > 0 and figures["ratio_reference_to_roofline"] > 0
+    assert results["dcn"]["decoder_iterations"]["train"] == 4
+    assert "bcn_pair" in summary_table(results, [1])
