@@ -2,8 +2,8 @@
 
 - `masked_softmax`: a softmax that gives padding no weight (the BCN's biattention and self-attentive pooling, the
   DCN's coattention);
-- `run_bilstm`: a one-layer biLSTM over right-padded rows, as if each row ran alone (packed; while `torch.export`
-  traces, `run_bilstm_traceable`; under a bf16 autocast this CPU has no LSTM kernel for, in fp32);
+- `run_bilstm`: a one-layer biLSTM over right-padded rows, as if each row ran alone, by the strategy of `lstm_kernels`
+  the model's `config.lstm_implementation` picks (the MT-LSTM's registry; `run_bilstm_packed` is the reference);
 - `pair_segments`, `segment_gather`, `segment_scatter`: a pair (first text / question, second text / context) arrives
   as ONE sequence told apart by `token_type_ids`; each segment is cut out left-aligned, run on its own and put back;
 - `run_encoder_checked`: the head's CoVe encoder on inputs the head has checked already (each input checked once);
@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .lstm_kernels import lstm_autocast_fallback
+from .lstm_kernels import LSTM_IMPLEMENTATIONS, BiLSTMStack, choose_lstm_implementation, lstm_autocast_fallback
 from .modeling_cove import CoveModel, CoveModelOutput
 
 
@@ -71,24 +71,33 @@ def valid_steps(lengths: torch.Tensor, time: int) -> torch.Tensor:
     return torch.arange(time, device=lengths.device)[None, :] < lengths[:, None]
 
 
-def run_bilstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+def run_bilstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor, implementation: str = "auto") -> torch.Tensor:
     """A one-layer, batch-first biLSTM over right-padded `inputs` (B, T, C) whose row b holds `lengths[b]` >= 1 steps.
-    Returns (B, T, 2H), zero at padding; a row's values do not depend on the padding (each row as if alone).
+    Returns (B, T, 2H), zero at padding; a row's values and gradients do not depend on the padding (each row as if
+    alone).
 
-    Packed (`run_bilstm_packed`); while `torch.export` traces, unpacked (`run_bilstm_traceable`, the same values).
-    Under autocast in a dtype whose LSTM kernel this machine lacks (bf16 on CPUs without AVX-512 bf16), the LSTM runs
-    in fp32 with autocast off and its output is cast to that dtype (`lstm_autocast_fallback`)."""
-    run = run_bilstm_traceable if torch.compiler.is_exporting() else run_bilstm_packed
-    fallback = lstm_autocast_fallback(inputs.device.type)
-    if fallback is not None:
-        with torch.autocast(inputs.device.type, enabled=False):
-            return run(lstm, inputs.float(), lengths).to(fallback)
-    return run(lstm, inputs, lengths)
+    Run by the strategy `lstm_kernels.choose_lstm_implementation` picks for `implementation` (the model's
+    `config.lstm_implementation`), the same ones as the MT-LSTM's: "reference" is `run_bilstm_packed`, the oracle;
+    "unpacked" the padded rows on the fused kernel (on CPU sorted and in time segments); while `torch.export` traces,
+    "traceable". Under autocast in a dtype whose LSTM kernel this machine lacks (bf16 on CPUs without AVX-512 bf16),
+    the LSTM runs in fp32 with autocast off and its output comes in that dtype (`lstm_autocast_fallback`)."""
+    stack = BiLSTMStack(lstm, implementation)
+    exporting = torch.compiler.is_exporting()
+    host_lengths = lengths if exporting else lengths.cpu()  # (the strategies plan on the host; export reads none)
+    chosen = choose_lstm_implementation(stack, inputs, host_lengths, False, True, None)
+    if chosen == "reference":
+        return run_bilstm_packed(lstm, inputs, lengths)
+    output = LSTM_IMPLEMENTATIONS[chosen](stack, inputs, host_lengths, False, True, None)[0][-1]  # garbage at padding
+    return output * valid_steps(lengths, inputs.shape[1]).unsqueeze(-1).to(output.dtype)
 
 
 def run_bilstm_packed(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """`run_bilstm` as `nn.LSTM` runs it: on packed rows, or on the padded tensor when every row fills it (nothing to
-    pack). (B, T, C) -> (B, T, 2H), zero at padding."""
+    """`run_bilstm`'s reference, as `nn.LSTM` runs it: on packed rows, or on the padded tensor when every row fills it
+    (nothing to pack); with `lstm_autocast_fallback`. (B, T, C) -> (B, T, 2H), zero at padding."""
+    fallback = lstm_autocast_fallback(inputs.device.type)
+    if fallback is not None:
+        with torch.autocast(inputs.device.type, enabled=False):
+            return run_bilstm_packed(lstm, inputs.float(), lengths).to(fallback)
     time = inputs.shape[1]
     if bool((lengths == time).all()):  # no padding
         output, _ = lstm(inputs)
@@ -97,28 +106,6 @@ def run_bilstm_packed(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor
         output, _ = lstm(packed)
         output, _ = pad_packed_sequence(output, batch_first=True, total_length=time)
     return output * valid_steps(lengths, time).unsqueeze(-1).to(output.dtype)
-
-
-def run_bilstm_traceable(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """`run_bilstm` without packing and without reading lengths back to the host, the path `torch.export` traces: the
-    forward direction runs over the padded rows as they are (padding comes after a row's steps, so it never reaches
-    them), the backward direction over each row reversed within its length (a gather along time; the same gather puts
-    it back). (B, T, C) -> (B, T, 2H), zero at padding; the packed run's values and gradients."""
-    if lstm.num_layers != 1 or not lstm.bidirectional or not lstm.batch_first or not lstm.bias:
-        raise ValueError("run_bilstm_traceable runs one-layer, bidirectional, batch-first LSTMs with biases")
-    steps = torch.arange(inputs.shape[1], device=inputs.device)[None, :]  # (1, T)
-    valid = steps < lengths[:, None]  # (B, T)
-    reverse = torch.where(valid, lengths[:, None] - 1 - steps, steps)  # (B, T): each row reversed within its length
-    zeros = inputs.new_zeros(1, inputs.shape[0], lstm.hidden_size)  # h_0 = c_0 = 0, (1, B, H)
-
-    def direction(sequence: torch.Tensor, suffix: str) -> torch.Tensor:  # (B, T, C) -> (B, T, H)
-        weights = [getattr(lstm, f"{name}_l0{suffix}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
-        return torch.lstm(sequence, (zeros, zeros), weights, True, 1, 0.0, lstm.training, False, True)[0]
-
-    forward = direction(inputs, "")
-    backward = direction(inputs.gather(1, reverse.unsqueeze(-1).expand_as(inputs)), "_reverse")
-    backward = backward.gather(1, reverse.unsqueeze(-1).expand_as(backward))  # back in order
-    return torch.cat([forward, backward], dim=-1) * valid.unsqueeze(-1).to(forward.dtype)  # (B, T, 2H)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import bisect
 import contextlib
 import itertools
 import threading
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -131,8 +132,39 @@ def kernel_train_mode(inputs: torch.Tensor) -> bool:
     return inputs.is_cuda and torch.is_grad_enabled()
 
 
-def layer_weights(encoder: nn.Module, layer: int) -> list:
-    """The 8 tensors of one layer of `encoder.rnn` (both directions), in the order `torch.lstm` expects. Under
+@dataclass(frozen=True)
+class BiLSTMStack:
+    """What a strategy runs: a batch-first, bidirectional `nn.LSTM` with biases, of any depth (the MT-LSTM's `rnn`,
+    a head's one-layer biLSTM), its `lstm_implementation` key, the dropout between its layers (applied when `training`), and where cast
+    copies of frozen weights are kept under autocast (`weights_cast_once`; None: cast at every call)."""
+
+    rnn: nn.LSTM
+    implementation: str = "auto"
+    dropout: float = 0.0
+    training: bool = False
+    cast_cache: Optional[dict] = None
+
+    def __post_init__(self):
+        rnn = self.rnn
+        if not (rnn.bidirectional and rnn.batch_first and rnn.bias and rnn.proj_size == 0):
+            raise ValueError("the lstm_implementation strategies run batch-first, bidirectional LSTMs with biases and "
+                             f"no projections, got {rnn}")
+
+    @property
+    def hidden_size(self) -> int:
+        return self.rnn.hidden_size
+
+    @property
+    def num_layers(self) -> int:
+        return self.rnn.num_layers
+
+    @property
+    def drops_between_layers(self) -> bool:
+        return self.training and self.dropout > 0 and self.num_layers > 1
+
+
+def layer_weights(stack: BiLSTMStack, layer: int) -> list:
+    """The 8 tensors of one layer of `stack.rnn` (both directions), in the order `torch.lstm` expects. Under
     autocast, frozen fp32 weights come cast to its dtype here, once per layer for all the layer's calls (autocast
     would cast them at every call), and within `weights_cast_once` once for every batch. Weights that require grad,
     or whose dtype has no kernel here (`autocast_lstm` runs those in fp32), are left as they are."""
@@ -140,14 +172,14 @@ def layer_weights(encoder: nn.Module, layer: int) -> list:
     for suffix in ("", "_reverse"):
         names += [f"weight_ih_l{layer}{suffix}", f"weight_hh_l{layer}{suffix}",
                   f"bias_ih_l{layer}{suffix}", f"bias_hh_l{layer}{suffix}"]
-    weights = [getattr(encoder.rnn, name) for name in names]
+    weights = [getattr(stack.rnn, name) for name in names]
     device_type = weights[0].device.type
     if not torch.is_autocast_enabled(device_type) or any(w.requires_grad for w in weights):
         return weights
     dtype = torch.get_autocast_dtype(device_type)
     if weights[0].dtype != torch.float32 or dtype == torch.float32 or not lstm_kernel_supports(device_type, dtype):
         return weights
-    cache = encoder._autocast_cache
+    cache = stack.cast_cache
     cast = None if cache is None else cache.get((layer, dtype))
     if cast is None:
         with torch.inference_mode(False), torch.no_grad():  # normal tensors, usable outside inference mode
@@ -172,12 +204,12 @@ def weights_cast_once(encoder: nn.Module):
         encoder._autocast_cache = None
 
 
-def run_lstm_layer(encoder: nn.Module, layer: int, inputs: torch.Tensor, batch_sizes: Optional[torch.Tensor]):
-    """One biLSTM layer of `encoder.rnn` on padded `(B, T, C)` inputs (batch_sizes None) or packed data `(N, C)`,
+def run_lstm_layer(stack: BiLSTMStack, layer: int, inputs: torch.Tensor, batch_sizes: Optional[torch.Tensor]):
+    """One biLSTM layer of `stack.rnn` on padded `(B, T, C)` inputs (batch_sizes None) or packed data `(N, C)`,
     from zero states. Returns (output, h_n (2, B, H), c_n (2, B, H))."""
     num_rows = inputs.shape[0] if batch_sizes is None else int(batch_sizes[0])
-    zeros = inputs.new_zeros(2, num_rows, encoder.hidden_size)
-    weights = layer_weights(encoder, layer)
+    zeros = inputs.new_zeros(2, num_rows, stack.hidden_size)
+    weights = layer_weights(stack, layer)
     return autocast_lstm(inputs, batch_sizes, (zeros, zeros), weights, True, kernel_train_mode(inputs),
                          batch_sizes is None)
 
@@ -202,39 +234,36 @@ def top_layer_into(outputs: list, out: Optional[torch.Tensor]) -> list:
     return outputs[:-1] + [out.copy_(outputs[-1])]
 
 
-def single_call_serves(encoder: nn.Module, top_only: bool) -> bool:
-    """Whether "single_call" can serve a request: the top layer alone, no dropout between the layers."""
-    return top_only and not (encoder.training and encoder.dropout > 0)
-
-
-def uses_single_call(encoder: nn.Module, device: torch.device, top_only: bool = True) -> bool:
-    """Whether a request on `device` runs as one `nn.LSTM` call under the encoder's `lstm_implementation`."""
-    implementation = encoder.config.lstm_implementation
+def uses_single_call(implementation: str, device: torch.device, top_only: bool = True,
+                     drops_between_layers: bool = False) -> bool:
+    """Whether a request on `device` runs as one `nn.LSTM` call under `implementation`: "single_call", or "auto" on
+    SINGLE_CALL_DEVICE_TYPES; and the call serves it (the top layer alone, no dropout between the layers)."""
     chosen = implementation == "single_call" or (implementation == "auto" and device.type in SINGLE_CALL_DEVICE_TYPES)
-    return chosen and single_call_serves(encoder, top_only)
+    return chosen and top_only and not drops_between_layers
 
 
-def unpacked_by_default(lengths: torch.Tensor, time: int, device: torch.device) -> bool:
+def unpacked_by_default(lengths: torch.Tensor, time: int, device: torch.device, records_grad: bool = False) -> bool:
     """Whether "auto" runs a padded `(B, time)` batch with host `lengths` unpacked when the caller gave no hint:
-    always with more than one CPU thread; on a GPU or one CPU thread when real tokens fill UNPACKED_MIN_FILL of it."""
-    if device.type == "cpu" and torch.get_num_threads() > 1:
+    on CPU always with more than one thread or when autograd records the call (training: the packed path's
+    backward is the unfused per-step one); on a GPU or one CPU thread when real tokens fill UNPACKED_MIN_FILL of it."""
+    if device.type == "cpu" and (torch.get_num_threads() > 1 or records_grad):
         return True
     return bool(lengths.sum() >= UNPACKED_MIN_FILL * len(lengths) * time)
 
 
-def choose_lstm_implementation(encoder: nn.Module, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool,
+def choose_lstm_implementation(stack: BiLSTMStack, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool,
                                top_only: bool, unpacked: Optional[bool]) -> str:
-    """The strategy that runs one encoder call: "traceable" while `torch.export` traces; else the encoder's
-    `config.lstm_implementation` where that strategy serves the request ("unpacked": a padded batch without final
-    states; "single_call": `single_call_serves`), "reference" where it does not. "auto": "single_call" on
+    """The strategy that runs one call of `stack`: "traceable" while `torch.export` traces; else
+    `stack.implementation` where that strategy serves the request ("unpacked": a padded batch without final states;
+    "single_call": `uses_single_call`), "reference" where it does not. "auto": "single_call" on
     SINGLE_CALL_DEVICE_TYPES where it serves; else "unpacked" where it serves and `unpacked` (the caller's hint;
     None: `unpacked_by_default`) says so; else "reference"."""
     if torch.compiler.is_exporting():
         return "traceable"
-    implementation = encoder.config.lstm_implementation
+    implementation = stack.implementation
     if implementation == "reference":
         return "reference"
-    if uses_single_call(encoder, vectors.device, top_only):
+    if uses_single_call(implementation, vectors.device, top_only, stack.drops_between_layers):
         return "single_call"
     time = vectors.shape[1]
     if final_states or bool((lengths == time).all()):  # "unpacked" serves padded batches without final states
@@ -243,28 +272,29 @@ def choose_lstm_implementation(encoder: nn.Module, vectors: torch.Tensor, length
         return "unpacked"
     if implementation == "auto":
         if unpacked is None:
-            unpacked = unpacked_by_default(lengths, time, vectors.device)
+            records_grad = torch.is_grad_enabled() and (vectors.requires_grad or stack.rnn.weight_hh_l0.requires_grad)
+            unpacked = unpacked_by_default(lengths, time, vectors.device, records_grad)
         if unpacked:
             return "unpacked"
     return "reference"
 
 
-def run_single_call(encoder: nn.Module, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool,
+def run_single_call(stack: BiLSTMStack, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool,
                     top_only: bool, out: Optional[torch.Tensor]):
-    """"single_call": every layer in one `encoder.rnn` call (packed unless every row is full). Returns ([top layer
+    """"single_call": every layer in one `stack.rnn` call (packed unless every row is full). Returns ([top layer
     (B, T, 2H), zero at padding], final h and c as (B, L, 2H) or None)."""
     batch, time, _ = vectors.shape
     if bool((lengths == time).all()):
-        output, (h_n, c_n) = encoder.rnn(vectors)
+        output, (h_n, c_n) = stack.rnn(vectors)
     else:
-        packed_output, (h_n, c_n) = encoder.rnn(pack(vectors, lengths))  # h_n, c_n (2L, B, H) in batch order
+        packed_output, (h_n, c_n) = stack.rnn(pack(vectors, lengths))  # h_n, c_n (2L, B, H) in batch order
         output = pad_packed_sequence(packed_output, batch_first=True, total_length=time)[0]
     if not final_states:
         return top_layer_into([output], out), None, None
 
     # (2L, B, H) as [l0 forward, l0 backward, l1 forward, ...] -> (B, L, 2H) as [forward; backward] per layer
     def per_layer(states):
-        return states.view(encoder.num_layers, 2, batch, encoder.hidden_size).permute(2, 0, 1, 3).flatten(2)
+        return states.view(stack.num_layers, 2, batch, stack.hidden_size).permute(2, 0, 1, 3).flatten(2)
 
     return top_layer_into([output], out), per_layer(h_n), per_layer(c_n)
 
@@ -303,12 +333,12 @@ def gather_rows(source: torch.Tensor, index: torch.Tensor, out: torch.Tensor) ->
     return torch.index_select(source, 0, index, out=out)
 
 
-def run_direction(encoder: nn.Module, inputs: torch.Tensor, weights: list, segments: Optional[list] = None):
+def run_direction(stack: BiLSTMStack, inputs: torch.Tensor, weights: list, segments: Optional[list] = None):
     """One direction of one layer over time-major `(T, B, C)` inputs from zero states; returns `(T, B, H)`. With
     `segments` (`plan_time_segments`, more than one) each runs its rows on from the states the one before left; the
     steps a segment skips are past every skipped row's end and are set to zero."""
     batch = inputs.shape[1]
-    zeros = inputs.new_zeros(1, batch, encoder.hidden_size)
+    zeros = inputs.new_zeros(1, batch, stack.hidden_size)
     train = kernel_train_mode(inputs)
     if segments is None or len(segments) == 1:
         return autocast_lstm(inputs, None, (zeros, zeros), weights, False, train)[0]
@@ -318,7 +348,7 @@ def run_direction(encoder: nn.Module, inputs: torch.Tensor, weights: list, segme
         piece, h, c = autocast_lstm(inputs[start:end, :rows], None, (h[:, :rows], c[:, :rows]), weights, False,
                                     train)  # (end - start, rows, H), h and c (1, rows, H)
         if output is None:
-            output = piece.new_empty(inputs.shape[0], batch, encoder.hidden_size)
+            output = piece.new_empty(inputs.shape[0], batch, stack.hidden_size)
         output[start:end, :rows] = piece
         output[start:end, rows:] = 0  # the skipped rows: padding, zero (finite, as callers may mask by product)
     return output
@@ -355,7 +385,7 @@ def unpacked_row_order(vectors: torch.Tensor, lengths: torch.Tensor):
     return layer_input, segments, reversed_steps, forward_to_batch_major, reversed_to_batch_major
 
 
-def run_unpacked(encoder: nn.Module, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool,
+def run_unpacked(stack: BiLSTMStack, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool,
                  top_only: bool, out: Optional[torch.Tensor]):
     """"unpacked": every layer on right-padded `(B, T, C)` rows (`lengths` (B,) on the host), time-major, one
     direction at a time. The forward direction runs over the rows as they are (padding comes after every token); the
@@ -364,20 +394,20 @@ def run_unpacked(encoder: nn.Module, vectors: torch.Tensor, lengths: torch.Tenso
     `out`). Returns (each layer's output `(B, T, 2H)`, the top one's alone with `top_only`, garbage at padding;
     None, None): no final states."""
     batch, time, _ = vectors.shape
-    hidden = encoder.hidden_size
+    hidden = stack.hidden_size
     layer_input, segments, reversed_steps, forward_to_batch_major, reversed_to_batch_major = unpacked_row_order(
         vectors, lengths)
     outputs = []
-    for layer in range(encoder.num_layers):
-        if layer > 0 and encoder.dropout > 0 and encoder.training:
-            layer_input = nn.functional.dropout(layer_input, encoder.dropout, training=True)
-        weights = layer_weights(encoder, layer)
+    for layer in range(stack.num_layers):
+        if layer > 0 and stack.dropout > 0 and stack.training:
+            layer_input = nn.functional.dropout(layer_input, stack.dropout, training=True)
+        weights = layer_weights(stack, layer)
         channels = layer_input.shape[-1]
-        forward = run_direction(encoder, layer_input, weights[:4], segments)  # (T, B, H)
+        forward = run_direction(stack, layer_input, weights[:4], segments)  # (T, B, H)
         reversed_input = layer_input.view(time * batch, channels).index_select(0, reversed_steps)
-        backward = run_direction(encoder, reversed_input.view(time, batch, channels), weights[4:], segments)
+        backward = run_direction(stack, reversed_input.view(time, batch, channels), weights[4:], segments)
         backward = backward.view(time * batch, hidden)  # reversed rows
-        last = layer == encoder.num_layers - 1
+        last = layer == stack.num_layers - 1
         if last or not top_only:
             batch_major = out if last and out is not None else forward.new_empty(batch, time, 2 * hidden)
             flat_rows = batch_major.view(batch * time, 2 * hidden)  # (B*T, 2H): [forward; backward] per step
@@ -394,10 +424,10 @@ def run_unpacked(encoder: nn.Module, vectors: torch.Tensor, lengths: torch.Tenso
     return outputs, None, None
 
 
-def run_direction_stepwise(encoder: nn.Module, inputs: torch.Tensor, weights: list, valid: torch.Tensor):
+def run_direction_stepwise(stack: BiLSTMStack, inputs: torch.Tensor, weights: list, valid: torch.Tensor):
     """One direction over time-major `(T, B, C)` inputs, one step at a time, each row's state kept from its last
     `valid` (T, B) step on. Returns the outputs `(T, B, H)` and the final h and c `(B, H)`."""
-    h = c = inputs.new_zeros(1, inputs.shape[1], encoder.hidden_size)
+    h = c = inputs.new_zeros(1, inputs.shape[1], stack.hidden_size)
     train = kernel_train_mode(inputs)
     pieces = []
     for t in range(inputs.shape[0]):
@@ -408,7 +438,7 @@ def run_direction_stepwise(encoder: nn.Module, inputs: torch.Tensor, weights: li
     return torch.cat(pieces, dim=0), h[0], c[0]
 
 
-def run_traceable(encoder: nn.Module, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool,
+def run_traceable(stack: BiLSTMStack, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool,
                   top_only: bool, out: Optional[torch.Tensor]):
     """The path `torch.export` traces: no Python branch on tensor values, no read back to the host. Rows run
     unpacked in their order, no time segments; the backward direction over each row reversed within its length (a
@@ -422,19 +452,19 @@ def run_traceable(encoder: nn.Module, vectors: torch.Tensor, lengths: torch.Tens
     reverse = torch.where(valid, row_lengths - 1 - steps, steps)  # (T, B): each row reversed within its length
     layer_input = vectors.transpose(0, 1)  # (T, B, C)
     outputs, final_h, final_c = [], [], []
-    for layer in range(encoder.num_layers):
-        if layer > 0 and encoder.dropout > 0 and encoder.training:
-            layer_input = nn.functional.dropout(layer_input, encoder.dropout, training=True)
-        weights = layer_weights(encoder, layer)
+    for layer in range(stack.num_layers):
+        if layer > 0 and stack.dropout > 0 and stack.training:
+            layer_input = nn.functional.dropout(layer_input, stack.dropout, training=True)
+        weights = layer_weights(stack, layer)
         reversed_input = layer_input.gather(0, reverse.unsqueeze(-1).expand_as(layer_input))  # (T, B, C)
         if final_states:
-            forward, h_forward, c_forward = run_direction_stepwise(encoder, layer_input, weights[:4], valid)
-            backward, h_backward, c_backward = run_direction_stepwise(encoder, reversed_input, weights[4:], valid)
+            forward, h_forward, c_forward = run_direction_stepwise(stack, layer_input, weights[:4], valid)
+            backward, h_backward, c_backward = run_direction_stepwise(stack, reversed_input, weights[4:], valid)
             final_h.append(torch.cat([h_forward, h_backward], dim=-1))  # [forward; backward] (B, 2H)
             final_c.append(torch.cat([c_forward, c_backward], dim=-1))
         else:
-            forward = run_direction(encoder, layer_input, weights[:4])  # (T, B, H)
-            backward = run_direction(encoder, reversed_input, weights[4:])
+            forward = run_direction(stack, layer_input, weights[:4])  # (T, B, H)
+            backward = run_direction(stack, reversed_input, weights[4:])
         backward = backward.gather(0, reverse.unsqueeze(-1).expand_as(backward))  # back in order
         layer_input = torch.cat([forward, backward], dim=-1)  # (T, B, 2H)
         outputs.append(layer_input.transpose(0, 1))  # (B, T, 2H)
@@ -444,7 +474,7 @@ def run_traceable(encoder: nn.Module, vectors: torch.Tensor, lengths: torch.Tens
     return outputs, torch.stack(final_h, dim=1), torch.stack(final_c, dim=1)
 
 
-# The strategies besides the reference (`CoveEncoder.forward`), by name: fn(encoder, vectors (B, T, C), lengths (B,)
+# The strategies besides the reference (`CoveEncoder.forward`), by name: fn(stack, vectors (B, T, C), lengths (B,)
 # on the host, final_states, top_only, out) -> (layer outputs, final h (B, L, 2H) or None, final c or None).
 LSTM_IMPLEMENTATIONS = {
     "unpacked": run_unpacked,
@@ -552,7 +582,9 @@ def encode_in_batches(model: nn.Module, ids: list, batch_size: int, workers: int
     model.check_token_ids(flat_ids)  # once, on the host: forward's per-batch device checks are skipped
     starts = all_lengths.cumsum(0) - all_lengths  # where each input begins in flat_ids
     pad_position = flat_ids.shape[0] - 1  # the pad id appended at the end
-    single_call = uses_single_call(model.encoder, device, model.reads_top_layer_only(False))
+    encoder = model.encoder
+    single_call = uses_single_call(model.config.lstm_implementation, device, model.reads_top_layer_only(False),
+                                   encoder.training and encoder.dropout > 0)
     batches = length_bucketed_batches(all_lengths.tolist(), batch_size, min_ratio=0.0, workers=workers)  # longest 1st
     workers = min(workers, len(batches))
     bar = None

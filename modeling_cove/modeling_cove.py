@@ -93,14 +93,20 @@ class CoveEncoder(nn.Module):
             return lstm_kernels.top_layer_into(outputs[:-1] + [top], out), final_h, final_c
         return self.run(vectors, lengths, final_states, top_only, unpacked, out)
 
+    def lstm_stack(self) -> lstm_kernels.BiLSTMStack:
+        """The MT-LSTM as the strategies of `lstm_kernels` take it: `self.rnn` with its key, dropout and cast cache."""
+        return lstm_kernels.BiLSTMStack(self.rnn, self.config.lstm_implementation, self.dropout, self.training,
+                                        self._autocast_cache)
+
     def run(self, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool, top_only: bool,
             unpacked: Optional[bool], out: Optional[torch.Tensor]):
         """`forward` without the dropout of the word vectors and the top layer: the chosen strategy, or the
         reference below (dropout between the layers)."""
-        implementation = lstm_kernels.choose_lstm_implementation(self, vectors, lengths, final_states, top_only,
+        stack = self.lstm_stack()
+        implementation = lstm_kernels.choose_lstm_implementation(stack, vectors, lengths, final_states, top_only,
                                                                  unpacked)
         if implementation != "reference":
-            return lstm_kernels.LSTM_IMPLEMENTATIONS[implementation](self, vectors, lengths, final_states, top_only,
+            return lstm_kernels.LSTM_IMPLEMENTATIONS[implementation](stack, vectors, lengths, final_states, top_only,
                                                                      out)
         time = vectors.shape[1]
         packed = None if bool((lengths == time).all()) else lstm_kernels.pack(vectors, lengths)  # equal: no packing
@@ -111,7 +117,7 @@ class CoveEncoder(nn.Module):
                 layer_input = nn.functional.dropout(layer_input, self.dropout, training=True)
             # one biLSTM layer: (B, T, 2H) or packed (N, 2H) as [forward; backward]; h_n, c_n (2, B, H)
             batch_sizes = None if packed is None else packed.batch_sizes
-            layer_output, h_n, c_n = lstm_kernels.run_lstm_layer(self, layer, layer_input, batch_sizes)
+            layer_output, h_n, c_n = lstm_kernels.run_lstm_layer(stack, layer, layer_input, batch_sizes)
             if packed is None:
                 outputs.append(layer_output)
             else:

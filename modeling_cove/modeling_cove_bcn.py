@@ -16,9 +16,9 @@ Data flow (shapes: B batch, T time, H = config.bcn_hidden_size):
 
 The encoder is frozen when training the BCN (as in the paper), so its per-token outputs can be computed once per
 dataset and passed back in as `cove_hidden_states` (see `compute_cove_hidden_states`); the result is identical to
-running the encoder inside `forward`. All LSTMs run on packed sequences (while `torch.export` traces, unpacked with
-each row reversed within its length for the backward direction) and every softmax and pooling is masked, so
-padding never changes a result. Texts are bounded by `config.bcn_max_length` (the biattention is T×T), and a pair
+running the encoder inside `forward`. Every LSTM runs as `config.lstm_implementation` says (`lstm_kernels`: packed
+sequences in the reference, padded rows with each row reversed within its length for the backward direction
+otherwise; the same values) and every softmax and pooling is masked, so padding never changes a result. Texts are bounded by `config.bcn_max_length` (the biattention is T×T), and a pair
 model (`config.bcn_pair_input`) refuses inputs without a second text; see `forward` for every check.
 """
 
@@ -285,7 +285,7 @@ BCN_INPUTS_DOCSTRING = r"""
 
     `torch.export.export` traces this forward: the checks above become runtime assertions in the graph (a
     `RuntimeError` with the message's first part), every batch takes the pair path (a single text as the pair
-    (x, x), same logits), the biLSTMs run unpacked (`layers.run_bilstm_traceable`) and the attention maps are
+    (x, x), same logits), the biLSTMs run unpacked (`lstm_kernels.run_traceable`) and the attention maps are
     `(batch, T, T)` at the padded width T.
 """
 
@@ -670,26 +670,30 @@ class CoveForSequenceClassification(CovePreTrainedModel):
             width = int(pair.lx.max())
             positions = torch.arange(width, device=features.device).expand(features.shape[0], width)  # (B, Tx)
             mask = positions < pair.lx[:, None]  # (B, Tx)
-            x = TextStates(run_bilstm(self.encoder, features[:, :width], pair.lx), mask, pair.lx, positions)
+            x = TextStates(self.bilstm(self.encoder, features[:, :width], pair.lx), mask, pair.lx, positions)
             if features_y is features:
                 return x, x  # x = y: the same sequence through the same biLSTM, one run
-            return x, x._replace(states=run_bilstm(self.encoder, features_y[:, :width], pair.lx))
+            return x, x._replace(states=self.bilstm(self.encoder, features_y[:, :width], pair.lx))
         has_second = (pair.ly > 0)[:, None]  # (B, 1)
         sides = []
         # rows without a second text: y = x
         for values, side in ((features, pair.first), (features_y, torch.where(has_second, pair.second, pair.first))):
             segment, positions, mask = segment_gather(values, side)  # (B, T*, F)
             lengths = mask.sum(dim=1)
-            sides.append(TextStates(run_bilstm(self.encoder, segment, lengths), mask, lengths, positions))
+            sides.append(TextStates(self.bilstm(self.encoder, segment, lengths), mask, lengths, positions))
         return sides[0], sides[1]
+
+    def bilstm(self, lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """`layers.run_bilstm` by the strategy `config.lstm_implementation` picks: (B, T, C) -> (B, T, 2H)."""
+        return run_bilstm(lstm, inputs, lengths, self.config.lstm_implementation)
 
     def integrate(self, x: TextStates, y: TextStates, context_x: torch.Tensor, context_y: torch.Tensor):
         """eqs. 11–12: X|y = biLSTM([X; X - C_y; X * C_y]) and Y|x = biLSTM([Y; Y - C_x; Y * C_x]), two separate
         one-layer biLSTMs; (B, Tx, 2H) and (B, Ty, 2H)."""
-        x_given_y = run_bilstm(
+        x_given_y = self.bilstm(
             self.integrator_x, torch.cat([x.states, x.states - context_y, x.states * context_y], dim=-1), x.lengths
         )
-        y_given_x = run_bilstm(
+        y_given_x = self.bilstm(
             self.integrator_y, torch.cat([y.states, y.states - context_x, y.states * context_x], dim=-1), y.lengths
         )
         return x_given_y, y_given_x

@@ -64,12 +64,14 @@ class CoveBiLMEncoder(nn.Module):
         (the forward stack's state after the last token, the backward stack's after the first; None when
         `final_states=False`). `out`: a `(B, T, 2H)` tensor that receives the top layer (then the list's last
         entry). Outputs at padding are unspecified (CoveModel zeroes them). `top_only` and `unpacked` are the
-        MT-LSTM's strategy hints: each stack here always runs every layer, padded rows on the fused kernel (padding
-        comes after a row's tokens in both directions, so it never reaches them) and packed only for final states.
+        MT-LSTM's strategy hints: each stack here always runs every layer. `config.lstm_implementation` "reference":
+        packed rows (each row alone, the oracle); any other key: padded rows on the fused kernel (padding comes after
+        a row's tokens in both directions, so it never reaches them), packed only for final states.
         """
         time = vectors.shape[1]
         index = reversal_index(lengths, time, vectors.device)
-        pack = final_states and not bool((lengths == time).all())
+        reference = self.config.lstm_implementation == "reference" and not torch.compiler.is_exporting()
+        pack = (final_states or reference) and not bool((lengths == time).all())
         forward_layers, forward_h, forward_c = self.run_stack(self.forward_layers, vectors, lengths, pack)
         backward_layers, backward_h, backward_c = self.run_stack(self.backward_layers, reverse_rows(vectors, index),
                                                                  lengths, pack)

@@ -189,6 +189,7 @@ class CoattentionEncoder(nn.Module):
     def __init__(self, config: CoveConfig, input_size: int):
         super().__init__()
         hidden = config.dcn_hidden_size
+        self.config = config  # `config.lstm_implementation` is read at every call (`set_lstm_implementation`)
         self.dropout = nn.Dropout(config.dcn_dropout)
         self.input_dropout = nn.Dropout(config.dcn_dropout if config.dcn_feedforward_dropout else 0.0)
         self.feedforward = nn.Linear(input_size, hidden)  # g(w~) = tanh(W w~ + b)
@@ -201,7 +202,7 @@ class CoattentionEncoder(nn.Module):
     def encode(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """eqs. 7-8: biLSTM(tanh(W w~ + b)); (B, L, input) -> (B, L, l), zero at padding."""
         projected = torch.tanh(self.feedforward(self.input_dropout(features)))  # g(w~), (B, L, l)
-        return self.dropout(run_bilstm(self.encoder_lstm, projected, mask.sum(dim=1)))
+        return self.dropout(run_bilstm(self.encoder_lstm, projected, mask.sum(dim=1), self.config.lstm_implementation))
 
     @staticmethod
     def with_sentinel(x: torch.Tensor, mask: torch.Tensor, sentinel: torch.Tensor):
@@ -231,7 +232,9 @@ class CoattentionEncoder(nn.Module):
         question = torch.tanh(self.question_projection(question))  # Q = tanh(W_Q Q' + b_Q), sentinel included
         context_d, attention_q, attention_d = self.coattention(document, document_mask_s, question, question_mask_s)
         fusion_input = torch.cat([document, context_d], dim=-1)[:, 1:]  # [D; C^D] without the sentinel column
-        fused = self.dropout(run_bilstm(self.fusion_lstm, fusion_input, document_mask.sum(dim=1)))  # U, (B, m, 2l)
+        lengths = document_mask.sum(dim=1)
+        fused = self.dropout(run_bilstm(self.fusion_lstm, fusion_input, lengths,
+                                        self.config.lstm_implementation))  # U, (B, m, 2l)
         pairs = (document_mask_s.unsqueeze(2) & question_mask_s.unsqueeze(1)).to(attention_q.dtype)  # (B, m+1, n+1)
         return fused, encoded_document, encoded_question, attention_q * pairs, attention_d * pairs
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from modeling_cove import layers
+from modeling_cove import layers, lstm_kernels
 from modeling_cove.layers import (
     segment_gather,
     masked_softmax,
@@ -15,7 +15,6 @@ from modeling_cove.layers import (
     require,
     run_bilstm,
     run_bilstm_packed,
-    run_bilstm_traceable,
     segment_scatter,
 )
 
@@ -80,11 +79,34 @@ def ragged_batch(lengths, channels=3, seed=0):
     return lstm, inputs, torch.tensor(lengths)
 
 
-@pytest.mark.parametrize("run", [run_bilstm, run_bilstm_packed, run_bilstm_traceable])
-def test_bilstm_over_padded_rows_is_each_row_alone_in_values_and_gradients(run):
-    lstm, inputs, lengths = ragged_batch([5, 1, 3, 5])
+def traceable(lstm, inputs, lengths):
+    """The strategy `torch.export` traces, called directly."""
+    output = lstm_kernels.run_traceable(lstm_kernels.BiLSTMStack(lstm), inputs, lengths, False, True, None)[0][-1]
+    return output * (torch.arange(inputs.shape[1]) < lengths[:, None]).unsqueeze(-1)
+
+
+STRATEGIES = {
+    "auto": run_bilstm,
+    "reference": run_bilstm_packed,
+    "unpacked": lambda lstm, inputs, lengths: run_bilstm(lstm, inputs, lengths, "unpacked"),
+    "single_call": lambda lstm, inputs, lengths: run_bilstm(lstm, inputs, lengths, "single_call"),
+    "traceable": traceable,
+}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("lengths", [[5, 1, 3, 5], [5, 5, 3, 1], [2], [3, 4]], ids=["unsorted", "sorted", "single_row",
+                                                                                   "one_short"])
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_bilstm_over_padded_rows_is_each_row_alone_in_values_and_gradients(strategy, lengths, threads):
+    """Every strategy of the heads' biLSTM, in values and in the gradients of the inputs and every weight, is each
+    row run alone (ragged unsorted, sorted, a single row and rows of one short of the other; with 1 and 2 threads:
+    "auto" picks per thread count)."""
+    torch.set_num_threads(threads)
+    run = STRATEGIES[strategy]
+    lstm, inputs, lengths = ragged_batch(lengths)
     output = run(lstm, inputs, lengths)  # (B, T, 2H)
-    assert output.shape == (4, 6, 8)
+    assert output.shape == (len(lengths), int(lengths.max()) + 1, 8)
     weights = torch.randn_like(output)
     grads = torch.autograd.grad((output * weights).sum(), [inputs, *lstm.parameters()])
     alone_grads = [torch.zeros_like(g) for g in grads]
@@ -99,21 +121,23 @@ def test_bilstm_over_padded_rows_is_each_row_alone_in_values_and_gradients(run):
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
 
 
-def test_bilstm_without_padding_and_the_traceable_path_refuses_other_lstms():
+def test_bilstm_without_padding_and_the_strategies_refuse_other_lstms():
     lstm, inputs, _ = ragged_batch([4, 4])
     full = torch.tensor([5, 5])  # every row fills the tensor: nothing to pack
     torch.testing.assert_close(run_bilstm(lstm, inputs, full), lstm(inputs)[0])
-    with pytest.raises(ValueError, match="one-layer, bidirectional"):
-        run_bilstm_traceable(nn.LSTM(3, 4, batch_first=True), inputs, full)
+    for other in (nn.LSTM(3, 4, batch_first=True), nn.LSTM(3, 4, bidirectional=True)):
+        with pytest.raises(ValueError, match="batch-first, bidirectional LSTMs with biases"):
+            run_bilstm(other, inputs, full - 1, "unpacked")
 
 
-def test_bilstm_under_bf16_autocast_without_a_bf16_lstm_kernel(cpu_without_bf16_lstm):
+@pytest.mark.parametrize("strategy", ["reference", "unpacked", "auto"])
+def test_bilstm_under_bf16_autocast_without_a_bf16_lstm_kernel(cpu_without_bf16_lstm, strategy):
     """On a CPU without a bf16 LSTM kernel (simulated), the biLSTM runs in fp32 and returns autocast's dtype."""
     lstm, inputs, lengths = ragged_batch([5, 2])
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        output = run_bilstm(lstm, inputs, lengths)
+        output = run_bilstm(lstm, inputs, lengths, strategy)
     assert output.dtype == torch.bfloat16
-    torch.testing.assert_close(output, run_bilstm(lstm, inputs, lengths).bfloat16())
+    torch.testing.assert_close(output, run_bilstm(lstm, inputs, lengths, strategy).bfloat16())
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -123,7 +123,7 @@ def test_traceable_equals_the_reference_at_every_token(name, lengths, time, fina
             model.set_lstm_implementation("reference")
             layers, final_h, final_c = model.encoder(vectors, host_lengths, final_states=final_states)
         else:
-            layers, final_h, final_c = lstm_kernels.run_traceable(model.encoder, vectors, host_lengths, final_states,
+            layers, final_h, final_c = lstm_kernels.run_traceable(model.encoder.lstm_stack(), vectors, host_lengths, final_states,
                                                                   False, None)
         values = [layer[real] for layer in layers] + ([final_h, final_c] if final_states else [])
         generator = torch.Generator().manual_seed(3)
@@ -138,7 +138,8 @@ def test_traceable_equals_the_reference_at_every_token(name, lengths, time, fina
 
 def test_auto_picks_per_request_as_before(monkeypatch):
     """"auto": on CPU with several threads every padded batch without final states runs unpacked, the rest the
-    reference; with one thread only batches filled >= UNPACKED_MIN_FILL (or the caller's hint); on
+    reference; with one thread only batches filled >= UNPACKED_MIN_FILL (or the caller's hint), unless autograd
+    records the call; on
     SINGLE_CALL_DEVICE_TYPES a top-layer-only request runs as one call. A forced strategy serves what it can and
     leaves the rest to the reference; "reference" is the reference everywhere."""
     model = tiny_model("top")
@@ -146,8 +147,10 @@ def test_auto_picks_per_request_as_before(monkeypatch):
     vectors = torch.zeros(2, 7, 6)
     ragged, sparse, full = torch.tensor([7, 6]), torch.tensor([7, 2]), torch.tensor([7, 7])
 
-    def choose(lengths, final_states=False, top_only=True, unpacked=None):
-        return lstm_kernels.choose_lstm_implementation(encoder, vectors, lengths, final_states, top_only, unpacked)
+    def choose(lengths, final_states=False, top_only=True, unpacked=None, grad=False):
+        with torch.set_grad_enabled(grad):
+            return lstm_kernels.choose_lstm_implementation(encoder.lstm_stack(), vectors, lengths, final_states,
+                                                           top_only, unpacked)
 
     torch.set_num_threads(2)
     assert [choose(ragged), choose(sparse), choose(ragged, final_states=True), choose(full)] == [
@@ -155,6 +158,7 @@ def test_auto_picks_per_request_as_before(monkeypatch):
     torch.set_num_threads(1)
     assert [choose(ragged), choose(sparse), choose(sparse, unpacked=True), choose(ragged, unpacked=False)] == [
         "unpacked", "reference", "unpacked", "reference"]
+    assert choose(sparse, grad=True) == "unpacked"  # autograd records it (trainable weights): unpacked on 1 thread
     monkeypatch.setattr(lstm_kernels, "SINGLE_CALL_DEVICE_TYPES", ("cpu",))
     assert [choose(sparse), choose(full, final_states=True), choose(sparse, top_only=False)] == [
         "single_call", "single_call", "reference"]

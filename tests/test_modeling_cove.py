@@ -854,9 +854,10 @@ def test_time_segments_set_the_rows_they_skip_to_zero(tiny_checkpoint):
     inputs = torch.randn(7, 4, model.config.word_vector_dim)  # (T, B, C), time-major
     segments = [(0, 1, 4), (1, 2, 3), (2, 6, 2), (6, 7, 1)]
     with torch.no_grad():
-        weights = lstm_kernels.layer_weights(model.encoder, 0)[:4]
-        output = lstm_kernels.run_direction(model.encoder, inputs, weights, segments)
-        whole = lstm_kernels.run_direction(model.encoder, inputs, weights)
+        stack = model.encoder.lstm_stack()
+        weights = lstm_kernels.layer_weights(stack, 0)[:4]
+        output = lstm_kernels.run_direction(stack, inputs, weights, segments)
+        whole = lstm_kernels.run_direction(stack, inputs, weights)
     for start, end, rows in segments:
         assert torch.equal(output[start:end, rows:], torch.zeros_like(output[start:end, rows:]))
     assert torch.allclose(output[:, 0], whole[:, 0], atol=1e-6)  # the row running all 7 steps is unchanged
@@ -973,7 +974,7 @@ def test_bf16_autocast_casts_frozen_weights_once_and_recasts_after_a_change(tiny
     casts = []  # (layer, first cast tensor) per call of layer_weights
     original = lstm_kernels.layer_weights
     monkeypatch.setattr(lstm_kernels, "layer_weights",
-                        lambda encoder, layer: record_cast(casts, original, encoder, layer))
+                        lambda stack, layer: record_cast(casts, original, stack, layer))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         encoded = model.encode(NEAR_EQUAL + ["a dog", "cat"], tokenizer, batch_size=2, num_workers=1)
     assert len(casts) == 3 * model.config.num_hidden_layers  # 3 batches, each layer once

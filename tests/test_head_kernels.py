@@ -1,0 +1,175 @@
+"""The heads' biLSTMs run by the strategies of `lstm_kernels` (the key `config.lstm_implementation`, as the MT-LSTM):
+a BCN and a DCN in training (every weight trains, dropout 0 so the strategies see the same inputs) give the
+reference's loss and outputs within 1e-5 in float32, and with the gradients of every parameter within 1e-9 in float64,
+under each strategy, on ragged unsorted,
+sorted, single-row and equal-length batches, single texts and pairs, at 1 and 2 threads ("auto" picks per thread
+count). The strategies are counted, so a test cannot pass by running the reference everywhere."""
+
+import pytest
+import torch
+
+from modeling_cove import CoveConfig, CoveForQuestionAnswering, CoveForSequenceClassification, lstm_kernels
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+# (name, first texts' lengths, second texts' lengths or None): the batch kinds a head's biLSTMs must serve
+BCN_BATCHES = [
+    ("ragged_unsorted", [3, 7, 1, 5], None),
+    ("sorted", [7, 5, 3, 1], None),
+    ("single_row", [4], None),
+    ("equal_lengths", [6, 6], None),
+    ("pairs_ragged", [3, 7, 1, 5], [2, 5, 4, 1]),
+    ("pairs_single_row", [4], [3]),
+]
+# (question length, context length) per row
+DCN_BATCHES = [
+    ("ragged_unsorted", [(3, 5), (2, 9), (4, 2), (1, 7)]),
+    ("sorted", [(2, 9), (3, 7), (4, 4), (1, 2)]),
+    ("single_row", [(3, 6)]),
+    ("equal_lengths", [(3, 6), (3, 6)]),
+]
+STRATEGIES = ["unpacked", "single_call", "auto"]
+
+
+def count_strategy_calls(monkeypatch) -> list:
+    """Records the name of every strategy of `lstm_kernels.LSTM_IMPLEMENTATIONS` that runs."""
+    calls = []
+    for name, original in list(lstm_kernels.LSTM_IMPLEMENTATIONS.items()):
+        monkeypatch.setitem(lstm_kernels.LSTM_IMPLEMENTATIONS, name,
+                            lambda *a, _name=name, _run=original: calls.append(_name) or _run(*a))
+    return calls
+
+
+def loss_outputs_and_grads(model, implementation: str, inputs: dict, outputs: tuple) -> tuple:
+    """The loss and the named outputs, and every parameter's gradient, of one training step under `implementation`."""
+    model.set_lstm_implementation(implementation)
+    model.zero_grad()
+    result = model(**inputs)
+    result.loss.backward()
+    values = [result.loss.detach()] + [getattr(result, name).detach() for name in outputs]
+    return values, [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+
+def assert_same(expected: tuple, got: tuple, dtype: torch.dtype):
+    """float64: values and every gradient within 1e-9 (the strategies compute the same sums, whatever the order).
+    float32: values within 1e-5; gradients are compared in float64 only, since through the wide weights and the
+    batch-normalised maxout network, kernels that sum in another order differ by more than float32 rounding there."""
+    (want_values, want_grads), (values, grads) = expected, got
+    assert len(want_values) == len(values) and len(want_grads) == len(grads) > 10
+    tolerance = 1e-9 if dtype == torch.float64 else 1e-5
+    for want, have in zip(want_values + (want_grads if dtype == torch.float64 else []),
+                          values + (grads if dtype == torch.float64 else [])):
+        assert want.shape == have.shape and (want - have).abs().max() <= tolerance
+
+
+def bcn_batch(firsts: list, seconds, labels: int, seed: int = 0) -> dict:
+    """Right-padded ids, mask and token types of texts of the given lengths (pairs concatenated), with labels."""
+    generator = torch.Generator().manual_seed(seed)
+    rows = [f + (s if seconds else 0) for f, s in zip(firsts, seconds or firsts)]
+    width = max(rows)
+    ids = torch.zeros(len(rows), width, dtype=torch.long)
+    types, mask = torch.zeros_like(ids), torch.zeros_like(ids)
+    for i, (first, total) in enumerate(zip(firsts, rows)):
+        ids[i, :total] = torch.randint(4, 30, (total,), generator=generator)
+        mask[i, :total] = 1
+        types[i, first:total] = 1
+    label_ids = torch.randint(0, labels, (len(rows),), generator=generator)
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "labels": label_ids}
+
+
+def trainable(model):
+    """Every weight trains (the encoder too), in train mode; the weights drawn wide (U(-0.5, 0.5)), so that the
+    comparisons are not passed by near-zero activations."""
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            param.requires_grad_(True)
+            if "embeddings" not in name:
+                param.uniform_(-0.5, 0.5)
+    return model.train()
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["fp64", "fp32"])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name,firsts,seconds", BCN_BATCHES, ids=[b[0] for b in BCN_BATCHES])
+def test_bcn_training_step_is_the_reference_under_every_strategy(monkeypatch, name, firsts, seconds, threads, dtype):
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    config = CoveConfig(vocab_size=30, word_vector_dim=6, hidden_size=5, bcn_feedforward_dim=5, bcn_hidden_size=4,
+                        bcn_maxout_reductions=[2, 2], bcn_maxout_pool=3, bcn_dropout=0.0, num_labels=3,
+                        freeze_encoder=False, freeze_embeddings=False, bcn_pair_input=seconds is not None)
+    model = trainable(CoveForSequenceClassification(config)).to(dtype)
+    inputs = bcn_batch(firsts, seconds, 3)
+    expected = loss_outputs_and_grads(model, "reference", inputs, ("logits",))
+    calls = count_strategy_calls(monkeypatch)
+    monkeypatch.setattr(lstm_kernels, "SINGLE_CALL_DEVICE_TYPES", ("cpu",))  # "single_call" is the CUDA one
+    for implementation in STRATEGIES:
+        calls.clear()
+        assert_same(expected, loss_outputs_and_grads(model, implementation, inputs, ("logits",)), dtype)
+        ragged = len(set(firsts)) > 1 or len(set(seconds or [])) > 1  # (each text runs cut to its side's width)
+        if implementation != "auto" and ragged:
+            assert implementation in calls
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["fp64", "fp32"])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name,rows", DCN_BATCHES, ids=[b[0] for b in DCN_BATCHES])
+def test_dcn_training_step_is_the_reference_under_every_strategy(monkeypatch, name, rows, threads, dtype):
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    config = CoveConfig(vocab_size=40, word_vector_dim=6, hidden_size=4, dcn_hidden_size=6, dcn_pool_size=3,
+                        dcn_max_iterations=2, dcn_dropout=0.0, freeze_encoder=False, freeze_embeddings=False)
+    model = CoveForQuestionAnswering(config).to(dtype).train()
+    for param in model.parameters():
+        param.requires_grad_(True)
+    generator = torch.Generator().manual_seed(1)
+    longest = max(q + c for q, c in rows)
+    ids = torch.zeros(len(rows), longest, dtype=torch.long)
+    types, mask = torch.zeros_like(ids), torch.zeros_like(ids)
+    starts, ends = [], []
+    for i, (q, c) in enumerate(rows):
+        ids[i, :q + c] = torch.randint(4, 40, (q + c,), generator=generator)
+        types[i, q:q + c], mask[i, :q + c] = 1, 1
+        starts.append(q + c // 3)
+        ends.append(q + c // 2)
+    inputs = {"input_ids": ids, "token_type_ids": types, "attention_mask": mask,
+              "start_positions": torch.tensor(starts), "end_positions": torch.tensor(ends)}
+    expected = loss_outputs_and_grads(model, "reference", inputs, ("start_logits", "end_logits"))
+    calls = count_strategy_calls(monkeypatch)
+    monkeypatch.setattr(lstm_kernels, "SINGLE_CALL_DEVICE_TYPES", ("cpu",))
+    for implementation in STRATEGIES:
+        calls.clear()
+        assert_same(expected, loss_outputs_and_grads(model, implementation, inputs, ("start_logits", "end_logits")),
+                    dtype)
+        if implementation != "auto" and len(set(rows)) > 1:
+            assert implementation in calls
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["fp64", "fp32"])
+@pytest.mark.parametrize("lengths", [[3, 7, 1, 5], [7, 5, 3, 1], [4]], ids=["unsorted", "sorted", "single_row"])
+def test_bilm_encoder_is_the_reference_under_every_key(lengths, dtype):
+    """The biLM encoder's stacks under "reference" run packed (each row alone); under every other key the padded rows
+    on the fused kernel: every layer at every token and the gradients of the vectors and every weight agree (padding
+    of a single row: one step more than its length)."""
+    from modeling_cove import CoveModel
+
+    torch.manual_seed(0)
+    config = CoveConfig(vocab_size=20, word_vector_dim=4, hidden_size=4, encoder_type="bilm", num_hidden_layers=2,
+                        freeze_encoder=False)
+    model = CoveModel(config).to(dtype).train()
+    time = max(lengths) + (1 if len(lengths) == 1 else 0)
+    host_lengths = torch.tensor(lengths)
+    real = torch.arange(time) < host_lengths[:, None]  # (B, T)
+    vectors = torch.randn(len(lengths), time, 4, dtype=dtype) * real.unsqueeze(-1)
+    generator = torch.Generator().manual_seed(1)
+    weights = [torch.randn(len(lengths), time, 8, generator=generator, dtype=dtype) for _ in range(2)]
+    results = []
+    for implementation in ("reference", "unpacked", "auto"):
+        model.set_lstm_implementation(implementation)
+        model.zero_grad()
+        inputs = vectors.clone().requires_grad_(True)
+        layers = model.encoder(inputs, host_lengths, final_states=False)[0]
+        sum((layer * w * real.unsqueeze(-1)).sum() for layer, w in zip(layers, weights)).backward()
+        values = [layer[real].detach() for layer in layers]
+        results.append((values, [inputs.grad] + [p.grad.clone() for p in model.encoder.parameters()]))
+    for got in results[1:]:
+        assert_same(results[0], got, dtype)
