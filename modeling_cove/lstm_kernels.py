@@ -243,10 +243,13 @@ def uses_single_call(implementation: str, device: torch.device, top_only: bool =
 
 
 def unpacked_by_default(lengths: torch.Tensor, time: int, device: torch.device, records_grad: bool = False) -> bool:
-    """Whether "auto" runs a padded `(B, time)` batch with host `lengths` unpacked when the caller gave no hint:
-    on CPU always with more than one thread or when autograd records the call (training: the packed path's
-    backward is the unfused per-step one); on a GPU or one CPU thread when real tokens fill UNPACKED_MIN_FILL of it."""
-    if device.type == "cpu" and (torch.get_num_threads() > 1 or records_grad):
+    """Whether "auto" runs a padded `(B, time)` batch with host `lengths` unpacked when the caller gave no hint: on
+    CPU never where autograd records the call (training: the fused kernel's backward and the time segments cost more
+    than the packed path on short, ragged batches, docs/lstm_kernels.md), else always with more than one thread; on a
+    GPU or one CPU thread when real tokens fill UNPACKED_MIN_FILL of it."""
+    if device.type == "cpu" and records_grad:
+        return False
+    if device.type == "cpu" and torch.get_num_threads() > 1:
         return True
     return bool(lengths.sum() >= UNPACKED_MIN_FILL * len(lengths) * time)
 

@@ -28,7 +28,7 @@ Each thread count of `--threads` (default "1,2") is measured in turn, for both s
 
 import json
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Optional
 
 from modeling_cove.benchmarking.common import BenchmarkArguments, write_report
 from modeling_cove.benchmarking.heads import bench_heads, summary_table
@@ -40,6 +40,8 @@ class HeadsArguments(BenchmarkArguments):
     """The flags of benchmark_heads.py."""
 
     threads: str = option("comma-separated torch intra-op thread counts, each measured in turn", "1,2")
+    texts: Optional[int] = option("texts per BCN section, SQuAD questions a quarter of it (default: 1,024; 96 with "
+                                  "--quick)")
 
     output_file: ClassVar[str] = "heads.json"
 
@@ -56,7 +58,8 @@ class HeadsArguments(BenchmarkArguments):
 
 def main(argv=None):
     args = parse_options(HeadsArguments, argv, description=__doc__)
-    settings, results = bench_heads(args.data_dir, args.device, args.quick, args.repeats, args.thread_counts)
+    sizes = None if args.texts is None else {"sst2": args.texts, "snli": args.texts, "squad": max(args.texts // 4, 1)}
+    settings, results = bench_heads(args.data_dir, args.device, args.quick, args.repeats, args.thread_counts, sizes)
     for name, section in results.items():
         print(name, json.dumps(section, indent=1), flush=True)
     print(summary_table(results, args.thread_counts))
