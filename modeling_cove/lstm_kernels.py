@@ -14,6 +14,7 @@ Also here: the bf16 fallback every LSTM call of the package goes through (`autoc
 """
 
 import bisect
+import concurrent.futures
 import contextlib
 import itertools
 import threading
@@ -43,6 +44,10 @@ GUIDED_MIN_ROWS = 8
 STEP_OVERHEAD_ROWS = 25
 # Cost of one more time segment, in row-steps (four kernel calls and the row copies).
 SEGMENT_CALL_ROWS = 130
+
+# Intra-op threads from which "unpacked" runs a layer's two directions at once on CPU outside autograd, each on its
+# own host thread with one intra-op thread (`run_directions`).
+PARALLEL_DIRECTIONS_MIN_THREADS = 2
 
 # (device type, dtype) -> whether `torch.lstm` runs in that dtype under autocast there; probed once per process.
 _LSTM_KERNEL_SUPPORT = {}
@@ -357,6 +362,50 @@ def run_direction(stack: BiLSTMStack, inputs: torch.Tensor, weights: list, segme
     return output
 
 
+_direction_worker = None  # the second host thread of `run_directions`, started on first use
+_direction_worker_lock = threading.Lock()
+
+
+def directions_in_parallel(inputs: torch.Tensor) -> bool:
+    """Whether `run_directions` runs the two directions at once: on CPU with PARALLEL_DIRECTIONS_MIN_THREADS or more
+    intra-op threads (one thread each, no OpenMP barrier per step), where autograd records nothing (its graph and
+    the backward stay on one thread)."""
+    return (inputs.device.type == "cpu" and torch.get_num_threads() >= PARALLEL_DIRECTIONS_MIN_THREADS
+            and not torch.is_grad_enabled())
+
+
+def run_directions(stack: BiLSTMStack, forward_input: torch.Tensor, backward_input: torch.Tensor, weights: list,
+                   segments: Optional[list]):
+    """Both directions of one layer (`run_direction` on time-major inputs, `weights` the layer's 8): one after the
+    other, or where `directions_in_parallel` says so the backward one on a second host thread (in the caller's
+    inference mode and autocast) while the forward one runs here, each with one intra-op thread; the caller's thread
+    count is restored afterwards. Returns (forward, backward), each `(T, B, H)`."""
+    if not directions_in_parallel(forward_input):
+        return (run_direction(stack, forward_input, weights[:4], segments),
+                run_direction(stack, backward_input, weights[4:], segments))
+    global _direction_worker
+    with _direction_worker_lock:
+        if _direction_worker is None:
+            _direction_worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="cove-lstm-direction")
+    inference = torch.is_inference_mode_enabled()
+    autocast = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
+
+    def backward_direction():
+        torch.set_num_threads(1)
+        with torch.inference_mode(inference), torch.autocast("cpu", dtype=autocast[1], enabled=autocast[0]):
+            return run_direction(stack, backward_input, weights[4:], segments)
+
+    threads = torch.get_num_threads()
+    backward = _direction_worker.submit(backward_direction)
+    try:
+        torch.set_num_threads(1)
+        forward = run_direction(stack, forward_input, weights[:4], segments)
+    finally:
+        torch.set_num_threads(threads)
+        concurrent.futures.wait([backward])
+    return forward, backward.result()
+
+
 def unpacked_row_order(vectors: torch.Tensor, lengths: torch.Tensor):
     """The gathers of "unpacked": the time-major `(T, B, C)` first layer input in running order (on
     SEGMENTED_DEVICE_TYPES longest first, folded into the gather), the time segments (or None), the flat `(T*B,)`
@@ -406,9 +455,9 @@ def run_unpacked(stack: BiLSTMStack, vectors: torch.Tensor, lengths: torch.Tenso
             layer_input = nn.functional.dropout(layer_input, stack.dropout, training=True)
         weights = layer_weights(stack, layer)
         channels = layer_input.shape[-1]
-        forward = run_direction(stack, layer_input, weights[:4], segments)  # (T, B, H)
         reversed_input = layer_input.view(time * batch, channels).index_select(0, reversed_steps)
-        backward = run_direction(stack, reversed_input.view(time, batch, channels), weights[4:], segments)
+        forward, backward = run_directions(stack, layer_input, reversed_input.view(time, batch, channels), weights,
+                                           segments)  # (T, B, H) each
         backward = backward.view(time * batch, hidden)  # reversed rows
         last = layer == stack.num_layers - 1
         if last or not top_only:

@@ -173,3 +173,38 @@ def test_bilm_encoder_is_the_reference_under_every_key(lengths, dtype):
         results.append((values, [inputs.grad] + [p.grad.clone() for p in model.encoder.parameters()]))
     for got in results[1:]:
         assert_same(results[0], got, dtype)
+
+
+@pytest.mark.parametrize("mode", ["inference_mode", "no_grad", "bf16_autocast"])
+def test_two_directions_at_once_outside_autograd(monkeypatch, mode):
+    """With two or more intra-op threads and no autograd, "unpacked" runs a layer's backward direction on a second
+    host thread (in the caller's inference mode and autocast) while the forward one runs in the caller's: the BCN's
+    logits equal the reference's (single texts and pairs), the second thread really ran, and the caller's thread
+    count is back afterwards."""
+    import threading
+
+    torch.set_num_threads(2)
+    torch.manual_seed(0)
+    config = CoveConfig(vocab_size=30, word_vector_dim=6, hidden_size=5, bcn_feedforward_dim=5, bcn_hidden_size=4,
+                        bcn_maxout_reductions=[2, 2], bcn_maxout_pool=3, bcn_dropout=0.0, num_labels=3)
+    model = trainable(CoveForSequenceClassification(config)).eval()
+    threads_seen = []
+    original = lstm_kernels.run_direction
+    monkeypatch.setattr(lstm_kernels, "run_direction", lambda *a: threads_seen.append(
+        (threading.current_thread().name, torch.get_num_threads())) or original(*a))
+    contexts = {"inference_mode": torch.inference_mode, "no_grad": torch.no_grad,
+                "bf16_autocast": lambda: torch.autocast("cpu", dtype=torch.bfloat16)}
+    tolerance = 2e-2 if mode == "bf16_autocast" else 1e-5
+    for seconds in (None, [2, 5, 4, 1]):
+        inputs = bcn_batch([3, 7, 1, 5], seconds, 3)
+        inputs.pop("labels")
+        logits = {}
+        for implementation in ("reference", "unpacked"):
+            model.set_lstm_implementation(implementation)
+            with torch.no_grad(), contexts[mode]():
+                logits[implementation] = model(**inputs).logits.float()
+        assert (logits["unpacked"] - logits["reference"]).abs().max() <= tolerance * max(
+            1.0, float(logits["reference"].abs().max()))
+    assert {name.startswith("cove-lstm-direction") for name, _ in threads_seen} == {True, False}
+    assert {count for _, count in threads_seen} == {1}  # each direction on one intra-op thread
+    assert torch.get_num_threads() == 2
