@@ -71,7 +71,8 @@ def valid_steps(lengths: torch.Tensor, time: int) -> torch.Tensor:
     return torch.arange(time, device=lengths.device)[None, :] < lengths[:, None]
 
 
-def run_bilstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor, implementation: str = "auto") -> torch.Tensor:
+def run_bilstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor,
+               implementation: str = "auto") -> torch.Tensor:
     """A one-layer, batch-first biLSTM over right-padded `inputs` (B, T, C) whose row b holds `lengths[b]` >= 1 steps.
     Returns (B, T, 2H), zero at padding; a row's values and gradients do not depend on the padding (each row as if
     alone).

@@ -140,8 +140,9 @@ def kernel_train_mode(inputs: torch.Tensor) -> bool:
 @dataclass(frozen=True)
 class BiLSTMStack:
     """What a strategy runs: a batch-first, bidirectional `nn.LSTM` with biases, of any depth (the MT-LSTM's `rnn`,
-    a head's one-layer biLSTM), its `lstm_implementation` key, the dropout between its layers (applied when `training`), and where cast
-    copies of frozen weights are kept under autocast (`weights_cast_once`; None: cast at every call)."""
+    a head's one-layer biLSTM), its `lstm_implementation` key, the dropout between its layers (applied when
+    `training`), and where cast copies of frozen weights are kept under autocast (`weights_cast_once`; None: cast at
+    every call)."""
 
     rnn: nn.LSTM
     implementation: str = "auto"

@@ -18,7 +18,8 @@ The encoder is frozen when training the BCN (as in the paper), so its per-token 
 dataset and passed back in as `cove_hidden_states` (see `compute_cove_hidden_states`); the result is identical to
 running the encoder inside `forward`. Every LSTM runs as `config.lstm_implementation` says (`lstm_kernels`: packed
 sequences in the reference, padded rows with each row reversed within its length for the backward direction
-otherwise; the same values) and every softmax and pooling is masked, so padding never changes a result. Texts are bounded by `config.bcn_max_length` (the biattention is T×T), and a pair
+otherwise; the same values) and every softmax and pooling is masked, so padding never changes a result.
+Texts are bounded by `config.bcn_max_length` (the biattention is T×T), and a pair
 model (`config.bcn_pair_input`) refuses inputs without a second text; see `forward` for every check.
 """
 
