@@ -24,12 +24,13 @@ from .modeling_cove_bcn import CoveForSequenceClassification  # BCN classificati
 from .modeling_cove_bilm import CoveForBidirectionalLM  # ELMo-style biLM pretraining model
 from .modeling_cove_dcn import CoveForQuestionAnswering  # DCN question-answering head
 from .modeling_cove_mt import CoveForMachineTranslation  # MT pretraining model
+from .modeling_cove_tagger import CoveForTokenClassification  # sequence tagger (chunking, POS, NER; CVT's tagger)
 from .pipeline_cove import CoveFeatureExtractionPipeline, CoveQuestionAnsweringPipeline
 
 AutoConfig.register("cove", CoveConfig, exist_ok=True)
 # each model class with the Auto class its checkpoints name in `auto_map` (hub.MANIFEST)
 for model_class in (CoveModel, CoveForMachineTranslation, CoveForSequenceClassification, CoveForQuestionAnswering,
-                    CoveForBidirectionalLM):
+                    CoveForBidirectionalLM, CoveForTokenClassification):
     getattr(transformers, MANIFEST[model_class.__name__].auto_class).register(CoveConfig, model_class, exist_ok=True)
 
 # transformers 5.x blocks the name "question-answering" for local registration, so the DCN's pipeline is registered
@@ -44,5 +45,5 @@ PIPELINE_REGISTRY.register_pipeline("cove-feature-extraction", pipeline_class=Co
 
 __all__ = ["CoveConfig", "CoveFeatureExtractionPipeline", "CoveForBidirectionalLM", "CoveForQuestionAnswering",
            "CoveQuestionAnsweringPipeline",
-           "CoveForMachineTranslation", "CoveForSequenceClassification", "CoveModel", "CoveModelOutput",
+           "CoveForMachineTranslation", "CoveForSequenceClassification", "CoveForTokenClassification", "CoveModel", "CoveModelOutput",
            "CovePreTrainedModel"]

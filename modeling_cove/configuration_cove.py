@@ -20,13 +20,14 @@ COVE_OUTPUT_CHOICES = ("top", "both")
 BCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove", "scalar_mix", "vectors+scalar_mix")
 BCN_POOLING_CHOICES = ("max", "mean", "min", "self")
 DCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove")
+TAGGER_INPUT_CHOICES = ("vectors+cove", "vectors", "cove", "vectors+scalar_mix")
 LSTM_IMPLEMENTATION_CHOICES = ("auto", "reference", "unpacked", "single_call")  # modeling_cove/lstm_kernels.py
 ENCODER_TYPE_CHOICES = ("mt_lstm", "bilm")  # CoveModel's encoder module (modeling_cove.ENCODER_CLASSES)
 
 
 # eq. 6's parts, in the order they always take in a per-token feature vector w~ (FeatureLayout)
 FEATURE_PARTS = ("word_vectors", "first_layer", "top_layer", "char_ngrams")
-FEATURE_READERS = ("encoder", "bcn", "dcn")
+FEATURE_READERS = ("encoder", "bcn", "dcn", "tagger")
 
 
 @dataclass(frozen=True)
@@ -125,20 +126,21 @@ POSITIVE_INT_FIELDS = (
     "vocab_size", "word_vector_dim", "hidden_size", "num_hidden_layers", "target_vocab_size", "decoder_embedding_dim",
     "decoder_hidden_size", "decoder_num_layers", "max_source_length", "bcn_feedforward_dim", "bcn_hidden_size",
     "bcn_maxout_pool", "dcn_hidden_size", "dcn_pool_size", "dcn_max_iterations", "dcn_max_answer_length",
+    "tagger_hidden_size", "tagger_num_layers", "tagger_module_dim",
 )
-DROPOUT_FIELDS = ("encoder_dropout", "decoder_dropout", "bcn_dropout", "dcn_dropout")
+DROPOUT_FIELDS = ("encoder_dropout", "decoder_dropout", "bcn_dropout", "dcn_dropout", "tagger_dropout")
 SWITCH_FIELDS = ("include_word_vectors", "freeze_embeddings", "freeze_encoder", "lowercase", "output_final_states",
                  "bilm_residual", "bilm_tie_softmax", "attention_bias", "bcn_batch_norm", "bcn_pair_input")
 CHOICES = {
     "cove_output": COVE_OUTPUT_CHOICES, "lstm_implementation": LSTM_IMPLEMENTATION_CHOICES,
     "encoder_type": ENCODER_TYPE_CHOICES, "mt_loss_reduction": ("token_mean", "sentence"),
-    "bcn_input": BCN_INPUT_CHOICES, "dcn_input": DCN_INPUT_CHOICES,
+    "bcn_input": BCN_INPUT_CHOICES, "dcn_input": DCN_INPUT_CHOICES, "tagger_input": TAGGER_INPUT_CHOICES,
 }
 FINGERPRINT_PATTERN = r"[1-9][0-9]*:[0-9a-f]{16}"  # tokenization_cove.vocabulary_fingerprint
 
 # What each field must be, in the words of the ValueError a bad value gets: "<field> must be <this>, got <value>"
 REQUIREMENTS = {
-    **dict.fromkeys(POSITIVE_INT_FIELDS + ("bcn_max_length",), "an int >= 1"),
+    **dict.fromkeys(POSITIVE_INT_FIELDS + ("bcn_max_length", "tagger_max_length"), "an int >= 1"),
     "char_ngram_dim": "an int >= 0",
     **dict.fromkeys(DROPOUT_FIELDS, "a probability in [0, 1)"),
     "initializer_range": "a finite number > 0 (U(-r, r))",
@@ -405,6 +407,26 @@ class CoveConfig(PreTrainedConfig):
             u_{s_{i-1}}, as HMN_start. `False`: HMN_end reads the start chosen in the same iteration, u_{s_i}.
             Default: see `paper_defaults_version`.
 
+        > Sequence labelling (docs/tagging.md; read by `CoveForTokenClassification`)
+
+        tagger_input (`str`, *optional*, defaults to `"vectors+cove"`):
+            What the tagger reads per token: `"vectors+cove"` ([GloVe; CoVe], eq. 6), `"vectors"` (the word vectors
+            alone: the supervised baseline and what Cross-View Training reads), `"cove"`, or
+            `"vectors+scalar_mix"` (ELMo's `[x; γ Σ_k softmax(w)_k h_k]` over {[g; g], layer 1, ..., layer L}: with a
+            biLM encoder, `encoder_type="bilm"`, the `vectors+bilm` input; needs `word_vector_dim == hidden_size`).
+        tagger_hidden_size (`int`, *optional*, defaults to 300):
+            Hidden size per direction of each layer of the tagger's own (trained) biLSTM.
+        tagger_num_layers (`int`, *optional*, defaults to 2):
+            Layers of that biLSTM (CVT's taggers: 2). Cross-View Training's auxiliary modules read layer 1.
+        tagger_module_dim (`int`, *optional*, defaults to 300):
+            Width of the prediction module's hidden layer: p(y_i) = softmax(W · ReLU(W' · [h1_i; ...; hL_i]) + b),
+            W' of shape (tagger_module_dim, 2 * tagger_hidden_size * tagger_num_layers) (CVT §3.1).
+        tagger_dropout (`float`, *optional*, defaults to 0.5):
+            Dropout on the tagger's input features and on each biLSTM layer's output (training mode only).
+        tagger_max_length (`int` or `None`, *optional*, defaults to 512):
+            Longest sentence in tokens the tagger accepts; a longer one is a `ValueError` naming the row (`None`:
+            no limit). Split longer texts into sentences; the pipeline's `truncation=True` would cut words off.
+
         > Paper forms (docs/deviations.md lists every difference from the papers)
 
         paper_defaults_version (`int`, *optional*, defaults to 1):
@@ -486,6 +508,13 @@ class CoveConfig(PreTrainedConfig):
     dcn_dropout: Real = 0.2
     dcn_feedforward_dropout: bool | None = None
     dcn_hmn_end_previous_start: bool | None = None
+    # sequence labelling
+    tagger_input: str = "vectors+cove"
+    tagger_hidden_size: Int = 300
+    tagger_num_layers: Int = 2
+    tagger_module_dim: Int = 300
+    tagger_dropout: Real = 0.5
+    tagger_max_length: Int | None = 512
     # paper forms
     paper_defaults_version: Int = PAPER_DEFAULTS_VERSION
     # special tokens
@@ -512,7 +541,8 @@ class CoveConfig(PreTrainedConfig):
         for name in POSITIVE_INT_FIELDS:
             _check(getattr(self, name) >= 1, name, getattr(self, name))
         _check(self.char_ngram_dim >= 0, "char_ngram_dim", self.char_ngram_dim)
-        _check(self.bcn_max_length is None or self.bcn_max_length >= 1, "bcn_max_length", self.bcn_max_length)
+        for name in ("bcn_max_length", "tagger_max_length"):
+            _check(getattr(self, name) is None or getattr(self, name) >= 1, name, getattr(self, name))
 
     def validate_rates(self):
         """Dropouts are probabilities in [0, 1), `initializer_range` a finite number > 0 (NaN is neither)."""
@@ -590,7 +620,7 @@ class CoveConfig(PreTrainedConfig):
             raise ValueError(f"reader must be one of {FEATURE_READERS}, got {reader!r}")
         layer = self.encoder_output_size
         mode = {"encoder": "vectors+cove" if self.include_word_vectors else "cove", "bcn": self.bcn_input,
-                "dcn": getattr(self, "dcn_input", "vectors+cove")}[reader]
+                "dcn": self.dcn_input, "tagger": self.tagger_input}[reader]
         if mode in ("scalar_mix", "vectors+scalar_mix"):  # ELMo's [x; ELMo_task] with the vectors
             words = mode == "vectors+scalar_mix"
             widths = (("word_vectors", self.word_vector_dim if words else 0), ("scalar_mix", layer),
@@ -602,6 +632,14 @@ class CoveConfig(PreTrainedConfig):
             widths = (("word_vectors", self.word_vector_dim if words else 0), ("first_layer", layer if first else 0),
                       ("top_layer", layer if cove else 0), ("char_ngrams", self.char_ngram_dim))
         return FeatureLayout.from_widths((name, width) for name, width in widths if width)
+
+    def encoder_layers_read(self, reader: str) -> list:
+        """Indices into `CoveModel(...).hidden_states` (0 = word vectors, k = encoder layer k) of the layers that
+        `reader`'s input reads: those of `feature_layout(reader)`, every layer for a scalar mix. Empty for a
+        word-vectors-only input (the encoder is not run at all)."""
+        if self.feature_layout(reader).has("scalar_mix"):
+            return list(range(1, self.num_hidden_layers + 1))
+        return self.feature_layout(reader).mt_lstm_layers(self.num_hidden_layers)
 
 
 def check_field_names(names, source: str) -> None:

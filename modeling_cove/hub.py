@@ -64,7 +64,7 @@ CONFIG_FILES = ("configuration_cove.py",)
 # modeling_cove_bilm.py: `CoveModel` runs the biLM encoder for `config.encoder_type="bilm"` (`encoder_class`)
 ENCODER_FILES = CONFIG_FILES + ("embeddings.py", "hub.py", "lstm_kernels.py", "modeling_cove.py",
                                 "modeling_cove_bilm.py", "tokenization_cove.py")
-HEAD_FILES = ENCODER_FILES + ("layers.py",)  # the layers the BCN and the DCN share
+HEAD_FILES = ENCODER_FILES + ("layers.py",)  # the layers the heads share
 DCN_FILES = HEAD_FILES + ("modeling_cove_dcn.py",)
 
 MANIFEST = {
@@ -75,6 +75,8 @@ MANIFEST = {
     "CoveForSequenceClassification": HubClass("AutoModelForSequenceClassification", "modeling_cove_bcn",
                                               HEAD_FILES + ("modeling_cove_bcn.py",)),
     "CoveForQuestionAnswering": HubClass("AutoModelForQuestionAnswering", "modeling_cove_dcn", DCN_FILES),
+    "CoveForTokenClassification": HubClass("AutoModelForTokenClassification", "modeling_cove_tagger",
+                                           HEAD_FILES + ("modeling_cove_tagger.py",)),
     # biLM pretraining (docs/bilm.md): advertised by biLM checkpoints only (it refuses an MT-LSTM encoder)
     "CoveForBidirectionalLM": HubClass("AutoModelForPreTraining", "modeling_cove_bilm", ENCODER_FILES, ("bilm",)),
 }

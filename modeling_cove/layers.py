@@ -1,4 +1,5 @@
-"""Layers the BCN (`modeling_cove_bcn.py`) and the DCN (`modeling_cove_dcn.py`) share, each defined once.
+"""Layers the heads (BCN `modeling_cove_bcn.py`, DCN `modeling_cove_dcn.py`, tagger `modeling_cove_tagger.py`) share,
+each defined once.
 
 - `masked_softmax`: a softmax that gives padding no weight (the BCN's biattention and self-attentive pooling, the
   DCN's coattention);
@@ -8,12 +9,15 @@
   as ONE sequence told apart by `token_type_ids`; each segment is cut out left-aligned, run on its own and put back;
 - `run_encoder_checked`: the head's CoVe encoder on inputs the head has checked already (each input checked once);
 - `maxout`: the max over groups of units (the BCN's maxout network, the DCN's highway maxout network);
-- `require`: an up-front check that is a `ValueError` in eager mode and a runtime assertion while exporting.
+- `require`: an up-front check that is a `ValueError` in eager mode and a runtime assertion while exporting;
+- `CoveScalarMix`: ELMo's scalar mix over the encoder's layers (the BCN's and the tagger's `*scalar_mix` inputs);
+- `encoder_needs_grad`, `head_init_`: whether a head runs its encoder under autograd, and a head layer's init.
 
 Shapes: B batch, T time (the padded input), L the longest segment, C channels, H an LSTM's hidden size.
 """
 
-from typing import Callable, Optional
+import math
+from typing import Callable, Optional, Sequence
 
 import torch
 from torch import nn
@@ -168,3 +172,56 @@ def run_encoder_checked(cove: CoveModel, inputs: torch.Tensor, attention_mask: t
     ids, vectors = (None, inputs) if inputs.is_floating_point() else (inputs, None)
     lengths = attention_mask.sum(dim=1).cpu()  # (B,) on the host, as the encoder's forward passes them
     return cove.forward_checked(ids, attention_mask, lengths, output_hidden_states, False, True, inputs_embeds=vectors)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the CoVe encoder inside a head: autograd, the scalar mix, the head's init
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def encoder_needs_grad(cove: CoveModel, inputs: torch.Tensor) -> bool:
+    """Whether a head runs its encoder with autograd: a trainable encoder, or word vectors passed in (`inputs`
+    floating point: `inputs_embeds`) that need a gradient (e.g. attributions w.r.t. `inputs_embeds`)."""
+    needs = any(p.requires_grad for p in cove.parameters())
+    needs = needs or (inputs.is_floating_point() and inputs.requires_grad)
+    return torch.is_grad_enabled() and needs
+
+
+class CoveScalarMix(nn.Module):
+    """ELMo-style scalar mix (docs/paper.md §6): gamma * sum_k softmax(w)_k * h_k, with w initialised to 0 and gamma
+    to 1."""
+
+    def __init__(self, num_layers: int):
+        super().__init__()
+        self.scalar_weights = nn.Parameter(torch.zeros(num_layers))
+        self.gamma = nn.Parameter(torch.ones(1))
+
+    def forward(self, layers: Sequence[torch.Tensor]) -> torch.Tensor:
+        if len(layers) != self.scalar_weights.shape[0]:
+            raise ValueError(f"scalar mix expects {self.scalar_weights.shape[0]} layers, got {len(layers)}")
+        weights = torch.softmax(self.scalar_weights, dim=0)
+        return self.gamma * sum(weight * layer for weight, layer in zip(weights, layers))
+
+
+@torch.no_grad()
+def head_init_(module: nn.Module) -> None:
+    """A head layer's initialisation (the encoder keeps the MT's U(-r, r)): fan-in scaled uniform weights
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for linear layers and LSTMs (PyTorch's defaults; the papers give none for
+    the heads: the MT's U(-0.1, 0.1) is 7x too wide for the BCN's 4800-wide maxout input and slowed early training in
+    our runs), batch norm at (1, 0) with fresh statistics, a scalar mix at w = 0, gamma = 1."""
+    if isinstance(module, nn.Linear):
+        bound = 1.0 / math.sqrt(module.in_features)
+        nn.init.uniform_(module.weight, -bound, bound)
+        if module.bias is not None:
+            nn.init.uniform_(module.bias, -bound, bound)
+    elif isinstance(module, nn.LSTM):
+        bound = 1.0 / math.sqrt(module.hidden_size)
+        for param in module.parameters():
+            nn.init.uniform_(param, -bound, bound)
+    elif isinstance(module, nn.BatchNorm1d):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+        module.reset_running_stats()
+    elif isinstance(module, CoveScalarMix):
+        nn.init.zeros_(module.scalar_weights)
+        nn.init.ones_(module.gamma)

@@ -23,7 +23,6 @@ Texts are bounded by `config.bcn_max_length` (the biattention is T×T), and a pa
 model (`config.bcn_pair_input`) refuses inputs without a second text; see `forward` for every check.
 """
 
-import math
 from typing import NamedTuple, Optional, Sequence
 
 import torch
@@ -32,8 +31,8 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 from transformers.utils import add_start_docstrings_to_model_forward
 
 from .configuration_cove import CoveConfig
-from .layers import (masked_softmax, maxout, pair_segments, require, rows_where, run_bilstm, run_encoder_checked,
-                     segment_gather, segment_scatter)
+from .layers import (CoveScalarMix, encoder_needs_grad, head_init_, masked_softmax, maxout, pair_segments, require,
+                     rows_where, run_bilstm, run_encoder_checked, segment_gather, segment_scatter)
 from .embeddings import lengths_from_mask
 from .modeling_cove import CoveModel, CovePreTrainedModel, assemble_features
 
@@ -99,22 +98,6 @@ class TextStates(NamedTuple):
 # ----------------------------------------------------------------------------------------------------------------
 # BCN modules
 # ----------------------------------------------------------------------------------------------------------------
-
-
-class CoveScalarMix(nn.Module):
-    """ELMo-style scalar mix (docs/paper.md §6): gamma * sum_k softmax(w)_k * h_k, with w initialised to 0 and gamma
-    to 1."""
-
-    def __init__(self, num_layers: int):
-        super().__init__()
-        self.scalar_weights = nn.Parameter(torch.zeros(num_layers))
-        self.gamma = nn.Parameter(torch.ones(1))
-
-    def forward(self, layers: Sequence[torch.Tensor]) -> torch.Tensor:
-        if len(layers) != self.scalar_weights.shape[0]:
-            raise ValueError(f"scalar mix expects {self.scalar_weights.shape[0]} layers, got {len(layers)}")
-        weights = torch.softmax(self.scalar_weights, dim=0)
-        return self.gamma * sum(weight * layer for weight, layer in zip(weights, layers))
 
 
 def biattention(x: torch.Tensor, x_mask: torch.Tensor, y: torch.Tensor, y_mask: torch.Tensor,
@@ -223,11 +206,8 @@ def merge_pair(x: TextStates, y: TextStates, pair: TextPair) -> torch.Tensor:
 
 def bcn_layer_indices(config: CoveConfig) -> list:
     """Indices into `CoveModel(...).hidden_states` (0 = word vectors, k = MT-LSTM layer k) of the MT-LSTM layers that
-    `config.bcn_input` reads: those of `config.feature_layout("bcn")`, every layer for "scalar_mix". Empty for
-    "vectors" (the MT-LSTM is not run at all)."""
-    if config.feature_layout("bcn").has("scalar_mix"):
-        return list(range(1, config.num_hidden_layers + 1))
-    return config.feature_layout("bcn").mt_lstm_layers(config.num_hidden_layers)
+    `config.bcn_input` reads (`config.encoder_layers_read("bcn")`). Empty for "vectors" (the MT-LSTM is not run)."""
+    return config.encoder_layers_read("bcn")
 
 
 def bcn_input_size(config: CoveConfig) -> int:
@@ -353,38 +333,16 @@ class CoveForSequenceClassification(CovePreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        """The encoder (`self.cove`) keeps the MT initialisation of `CovePreTrainedModel`. BCN layers get fan-in
-        scaled uniform weights U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (PyTorch's defaults; the paper gives no BCN init):
-        the MT's U(-0.1, 0.1) is 7x too wide for the 4800-wide maxout input and slowed early training in our runs."""
+        """The encoder (`self.cove`) keeps the MT initialisation of `CovePreTrainedModel`; the BCN's layers get
+        `layers.head_init_` (fan-in scaled uniform weights)."""
         if any(module is m for m in self.cove.modules()):
             super()._init_weights(module)
-        elif isinstance(module, nn.Linear):
-            bound = 1.0 / math.sqrt(module.in_features)
-            nn.init.uniform_(module.weight, -bound, bound)
-            if module.bias is not None:
-                nn.init.uniform_(module.bias, -bound, bound)
-        elif isinstance(module, nn.LSTM):
-            bound = 1.0 / math.sqrt(module.hidden_size)
-            for param in module.parameters():
-                nn.init.uniform_(param, -bound, bound)
-        elif isinstance(module, nn.BatchNorm1d):
-            nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
-            module.reset_running_stats()
-        elif isinstance(module, CoveScalarMix):
-            nn.init.zeros_(module.scalar_weights)
-            nn.init.ones_(module.gamma)
+        else:
+            head_init_(module)
 
     # ------------------------------------------------------------------------------------------------------------
     # CoVe features
     # ------------------------------------------------------------------------------------------------------------
-
-    def _encoder_needs_grad(self, inputs_embeds: Optional[torch.Tensor] = None) -> bool:
-        """Whether the encoder runs with autograd: a trainable encoder, or word vectors passed in that need a
-        gradient (e.g. attributions w.r.t. `inputs_embeds`)."""
-        needs = any(p.requires_grad for p in self.cove.parameters())
-        needs = needs or (inputs_embeds is not None and inputs_embeds.requires_grad)
-        return torch.is_grad_enabled() and needs
 
     def cove_layers(self, inputs: torch.Tensor, attention_mask: torch.Tensor, layer_indices: list) -> tuple:
         """`self.cove(...).hidden_states` for the layers `layer_indices`, of checked `inputs`: token ids (B, T) or
@@ -426,7 +384,7 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         states = [None] * (self.config.num_hidden_layers + 1)
         if not layer_indices:
             return tuple(states)
-        with torch.set_grad_enabled(self._encoder_needs_grad(inputs if inputs.is_floating_point() else None)):
+        with torch.set_grad_enabled(encoder_needs_grad(self.cove, inputs)):
             # single texts: one encoder pass (while exporting, the pair path below serves every batch)
             if not torch.compiler.is_exporting() and not bool((pair.ly > 0).any()):
                 hidden = self.cove_layers(inputs, attention_mask, layer_indices)

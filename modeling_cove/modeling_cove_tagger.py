@@ -1,0 +1,224 @@
+"""A sequence tagger on CoVe inputs: the tagger of Cross-View Training (Clark et al. 2018, §3.1) over any encoder.
+
+`CoveForTokenClassification` labels every token of one right-padded sentence per row (chunking, POS, NER):
+
+    tokens -> w~ = [GloVe(w); CoVe(w)] (eq. 6, or the variant `config.tagger_input` names)        (B, T, D_in)
+    -> dropout -> biLSTM layer 1 -> dropout -> h1 = [h→1; h←1]                                      (B, T, 2H)
+    -> biLSTM layer 2 -> dropout -> h2                                                             (B, T, 2H)
+    -> primary module p(y_i) = softmax(W · ReLU(W' · [h1_i; h2_i]) + b)                           (B, T, labels)
+
+The biLSTM is the tagger's own and is trained; the word vectors and the encoder (MT-LSTM or biLM) are frozen, as in
+the other heads. Labels are per token, -100 where a token carries no label (later tokens of a word, as
+`tokenizer(words, is_split_into_words=True).word_ids()` aligns them; docs/tagging.md). Cross-View Training's
+auxiliary modules read layer 1's two directions (`TaggerStates`); they are training-only and live in the training
+package (`modeling_cove.training.cvt`), so a saved tagger holds and needs none of them. Every LSTM runs as
+`config.lstm_implementation` says (`layers.run_bilstm`), and a row's outputs do not depend on the padding.
+"""
+
+from typing import NamedTuple, Optional
+
+import torch
+from torch import nn
+from transformers.modeling_outputs import TokenClassifierOutput
+from transformers.utils import add_start_docstrings_to_model_forward
+
+from .configuration_cove import CoveConfig
+from .layers import (CoveScalarMix, encoder_needs_grad, head_init_, require, rows_where, run_bilstm,
+                     run_encoder_checked, valid_steps)
+from .modeling_cove import CoveModel, CovePreTrainedModel, assemble_features
+
+IGNORE_INDEX = -100  # a token without a label (transformers' convention, `nn.CrossEntropyLoss`'s default)
+
+
+class TaggerStates(NamedTuple):
+    """The tagger's biLSTM states of a batch: `layers[k]` (B, T, 2H) = [h→_{k+1}; h←_{k+1}], zero at padding (and
+    dropped out in training); `lengths` (B,) tokens per row; `mask` (B, T) bool, True at tokens."""
+
+    layers: list
+    lengths: torch.Tensor
+    mask: torch.Tensor
+
+
+class CoveTaggerPredictionModule(nn.Module):
+    """CVT's prediction module (§3.1): logits W · ReLU(W' · h) + b over the labels, per token. The primary module reads
+    [h1; h2]; Cross-View Training's auxiliary modules have the same form over their restricted views."""
+
+    def __init__(self, input_dim: int, module_dim: int, num_labels: int):
+        super().__init__()
+        self.hidden = nn.Linear(input_dim, module_dim, bias=False)  # W'
+        self.output = nn.Linear(module_dim, num_labels)  # W, b
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:  # (..., input_dim) -> (..., num_labels)
+        return self.output(torch.relu(self.hidden(states)))
+
+
+TAGGER_INPUTS_DOCSTRING = r"""
+    input_ids (`torch.LongTensor` of shape `(batch, time)`): token ids of one sentence per row, right-padded.
+    attention_mask (`torch.LongTensor` of shape `(batch, time)`, *optional*): 1 = token, 0 = padding.
+    token_type_ids (`torch.LongTensor`, *optional*): accepted as tokenizers return it; a tagger reads one text, so
+        a row with type-1 tokens (a pair) is a `ValueError`.
+    labels (`torch.LongTensor` of shape `(batch, time)`, *optional*): a label id in `[0, num_labels)` per token, or
+        -100 for tokens without a label (later tokens of a word, special tokens); padding must be -100. Gives
+        `loss`: the mean cross-entropy over the labelled tokens.
+    inputs_embeds (`torch.FloatTensor` of shape `(batch, time, word_vector_dim)`, *optional*): the word vectors
+        instead of `input_ids` (exactly one of the two).
+    output_hidden_states (`bool`, *optional*): return `hidden_states` = (w~ (B, T, D_in), biLSTM layer 1, ...,
+        layer L (each (B, T, 2H))), zero at padding.
+    return_dict (`bool`, *optional*): False returns `TokenClassifierOutput.to_tuple()`.
+
+    Up-front checks (`ValueError` naming the rows of this batch, before anything runs): a sentence with no tokens,
+    a sentence longer than `config.tagger_max_length` tokens, a pair, and labels of another shape, out of range
+    or on padding. `logits` are (B, T, num_labels); at padding they are computed from zero states and mean nothing.
+"""
+
+
+class CoveForTokenClassification(CovePreTrainedModel):
+    """CoVe (or biLM) features + a trained 2-layer biLSTM + CVT's prediction module, one label per token.
+
+    `config.tagger_input` chooses the per-token input (its parts: `config.feature_layout("tagger")`): "vectors"
+    (the word vectors alone, the supervised baseline and the input of Cross-View Training), "vectors+cove" (eq. 6),
+    "cove", or "vectors+scalar_mix" (ELMo's mix over a frozen biLM when `config.encoder_type == "bilm"`).
+    """
+
+    def __init__(self, config: CoveConfig):
+        super().__init__(config)
+        layout = config.feature_layout("tagger")
+        if layout.has("scalar_mix") and config.word_vector_dim != config.hidden_size:
+            raise ValueError(
+                f"tagger_input={config.tagger_input!r} mixes [g; g] with the encoder layers, so 2 * word_vector_dim "
+                f"({2 * config.word_vector_dim}) must equal 2 * hidden_size ({2 * config.hidden_size})"
+            )
+        self.num_labels = config.num_labels
+        hidden = config.tagger_hidden_size
+        self.cove = CoveModel(config)
+        self.layer_indices = config.encoder_layers_read("tagger")
+        self.scalar_mix = CoveScalarMix(config.num_hidden_layers + 1) if layout.has("scalar_mix") else None
+        self.dropout = nn.Dropout(config.tagger_dropout)
+        sizes = [layout.size] + [2 * hidden] * (config.tagger_num_layers - 1)
+        self.encoder = nn.ModuleList(nn.LSTM(size, hidden, batch_first=True, bidirectional=True) for size in sizes)
+        self.classifier = CoveTaggerPredictionModule(2 * hidden * config.tagger_num_layers, config.tagger_module_dim,
+                                                     config.num_labels)
+        self.post_init()
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """The encoder (`self.cove`) keeps the MT initialisation; the tagger's layers get `layers.head_init_`."""
+        if any(module is m for m in self.cove.modules()):
+            super()._init_weights(module)
+        else:
+            head_init_(module)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # checks
+    # ------------------------------------------------------------------------------------------------------------
+
+    def check_inputs(self, input_ids, inputs_embeds, attention_mask, token_type_ids) -> tuple:
+        """Exactly one of `input_ids` (B, T) / `inputs_embeds` (B, T, D), checked by the encoder's own checks; every
+        row one sentence of 1..`tagger_max_length` tokens. Returns (inputs, attention mask, lengths (B,))."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("CoveForTokenClassification needs exactly one of input_ids and inputs_embeds, got "
+                             f"{'both' if input_ids is not None else 'neither'}")
+        if inputs_embeds is not None:
+            inputs, attention_mask = inputs_embeds, self.cove.check_inputs_embeds(inputs_embeds, attention_mask)
+        else:
+            inputs, attention_mask = input_ids, self.cove.check_inputs(input_ids, attention_mask)
+        lengths = attention_mask.sum(dim=1)  # (B,)
+        require(lengths > 0, "a sentence has no tokens",
+                lambda: f"row(s) {rows_where(lengths == 0)} of this batch of {len(lengths)} have no tokens (an empty "
+                "sentence, or one the tokenizer turned into nothing): a tagger needs at least one token per row")
+        limit = self.config.tagger_max_length
+        if limit is not None:
+            require(lengths <= limit, f"a sentence is longer than config.tagger_max_length={limit} tokens",
+                    lambda: f"row(s) {rows_where(lengths > limit)} of this batch have "
+                    f"{[int(n) for n in lengths[lengths > limit]]} tokens, more than config.tagger_max_length="
+                    f"{limit}: split the text into sentences (truncation would leave words unlabelled), or raise "
+                    "config.tagger_max_length (None: no limit)")
+        if token_type_ids is not None:
+            pair = (token_type_ids != 0) & attention_mask.bool()
+            require(~pair.any(dim=1), "a tagger reads one sentence per row, but a row is a pair",
+                    lambda: f"row(s) {rows_where(pair.any(dim=1))} have second-text tokens (token_type_ids 1): "
+                    "tag each sentence on its own")
+        return inputs, attention_mask, lengths
+
+    def check_labels(self, labels: torch.Tensor, attention_mask: torch.Tensor) -> None:
+        """`labels` (B, T) integer ids in [0, num_labels) at tokens or -100, and -100 at padding."""
+        if tuple(labels.shape) != tuple(attention_mask.shape):
+            raise ValueError(f"labels must have the shape of input_ids {tuple(attention_mask.shape)} (one label id or "
+                             f"-100 per token), got {tuple(labels.shape)}")
+        if labels.is_floating_point() or labels.dtype == torch.bool:
+            raise TypeError(f"labels must be integer label ids, got dtype {labels.dtype}")
+        known = (labels == IGNORE_INDEX) | ((labels >= 0) & (labels < self.num_labels))
+        require(known.all(dim=1), f"labels must be ids in [0, {self.num_labels}) or -100",
+                lambda: f"row(s) {rows_where(~known.all(dim=1))} have labels outside [0, {self.num_labels}) and not "
+                f"-100 (config.id2label: {self.config.id2label})")
+        on_padding = (labels != IGNORE_INDEX) & ~attention_mask.bool()
+        require(~on_padding.any(dim=1), "a label lies on padding",
+                lambda: f"row(s) {rows_where(on_padding.any(dim=1))} have labels at padding positions "
+                "(attention_mask 0): they would be ignored; labels at padding must be -100")
+
+    # ------------------------------------------------------------------------------------------------------------
+    # the steps
+    # ------------------------------------------------------------------------------------------------------------
+
+    def tagger_inputs(self, inputs: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Eq. 6 (or the `tagger_input` variant): w~ (B, T, D_in), zero at padding. `inputs`: checked ids (B, T) or
+        word vectors (B, T, D)."""
+        config, mask = self.config, attention_mask.unsqueeze(-1).to(self.cove.embeddings.weight.dtype)  # (B, T, 1)
+        vectors = inputs.to(mask.dtype) if inputs.is_floating_point() else self.cove.embeddings(inputs)
+        parts = {"word_vectors": vectors * mask}  # GloVe(w), (B, T, 300)
+        if self.layer_indices:  # eq. 5, CoVe(w) (or the biLM's layers), each (B, T, 2h)
+            with torch.set_grad_enabled(encoder_needs_grad(self.cove, inputs)):
+                hidden = run_encoder_checked(self.cove, inputs, attention_mask, output_hidden_states=True)
+            hidden = hidden.hidden_states
+            parts["first_layer"], parts["top_layer"] = hidden[1], hidden[config.num_hidden_layers]
+            if self.scalar_mix is not None:  # docs/paper.md §6: gamma * sum_k softmax(w)_k h_k over [g; g], layers
+                layers = [hidden[k] for k in self.layer_indices]
+                parts["scalar_mix"] = self.scalar_mix([torch.cat([parts["word_vectors"]] * 2, dim=-1), *layers])
+        if "char_ngrams" in config.feature_layout("tagger").names:
+            parts["char_ngrams"] = self.cove.char_ngram_embeddings(inputs) * mask
+        return assemble_features(config.feature_layout("tagger"), parts, mask)
+
+    def encode(self, features: torch.Tensor, lengths: torch.Tensor, num_layers: Optional[int] = None) -> TaggerStates:
+        """The tagger's biLSTM over w~ (B, T, D_in): dropout on its input and on each layer's output (training mode),
+        the first `num_layers` layers (all by default; Cross-View Training's student pass needs layer 1 only)."""
+        states, layers = self.dropout(features), []
+        for lstm in self.encoder[:num_layers]:
+            states = self.dropout(run_bilstm(lstm, states, lengths, self.config.lstm_implementation))  # (B, T, 2H)
+            layers.append(states)
+        return TaggerStates(layers, lengths, valid_steps(lengths, features.shape[1]))
+
+    @add_start_docstrings_to_model_forward(TAGGER_INPUTS_DOCSTRING)
+    def forward(
+        self,
+        input_ids: Optional[torch.Tensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        token_type_ids: Optional[torch.Tensor] = None,
+        labels: Optional[torch.Tensor] = None,
+        inputs_embeds: Optional[torch.Tensor] = None,
+        output_hidden_states: Optional[bool] = None,
+        return_dict: Optional[bool] = None,
+    ) -> TokenClassifierOutput:
+        config = self.config
+        return_dict = return_dict if return_dict is not None else config.return_dict
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else config.output_hidden_states
+        )
+        inputs, attention_mask, lengths = self.check_inputs(input_ids, inputs_embeds, attention_mask, token_type_ids)
+        if labels is not None:
+            self.check_labels(labels, attention_mask)
+
+        features = self.tagger_inputs(inputs, attention_mask)  # w~, (B, T, D_in)
+        states = self.encode(features, lengths)  # h1, ..., hL, each (B, T, 2H)
+        logits = self.classifier(torch.cat(states.layers, dim=-1))  # primary module, (B, T, num_labels)
+
+        loss = None
+        if labels is not None:  # mean over the labelled tokens
+            loss = nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten().long(),
+                                               ignore_index=IGNORE_INDEX)
+        output = TokenClassifierOutput(
+            loss=loss, logits=logits, hidden_states=(features, *states.layers) if output_hidden_states else None
+        )
+        return output if return_dict else output.to_tuple()
+
+
+__all__ = ["CoveForTokenClassification", "CoveTaggerPredictionModule", "TaggerStates"]
