@@ -38,7 +38,9 @@ from ..tokenization_cove import DEFAULT_MODEL_MAX_LENGTH, SPECIAL_TOKENS
 from ..vectors import embedding_matrix_from_vectors, read_word_vectors
 from .cli import REQUIRED, fail, option, parse_options
 
-TEXT_SOURCES = ("multi30k", "iwslt", "wmt17", "sst2", "sst5", "trec6", "trec50", "imdb", "snli", "squad")
+TEXT_SOURCES = ("multi30k", "iwslt", "wmt17", "sst2", "sst5", "trec6", "trec50", "imdb", "snli", "squad", "conll2000",
+                "ewt_upos", "wnut17")
+TAGGING_SOURCES = ("conll2000", "ewt_upos", "wnut17")  # tagging_data.TAGGING_TASKS: sentences as words
 TRANSLATION_SOURCES = ("multi30k", "iwslt", "wmt17")
 
 
@@ -53,6 +55,14 @@ def iter_task_texts(task: str, data_dir=None):
         dd, columns = data.load_translation(data_dir, task), ["src"]
     elif task == "squad":
         dd, columns = data.load_squad(data_dir), ["question", "context"]
+    elif task in TAGGING_SOURCES:
+        from .tagging_data import load_tagging_splits
+
+        if data_dir is None:
+            raise ValueError(f"the tagging task {task!r} is read from a local data folder: give --data-dir")
+        for split in load_tagging_splits(task, data_dir).values():
+            yield from (" ".join(words) for words in split["words"])
+        return
     else:
         dd = data.load_classification(task, data_dir)
         columns = [c for c in ("text", "text_pair") if c in dd["train"].column_names]
