@@ -401,8 +401,8 @@ class TaggerLoop(PretrainingLoop):
                   "validation": {name: {k: v for k, v in result.items() if k != "per_type"}
                                  for name, result in validation.items()},
                   "validation_main": mean}
-        best = max([h["validation_main"] for h in state.history] or [-1.0])
-        if mean > best and self.accelerator.is_main_process:
+        best = max([h["validation_main"] for h in state.history if h["complete"]] or [-1.0])
+        if stopped is None and mean > best and self.accelerator.is_main_process:  # complete epochs only
             weights = {k: v.detach().cpu().contiguous() for k, v in self.unwrapped.state_dict().items()}
             save_file(weights, str(self.output_dir / "best_state.safetensors"))
         self.accelerator.wait_for_everyone()
@@ -460,8 +460,9 @@ class TaggerLoop(PretrainingLoop):
             results[task.name] = {split: score(self.unwrapped, task.name, getattr(task, split), task.labels,
                                                task.kind, self.hp["eval_batch_size"], accelerator.device)
                                   for split in ("validation", "test")}
-        final = {"best_epoch": max(self.state.history, key=lambda h: h["validation_main"])["epoch"]
-                 if self.state.history else None, "results": results}
+        complete = [h for h in self.state.history if h["complete"]]
+        final = {"best_epoch": max(complete, key=lambda h: h["validation_main"])["epoch"] if complete else None,
+                 "results": results}
         metrics = self.record(final)
         if accelerator.is_main_process:
             for task in self.tasks:

@@ -1,0 +1,244 @@
+"""Cross-View Training (modeling_cove/training/cvt.py) and the tagger CLI (modeling_cove/training/tagger.py): the
+views, the unlabelled loss against a hand computation, no gradient to a primary module from an unlabelled batch, a
+teacher pass without dropout, multi-task, the exported tagger without auxiliary modules, and the CLI end to end
+(exact resume, two processes)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import require_data
+from modeling_cove import CoveConfig, CoveForTokenClassification, CoveModel
+from modeling_cove.tokenization_cove import build_cove_tokenizer
+from modeling_cove.training import tagger as tg
+from modeling_cove.training.cvt import VIEWS, TaggerTraining, restricted_views
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+def tiny_tagger(seed=0, dropout=0.5, num_labels=3, **overrides) -> CoveForTokenClassification:
+    torch.manual_seed(seed)
+    config = CoveConfig(vocab_size=30, word_vector_dim=6, hidden_size=6, tagger_hidden_size=5, tagger_module_dim=4,
+                        num_labels=num_labels, tagger_input="vectors", tagger_dropout=dropout, **overrides)
+    return CoveForTokenClassification(config)
+
+
+def batch(seed=1):
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(4, 30, (3, 6), generator=generator)
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2, [1] * 1 + [0] * 5])
+    return ids * mask, mask
+
+
+def test_restricted_views_shift_the_directions_and_mask_the_ends():
+    first = torch.arange(2 * 4 * 4, dtype=torch.float).view(2, 4, 4)  # H = 2: [h→ (2); h← (2)]
+    mask = torch.tensor([[True] * 4, [True, True, True, False]])
+    views = restricted_views(first, mask)
+    assert set(views) == set(VIEWS)
+    assert torch.equal(views["fwd"][0], first[..., :2]) and torch.equal(views["bwd"][0], first[..., 2:])
+    assert torch.equal(views["future"][0][:, 1:], first[:, :-1, :2])  # position i holds h→_{i−1}
+    assert torch.equal(views["past"][0][:, :-1], first[:, 1:, 2:])  # position i holds h←_{i+1}
+    assert views["future"][1].tolist() == [[False, True, True, True], [False, True, True, False]]
+    assert views["past"][1].tolist() == [[True, True, True, False], [True, True, False, False]]
+    assert torch.equal(views["fwd"][1], mask)
+
+
+def test_unlabelled_loss_equals_a_hand_computation():
+    """Without dropout the student's layer 1 is the teacher's: Σ_views mean over valid i of Σ_y p log(p / q)."""
+    model = tiny_tagger(dropout=0.0)
+    training = TaggerTraining(model, {"chunk": ["B-NP", "I-NP", "O"]}, cvt=True).train()
+    ids, mask = batch()
+    loss = training("unlabelled", ids, mask)
+    with torch.no_grad():
+        features = model.tagger_inputs(ids, mask)
+        layers = model.encode(features, mask.sum(1)).layers
+        p = torch.softmax(model.classifier(torch.cat(layers, dim=-1)), dim=-1)
+        hidden = layers[0].shape[-1] // 2
+        fwd, bwd = layers[0][..., :hidden], layers[0][..., hidden:]
+        expected = 0.0
+        for view in VIEWS:
+            module = training.auxiliary["chunk"].views[view]
+            terms = []
+            for b in range(ids.shape[0]):
+                n = int(mask[b].sum())
+                for i in range(n):
+                    state = {"fwd": fwd[b, i], "bwd": bwd[b, i], "future": fwd[b, i - 1] if i > 0 else None,
+                             "past": bwd[b, i + 1] if i + 1 < n else None}[view]
+                    if state is None:
+                        continue
+                    q = torch.softmax(module(state), dim=-1)
+                    terms.append(float((p[b, i] * (p[b, i].log() - q.log())).sum()))
+            expected += sum(terms) / len(terms)
+    assert float(loss) == pytest.approx(expected, rel=1e-5)
+
+
+def test_an_unlabelled_batch_gives_the_primary_module_no_gradient():
+    model = tiny_tagger(dropout=0.5)
+    training = TaggerTraining(model, {"chunk": ["B-NP", "I-NP", "O"], "pos": ["N", "V"]}, cvt=True).train()
+    training("unlabelled", *batch()).backward()
+    primaries = list(model.classifier.parameters()) + list(training.primary.parameters())
+    assert all(p.grad is None or not p.grad.any() for p in primaries)
+    assert all(p.grad is None for p in model.encoder[1].parameters())  # layer 2: not on the student's path
+    assert all(p.grad is not None and p.grad.any() for p in model.encoder[0].parameters())
+    for task in ("chunk", "pos"):  # every task's auxiliary modules learn from one unlabelled batch
+        assert all(p.grad is not None and p.grad.any() for p in training.auxiliary[task].parameters())
+
+
+def test_a_labelled_batch_trains_its_task_only():
+    model = tiny_tagger()
+    training = TaggerTraining(model, {"chunk": ["B-NP", "I-NP", "O"], "pos": ["N", "V"]}, cvt=True).train()
+    ids, mask = batch()
+    labels = torch.where(mask.bool(), ids % 2, torch.full_like(ids, -100))
+    training("labelled", ids, mask, task="pos", labels=labels).backward()
+    assert all(p.grad is None for p in model.classifier.parameters())
+    assert all(p.grad is None for p in training.auxiliary.parameters())
+    assert all(p.grad is not None and p.grad.any() for p in training.primary["pos"].parameters())
+    assert all(p.grad is not None for p in model.encoder.parameters())
+
+
+def test_the_teacher_pass_runs_without_dropout_and_restores_training_mode():
+    model = tiny_tagger(dropout=0.5)
+    training = TaggerTraining(model, {"chunk": ["B-NP", "I-NP", "O"]}, cvt=True).train()
+    ids, mask = batch()
+    first, second = training.soft_targets(ids, mask)["chunk"], training.soft_targets(ids, mask)["chunk"]
+    assert training.training and model.training and model.dropout.training
+    model.eval()
+    expected = torch.softmax(model(input_ids=ids, attention_mask=mask).logits, dim=-1)
+    assert torch.equal(first, second)
+    assert torch.allclose(first, expected, atol=1e-7)
+
+
+def test_the_labelled_loss_is_the_models_own():
+    model = tiny_tagger(dropout=0.0)
+    training = TaggerTraining(model, {"chunk": ["B-NP", "I-NP", "O"]}, cvt=False)
+    ids, mask = batch()
+    labels = torch.where(mask.bool(), ids % 3, torch.full_like(ids, -100))
+    assert float(training("labelled", ids, mask, task="chunk", labels=labels)) == pytest.approx(
+        float(model(input_ids=ids, attention_mask=mask, labels=labels).loss), rel=1e-6)
+    with pytest.raises(ValueError, match="unlabelled steps need cvt=True"):
+        training("unlabelled", ids, mask)
+
+
+def test_the_exported_tagger_of_each_task_has_no_auxiliary_modules(tmp_path):
+    model = tiny_tagger(dropout=0.0)
+    training = TaggerTraining(model, {"chunk": ["B-NP", "I-NP", "O"], "pos": ["N", "V"]}, cvt=True)
+    ids, mask = batch()
+    pos = training.export_task_model("pos", ["N", "V"]).eval()
+    pos.save_pretrained(tmp_path / "pos")
+    loaded = CoveForTokenClassification.from_pretrained(tmp_path / "pos").eval()
+    assert loaded.config.id2label == {0: "N", 1: "V"}
+    assert not any("auxiliary" in k or "views" in k for k in load_file(tmp_path / "pos" / "model.safetensors"))
+    training.eval()
+    with torch.no_grad():
+        features = model.tagger_inputs(ids, mask)
+        expected = training.primary["pos"](torch.cat(model.encode(features, mask.sum(1)).layers, dim=-1))
+        assert torch.allclose(loaded(input_ids=ids, attention_mask=mask).logits, expected, atol=1e-6)
+
+
+def test_cvt_refuses_contextual_inputs_and_train_rest_needs_a_fraction():
+    with pytest.raises(ValueError, match="restricted views"):
+        tg.TaggerSettings(task=["conll2000"], encoder="e", output_dir="o", input="vectors+cove", cvt=True)
+    with pytest.raises(ValueError, match="train-rest needs --train-fraction"):
+        tg.TaggerSettings(task=["conll2000"], encoder="e", output_dir="o", cvt=True, unlabeled=["train-rest"])
+
+
+def test_label_set_adds_the_inside_tag_of_every_chunk_type():
+    from datasets import Dataset
+
+    train = Dataset.from_dict({"words": [["a", "b"]], "tags": [["B-LST", "O"]], "text": ["a b"]})
+    assert tg.label_set(train) == ["B-LST", "I-LST", "O"]
+
+
+def test_a_sentence_over_the_maximum_length_is_an_error_naming_its_row():
+    from datasets import Dataset
+
+    tokenizer = build_cove_tokenizer(["a", "b"])
+    split = Dataset.from_dict({"words": [["a"], ["a", "b", "a"]], "tags": [["O"], ["O", "O", "O"]],
+                               "text": ["a", "a b a"]})
+    with pytest.raises(ValueError, match="conll2000 train row 1: 3 tokens, more than"):
+        tg.encode_split(split, tokenizer, {"O": 0}, "conll2000 train", max_length=2)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the CLI
+
+
+@pytest.fixture(scope="module")
+def tiny_setup(tmp_path_factory):
+    data_dir = require_data("conll2000").parent
+    from modeling_cove.training.tagging_data import load_tagging_splits
+
+    words = sorted({w.lower() for s in load_tagging_splits("conll2000", data_dir)["train"]["words"][:200] for w in s})
+    tokenizer = build_cove_tokenizer(words)
+    torch.manual_seed(0)
+    root = tmp_path_factory.mktemp("tagger")
+    CoveModel(CoveConfig(vocab_size=len(tokenizer), word_vector_dim=8, hidden_size=8)).save_pretrained(root / "enc")
+    tokenizer.save_pretrained(root / "enc")
+    preset = root / "tiny.yaml"
+    preset.write_text("task: conll2000\nepochs: 2\nbatch_size: 8\nhidden_size: 6\nmodule_dim: 6\n"
+                      "eval_batch_size: 32\n")
+    return data_dir, root / "enc", preset
+
+
+def settings(setup, output_dir, **overrides):
+    data_dir, encoder, preset = setup
+    values = dict(task=["conll2000"], encoder=str(encoder), data_dir=str(data_dir), preset=str(preset),
+                  limit_sentences=48, output_dir=str(output_dir), cvt=True, unlabeled=["train-rest"],
+                  train_fraction=0.5)
+    return tg.TaggerSettings(**{**values, **overrides})
+
+
+def test_cli_run_writes_the_tagger_metrics_and_curves(tiny_setup, tmp_path):
+    from transformers import AutoModelForTokenClassification
+
+    metrics = tg.train_tagger(settings(tiny_setup, tmp_path / "run"), cpu=True)
+    out = tmp_path / "run"
+    assert {"best", "metrics.json", "curves.png", "best_state.safetensors"} <= {p.name for p in out.iterdir()}
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["results"]["conll2000"]["test"]["f1"] == metrics["results"]["conll2000"]["test"]["f1"]
+    assert saved["global_step"] == 2 * 2 * 3  # 2 epochs x (3 labelled batches of 8 of 24 sentences + 3 unlabelled)
+    assert saved["tokens_per_second_by_phase"]["unlabelled"] > 0 and saved["epochs"][0]["unlabelled_loss"] > 0
+    assert saved["tasks"]["conll2000"]["test_sentences"] == 48
+    tagger = AutoModelForTokenClassification.from_pretrained(out / "best")
+    assert type(tagger).__name__ == "CoveForTokenClassification"
+    assert all("I-" + tag[2:] in tagger.config.label2id for tag in tagger.config.label2id if tag.startswith("B-"))
+    assert not any("auxiliary" in k for k in load_file(out / "best" / "model.safetensors"))
+    record = json.loads((out / "best" / "eval_results.json").read_text())
+    assert record["task"]["type"] == "token-classification"
+
+
+def test_cli_resumes_exactly(tiny_setup, tmp_path):
+    straight = tg.train_tagger(settings(tiny_setup, tmp_path / "a", no_save_model=True), cpu=True)
+    tg.train_tagger(settings(tiny_setup, tmp_path / "b", no_save_model=True, max_steps=5, save_steps=1), cpu=True)
+    resumed = tg.train_tagger(settings(tiny_setup, tmp_path / "b", no_save_model=True, resume=True), cpu=True)
+    assert resumed["global_step"] == straight["global_step"]
+    assert [h["train_loss"] for h in resumed["epochs"]] == pytest.approx([h["train_loss"] for h in straight["epochs"]],
+                                                                        abs=1e-6)
+    a, b = (load_file(tmp_path / name / "best_state.safetensors") for name in ("a", "b"))
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+
+
+def test_two_processes_take_the_same_phases(tiny_setup, tmp_path):
+    """`accelerate launch` with 2 CPU processes (DDP over gloo): every step both processes run the same phase (a
+    rank in another phase would hang or fail DDP's reduction), the run ends with the one-process step count."""
+    data_dir, encoder, preset = tiny_setup
+    flags = ["--task", "conll2000", "--encoder", str(encoder), "--data-dir", str(data_dir), "--preset", str(preset),
+             "--limit-sentences", "48", "--cvt", "--unlabeled", "train-rest", "--train-fraction", "0.5",
+             "--output-dir", str(tmp_path / "two"), "--no-save-model"]
+    launcher = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+                str(REPO / "configuration" / "accelerate" / "cpu_ddp.yaml"), "--num_processes", "2",
+                "--main_process_port", "0"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    two = subprocess.run([*launcher, "-m", "modeling_cove.training.tagger", *flags], capture_output=True, text=True,
+                         timeout=300, env=env, cwd=REPO)
+    assert two.returncode == 0, two.stderr[-3000:]
+    saved = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    assert saved["machine"]["processes"] == 2 and saved["global_step"] == 12
+    assert all(h["unlabelled_loss"] > 0 for h in saved["epochs"])
