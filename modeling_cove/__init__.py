@@ -25,7 +25,8 @@ from .modeling_cove_bilm import CoveForBidirectionalLM  # ELMo-style biLM pretra
 from .modeling_cove_dcn import CoveForQuestionAnswering  # DCN question-answering head
 from .modeling_cove_mt import CoveForMachineTranslation  # MT pretraining model
 from .modeling_cove_tagger import CoveForTokenClassification  # sequence tagger (chunking, POS, NER; CVT's tagger)
-from .pipeline_cove import CoveFeatureExtractionPipeline, CoveQuestionAnsweringPipeline
+from .pipeline_cove import (CoveFeatureExtractionPipeline, CoveQuestionAnsweringPipeline,
+                            CoveTokenClassificationPipeline)
 
 AutoConfig.register("cove", CoveConfig, exist_ok=True)
 # each model class with the Auto class its checkpoints name in `auto_map` (hub.MANIFEST)
@@ -39,11 +40,16 @@ for model_class in (CoveModel, CoveForMachineTranslation, CoveForSequenceClassif
 PIPELINE_REGISTRY.register_pipeline(
     "cove-question-answering", pipeline_class=CoveQuestionAnsweringPipeline,
     pt_model=getattr(transformers, PIPELINES["question-answering"].pt[0]), type=PIPELINES["question-answering"].type)
+# the tagger's pipeline (word-level tokens, `word` as written); saved taggers carry it as `custom_pipelines`
+# "token-classification", which transformers then runs only with trust_remote_code=True (docs/tagging.md)
+PIPELINE_REGISTRY.register_pipeline(
+    "cove-token-classification", pipeline_class=CoveTokenClassificationPipeline,
+    pt_model=getattr(transformers, PIPELINES["token-classification"].pt[0]),
+    type=PIPELINES["token-classification"].type)
 # feature extraction that sorts a list of texts by length (pipeline_cove.py); the stock "feature-extraction" stays
 PIPELINE_REGISTRY.register_pipeline("cove-feature-extraction", pipeline_class=CoveFeatureExtractionPipeline,
                                     pt_model=AutoModel, type="text")
 
-__all__ = ["CoveConfig", "CoveFeatureExtractionPipeline", "CoveForBidirectionalLM", "CoveForQuestionAnswering",
-           "CoveQuestionAnsweringPipeline",
-           "CoveForMachineTranslation", "CoveForSequenceClassification", "CoveForTokenClassification", "CoveModel", "CoveModelOutput",
-           "CovePreTrainedModel"]
+__all__ = ["CoveConfig", "CoveFeatureExtractionPipeline", "CoveForBidirectionalLM", "CoveForMachineTranslation",
+           "CoveForQuestionAnswering", "CoveForSequenceClassification", "CoveForTokenClassification", "CoveModel",
+           "CoveModelOutput", "CovePreTrainedModel", "CoveQuestionAnsweringPipeline", "CoveTokenClassificationPipeline"]

@@ -81,13 +81,22 @@ MANIFEST = {
     "CoveForBidirectionalLM": HubClass("AutoModelForPreTraining", "modeling_cove_bilm", ENCODER_FILES, ("bilm",)),
 }
 
+# pipeline_cove.py holds every pipeline of ours and imports squad_preprocessing.py (windows and answers of the QA
+# pipeline), which imports the DCN: a checkpoint that records one of these pipelines ships all three files (every
+# checkpoint ships the DCN's file anyway, as it advertises every class). squad_preprocessing.py ships whole: its
+# training-side functions come along, and bring no further file (the manifest test checks what each file imports).
+PIPELINE_FILES = DCN_FILES + ("pipeline_cove.py", "squad_preprocessing.py")
+
 # transformers 5.x has no "question-answering" pipeline of its own: a DCN checkpoint records ours under that name.
-# The pipeline cuts windows and reads answers with squad_preprocessing.py, which ships whole: its training-side
-# functions come along, and bring no further file (the manifest test checks what each file imports).
+# A tagger checkpoint records our token-classification pipeline (word-level tokens, `word` as written); recording
+# it makes transformers demand trust_remote_code=True for pipeline("token-classification", model=<that checkpoint>)
+# (docs/tagging.md, "Tagging raw text: the pipeline").
 PIPELINES = {
     "question-answering": HubPipeline("CoveForQuestionAnswering", "pipeline_cove.CoveQuestionAnsweringPipeline",
-                                      ("AutoModelForQuestionAnswering",), "text",
-                                      DCN_FILES + ("pipeline_cove.py", "squad_preprocessing.py")),
+                                      ("AutoModelForQuestionAnswering",), "text", PIPELINE_FILES),
+    "token-classification": HubPipeline("CoveForTokenClassification", "pipeline_cove.CoveTokenClassificationPipeline",
+                                        ("AutoModelForTokenClassification",), "text",
+                                        PIPELINE_FILES + ("modeling_cove_tagger.py",)),
 }
 
 

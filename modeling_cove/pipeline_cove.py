@@ -14,6 +14,26 @@ in the stock pipeline. Single texts and generators go through the stock code. `i
 `custom_pipelines` entry takes precedence over the locally registered name and demands `trust_remote_code=True` even
 with the package installed; without the package, `model.encode` (remote code) is the fast path.
 
+`CoveTokenClassificationPipeline` — `pipeline("token-classification")` for `CoveForTokenClassification`. The stock
+pipeline fuses tokens into words only for tokenizers with a sub-word prefix (WordPiece, BPE); for the word-level CoVe
+tokenizer it falls back to a heuristic (with a warning under `aggregation_strategy` first / average / max) that treats
+any token not preceded by a space as a sub-word of the one before, so "Paris, France" gives the entity "paris ,", and
+its `word` is the lower-cased token text. This one:
+
+* on raw text, every token is a word of its own (the tokenizer splits words, never sub-words), so "," after "Paris"
+  is a word with its own tag: it is inside an entity only when the model tags it inside one (I-X after X), as any
+  other word; no warning;
+* on pre-split input (a list of words with `is_split_into_words=True`), the later tokens of one word (`word_ids()`:
+  "don't" -> "don", "'t") are that word's sub-words, which first / average / max fuse into one word;
+* every token's and every entity's `word` is `text[start:end]`, the text as written (case kept; for pre-split input
+  the words joined by `delimiter`, as the stock pipeline's offsets are);
+* every `aggregation_strategy` (none, simple, first, average, max) works as documented in transformers.
+
+A tagger checkpoint records it as `custom_pipelines["token-classification"]` and ships this file, so
+`pipeline("token-classification", model=dir, trust_remote_code=True)` runs it without the package; without
+`trust_remote_code=True`, transformers refuses that task for such a checkpoint (ValueError). `import modeling_cove`
+registers it locally as "cove-token-classification" (no remote code); docs/tagging.md has the details.
+
 `CoveQuestionAnsweringPipeline` — extractive question answering with `CoveForQuestionAnswering` (DCN).
 transformers removed its "question-answering" pipeline in 5.3 and blocks the name from 5.19
 (docs/transformers_notes.md), so:
@@ -41,6 +61,7 @@ s <= e < s + `max_answer_len` tokens (default `config.dcn_max_answer_length`, 15
 import torch
 from transformers.pipelines.base import ChunkPipeline
 from transformers.pipelines.feature_extraction import FeatureExtractionPipeline
+from transformers.pipelines.token_classification import AggregationStrategy, TokenClassificationPipeline
 from transformers.utils import logging
 
 from .squad_preprocessing import (
@@ -191,3 +212,37 @@ class CoveFeatureExtractionPipeline(CheckedTokenizer, FeatureExtractionPipeline)
         if mask is not None:
             hidden = hidden[:, : int(mask.sum())]  # (1, T_i, D): its own tokens only, as if run alone
         return hidden if return_tensors else hidden.tolist()
+
+
+class CoveTokenClassificationPipeline(CheckedTokenizer, TokenClassificationPipeline):
+    """Token classification over a CoVe tagger with word-level tokens (see the module docstring): on raw text each
+    token is a word; on pre-split input the later tokens of a word are its sub-words; `word` is the text as written."""
+
+    def gather_pre_entities(self, sentence, input_ids, scores, offset_mapping, special_tokens_mask,
+                            aggregation_strategy, word_ids=None, word_to_chars_map=None) -> list:
+        """One entry per non-special token: its scores, character span in `sentence`, and whether it continues the
+        word of the token before it (only for pre-split input, by `word_ids`)."""
+        if offset_mapping is None:
+            raise ValueError("CoveTokenClassificationPipeline needs character offsets: use the checkpoint's fast "
+                             "CoVe tokenizer")
+        pre_entities, previous_word = [], None
+        for index, token_scores in enumerate(scores):
+            if special_tokens_mask[index]:
+                continue
+            start, end = (int(x) for x in offset_mapping[index])
+            word_index = word_ids[index] if word_ids is not None else None
+            if word_index is not None and word_to_chars_map is not None:  # pre-split: offsets within the word
+                start, end = start + word_to_chars_map[word_index][0], end + word_to_chars_map[word_index][0]
+            pre_entities.append({"word": sentence[start:end], "scores": token_scores, "start": start, "end": end,
+                                 "index": index, "is_subword": word_index is not None and word_index == previous_word})
+            previous_word = word_index
+        return pre_entities
+
+    def postprocess(self, all_outputs, aggregation_strategy=AggregationStrategy.NONE, ignore_labels=None):
+        """The stock grouping, then each result's `word` set to the text it covers (`text[start:end]`)."""
+        entities = super().postprocess(all_outputs, aggregation_strategy=aggregation_strategy,
+                                       ignore_labels=ignore_labels)
+        sentence = all_outputs[0]["sentence"]
+        for entity in entities:
+            entity["word"] = sentence[entity["start"]:entity["end"]]
+        return entities

@@ -6,6 +6,9 @@ loading "org/name" as users type it, the upload path.
   imported, one in which `modeling_cove` cannot be imported (only `trust_remote_code=True`). Both reproduce the
   original models' outputs exactly, from a hand-built offline HF cache (`AutoModel.from_pretrained("org/cove-large")`
   with HF_HUB_OFFLINE=1) and, without the package, from each folder through every Auto class its config advertises.
+- A tagger's folder as `save_pretrained` writes it (`CoveForTokenClassification`, with its token-classification
+  pipeline) loads and tags without the package, and `pipeline("token-classification", trust_remote_code=True)` runs
+  the pipeline it ships.
 - The upload runs against a local HTTP server implementing the Hub endpoints huggingface_hub calls
   (create repo, create branch, validate-yaml, preupload, LFS batch/upload/verify, commit) and recording them.
 - Bad input fails with a clear error before any request.
@@ -57,6 +60,8 @@ CoveForSequenceClassification = optional("modeling_cove_bcn", "CoveForSequenceCl
 CoveForQuestionAnswering = optional("modeling_cove_dcn", "CoveForQuestionAnswering")
 CoveForMachineTranslation = optional("modeling_cove_mt", "CoveForMachineTranslation")
 CoveQuestionAnsweringPipeline = optional("pipeline_cove", "CoveQuestionAnsweringPipeline")
+CoveForTokenClassification = optional("modeling_cove_tagger", "CoveForTokenClassification")
+CoveTokenClassificationPipeline = optional("pipeline_cove", "CoveTokenClassificationPipeline")
 
 WORDS = "the cat sat on mat . a dog ran good bad movie film was not very where did ?".split()
 TARGET_WORDS = "die katze sass auf der matte . ein hund".split()
@@ -64,6 +69,8 @@ SENTENCES = ["The cat sat on the mat .", "a very good film", "the zebra was not 
 PAIR = ("a dog ran .", "the cat sat .")
 QUESTION, CONTEXT = "Where did the cat sit ?", "The cat sat on the mat . A dog ran ."
 LABELS = ["negative", "positive"]
+TAGS = ["O", "B-NP", "I-NP"]
+TAG_TEXT = "The cat sat on the mat, a dog ran."  # capitals and punctuation: `word` must keep them
 BASE_REPO, BCN_REPO, DCN_REPO, MT_REPO = "org/cove-large", "org/cove-bcn-sst2", "org/cove-dcn-squad", "org/cove-mt"
 TOKEN = "hf_test_token_123"
 
@@ -74,13 +81,16 @@ FULL_AUTO_MAP = {entry.auto_class: entry.reference(name) for name, entry in MANI
                  if "mt_lstm" in entry.encoder_types}  # a CoVe checkpoint; a biLM one also names its LM head
 EVERY_CLASS_FILES = set().union(*(entry.files for entry in MANIFEST.values()))
 QA_PIPELINE = PIPELINES["question-answering"]
+TAGGER_PIPELINE = PIPELINES.get("token-classification")
 # training-side modules of the package: vocabulary and checkpoint building, data, word vectors, the feature cache
 NOT_MODEL_CODE = {"build.py", "data.py", "feature_cache.py", "vectors.py"}
 
 
 def shipped_code(key: str) -> set:
-    """The code files the checkpoint of head `key` ships (from a complete install)."""
-    return EVERY_CLASS_FILES | (set(QA_PIPELINE.files) if key == "dcn" else set())
+    """The code files the checkpoint of head `key` ships (from a complete install): a DCN's and a tagger's also
+    their pipeline's."""
+    pipelines = {"dcn": QA_PIPELINE, "tagger": TAGGER_PIPELINE}
+    return EVERY_CLASS_FILES | (set(pipelines[key].files) if key in pipelines else set())
 
 
 requires_bcn = pytest.mark.skipif(CoveForSequenceClassification is None,
@@ -88,6 +98,9 @@ requires_bcn = pytest.mark.skipif(CoveForSequenceClassification is None,
 requires_qa_pipeline = pytest.mark.skipif(
     CoveForQuestionAnswering is None or CoveQuestionAnsweringPipeline is None,
     reason="modeling_cove_dcn.py / pipeline_cove.py (question answering) not available")
+requires_tagger_pipeline = pytest.mark.skipif(
+    CoveForTokenClassification is None or CoveTokenClassificationPipeline is None or TAGGER_PIPELINE is None,
+    reason="modeling_cove_tagger.py / pipeline_cove.py (token classification) not available")
 requires_mt = pytest.mark.skipif(CoveForMachineTranslation is None,
                                  reason="modeling_cove_mt.py (CoveForMachineTranslation) not available")
 
@@ -194,6 +207,14 @@ def built(tmp_path_factory):
         out[f"{key}_stage"] = publish.assemble(out[f"{key}_ckpt"], out[f"{key}_ckpt"] / "eval_results.json", repo,
                                                    output_dir=root / f"{key}_stage", curve=out["curve"])
         out["heads"].append((key, repo, auto))
+    if CoveForTokenClassification is not None:  # a tagger's folder as save_pretrained writes it (no Hub staging)
+        config = tiny_config(vocab_size=len(tokenizer), num_labels=len(TAGS), id2label=dict(enumerate(TAGS)),
+                             label2id={name: i for i, name in enumerate(TAGS)}, tagger_hidden_size=4,
+                             tagger_module_dim=5)
+        out["tagger"] = CoveForTokenClassification(config).eval()
+        out["tagger"].save_pretrained(root / "tagger_ckpt")
+        tokenizer.save_pretrained(root / "tagger_ckpt")
+        out["tagger_ckpt"] = root / "tagger_ckpt"
     return out
 
 
@@ -219,6 +240,12 @@ def original_outputs(built) -> dict:
                 expected["dcn.pipeline"] = pipe(question=QUESTION, context=CONTEXT)
         if "mt" in built:
             expected["mt.generated"] = built["mt"].generate(**inputs, num_beams=1, do_sample=False, max_new_tokens=6)
+        if "tagger" in built:
+            expected["tagger.logits"] = built["tagger"](**inputs).logits
+            if CoveTokenClassificationPipeline is not None:
+                pipe = CoveTokenClassificationPipeline(model=built["tagger"], tokenizer=tokenizer)
+                expected["tagger.pipeline"] = [pipe(TAG_TEXT, aggregation_strategy=strategy, ignore_labels=[])
+                                               for strategy in ("none", "simple")]
     return expected
 
 
@@ -348,6 +375,8 @@ for job in spec["jobs"]:
             qa = model(**tokenizer(spec["question"], spec["context"], return_tensors="pt"))
             tensors[name + ".start_logits"] = qa.start_logits.contiguous()
             tensors[name + ".end_logits"] = qa.end_logits.contiguous()
+        if auto == "AutoModelForTokenClassification":
+            tensors[name + ".logits"] = model(**inputs).logits.contiguous()
         if auto == "AutoModelForSeq2SeqLM":
             ids = model.generate(**inputs, num_beams=1, do_sample=False, max_new_tokens=6)
             tensors[name + ".generated"] = ids.contiguous()
@@ -356,11 +385,11 @@ for job in spec["jobs"]:
             info[name]["decoded"] = target.batch_decode(ids, skip_special_tokens=True)
 for job in spec["pipelines"]:
     pipe = transformers.pipeline(job["task"], model=job["source"], trust_remote_code=job["trust"])
-    outputs = [pipe(**x) if job.get("kwargs") else pipe(x) for x in job["inputs"]]
+    outputs = [pipe(**x) if job.get("kwargs") else pipe(x, **job.get("call_kwargs", {})) for x in job["inputs"]]
     info[job["name"]] = {"outputs": outputs, "model_module": type(pipe.model).__module__,
                          "pipeline_class": type(pipe).__name__, "pipeline_module": type(pipe).__module__}
 save_file(tensors, spec["out"] + ".safetensors")
-open(spec["out"] + ".json", "w").write(json.dumps(info))
+open(spec["out"] + ".json", "w").write(json.dumps(info, default=float))  # default: numpy scores
 '''
 
 
@@ -421,6 +450,14 @@ def loaded(built):
         [{**qa_job, "task": "question-answering", "trust": True}] if qa else [])
     ckpt_pipelines = [{**qa_job, "task": "question-answering", "trust": True, "source": str(built["dcn_ckpt"]),
                        "name": "dcn.ckpt_pipeline"}] if qa else []  # and the DCN's question-answering pipeline
+    if "tagger" in built:  # the tagger's folder: its own class, and its token-classification pipeline
+        folder_jobs.append({"name": "ckpt.tagger", "source": str(built["tagger_ckpt"]),
+                            "auto": "AutoModelForTokenClassification", "full": True, "trust": True})
+        if CoveTokenClassificationPipeline is not None:
+            ckpt_pipelines += [{"task": "token-classification", "trust": True, "source": str(built["tagger_ckpt"]),
+                                "name": f"tagger.ckpt_pipeline.{strategy}", "inputs": [TAG_TEXT],
+                                "call_kwargs": {"aggregation_strategy": strategy, "ignore_labels": []}}
+                               for strategy in ("none", "simple")]
     without_package = {**common, "block_package": True, "out": str(root / "without_package"),
                        "jobs": [{**job, "trust": True} for job in hub_jobs] + folder_jobs,
                        "pipelines": hub_pipelines + ckpt_pipelines}
@@ -537,6 +574,53 @@ def test_saved_checkpoint_loads_every_class_and_the_qa_pipeline_without_the_pack
         assert answer["score"] == pytest.approx(reference["score"], abs=1e-6)
 
 
+@requires_tagger_pipeline
+def test_saved_tagger_loads_tags_and_runs_its_pipeline_without_the_package(loaded, built):
+    """A tagger's folder (save_pretrained + tokenizer) in a process where `modeling_cove` cannot be imported: the
+    model loads as remote code and reproduces the original logits; `pipeline("token-classification",
+    trust_remote_code=True)` runs the pipeline class the folder ships, with the same words, spans, tags and scores
+    as the pipeline in this process (`word` as written: capitals and the comma kept, the comma a word of its own)."""
+    tensors, info = loaded["without"]
+    expected = loaded["expected"]
+    assert info["package_importable"] is False
+    assert info["ckpt.tagger"]["class"] == "CoveForTokenClassification"
+    assert info["ckpt.tagger"]["module"].startswith("transformers_modules."), info["ckpt.tagger"]
+    assert_reproduces(tensors["ckpt.tagger.logits"], expected["tagger.logits"], "tagger.logits")
+    assert_reproduces(tensors["ckpt.tagger.encoder"], built["tagger"].cove(
+        **{k: v for k, v in built["tokenizer"](SENTENCES, padding=True, return_tensors="pt").items()
+           if k != "token_type_ids"}).last_hidden_state.detach(), "tagger.encoder")
+    for strategy, reference in zip(("none", "simple"), expected["tagger.pipeline"]):
+        result = info[f"tagger.ckpt_pipeline.{strategy}"]
+        assert result["pipeline_class"] == "CoveTokenClassificationPipeline"
+        assert result["pipeline_module"].startswith("transformers_modules."), result["pipeline_module"]
+        assert result["model_module"].startswith("transformers_modules."), result["model_module"]
+        (entities,) = result["outputs"]
+        assert [{k: v for k, v in e.items() if k != "score"} for e in entities] == \
+            [{k: v for k, v in e.items() if k != "score"} for e in reference], strategy
+        assert [e["score"] for e in entities] == pytest.approx([float(e["score"]) for e in reference], abs=1e-6)
+        for entity in entities:
+            assert entity["word"] == TAG_TEXT[entity["start"]:entity["end"]]
+    assert [e["word"] for e in info["tagger.ckpt_pipeline.none"]["outputs"][0]] == \
+        ["The", "cat", "sat", "on", "the", "mat", ",", "a", "dog", "ran", "."]
+
+
+@requires_tagger_pipeline
+def test_saved_tagger_records_and_ships_its_pipeline(built):
+    """A tagger's config names its token-classification pipeline, and its folder ships that pipeline's files
+    (pipeline_cove.py brings squad_preprocessing.py, which it imports) beside every class's."""
+    folder = built["tagger_ckpt"]
+    config = json.loads((folder / "config.json").read_text())
+    assert config["custom_pipelines"] == {"token-classification": {
+        "impl": "pipeline_cove.CoveTokenClassificationPipeline", "pt": ["AutoModelForTokenClassification"],
+        "type": "text"}}
+    assert config["auto_map"] == FULL_AUTO_MAP
+    shipped = {path.name for path in folder.glob("*.py")}
+    assert shipped == shipped_code("tagger") == EVERY_CLASS_FILES | {"pipeline_cove.py", "squad_preprocessing.py"}
+    assert not NOT_MODEL_CODE & shipped
+    for path in folder.glob("*.py"):
+        assert path.read_bytes() == (PACKAGE / path.name).read_bytes()
+
+
 def test_saved_checkpoints_ship_exactly_the_manifests_files(built):
     """Each checkpoint carries the code of the classes its config names (every class: a head can start from any
     checkpoint), plus its own pipeline's for question answering, and nothing else: no vocabulary, checkpoint-
@@ -623,6 +707,11 @@ def test_package_registers_each_class_with_the_auto_class_its_checkpoints_name()
     assert task["impl"] is CoveQuestionAnsweringPipeline
     assert [cls.__name__ for cls in task["pt"]] == list(QA_PIPELINE.pt)
     assert QA_PIPELINE.impl == f"pipeline_cove.{CoveQuestionAnsweringPipeline.__name__}"
+    if TAGGER_PIPELINE is not None and CoveTokenClassificationPipeline is not None:
+        _, task, _ = PIPELINE_REGISTRY.check_task("cove-token-classification")
+        assert task["impl"] is CoveTokenClassificationPipeline
+        assert [cls.__name__ for cls in task["pt"]] == list(TAGGER_PIPELINE.pt)
+        assert TAGGER_PIPELINE.impl == f"pipeline_cove.{CoveTokenClassificationPipeline.__name__}"
 
 
 # ----------------------------------------------------------------------------------------------------------------
