@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from modeling_cove.training import bilm, classifier, convert, export, mt, ppmi, publish, qa, vocab
+from modeling_cove.training import bilm, classifier, convert, export, mt, ppmi, publish, qa, tagger, vocab
 from modeling_cove.training.cli import build_parser, parse_options
 
 from conftest import REPO
@@ -28,6 +28,7 @@ OPTIONS = {
     "cove-export-encoder": export.ExportArguments,
     "cove-train-classifier": classifier.ClassifierOptions,
     "cove-train-qa": qa.QAOptions,
+    "cove-train-tagger": (tagger.TaggerSettings, tagger.TaggerRunArguments),
     "cove-push-to-hub": publish.PublishArguments,
 }
 
