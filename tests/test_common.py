@@ -1,11 +1,11 @@
 """Model-agnostic checks in the manner of transformers' common model tests, written once (`CoveModelTesterMixin`) and
 applied to the base model and every head: `CoveModel`, `CoveForSequenceClassification` (BCN),
-`CoveForQuestionAnswering` (DCN), `CoveForMachineTranslation` (MT). Each class supplies its tiny inputs
-(`prepare_inputs`) and names the outputs compared by value (`main_outputs`); the checks are the conventions a
-transformers user relies on: tuple == `to_tuple()`, unknown keyword arguments rejected, `inputs_embeds`,
-`output_attentions`, `output_hidden_states`, `resize_token_embeddings`, save/load, padding, dtypes and bf16 autocast
-(also with the fp32 LSTM fallback forced), training gradients, `torch.export`. `TestCoveConfig` checks the config in
-the manner of transformers' `ConfigTester`."""
+`CoveForQuestionAnswering` (DCN), `CoveForMachineTranslation` (MT), `CoveForTokenClassification` (tagger). Each
+class supplies its tiny inputs (`prepare_inputs`) and names the outputs compared by value (`main_outputs`); the
+checks are the conventions a transformers user relies on: tuple == `to_tuple()`, unknown keyword arguments rejected,
+`inputs_embeds`, `output_attentions`, `output_hidden_states`, `resize_token_embeddings`, save/load, padding, dtypes
+and bf16 autocast (also with the fp32 LSTM fallback forced), training gradients, `torch.export`. `TestCoveConfig`
+checks the config in the manner of transformers' `ConfigTester`."""
 
 import dataclasses
 import inspect
@@ -26,6 +26,7 @@ from modeling_cove import (
     CoveForMachineTranslation,
     CoveForQuestionAnswering,
     CoveForSequenceClassification,
+    CoveForTokenClassification,
     CoveModel,
 )
 from modeling_cove import lstm_kernels
@@ -800,6 +801,67 @@ class TestCoveForMachineTranslation(CoveModelTesterMixin):
         assert model.get_encoder(modality="image") is model
 
 
+class TestCoveForTokenClassification(CoveModelTesterMixin):
+    model_class = CoveForTokenClassification
+    config_overrides = dict(tagger_hidden_size=4, tagger_module_dim=5, tagger_dropout=0.1)
+
+    def prepare_inputs(self, model, seed=0, labels=True):
+        """Single sentences of different lengths (width 5 for both seeds); a label per token, -100 on one later
+        sub-word per row and on padding."""
+        g = torch.Generator().manual_seed(seed)
+        lengths = [5, 2, 4] if seed == 0 else [3, 5, 1]
+        ids, mask = right_padded([random_words(g, n) for n in lengths])
+        inputs = {"input_ids": ids, "attention_mask": mask}
+        if labels:
+            tags = torch.randint(0, len(LABELS), ids.shape, generator=g)
+            tags[:, 1] = -100
+            inputs["labels"] = tags.masked_fill(mask == 0, -100)
+        return inputs
+
+    def main_outputs(self, output, inputs):
+        # the logits of tokens (at padding they come from zero states and mean nothing)
+        values = {"logits": output.logits * inputs["attention_mask"].unsqueeze(-1).to(output.logits.dtype)}
+        if output.get("loss") is not None:
+            values["loss"] = output.loss
+        return values
+
+    def check_hidden_states(self, model, inputs, output):
+        """(w~, biLSTM layer 1, ..., layer L): w~ = [word vectors; CoVe] (the default "vectors+cove") of each
+        sentence, zero at padding."""
+        super().check_hidden_states(model, inputs, output)
+        config = model.config
+        assert len(output.hidden_states) == config.tagger_num_layers + 1
+        mask = inputs["attention_mask"].unsqueeze(-1).float()
+        with torch.no_grad():
+            expected = torch.cat([model.cove.embeddings(inputs["input_ids"]),
+                                  model.cove(inputs["input_ids"], inputs["attention_mask"]).last_hidden_state], -1)
+        torch.testing.assert_close(output.hidden_states[0], expected * mask, rtol=1e-5, atol=1e-6)
+        for layer in output.hidden_states[1:]:
+            assert layer.shape == (*inputs["input_ids"].shape, 2 * config.tagger_hidden_size)
+
+    # Two gaps of modeling_cove_tagger.py these common tests find (strict: they fail loudly once it is fixed):
+    # `check_inputs` counts lengths as `attention_mask.sum(1)` instead of `embeddings.lengths_from_mask`, so a
+    # left-padded row runs silently (with labels, the labels-on-padding error fires instead); and `forward` has no
+    # `output_attentions` argument, so True is a TypeError rather than the ValueError CoveModel and the heads give.
+    @pytest.mark.xfail(strict=True, raises=(AssertionError, pytest.fail.Exception),
+                       reason="CoveForTokenClassification.check_inputs accepts a left-padded attention_mask")
+    def test_left_padding_is_value_error(self):
+        super().test_left_padding_is_value_error()
+
+    @pytest.mark.xfail(strict=True, raises=TypeError,
+                       reason="CoveForTokenClassification.forward has no output_attentions argument")
+    def test_output_attentions(self):
+        super().test_output_attentions()
+
+    def test_loss_is_mean_cross_entropy_over_labelled_tokens(self):
+        model = self.build_model()
+        inputs = self.prepare_inputs(model)
+        output = self.forward(model, inputs)
+        labelled = inputs["labels"] != -100
+        expected = F.cross_entropy(output.logits[labelled], inputs["labels"][labelled])
+        torch.testing.assert_close(output.loss, expected)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # the config, in the manner of transformers' ConfigTester
 
@@ -879,7 +941,8 @@ class TestCoveConfig:
                        bcn_independent_dropout=False, dcn_feedforward_dropout=False,
                        dcn_hmn_end_previous_start=False, paper_defaults_version=0, encoder_type="bilm",
                        bilm_residual=False, bilm_softmax_cutoffs=[10, 100], bilm_tie_softmax=False,
-                       lstm_implementation="reference")
+                       lstm_implementation="reference", tagger_input="vectors", tagger_hidden_size=13,
+                       tagger_num_layers=3, tagger_module_dim=15, tagger_dropout=0.2, tagger_max_length=None)
         missing = [param.name for param in config_parameters() if param.name not in changed]
         assert not missing, f"fields without a value in this test: {missing}"
         for param in config_parameters():
