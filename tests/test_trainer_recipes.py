@@ -1,7 +1,8 @@
-"""The recipes of docs/trainer_recipes.md for a plain `transformers.Trainer` — single-text classification, pair classification
-(SNLI-style, token_type_ids) and question answering (DCN) — run as written: `RECIPES` reads each snippet from that file,
-executed here on a tiny encoder (it replaces the Hub id) and tiny data (it replaces
-`load_dataset`), in a temporary working folder."""
+"""The recipes of docs/trainer_recipes.md for a plain `transformers.Trainer` — single-text classification, pair
+classification (SNLI-style, token_type_ids), question answering (DCN) and sequence tagging — run as written:
+`RECIPES` reads each snippet from that file, executed here on a tiny encoder (it replaces the Hub id) and tiny data
+(it replaces `load_dataset`; for tagging, `load_tagging_splits` gives a slice of the real CoNLL-2000), in a
+temporary working folder."""
 
 import json
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import datasets
 import pytest
 import torch
+from conftest import require_data
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
 
 from modeling_cove import CoveConfig, CoveModel
@@ -22,14 +24,17 @@ RECIPES_DOC = Path(__file__).resolve().parents[1] / "docs" / "trainer_recipes.md
 SECTION = "# Fine-tuning with a plain `transformers.Trainer`"
 
 
+NAMES = ("classification", "pairs", "question_answering", "tagging")
+
+
 def doc_recipes() -> dict:
-    """The three ```python blocks of docs/trainer_recipes.md, in order, by name: the test runs exactly the text
-    a user copies."""
+    """The ```python blocks of docs/trainer_recipes.md, in order, by name: the test runs exactly the text a user
+    copies."""
     text = RECIPES_DOC.read_text(encoding="utf-8")
     section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
     blocks = [part.split("```", 1)[0] for part in section.split("```python\n")[1:]]
-    assert len(blocks) == 3, f"expected 3 python blocks in docs/trainer_recipes.md, found {len(blocks)}"
-    return dict(zip(("classification", "pairs", "question_answering"), blocks))
+    assert len(blocks) == len(NAMES), f"expected {len(NAMES)} python blocks in {RECIPES_DOC.name}, got {len(blocks)}"
+    return dict(zip(NAMES, blocks))
 
 
 RECIPES = doc_recipes()
@@ -112,3 +117,32 @@ def test_question_answering_recipe(tmp_path, monkeypatch):
     answer = namespace["answer"]
     assert set(answer) == {"answer", "score", "start", "end"}
     assert answer["answer"] == "The cat sat on the mat ."[answer["start"]:answer["end"]]
+
+
+def test_tagging_recipe(tmp_path, monkeypatch):
+    """The tagger on a slice of CoNLL-2000 (64 training sentences, the validation sentences whose tags train has):
+    the validation loss falls, every validation word gets a tag of the label set (its first token's), and the
+    pipeline tags raw text with `word` as written."""
+    from modeling_cove.training import tagging_data
+
+    splits = tagging_data.load_tagging_splits("conll2000", require_data())
+    train = splits["train"].select(range(64))
+    known = set(tagging_data.label_list(train))
+    validation = splits["validation"].select(range(40)).filter(lambda row: set(row["tags"]) <= known)
+    data = DatasetDict({"train": train, "validation": validation, "test": splits["test"].select(range(8))})
+    monkeypatch.setattr(tagging_data, "load_tagging_splits", lambda task, data_dir: data)
+    texts = [" ".join(words) for words in train["words"]] + ["He reckons the current account deficit will narrow."]
+    namespace = run_recipe("tagging", data, tmp_path, monkeypatch, texts)
+    assert namespace["trainer"].state.global_step == 3 * 2  # 3 epochs of 2 batches of 32
+    assert namespace["after"]["eval_loss"] < namespace["before"]["eval_loss"]
+    labels, predicted = namespace["labels"], namespace["predicted"]
+    assert labels == sorted(known) and namespace["model"].config.id2label == dict(enumerate(labels))
+    assert len(predicted) == len(validation) > 0
+    for words, tags in zip(validation["words"], predicted):
+        assert len(tags) == len(words) and all(tag in labels for tag in tags)  # every word has a token here
+    assert set(namespace["scores"]) >= {"precision", "recall", "f1", "accuracy"}
+    assert 0.0 <= namespace["scores"]["f1"] <= 1.0
+    text = "He reckons the current account deficit will narrow."
+    assert namespace["chunks"] and all(chunk["word"] == text[chunk["start"]:chunk["end"]]
+                                       for chunk in namespace["chunks"])
+    assert (tmp_path / "runs" / "tagger-conll2000" / "model" / "pipeline_cove.py").is_file()
