@@ -46,3 +46,22 @@ def test_no_other_configuration_types_a_paper_number():
         assert "paper_table2" not in load_preset(path, "tasks"), path
     for path in sorted((CONFIGURATION / "models").glob("cove-*.json")):
         assert "paper" not in load_preset(path, "models"), path
+
+
+def test_cross_view_training_table1_as_docs_paper_md_states_it():
+    # docs/paper.md, "Cross-View Training (Clark et al. 2018): Table 1", typed here again
+    assert papers.cvt_table1_row("CVT + multi-task") == {"ner": 92.61, "pos": 97.76, "dep_uas": 96.61,
+                                                         "dep_las": 95.02}
+    assert papers.cvt_table1_row("CVT + multi-task + large") == {"ccg": 96.1, "ner": 92.61, "fgn": 88.81}
+    assert papers.cvt_table1_row("CVT") == {"translation": 29.6}
+    assert papers.cvt_table1_row("Supervised") == {}  # not found in any copy read
+    assert "paperswithcode.com" in papers.cvt_table1_source("CVT + multi-task", "pos")
+    assert papers.cvt_table1_source("Supervised", "chunking") is None
+    chunking = papers.cvt_reported("conll2000")
+    assert chunking["comparable"] and chunking["table1"] == {} and chunking["metric"] == "f1"
+    assert chunking["cvt_readme"]["test_f1_at_least"] == 96.6
+    ner = papers.cvt_reported("wnut17")
+    assert not ner["comparable"] and ner["elmo"]["value"] == 92.22
+    assert ner["table1"] == {"CVT + multi-task": 92.61, "CVT + multi-task + large": 92.61}
+    assert papers.cvt_reported("ewt_upos")["table1"] == {"CVT + multi-task": 97.76}
+    assert papers.cvt_reported("sst2") is None
