@@ -1,0 +1,261 @@
+"""The tagging table of `benchmarks/results/tagging.json`, collected from the runs `cove-train-tagger` wrote (the
+training loop's `TaggerLoop.finish` writes each run's metrics.json), with the Cross-View Training paper's figures
+beside ours (`modeling_cove.training.papers.cvt_reported`).
+
+Reads <runs>/<row>/<column>-seed<N>/metrics.json, <runs> being runs/tag:
+
+- <row> a task (conll2000, wnut17, ewt_upos): one cell per column;
+- <row> conll2000-10pct (--train-fraction 0.1): the small-data row, its columns paired with its own supervised column;
+- <row> multitask: runs trained on several tasks at once; metrics.json holds a result per task, each paired with the
+  supervised column of that task's own row.
+
+Columns: supervised (the input vectors only), vectors+cove, vectors+bilm, cvt. A cell holds, in percent with two
+decimals, mean ± std over seeds and the values (`test_f1` / `validation_f1`, `test_accuracy` / ... for an accuracy
+task such as ewt_upos), the runs, and `versus_supervised`: the column minus the supervised one on the seeds both ran,
+with a 95% t interval (`modeling_cove.training.results.paired_difference`, the one home of that interval). Smoke runs
+(--limit-sentences, --max-steps) and unfinished ones are left out and listed.
+"""
+
+import json
+import logging
+import re
+from pathlib import Path
+
+from ..training import papers
+from ..training.results import mean_std, paired_difference
+from ..training.run_info import git_commit, write_json
+
+logger = logging.getLogger(__name__)
+
+COLUMNS = {
+    "supervised": "the input word vectors only, trained on the labelled data",
+    "vectors+cove": "[vectors; CoVe-S] read by the tagger",
+    "vectors+bilm": "[vectors; gamma * sum_k softmax(w)_k h_k] over our biLM's layers",
+    "cvt": "Cross-View Training: the supervised tagger plus auxiliary views on unlabelled text",
+}
+TASKS = ("conll2000", "wnut17", "ewt_upos")  # the full-data rows, in table order
+SMALL_DATA = "conll2000-10pct"
+MULTITASK = "multitask"
+ACCURACY_TASKS = ("ewt_upos",)  # the metric of a run that does not record it
+RUN_FOLDER = re.compile(r"^(?P<column>.+)-seed(?P<seed>\d+)$")
+WHAT = ("Tagger test (and validation) F1 or accuracy (%) per task and column, mean ± std over seeds; each column "
+        "minus supervised paired by seed with a 95% t interval; the published figures of Clark et al. (2018) and "
+        "ELMo in `papers` (docs/paper.md: only chunking is on the same data as ours)")
+
+
+def percent(value: float) -> float:
+    return round(100 * value, 2)
+
+
+def metric_of(metrics: dict, task: str) -> str:
+    """The main metric of a task in a run ("f1" or "accuracy"): what the run recorded, else by the task."""
+    recorded = (metrics.get("tasks") or {}).get(task, {}).get("metric")
+    return recorded or ("accuracy" if task in ACCURACY_TASKS else "f1")
+
+
+def smoke_reason(settings: dict):
+    """Why a run is a smoke run and stays out of the table, or None."""
+    for key in ("limit_sentences", "max_steps"):
+        if settings.get(key):
+            return f"--{key.replace('_', '-')} {settings[key]}"
+    return None
+
+
+def read_runs(runs_dir: Path | str) -> tuple[list, list]:
+    """(records, left out) of the runs under `runs_dir`: one record per run and task with its row, task, column,
+    folder (relative to `runs_dir`), seed, test and validation scores in percent and where it ran; left out: the
+    smoke runs and the unfinished ones (a run in progress has a metrics.json without results), as {"folder",
+    "why"}."""
+    runs_dir = Path(runs_dir)
+    records, left_out = [], []
+    for path in sorted(runs_dir.glob("*/*-seed*/metrics.json")):
+        name = RUN_FOLDER.match(path.parent.name)
+        if not name:
+            continue
+        folder = f"{path.parent.parent.name}/{path.parent.name}"
+        metrics = json.loads(path.read_text())
+        settings = metrics.get("settings") or {}
+        why = smoke_reason(settings) or (None if "results" in metrics else "unfinished: no results yet")
+        if why:
+            left_out.append({"folder": folder, "why": why})
+            continue
+        machine = metrics.get("machine") or {}
+        for task, result in sorted(metrics["results"].items()):
+            kind = metric_of(metrics, task)
+            records.append({
+                "row": path.parent.parent.name, "task": task, "column": name["column"], "folder": folder,
+                "seed": settings.get("seed", int(name["seed"])), "metric": kind,
+                f"test_{kind}": percent(result["test"][kind]),
+                f"validation_{kind}": percent(result["validation"][kind]),
+                "best_epoch": metrics.get("best_epoch"), "epochs": len(metrics.get("epochs") or []),
+                "train_seconds": metrics.get("train_seconds"), "command": metrics.get("command"),
+                "commit": metrics.get("commit"), "cpu": machine.get("cpu"), "cpu_model": machine.get("cpu_model"),
+                "train_fraction": settings.get("train_fraction")})
+    return records, left_out
+
+
+def cell(records: list) -> dict:
+    """A table cell over one row, task and column: its runs sorted by seed and mean ± std (n) with the values."""
+    records = sorted(records, key=lambda r: r["seed"])
+    kind = records[0]["metric"]
+    entry = {"task": records[0]["task"], "metric": kind}
+    for split in ("test", "validation"):
+        values = [r[f"{split}_{kind}"] for r in records]
+        entry[f"{split}_{kind}"] = {**mean_std(values), "values": values}
+    entry["runs"] = [{k: v for k, v in r.items() if k not in ("row", "task", "column", "metric")} for r in records]
+    return entry
+
+
+def versus(cell_a: dict, baseline: dict) -> dict | None:
+    """`cell_a` minus `baseline` on the seeds both ran, per split: {mean, low, high, n, seeds, ...} with the 95% t
+    interval (low/high None on one seed); None without a shared seed."""
+    kind = cell_a["metric"]
+    found = {}
+    for split in ("test", "validation"):
+        key = f"{split}_{kind}"
+        diff = paired_difference(cell_a["runs"], baseline["runs"], key)
+        if diff is None:
+            return None
+        low, high = diff.get("ci95", (None, None))
+        found[split] = {"mean": diff["mean"], "low": low, "high": high, "n": len(diff["seeds"]),
+                        **{k: v for k, v in diff.items() if k not in ("mean", "ci95")}}
+    return found
+
+
+def build_table(records: list) -> dict:
+    """results: <task row> -> column -> cell, conll2000-10pct -> column -> cell, multitask -> task -> column -> cell;
+    each non-supervised cell with its `versus_supervised` (the multi-task cells against the full task's row)."""
+    grouped = {}
+    for r in records:
+        grouped.setdefault((r["row"], r["task"], r["column"]), []).append(r)
+    results = {}
+    for (row, task, column), found in grouped.items():
+        target = results.setdefault(row, {})
+        if row == MULTITASK:
+            target = target.setdefault(task, {})
+        target[column] = cell(found)
+    for row, columns in results.items():
+        if row == MULTITASK:
+            for task, cells in columns.items():
+                add_versus(cells, results.get(task, {}).get("supervised"), f"{task}/supervised")
+        else:
+            add_versus(columns, columns.get("supervised"), f"{row}/supervised")
+    return {row: order_columns(columns) if row != MULTITASK else
+            {task: order_columns(cells) for task, cells in sorted(columns.items())}
+            for row, columns in sorted(results.items(), key=lambda item: row_order(item[0]))}
+
+
+def add_versus(cells: dict, baseline: dict | None, baseline_name: str) -> None:
+    for column, entry in cells.items():
+        if column == "supervised" or baseline is None:
+            continue
+        found = versus(entry, baseline)
+        if found:
+            entry["versus_supervised"] = {"baseline": baseline_name, **found}
+
+
+def row_order(row: str) -> tuple:
+    rows = (*TASKS, SMALL_DATA, MULTITASK)
+    return (rows.index(row) if row in rows else len(rows), row)
+
+
+def order_columns(cells: dict) -> dict:
+    names = list(COLUMNS)
+    return dict(sorted(cells.items(), key=lambda item: (names.index(item[0]) if item[0] in names else len(names),
+                                                        item[0])))
+
+
+def records_of(report: dict) -> list:
+    """The run records of a tagging.json written before (the inverse of build_table's grouping)."""
+    records = []
+
+    def add(row, column, entry):
+        for run in entry["runs"]:
+            records.append({"row": row, "task": entry["task"], "column": column, "metric": entry["metric"], **run})
+
+    for row, columns in report.get("results", {}).items():
+        for name, entry in columns.items():
+            if row == MULTITASK:
+                for column, inner in entry.items():
+                    add(row, column, inner)
+            else:
+                add(row, name, entry)
+    return records
+
+
+def merge_records(old: list, new: list) -> list:
+    """`new` plus the records of `old` whose run folder (and task) `new` does not have: runs collected in another
+    session or on another machine stay."""
+    present = {(r["folder"], r["task"]) for r in new}
+    return [r for r in old if (r["folder"], r["task"]) not in present] + new
+
+
+def machines(records: list) -> list:
+    return sorted({f"{r['cpu']} ({r['cpu_model']})" if r.get("cpu_model") else str(r.get("cpu"))
+                   for r in records})
+
+
+def tagging_report(records: list, left_out: list, command: str = "") -> dict:
+    tasks = sorted({r["task"] for r in records} | set(TASKS), key=lambda t: row_order(t))
+    return {"command": command, "commit": git_commit(), "machines": machines(records), "what": WHAT,
+            "columns": COLUMNS, "results": build_table(records), "left_out": left_out,
+            "papers": {task: papers.cvt_reported(task) for task in tasks if papers.cvt_reported(task)}}
+
+
+def collect_tagging(runs_dir: Path | str, output: Path | str, merge: bool = False, command: str = ""):
+    """Write `output` (tagging.json) from the runs under `runs_dir`; with `merge`, the runs of the `output` already
+    there whose folders were not collected now are kept. Returns the report, or None when there is no run at all
+    (nothing is written)."""
+    output = Path(output)
+    records, left_out = read_runs(runs_dir)
+    if merge and output.exists():
+        records = merge_records(records_of(json.loads(output.read_text())), records)
+    if not records:
+        logger.warning("no tagging runs under %s: %s not written", runs_dir, output)
+        return None
+    report = tagging_report(records, left_out, command)
+    write_json(output, report)
+    return report
+
+
+def format_cell(entry: dict) -> str:
+    kind = entry["metric"]
+    score = entry[f"test_{kind}"]
+    text = f"{score['mean']:.2f} ± {score['std']:.2f} ({score['n']})"
+    diff = (entry.get("versus_supervised") or {}).get("test")
+    if diff:
+        interval = f" [{diff['low']:+.2f}, {diff['high']:+.2f}]" if diff["low"] is not None else ""
+        text += f"<br>Δ {diff['mean']:+.2f}{interval} (n={diff['n']})"
+    return text
+
+
+def markdown_table(report: dict) -> str:
+    """The table for RESULTS.md: one line per task row (the multi-task row once per task), a column per input, test
+    score mean ± std (n) and, under it, the column minus supervised paired by seed with its 95% t interval; then
+    the published figures beside each task."""
+    results = report["results"]
+    lines = []
+    for row, columns in results.items():
+        if row == MULTITASK:
+            lines += [(f"multitask: {task}", cells) for task, cells in columns.items()]
+        else:
+            lines.append((row, columns))
+    present = [c for c in COLUMNS if any(c in cells for _, cells in lines)]
+    present += sorted({c for _, cells in lines for c in cells} - set(present))
+    out = ["| task (test) | " + " | ".join(present) + " |", "|---" * (len(present) + 1) + "|"]
+    for label, cells in lines:
+        metric = next(iter(cells.values()))["metric"]
+        out.append(f"| {label} ({'F1' if metric == 'f1' else metric}) | "
+                   + " | ".join(format_cell(cells[c]) if c in cells else "–" for c in present) + " |")
+    out += ["", "Mean ± std over seeds (n), in %; Δ: the column minus supervised on the seeds both ran (the "
+                "multi-task row: minus the task's own supervised row), mean with its 95% t interval."]
+    for task, entry in report.get("papers", {}).items():
+        rows = "; ".join(f"{row} {value:.2f}" for row, value in entry["table1"].items()) or "no row found"
+        extra = ""
+        if "cvt_readme" in entry:
+            extra = f"; CVT code README: test F1 at least {entry['cvt_readme']['test_f1_at_least']:.2f}"
+        if "elmo" in entry:
+            extra += f"; ELMo {entry['elmo']['value']:.2f}"
+        same = "same data" if entry["comparable"] else "other data"
+        out.append(f"- {task}: Clark et al. (2018) Table 1, {entry['dataset']} ({same}): {rows}{extra}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,133 @@
+"""modeling_cove.benchmarking.tagging (behind scripts/collect_tagging.py): the tagging table from metrics.json files
+laid out as `cove-train-tagger` writes them, checked against values computed by hand."""
+
+import importlib.util
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+from scipy.stats import t as student_t
+
+from modeling_cove.benchmarking.tagging import collect_tagging, markdown_table
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "collect_tagging.py"
+
+
+def write_run(runs, folder, seed, scores, metric="f1", **settings):
+    """runs/<folder>/metrics.json with {task: (test, validation)} as fractions, as TaggerLoop.finish writes it."""
+    path = runs / folder / "metrics.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({
+        "command": f"cove-train-tagger {folder}", "commit": "abc123", "settings": {"seed": seed, **settings},
+        "machine": {"cpu": "AMD EPYC", "cpu_model": "25/17/1"}, "train_seconds": 100.0 + seed,
+        "tasks": {task: {"metric": "accuracy" if task == "ewt_upos" else metric} for task in scores},
+        "epochs": [{"epoch": 1}, {"epoch": 2}], "best_epoch": 2,
+        "results": {task: {split: {"f1": value, "accuracy": value, "precision": value, "recall": value,
+                                   "words_without_tokens": 0}
+                           for split, value in (("test", test), ("validation", validation))}
+                    for task, (test, validation) in scores.items()}}))
+
+
+def fake_runs(runs):
+    for seed, test in ((1, 0.950), (2, 0.952), (3, 0.949)):
+        write_run(runs, f"conll2000/supervised-seed{seed}", seed, {"conll2000": (test, test + 0.01)})
+    for seed, test in ((1, 0.954), (2, 0.955), (3, 0.956)):
+        write_run(runs, f"conll2000/vectors+cove-seed{seed}", seed, {"conll2000": (test, test + 0.01)})
+    for seed, test in ((1, 0.955), (2, 0.956), (4, 0.960)):  # seed 3 missing, seed 4 without a supervised partner
+        write_run(runs, f"conll2000/cvt-seed{seed}", seed, {"conll2000": (test, test + 0.01)})
+    write_run(runs, "conll2000/vectors+bilm-seed1", 1, {"conll2000": (0.5, 0.5)}, limit_sentences=100)  # smoke
+    (runs / "wnut17/supervised-seed1").mkdir(parents=True)
+    (runs / "wnut17/supervised-seed1/metrics.json").write_text(json.dumps({"settings": {"seed": 1}}))  # running
+    write_run(runs, "ewt_upos/supervised-seed1", 1, {"ewt_upos": (0.930, 0.935)})
+    write_run(runs, "conll2000-10pct/supervised-seed1", 1, {"conll2000": (0.900, 0.905)}, train_fraction=0.1)
+    write_run(runs, "conll2000-10pct/cvt-seed1", 1, {"conll2000": (0.912, 0.915)}, train_fraction=0.1)
+    for seed, (chunk, pos) in ((1, (0.953, 0.940)), (2, (0.957, 0.941))):
+        write_run(runs, f"multitask/cvt-seed{seed}", seed, {"conll2000": (chunk, chunk), "ewt_upos": (pos, pos)},
+                  cvt=True)
+
+
+def t_interval(diffs):
+    """The 95% t interval of the mean of `diffs`, by hand."""
+    mean, n = statistics.mean(diffs), len(diffs)
+    half = student_t.ppf(0.975, n - 1) * statistics.stdev(diffs) / math.sqrt(n)
+    return round(mean, 2), round(mean - half, 2), round(mean + half, 2)
+
+
+def test_means_pairing_and_t_interval(tmp_path):
+    runs, out = tmp_path / "tag", tmp_path / "tagging.json"
+    fake_runs(runs)
+    collect_tagging(runs, out, command="python scripts/collect_tagging.py")
+    report = json.loads(out.read_text())
+    assert report["command"] == "python scripts/collect_tagging.py" and report["machines"] == ["AMD EPYC (25/17/1)"]
+    chunking = report["results"]["conll2000"]
+    assert list(chunking) == ["supervised", "vectors+cove", "cvt"]  # the smoke vectors+bilm run is left out
+    assert sorted(item["folder"] for item in report["left_out"]) == ["conll2000/vectors+bilm-seed1",
+                                                                     "wnut17/supervised-seed1"]
+    supervised = chunking["supervised"]
+    assert supervised["test_f1"] == {"mean": 95.03, "std": 0.15, "n": 3, "values": [95.0, 95.2, 94.9]}
+    assert supervised["validation_f1"]["values"] == [96.0, 96.2, 95.9]
+    assert supervised["runs"][0] == {"folder": "conll2000/supervised-seed1", "seed": 1, "test_f1": 95.0,
+                                     "validation_f1": 96.0, "best_epoch": 2, "epochs": 2, "train_seconds": 101.0,
+                                     "command": "cove-train-tagger conll2000/supervised-seed1", "commit": "abc123",
+                                     "cpu": "AMD EPYC", "cpu_model": "25/17/1", "train_fraction": None}
+    # vectors+cove - supervised on seeds 1, 2, 3: 0.4, 0.3, 0.7
+    cove = chunking["vectors+cove"]["versus_supervised"]["test"]
+    mean, low, high = t_interval([0.4, 0.3, 0.7])
+    assert (mean, low, high) == (0.47, -0.05, 0.98)
+    assert {k: cove[k] for k in ("mean", "low", "high", "n")} == {"mean": mean, "low": low, "high": high, "n": 3}
+    # cvt ran seeds 1, 2, 4 and supervised 1, 2, 3: paired on 1 and 2 only (0.5, 0.4)
+    cvt = chunking["cvt"]
+    assert cvt["test_f1"]["values"] == [95.5, 95.6, 96.0] and cvt["test_f1"]["mean"] == 95.7
+    paired = cvt["versus_supervised"]["test"]
+    assert paired["seeds"] == [1, 2] and paired["n"] == 2
+    assert (paired["mean"], paired["low"], paired["high"]) == t_interval([0.5, 0.4]) == (0.45, -0.19, 1.09)
+    assert cvt["versus_supervised"]["validation"]["mean"] == 0.45
+    # accuracy task, one seed; the small-data row against its own supervised column
+    assert report["results"]["ewt_upos"]["supervised"]["test_accuracy"] == {"mean": 93.0, "std": 0.0, "n": 1,
+                                                                           "values": [93.0]}
+    small = report["results"]["conll2000-10pct"]["cvt"]
+    assert small["versus_supervised"]["baseline"] == "conll2000-10pct/supervised"
+    assert small["versus_supervised"]["test"] == {"mean": 1.2, "low": None, "high": None, "n": 1, "seeds": [1],
+                                                  "higher_on": 1, "lower_on": 0}
+    # multi-task: a cell per task, each against the supervised column of its own full task
+    multitask = report["results"]["multitask"]
+    assert multitask["conll2000"]["cvt"]["test_f1"]["values"] == [95.3, 95.7]
+    assert multitask["conll2000"]["cvt"]["versus_supervised"]["baseline"] == "conll2000/supervised"
+    assert multitask["conll2000"]["cvt"]["versus_supervised"]["test"]["mean"] == pytest.approx(0.4)  # 0.3, 0.5
+    assert multitask["ewt_upos"]["cvt"]["test_accuracy"]["values"] == [94.0, 94.1]
+    assert multitask["ewt_upos"]["cvt"]["versus_supervised"]["test"]["seeds"] == [1]  # supervised ran seed 1 only
+    # the papers beside ours
+    assert report["papers"]["conll2000"]["cvt_readme"]["test_f1_at_least"] == 96.6
+    assert report["papers"]["wnut17"]["elmo"]["value"] == 92.22
+    assert report["papers"]["ewt_upos"]["table1"] == {"CVT + multi-task": 97.76}
+
+    table = markdown_table(report)
+    assert "| task (test) | supervised | vectors+cove | cvt |" in table
+    assert "| conll2000 (F1) | 95.03 ± 0.15 (3) | 95.50 ± 0.10 (3)<br>Δ +0.47 [-0.05, +0.98] (n=3) |" in table
+    assert "| multitask: ewt_upos (accuracy) | – | – | 94.05 ± 0.07 (2)<br>Δ +1.00 (n=1) |" in table
+
+
+def test_merge_keeps_runs_whose_folders_are_absent(tmp_path, capsys):
+    first, out = tmp_path / "first", tmp_path / "tagging.json"
+    fake_runs(first)
+    collect_tagging(first, out)
+    second = tmp_path / "second"  # another session: seed 1 run again, one new seed
+    write_run(second, "conll2000/supervised-seed1", 1, {"conll2000": (0.951, 0.96)})
+    write_run(second, "conll2000/supervised-seed5", 5, {"conll2000": (0.953, 0.96)})
+    spec = importlib.util.spec_from_file_location("collect_tagging", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    script.main(["--runs-dir", str(second), "--output", str(out), "--merge", "--markdown"])
+    merged = json.loads(out.read_text())
+    supervised = merged["results"]["conll2000"]["supervised"]
+    assert supervised["test_f1"]["values"] == [95.1, 95.2, 94.9, 95.3]  # seed 1 replaced, 2 and 3 kept, 5 added
+    assert supervised["test_f1"]["mean"] == round(statistics.mean([95.1, 95.2, 94.9, 95.3]), 2) == 95.12
+    cove = merged["results"]["conll2000"]["vectors+cove"]["versus_supervised"]["test"]  # 95.4-95.1, 0.3, 0.7
+    assert (cove["mean"], cove["low"], cove["high"]) == t_interval([0.3, 0.3, 0.7])
+    assert merged["results"]["multitask"]["ewt_upos"]["cvt"]["test_accuracy"]["n"] == 2
+    printed = capsys.readouterr().out
+    assert "wrote" in printed and "| conll2000 (F1) | 95.12 ± 0.17 (4) |" in printed
+    script.main(["--runs-dir", str(second), "--output", str(out)])  # without --merge: only what is here
+    assert list(json.loads(out.read_text())["results"]) == ["conll2000"]
