@@ -141,7 +141,7 @@ FINGERPRINT_PATTERN = r"[1-9][0-9]*:[0-9a-f]{16}"  # tokenization_cove.vocabular
 # What each field must be, in the words of the ValueError a bad value gets: "<field> must be <this>, got <value>"
 REQUIREMENTS = {
     **dict.fromkeys(POSITIVE_INT_FIELDS + ("bcn_max_length", "tagger_max_length"), "an int >= 1"),
-    "char_ngram_dim": "an int >= 0",
+    **dict.fromkeys(("char_ngram_dim", "tagger_case_dim"), "an int >= 0"),
     **dict.fromkeys(DROPOUT_FIELDS, "a probability in [0, 1)"),
     "initializer_range": "a finite number > 0 (U(-r, r))",
     "length_penalty_alpha": "a number",
@@ -423,6 +423,11 @@ class CoveConfig(PreTrainedConfig):
             W' of shape (tagger_module_dim, 2 * tagger_hidden_size * tagger_num_layers) (CVT §3.1).
         tagger_dropout (`float`, *optional*, defaults to 0.5):
             Dropout on the tagger's input features and on each biLSTM layer's output (training mode only).
+        tagger_case_dim (`int`, *optional*, defaults to 0):
+            Width of a learned embedding of each token's casing as written (`modeling_cove_tagger.CASE_CLASSES`:
+            lower, title, upper, mixed, digits, other), appended to w~; the input `case_ids` then carries it (the
+            token-classification pipeline computes it from the raw text). For lower-cased vocabularies, where NER
+            otherwise loses case. 0: none.
         tagger_max_length (`int` or `None`, *optional*, defaults to 512):
             Longest sentence in tokens the tagger accepts; a longer one is a `ValueError` naming the row (`None`:
             no limit). Split longer texts into sentences; the pipeline's `truncation=True` would cut words off.
@@ -514,6 +519,7 @@ class CoveConfig(PreTrainedConfig):
     tagger_num_layers: Int = 2
     tagger_module_dim: Int = 300
     tagger_dropout: Real = 0.5
+    tagger_case_dim: Int = 0
     tagger_max_length: Int | None = 512
     # paper forms
     paper_defaults_version: Int = PAPER_DEFAULTS_VERSION
@@ -541,6 +547,7 @@ class CoveConfig(PreTrainedConfig):
         for name in POSITIVE_INT_FIELDS:
             _check(getattr(self, name) >= 1, name, getattr(self, name))
         _check(self.char_ngram_dim >= 0, "char_ngram_dim", self.char_ngram_dim)
+        _check(self.tagger_case_dim >= 0, "tagger_case_dim", self.tagger_case_dim)
         for name in ("bcn_max_length", "tagger_max_length"):
             _check(getattr(self, name) is None or getattr(self, name) >= 1, name, getattr(self, name))
 

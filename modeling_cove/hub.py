@@ -82,10 +82,10 @@ MANIFEST = {
 }
 
 # pipeline_cove.py holds every pipeline of ours and imports squad_preprocessing.py (windows and answers of the QA
-# pipeline), which imports the DCN: a checkpoint that records one of these pipelines ships all three files (every
-# checkpoint ships the DCN's file anyway, as it advertises every class). squad_preprocessing.py ships whole: its
+# pipeline), which imports the DCN, and the tagger's module (the casing feature): a checkpoint that records one of
+# these pipelines ships those files (every checkpoint ships the heads' files anyway, as it advertises every class). squad_preprocessing.py ships whole: its
 # training-side functions come along, and bring no further file (the manifest test checks what each file imports).
-PIPELINE_FILES = DCN_FILES + ("pipeline_cove.py", "squad_preprocessing.py")
+PIPELINE_FILES = DCN_FILES + ("modeling_cove_tagger.py", "pipeline_cove.py", "squad_preprocessing.py")
 
 # transformers 5.x has no "question-answering" pipeline of its own: a DCN checkpoint records ours under that name.
 # A tagger checkpoint records our token-classification pipeline (word-level tokens, `word` as written); recording
@@ -95,8 +95,7 @@ PIPELINES = {
     "question-answering": HubPipeline("CoveForQuestionAnswering", "pipeline_cove.CoveQuestionAnsweringPipeline",
                                       ("AutoModelForQuestionAnswering",), "text", PIPELINE_FILES),
     "token-classification": HubPipeline("CoveForTokenClassification", "pipeline_cove.CoveTokenClassificationPipeline",
-                                        ("AutoModelForTokenClassification",), "text",
-                                        PIPELINE_FILES + ("modeling_cove_tagger.py",)),
+                                        ("AutoModelForTokenClassification",), "text", PIPELINE_FILES),
 }
 
 

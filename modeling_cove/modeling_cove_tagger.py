@@ -23,11 +23,35 @@ from transformers.modeling_outputs import TokenClassifierOutput
 from transformers.utils import add_start_docstrings_to_model_forward
 
 from .configuration_cove import CoveConfig
+from .embeddings import lengths_from_mask
 from .layers import (CoveScalarMix, encoder_needs_grad, head_init_, require, rows_where, run_bilstm,
                      run_encoder_checked, valid_steps)
 from .modeling_cove import CoveModel, CovePreTrainedModel, assemble_features
 
 IGNORE_INDEX = -100  # a token without a label (transformers' convention, `nn.CrossEntropyLoss`'s default)
+# the casing of a token as written (`casing_class`), the optional word feature `case_ids` (config.tagger_case_dim)
+CASE_CLASSES = ("<pad>", "lower", "title", "upper", "mixed", "digits", "other")
+
+
+def casing_class(text: str) -> int:
+    """The index in CASE_CLASSES of a token's text as written: no letters -> "digits" (any digit) or "other";
+    every letter lower -> "lower"; one capital letter first, the rest lower (or a single capital) -> "title"; every
+    letter upper -> "upper"; else "mixed". Empty text (no token) -> "<pad>"."""
+    letters = [c for c in text if c.isalpha()]
+    if not text:
+        return 0
+    if not letters:
+        return 5 if any(c.isdigit() for c in text) else 6
+    if all(c.islower() for c in letters):
+        return 1
+    if letters[0].isupper() and all(c.islower() for c in letters[1:]):
+        return 2
+    return 3 if all(c.isupper() for c in letters) else 4
+
+
+def case_ids_from_offsets(text: str, offsets) -> list:
+    """`casing_class` of each token of `text` from its (start, end) character offsets (`return_offsets_mapping`)."""
+    return [casing_class(text[start:end]) for start, end in offsets]
 
 
 class TaggerStates(NamedTuple):
@@ -62,8 +86,12 @@ TAGGER_INPUTS_DOCSTRING = r"""
         `loss`: the mean cross-entropy over the labelled tokens.
     inputs_embeds (`torch.FloatTensor` of shape `(batch, time, word_vector_dim)`, *optional*): the word vectors
         instead of `input_ids` (exactly one of the two).
+    case_ids (`torch.LongTensor` of shape `(batch, time)`, *optional*): each token's casing as written, indices into
+        `CASE_CLASSES` (`case_ids_from_offsets(text, offset_mapping)`); required when `config.tagger_case_dim > 0`,
+        ignored otherwise.
     output_hidden_states (`bool`, *optional*): return `hidden_states` = (w~ (B, T, D_in), biLSTM layer 1, ...,
         layer L (each (B, T, 2H))), zero at padding.
+    output_attentions (`bool`, *optional*): True is a `ValueError`: the tagger has no attention maps.
     return_dict (`bool`, *optional*): False returns `TokenClassifierOutput.to_tuple()`.
 
     Up-front checks (`ValueError` naming the rows of this batch, before anything runs): a sentence with no tokens,
@@ -94,7 +122,9 @@ class CoveForTokenClassification(CovePreTrainedModel):
         self.layer_indices = config.encoder_layers_read("tagger")
         self.scalar_mix = CoveScalarMix(config.num_hidden_layers + 1) if layout.has("scalar_mix") else None
         self.dropout = nn.Dropout(config.tagger_dropout)
-        sizes = [layout.size] + [2 * hidden] * (config.tagger_num_layers - 1)
+        self.case_embeddings = (nn.Embedding(len(CASE_CLASSES), config.tagger_case_dim, padding_idx=0)
+                                if config.tagger_case_dim else None)
+        sizes = [layout.size + config.tagger_case_dim] + [2 * hidden] * (config.tagger_num_layers - 1)
         self.encoder = nn.ModuleList(nn.LSTM(size, hidden, batch_first=True, bidirectional=True) for size in sizes)
         self.classifier = CoveTaggerPredictionModule(2 * hidden * config.tagger_num_layers, config.tagger_module_dim,
                                                      config.num_labels)
@@ -122,7 +152,7 @@ class CoveForTokenClassification(CovePreTrainedModel):
             inputs, attention_mask = inputs_embeds, self.cove.check_inputs_embeds(inputs_embeds, attention_mask)
         else:
             inputs, attention_mask = input_ids, self.cove.check_inputs(input_ids, attention_mask)
-        lengths = attention_mask.sum(dim=1)  # (B,)
+        lengths = lengths_from_mask(attention_mask)  # (B,); left padding or holes: a ValueError
         require(lengths > 0, "a sentence has no tokens",
                 lambda: f"row(s) {rows_where(lengths == 0)} of this batch of {len(lengths)} have no tokens (an empty "
                 "sentence, or one the tokenizer turned into nothing): a tagger needs at least one token per row")
@@ -160,9 +190,23 @@ class CoveForTokenClassification(CovePreTrainedModel):
     # the steps
     # ------------------------------------------------------------------------------------------------------------
 
-    def tagger_inputs(self, inputs: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Eq. 6 (or the `tagger_input` variant): w~ (B, T, D_in), zero at padding. `inputs`: checked ids (B, T) or
-        word vectors (B, T, D)."""
+    def check_case_ids(self, case_ids: Optional[torch.Tensor], attention_mask: torch.Tensor) -> None:
+        """`case_ids` (B, T) in [0, len(CASE_CLASSES)) when the model reads them (`config.tagger_case_dim > 0`)."""
+        if self.case_embeddings is None:
+            return
+        if case_ids is None or tuple(case_ids.shape) != tuple(attention_mask.shape):
+            raise ValueError(f"this tagger reads each token's casing (config.tagger_case_dim="
+                             f"{self.config.tagger_case_dim}): pass case_ids of shape {tuple(attention_mask.shape)} "
+                             "(case_ids_from_offsets(text, offset_mapping); the token-classification pipeline does it)"
+                             + ("" if case_ids is None else f", got {tuple(case_ids.shape)}"))
+        known = (case_ids >= 0) & (case_ids < len(CASE_CLASSES))
+        require(known.all(dim=1), f"case_ids must be in [0, {len(CASE_CLASSES)})",
+                lambda: f"row(s) {rows_where(~known.all(dim=1))} have case_ids outside [0, {len(CASE_CLASSES)})")
+
+    def tagger_inputs(self, inputs: torch.Tensor, attention_mask: torch.Tensor,
+                      case_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Eq. 6 (or the `tagger_input` variant): w~ (B, T, D_in), zero at padding, then the casing embedding when
+        the model has one. `inputs`: checked ids (B, T) or word vectors (B, T, D); `case_ids` checked (B, T)."""
         config, mask = self.config, attention_mask.unsqueeze(-1).to(self.cove.embeddings.weight.dtype)  # (B, T, 1)
         vectors = inputs.to(mask.dtype) if inputs.is_floating_point() else self.cove.embeddings(inputs)
         parts = {"word_vectors": vectors * mask}  # GloVe(w), (B, T, 300)
@@ -176,7 +220,10 @@ class CoveForTokenClassification(CovePreTrainedModel):
                 parts["scalar_mix"] = self.scalar_mix([torch.cat([parts["word_vectors"]] * 2, dim=-1), *layers])
         if "char_ngrams" in config.feature_layout("tagger").names:
             parts["char_ngrams"] = self.cove.char_ngram_embeddings(inputs) * mask
-        return assemble_features(config.feature_layout("tagger"), parts, mask)
+        features = assemble_features(config.feature_layout("tagger"), parts, mask)
+        if self.case_embeddings is None:
+            return features
+        return torch.cat([features, self.case_embeddings(case_ids) * mask], dim=-1)  # (B, T, D_in + case dim)
 
     def encode(self, features: torch.Tensor, lengths: torch.Tensor, num_layers: Optional[int] = None) -> TaggerStates:
         """The tagger's biLSTM over w~ (B, T, D_in): dropout on its input and on each layer's output (training mode),
@@ -195,10 +242,15 @@ class CoveForTokenClassification(CovePreTrainedModel):
         token_type_ids: Optional[torch.Tensor] = None,
         labels: Optional[torch.Tensor] = None,
         inputs_embeds: Optional[torch.Tensor] = None,
+        case_ids: Optional[torch.Tensor] = None,
+        output_attentions: Optional[bool] = None,
         output_hidden_states: Optional[bool] = None,
         return_dict: Optional[bool] = None,
     ) -> TokenClassifierOutput:
         config = self.config
+        if output_attentions:
+            raise ValueError("CoveForTokenClassification has no attention maps to return (output_attentions=True): "
+                             "its layers are LSTMs and feed-forward modules")
         return_dict = return_dict if return_dict is not None else config.return_dict
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else config.output_hidden_states
@@ -206,8 +258,9 @@ class CoveForTokenClassification(CovePreTrainedModel):
         inputs, attention_mask, lengths = self.check_inputs(input_ids, inputs_embeds, attention_mask, token_type_ids)
         if labels is not None:
             self.check_labels(labels, attention_mask)
+        self.check_case_ids(case_ids, attention_mask)
 
-        features = self.tagger_inputs(inputs, attention_mask)  # w~, (B, T, D_in)
+        features = self.tagger_inputs(inputs, attention_mask, case_ids)  # w~, (B, T, D_in)
         states = self.encode(features, lengths)  # h1, ..., hL, each (B, T, 2H)
         logits = self.classifier(torch.cat(states.layers, dim=-1))  # primary module, (B, T, num_labels)
 
@@ -221,4 +274,5 @@ class CoveForTokenClassification(CovePreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
-__all__ = ["CoveForTokenClassification", "CoveTaggerPredictionModule", "TaggerStates"]
+__all__ = ["CASE_CLASSES", "CoveForTokenClassification", "CoveTaggerPredictionModule", "TaggerStates", "casing_class",
+           "case_ids_from_offsets"]

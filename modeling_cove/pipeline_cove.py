@@ -72,6 +72,7 @@ from .squad_preprocessing import (
     extract_answers,
     tokenize_windows,
 )
+from .modeling_cove_tagger import casing_class
 from .tokenization_cove import check_tokenizer_matches
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -217,6 +218,23 @@ class CoveFeatureExtractionPipeline(CheckedTokenizer, FeatureExtractionPipeline)
 class CoveTokenClassificationPipeline(CheckedTokenizer, TokenClassificationPipeline):
     """Token classification over a CoVe tagger with word-level tokens (see the module docstring): on raw text each
     token is a word; on pre-split input the later tokens of a word are its sub-words; `word` is the text as written."""
+
+    def preprocess(self, sentence, offset_mapping=None, **preprocess_params):
+        """The stock chunks; for a tagger that reads each token's casing (`config.tagger_case_dim > 0`), each chunk
+        also carries `case_ids` (1, T): `casing_class` of the text each token covers, as written."""
+        reads_case = getattr(self.model.config, "tagger_case_dim", 0) > 0
+        text = None
+        for model_inputs in super().preprocess(sentence, offset_mapping=offset_mapping, **preprocess_params):
+            text = model_inputs["sentence"] if model_inputs["sentence"] is not None else text
+            if reads_case:
+                word_ids, word_chars = model_inputs.get("word_ids"), model_inputs.get("word_to_chars_map")
+                cases = []
+                for index, (start, end) in enumerate(model_inputs["offset_mapping"][0].tolist()):
+                    word = word_ids[index] if word_ids is not None else None
+                    shift = word_chars[word][0] if word is not None else 0  # pre-split: offsets within the word
+                    cases.append(casing_class(text[start + shift:end + shift]))
+                model_inputs["case_ids"] = torch.tensor([cases], dtype=torch.long)
+            yield model_inputs
 
     def gather_pre_entities(self, sentence, input_ids, scores, offset_mapping, special_tokens_mask,
                             aggregation_strategy, word_ids=None, word_to_chars_map=None) -> list:

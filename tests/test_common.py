@@ -843,16 +843,6 @@ class TestCoveForTokenClassification(CoveModelTesterMixin):
     # `check_inputs` counts lengths as `attention_mask.sum(1)` instead of `embeddings.lengths_from_mask`, so a
     # left-padded row runs silently (with labels, the labels-on-padding error fires instead); and `forward` has no
     # `output_attentions` argument, so True is a TypeError rather than the ValueError CoveModel and the heads give.
-    @pytest.mark.xfail(strict=True, raises=(AssertionError, pytest.fail.Exception),
-                       reason="CoveForTokenClassification.check_inputs accepts a left-padded attention_mask")
-    def test_left_padding_is_value_error(self):
-        super().test_left_padding_is_value_error()
-
-    @pytest.mark.xfail(strict=True, raises=TypeError,
-                       reason="CoveForTokenClassification.forward has no output_attentions argument")
-    def test_output_attentions(self):
-        super().test_output_attentions()
-
     def test_loss_is_mean_cross_entropy_over_labelled_tokens(self):
         model = self.build_model()
         inputs = self.prepare_inputs(model)
@@ -942,7 +932,8 @@ class TestCoveConfig:
                        dcn_hmn_end_previous_start=False, paper_defaults_version=0, encoder_type="bilm",
                        bilm_residual=False, bilm_softmax_cutoffs=[10, 100], bilm_tie_softmax=False,
                        lstm_implementation="reference", tagger_input="vectors", tagger_hidden_size=13,
-                       tagger_num_layers=3, tagger_module_dim=15, tagger_dropout=0.2, tagger_max_length=None)
+                       tagger_num_layers=3, tagger_module_dim=15, tagger_dropout=0.2, tagger_max_length=None,
+                       tagger_case_dim=3)
         missing = [param.name for param in config_parameters() if param.name not in changed]
         assert not missing, f"fields without a value in this test: {missing}"
         for param in config_parameters():

@@ -242,3 +242,66 @@ def test_two_processes_take_the_same_phases(tiny_setup, tmp_path):
     saved = json.loads((tmp_path / "two" / "metrics.json").read_text())
     assert saved["machine"]["processes"] == 2 and saved["global_step"] == 12
     assert all(h["unlabelled_loss"] > 0 for h in saved["epochs"])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the casing feature (config.tagger_case_dim)
+
+
+def test_casing_classes_of_tokens_as_written():
+    from modeling_cove.modeling_cove_tagger import CASE_CLASSES, case_ids_from_offsets, casing_class
+
+    expected = {"paris": "lower", "Paris": "title", "A": "title", "NASA": "upper", "iPhone": "mixed",
+                "McDonald": "mixed", "1999": "digits", "3rd": "lower", ",": "other", "": "<pad>"}
+    assert {text: CASE_CLASSES[casing_class(text)] for text in expected} == expected
+    assert case_ids_from_offsets("Hi NASA", [(0, 2), (3, 7), (0, 0)]) == [2, 3, 0]
+
+
+def test_a_tagger_with_a_casing_feature_needs_case_ids_and_reads_them():
+    model = tiny_tagger(dropout=0.0, tagger_case_dim=3).eval()
+    ids, mask = batch()
+    with pytest.raises(ValueError, match="pass case_ids of shape"):
+        model(input_ids=ids, attention_mask=mask)
+    with pytest.raises(ValueError, match=r"case_ids outside \[0, 7\)"):
+        model(input_ids=ids, attention_mask=mask, case_ids=torch.full_like(ids, 9))
+    lower, upper = torch.ones_like(ids) * mask, torch.full_like(ids, 3) * mask
+    a = model(input_ids=ids, attention_mask=mask, case_ids=lower).logits
+    b = model(input_ids=ids, attention_mask=mask, case_ids=upper).logits
+    assert not torch.allclose(a, b)  # the casing changes the prediction
+    alone = model(input_ids=ids[1:2, :4], attention_mask=mask[1:2, :4], case_ids=upper[1:2, :4]).logits
+    assert torch.allclose(alone, b[1:2, :4], atol=1e-6)
+
+
+def test_the_pipeline_gives_a_casing_tagger_the_case_of_the_raw_text(tmp_path):
+    from transformers import pipeline
+
+    from modeling_cove.modeling_cove_tagger import case_ids_from_offsets
+    from modeling_cove.pipeline_cove import CoveTokenClassificationPipeline
+
+    tokenizer = build_cove_tokenizer(["paris", "is", "nice", ",", "nasa", "."])
+    torch.manual_seed(0)
+    config = CoveConfig(vocab_size=len(tokenizer), word_vector_dim=6, hidden_size=6, tagger_hidden_size=5,
+                        tagger_module_dim=4, num_labels=3, tagger_input="vectors", tagger_case_dim=3,
+                        id2label={0: "O", 1: "B-LOC", 2: "I-LOC"}, label2id={"O": 0, "B-LOC": 1, "I-LOC": 2})
+    model = CoveForTokenClassification(config).eval()
+    tagger = pipeline("token-classification", model=model, tokenizer=tokenizer,
+                      pipeline_class=CoveTokenClassificationPipeline)
+    text = "Paris is nice , NASA ."
+    encoding = tokenizer(text, return_offsets_mapping=True)
+    cases = torch.tensor([case_ids_from_offsets(text, encoding["offset_mapping"])])
+    logits = model(input_ids=torch.tensor([encoding["input_ids"]]), case_ids=cases).logits[0]
+    scores = torch.softmax(logits, dim=-1)
+    out = tagger(text, aggregation_strategy="none")
+    for entity in out:
+        assert entity["score"] == pytest.approx(float(scores[entity["index"]].max()), abs=1e-5)
+    assert cases.tolist() == [[2, 1, 1, 6, 3, 6]]
+    words = tagger(["Paris", "is", "nice"], is_split_into_words=True)  # one pre-split sentence: [[entities]]
+    assert [entity["word"] for entity in words[0]] == ["Paris", "is", "nice"]
+
+
+def test_cli_trains_with_the_casing_feature(tiny_setup, tmp_path):
+    from transformers import AutoModelForTokenClassification
+
+    tg.train_tagger(settings(tiny_setup, tmp_path / "case", case_dim=4, epochs=1), cpu=True)
+    tagger = AutoModelForTokenClassification.from_pretrained(tmp_path / "case" / "best")
+    assert tagger.config.tagger_case_dim == 4 and tagger.case_embeddings.weight.shape == (7, 4)

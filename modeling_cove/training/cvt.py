@@ -100,36 +100,39 @@ class TaggerTraining(nn.Module):
     def primary_module(self, task: str) -> nn.Module:
         return self.model.classifier if task == self.task_names[0] else self.primary[task]
 
-    def features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple:
-        """(w~ (B, T, D_in), lengths (B,)) of a checked batch."""
+    def features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                 case_ids: torch.Tensor | None = None) -> tuple:
+        """(w~ (B, T, D_in), lengths (B,)) of a checked batch (`case_ids`: read by a model with a casing feature)."""
         inputs, attention_mask, lengths = self.model.check_inputs(input_ids, None, attention_mask, None)
-        return self.model.tagger_inputs(inputs, attention_mask), lengths
+        self.model.check_case_ids(case_ids, attention_mask)
+        return self.model.tagger_inputs(inputs, attention_mask, case_ids), lengths
 
     def forward(self, phase: str, input_ids: torch.Tensor, attention_mask: torch.Tensor, task: str | None = None,
-                labels: torch.Tensor | None = None) -> torch.Tensor:
+                labels: torch.Tensor | None = None, case_ids: torch.Tensor | None = None) -> torch.Tensor:
         """The loss of one step of `phase` ("labelled": `task`'s cross-entropy with `labels` (B, T); "unlabelled":
         the CVT loss over every task)."""
         if phase == "labelled":
-            features, lengths = self.features(input_ids, attention_mask)
+            features, lengths = self.features(input_ids, attention_mask, case_ids)
             states = self.model.encode(features, lengths)
             logits = self.primary_module(task)(torch.cat(states.layers, dim=-1))  # (B, T, C)
             return nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten().long(),
                                                ignore_index=IGNORE_INDEX)
         if phase != "unlabelled" or self.auxiliary is None:
             raise ValueError(f"unknown phase {phase!r} (unlabelled steps need cvt=True)")
-        targets = self.soft_targets(input_ids, attention_mask)  # task -> (B, T, C)
-        features, lengths = self.features(input_ids, attention_mask)
+        targets = self.soft_targets(input_ids, attention_mask, case_ids)  # task -> (B, T, C)
+        features, lengths = self.features(input_ids, attention_mask, case_ids)
         student = self.model.encode(features, lengths, num_layers=1)  # with dropout, layer 1 only
         return sum(self.auxiliary[task](student.layers[0], student.mask, targets[task]) for task in self.task_names)
 
     @torch.no_grad()
-    def soft_targets(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> dict:
+    def soft_targets(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                     case_ids: torch.Tensor | None = None) -> dict:
         """Each task's p_primary(y_i | x) (B, T, C) from the full tagger in eval mode (no dropout), no gradient; the
         module's training mode is restored after."""
         was_training = self.training
         self.eval()
         try:
-            features, lengths = self.features(input_ids, attention_mask)
+            features, lengths = self.features(input_ids, attention_mask, case_ids)
             states = torch.cat(self.model.encode(features, lengths).layers, dim=-1)
             return {task: torch.softmax(self.primary_module(task)(states).float(), dim=-1)
                     for task in self.task_names}

@@ -75,6 +75,8 @@ class TaggerSettings:
     learning_rate: Optional[float] = option("override the preset's Adam learning rate")
     dropout: Optional[float] = option("override the preset's dropout")
     hidden_size: Optional[int] = option("override the preset's biLSTM hidden size per direction")
+    case_dim: int = option("width of an embedding of each token's casing as written (tagger_case_dim; the word "
+                           "vectors are lower-cased, so NER loses case without it); 0: none", 0)
     limit_sentences: Optional[int] = option("at most this many sentences per split and unlabelled texts (smoke "
                                             "tests)")
     max_steps: Optional[int] = option("stop after this many steps (resume with more to continue)")
@@ -100,7 +102,8 @@ class TaggerSettings:
 
 
 RESUME_KEYS = ("task", "encoder", "input", "data_dir", "cvt", "unlabeled", "unlabeled_ratio", "train_fraction",
-               "seed", "preset", "epochs", "batch_size", "learning_rate", "dropout", "hidden_size", "limit_sentences")
+               "seed", "preset", "epochs", "batch_size", "learning_rate", "dropout", "hidden_size", "case_dim",
+               "limit_sentences")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -157,11 +160,13 @@ def load_task(task: str, data_dir, limit: Optional[int] = None):
 
 @dataclass
 class Encoded:
-    """A split tokenised for the tagger: per sentence its token ids, word ids (`word_ids()`), gold word tags and
-    (for splits trained or validated on) aligned label ids (-100 where no label)."""
+    """A split tokenised for the tagger: per sentence its token ids, word ids (`word_ids()`), each token's casing as
+    written (`casing_class`), gold word tags and (for splits trained or validated on) aligned label ids (-100 where
+    no label)."""
 
     ids: list
     word_ids: list
+    case_ids: list
     tags: list
     labels: Optional[list] = None
 
@@ -172,12 +177,15 @@ class Encoded:
 def encode_split(split, tokenizer, label2id: Optional[dict], name: str, max_length: int) -> Encoded:
     """Tokenise each sentence's words (`is_split_into_words=True`); a sentence without tokens or with more than
     `max_length` tokens is a ValueError naming the split and row (nothing is dropped)."""
+    from ..modeling_cove_tagger import casing_class
     from . import tagging_data
 
     words = list(split["words"])
-    encoding = tokenizer(words, is_split_into_words=True, add_special_tokens=False)
+    encoding = tokenizer(words, is_split_into_words=True, add_special_tokens=False, return_offsets_mapping=True)
     ids = encoding["input_ids"]
     word_ids = [encoding.word_ids(i) for i in range(len(words))]
+    case_ids = [[casing_class(words[row][w][start:end]) for w, (start, end) in zip(wids, offsets)]
+                for row, (wids, offsets) in enumerate(zip(word_ids, encoding["offset_mapping"]))]
     for row, tokens in enumerate(ids):
         if not tokens:
             raise ValueError(f"{name} row {row}: the sentence {words[row][:10]} produced no tokens")
@@ -189,7 +197,7 @@ def encode_split(split, tokenizer, label2id: Optional[dict], name: str, max_leng
     if label2id is not None:
         tagging_data.check_tags(split, label2id, name)
         labels = [tagging_data.align_labels(w, t, label2id) for w, t in zip(word_ids, tags)]
-    return Encoded(ids, word_ids, tags, labels)
+    return Encoded(ids, word_ids, case_ids, tags, labels)
 
 
 def label_set(train) -> list:
@@ -202,10 +210,11 @@ def label_set(train) -> list:
     return sorted(labels)
 
 
-def unlabeled_sentences(settings: TaggerSettings, tokenizer, rest_words: list, max_length: int) -> list:
-    """The unlabelled text as token-id sentences: each text tokenised, cut after sentence-final punctuation, and
-    pieces longer than `max_length` tokens cut into `max_length` windows; one-token pieces are left out (no
-    context for any view). `train-rest` reads `rest_words` (word lists)."""
+def unlabeled_sentences(settings: TaggerSettings, tokenizer, rest_words: list, max_length: int) -> tuple:
+    """The unlabelled text as sentences (token ids, case ids): each text tokenised, cut after sentence-final
+    punctuation, and pieces longer than `max_length` tokens cut into `max_length` windows; one-token pieces are
+    left out (no context for any view). `train-rest` reads `rest_words` (word lists)."""
+    from ..modeling_cove_tagger import case_ids_from_offsets
     from .bilm import corpus_texts
 
     texts = []
@@ -214,20 +223,21 @@ def unlabeled_sentences(settings: TaggerSettings, tokenizer, rest_words: list, m
                                                                                                settings.data_dir)
         texts += found[:settings.limit_sentences] if settings.limit_sentences else found
     ends = {tokenizer.convert_tokens_to_ids(t) for t in SENTENCE_ENDS} - {tokenizer.unk_token_id}
-    sentences = []
+    sentences, cases = [], []
     for start in range(0, len(texts), 2000):
-        for ids in tokenizer(texts[start:start + 2000], add_special_tokens=False)["input_ids"]:
-            piece = []
-            for token in ids:
-                piece.append(token)
-                if token in ends or len(piece) == max_length:
-                    sentences.append(piece)
-                    piece = []
-            sentences.append(piece)
-    sentences = [s for s in sentences if len(s) >= 2]
+        chunk = texts[start:start + 2000]
+        encoding = tokenizer(chunk, add_special_tokens=False, return_offsets_mapping=True)
+        for text, ids, offsets in zip(chunk, encoding["input_ids"], encoding["offset_mapping"]):
+            begin = 0
+            for i, token in enumerate(ids):
+                if token in ends or i + 1 - begin == max_length or i + 1 == len(ids):
+                    if i + 1 - begin >= 2:
+                        sentences.append(ids[begin:i + 1])
+                        cases.append(case_ids_from_offsets(text, offsets[begin:i + 1]))
+                    begin = i + 1
     if not sentences:
         raise ValueError(f"--unlabeled {settings.unlabeled}: no sentence of 2 tokens or more")
-    return sentences
+    return sentences, cases
 
 
 def pad(rows: list, device) -> tuple:
@@ -266,7 +276,8 @@ def predict_tags(training, task: str, data: Encoded, labels: list, batch_size: i
         for start in range(0, len(order), batch_size):
             rows = order[start:start + batch_size].tolist()
             ids, mask = pad([data.ids[r] for r in rows], device)
-            features, lengths = training.features(ids, mask)
+            cases, _ = pad([data.case_ids[r] for r in rows], device)
+            features, lengths = training.features(ids, mask, cases)
             states = torch.cat(training.model.encode(features, lengths).layers, dim=-1)
             best = training.primary_module(task)(states).argmax(dim=-1).cpu().tolist()  # (B, T)
             for r, tokens in zip(rows, best):
@@ -312,11 +323,12 @@ class TaggerLoop(PretrainingLoop):
     validation after every epoch; the best epoch's weights kept (`best_state.safetensors`) and early stopping after
     `early_stopping_patience` epochs without improvement (the mean of the tasks' main metrics)."""
 
-    def __init__(self, settings: TaggerSettings, accelerator, training, tasks: list, unlabeled: list, hp: dict):
+    def __init__(self, settings: TaggerSettings, accelerator, training, tasks: list, unlabeled: tuple, hp: dict):
         super().__init__(accelerator, settings.output_dir, StopLimits(hp["epochs"], settings.max_steps,
                                                                       settings.time_budget_minutes),
                          settings.seed, settings.save_steps, settings.keep_checkpoints)
-        self.settings, self.tasks, self.unlabeled, self.hp = settings, tasks, unlabeled, hp
+        self.settings, self.tasks, self.hp = settings, tasks, hp
+        self.unlabeled, self.unlabeled_cases = unlabeled  # token ids and case ids of each unlabelled sentence
         optimizer = make_optimizer("adam", [p for p in training.parameters() if p.requires_grad], hp["learning_rate"])
         self.model, self.optimizer = accelerator.prepare(training, optimizer)
         self.unwrapped = accelerator.unwrap_model(self.model)
@@ -359,11 +371,13 @@ class TaggerLoop(PretrainingLoop):
         if phase == "labelled":
             task = self.tasks[t]
             ids, mask = pad([task.train.ids[r] for r in share], accelerator.device)
+            cases, _ = pad([task.train.case_ids[r] for r in share], accelerator.device)
             labels = pad_labels([task.train.labels[r] for r in share], ids.shape[1], accelerator.device)
-            loss = self.model("labelled", ids, mask, task=task.name, labels=labels)
+            loss = self.model("labelled", ids, mask, task=task.name, labels=labels, case_ids=cases)
         else:
             ids, mask = pad([self.unlabeled[r] for r in share], accelerator.device)
-            loss = self.model("unlabelled", ids, mask)
+            cases, _ = pad([self.unlabeled_cases[r] for r in share], accelerator.device)
+            loss = self.model("unlabelled", ids, mask, case_ids=cases)
         accelerator.backward(loss)
         accelerator.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], self.hp["max_grad_norm"])
         self.optimizer.step()
@@ -544,7 +558,8 @@ def build_training(settings: TaggerSettings, hp: dict, tasks: list):
             settings.encoder, num_labels=len(first.labels), id2label=dict(enumerate(first.labels)),
             label2id={label: i for i, label in enumerate(first.labels)}, tagger_input=settings.input,
             tagger_hidden_size=hp["hidden_size"], tagger_module_dim=hp["module_dim"], tagger_dropout=hp["dropout"],
-            tagger_max_length=hp["max_length"], freeze_encoder=True, freeze_embeddings=True)
+            tagger_max_length=hp["max_length"], tagger_case_dim=settings.case_dim, freeze_encoder=True,
+            freeze_embeddings=True)
         tokenizer = AutoTokenizer.from_pretrained(settings.encoder)
     except OSError as err:
         raise ValueError(f"--encoder {settings.encoder!r} is not a loadable CoVe checkpoint: {err}") from None
@@ -575,7 +590,7 @@ def prepare_tasks(settings: TaggerSettings, tokenizer, hp: dict) -> tuple:
         counts["test_tags_unseen_in_train"] = sum(tag not in label2id for tags in encoded["test"].tags for tag in tags)
         tasks.append(TaskRun(name, labels, kind, encoded["train"], encoded["validation"], encoded["test"], counts))
     unlabeled = (unlabeled_sentences(settings, tokenizer, rest_words, hp["unlabeled_max_length"])
-                 if settings.cvt else [])
+                 if settings.cvt else ([], []))
     return tasks, unlabeled
 
 
