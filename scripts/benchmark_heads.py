@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Speed figures of the task heads (BCN classification, DCN question answering) against a plain-PyTorch roofline of
+"""Speed figures of the task heads (BCN classification, DCN question answering, the tagger) against a plain-PyTorch roofline of
 the same layers, measured side by side in one process (ratios are what count; absolute numbers move with the machine
 and its load). Writes benchmarks/results/heads.json.
 
@@ -13,7 +13,10 @@ Sections (random weights, a checkpoint over the data's own words: speed does not
 - bcn_single: BCN on the first 1,024 SST-2 test sentences (96 with --quick);
 - bcn_pair: a pair BCN (`bcn_pair_input`, 3 labels) on the first 1,024 SNLI test pairs (96 with --quick);
 - dcn: the DCN of the QA CLI's default preset on the windows of the first 256 SQuAD held-out questions (32 with
-  --quick).
+  --quick);
+- tagger: the tagger of cove-train-tagger's CoNLL-2000 preset (input vectors) on the first 1,024 CoNLL-2000 test
+  sentences (96 with --quick); the pipeline is "cove-token-classification" on the raw text, `sorted` reads pre-split
+  words; besides, a Cross-View Training step pair (labelled + unlabelled) on our side alone, in tokens/s.
 Each section times (a) `pipeline` inference as a user calls it, in arrival order; (b) `sorted`: length-sorted batches
 through `model(**batch)` under inference_mode; (c) `train`: training steps at the CLI's batch size on cached CoVe
 features (forward with labels, backward, clipping, the Trainer's optimizer step). Every one on three sides, run in
@@ -58,7 +61,8 @@ class HeadsArguments(BenchmarkArguments):
 
 def main(argv=None):
     args = parse_options(HeadsArguments, argv, description=__doc__)
-    sizes = None if args.texts is None else {"sst2": args.texts, "snli": args.texts, "squad": max(args.texts // 4, 1)}
+    sizes = None if args.texts is None else {"sst2": args.texts, "snli": args.texts, "squad": max(args.texts // 4, 1),
+                                             "conll2000": args.texts}
     settings, results = bench_heads(args.data_dir, args.device, args.quick, args.repeats, args.thread_counts, sizes)
     for name, section in results.items():
         print(name, json.dumps(section, indent=1), flush=True)

@@ -4,8 +4,9 @@
 import pytest
 import torch
 
-from modeling_cove import CoveConfig, CoveForQuestionAnswering, CoveForSequenceClassification
-from modeling_cove.benchmarking.heads import KINDS, SIDES, RooflineBCN, RooflineDCN, bench_heads, summary_table
+from modeling_cove import CoveConfig, CoveForQuestionAnswering, CoveForSequenceClassification, CoveForTokenClassification
+from modeling_cove.benchmarking.heads import (KINDS, SIDES, RooflineBCN, RooflineDCN, RooflineTagger, bench_heads,
+                                              summary_table)
 
 
 def tiny_config(**overrides) -> CoveConfig:
@@ -62,10 +63,21 @@ def test_roofline_dcn_is_the_model(single_thread):
         torch.testing.assert_close(end[-1], out.end_logits[:, 4:], rtol=0, atol=1e-5)
 
 
+@torch.no_grad()
+def test_roofline_tagger_is_the_model(single_thread):
+    torch.manual_seed(0)
+    model = CoveForTokenClassification(tiny_config(num_labels=5, tagger_input="vectors", tagger_hidden_size=3,
+                                                   tagger_module_dim=4)).eval()
+    ids = torch.randint(4, 30, (3, 7))
+    expected = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+    torch.testing.assert_close(RooflineTagger(model).eval()(ids), expected, rtol=0, atol=1e-5)
+
+
 def test_tiny_run_gives_every_figure(data_dir, single_thread):
     settings, results = bench_heads(str(data_dir), quick=True, repeats=1, threads=(1,),
-                                    sizes={"sst2": 6, "snli": 6, "squad": 2})
-    assert settings["threads"] == [1] and set(results) == {"bcn_single", "bcn_pair", "dcn"}
+                                    sizes={"sst2": 6, "snli": 6, "squad": 2, "conll2000": 6})
+    assert settings["threads"] == [1] and set(results) == {"bcn_single", "bcn_pair", "dcn", "tagger"}
+    assert results["tagger"]["threads_1"]["cvt_step_pair"]["tokens_per_s"] > 0
     for section in results.values():
         assert section["max_abs_diff_logits_auto_vs_reference"] < 1e-4
         for kind in KINDS:

@@ -1,7 +1,8 @@
 """Speed of the task heads (BCN `CoveForSequenceClassification`, DCN `CoveForQuestionAnswering`) side by side with
 a plain-PyTorch roofline of the same layers, in one process. Random weights: speed does not depend on them.
 
-Three sections: BCN on single sentences (SST-2 test), BCN on sentence pairs (SNLI dev), DCN on SQuAD dev windows.
+Four sections: BCN on single sentences (SST-2 test), BCN on sentence pairs (SNLI dev), DCN on SQuAD dev windows, the
+tagger (`CoveForTokenClassification` as `cove-train-tagger` builds it) on CoNLL-2000 test sentences.
 Each times three things, each on three sides run in interleaved rounds (ours["auto"], ours["reference"], roofline):
 
 - `pipeline`: inference as a user calls it, `pipeline("text-classification")` / `pipeline("cove-question-answering")`
@@ -34,7 +35,8 @@ from .common import synchronize
 
 SIDES = ("auto", "reference", "roofline")  # ours under each lstm_implementation, then the roofline
 KINDS = ("pipeline", "sorted", "train")
-SIZES = {"full": {"sst2": 1024, "snli": 1024, "squad": 256}, "quick": {"sst2": 96, "snli": 96, "squad": 32}}
+SIZES = {"full": {"sst2": 1024, "snli": 1024, "squad": 256, "conll2000": 1024},
+         "quick": {"sst2": 96, "snli": 96, "squad": 32, "conll2000": 96}}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -254,6 +256,29 @@ class RooflineDCN(nn.Module):
 # ----------------------------------------------------------------------------------------------------------------
 
 
+class RooflineTagger(nn.Module):
+    """The tagger of `model` (a `CoveForTokenClassification` reading "vectors") on uniform batches: word vectors,
+    dropout, the biLSTM layers as raw `nn.LSTM`s with dropout after each, the prediction module W ReLU(W' [h1; h2])."""
+
+    def __init__(self, model):
+        super().__init__()
+        if model.config.tagger_input != "vectors" or model.config.tagger_case_dim:
+            raise ValueError("the tagger roofline reads the word vectors alone (tagger_input='vectors', no casing)")
+        self.embeddings = nn.Embedding.from_pretrained(model.cove.embeddings.weight.detach().clone(), freeze=True)
+        self.dropout = nn.Dropout(model.config.tagger_dropout)
+        self.layers = nn.ModuleList(copied_lstm(lstm) for lstm in model.encoder)
+        self.hidden = copied_linear(model.classifier.hidden)
+        self.output = copied_linear(model.classifier.output)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids (B, T) -> logits (B, T, num_labels)."""
+        states, layers = self.dropout(self.embeddings(ids)), []
+        for lstm in self.layers:
+            states = self.dropout(lstm(states)[0])
+            layers.append(states)
+        return self.output(torch.relu(self.hidden(torch.cat(layers, dim=-1))))
+
+
 def timed_rounds(fns: dict, repeats: int, progress=None) -> dict:
     """Wall times of every function in `fns` over `repeats` rounds, each round running them once in turn
     (A, B, C, A, B, C, ...), synchronised on a GPU. Returns {name: [seconds per round]}."""
@@ -342,6 +367,7 @@ class Section:
         self.tokens = {kind: {} for kind in KINDS}
         self.info = {}
         self.models = []
+        self.extra = {}  # name -> (fn, tokens): timed on our side alone (no roofline), e.g. the CVT step pair
 
     def add(self, kind: str, ours: Callable, model, roofline: Callable, tokens: int, roofline_tokens: int):
         """ours under "auto" and "reference" (set on `model` before each call), and the roofline."""
@@ -358,9 +384,12 @@ def load_inputs(data_dir: str, sizes: dict) -> dict:
     def first(split, n):
         return split.select(range(min(n, len(split))))
 
+    from ..training.tagging_data import load_tagging_splits
+
     return {"sst2": first(load_classification("sst2", data_dir)["test"], sizes["sst2"]),
             "snli": first(load_classification("snli", data_dir)["test"], sizes["snli"]),
-            "squad": first(load_squad(data_dir)["validation"], sizes["squad"])}
+            "squad": first(load_squad(data_dir)["validation"], sizes["squad"]),
+            "conll2000": first(load_tagging_splits("conll2000", data_dir)["test"], sizes["conll2000"])}
 
 
 def save_encoder(inputs: dict, out_dir: Path):
@@ -371,7 +400,7 @@ def save_encoder(inputs: dict, out_dir: Path):
     from .training import save_random_checkpoint, source_words
 
     texts = [*inputs["sst2"]["text"], *inputs["snli"]["text"], *inputs["snli"]["text_pair"],
-             *inputs["squad"]["question"], *sorted(set(inputs["squad"]["context"]))]
+             *inputs["squad"]["question"], *sorted(set(inputs["squad"]["context"])), *inputs["conll2000"]["text"]]
     save_random_checkpoint(source_words(texts), out_dir)
     return out_dir, AutoTokenizer.from_pretrained(out_dir)
 
@@ -649,6 +678,115 @@ def dcn_section(examples, encoder_dir: Path, tokenizer, device: torch.device, wo
     return section
 
 
+def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> Section:
+    """The tagger on CoNLL-2000 test sentences (`rows`: words, tags, text) as `cove-train-tagger` builds it
+    ("vectors", the preset's sizes): `pipeline("cove-token-classification")` on the raw text in arrival order,
+    length-sorted batches of pre-split words, and labelled training steps at the CLI's batch size (Adam, clipping),
+    against `RooflineTagger`; plus a Cross-View Training step pair (labelled + unlabelled) in tokens/s (`info`)."""
+    from transformers import pipeline
+
+    from ..training import tagger as tg
+    from ..training.cvt import TaggerTraining
+    from .training import to_device
+
+    settings = tg.TaggerSettings(task=["conll2000"], encoder=str(encoder_dir), output_dir="-")
+    hp = tg.load_hyperparameters(settings)
+    labels = tg.label_set(rows)
+    label2id = {label: i for i, label in enumerate(labels)}
+    data = tg.encode_split(rows, tokenizer, label2id, "conll2000 test", hp["max_length"])
+    task = tg.TaskRun("conll2000", labels, "f1", data, data, data, {})
+    training, _ = tg.build_training(settings, hp, [task])
+    model = training.model.to(device).eval()
+    roofline = RooflineTagger(model).to(device).eval()
+    generator = torch.Generator().manual_seed(0)
+    batch_size, lengths = hp["batch_size"], data.lengths().tolist()
+    section = Section(f"tagger (CoNLL-2000 test sentences, input vectors), {len(lengths)} sentences, batch "
+                      f"{batch_size}, random weights")
+
+    def uniform(groups):
+        out = [uniform_ids(len(g), uniform_length(sum(lengths[i] for i in g), len(g)), model.config.vocab_size,
+                           generator, device) for g in groups]
+        return out, sum(x.numel() for x in out)
+
+    def roofline_inference(groups, tokenize):
+        inputs, tokens = uniform(groups)
+
+        @torch.inference_mode()
+        def run():
+            for group, ids in zip(groups, inputs):
+                tokenize(group)  # the same tokenizer call as the measured side
+                roofline(ids)
+        return run, tokens
+
+    real_tokens = sum(lengths)
+    texts = list(rows["text"])
+    tagging = pipeline("cove-token-classification", model=model, tokenizer=tokenizer, batch_size=batch_size,
+                       device=device)
+    run, tokens = roofline_inference(chunks(list(range(len(texts))), batch_size),
+                                     lambda g: tokenizer([texts[i] for i in g], return_offsets_mapping=True))
+    section.add("pipeline", lambda: tagging(texts), model, run, real_tokens, tokens)
+
+    words = list(rows["words"])
+    sorted_groups = chunks(sorted(range(len(words)), key=lambda i: -lengths[i]), batch_size)
+
+    def tokenize_words(group):
+        return tokenizer([words[i] for i in group], is_split_into_words=True, padding=True, return_tensors="pt")
+
+    @torch.inference_mode()
+    def ours_sorted():
+        for group in sorted_groups:
+            model(**tokenize_words(group).to(device))
+
+    run, tokens = roofline_inference(sorted_groups, tokenize_words)
+    section.add("sorted", ours_sorted, model, run, real_tokens, tokens)
+    checked = [tokenize_words(group).to(device) for group in sorted_groups[:2]]
+    section.info["max_abs_diff_logits_auto_vs_reference"] = max_abs_diff(model, checked, lambda out: [out.logits])
+
+    # training: labelled steps of the CLI's loop (TaggerTraining, Adam, clipping) on its batches, arrival order
+    training.train()
+    optimizer = torch.optim.Adam([p for p in training.parameters() if p.requires_grad], lr=hp["learning_rate"])
+    groups = [g for g in chunks(list(range(len(words))), batch_size) if len(g) == batch_size] or [list(range(
+        len(words)))]
+    batches = []
+    for group in groups:
+        ids, mask = tg.pad([data.ids[i] for i in group], device)
+        batches.append((ids, mask, tg.pad_labels([data.labels[i] for i in group], ids.shape[1], device)))
+    plain = RooflineTagger(model).to(device).train()
+    plain_optimizer = torch.optim.Adam([p for p in plain.parameters() if p.requires_grad], lr=hp["learning_rate"])
+    plain_inputs, plain_tokens = uniform(groups)
+    plain_labels = [torch.randint(0, len(labels), x.shape, generator=generator).to(device) for x in plain_inputs]
+
+    def ours_train():
+        for ids, mask, target in batches:
+            training_step(training, optimizer, hp["max_grad_norm"],
+                          lambda: training("labelled", ids, mask, task="conll2000", labels=target))
+
+    def roofline_train():
+        for ids, target in zip(plain_inputs, plain_labels):
+            training_step(plain, plain_optimizer, hp["max_grad_norm"], lambda: nn.functional.cross_entropy(
+                plain(ids).flatten(0, 1), target.flatten()))
+
+    train_tokens = sum(lengths[i] for group in groups for i in group)
+    section.add("train", ours_train, model, roofline_train, train_tokens, plain_tokens)
+
+    # Cross-View Training: a labelled step and an unlabelled step (teacher pass, student layer 1, four views)
+    cvt = TaggerTraining(model, {"conll2000": labels}, cvt=True).to(device).train()
+    cvt_optimizer = torch.optim.Adam([p for p in cvt.parameters() if p.requires_grad], lr=hp["learning_rate"])
+
+    def cvt_steps():
+        for ids, mask, target in batches:
+            training_step(cvt, cvt_optimizer, hp["max_grad_norm"],
+                          lambda: cvt("labelled", ids, mask, task="conll2000", labels=target))
+            training_step(cvt, cvt_optimizer, hp["max_grad_norm"], lambda: cvt("unlabelled", ids, mask))
+
+    section.extra = {"cvt_step_pair": (cvt_steps, 2 * train_tokens)}
+    section.info.update(inputs=len(lengths), real_tokens=real_tokens, batch_size=batch_size,
+                        train_batches=len(batches), optimizer=f"Adam(lr={hp['learning_rate']})",
+                        mean_length=round(real_tokens / len(lengths), 2), tagger_hidden_size=hp["hidden_size"],
+                        unlabelled_batches_in_cvt_timing="the labelled batches' sentences, labels unused")
+    return section
+
+
 def run_section(name: str, section: Section, threads: list, repeats: int, warmup: bool) -> dict:
     """Every kind of `section` at every thread count: `repeats` interleaved rounds of (auto, reference, roofline),
     figures per side and the ratios roofline time / our time (1.0: as fast as the roofline)."""
@@ -670,6 +808,8 @@ def run_section(name: str, section: Section, threads: list, repeats: int, warmup
                 per_kind[kind] = {**sides,
                                   "ratio_auto_to_roofline": round(roof / sides["auto"]["best_s"], 3),
                                   "ratio_reference_to_roofline": round(roof / sides["reference"]["best_s"], 3)}
+            for extra, (fn, tokens) in section.extra.items():  # ours alone, "auto"
+                per_kind[extra] = figures(timed_rounds({extra: fn}, repeats)[extra], tokens)
             results[f"threads_{count}"] = per_kind
     for model in section.models:  # leave the models on the default
         model.set_lstm_implementation("auto")
@@ -687,11 +827,14 @@ def summary_table(results: dict, threads: list) -> str:
                 lines.append(f"{name:<12}{kind:<10}{count:>8}{r['auto']['tokens_per_s']:>13,.0f}"
                              f"{r['reference']['tokens_per_s']:>13,.0f}{r['roofline']['tokens_per_s']:>13,.0f}"
                              f"{r['ratio_auto_to_roofline']:>11.3f}{r['ratio_reference_to_roofline']:>10.3f}")
+            for extra, r in section[f"threads_{count}"].items():
+                if extra not in KINDS:  # timed on our side alone
+                    lines.append(f"{name:<12}{extra:<10}{count:>8}{r['tokens_per_s']:>13,.0f}")
     return "\n".join(lines)
 
 
 def bench_heads(data_dir: str, device: str = "cpu", quick: bool = False, repeats: int = 3, threads=(1, 2),
-                sizes: Optional[dict] = None, sections=("bcn_single", "bcn_pair", "dcn")) -> tuple:
+                sizes: Optional[dict] = None, sections=("bcn_single", "bcn_pair", "dcn", "tagger")) -> tuple:
     """The whole benchmark: inputs (`SIZES`, or `sizes`), a random checkpoint over their words, then each of
     `sections` built and timed. Returns (settings, results)."""
     import transformers
@@ -706,7 +849,8 @@ def bench_heads(data_dir: str, device: str = "cpu", quick: bool = False, repeats
         encoder_dir, tokenizer = save_encoder(inputs, work / "encoder")
         builders = {"bcn_single": lambda: bcn_section(inputs["sst2"], "sst2", encoder_dir, tokenizer, device, work),
                     "bcn_pair": lambda: bcn_section(inputs["snli"], "snli", encoder_dir, tokenizer, device, work),
-                    "dcn": lambda: dcn_section(inputs["squad"], encoder_dir, tokenizer, device, work)}
+                    "dcn": lambda: dcn_section(inputs["squad"], encoder_dir, tokenizer, device, work),
+                    "tagger": lambda: tagger_section(inputs["conll2000"], encoder_dir, tokenizer, device)}
         for name in sections:
             print(f"{name}: preparing", flush=True)
             results[name] = run_section(name, builders[name](), list(threads), repeats, warmup=not quick)
