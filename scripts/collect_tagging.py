@@ -6,6 +6,7 @@ column mean ± std over seeds, each column minus supervised paired by seed with 
     python scripts/collect_tagging.py                 # runs/tag -> benchmarks/results/tagging.json
     python scripts/collect_tagging.py --merge         # keep the runs of the file there whose folders are not here
     python scripts/collect_tagging.py --markdown      # also print the table for RESULTS.md
+    python scripts/collect_tagging.py --data-dir DATA --encoder runs/vocab-tagging   # + tokenization mismatch rates
 
 What is read where: `modeling_cove.benchmarking.tagging`.
 """
@@ -13,8 +14,9 @@ What is read where: `modeling_cove.benchmarking.tagging`.
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
-from modeling_cove.benchmarking.tagging import collect_tagging, markdown_table
+from modeling_cove.benchmarking.tagging import collect_tagging, markdown_table, tokenization_mismatches
 from modeling_cove.training.cli import option, parse_options
 from modeling_cove.training.run_info import command_line
 
@@ -32,12 +34,16 @@ class CollectTaggingArguments:
     merge: bool = option("keep the runs of the existing output file whose run folders were not collected now (runs of "
                          "an earlier session or another machine); a run collected now replaces its old entry", False)
     markdown: bool = option("print the Markdown table for RESULTS.md after writing", False)
+    data_dir: Optional[str] = option("with --encoder: also measure how often the test sets' pre-split words and raw "
+                                     "text tokenize differently (a local data folder, docs/tagging.md)")
+    encoder: Optional[str] = option("the encoder checkpoint whose tokenizer the runs used (with --data-dir)")
 
 
 def main(argv=None):
     args = parse_options(CollectTaggingArguments, argv, description=__doc__)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    report = collect_tagging(args.runs_dir, args.output, merge=args.merge, command=command_line())
+    mismatch = tokenization_mismatches(args.data_dir, args.encoder) if args.data_dir and args.encoder else None
+    report = collect_tagging(args.runs_dir, args.output, merge=args.merge, command=command_line(), mismatch=mismatch)
     if report is None:
         print("no tagging runs found under", args.runs_dir)
         return

@@ -154,6 +154,8 @@ def test_label_set_adds_the_inside_tag_of_every_chunk_type():
 
     train = Dataset.from_dict({"words": [["a", "b"]], "tags": [["B-LST", "O"]], "text": ["a b"]})
     assert tg.label_set(train) == ["B-LST", "I-LST", "O"]
+    validation = Dataset.from_dict({"words": [["c"]], "tags": [["B-UCP"]], "text": ["c"]})  # a rare tag
+    assert tg.label_set(train, validation) == ["B-LST", "B-UCP", "I-LST", "I-UCP", "O"]
 
 
 def test_a_sentence_over_the_maximum_length_is_an_error_naming_its_row():
@@ -305,3 +307,19 @@ def test_cli_trains_with_the_casing_feature(tiny_setup, tmp_path):
     tg.train_tagger(settings(tiny_setup, tmp_path / "case", case_dim=4, epochs=1), cpu=True)
     tagger = AutoModelForTokenClassification.from_pretrained(tmp_path / "case" / "best")
     assert tagger.config.tagger_case_dim == 4 and tagger.case_embeddings.weight.shape == (7, 4)
+
+
+def test_cli_multi_task_run_exports_a_tagger_per_task(tiny_setup, tmp_path):
+    """--task conll2000 ewt_upos --cvt: one encoder, a primary module per task, results and best/<task>/ for each."""
+    from transformers import AutoModelForTokenClassification
+
+    data_dir = require_data("ud_english_ewt").parent
+    metrics = tg.train_tagger(settings(tiny_setup, tmp_path / "multi", task=["conll2000", "ewt_upos"],
+                                       data_dir=str(data_dir), epochs=1, train_fraction=None, unlabeled=["sst"],
+                                       limit_sentences=24), cpu=True)
+    assert set(metrics["results"]) == {"conll2000", "ewt_upos"}
+    assert 0 <= metrics["results"]["ewt_upos"]["test"]["accuracy"] <= 1
+    assert metrics["global_step"] == 2 * (3 + 3)  # 3 labelled batches of 8 per task, each with an unlabelled one
+    for task, kind in (("conll2000", "B-NP"), ("ewt_upos", "NOUN")):
+        tagger = AutoModelForTokenClassification.from_pretrained(tmp_path / "multi" / "best" / task)
+        assert kind in tagger.config.label2id

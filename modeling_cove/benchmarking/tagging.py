@@ -32,6 +32,7 @@ COLUMNS = {
     "vectors+cove": "[vectors; CoVe-S] read by the tagger",
     "vectors+bilm": "[vectors; gamma * sum_k softmax(w)_k h_k] over our biLM's layers",
     "cvt": "Cross-View Training: the supervised tagger plus auxiliary views on unlabelled text",
+    "supervised+case": "the supervised column plus an embedding of each token's casing as written (--case-dim 16)",
 }
 TASKS = ("conll2000", "wnut17", "ewt_upos")  # the full-data rows, in table order
 SMALL_DATA = "conll2000-10pct"
@@ -202,18 +203,39 @@ def tagging_report(records: list, left_out: list, command: str = "") -> dict:
             "papers": {task: papers.cvt_reported(task) for task in tasks if papers.cvt_reported(task)}}
 
 
-def collect_tagging(runs_dir: Path | str, output: Path | str, merge: bool = False, command: str = ""):
+def tokenization_mismatches(data_dir, encoder) -> dict:
+    """Per task, how often tokenizing the test set's pre-split words and tokenizing its raw text differ, with the
+    tokenizer of the encoder checkpoint the runs read (`tagging_data.tokenization_mismatch`), in percent."""
+    from transformers import AutoTokenizer
+
+    from ..training.tagging_data import load_tagging_splits, tokenization_mismatch
+
+    tokenizer = AutoTokenizer.from_pretrained(encoder)
+    result = {"encoder": str(encoder)}
+    for task in TASKS:
+        test = load_tagging_splits(task, data_dir)["test"]
+        figures = tokenization_mismatch(tokenizer, test)
+        result[task] = {k: percent(v) if k.endswith("rate") else v for k, v in figures.items()}
+    return result
+
+
+def collect_tagging(runs_dir: Path | str, output: Path | str, merge: bool = False, command: str = "",
+                    mismatch: dict | None = None):
     """Write `output` (tagging.json) from the runs under `runs_dir`; with `merge`, the runs of the `output` already
-    there whose folders were not collected now are kept. Returns the report, or None when there is no run at all
-    (nothing is written)."""
+    there whose folders were not collected now are kept (and its tokenization mismatch figures unless `mismatch`
+    gives new ones). Returns the report, or None when there is no run at all (nothing is written)."""
     output = Path(output)
     records, left_out = read_runs(runs_dir)
-    if merge and output.exists():
-        records = merge_records(records_of(json.loads(output.read_text())), records)
+    old = json.loads(output.read_text()) if merge and output.exists() else {}
+    if old:
+        records = merge_records(records_of(old), records)
     if not records:
         logger.warning("no tagging runs under %s: %s not written", runs_dir, output)
         return None
     report = tagging_report(records, left_out, command)
+    mismatch = mismatch or old.get("tokenization_mismatch")
+    if mismatch:
+        report["tokenization_mismatch"] = mismatch
     write_json(output, report)
     return report
 

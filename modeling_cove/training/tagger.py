@@ -200,12 +200,14 @@ def encode_split(split, tokenizer, label2id: Optional[dict], name: str, max_leng
     return Encoded(ids, word_ids, case_ids, tags, labels)
 
 
-def label_set(train) -> list:
-    """The training tags, plus I-X for every B-X of an IOB2 tag set (a chunk type seen only as one-word chunks in
-    training can still continue at test time: CoNLL-2000's test has I-LST, its training data only B-LST)."""
+def label_set(*splits) -> list:
+    """The task's tag inventory: the tags of `splits` (the whole training split and the validation split, whatever
+    share of train keeps its labels: a rare tag must not be an unknown tag of validation), plus I-X for every B-X of
+    an IOB2 tag set (a chunk type seen only as one-word chunks can still continue at test time: CoNLL-2000's test has
+    I-LST, its training data only B-LST)."""
     from . import tagging_data
 
-    labels = set(tagging_data.label_list(train))
+    labels = set().union(*(tagging_data.label_list(split) for split in splits))
     labels |= {"I-" + tag[2:] for tag in labels if tag.startswith("B-")}
     return sorted(labels)
 
@@ -576,10 +578,10 @@ def prepare_tasks(settings: TaggerSettings, tokenizer, hp: dict) -> tuple:
     for name in settings.task:
         splits, kind = load_task(name, settings.data_dir, settings.limit_sentences)
         train = splits["train"]
+        labels = label_set(train, splits["validation"])
         if settings.train_fraction is not None and settings.train_fraction < 1:
             train, rest = labelled_subset(train, settings.train_fraction, settings.seed)
             rest_words += list(rest["words"])
-        labels = label_set(train)
         label2id = {label: i for i, label in enumerate(labels)}
         encoded = {split: encode_split(data, tokenizer, None if split == "test" else label2id, f"{name} {split}",
                                        hp["max_length"])
