@@ -203,6 +203,20 @@ class CoveScalarMix(nn.Module):
         return self.gamma * sum(weight * layer for weight, layer in zip(weights, layers))
 
 
+def scalar_mix_for(config, reader: str) -> Optional[CoveScalarMix]:
+    """The scalar mix of a head's input (`reader` "bcn" or "tagger") when `config.feature_layout(reader)` has one,
+    else None. It mixes [g; g] with the encoder's layers, so the word vectors must be as wide as a direction's
+    states: a ValueError naming the input field otherwise."""
+    if not config.feature_layout(reader).has("scalar_mix"):
+        return None
+    if config.word_vector_dim != config.hidden_size:
+        raise ValueError(
+            f"{reader}_input={getattr(config, reader + '_input')!r} mixes [g; g] with the encoder layers, so 2 * "
+            f"word_vector_dim ({2 * config.word_vector_dim}) must equal 2 * hidden_size ({2 * config.hidden_size})"
+        )
+    return CoveScalarMix(config.num_hidden_layers + 1)
+
+
 @torch.no_grad()
 def head_init_(module: nn.Module) -> None:
     """A head layer's initialisation (the encoder keeps the MT's U(-r, r)): fan-in scaled uniform weights

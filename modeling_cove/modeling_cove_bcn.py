@@ -31,8 +31,8 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 from transformers.utils import add_start_docstrings_to_model_forward
 
 from .configuration_cove import CoveConfig
-from .layers import (CoveScalarMix, encoder_needs_grad, head_init_, masked_softmax, maxout, pair_segments, require,
-                     rows_where, run_bilstm, run_encoder_checked, segment_gather, segment_scatter)
+from .layers import (encoder_needs_grad, head_init_, masked_softmax, maxout, pair_segments, require,
+                     rows_where, run_bilstm, run_encoder_checked, scalar_mix_for, segment_gather, segment_scatter)
 from .embeddings import lengths_from_mask
 from .modeling_cove import CoveModel, CovePreTrainedModel, assemble_features
 
@@ -294,19 +294,11 @@ class CoveForSequenceClassification(CovePreTrainedModel):
                 f"problem_type='single_label_classification' needs num_labels >= 2, got {config.num_labels} "
                 "(num_labels=1 is a regression head: problem_type='regression' or None)"
             )
-        mixes = config.feature_layout("bcn").has("scalar_mix")
-        if mixes and config.word_vector_dim != config.hidden_size:
-            raise ValueError(
-                f"bcn_input={config.bcn_input!r} mixes [g; g] with the encoder layers, so 2 * word_vector_dim "
-                f"({2 * config.word_vector_dim}) must equal 2 * hidden_size ({2 * config.hidden_size})"
-            )
         self.num_labels = config.num_labels
         hidden = config.bcn_hidden_size
         self.cove = CoveModel(config)
         self.layer_indices = bcn_layer_indices(config)
-        self.scalar_mix = (
-            CoveScalarMix(config.num_hidden_layers + 1) if mixes else None
-        )
+        self.scalar_mix = scalar_mix_for(config, "bcn")  # ELMo's mix for the "*scalar_mix" inputs, else None
         self.input_dropout = nn.Dropout(config.bcn_dropout)
         self.feedforward = nn.Linear(bcn_input_size(config), config.bcn_feedforward_dim)  # f of eqs. 7–8
         self.encoder = nn.LSTM(config.bcn_feedforward_dim, hidden, batch_first=True, bidirectional=True)

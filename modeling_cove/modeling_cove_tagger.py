@@ -24,8 +24,8 @@ from transformers.utils import add_start_docstrings_to_model_forward
 
 from .configuration_cove import CoveConfig
 from .embeddings import lengths_from_mask
-from .layers import (CoveScalarMix, encoder_needs_grad, head_init_, require, rows_where, run_bilstm,
-                     run_encoder_checked, valid_steps)
+from .layers import (encoder_needs_grad, head_init_, require, rows_where, run_bilstm, run_encoder_checked,
+                     scalar_mix_for, valid_steps)
 from .modeling_cove import CoveModel, CovePreTrainedModel, assemble_features
 
 IGNORE_INDEX = -100  # a token without a label (transformers' convention, `nn.CrossEntropyLoss`'s default)
@@ -111,16 +111,11 @@ class CoveForTokenClassification(CovePreTrainedModel):
     def __init__(self, config: CoveConfig):
         super().__init__(config)
         layout = config.feature_layout("tagger")
-        if layout.has("scalar_mix") and config.word_vector_dim != config.hidden_size:
-            raise ValueError(
-                f"tagger_input={config.tagger_input!r} mixes [g; g] with the encoder layers, so 2 * word_vector_dim "
-                f"({2 * config.word_vector_dim}) must equal 2 * hidden_size ({2 * config.hidden_size})"
-            )
         self.num_labels = config.num_labels
         hidden = config.tagger_hidden_size
         self.cove = CoveModel(config)
         self.layer_indices = config.encoder_layers_read("tagger")
-        self.scalar_mix = CoveScalarMix(config.num_hidden_layers + 1) if layout.has("scalar_mix") else None
+        self.scalar_mix = scalar_mix_for(config, "tagger")  # ELMo's mix for "vectors+scalar_mix", else None
         self.dropout = nn.Dropout(config.tagger_dropout)
         self.case_embeddings = (nn.Embedding(len(CASE_CLASSES), config.tagger_case_dim, padding_idx=0)
                                 if config.tagger_case_dim else None)
