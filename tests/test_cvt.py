@@ -214,6 +214,10 @@ def test_cli_run_writes_the_tagger_metrics_and_curves(tiny_setup, tmp_path):
     assert not any("auxiliary" in k for k in load_file(out / "best" / "model.safetensors"))
     record = json.loads((out / "best" / "eval_results.json").read_text())
     assert record["task"]["type"] == "token-classification"
+    from modeling_cove.training.cards import build_card  # the card writer reads what the run wrote
+
+    text = str(build_card(record, json.loads((out / "best" / "config.json").read_text()), "org/cove-chunker"))
+    assert "CoveForTokenClassification" in text and "trust_remote_code=True" in text and "B-NP" in text
 
 
 def test_cli_resumes_exactly(tiny_setup, tmp_path):
