@@ -327,3 +327,26 @@ def test_cli_multi_task_run_exports_a_tagger_per_task(tiny_setup, tmp_path):
     for task, kind in (("conll2000", "B-NP"), ("ewt_upos", "NOUN")):
         tagger = AutoModelForTokenClassification.from_pretrained(tmp_path / "multi" / "best" / task)
         assert kind in tagger.config.label2id
+
+
+def test_a_datasets_id_task_reads_the_hub_layout(monkeypatch):
+    """--task hf:<id>[:<config>]@<tag column>, as users online name `datasets` ids (e.g. eriktks/conll2003): tested
+    offline on an in-memory DatasetDict laid out like the Hub's (ClassLabel tags)."""
+    import datasets
+
+    features = datasets.Features({"tokens": datasets.Sequence(datasets.Value("string")),
+                                  "ner_tags": datasets.Sequence(datasets.ClassLabel(names=["O", "B-PER", "I-PER"]))})
+    split = datasets.Dataset.from_dict({"tokens": [["John", "Smith", "runs"]], "ner_tags": [[1, 2, 0]]}, features)
+    calls = []
+
+    def load_dataset(name, config=None):
+        calls.append((name, config))
+        return datasets.DatasetDict({"train": split, "validation": split, "test": split})
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    splits, kind = tg.load_task("hf:eriktks/conll2003@ner_tags", data_dir=None)
+    assert calls == [("eriktks/conll2003", None)] and kind == "f1"
+    assert splits["test"][0]["words"] == ["John", "Smith", "runs"] and splits["test"][0]["tags"] == ["B-PER", "I-PER",
+                                                                                                      "O"]
+    with pytest.raises(ValueError, match="name the tag column"):
+        tg.load_task("hf:eriktks/conll2003", data_dir=None)
