@@ -31,10 +31,11 @@ Each thread count of `--threads` (default "1,2") is measured in turn, for both s
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar, Optional
 
 from modeling_cove.benchmarking.common import BenchmarkArguments, write_report
-from modeling_cove.benchmarking.heads import bench_heads, summary_table
+from modeling_cove.benchmarking.heads import SECTIONS, bench_heads, summary_table
 from modeling_cove.training.cli import option, parse_options
 
 
@@ -45,6 +46,9 @@ class HeadsArguments(BenchmarkArguments):
     threads: str = option("comma-separated torch intra-op thread counts, each measured in turn", "1,2")
     texts: Optional[int] = option("texts per BCN section, SQuAD questions a quarter of it (default: 1,024; 96 with "
                                   "--quick)")
+    sections: str = option(f"comma-separated sections to measure, of {', '.join(SECTIONS)}; the others are kept "
+                           "from the existing report, each with the command, commit and date it was measured at",
+                           ",".join(SECTIONS))
 
     output_file: ClassVar[str] = "heads.json"
 
@@ -57,17 +61,39 @@ class HeadsArguments(BenchmarkArguments):
         if not self.thread_counts or min(self.thread_counts) < 1:
             raise ValueError(f"--threads {self.threads!r}: comma-separated positive integers, e.g. 1,2")
         self.repeats = self.repeats or (1 if self.quick else 3)
+        self.section_names = [name.strip() for name in self.sections.split(",") if name.strip()]
+        unknown = [name for name in self.section_names if name not in SECTIONS]
+        if unknown or not self.section_names:
+            raise ValueError(f"--sections {self.sections!r}: comma-separated names of {', '.join(SECTIONS)}")
 
 
 def main(argv=None):
     args = parse_options(HeadsArguments, argv, description=__doc__)
     sizes = None if args.texts is None else {"sst2": args.texts, "snli": args.texts, "squad": max(args.texts // 4, 1),
                                              "conll2000": args.texts}
-    settings, results = bench_heads(args.data_dir, args.device, args.quick, args.repeats, args.thread_counts, sizes)
+    settings, results = bench_heads(args.data_dir, args.device, args.quick, args.repeats, args.thread_counts, sizes,
+                                    sections=args.section_names)
     for name, section in results.items():
         print(name, json.dumps(section, indent=1), flush=True)
     print(summary_table(results, args.thread_counts))
+    kept = keep_sections(Path(args.output), args.section_names)
+    if kept:
+        settings["sections_kept"] = {name: provenance for name, (provenance, _) in kept.items()}
+        results = {**{name: section for name, (_, section) in kept.items()}, **results}
     write_report(args.output, argv, args.quick, settings, results)
+
+
+def keep_sections(path: Path, measured: list) -> dict:
+    """The sections of the existing report at `path` that were not measured now: name -> (where they come from:
+    command, commit, date, machine's CPU; the section's figures). A section kept before keeps its first provenance."""
+    if not path.is_file():
+        return {}
+    old = json.loads(path.read_text())
+    earlier = old.get("sections_kept", {})
+    header = {key: old.get(key) for key in ("command", "commit", "date")}
+    header["cpu_model"] = (old.get("machine") or {}).get("cpu_model")
+    return {name: (earlier.get(name, header), section) for name, section in old.get("results", {}).items()
+            if name not in measured}
 
 
 if __name__ == "__main__":

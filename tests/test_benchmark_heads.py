@@ -88,3 +88,22 @@ def test_tiny_run_gives_every_figure(data_dir, single_thread):
             assert figures["ratio_auto_to_roofline"] > 0 and figures["ratio_reference_to_roofline"] > 0
     assert results["dcn"]["decoder_iterations"]["train"] == 4
     assert "bcn_pair" in summary_table(results, [1])
+
+
+def test_sections_not_measured_are_kept_with_where_they_come_from(tmp_path):
+    """scripts/benchmark_heads.py --sections tagger: the other sections stay, each with its own command and commit."""
+    import json
+    import runpy
+
+    from conftest import REPO
+
+    keep_sections = runpy.run_path(str(REPO / "scripts" / "benchmark_heads.py"))["keep_sections"]
+    report = tmp_path / "heads.json"
+    assert keep_sections(report, ["tagger"]) == {}
+    report.write_text(json.dumps({"command": "old", "commit": "abc", "date": "d1", "machine": {"cpu_model": "X"},
+                                  "results": {"bcn_single": {"a": 1}, "tagger": {"b": 2}}}))
+    kept = keep_sections(report, ["tagger"])
+    assert kept == {"bcn_single": ({"command": "old", "commit": "abc", "date": "d1", "cpu_model": "X"}, {"a": 1})}
+    report.write_text(json.dumps({"command": "new", "commit": "def", "results": {"bcn_single": {"a": 1}},
+                                  "sections_kept": {"bcn_single": {"commit": "abc"}}}))
+    assert keep_sections(report, ["tagger"])["bcn_single"][0] == {"commit": "abc"}  # its first provenance

@@ -34,6 +34,7 @@ from torch import nn
 from .common import synchronize
 
 SIDES = ("auto", "reference", "roofline")  # ours under each lstm_implementation, then the roofline
+SECTIONS = ("bcn_single", "bcn_pair", "dcn", "tagger")
 KINDS = ("pipeline", "sorted", "train")
 SIZES = {"full": {"sst2": 1024, "snli": 1024, "squad": 256, "conll2000": 1024},
          "quick": {"sst2": 96, "snli": 96, "squad": 32, "conll2000": 96}}
@@ -834,7 +835,7 @@ def summary_table(results: dict, threads: list) -> str:
 
 
 def bench_heads(data_dir: str, device: str = "cpu", quick: bool = False, repeats: int = 3, threads=(1, 2),
-                sizes: Optional[dict] = None, sections=("bcn_single", "bcn_pair", "dcn", "tagger")) -> tuple:
+                sizes: Optional[dict] = None, sections=SECTIONS) -> tuple:
     """The whole benchmark: inputs (`SIZES`, or `sizes`), a random checkpoint over their words, then each of
     `sections` built and timed. Returns (settings, results)."""
     import transformers
