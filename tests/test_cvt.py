@@ -350,3 +350,8 @@ def test_a_datasets_id_task_reads_the_hub_layout(monkeypatch):
                                                                                                       "O"]
     with pytest.raises(ValueError, match="name the tag column"):
         tg.load_task("hf:eriktks/conll2003", data_dir=None)
+
+
+def test_an_encoder_that_does_not_load_is_one_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="--encoder .* is not a loadable CoVe checkpoint"):
+        tg.load_tokenizer(str(tmp_path / "missing"))

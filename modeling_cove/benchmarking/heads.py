@@ -696,7 +696,7 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
     label2id = {label: i for i, label in enumerate(labels)}
     data = tg.encode_split(rows, tokenizer, label2id, "conll2000 test", hp["max_length"])
     task = tg.TaskRun("conll2000", labels, "f1", data, data, data, {})
-    training, _ = tg.build_training(settings, hp, [task])
+    training = tg.build_training(settings, hp, [task], tokenizer)
     model = training.model.to(device).eval()
     roofline = RooflineTagger(model).to(device).eval()
     generator = torch.Generator().manual_seed(0)

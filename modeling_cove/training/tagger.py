@@ -543,11 +543,22 @@ def save_taggers(loop: TaggerLoop, metrics: dict) -> None:
 # the run
 
 
-def build_training(settings: TaggerSettings, hp: dict, tasks: list):
-    """(TaggerTraining, tokenizer): the tagger on `settings.encoder` (word vectors and encoder loaded, frozen; the
-    biLSTM and modules freshly initialised from the seed) with the first task's labels, and the other tasks' and
-    CVT's modules."""
-    from transformers import AutoTokenizer, set_seed
+def load_tokenizer(encoder: str):
+    """The tokenizer of the encoder checkpoint `encoder` (a folder or a Hub id); a ValueError naming it if none."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(encoder)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"--encoder {encoder!r} is not a loadable CoVe checkpoint (a folder with config.json, "
+                         f"weights and tokenizer, or a reachable Hub id): {err}") from None
+
+
+def build_training(settings: TaggerSettings, hp: dict, tasks: list, tokenizer) -> "TaggerTraining":
+    """The tagger on `settings.encoder` (word vectors and encoder loaded, frozen; the biLSTM and modules freshly
+    initialised from the seed) with the first task's labels, and the other tasks' and CVT's modules, in a
+    `cvt.TaggerTraining`. `tokenizer` (the encoder's) must be the checkpoint's vocabulary."""
+    from transformers import set_seed
 
     from ..modeling_cove_tagger import CoveForTokenClassification
     from ..tokenization_cove import check_tokenizer_matches
@@ -562,12 +573,10 @@ def build_training(settings: TaggerSettings, hp: dict, tasks: list):
             tagger_hidden_size=hp["hidden_size"], tagger_module_dim=hp["module_dim"], tagger_dropout=hp["dropout"],
             tagger_max_length=hp["max_length"], tagger_case_dim=settings.case_dim, freeze_encoder=True,
             freeze_embeddings=True)
-        tokenizer = AutoTokenizer.from_pretrained(settings.encoder)
     except OSError as err:
         raise ValueError(f"--encoder {settings.encoder!r} is not a loadable CoVe checkpoint: {err}") from None
     check_tokenizer_matches(model.config, tokenizer)
-    training = TaggerTraining(model, {t.name: t.labels for t in tasks}, settings.cvt)
-    return training, tokenizer
+    return TaggerTraining(model, {t.name: t.labels for t in tasks}, settings.cvt)
 
 
 def prepare_tasks(settings: TaggerSettings, tokenizer, hp: dict) -> tuple:
@@ -610,14 +619,9 @@ def train_tagger(settings: TaggerSettings, argv=None, cpu: bool = False) -> dict
                          "processes")
     current = {k: getattr(settings, k) for k in RESUME_KEYS}
     check_run_folder(settings.output_dir, current, RESUME_KEYS, settings.resume, settings.overwrite)
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(settings.encoder) if Path(settings.encoder, "tokenizer.json").is_file() \
-        else None
-    if tokenizer is None:
-        raise ValueError(f"--encoder {settings.encoder!r} holds no tokenizer.json: not a CoVe checkpoint folder")
+    tokenizer = load_tokenizer(settings.encoder)
     tasks, unlabeled = prepare_tasks(settings, tokenizer, hp)
-    training, tokenizer = build_training(settings, hp, tasks)
+    training = build_training(settings, hp, tasks, tokenizer)
     start_run_folder(accelerator, settings.output_dir, current, settings.resume)
     loop = TaggerLoop(settings, accelerator, training, tasks, unlabeled, hp)
     loop.tokenizer, loop.commit, loop.run_started = tokenizer, commit, run_started
