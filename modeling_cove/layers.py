@@ -222,7 +222,9 @@ def head_init_(module: nn.Module) -> None:
     """A head layer's initialisation (the encoder keeps the MT's U(-r, r)): fan-in scaled uniform weights
     U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for linear layers and LSTMs (PyTorch's defaults; the papers give none for
     the heads: the MT's U(-0.1, 0.1) is 7x too wide for the BCN's 4800-wide maxout input and slowed early training in
-    our runs), batch norm at (1, 0) with fresh statistics, a scalar mix at w = 0, gamma = 1."""
+    our runs), batch norm at (1, 0) with fresh statistics, a scalar mix at w = 0, gamma = 1, an embedding (the
+    tagger's casing feature) N(0, 1) with its padding row zero. Every trainable kind a head holds must be here:
+    `from_pretrained` leaves the weights it does not load uninitialised until this runs."""
     if isinstance(module, nn.Linear):
         bound = 1.0 / math.sqrt(module.in_features)
         nn.init.uniform_(module.weight, -bound, bound)
@@ -239,3 +241,7 @@ def head_init_(module: nn.Module) -> None:
     elif isinstance(module, CoveScalarMix):
         nn.init.zeros_(module.scalar_weights)
         nn.init.ones_(module.gamma)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, 0.0, 1.0)
+        if module.padding_idx is not None:
+            module.weight[module.padding_idx].zero_()

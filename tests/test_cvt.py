@@ -4,6 +4,7 @@ teacher pass without dropout, multi-task, the exported tagger without auxiliary 
 (exact resume, two processes)."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -308,9 +309,21 @@ def test_the_pipeline_gives_a_casing_tagger_the_case_of_the_raw_text(tmp_path):
 def test_cli_trains_with_the_casing_feature(tiny_setup, tmp_path):
     from transformers import AutoModelForTokenClassification
 
-    tg.train_tagger(settings(tiny_setup, tmp_path / "case", case_dim=4, epochs=1), cpu=True)
+    metrics = tg.train_tagger(settings(tiny_setup, tmp_path / "case", case_dim=4, epochs=1), cpu=True)
+    assert all(math.isfinite(h["train_loss"]) and math.isfinite(h["unlabelled_loss"]) for h in metrics["epochs"])
     tagger = AutoModelForTokenClassification.from_pretrained(tmp_path / "case" / "best")
     assert tagger.config.tagger_case_dim == 4 and tagger.case_embeddings.weight.shape == (7, 4)
+    assert torch.isfinite(tagger.case_embeddings.weight).all() and not tagger.case_embeddings.weight[0].any()
+
+
+def test_a_tagger_built_on_an_encoder_checkpoint_initialises_every_new_weight(tiny_setup):
+    """from_pretrained(encoder) leaves the weights it does not load to `_init_weights`: none may stay uninitialised
+    (the casing embedding once did, and trained to NaN)."""
+    model = CoveForTokenClassification.from_pretrained(tiny_setup[1], num_labels=3, tagger_input="vectors",
+                                                       tagger_case_dim=4, tagger_hidden_size=5, tagger_module_dim=6)
+    for name, param in model.named_parameters():
+        assert torch.isfinite(param).all() and param.abs().max() < 10, name
+    assert not model.case_embeddings.weight[0].any()
 
 
 def test_cli_multi_task_run_exports_a_tagger_per_task(tiny_setup, tmp_path):

@@ -380,6 +380,9 @@ class TaggerLoop(PretrainingLoop):
             ids, mask = pad([self.unlabeled[r] for r in share], accelerator.device)
             cases, _ = pad([self.unlabeled_cases[r] for r in share], accelerator.device)
             loss = self.model("unlabelled", ids, mask, case_ids=cases)
+        if not torch.isfinite(loss.detach()):
+            raise FloatingPointError(f"step {state.global_step + 1} ({phase}): the loss is {float(loss)}; the run "
+                                     "stops here (its last checkpoint is intact)")
         accelerator.backward(loss)
         accelerator.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], self.hp["max_grad_norm"])
         self.optimizer.step()
