@@ -83,8 +83,9 @@ MANIFEST = {
 
 # pipeline_cove.py holds every pipeline of ours and imports squad_preprocessing.py (windows and answers of the QA
 # pipeline), which imports the DCN, and the tagger's module (the casing feature): a checkpoint that records one of
-# these pipelines ships those files (every checkpoint ships the heads' files anyway, as it advertises every class). squad_preprocessing.py ships whole: its
-# training-side functions come along, and bring no further file (the manifest test checks what each file imports).
+# these pipelines ships those files (every checkpoint ships the heads' files anyway, as it advertises every class).
+# squad_preprocessing.py ships whole: its training-side functions come along, and bring no further file (the
+# manifest test checks what each file imports).
 PIPELINE_FILES = DCN_FILES + ("modeling_cove_tagger.py", "pipeline_cove.py", "squad_preprocessing.py")
 
 # transformers 5.x has no "question-answering" pipeline of its own: a DCN checkpoint records ours under that name.

@@ -215,7 +215,7 @@ class CoveForTokenClassification(CovePreTrainedModel):
                 parts["scalar_mix"] = self.scalar_mix([torch.cat([parts["word_vectors"]] * 2, dim=-1), *layers])
         if "char_ngrams" in config.feature_layout("tagger").names:
             parts["char_ngrams"] = self.cove.char_ngram_embeddings(inputs) * mask
-        features = assemble_features(config.feature_layout("tagger"), parts, mask)
+        features = assemble_features(config.feature_layout("tagger"), parts)  # every part is zero at padding already
         if self.case_embeddings is None:
             return features
         return torch.cat([features, self.case_embeddings(case_ids) * mask], dim=-1)  # (B, T, D_in + case dim)

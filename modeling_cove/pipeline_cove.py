@@ -215,6 +215,15 @@ class CoveFeatureExtractionPipeline(CheckedTokenizer, FeatureExtractionPipeline)
         return hidden if return_tensors else hidden.tolist()
 
 
+def span_in_sentence(start: int, end: int, word, word_to_chars_map) -> tuple:
+    """A token's (start, end) in the pipeline's sentence: for pre-split input the tokenizer's offsets are within the
+    token's word (`word`, an index into `word_to_chars_map`), for raw text already in the sentence."""
+    if word is None or word_to_chars_map is None:
+        return start, end
+    shift = word_to_chars_map[word][0]
+    return start + shift, end + shift
+
+
 class CoveTokenClassificationPipeline(CheckedTokenizer, TokenClassificationPipeline):
     """Token classification over a CoVe tagger with word-level tokens (see the module docstring): on raw text each
     token is a word; on pre-split input the later tokens of a word are its sub-words; `word` is the text as written."""
@@ -231,8 +240,8 @@ class CoveTokenClassificationPipeline(CheckedTokenizer, TokenClassificationPipel
                 cases = []
                 for index, (start, end) in enumerate(model_inputs["offset_mapping"][0].tolist()):
                     word = word_ids[index] if word_ids is not None else None
-                    shift = word_chars[word][0] if word is not None else 0  # pre-split: offsets within the word
-                    cases.append(casing_class(text[start + shift:end + shift]))
+                    start, end = span_in_sentence(start, end, word, word_chars)
+                    cases.append(casing_class(text[start:end]))
                 model_inputs["case_ids"] = torch.tensor([cases], dtype=torch.long)
             yield model_inputs
 
@@ -247,10 +256,8 @@ class CoveTokenClassificationPipeline(CheckedTokenizer, TokenClassificationPipel
         for index, token_scores in enumerate(scores):
             if special_tokens_mask[index]:
                 continue
-            start, end = (int(x) for x in offset_mapping[index])
             word_index = word_ids[index] if word_ids is not None else None
-            if word_index is not None and word_to_chars_map is not None:  # pre-split: offsets within the word
-                start, end = start + word_to_chars_map[word_index][0], end + word_to_chars_map[word_index][0]
+            start, end = span_in_sentence(*(int(x) for x in offset_mapping[index]), word_index, word_to_chars_map)
             pre_entities.append({"word": sentence[start:end], "scores": token_scores, "start": start, "end": end,
                                  "index": index, "is_subword": word_index is not None and word_index == previous_word})
             previous_word = word_index

@@ -751,7 +751,7 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
     batches = []
     for group in groups:
         ids, mask = tg.pad([data.ids[i] for i in group], device)
-        batches.append((ids, mask, tg.pad_labels([data.labels[i] for i in group], ids.shape[1], device)))
+        batches.append((ids, mask, tg.pad([data.labels[i] for i in group], device, tg.IGNORE_INDEX)[0]))
     plain = RooflineTagger(model).to(device).train()
     plain_optimizer = torch.optim.Adam([p for p in plain.parameters() if p.requires_grad], lr=hp["learning_rate"])
     plain_inputs, plain_tokens = uniform(groups)

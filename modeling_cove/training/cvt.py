@@ -107,14 +107,18 @@ class TaggerTraining(nn.Module):
         self.model.check_case_ids(case_ids, attention_mask)
         return self.model.tagger_inputs(inputs, attention_mask, case_ids), lengths
 
+    def primary_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                       case_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """[h1; ...; hL] (B, T, 2H·L) of a checked batch, what every primary module reads (dropout as the mode says)."""
+        features, lengths = self.features(input_ids, attention_mask, case_ids)
+        return torch.cat(self.model.encode(features, lengths).layers, dim=-1)
+
     def forward(self, phase: str, input_ids: torch.Tensor, attention_mask: torch.Tensor, task: str | None = None,
                 labels: torch.Tensor | None = None, case_ids: torch.Tensor | None = None) -> torch.Tensor:
         """The loss of one step of `phase` ("labelled": `task`'s cross-entropy with `labels` (B, T); "unlabelled":
         the CVT loss over every task)."""
         if phase == "labelled":
-            features, lengths = self.features(input_ids, attention_mask, case_ids)
-            states = self.model.encode(features, lengths)
-            logits = self.primary_module(task)(torch.cat(states.layers, dim=-1))  # (B, T, C)
+            logits = self.primary_module(task)(self.primary_states(input_ids, attention_mask, case_ids))  # (B, T, C)
             return nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten().long(),
                                                ignore_index=IGNORE_INDEX)
         if phase != "unlabelled" or self.auxiliary is None:
@@ -132,8 +136,7 @@ class TaggerTraining(nn.Module):
         was_training = self.training
         self.eval()
         try:
-            features, lengths = self.features(input_ids, attention_mask, case_ids)
-            states = torch.cat(self.model.encode(features, lengths).layers, dim=-1)
+            states = self.primary_states(input_ids, attention_mask, case_ids)
             return {task: torch.softmax(self.primary_module(task)(states).float(), dim=-1)
                     for task in self.task_names}
         finally:

@@ -36,6 +36,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from ..modeling_cove_tagger import IGNORE_INDEX
 from .cli import REQUIRED, fail, option, parse_options
 from .pretraining import (PretrainingLoop, PretrainingState, StopLimits, check_run_folder, epoch_batches,
                           make_optimizer, rank_share, start_run_folder)
@@ -242,22 +243,13 @@ def unlabeled_sentences(settings: TaggerSettings, tokenizer, rest_words: list, m
     return sentences, cases
 
 
-def pad(rows: list, device) -> tuple:
-    """(ids (B, T), attention mask (B, T)) of token-id lists, right-padded with 0."""
-    width = max(len(r) for r in rows)
-    ids = torch.zeros(len(rows), width, dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, :len(r)] = torch.tensor(r)
-    lengths = torch.tensor([len(r) for r in rows])
-    mask = (torch.arange(width)[None, :] < lengths[:, None]).long()
-    return ids.to(device), mask.to(device)
+def pad(rows: list, device, value: int = 0) -> tuple:
+    """(rows (B, T), attention mask (B, T)) on `device`: lists of ids (tokens, case ids, label ids) right-padded
+    with `value` (`feature_cache.pad_rows`)."""
+    from ..feature_cache import pad_rows
 
-
-def pad_labels(rows: list, width: int, device) -> torch.Tensor:
-    labels = torch.full((len(rows), width), -100, dtype=torch.long)
-    for i, r in enumerate(rows):
-        labels[i, :len(r)] = torch.tensor(r)
-    return labels.to(device)
+    batch = pad_rows(rows, [[0] * len(row) for row in rows], value)
+    return batch["input_ids"].to(device), batch["attention_mask"].to(device)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -279,8 +271,7 @@ def predict_tags(training, task: str, data: Encoded, labels: list, batch_size: i
             rows = order[start:start + batch_size].tolist()
             ids, mask = pad([data.ids[r] for r in rows], device)
             cases, _ = pad([data.case_ids[r] for r in rows], device)
-            features, lengths = training.features(ids, mask, cases)
-            states = torch.cat(training.model.encode(features, lengths).layers, dim=-1)
+            states = training.primary_states(ids, mask, cases)
             best = training.primary_module(task)(states).argmax(dim=-1).cpu().tolist()  # (B, T)
             for r, tokens in zip(rows, best):
                 words = word_predictions(tokens[:len(data.ids[r])], data.word_ids[r], len(data.tags[r]))
@@ -295,7 +286,7 @@ def score(training, task: str, data: Encoded, labels: list, kind: str, batch_siz
     from .tagging_data import score_tagging
 
     result = score_tagging(data.tags, predict_tags(training, task, data, labels, batch_size, device), kind)
-    return {k: v for k, v in result.items() if k != "per_type"} | {"per_type": result.get("per_type")}
+    return {**result, "per_type": result.get("per_type")}
 
 
 def main_metric(result: dict, kind: str) -> float:
@@ -374,7 +365,7 @@ class TaggerLoop(PretrainingLoop):
             task = self.tasks[t]
             ids, mask = pad([task.train.ids[r] for r in share], accelerator.device)
             cases, _ = pad([task.train.case_ids[r] for r in share], accelerator.device)
-            labels = pad_labels([task.train.labels[r] for r in share], ids.shape[1], accelerator.device)
+            labels, _ = pad([task.train.labels[r] for r in share], accelerator.device, IGNORE_INDEX)
             loss = self.model("labelled", ids, mask, task=task.name, labels=labels, case_ids=cases)
         else:
             ids, mask = pad([self.unlabeled[r] for r in share], accelerator.device)

@@ -25,8 +25,9 @@ from typing import Optional
 import numpy as np
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
 
+from ..modeling_cove_tagger import IGNORE_INDEX  # the label of positions the loss and the metrics skip
+
 SPLITS = ("train", "validation", "test")
-IGNORE_INDEX = -100  # the label of positions the loss and the metrics skip (transformers' convention)
 NO_TOKEN_TAG = "B-<no-token>"  # what score_tagging puts in place of a word without a token (kind "f1")
 # CoNLL-2000 has no development set: the training sentences whose 0-based index in train.txt is 9 mod 10 (every
 # tenth sentence: 9, 19, 29, ...) are the validation split, and only the others are trained on.

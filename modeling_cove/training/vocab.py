@@ -38,9 +38,9 @@ from ..tokenization_cove import DEFAULT_MODEL_MAX_LENGTH, SPECIAL_TOKENS
 from ..vectors import embedding_matrix_from_vectors, read_word_vectors
 from .cli import REQUIRED, fail, option, parse_options
 
-TEXT_SOURCES = ("multi30k", "iwslt", "wmt17", "sst2", "sst5", "trec6", "trec50", "imdb", "snli", "squad", "conll2000",
-                "ewt_upos", "wnut17")
 TAGGING_SOURCES = ("conll2000", "ewt_upos", "wnut17")  # tagging_data.TAGGING_TASKS: sentences as words
+TEXT_SOURCES = ("multi30k", "iwslt", "wmt17", "sst2", "sst5", "trec6", "trec50", "imdb", "snli", "squad",
+                *TAGGING_SOURCES)
 TRANSLATION_SOURCES = ("multi30k", "iwslt", "wmt17")
 
 
