@@ -144,8 +144,18 @@ def test_training_benchmark_settles_steps_and_repeats():
 
 
 def test_to_device_moves_nested_batch_values():
-    moved = training.to_device({"a": (torch.ones(1), None)}["a"], "cpu")
-    assert isinstance(moved, tuple) and moved[1] is None and moved[0].device.type == "cpu"
+    """Every tensor of a collated batch reaches the device: a collator's dict, a BatchEncoding, tuples inside them
+    (a dict left on the CPU broke the heads benchmark's training sides under --device cuda); the meta device stands
+    in for a GPU."""
+    from transformers import BatchEncoding
+
+    batch = {"input_ids": torch.ones(2, 3, dtype=torch.long), "pair": (torch.zeros(2), None), "name": "x"}
+    for value in (batch, BatchEncoding(batch)):
+        moved = training.to_device(value, "meta")
+        assert moved["input_ids"].device.type == "meta" and moved["input_ids"].dtype == torch.long
+        assert moved["pair"][0].device.type == "meta" and moved["pair"][1] is None and moved["name"] == "x"
+    moved = training.to_device((torch.ones(1), [torch.ones(1)]), "meta")
+    assert isinstance(moved, tuple) and moved[0].device.type == "meta" and moved[1][0].device.type == "meta"
 
 
 def test_naive_loader_reads_what_ours_reads(tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Optional
 
 import torch
@@ -40,7 +41,10 @@ class TrainingBenchmark:
 
 
 def to_device(value, device):
-    """A collated batch value on `device`: tensors moved, tuples / lists of tensors moved item by item."""
+    """A collated batch value on `device`: tensors moved; dicts (a collator's batch, a BatchEncoding), tuples and
+    lists moved item by item."""
+    if isinstance(value, Mapping):
+        return {key: to_device(v, device) for key, v in value.items()}
     if isinstance(value, (tuple, list)):
         return type(value)(to_device(v, device) for v in value)
     return value.to(device) if isinstance(value, torch.Tensor) else value
