@@ -24,7 +24,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .lstm_kernels import LSTM_IMPLEMENTATIONS, BiLSTMStack, choose_lstm_implementation, lstm_autocast_fallback
-from .modeling_cove import CoveModel, CoveModelOutput
+from .modeling_cove import CoveModel, CoveModelOutput, assemble_features
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -215,6 +215,29 @@ def scalar_mix_for(config, reader: str) -> Optional[CoveScalarMix]:
             f"word_vector_dim ({2 * config.word_vector_dim}) must equal 2 * hidden_size ({2 * config.hidden_size})"
         )
     return CoveScalarMix(config.num_hidden_layers + 1)
+
+
+def head_features(config, reader: str, cove: CoveModel, inputs: torch.Tensor, attention_mask: torch.Tensor,
+                  hidden_states: Optional[tuple], scalar_mix: Optional[CoveScalarMix] = None,
+                  layer_indices=(), vectors: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Eq. 6 as a head reads it, `config.feature_layout(reader)` ("bcn" or "tagger"): w~ (B, T, D_in), zero at
+    padding. `inputs`: checked ids (B, T) or word vectors (B, T, D); `hidden_states`: the encoder's (word vectors,
+    layer 1, ..., layer L; entries the layout does not read may be None), or None when it reads no layer;
+    `scalar_mix` (ELMo's mix, docs/paper.md §6) over [GloVe(w); GloVe(w)] and the layers `layer_indices`; `vectors`:
+    GloVe(w) (B, T, 300), zero at padding, when the caller has looked it up already."""
+    layout = config.feature_layout(reader)
+    mask = attention_mask.unsqueeze(-1).to(cove.embeddings.weight.dtype)  # (B, T, 1)
+    if vectors is None:
+        vectors = (inputs.to(mask.dtype) if inputs.is_floating_point() else cove.embeddings(inputs)) * mask
+    parts = {"word_vectors": vectors}  # GloVe(w), (B, T, 300)
+    if hidden_states is not None:  # eq. 5, CoVe(w): layer 1 and the top layer, each (B, T, 2h)
+        parts["first_layer"], parts["top_layer"] = hidden_states[1], hidden_states[config.num_hidden_layers]
+    if layout.has("scalar_mix"):  # gamma * sum_k softmax(w)_k h_k, k over [g; g] and the encoder's layers
+        parts["scalar_mix"] = scalar_mix([torch.cat([vectors, vectors], dim=-1),
+                                          *(hidden_states[k] for k in layer_indices)])
+    if layout.has("char_ngrams"):  # looked up by id (`inputs_embeds` is refused with them)
+        parts["char_ngrams"] = cove.char_ngram_embeddings(inputs) * mask
+    return assemble_features(layout, parts)  # every part is zero at padding already
 
 
 @torch.no_grad()

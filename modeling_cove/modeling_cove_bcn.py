@@ -31,10 +31,10 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 from transformers.utils import add_start_docstrings_to_model_forward
 
 from .configuration_cove import CoveConfig
-from .layers import (encoder_needs_grad, head_init_, masked_softmax, maxout, pair_segments, require,
+from .layers import (encoder_needs_grad, head_features, head_init_, masked_softmax, maxout, pair_segments, require,
                      rows_where, run_bilstm, run_encoder_checked, scalar_mix_for, segment_gather, segment_scatter)
 from .embeddings import lengths_from_mask
-from .modeling_cove import CoveModel, CovePreTrainedModel, assemble_features
+from .modeling_cove import CoveModel, CovePreTrainedModel
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -396,20 +396,10 @@ class CoveForSequenceClassification(CovePreTrainedModel):
     def bcn_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, cove_hidden_states: tuple,
                    vectors: Optional[torch.Tensor] = None):
         """Eq. 6 (or the `bcn_input` variant): the per-token BCN input w~, (B, T, D_in), zero at padding
-        (`assemble_features` on `config.feature_layout("bcn")`). `vectors`: the word vectors GloVe(w) (B, T, 300),
+        (`layers.head_features` on `config.feature_layout("bcn")`). `vectors`: the word vectors GloVe(w) (B, T, 300),
         zero at padding, when already looked up."""
-        mask = attention_mask.unsqueeze(-1).to(self.cove.embeddings.weight.dtype)  # (B, T, 1)
-        if vectors is None:
-            vectors = self.cove.embeddings(input_ids) * mask  # GloVe(w), (B, T, 300)
-        layout = self.config.feature_layout("bcn")
-        parts = {"word_vectors": vectors, "first_layer": cove_hidden_states[1],
-                 "top_layer": cove_hidden_states[self.config.num_hidden_layers]}
-        if layout.has("scalar_mix"):  # docs/paper.md §6: gamma * sum_k softmax(w)_k h_k, k over [g; g] and layers
-            layers = [cove_hidden_states[k] for k in self.layer_indices]
-            parts["scalar_mix"] = self.scalar_mix([torch.cat([vectors, vectors], dim=-1), *layers])
-        if layout.has("char_ngrams"):  # looked up by id (`inputs_embeds` is refused with them)
-            parts["char_ngrams"] = self.cove.char_ngram_embeddings(input_ids) * mask
-        return assemble_features(layout, parts)  # every part is zero at padding already
+        return head_features(self.config, "bcn", self.cove, input_ids, attention_mask, cove_hidden_states,
+                             self.scalar_mix, self.layer_indices, vectors)
 
     def check_inputs(self, input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor],
                      attention_mask: Optional[torch.Tensor]):

@@ -24,9 +24,9 @@ from transformers.utils import add_start_docstrings_to_model_forward
 
 from .configuration_cove import CoveConfig
 from .embeddings import lengths_from_mask
-from .layers import (encoder_needs_grad, head_init_, require, rows_where, run_bilstm, run_encoder_checked,
-                     scalar_mix_for, valid_steps)
-from .modeling_cove import CoveModel, CovePreTrainedModel, assemble_features
+from .layers import (encoder_needs_grad, head_features, head_init_, require, rows_where, run_bilstm,
+                     run_encoder_checked, scalar_mix_for, valid_steps)
+from .modeling_cove import CoveModel, CovePreTrainedModel
 
 IGNORE_INDEX = -100  # a token without a label (transformers' convention, `nn.CrossEntropyLoss`'s default)
 # the casing of a token as written (`casing_class`), the optional word feature `case_ids` (config.tagger_case_dim)
@@ -200,24 +200,19 @@ class CoveForTokenClassification(CovePreTrainedModel):
 
     def tagger_inputs(self, inputs: torch.Tensor, attention_mask: torch.Tensor,
                       case_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Eq. 6 (or the `tagger_input` variant): w~ (B, T, D_in), zero at padding, then the casing embedding when
-        the model has one. `inputs`: checked ids (B, T) or word vectors (B, T, D); `case_ids` checked (B, T)."""
-        config, mask = self.config, attention_mask.unsqueeze(-1).to(self.cove.embeddings.weight.dtype)  # (B, T, 1)
-        vectors = inputs.to(mask.dtype) if inputs.is_floating_point() else self.cove.embeddings(inputs)
-        parts = {"word_vectors": vectors * mask}  # GloVe(w), (B, T, 300)
-        if self.layer_indices:  # eq. 5, CoVe(w) (or the biLM's layers), each (B, T, 2h)
+        """Eq. 6 (or the `tagger_input` variant; `layers.head_features`): w~ (B, T, D_in), zero at padding, then the
+        casing embedding when the model has one. `inputs`: checked ids (B, T) or word vectors (B, T, D);
+        `case_ids` checked (B, T)."""
+        hidden = None
+        if self.layer_indices:  # eq. 5, CoVe(w) (or the biLM's layers)
             with torch.set_grad_enabled(encoder_needs_grad(self.cove, inputs)):
                 hidden = run_encoder_checked(self.cove, inputs, attention_mask, output_hidden_states=True)
             hidden = hidden.hidden_states
-            parts["first_layer"], parts["top_layer"] = hidden[1], hidden[config.num_hidden_layers]
-            if self.scalar_mix is not None:  # docs/paper.md §6: gamma * sum_k softmax(w)_k h_k over [g; g], layers
-                layers = [hidden[k] for k in self.layer_indices]
-                parts["scalar_mix"] = self.scalar_mix([torch.cat([parts["word_vectors"]] * 2, dim=-1), *layers])
-        if "char_ngrams" in config.feature_layout("tagger").names:
-            parts["char_ngrams"] = self.cove.char_ngram_embeddings(inputs) * mask
-        features = assemble_features(config.feature_layout("tagger"), parts)  # every part is zero at padding already
+        features = head_features(self.config, "tagger", self.cove, inputs, attention_mask, hidden, self.scalar_mix,
+                                 self.layer_indices)
         if self.case_embeddings is None:
             return features
+        mask = attention_mask.unsqueeze(-1).to(features.dtype)
         return torch.cat([features, self.case_embeddings(case_ids) * mask], dim=-1)  # (B, T, D_in + case dim)
 
     def encode(self, features: torch.Tensor, lengths: torch.Tensor, num_layers: Optional[int] = None) -> TaggerStates:
