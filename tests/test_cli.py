@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from modeling_cove.training import bilm, classifier, convert, export, mt, ppmi, publish, qa, tagger, vocab
+from modeling_cove.training import bilm, classifier, cli, convert, export, mt, ppmi, publish, qa, tagger, vocab
 from modeling_cove.training.cli import build_parser, parse_options
 
 from conftest import REPO
@@ -24,11 +24,11 @@ OPTIONS = {
     "cove-train-ppmi-vectors": ppmi.PPMIArguments,
     "cove-convert-salesforce": convert.ConvertArguments,
     "cove-train-mt": mt.MTArguments,
-    "cove-train-bilm": (bilm.BiLMSettings, bilm.BiLMRunArguments),
+    "cove-train-bilm": (bilm.BiLMSettings, cli.RunArguments),
     "cove-export-encoder": export.ExportArguments,
     "cove-train-classifier": classifier.ClassifierOptions,
     "cove-train-qa": qa.QAOptions,
-    "cove-train-tagger": (tagger.TaggerSettings, tagger.TaggerRunArguments),
+    "cove-train-tagger": (tagger.TaggerSettings, cli.RunArguments),
     "cove-push-to-hub": publish.PublishArguments,
 }
 
@@ -134,7 +134,12 @@ def test_values_parse_as_the_flags_mean():
                                                                "--no-residual", "--untie-softmax", "--cutoffs", "50",
                                                                "200", "--cpu", "--num-threads", "2"])
     assert (settings.residual, settings.tie_softmax, settings.cutoffs) == (False, False, [50, 200])
-    assert (run.cpu, run.num_threads) == (True, 2)
+    assert (run.cpu, run.threads) == (True, 2)
+    # one RunArguments for the scaffold's commands: --threads, with --num-threads kept as its alias
+    for flag in ("--threads", "--num-threads", "--num_threads"):
+        _, run = parse_options(OPTIONS["cove-train-tagger"], ["--task", "conll2000", "--encoder", "e", "--output-dir",
+                                                                "o", flag, "3"])
+        assert (run.threads, run.cpu) == (3, False)
     default, _ = parse_options(OPTIONS["cove-train-bilm"], ["--init-from", "e", "--output-dir", "o"])
     assert default == bilm.BiLMSettings(init_from="e", output_dir="o") and default.residual and default.tie_softmax
 

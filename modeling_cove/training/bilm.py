@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,11 +38,11 @@ from typing import Optional
 
 import torch
 
-from .cli import REQUIRED, fail, option, parse_options
+from .cli import REQUIRED, option, run_training_command
 from .export import export_encoder
 from .pretraining import (
-    PretrainingLoop, PretrainingState, StopLimits, check_run_folder, epoch_batches, make_optimizer, rank_share,
-    start_run_folder)
+    PretrainingLoop, PretrainingState, StopLimits, check_run_folder, epoch_batches, make_accelerator, make_optimizer,
+    rank_share, start_run_folder)
 from .run_info import command_line, git_commit, machine_info, plot_curves, write_json
 
 # name -> (loader, what it reads): the English training texts of the local data (modeling_cove.data's splits)
@@ -401,17 +400,12 @@ def write_run_record(state: PretrainingState, settings: BiLMSettings, data_stats
 def train_bilm(settings: BiLMSettings, argv=None, cpu: bool = False) -> dict:
     """Pretrain a biLM as `settings` say (module docstring); writes lm/, encoder/, checkpoints/, metrics.json and
     curves.png under `settings.output_dir` and returns the metrics. `cpu=True` stays off the GPU."""
-    from accelerate import Accelerator, DistributedDataParallelKwargs
     from accelerate.utils import set_seed
 
     run_started = time.time()
     commit = git_commit()  # the code that runs, read now: a run of an hour may outlive the checkout's HEAD
     # a batch need not reach every tail cluster of the adaptive softmax: DDP must allow unused parameters
-    accelerator = Accelerator(cpu=cpu or not torch.cuda.is_available(),
-                              kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)])
-    if settings.batch_size % accelerator.num_processes:
-        raise ValueError(f"batch_size {settings.batch_size} must be a multiple of the {accelerator.num_processes} "
-                         "processes")
+    accelerator = make_accelerator(cpu, find_unused_parameters=True, batch_size=settings.batch_size)
     set_seed(settings.seed)
     model, tokenizer = build_model(settings)  # the same initial weights in every process
     prepare_output_dir(settings, accelerator)
@@ -422,25 +416,10 @@ def train_bilm(settings: BiLMSettings, argv=None, cpu: bool = False) -> dict:
     return loop.finish()
 
 
-@dataclass
-class BiLMRunArguments:
-    """How cove-train-bilm runs, beside the run's settings."""
-
-    num_threads: Optional[int] = option("torch intra-op threads")
-    cpu: bool = option("stay on the CPU even with a GPU", False)
-
-
 def main(argv=None):
-    """cove-train-bilm: BiLMSettings and BiLMRunArguments from the command line, then `train_bilm`; bad settings or
-    data end in one line, exit status 2."""
-    settings, run = parse_options((BiLMSettings, BiLMRunArguments), argv, description=__doc__)
-    if run.num_threads:
-        torch.set_num_threads(run.num_threads)
-    argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        train_bilm(settings, argv=[sys.argv[0], *argv], cpu=run.cpu)
-    except ValueError as err:
-        fail(err)
+    """cove-train-bilm: BiLMSettings and `cli.RunArguments` (--threads, --cpu) from the command line, then `train_bilm`; bad
+    settings or data end in one line, exit status 2."""
+    run_training_command(BiLMSettings, train_bilm, argv, description=__doc__)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from typing import NoReturn
+from typing import Callable, NoReturn, Optional
 
 from transformers import HfArgumentParser
 
@@ -110,3 +110,29 @@ def fail(err, status: int = 2) -> NoReturn:
     `error: ...` on stderr, no traceback, exit status `status` (2: bad input, nothing done)."""
     print(f"error: {err}", file=sys.stderr)
     sys.exit(status)
+
+
+@dataclasses.dataclass
+class RunArguments:
+    """How a training command on the pretraining scaffold runs (cove-train-bilm, cove-train-tagger), beside its
+    settings: not part of what the run is, so a --resume may change them."""
+
+    threads: Optional[int] = option("torch intra-op threads (default: torch's own)",
+                                    aliases=["--num-threads", "--num_threads"])
+    cpu: bool = option("stay on the CPU even with a GPU", False)
+
+
+def run_training_command(settings_class, train: Callable, argv=None, description: str | None = None):
+    """The `main` of a training command on the pretraining scaffold: `settings_class` and `RunArguments` from `argv`
+    (default: the process's arguments), the thread count set, then `train(settings, argv=[program, *argv],
+    cpu=...)`; a ValueError from the settings or the data ends in one line, exit status 2."""
+    import torch
+
+    settings, run = parse_options((settings_class, RunArguments), argv, description=description)
+    if run.threads:
+        torch.set_num_threads(run.threads)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return train(settings, argv=[sys.argv[0], *argv], cpu=run.cpu)
+    except ValueError as err:
+        fail(err)

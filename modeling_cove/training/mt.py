@@ -53,7 +53,7 @@ from .cli import REQUIRED, fail, option, parse_options
 from .mt_data import build_mt_checkpoint, load_raw_splits, prepare_splits, tokenize_batch
 from .mt_schedule import resolve_min_lr
 from .presets import load_preset
-from .pretraining import check_run_folder, start_run_folder
+from .pretraining import check_run_folder, make_accelerator, start_run_folder
 
 # Training settings: built-in defaults (docs/paper.md §2) < preset "training" block < arguments. min_lr None: 0.03 x lr.
 DEFAULTS = {
@@ -256,7 +256,6 @@ def train_mt(args: MTArguments, on_step: Callable | None = None, command: str | 
     """Run (or resume) MT pretraining as `args` says; returns the final metrics on the main process (None on the
     others). `on_step(state, loss)` is called after every optimizer step (loss: the step's summed NLL / batch size);
     `command` is recorded in metrics.json (default: this process's command line)."""
-    from accelerate import Accelerator, DistributedDataParallelKwargs
     from accelerate.utils import set_seed
 
     from .mt_trainer import MTPretraining
@@ -265,13 +264,9 @@ def train_mt(args: MTArguments, on_step: Callable | None = None, command: str | 
     settings = resolve_settings(args, preset)
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
-    # Accelerator(cpu=True) is what makes torchrun / `accelerate launch --multi_gpu` on a CPU machine real DDP over
-    # gloo (docs/transformers_notes.md). Every trainable parameter gets a gradient in every step (decoder, MT-LSTM;
-    # the word vectors are frozen), so DDP's find_unused_parameters stays off unless asked for.
-    accelerator = Accelerator(
-        cpu=args.cpu or not torch.cuda.is_available(),
-        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=args.find_unused_parameters)],
-    )
+    # every trainable parameter gets a gradient in every step (decoder, MT-LSTM; the word vectors are frozen), so
+    # DDP's find_unused_parameters stays off unless asked for
+    accelerator = make_accelerator(args.cpu, args.find_unused_parameters)
     if not accelerator.is_main_process:
         import datasets
         import transformers

@@ -152,6 +152,21 @@ def epoch_batches(num_items: int, batch_size: int, seed: int, epoch: int, seed_s
     return [batches[i] for i in shuffle]
 
 
+def make_accelerator(cpu: bool, find_unused_parameters: bool, batch_size: int | None = None):
+    """The Accelerator of a loop on this scaffold. On the CPU when `cpu` or without a GPU: Accelerator(cpu=True) is
+    what makes torchrun / `accelerate launch` on a CPU machine real DDP over gloo (docs/transformers_notes.md).
+    `find_unused_parameters`: whether a step may leave trainable parameters without a gradient (DDP must be told).
+    `batch_size`, the global batch, must split evenly over the processes: a ValueError naming both otherwise."""
+    from accelerate import Accelerator, DistributedDataParallelKwargs
+
+    accelerator = Accelerator(cpu=cpu or not torch.cuda.is_available(),
+                              kwargs_handlers=[DistributedDataParallelKwargs(
+                                  find_unused_parameters=find_unused_parameters)])
+    if batch_size is not None and batch_size % accelerator.num_processes:
+        raise ValueError(f"batch_size {batch_size} must be a multiple of the {accelerator.num_processes} processes")
+    return accelerator
+
+
 OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
 
 

@@ -27,7 +27,6 @@ without a token counted wrong) and exact resume inside an epoch on the shared pr
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,9 +36,9 @@ import numpy as np
 import torch
 
 from ..modeling_cove_tagger import IGNORE_INDEX
-from .cli import REQUIRED, fail, option, parse_options
+from .cli import REQUIRED, option, run_training_command
 from .pretraining import (PretrainingLoop, PretrainingState, StopLimits, check_run_folder, epoch_batches,
-                          make_optimizer, rank_share, start_run_folder)
+                          make_accelerator, make_optimizer, rank_share, start_run_folder)
 from .run_info import command_line, git_commit, machine_info, plot_curves, write_json
 
 HYPERPARAMETER_DEFAULTS = {
@@ -601,16 +600,10 @@ def prepare_tasks(settings: TaggerSettings, tokenizer, hp: dict) -> tuple:
 
 def train_tagger(settings: TaggerSettings, argv=None, cpu: bool = False) -> dict:
     """Train a tagger as `settings` say (module docstring); returns the metrics (main process)."""
-    from accelerate import Accelerator, DistributedDataParallelKwargs
-
     run_started, commit = time.time(), git_commit()
     # each phase leaves parameters unused (cvt.py): DDP must be told
-    accelerator = Accelerator(cpu=cpu or not torch.cuda.is_available(),
-                              kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)])
     hp = load_hyperparameters(settings)
-    if hp["batch_size"] % accelerator.num_processes:
-        raise ValueError(f"batch_size {hp['batch_size']} must be a multiple of the {accelerator.num_processes} "
-                         "processes")
+    accelerator = make_accelerator(cpu, find_unused_parameters=True, batch_size=hp["batch_size"])
     current = {k: getattr(settings, k) for k in RESUME_KEYS}
     check_run_folder(settings.output_dir, current, RESUME_KEYS, settings.resume, settings.overwrite)
     tokenizer = load_tokenizer(settings.encoder)
@@ -624,25 +617,10 @@ def train_tagger(settings: TaggerSettings, argv=None, cpu: bool = False) -> dict
     return loop.finish()
 
 
-@dataclass
-class TaggerRunArguments:
-    """How cove-train-tagger runs, beside the run's settings."""
-
-    threads: Optional[int] = option("torch intra-op threads")
-    cpu: bool = option("stay on the CPU even with a GPU", False)
-
-
 def main(argv=None):
-    """cove-train-tagger: TaggerSettings and TaggerRunArguments from the command line, then `train_tagger`; bad
-    settings or data end in one line, exit status 2."""
-    settings, run = parse_options((TaggerSettings, TaggerRunArguments), argv, description=__doc__)
-    if run.threads:
-        torch.set_num_threads(run.threads)
-    argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        train_tagger(settings, argv=[sys.argv[0], *argv], cpu=run.cpu)
-    except ValueError as err:
-        fail(err)
+    """cove-train-tagger: TaggerSettings and `cli.RunArguments` (--threads, --cpu) from the command line, then
+    `train_tagger`; bad settings or data end in one line, exit status 2."""
+    run_training_command(TaggerSettings, train_tagger, argv, description=__doc__)
 
 
 if __name__ == "__main__":
