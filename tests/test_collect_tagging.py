@@ -71,7 +71,8 @@ def test_means_pairing_and_t_interval(tmp_path):
     assert supervised["runs"][0] == {"folder": "conll2000/supervised-seed1", "seed": 1, "test_f1": 95.0,
                                      "validation_f1": 96.0, "best_epoch": 2, "epochs": 2, "train_seconds": 101.0,
                                      "command": "cove-train-tagger conll2000/supervised-seed1", "commit": "abc123",
-                                     "cpu": "AMD EPYC", "cpu_model": "25/17/1", "train_fraction": None}
+                                     "cpu": "AMD EPYC", "cpu_model": "25/17/1", "gpu": None,
+                                     "train_fraction": None}
     # vectors+cove - supervised on seeds 1, 2, 3: 0.4, 0.3, 0.7
     cove = chunking["vectors+cove"]["versus_supervised"]["test"]
     mean, low, high = t_interval([0.4, 0.3, 0.7])

@@ -91,7 +91,7 @@ def read_runs(runs_dir: Path | str) -> tuple[list, list]:
                 "best_epoch": metrics.get("best_epoch"), "epochs": len(metrics.get("epochs") or []),
                 "train_seconds": metrics.get("train_seconds"), "command": metrics.get("command"),
                 "commit": metrics.get("commit"), "cpu": machine.get("cpu"), "cpu_model": machine.get("cpu_model"),
-                "train_fraction": settings.get("train_fraction")})
+                "gpu": machine.get("gpu"), "train_fraction": settings.get("train_fraction")})
     return records, left_out
 
 
@@ -192,8 +192,9 @@ def merge_records(old: list, new: list) -> list:
 
 
 def machines(records: list) -> list:
-    return sorted({f"{r['cpu']} ({r['cpu_model']})" if r.get("cpu_model") else str(r.get("cpu"))
-                   for r in records})
+    """Where the runs ran: "CPU (family/model/stepping)", with " + GPU" for a run on a GPU."""
+    return sorted({(f"{r['cpu']} ({r['cpu_model']})" if r.get("cpu_model") else str(r.get("cpu")))
+                   + (f" + {r['gpu']}" if r.get("gpu") else "") for r in records})
 
 
 def tagging_report(records: list, left_out: list, command: str = "") -> dict:
