@@ -217,9 +217,10 @@ def scalar_mix_for(config, reader: str) -> Optional[CoveScalarMix]:
     return CoveScalarMix(config.num_hidden_layers + 1)
 
 
-def head_features(config, reader: str, cove: CoveModel, inputs: torch.Tensor, attention_mask: torch.Tensor,
-                  hidden_states: Optional[tuple], scalar_mix: Optional[CoveScalarMix] = None,
-                  layer_indices=(), vectors: Optional[torch.Tensor] = None) -> torch.Tensor:
+def assemble_head_inputs(config, reader: str, cove: CoveModel, inputs: torch.Tensor,
+                         attention_mask: torch.Tensor, hidden_states: Optional[tuple],
+                         scalar_mix: Optional[CoveScalarMix] = None, layer_indices=(),
+                         vectors: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Eq. 6 as a head reads it, `config.feature_layout(reader)` ("bcn" or "tagger"): w~ (B, T, D_in), zero at
     padding. `inputs`: checked ids (B, T) or word vectors (B, T, D); `hidden_states`: the encoder's (word vectors,
     layer 1, ..., layer L; entries the layout does not read may be None), or None when it reads no layer;
@@ -233,6 +234,9 @@ def head_features(config, reader: str, cove: CoveModel, inputs: torch.Tensor, at
     if hidden_states is not None:  # eq. 5, CoVe(w): layer 1 and the top layer, each (B, T, 2h)
         parts["first_layer"], parts["top_layer"] = hidden_states[1], hidden_states[config.num_hidden_layers]
     if layout.has("scalar_mix"):  # gamma * sum_k softmax(w)_k h_k, k over [g; g] and the encoder's layers
+        if scalar_mix is None or hidden_states is None:
+            raise ValueError(f"{reader}_input={getattr(config, reader + '_input')!r} mixes the encoder's layers: pass "
+                             "the head's scalar mix (layers.scalar_mix_for) and the encoder's hidden states")
         parts["scalar_mix"] = scalar_mix([torch.cat([vectors, vectors], dim=-1),
                                           *(hidden_states[k] for k in layer_indices)])
     if layout.has("char_ngrams"):  # looked up by id (`inputs_embeds` is refused with them)

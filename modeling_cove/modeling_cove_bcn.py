@@ -31,8 +31,9 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 from transformers.utils import add_start_docstrings_to_model_forward
 
 from .configuration_cove import CoveConfig
-from .layers import (encoder_needs_grad, head_features, head_init_, masked_softmax, maxout, pair_segments, require,
-                     rows_where, run_bilstm, run_encoder_checked, scalar_mix_for, segment_gather, segment_scatter)
+from .layers import (assemble_head_inputs, encoder_needs_grad, head_init_, masked_softmax, maxout, pair_segments,
+                     require, rows_where, run_bilstm, run_encoder_checked, scalar_mix_for, segment_gather,
+                     segment_scatter)
 from .embeddings import lengths_from_mask
 from .modeling_cove import CoveModel, CovePreTrainedModel
 
@@ -396,10 +397,10 @@ class CoveForSequenceClassification(CovePreTrainedModel):
     def bcn_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, cove_hidden_states: tuple,
                    vectors: Optional[torch.Tensor] = None):
         """Eq. 6 (or the `bcn_input` variant): the per-token BCN input w~, (B, T, D_in), zero at padding
-        (`layers.head_features` on `config.feature_layout("bcn")`). `vectors`: the word vectors GloVe(w) (B, T, 300),
-        zero at padding, when already looked up."""
-        return head_features(self.config, "bcn", self.cove, input_ids, attention_mask, cove_hidden_states,
-                             self.scalar_mix, self.layer_indices, vectors)
+        (`layers.assemble_head_inputs` on `config.feature_layout("bcn")`). `vectors`: the word vectors GloVe(w)
+        (B, T, 300), zero at padding, when already looked up."""
+        return assemble_head_inputs(self.config, "bcn", self.cove, input_ids, attention_mask, cove_hidden_states,
+                                    self.scalar_mix, self.layer_indices, vectors)
 
     def check_inputs(self, input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor],
                      attention_mask: Optional[torch.Tensor]):

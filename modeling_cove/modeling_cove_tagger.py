@@ -24,7 +24,7 @@ from transformers.utils import add_start_docstrings_to_model_forward
 
 from .configuration_cove import CoveConfig
 from .embeddings import lengths_from_mask
-from .layers import (encoder_needs_grad, head_features, head_init_, require, rows_where, run_bilstm,
+from .layers import (assemble_head_inputs, encoder_needs_grad, head_init_, require, rows_where, run_bilstm,
                      run_encoder_checked, scalar_mix_for, valid_steps)
 from .modeling_cove import CoveModel, CovePreTrainedModel
 
@@ -200,16 +200,16 @@ class CoveForTokenClassification(CovePreTrainedModel):
 
     def tagger_inputs(self, inputs: torch.Tensor, attention_mask: torch.Tensor,
                       case_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Eq. 6 (or the `tagger_input` variant; `layers.head_features`): w~ (B, T, D_in), zero at padding, then the
-        casing embedding when the model has one. `inputs`: checked ids (B, T) or word vectors (B, T, D);
+        """Eq. 6 (or the `tagger_input` variant; `layers.assemble_head_inputs`): w~ (B, T, D_in), zero at padding,
+        then the casing embedding when the model has one. `inputs`: checked ids (B, T) or word vectors (B, T, D);
         `case_ids` checked (B, T)."""
         hidden = None
         if self.layer_indices:  # eq. 5, CoVe(w) (or the biLM's layers)
             with torch.set_grad_enabled(encoder_needs_grad(self.cove, inputs)):
                 hidden = run_encoder_checked(self.cove, inputs, attention_mask, output_hidden_states=True)
             hidden = hidden.hidden_states
-        features = head_features(self.config, "tagger", self.cove, inputs, attention_mask, hidden, self.scalar_mix,
-                                 self.layer_indices)
+        features = assemble_head_inputs(self.config, "tagger", self.cove, inputs, attention_mask, hidden,
+                                        self.scalar_mix, self.layer_indices)
         if self.case_embeddings is None:
             return features
         mask = attention_mask.unsqueeze(-1).to(features.dtype)

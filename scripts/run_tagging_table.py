@@ -12,14 +12,12 @@ DATA: a local data folder laid out as docs/data.md describes. Each run writes ru
 log beside it; a finished run is never run again, one cut short by the deadline starts afresh next time.
 """
 
+import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Optional
 
-from modeling_cove.benchmarking.tagging_table import run_table, table_runs
+from modeling_cove.benchmarking.tagging_table import COLUMN_FLAGS, ROW_COLUMNS, run_table, table_runs
 from modeling_cove.training.cli import REQUIRED, option, parse_options
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @dataclass
@@ -27,13 +25,12 @@ class RunTaggingTableArguments:
     """The flags of run_tagging_table.py."""
 
     data_dir: str = option("a local data folder (docs/data.md)", REQUIRED)
-    runs_dir: str = option("where the runs go (default: the repository's runs/tag)", str(REPO / "runs" / "tag"))
+    runs_dir: str = option("where the runs go", "runs/tag")
     vocab: str = option("the word-vector checkpoint of the vectors-only columns", "runs/vocab-tagging")
     cove_encoder: str = option("the CoVe-S encoder of the vectors+cove column", "runs/cove-small/encoder")
     bilm_encoder: str = option("the biLM encoder of the vectors+bilm column", "runs/bilm/encoder")
-    rows: Optional[list[str]] = option("only these rows (conll2000 wnut17 ewt_upos conll2000-10pct multitask)")
-    columns: Optional[list[str]] = option("only these columns (supervised vectors+cove vectors+bilm cvt "
-                                          "supervised+case)")
+    rows: Optional[list[str]] = option("only these rows", choices=list(ROW_COLUMNS))
+    columns: Optional[list[str]] = option("only these columns", choices=list(COLUMN_FLAGS))
     parallel: int = option("runs at a time", 2)
     threads: int = option("torch intra-op threads per run", 1)
     deadline_minutes: Optional[float] = option("stop the runs still going after this many minutes")
@@ -46,9 +43,10 @@ def main(argv=None):
     outcome = run_table(runs, args.runs_dir, args.data_dir, args.parallel, args.threads, args.deadline_minutes,
                         args.dry_run)
     print({key: len(folders) for key, folders in outcome.items()})
+    print("then: python scripts/collect_tagging.py --merge --markdown")
     if outcome["failed"]:
         print("failed (see <folder>.log):", " ".join(outcome["failed"]))
-    print("then: python scripts/collect_tagging.py --merge --markdown")
+        sys.exit(1)
 
 
 if __name__ == "__main__":

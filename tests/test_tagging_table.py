@@ -1,7 +1,9 @@
 """The tagging table's plan and runner (`modeling_cove.benchmarking.tagging_table`, scripts/run_tagging_table.py)."""
 
 import json
+import runpy
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,56 +59,118 @@ def test_table_run_flags_make_the_runs_the_collector_expects():
 @dataclass(frozen=True)
 class FakeRun(TableRun):
     """A run whose command is a tiny Python program: `behaviour` "ok" writes a finished metrics.json, "fail" exits
-    1, "sleep" outlives any deadline of the test."""
+    1, "silent" exits 0 without results, "sleep" outlives any deadline of the test."""
 
     behaviour: str = "ok"
 
-    def command(self, data_dir, runs_dir, threads):
+    def settings(self):
+        return {"seed": self.seed}
+
+    def command(self, data_dir, runs_dir, threads, resume=False):
         out = Path(runs_dir) / self.folder
+        metrics = json.dumps({"results": {}, "settings": {"seed": self.seed}, "resumed": resume})
         program = {
-            "ok": f"import json, pathlib; p = pathlib.Path({str(out)!r}); p.mkdir(parents=True, exist_ok=True); "
-                  "(p / 'metrics.json').write_text(json.dumps({'results': {}}))",
+            "ok": f"import pathlib; p = pathlib.Path({str(out)!r}); p.mkdir(parents=True, exist_ok=True); "
+                  f"(p / 'metrics.json').write_text({metrics!r})",
             "fail": "raise SystemExit(1)",
+            "silent": "pass",
             "sleep": "import time; time.sleep(60)",
         }[self.behaviour]
         return [sys.executable, "-c", program]
 
 
-def test_run_table_runs_the_unfinished_skips_and_reports(tmp_path):
+def encoder_folder(tmp_path):
     encoder = tmp_path / "enc"
     encoder.mkdir()
     (encoder / "config.json").write_text("{}")
+    return str(encoder)
+
+
+def write_metrics(runs_dir, run, **metrics):
+    (runs_dir / run.folder).mkdir(parents=True, exist_ok=True)
+    (runs_dir / run.folder / "metrics.json").write_text(json.dumps(metrics))
+
+
+def test_a_run_is_finished_only_with_results_of_the_planned_settings(tmp_path):
+    run = table_runs("vocab", "cove", "bilm", rows=["wnut17"], columns=["supervised+case"])[0]
+    planned = run.settings()
+    assert (planned["task"], planned["case_dim"], planned["seed"], planned["encoder"]) == (["wnut17"], 16, 1, "vocab")
+    assert not run_finished(tmp_path, run)
+    write_metrics(tmp_path, run, settings=planned)  # in progress: no results yet
+    assert not run_finished(tmp_path, run)
+    write_metrics(tmp_path, run, settings=planned, results={})
+    assert run_finished(tmp_path, run)
+    write_metrics(tmp_path, run, settings={**planned, "max_steps": 5}, results={})  # a smoke run
+    assert not run_finished(tmp_path, run)
+    write_metrics(tmp_path, run, settings={**planned, "case_dim": 0}, results={})  # another column's flags
+    assert not run_finished(tmp_path, run)
+    old = {key: value for key, value in table_runs("vocab", "c", "b", rows=["wnut17"], columns=["supervised"])[0]
+           .settings().items() if key != "case_dim"}  # a run older than the casing flag: its default
+    write_metrics(tmp_path, table_runs("vocab", "c", "b", rows=["wnut17"], columns=["supervised"])[0],
+                  settings=old, results={})
+    assert run_finished(tmp_path, table_runs("vocab", "c", "b", rows=["wnut17"], columns=["supervised"])[0])
+    # an unfinished run resumes where it started with the planned settings, else starts afresh
+    assert not tagging_table.can_resume(tmp_path, run)
+    (tmp_path / run.folder / "run_settings.json").write_text(json.dumps({**planned, "data_dir": "elsewhere"}))
+    assert tagging_table.can_resume(tmp_path, run)
+    assert "--resume" in run.command("DATA", tmp_path, 1, resume=True)
+
+
+def test_run_table_runs_the_unfinished_skips_and_reports(tmp_path):
+    encoder = encoder_folder(tmp_path)
     runs_dir = tmp_path / "tag"
-    done = FakeRun("conll2000", "supervised", 1, str(encoder), ())
-    (runs_dir / done.folder).mkdir(parents=True)
-    (runs_dir / done.folder / "metrics.json").write_text(json.dumps({"results": {"conll2000": {}}}))
-    in_progress = FakeRun("conll2000", "cvt", 1, str(encoder), ())
-    (runs_dir / in_progress.folder).mkdir(parents=True)
-    (runs_dir / in_progress.folder / "metrics.json").write_text(json.dumps({"epochs": []}))  # no results yet
-    assert run_finished(runs_dir, done) and not run_finished(runs_dir, in_progress)
-    runs = [done, in_progress, FakeRun("wnut17", "cvt", 1, str(encoder), ()),
-            FakeRun("wnut17", "supervised", 1, str(encoder), (), behaviour="fail"),
+    done = FakeRun("conll2000", "supervised", 1, encoder, ())
+    write_metrics(runs_dir, done, results={"conll2000": {}}, settings={"seed": 1})
+    in_progress = FakeRun("conll2000", "cvt", 1, encoder, ())
+    write_metrics(runs_dir, in_progress, settings={"seed": 1})  # no results yet
+    (runs_dir / in_progress.folder / "run_settings.json").write_text(json.dumps({"seed": 1}))
+    runs = [done, in_progress, FakeRun("wnut17", "cvt", 1, encoder, ()),
+            FakeRun("wnut17", "supervised", 1, encoder, (), behaviour="fail"),
+            FakeRun("wnut17", "supervised+case", 1, encoder, (), behaviour="silent"),
             FakeRun("wnut17", "vectors+cove", 1, str(tmp_path / "no-encoder"), ())]
     messages = []
     outcome = run_table(runs, runs_dir, "DATA", parallel=2, log=messages.append)
     assert outcome["done_before"] == ["conll2000/supervised-seed1"]
     assert sorted(outcome["finished"]) == ["conll2000/cvt-seed1", "wnut17/cvt-seed1"]
-    assert outcome["failed"] == ["wnut17/supervised-seed1"] and outcome["skipped"] == ["wnut17/vectors+cove-seed1"]
+    assert sorted(outcome["failed"]) == ["wnut17/supervised+case-seed1", "wnut17/supervised-seed1"]
+    assert outcome["skipped"] == ["wnut17/vectors+cove-seed1"] and not outcome["stopped"]
     assert (runs_dir / "wnut17" / "cvt-seed1.log").is_file()  # each run's output beside its folder
-    assert any("no encoder checkpoint" in m for m in messages)
+    assert any("no encoder checkpoint" in m for m in messages) and "resume conll2000/cvt-seed1" in messages
+    assert json.loads((runs_dir / in_progress.folder / "metrics.json").read_text())["resumed"] is True
+    assert json.loads((runs_dir / "wnut17/cvt-seed1/metrics.json").read_text())["resumed"] is False
     # the dry run lists what is left and starts nothing
     outcome = run_table(runs, runs_dir, "DATA", dry_run=True, log=messages.append)
-    assert outcome["not_started"] == ["wnut17/supervised-seed1"] and not outcome["finished"]
+    assert sorted(outcome["not_started"]) == ["wnut17/supervised+case-seed1", "wnut17/supervised-seed1"]
+    assert not outcome["finished"]
 
 
 def test_run_table_stops_at_the_deadline(tmp_path):
-    encoder = tmp_path / "enc"
-    encoder.mkdir()
-    (encoder / "config.json").write_text("{}")
-    runs = [FakeRun("ewt_upos", "supervised", seed, str(encoder), (), behaviour="sleep") for seed in (1, 2)]
+    encoder = encoder_folder(tmp_path)
+    runs = [FakeRun("ewt_upos", "supervised", seed, encoder, (), behaviour="sleep") for seed in (1, 2)]
+    started = time.monotonic()
     outcome = run_table(runs, tmp_path / "tag", "DATA", parallel=1, deadline_minutes=0.02, log=lambda m: None)
+    assert time.monotonic() - started < 30  # the sleeping child was stopped, not waited for
     assert outcome["stopped"] == ["ewt_upos/supervised-seed1"]
     assert outcome["not_started"] == ["ewt_upos/supervised-seed2"]
     with pytest.raises(ValueError, match="at least 1"):
         run_table(runs, tmp_path, "DATA", parallel=0)
+
+
+def test_the_plan_names_the_collectors_rows_and_columns():
     assert set(tagging_table.SEEDS) == set(tagging_table.ROW_COLUMNS)
+    assert set(tagging_table.COLUMN_FLAGS) == set(tagging.COLUMNS)
+    assert tagging.machines([{"cpu": "Xeon", "cpu_model": "6/207/2", "gpu": "NVIDIA H200"},
+                             {"cpu": "AMD EPYC", "cpu_model": "25/17/1", "gpu": None}]) == [
+        "AMD EPYC (25/17/1)", "Xeon (6/207/2) + NVIDIA H200"]
+
+
+def test_the_script_lists_what_is_left_and_refuses_unknown_rows(tmp_path, capsys):
+    script = runpy.run_path(str(Path(__file__).resolve().parents[1] / "scripts" / "run_tagging_table.py"))
+    vocab = encoder_folder(tmp_path)
+    script["main"](["--data-dir", "DATA", "--runs-dir", str(tmp_path / "tag"), "--vocab", vocab, "--rows", "ewt_upos",
+                    "--columns", "supervised", "cvt", "--dry-run"])
+    out = capsys.readouterr().out
+    assert out.count("modeling_cove.training.tagger") == 6 and "'not_started': 6" in out
+    with pytest.raises(SystemExit) as exit_info:
+        script["main"](["--data-dir", "DATA", "--rows", "conll2003"])
+    assert exit_info.value.code == 2

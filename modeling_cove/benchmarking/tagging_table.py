@@ -3,9 +3,11 @@
 `table_runs` lists every run the table asks for: per row (a task, the small-data row, the multi-task row) its columns
 and seeds (`SEEDS`), each as a `cove-train-tagger` command line writing `<runs>/<row>/<column>-seed<N>/`, the folders
 `tagging.read_runs` collects. `run_table` runs those not finished yet (a finished run's metrics.json has its results),
-`parallel` at a time, each on `threads` intra-op threads, until they are done or a deadline passes; a run cut short
-by the deadline is started afresh next time (`--overwrite`). Runs whose encoder checkpoint is missing (CoVe-S from
-`cove-train-mt`, the biLM from `cove-train-bilm`) are skipped and named. Command line: `scripts/run_tagging_table.py`.
+`parallel` at a time, each on `threads` intra-op threads, until they are done or a deadline passes. A run counts as
+finished when its metrics.json holds results of the settings planned (not a smoke run, not other flags); a run cut
+short resumes from its last checkpoint next time (`--resume` where its run_settings.json matches the plan, else
+`--overwrite`). Runs whose encoder checkpoint is missing (CoVe-S from `cove-train-mt`, the biLM from
+`cove-train-bilm`) are skipped and named. Command line: `scripts/run_tagging_table.py`.
 
 Seeds go first: every cell gets seed 1 before any gets seed 2, so a table cut short by its deadline has its columns
 evenly filled.
@@ -20,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .tagging import MULTITASK, SMALL_DATA, TASKS
+from .tagging import MULTITASK, SMALL_DATA, TASKS, smoke_reason
 
 SEEDS = {"conll2000": 5, "wnut17": 5, "ewt_upos": 3, SMALL_DATA: 3, MULTITASK: 3}  # the fewest seeds each row needs
 ROW_COLUMNS = {
@@ -59,10 +61,37 @@ class TableRun:
     def folder(self) -> str:
         return f"{self.row}/{self.column}-seed{self.seed}"
 
-    def command(self, data_dir: str, runs_dir: Path | str, threads: int) -> list:
+    def command(self, data_dir: str, runs_dir: Path | str, threads: int, resume: bool = False) -> list:
         return [sys.executable, "-m", "modeling_cove.training.tagger", "--data-dir", str(data_dir),
                 "--encoder", self.encoder, "--seed", str(self.seed), "--output-dir", str(Path(runs_dir) / self.folder),
-                "--overwrite", "--threads", str(threads), "--no-save-model", *self.flags]
+                "--resume" if resume else "--overwrite", "--threads", str(threads), "--no-save-model", *self.flags]
+
+    def settings(self) -> dict:
+        """The settings the run will record (metrics.json's "settings"), those that make it this cell's run:
+        cove-train-tagger's resume keys but the data folder (a copy of the data elsewhere is the same data)."""
+        from ..training.cli import RunArguments, parse_options
+        from ..training.tagger import RESUME_KEYS, TaggerSettings
+
+        settings, _ = parse_options((TaggerSettings, RunArguments), self.command("DATA", "runs", 1)[3:])
+        return {key: getattr(settings, key) for key in RESUME_KEYS if key != "data_dir"}
+
+
+def same_settings(recorded: dict, planned: dict) -> bool:
+    """Whether a run's recorded settings are the planned ones (`TableRun.settings`); encoder paths compared resolved,
+    a setting the run does not record (older than that flag) taken at its default."""
+    import dataclasses
+
+    from ..training.tagger import TaggerSettings
+
+    defaults = {f.name: f.default for f in dataclasses.fields(TaggerSettings)}
+    for key, value in planned.items():
+        mine = recorded.get(key, defaults.get(key))
+        if key == "encoder":
+            if mine is None or Path(mine).resolve() != Path(value).resolve():
+                return False
+        elif mine != value:
+            return False
+    return True
 
 
 def table_runs(vocab: str, cove_encoder: str, bilm_encoder: str, rows=None, columns=None) -> list:
@@ -89,26 +118,40 @@ def table_runs(vocab: str, cove_encoder: str, bilm_encoder: str, rows=None, colu
     return runs
 
 
-def run_finished(runs_dir: Path | str, run: TableRun) -> bool:
-    """Whether `run` has finished: its metrics.json holds results (a run in progress writes one without them)."""
-    path = Path(runs_dir) / run.folder / "metrics.json"
-    if not path.is_file():
-        return False
+def read_json(path: Path) -> dict | None:
     try:
-        return "results" in json.loads(path.read_text())
+        return json.loads(path.read_text()) if path.is_file() else None
     except json.JSONDecodeError:  # being written right now, or cut off
+        return None
+
+
+def run_finished(runs_dir: Path | str, run: TableRun) -> bool:
+    """Whether `run` has finished as planned: its metrics.json holds results (a run in progress writes one without
+    them), of a full run (not a smoke run) with the planned settings."""
+    metrics = read_json(Path(runs_dir) / run.folder / "metrics.json")
+    if not metrics or "results" not in metrics:
         return False
+    recorded = metrics.get("settings") or {}
+    return smoke_reason(recorded) is None and same_settings(recorded, run.settings())
+
+
+def can_resume(runs_dir: Path | str, run: TableRun) -> bool:
+    """Whether an unfinished `run` can continue from its checkpoint: it started with the planned settings."""
+    started = read_json(Path(runs_dir) / run.folder / "run_settings.json")
+    return started is not None and same_settings(started, run.settings())
 
 
 def run_table(runs: list, runs_dir: Path | str, data_dir: str, parallel: int = 2, threads: int = 1,
-              deadline_minutes: float | None = None, dry_run: bool = False, log=print) -> dict:
+              deadline_minutes: float | None = None, dry_run: bool = False, log=None) -> dict:
     """Run the unfinished `runs`, `parallel` at a time (each `cove-train-tagger` process on `threads` threads, its
     output in `<runs_dir>/<folder>.log`), until all are done or `deadline_minutes` pass (then the running ones are
-    stopped). Returns {"finished": [...], "failed": [...], "skipped": [...], "stopped": [...], "not_started": [...]}
-    of folders; `dry_run` only logs the commands."""
+    stopped; they resume next time). Returns the folders by outcome: "done_before" (finished already), "finished",
+    "failed" (exit status not 0, or no results), "skipped" (no encoder), "stopped" (at the deadline),
+    "not_started"; `dry_run` only logs the commands."""
+    log = log or (lambda message: print(message, flush=True))
     if parallel < 1 or threads < 1:
         raise ValueError(f"parallel and threads must be at least 1, got {parallel} and {threads}")
-    outcome = {key: [] for key in ("finished", "failed", "skipped", "stopped", "not_started", "done_before")}
+    outcome = {key: [] for key in ("done_before", "finished", "failed", "skipped", "stopped", "not_started")}
     queue = []
     for run in runs:
         if run_finished(runs_dir, run):
@@ -120,36 +163,41 @@ def run_table(runs: list, runs_dir: Path | str, data_dir: str, parallel: int = 2
             queue.append(run)
     if dry_run:
         for run in queue:
-            log(" ".join(run.command(data_dir, runs_dir, threads)))
+            log(" ".join(run.command(data_dir, runs_dir, threads, can_resume(runs_dir, run))))
         outcome["not_started"] = [run.folder for run in queue]
         return outcome
     deadline = None if deadline_minutes is None else time.monotonic() + 60 * deadline_minutes
-    running = {}  # folder -> (process, log file)
-    while queue or running:
-        out_of_time = deadline is not None and time.monotonic() > deadline
-        while queue and len(running) < parallel and not out_of_time:
-            run = queue.pop(0)
-            folder = Path(runs_dir) / run.folder
-            folder.parent.mkdir(parents=True, exist_ok=True)
-            log_file = open(f"{folder}.log", "w")
-            running[run.folder] = (subprocess.Popen(run.command(data_dir, runs_dir, threads), stdout=log_file,
-                                                    stderr=subprocess.STDOUT), log_file)
-            log(f"start {run.folder}")
-        if out_of_time:
-            for name, (process, log_file) in running.items():
-                process.terminate()
+    running = {}  # folder -> (run, process)
+    try:
+        while queue or running:
+            for name, (run, process) in list(running.items()):  # first collect what has ended
+                if process.poll() is not None:
+                    del running[name]
+                    ok = process.returncode == 0 and run_finished(runs_dir, run)
+                    outcome["finished" if ok else "failed"].append(name)
+                    log(f"{'end' if ok else 'FAILED'} {name} (exit {process.returncode})")
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            while queue and len(running) < parallel:
+                run = queue.pop(0)
+                folder = Path(runs_dir) / run.folder
+                folder.parent.mkdir(parents=True, exist_ok=True)
+                resume = can_resume(runs_dir, run)
+                with open(f"{folder}.log", "a" if resume else "w") as log_file:  # the child keeps its own handle
+                    process = subprocess.Popen(run.command(data_dir, runs_dir, threads, resume), stdout=log_file,
+                                               stderr=subprocess.STDOUT)
+                running[run.folder] = (run, process)
+                log(f"{'resume' if resume else 'start'} {run.folder}")
+            time.sleep(1)
+    finally:  # the deadline, an error or an interrupt: no run outlives the runner
+        for name, (run, process) in running.items():
+            process.terminate()
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
                 process.wait()
-                log_file.close()
-                outcome["stopped"].append(name)
-                log(f"stopped {name} at the deadline")
-            outcome["not_started"] = [run.folder for run in queue]
-            break
-        for name, (process, log_file) in list(running.items()):
-            if process.poll() is not None:
-                log_file.close()
-                del running[name]
-                ok = process.returncode == 0 and run_finished(runs_dir, next(r for r in runs if r.folder == name))
-                outcome["finished" if ok else "failed"].append(name)
-                log(f"{'end' if ok else 'FAILED'} {name} (exit {process.returncode})")
-        time.sleep(1)
+            outcome["stopped"].append(name)
+            log(f"stopped {name}; it resumes next time")
+        outcome["not_started"] = [run.folder for run in queue]
     return outcome

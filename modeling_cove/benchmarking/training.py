@@ -6,9 +6,9 @@ them. Each side runs `repeats` times, interleaved; the best run is kept. Overhea
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Optional
 
 import torch

@@ -417,8 +417,8 @@ def train_bilm(settings: BiLMSettings, argv=None, cpu: bool = False) -> dict:
 
 
 def main(argv=None):
-    """cove-train-bilm: BiLMSettings and `cli.RunArguments` (--threads, --cpu) from the command line, then `train_bilm`; bad
-    settings or data end in one line, exit status 2."""
+    """cove-train-bilm: BiLMSettings and `cli.RunArguments` (--threads, --cpu) from the command line, then
+    `train_bilm`; bad settings or data end in one line, exit status 2."""
     run_training_command(BiLMSettings, train_bilm, argv, description=__doc__)
 
 

@@ -138,7 +138,7 @@ class MTArguments:
     cpu: bool = option("run on CPU even if a GPU is present", False)
     find_unused_parameters: bool = option("DDP find_unused_parameters=True (only needed if some trainable weight "
                                            "gets no gradient)", False)
-    num_threads: Optional[int] = option("torch CPU threads per process")
+    num_threads: Optional[int] = option("torch CPU threads per process", aliases=["--threads"])
     preprocess_workers: Optional[int] = option("datasets.map num_proc for tokenization")
 
 

@@ -601,8 +601,8 @@ def prepare_tasks(settings: TaggerSettings, tokenizer, hp: dict) -> tuple:
 def train_tagger(settings: TaggerSettings, argv=None, cpu: bool = False) -> dict:
     """Train a tagger as `settings` say (module docstring); returns the metrics (main process)."""
     run_started, commit = time.time(), git_commit()
-    # each phase leaves parameters unused (cvt.py): DDP must be told
     hp = load_hyperparameters(settings)
+    # each phase leaves parameters unused (cvt.py): DDP must be told
     accelerator = make_accelerator(cpu, find_unused_parameters=True, batch_size=hp["batch_size"])
     current = {k: getattr(settings, k) for k in RESUME_KEYS}
     check_run_folder(settings.output_dir, current, RESUME_KEYS, settings.resume, settings.overwrite)
