@@ -115,6 +115,8 @@ def test_mt_flags_are_its_fields_in_both_spellings():
     parser = build_parser(mt.MTArguments)
     for field in dataclasses.fields(mt.MTArguments):
         assert {f"--{field.name}", f"--{field.name.replace('_', '-')}"} <= set(parser._option_string_actions)
+    # every training command takes --threads (cove-train-mt's field is num_threads, --threads its alias)
+    assert parser._option_string_actions["--threads"].dest == "num_threads"
 
 
 def test_values_parse_as_the_flags_mean():
