@@ -252,12 +252,16 @@ class CoveTokenClassificationPipeline(CheckedTokenizer, TokenClassificationPipel
         if offset_mapping is None:
             raise ValueError("CoveTokenClassificationPipeline needs character offsets: use the checkpoint's fast "
                              "CoVe tokenizer")
+        # plain lists once: indexing a tensor or an array row by row costs more than the rest of this loop
+        offsets = offset_mapping.tolist() if hasattr(offset_mapping, "tolist") else offset_mapping
+        special = special_tokens_mask.tolist() if hasattr(special_tokens_mask, "tolist") else special_tokens_mask
         pre_entities, previous_word = [], None
         for index, token_scores in enumerate(scores):
-            if special_tokens_mask[index]:
+            if special[index]:
                 continue
             word_index = word_ids[index] if word_ids is not None else None
-            start, end = span_in_sentence(*(int(x) for x in offset_mapping[index]), word_index, word_to_chars_map)
+            start, end = span_in_sentence(int(offsets[index][0]), int(offsets[index][1]), word_index,
+                                          word_to_chars_map)
             pre_entities.append({"word": sentence[start:end], "scores": token_scores, "start": start, "end": end,
                                  "index": index, "is_subword": word_index is not None and word_index == previous_word})
             previous_word = word_index
