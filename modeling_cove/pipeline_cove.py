@@ -90,6 +90,17 @@ class CheckedTokenizer:
             check_tokenizer_matches(self.model.config, self.tokenizer)
 
 
+class WindowSpans:
+    """A window's character span per token (None outside the context), carried from `preprocess` to `postprocess`
+    as one object: the pipeline walks lists and tuples item by item to move tensors between devices (thousands of
+    spans per batch), and leaves other objects as they are."""
+
+    __slots__ = ("spans",)
+
+    def __init__(self, spans: list):
+        self.spans = spans
+
+
 class CoveQuestionAnsweringPipeline(CheckedTokenizer, ChunkPipeline):
     """Extractive QA over a CoVe DCN checkpoint (see the module docstring)."""
 
@@ -159,7 +170,7 @@ class CoveQuestionAnsweringPipeline(CheckedTokenizer, ChunkPipeline):
             sequence_ids = encoding.sequence_ids(w)
             offsets = [tuple(o) if s == 1 else None for o, s in zip(encoding["offset_mapping"][w], sequence_ids)]
             window = {k: torch.tensor([encoding[k][w]], dtype=torch.long) for k in MODEL_INPUTS}
-            yield {**window, "offsets": offsets, "context": context, "is_last": w == num_windows - 1}
+            yield {**window, "offsets": WindowSpans(offsets), "context": context, "is_last": w == num_windows - 1}
 
     def _forward(self, inputs):
         output = self.model(**{k: inputs[k] for k in MODEL_INPUTS})
@@ -169,7 +180,7 @@ class CoveQuestionAnsweringPipeline(CheckedTokenizer, ChunkPipeline):
     def postprocess(self, outputs, top_k=1, max_answer_len=None):
         if max_answer_len is None:
             max_answer_len = getattr(self.model.config, "dcn_max_answer_length", 15)
-        windows = [(o["start_logits"][0], o["end_logits"][0], o["offsets"]) for o in outputs]
+        windows = [(o["start_logits"][0], o["end_logits"][0], o["offsets"].spans) for o in outputs]
         answers = extract_answers(outputs[0]["context"], windows, max_answer_len, top_k)
         return answers[0] if top_k == 1 else answers
 

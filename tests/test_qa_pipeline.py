@@ -367,8 +367,8 @@ def test_pipeline_doc_stride_defaults_to_half_of_max_seq_len(local_qa):
         windows = list(local_qa.preprocess({"question": QUESTIONS[1], "context": long_context},
                                            max_seq_len=max_seq_len))
         assert len(windows) > 2 and all(w["input_ids"].shape[1] <= max_seq_len for w in windows)
-        first = [o for o in windows[0]["offsets"] if o is not None]
-        second = [o for o in windows[1]["offsets"] if o is not None]
+        first = [o for o in windows[0]["offsets"].spans if o is not None]
+        second = [o for o in windows[1]["offsets"].spans if o is not None]
         assert first[-shared:] == second[:shared] and first[-shared - 1] != second[0]
     check_answer(local_qa(question=QUESTIONS[1], context=long_context, max_seq_len=100), long_context)
     with pytest.raises(ValueError, match=r"max_length \(100\) must exceed the question .* doc_stride \(128\)"):
