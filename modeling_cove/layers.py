@@ -221,16 +221,17 @@ def assemble_head_inputs(config, reader: str, cove: CoveModel, inputs: torch.Ten
                          attention_mask: torch.Tensor, hidden_states: Optional[tuple],
                          scalar_mix: Optional[CoveScalarMix] = None, layer_indices=(),
                          vectors: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """Eq. 6 as a head reads it, `config.feature_layout(reader)` ("bcn" or "tagger"): w~ (B, T, D_in), zero at
+    """Eq. 6 as a head reads it, `config.feature_layout(reader)` ("bcn", "dcn", "tagger"): w~ (B, T, D_in), zero at
     padding. `inputs`: checked ids (B, T) or word vectors (B, T, D); `hidden_states`: the encoder's (word vectors,
     layer 1, ..., layer L; entries the layout does not read may be None), or None when it reads no layer;
     `scalar_mix` (ELMo's mix, docs/paper.md §6) over [GloVe(w); GloVe(w)] and the layers `layer_indices`; `vectors`:
-    GloVe(w) (B, T, 300), zero at padding, when the caller has looked it up already."""
+    GloVe(w) (B, T, 300), zero at padding, when the caller has looked it up already. The encoder's states are zero
+    at padding as it returns them (the DCN, BCN and tagger all read them so)."""
     layout = config.feature_layout(reader)
     mask = attention_mask.unsqueeze(-1).to(cove.embeddings.weight.dtype)  # (B, T, 1)
-    if vectors is None:
+    if vectors is None and (layout.has("word_vectors") or layout.has("scalar_mix")):
         vectors = (inputs.to(mask.dtype) if inputs.is_floating_point() else cove.embeddings(inputs)) * mask
-    parts = {"word_vectors": vectors}  # GloVe(w), (B, T, 300)
+    parts = {"word_vectors": vectors}  # GloVe(w), (B, T, 300); None when the layout does not read it
     if hidden_states is not None:  # eq. 5, CoVe(w): layer 1 and the top layer, each (B, T, 2h)
         parts["first_layer"], parts["top_layer"] = hidden_states[1], hidden_states[config.num_hidden_layers]
     if layout.has("scalar_mix"):  # gamma * sum_k softmax(w)_k h_k, k over [g; g] and the encoder's layers

@@ -50,10 +50,10 @@ from torch import nn
 from transformers.modeling_outputs import QuestionAnsweringModelOutput
 
 from .configuration_cove import DCN_INPUT_CHOICES, CoveConfig
-from .layers import (masked_softmax, maxout, pair_segments, require, rows_where, run_bilstm, run_encoder_checked,
-                     segment_gather, segment_scatter)
+from .layers import (assemble_head_inputs, masked_softmax, maxout, pair_segments, require, rows_where, run_bilstm,
+                     run_encoder_checked, segment_gather, segment_scatter)
 from .embeddings import lengths_from_mask
-from .modeling_cove import CoveModel, CovePreTrainedModel, assemble_features
+from .modeling_cove import CoveModel, CovePreTrainedModel
 
 QUESTION_SEGMENT, CONTEXT_SEGMENT = 0, 1
 IGNORE_INDEX = -100  # start/end position that is ignored by the loss (as in nn.CrossEntropyLoss)
@@ -371,20 +371,18 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
             return torch.cat(layers, dim=-1) if len(layers) > 1 else layers[0]
 
     def word_inputs(self, tokens: torch.Tensor, mask: torch.Tensor, cove: Optional[torch.Tensor]):
-        """eq. 6, w~ = [GloVe(w); CoVe(w)] (per `config.dcn_input`, + char n-grams; `assemble_features` on
-        `config.feature_layout("dcn")`): ids (B, L) or word vectors (B, L, D), with `cove` (B, L, cove_size) holding
-        the MT-LSTM parts side by side ([layer 1;] top layer; None without them) -> (B, L, input_size)."""
-        layout = self.config.feature_layout("dcn")
-        parts = {}
-        if layout.has("word_vectors"):
-            parts["word_vectors"] = tokens if tokens.is_floating_point() else self.cove.embeddings(tokens)
-        if cove is not None:
+        """eq. 6, w~ = [GloVe(w); CoVe(w)] (per `config.dcn_input`, + char n-grams; `layers.assemble_head_inputs`
+        on `config.feature_layout("dcn")`): ids (B, L) or word vectors (B, L, D), with `cove` (B, L, cove_size)
+        holding the MT-LSTM parts side by side ([layer 1;] top layer; None without them) -> (B, L, input_size)."""
+        layout, hidden = self.config.feature_layout("dcn"), None
+        if cove is not None:  # the parts back at their places in the encoder's hidden states (1: layer 1, L: top)
+            top = self.config.num_hidden_layers
+            hidden = [None] * (top + 1)
             names = [name for name in layout.names if name in ("first_layer", "top_layer")]
             widths = [end - start for name, start, end in layout.parts if name in names]
-            parts.update(zip(names, cove.split(widths, dim=-1)))
-        if layout.has("char_ngrams"):  # (inputs_embeds with char n-grams is refused up front)
-            parts["char_ngrams"] = self.cove.char_ngram_embeddings(tokens)
-        return assemble_features(layout, parts, mask=mask.unsqueeze(-1).to(self.cove.embeddings.weight.dtype))
+            for name, part in zip(names, cove.split(widths, dim=-1)):
+                hidden[1 if name == "first_layer" else top] = part
+        return assemble_head_inputs(self.config, "dcn", self.cove, tokens, mask, hidden)
 
     def checked_tokens(self, input_ids: Optional[torch.Tensor], inputs_embeds: Optional[torch.Tensor],
                        attention_mask: Optional[torch.Tensor]):
