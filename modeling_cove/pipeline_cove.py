@@ -27,7 +27,10 @@ its `word` is the lower-cased token text. This one:
   "don't" -> "don", "'t") are that word's sub-words, which first / average / max fuse into one word;
 * every token's and every entity's `word` is `text[start:end]`, the text as written (case kept; for pre-split input
   the words joined by `delimiter`, as the stock pipeline's offsets are);
-* every `aggregation_strategy` (none, simple, first, average, max) works as documented in transformers.
+* every `aggregation_strategy` (none, simple, first, average, max) works as documented in transformers;
+* a list of texts (or of pre-split sentences) runs longest first by characters, so that each batch holds texts of
+  near-equal lengths and its biLSTMs pad or pack little; the results come back in the input order, each equal to
+  the text run alone (tested).
 
 A tagger checkpoint records it as `custom_pipelines["token-classification"]` and ships this file, so
 `pipeline("token-classification", model=dir, trust_remote_code=True)` runs it without the package; without
@@ -56,6 +59,8 @@ Each answer is `{"answer", "score", "start", "end"}` with character offsets into
 (default 384 tokens) are read in overlapping windows (`doc_stride` shared tokens; default
 min(max_seq_len // 2, 128), as in the transformers 4.x pipeline) and the best span over all windows wins; spans obey
 s <= e < s + `max_answer_len` tokens (default `config.dcn_max_answer_length`, 15).
+A list of questions runs longest first (characters of question and context), so that a batch of windows holds
+near-equal lengths; the answers come back in the input order.
 """
 
 import torch
@@ -88,6 +93,22 @@ class CheckedTokenizer:
         super().__init__(*args, **kwargs)
         if self.tokenizer is not None:
             check_tokenizer_matches(self.model.config, self.tokenizer)
+
+
+def longest_first(keys: list) -> list:
+    """Positions of `keys` (one length per input) longest first, ties in input order: the order in which a pipeline
+    runs a list, so that each batch holds inputs of near-equal lengths and its LSTMs pad or pack little."""
+    return sorted(range(len(keys)), key=lambda i: -keys[i])
+
+
+def run_longest_first(call, items: list, keys: list) -> list:
+    """`call(list)` on `items` longest first by `keys`, its results put back in the order of `items`."""
+    order = longest_first(keys)
+    outputs = call([items[i] for i in order])
+    results = [None] * len(items)
+    for position, i in enumerate(order):
+        results[i] = outputs[position]
+    return results
 
 
 class WindowSpans:
@@ -148,7 +169,16 @@ class CoveQuestionAnsweringPipeline(CheckedTokenizer, ChunkPipeline):
             raise ValueError("question answering needs a question and a context: qa(question=..., context=...)")
         if isinstance(inputs, tuple):
             inputs = list(inputs)
+        if isinstance(inputs, list) and len(inputs) > 1 and all(isinstance(x, dict) for x in inputs):
+            stock = super().__call__
+            return run_longest_first(lambda items: stock(items, **kwargs), inputs, self.length_keys(inputs))
         return super().__call__(inputs, **kwargs)
+
+    @staticmethod
+    def length_keys(inputs: list) -> list:
+        """The length a list's question runs by (longest first): characters of its question and context, which
+        set its windows' token counts closely enough to batch neighbours together, at no tokenizer cost."""
+        return [len(str(x.get("question", ""))) + len(str(x.get("context", ""))) for x in inputs]
 
     def preprocess(self, inputs, max_seq_len=DEFAULT_MAX_LENGTH, doc_stride=None,
                    max_question_len=DEFAULT_MAX_QUESTION_LENGTH):
@@ -201,7 +231,7 @@ class CoveFeatureExtractionPipeline(CheckedTokenizer, FeatureExtractionPipeline)
         keys = [k for k in encodings.keys() if k in ("input_ids", "attention_mask", "token_type_ids")]
         lengths = [len(ids) for ids in encodings["input_ids"]]
         # longest first: batches of near-equal lengths; texts without tokens never reach the model
-        order = sorted((i for i in range(len(texts)) if lengths[i] > 0), key=lambda i: -lengths[i])
+        order = [i for i in longest_first(lengths) if lengths[i] > 0]
         items = [PreTokenized({k: encodings[k][i] for k in keys}) for i in order]
         outputs = super().__call__(items, **kwargs) if items else []
         results = [None] * len(texts)
@@ -238,6 +268,22 @@ def span_in_sentence(start: int, end: int, word, word_to_chars_map) -> tuple:
 class CoveTokenClassificationPipeline(CheckedTokenizer, TokenClassificationPipeline):
     """Token classification over a CoVe tagger with word-level tokens (see the module docstring): on raw text each
     token is a word; on pre-split input the later tokens of a word are its sub-words; `word` is the text as written."""
+
+    def __call__(self, inputs, **kwargs):
+        """The stock call; a list of texts (or of pre-split sentences, `is_split_into_words=True`) runs longest first
+        (characters), so that each batch pads little, and its results come back in the input order."""
+        split = kwargs.get("is_split_into_words", False)
+        if isinstance(inputs, (list, tuple)) and len(inputs) > 1 and kwargs.get("offset_mapping") is None and \
+                all(isinstance(x, list) if split else isinstance(x, str) for x in inputs):
+            stock = super().__call__
+            return run_longest_first(lambda items: stock(items, **kwargs), list(inputs), self.length_keys(inputs))
+        return super().__call__(inputs, **kwargs)
+
+    @staticmethod
+    def length_keys(inputs: list) -> list:
+        """The length a list's text runs by (longest first): its characters (words joined by spaces when pre-split),
+        close enough to its token count to batch neighbours together, at no tokenizer cost."""
+        return [len(x) if isinstance(x, str) else sum(len(str(word)) + 1 for word in x) for x in inputs]
 
     def preprocess(self, sentence, offset_mapping=None, **preprocess_params):
         """The stock chunks; for a tagger that reads each token's casing (`config.tagger_case_dim > 0`), each chunk

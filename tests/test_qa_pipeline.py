@@ -317,6 +317,27 @@ def test_pipeline_local_name(local_qa):
     assert local_qa([{"question": q, "context": CONTEXT} for q in QUESTIONS], batch_size=2) == both
 
 
+def test_a_list_of_questions_runs_longest_first_and_answers_in_input_order(local_qa, monkeypatch):
+    """Questions run longest first (characters of question and context): the model sees the longest window first;
+    the answers come back in the input order, each the one of its question asked alone."""
+    short = "The cat sat on the mat."
+    inputs = [{"question": QUESTIONS[0], "context": short}, {"question": QUESTIONS[1], "context": CONTEXT},
+              {"question": QUESTIONS[0], "context": CONTEXT + " " + CONTEXT}]
+    alone = [local_qa(x) for x in inputs]
+    seen, real_forward = [], local_qa.model.forward
+
+    def forward(*args, **kwargs):
+        seen.append(kwargs["input_ids"].shape[-1])
+        return real_forward(*args, **kwargs)
+
+    monkeypatch.setattr(local_qa.model, "forward", forward)
+    assert local_qa(inputs) == alone
+    assert seen == sorted(seen, reverse=True) and len(seen) == 3
+    seen.clear()
+    assert local_qa(inputs, batch_size=2) == alone
+    assert len(seen) == 2
+
+
 def test_model_takes_the_tokenizers_output_and_the_pipeline_answers_from_its_scores(local_qa):
     """What the tokenizer returns goes to the model as it is (return_dict=False: exactly to_tuple()); anything else
     (offset_mapping) is a TypeError naming it; the pipeline's answer is the best span of those scores."""

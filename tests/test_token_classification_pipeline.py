@@ -235,6 +235,35 @@ def test_batch_size_does_not_change_the_results(tokenizer, strategy):
     assert [strip(r) for r in one] == [strip(r) for r in three]
 
 
+def test_a_list_runs_longest_first_and_comes_back_in_input_order(tokenizer, monkeypatch):
+    """The model sees the texts longest first (characters), in batches of neighbours; each result is the one of its
+    own text run alone, in the input's order; raw text and pre-split sentences alike."""
+    pipe = CoveTokenClassificationPipeline(model=tiny_tagger(tokenizer), tokenizer=tokenizer)
+    texts = ["nice", TEXTS[3], "Paris, France is nice.", "The city, New York!", "nice ."]
+    alone = [run_quietly(pipe, text, aggregation_strategy="simple", ignore_labels=[]) for text in texts]
+    seen, real_forward = [], pipe.model.forward
+
+    def forward(input_ids=None, attention_mask=None, **kwargs):
+        seen.append(attention_mask.sum(-1).tolist())  # real tokens per row of the batch
+        return real_forward(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+
+    monkeypatch.setattr(pipe.model, "forward", forward)
+    batched = run_quietly(pipe, texts, aggregation_strategy="simple", ignore_labels=[], batch_size=2)
+    assert [strip(r) for r in batched] == [strip(r) for r in alone]
+    for a, b in zip(batched, alone):
+        assert [float(e["score"]) for e in a] == pytest.approx([float(e["score"]) for e in b], abs=1e-6)
+    assert [n for batch in seen for n in batch] == [len(tokenizer(t)["input_ids"]) for t in
+                                                    sorted(texts, key=len, reverse=True)]
+    assert len(seen) == 3  # batches of 2, 2 and 1
+    seen.clear()
+    split = [text.replace(",", " ,").split() for text in texts]
+    pre_split = run_quietly(pipe, split, is_split_into_words=True, aggregation_strategy="first", batch_size=2)
+    assert [strip(r) for r in pre_split] == [
+        strip(run_quietly(pipe, words, is_split_into_words=True, aggregation_strategy="first")[0]) for words in split]
+    # (one pre-split sentence comes back as a list of one result, as in the stock pipeline)
+    assert seen[0][0] == max(len(tokenizer(words, is_split_into_words=True)["input_ids"]) for words in split)
+
+
 @pytest.fixture(scope="module")
 def saved_tagger(tokenizer, tmp_path_factory):
     folder = tmp_path_factory.mktemp("tagger")

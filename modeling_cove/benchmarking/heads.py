@@ -6,7 +6,9 @@ tagger (`CoveForTokenClassification` as `cove-train-tagger` builds it) on CoNLL-
 Each times three things, each on three sides run in interleaved rounds (ours["auto"], ours["reference"], roofline):
 
 - `pipeline`: inference as a user calls it, `pipeline("text-classification")` / `pipeline("cove-question-answering")`
-  on the inputs in arrival order (the roofline side tokenizes the same batches and runs them);
+  / `pipeline("cove-token-classification")` on the inputs in arrival order (the roofline side tokenizes the same
+  batches and runs them: the stock text-classification pipeline batches the list as it comes, ours run it longest
+  first, `pipeline_cove.longest_first`);
 - `sorted`: inference on length-sorted batches, `model(**batch)` under `torch.inference_mode` (BCN: the tokenizer call
   `tokenizer(batch, padding=True)` included on both sides; DCN: pre-tokenized windows, no tokenizer on either side);
 - `train`: one training step per batch as the CLI's Trainer runs it, with the CoVe features from the feature cache
@@ -545,6 +547,7 @@ def dcn_section(examples, encoder_dir: Path, tokenizer, device: torch.device, wo
     from transformers import pipeline
 
     from ..feature_cache import cached_features, distinct_segments, pad_rows
+    from ..pipeline_cove import longest_first
     from ..squad_preprocessing import prepare_eval_features, prepare_train_features, tokenize_windows
     from ..training.collators import QACollator
     from ..training.presets import load_preset
@@ -588,22 +591,27 @@ def dcn_section(examples, encoder_dir: Path, tokenizer, device: torch.device, wo
             tokens += len(group) * (lq + lc)
         return out, tokens
 
-    # (a) the pipeline: windows in arrival order, `eval_batch` per forward
+    # (a) the pipeline on the questions in arrival order (it runs them longest first), `eval_batch` windows per forward
     qa = pipeline("cove-question-answering", model=model, tokenizer=tokenizer, batch_size=eval_batch, device=device)
     pipe_inputs = [{"question": q, "context": c} for q, c in zip(questions, contexts)]
-    arrival = chunks(list(range(len(q_tokens))), eval_batch)
-    arrival_iterations = iterations_of(arrival)
-    arrival_inputs, arrival_tokens = uniform(arrival, q_tokens, c_tokens)
+    # the pipeline's batches: each question's windows in turn, questions in the order the pipeline runs a list
+    windows_of = {}
+    for w, question in enumerate(windows["example_index"]):
+        windows_of.setdefault(question, []).append(w)
+    pipeline_groups = chunks([w for question in longest_first(type(qa).length_keys(pipe_inputs))
+                              for w in windows_of[question]], eval_batch)
+    pipeline_iterations = iterations_of(pipeline_groups)
+    pipeline_inputs, pipeline_tokens = uniform(pipeline_groups, q_tokens, c_tokens)
 
     @torch.inference_mode()
     def roofline_pipeline():
         for q, c in zip(questions, contexts):  # the pipeline's tokenizer call, per question
             tokenize_windows(tokenizer, [q], [c], window["max_length"], window["doc_stride"],
                              window["max_question_length"])
-        for (q_ids, c_ids), iterations in zip(arrival_inputs, arrival_iterations):
+        for (q_ids, c_ids), iterations in zip(pipeline_inputs, pipeline_iterations):
             roofline(q_ids, c_ids, iterations)
 
-    section.add("pipeline", lambda: qa(pipe_inputs), model, roofline_pipeline, real_tokens, arrival_tokens)
+    section.add("pipeline", lambda: qa(pipe_inputs), model, roofline_pipeline, real_tokens, pipeline_tokens)
 
     # (b) length-sorted window batches, pre-tokenized
     order = sorted(range(len(q_tokens)), key=lambda i: -(q_tokens[i] + c_tokens[i]))
@@ -672,7 +680,7 @@ def dcn_section(examples, encoder_dir: Path, tokenizer, device: torch.device, wo
     section.info.update(questions=len(questions), windows=len(q_tokens), real_tokens=real_tokens,
                         eval_batch_size=eval_batch, train_batch_size=train_batch, train_windows=len(rows),
                         train_batches=len(batches), optimizer=optimizer_name,
-                        decoder_iterations={"pipeline": arrival_iterations, "sorted": sorted_iterations,
+                        decoder_iterations={"pipeline": pipeline_iterations, "sorted": sorted_iterations,
                                             "train": iterations},
                         mean_question_length=round(sum(q_tokens) / len(q_tokens), 2),
                         mean_context_length=round(sum(c_tokens) / len(c_tokens), 2))
@@ -686,6 +694,7 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
     against `RooflineTagger`; plus a Cross-View Training step pair (labelled + unlabelled) in tokens/s (`info`)."""
     from transformers import pipeline
 
+    from ..pipeline_cove import longest_first
     from ..training import tagger as tg
     from ..training.cvt import TaggerTraining
     from .training import to_device
@@ -723,7 +732,9 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
     texts = list(rows["text"])
     tagging = pipeline("cove-token-classification", model=model, tokenizer=tokenizer, batch_size=batch_size,
                        device=device)
-    run, tokens = roofline_inference(chunks(list(range(len(texts))), batch_size),
+    # the roofline runs the pipeline's batches: the texts in the order the pipeline runs a list (longest first)
+    pipeline_order = longest_first(type(tagging).length_keys(texts))
+    run, tokens = roofline_inference(chunks(pipeline_order, batch_size),
                                      lambda g: tokenizer([texts[i] for i in g], return_offsets_mapping=True))
     section.add("pipeline", lambda: tagging(texts), model, run, real_tokens, tokens)
 
