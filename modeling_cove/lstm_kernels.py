@@ -36,6 +36,9 @@ SINGLE_CALL_DEVICE_TYPES = ("cuda",)
 SEGMENTED_DEVICE_TYPES = ("cpu",)
 # Fill (real / padded tokens) from which "auto" runs a padded batch unpacked on a GPU or one CPU thread.
 UNPACKED_MIN_FILL = 0.7
+# Under autograd on CPU (training), "auto" runs a padded batch unpacked from this many layer-steps per row (the call's
+# layers times its mean real length); below it the packed path wins (fitted on Zen 4, docs/lstm_kernels.md).
+UNPACKED_TRAINING_MIN_LAYER_STEPS = 20
 # `length_bucketed_batches`' default cut: a batch ends below this fraction of its longest item.
 BUCKET_MIN_RATIO = 0.75
 # Rows a batch may always take before the guided cut for several workers ends it.
@@ -248,13 +251,15 @@ def uses_single_call(implementation: str, device: torch.device, top_only: bool =
     return chosen and top_only and not drops_between_layers
 
 
-def unpacked_by_default(lengths: torch.Tensor, time: int, device: torch.device, records_grad: bool = False) -> bool:
-    """Whether "auto" runs a padded `(B, time)` batch with host `lengths` unpacked when the caller gave no hint: on
-    CPU never where autograd records the call (training: the fused kernel's backward and the time segments cost more
-    than the packed path on short, ragged batches, docs/lstm_kernels.md), else always with more than one thread; on a
-    GPU or one CPU thread when real tokens fill UNPACKED_MIN_FILL of it."""
+def unpacked_by_default(lengths: torch.Tensor, time: int, device: torch.device, records_grad: bool = False,
+                        num_layers: int = 1) -> bool:
+    """Whether "auto" runs a padded `(B, time)` batch with host `lengths` unpacked when the caller gave no hint. On CPU
+    where autograd records the call (training) when its `num_layers` times the rows' mean length reaches
+    UNPACKED_TRAINING_MIN_LAYER_STEPS (the fused kernel's backward wins on longer rows, the packed path on short ones:
+    docs/lstm_kernels.md); else on CPU always with more than one thread; on a GPU or one CPU thread when real tokens
+    fill UNPACKED_MIN_FILL of it."""
     if device.type == "cpu" and records_grad:
-        return False
+        return num_layers * float(lengths.sum()) >= UNPACKED_TRAINING_MIN_LAYER_STEPS * len(lengths)
     if device.type == "cpu" and torch.get_num_threads() > 1:
         return True
     return bool(lengths.sum() >= UNPACKED_MIN_FILL * len(lengths) * time)
@@ -282,7 +287,7 @@ def choose_lstm_implementation(stack: BiLSTMStack, vectors: torch.Tensor, length
     if implementation == "auto":
         if unpacked is None:
             records_grad = torch.is_grad_enabled() and (vectors.requires_grad or stack.rnn.weight_hh_l0.requires_grad)
-            unpacked = unpacked_by_default(lengths, time, vectors.device, records_grad)
+            unpacked = unpacked_by_default(lengths, time, vectors.device, records_grad, stack.num_layers)
         if unpacked:
             return "unpacked"
     return "reference"

@@ -773,7 +773,7 @@ def test_unpacked_outputs_without_final_states_equal_packed(tiny_checkpoint, mon
 def test_the_packing_rule_and_an_unsorted_batch_run_unpacked_equal_packed(tiny_checkpoint, monkeypatch):
     """The default packing rule (`unpacked_by_default`): with more than one CPU thread every padded batch runs
     unpacked (sorted inside and cut in time segments); on a GPU or a single CPU thread only when its real tokens
-    fill >= UNPACKED_MIN_FILL of it. A batch in arrival order (lengths 2, 7, 6, 6, 1: not sorted) run unpacked must
+    fill >= UNPACKED_MIN_FILL of it; in training on CPU from a number of layer-steps per row. A batch in arrival order (lengths 2, 7, 6, 6, 1: not sorted) run unpacked must
     equal the packed path at every token of every layer, and be zero at padding."""
     _, model, tokenizer = tiny_checkpoint
     rule = lstm_kernels.unpacked_by_default
@@ -792,6 +792,16 @@ def test_the_packing_rule_and_an_unsorted_batch_run_unpacked_equal_packed(tiny_c
             packed = model(**batch, output_hidden_states=True, output_final_states=True)
         torch.set_num_threads(1)
         assert rule(one_short, 7, torch.device("cpu")) and not rule(mostly_padding, 7, torch.device("cpu"))
+        # training on CPU: unpacked from UNPACKED_TRAINING_MIN_LAYER_STEPS layer-steps per row, at any thread count
+        steps = lstm_kernels.UNPACKED_TRAINING_MIN_LAYER_STEPS
+        long_rows, short_rows = torch.tensor([steps + 3, steps - 3]), torch.tensor([steps // 2 + 1, steps // 2 - 2])
+        for count in (1, 2):
+            torch.set_num_threads(count)
+            assert rule(long_rows, steps + 3, torch.device("cpu"), records_grad=True)
+            assert not rule(short_rows, steps // 2 + 1, torch.device("cpu"), records_grad=True)
+            # two layers: a mean of steps / 2 - 0.5 per row is just below, steps / 2 + 0.5 just above
+            assert not rule(short_rows, steps // 2 + 1, torch.device("cpu"), records_grad=True, num_layers=2)
+            assert rule(short_rows + 1, steps // 2 + 2, torch.device("cpu"), records_grad=True, num_layers=2)
     finally:
         torch.set_num_threads(threads)
     for a, b in zip(packed.hidden_states, unpacked.hidden_states):
