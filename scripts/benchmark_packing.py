@@ -21,6 +21,13 @@ unpacked path sorts the rows inside and runs them in time segments, so "unpacked
 a single CPU thread when real tokens >= UNPACKED_MIN_FILL (0.7) x the padded batch.
 Each figure: seconds for the whole set, best of `--repeats` interleaved repeats; random weights (speed only).
 `--device cuda` asks the same of cuDNN (writes packing_cuda.json).
+
+`--training` (writes packing_training.json) asks it of the heads' biLSTMs where autograd records them: per batch of
+CoNLL-2000 training lengths scaled to a mean of 5-24 tokens, one training step (forward, backward, Adam) of the tagger
+and of the BCN at real sizes with every biLSTM packed vs unpacked, and what "auto" runs there
+(`unpacked_by_default`: unpacked from UNPACKED_TRAINING_MIN_LAYER_STEPS layer-steps per row; docs/lstm_kernels.md).
+
+    python scripts/benchmark_packing.py --data-dir DATA --training --threads 1 --output benchmarks/results/packing_training_1thread.json
 """
 
 from dataclasses import dataclass
@@ -28,19 +35,26 @@ from typing import ClassVar
 
 from modeling_cove.benchmarking.common import EncoderBenchmarkArguments, write_report
 from modeling_cove.benchmarking.encoder import prepare_encoder_benchmark
-from modeling_cove.benchmarking.packing import bench_packing
-from modeling_cove.training.cli import parse_options
+from modeling_cove.benchmarking.packing import TRAINING_MEANS, bench_packing, bench_training_packing
+from modeling_cove.training.cli import option, parse_options
 
 
 @dataclass
 class PackingArguments(EncoderBenchmarkArguments):
     """The flags of benchmark_packing.py (the encoder benchmarks' own)."""
 
+    training: bool = option("time training steps of the heads' biLSTMs instead (packing_training.json)", False)
+
     output_file: ClassVar[str] = "packing.json"
+
+    def output_name(self) -> str:
+        return "packing_training.json" if self.training else self.output_file
 
 
 def main(argv=None):
     args = parse_options(PackingArguments, argv, description=__doc__)
+    if args.training:
+        return main_training(args, argv)
     device, texts, model, tokenizer = prepare_encoder_benchmark(args)
     results = {}
     for name, group in texts.items():
@@ -48,6 +62,21 @@ def main(argv=None):
         print(name, results[name], flush=True)
     write_report(args.output, argv, args.quick,
                  {"threads": args.threads, "batch_size": args.batch_size, "device": str(device)}, results)
+
+
+def main_training(args, argv):
+    import torch
+
+    from modeling_cove.training.tagging_data import load_tagging_splits
+
+    torch.set_num_threads(args.threads)
+    lengths = [len(words) for words in load_tagging_splits("conll2000", args.data_dir)["train"]["words"]]
+    means = (7, 24) if args.quick else TRAINING_MEANS
+    repeats = args.repeats or (1 if args.quick else 3)
+    rows = bench_training_packing(lengths, args.batch_size, repeats, 1 if args.quick else 3, means)
+    write_report(args.output, argv, args.quick, {"threads": args.threads, "batch_size": args.batch_size,
+                                                 "lengths_from": "CoNLL-2000 training sentences, scaled"},
+                 {"batches": rows})
 
 
 if __name__ == "__main__":

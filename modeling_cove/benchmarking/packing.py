@@ -107,3 +107,75 @@ def bench_packing(texts: list, model, tokenizer, batch_size: int, repeats: int) 
         "sorted_batches_seconds": second,
         "sorted_unpacked_vs_packed": round(second["packed"] / second["unpacked"], 3),
     }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# training: when should the heads' biLSTMs pack where autograd records them?
+# ----------------------------------------------------------------------------------------------------------------
+
+TRAINING_MEANS = (5, 7, 11, 15, 24)  # mean real lengths of the measured batches, tokens per row
+
+
+def training_models(vocab_size: int, num_labels: int = 5) -> dict:
+    """The two heads whose training the rule serves, at real sizes (300-d vectors, 300 units), random weights: the
+    tagger (one 2-layer biLSTM stack) and the BCN (three 1-layer biLSTMs), each reading the word vectors alone."""
+    from ..configuration_cove import CoveConfig
+    from ..modeling_cove_bcn import CoveForSequenceClassification
+    from ..modeling_cove_tagger import CoveForTokenClassification
+
+    sizes = dict(vocab_size=vocab_size, word_vector_dim=300, hidden_size=300, num_labels=num_labels)
+    return {"tagger": CoveForTokenClassification(CoveConfig(tagger_input="vectors", tagger_hidden_size=300,
+                                                            tagger_module_dim=300, **sizes)).train(),
+            "bcn": CoveForSequenceClassification(CoveConfig(bcn_input="vectors", **sizes)).train()}
+
+
+def training_batch(kind: str, lengths: list, vocab_size: int, num_labels: int, generator: torch.Generator) -> dict:
+    """A right-padded training batch of rows of `lengths`: random ids, labels per row (BCN) or per token (tagger,
+    -100 at padding)."""
+    mask = (torch.arange(max(lengths))[None, :] < torch.tensor(lengths)[:, None]).long()  # (B, T)
+    ids = torch.randint(5, vocab_size, mask.shape, generator=generator) * mask
+    if kind == "bcn":
+        labels = torch.randint(0, num_labels, (len(lengths),), generator=generator)
+    else:
+        labels = torch.randint(0, num_labels, mask.shape, generator=generator).masked_fill(mask == 0, -100)
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def bench_training_packing(corpus_lengths: list, batch_size: int, repeats: int, batches_per_mean: int = 3,
+                           means=TRAINING_MEANS, vocab_size: int = 20000, seed: int = 0) -> list:
+    """Per batch: one training step (forward, backward, Adam) with every biLSTM packed ("reference") and unpacked,
+    interleaved, best of `repeats`; batches of `batch_size` rows drawn from `corpus_lengths` (real sentence lengths)
+    scaled to each mean in `means`. Rows: model, padded length, mean length, layer-steps per row, the two times and
+    packed / unpacked, and which of the two "auto" runs under `lstm_kernels.unpacked_by_default`."""
+    import random
+
+    from ..lstm_kernels import unpacked_by_default
+
+    rng, generator = random.Random(seed), torch.Generator().manual_seed(seed)
+    corpus_mean = sum(corpus_lengths) / len(corpus_lengths)
+    rows = []
+    for kind, model in training_models(vocab_size).items():
+        optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+        layers = model.config.tagger_num_layers if kind == "tagger" else 1
+        for mean in means:
+            for _ in range(batches_per_mean):
+                lengths = [max(1, round(n * mean / corpus_mean)) for n in rng.sample(corpus_lengths, batch_size)]
+                batch = training_batch(kind, lengths, vocab_size, model.config.num_labels, generator)
+
+                def step(implementation, model=model, optimizer=optimizer, batch=batch):
+                    def run():
+                        model.set_lstm_implementation(implementation)
+                        model(**batch).loss.backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+                    return run
+
+                best = interleaved_best({"packed": step("reference"), "unpacked": step("unpacked")}, repeats)
+                auto = unpacked_by_default(torch.tensor(lengths), max(lengths), torch.device("cpu"), True, layers)
+                rows.append({"model": kind, "padded_length": max(lengths), "mean_length": round(
+                    sum(lengths) / len(lengths), 1), "layer_steps_per_row": round(layers * sum(lengths) / len(
+                        lengths), 1), "packed_s": round(best["packed"], 4), "unpacked_s": round(best["unpacked"], 4),
+                    "packed_over_unpacked": round(best["packed"] / best["unpacked"], 3),
+                    "auto": "unpacked" if auto else "packed"})
+                print(rows[-1], flush=True)
+    return rows
