@@ -27,7 +27,9 @@ CoNLL-2000 training lengths scaled to a mean of 5-24 tokens, one training step (
 and of the BCN at real sizes with every biLSTM packed vs unpacked, and what "auto" runs there
 (`unpacked_by_default`: unpacked from UNPACKED_TRAINING_MIN_LAYER_STEPS layer-steps per row; docs/lstm_kernels.md).
 
-    python scripts/benchmark_packing.py --data-dir DATA --training --threads 1 --output benchmarks/results/packing_training_1thread.json
+    python scripts/benchmark_packing.py --data-dir DATA --training --threads 2
+    python scripts/benchmark_packing.py --data-dir DATA --training --threads 1 \
+        --output benchmarks/results/packing_training_1thread.json
 """
 
 from dataclasses import dataclass
