@@ -37,8 +37,9 @@ SEGMENTED_DEVICE_TYPES = ("cpu",)
 # Fill (real / padded tokens) from which "auto" runs a padded batch unpacked on a GPU or one CPU thread.
 UNPACKED_MIN_FILL = 0.7
 # Under autograd on CPU (training), "auto" runs a padded batch unpacked from this many layer-steps per row (the call's
-# layers times its mean real length); below it the packed path wins (fitted on Zen 4, docs/lstm_kernels.md).
-UNPACKED_TRAINING_MIN_LAYER_STEPS = 20
+# layers times its mean real length) on one intra-op thread, and from the second on more; below, the packed path
+# wins (fitted on Zen 4, docs/lstm_kernels.md).
+UNPACKED_TRAINING_MIN_LAYER_STEPS = (20, 12)
 # `length_bucketed_batches`' default cut: a batch ends below this fraction of its longest item.
 BUCKET_MIN_RATIO = 0.75
 # Rows a batch may always take before the guided cut for several workers ends it.
@@ -255,11 +256,12 @@ def unpacked_by_default(lengths: torch.Tensor, time: int, device: torch.device, 
                         num_layers: int = 1) -> bool:
     """Whether "auto" runs a padded `(B, time)` batch with host `lengths` unpacked when the caller gave no hint. On CPU
     where autograd records the call (training) when its `num_layers` times the rows' mean length reaches
-    UNPACKED_TRAINING_MIN_LAYER_STEPS (the fused kernel's backward wins on longer rows, the packed path on short ones:
-    docs/lstm_kernels.md); else on CPU always with more than one thread; on a GPU or one CPU thread when real tokens
-    fill UNPACKED_MIN_FILL of it."""
+    UNPACKED_TRAINING_MIN_LAYER_STEPS for the thread count (the fused kernel's backward wins on longer rows, the packed
+    path on short ones: docs/lstm_kernels.md); else on CPU always with more than one thread; on a GPU or one CPU
+    thread when real tokens fill UNPACKED_MIN_FILL of it."""
     if device.type == "cpu" and records_grad:
-        return num_layers * float(lengths.sum()) >= UNPACKED_TRAINING_MIN_LAYER_STEPS * len(lengths)
+        steps = UNPACKED_TRAINING_MIN_LAYER_STEPS[0 if torch.get_num_threads() == 1 else 1]
+        return num_layers * float(lengths.sum()) >= steps * len(lengths)
     if device.type == "cpu" and torch.get_num_threads() > 1:
         return True
     return bool(lengths.sum() >= UNPACKED_MIN_FILL * len(lengths) * time)

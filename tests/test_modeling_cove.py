@@ -792,10 +792,9 @@ def test_the_packing_rule_and_an_unsorted_batch_run_unpacked_equal_packed(tiny_c
             packed = model(**batch, output_hidden_states=True, output_final_states=True)
         torch.set_num_threads(1)
         assert rule(one_short, 7, torch.device("cpu")) and not rule(mostly_padding, 7, torch.device("cpu"))
-        # training on CPU: unpacked from UNPACKED_TRAINING_MIN_LAYER_STEPS layer-steps per row, at any thread count
-        steps = lstm_kernels.UNPACKED_TRAINING_MIN_LAYER_STEPS
-        long_rows, short_rows = torch.tensor([steps + 3, steps - 3]), torch.tensor([steps // 2 + 1, steps // 2 - 2])
-        for count in (1, 2):
+        # training on CPU: unpacked from UNPACKED_TRAINING_MIN_LAYER_STEPS layer-steps per row (one thread; more)
+        for count, steps in zip((1, 2), lstm_kernels.UNPACKED_TRAINING_MIN_LAYER_STEPS):
+            long_rows, short_rows = torch.tensor([steps + 3, steps - 3]), torch.tensor([steps // 2 + 1, steps // 2 - 2])
             torch.set_num_threads(count)
             assert rule(long_rows, steps + 3, torch.device("cpu"), records_grad=True)
             assert not rule(short_rows, steps // 2 + 1, torch.device("cpu"), records_grad=True)
