@@ -39,7 +39,7 @@ UNPACKED_MIN_FILL = 0.7
 # Under autograd on CPU (training), "auto" runs a padded batch unpacked from this many layer-steps per row (the call's
 # layers times its mean real length) on one intra-op thread, and from the second on more; below, the packed path
 # wins (fitted on Zen 4, docs/lstm_kernels.md).
-UNPACKED_TRAINING_MIN_LAYER_STEPS = (20, 12)
+UNPACKED_TRAINING_MIN_LAYER_STEPS = (20, 8)
 # `length_bucketed_batches`' default cut: a batch ends below this fraction of its longest item.
 BUCKET_MIN_RATIO = 0.75
 # Rows a batch may always take before the guided cut for several workers ends it.
