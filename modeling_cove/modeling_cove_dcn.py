@@ -172,14 +172,15 @@ class HighwayMaxoutNetwork(nn.Module):
         return nn.functional.linear(document, self.maxout1.weight[:, :two_l], self.maxout1.bias)
 
     def forward(self, document_projection: torch.Tensor, state: torch.Tensor, u_start: torch.Tensor,
-                u_end: torch.Tensor) -> torch.Tensor:
-        """document_projection (B, m, l*p) from `project_document`; state h_i (B, l); u_start, u_end (B, 2l).
-        Returns scores (B, m)."""
+                u_end: torch.Tensor, rows: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """document_projection (B, m, l*p) from `project_document`, or (N, l*p) of N positions of the rows `rows`
+        (N,); state h_i (B, l); u_start, u_end (B, 2l). Returns scores (B, m), or (N,) for positions."""
         r = torch.tanh(self.state_projection(torch.cat([self.dropout(state), u_start, u_end], dim=-1)))  # (B, l)
         r_part = nn.functional.linear(self.dropout(r), self.maxout1.weight[:, 2 * self.hidden_size:])  # W_1r r
-        m1 = self.dropout(maxout(document_projection + r_part.unsqueeze(1), self.pool_size))  # (B, m, l)
-        m2 = maxout(self.maxout2(m1), self.pool_size)  # (B, m, l)
-        return maxout(self.maxout3(torch.cat([m1, self.dropout(m2)], dim=-1)), self.pool_size).squeeze(-1)  # (B, m)
+        r_part = r_part.unsqueeze(1) if rows is None else r_part[rows]  # (B, 1, l*p) over m, or (N, l*p)
+        m1 = self.dropout(maxout(document_projection + r_part, self.pool_size))  # (B, m, l) or (N, l)
+        m2 = maxout(self.maxout2(m1), self.pool_size)
+        return maxout(self.maxout3(torch.cat([m1, self.dropout(m2)], dim=-1)), self.pool_size).squeeze(-1)
 
 
 class CoattentionEncoder(nn.Module):
@@ -261,8 +262,13 @@ class DynamicPointingDecoder(nn.Module):
         finfo.min), spans (B, I, 2) doc-local, and `active` (I, B) bool: whether each example ran iteration i."""
         batch, _, _ = document.shape
         rows = torch.arange(batch, device=document.device)
-        proj_start = self.hmn_start.project_document(document)  # (B, m, l*p), shared by all iterations
-        proj_end = self.hmn_end.project_document(document)
+        # the HMNs score the real positions only (padding is masked out anyway; windows of a batch differ in length)
+        # and, stopping early, only the rows still running; under torch.export every position (no data-dependent
+        # shapes), the plain form and the oracle of the other (tests/test_dcn.py)
+        positions = None if torch.compiler.is_exporting() else mask.nonzero(as_tuple=True)  # rows (N,), columns (N,)
+        scored = document if positions is None else document[positions]  # (B, m, 2l) or (N, 2l)
+        proj_start = self.hmn_start.project_document(scored)  # (B, m, l*p) or (N, l*p), shared by all iterations
+        proj_end = self.hmn_end.project_document(scored)
         start = torch.zeros(batch, dtype=torch.long, device=document.device)  # s_0 = first context token
         end = mask.sum(dim=1) - 1  # e_0 = last context token
         h = document.new_zeros(batch, self.cell.hidden_size)
@@ -273,12 +279,12 @@ class DynamicPointingDecoder(nn.Module):
         for _ in range(self.max_iterations):
             u_start, u_end = document[rows, start], document[rows, end]  # (B, 2l)
             h_new, c_new = self.cell(torch.cat([u_start, u_end], dim=-1), (h, c))
-            alpha_new = self.hmn_start(proj_start, h_new, u_start, u_end)  # (B, m), autocast's dtype under autocast
-            alpha_new = alpha_new.masked_fill(~mask, torch.finfo(alpha_new.dtype).min)
+            live = None if positions is None or not bool(done.any()) else (~done)[positions[0]]  # (N,) bool
+            # (B, m), finfo.min off the context; autocast's dtype under autocast
+            alpha_new = self.scores(self.hmn_start, proj_start, positions, live, mask, h_new, u_start, u_end)
             start_new = alpha_new.argmax(dim=1)
             u_start_end = u_start if self.end_reads_previous_start else document[rows, start_new]  # (B, 2l)
-            beta_new = self.hmn_end(proj_end, h_new, u_start_end, u_end)  # (B, m)
-            beta_new = beta_new.masked_fill(~mask, torch.finfo(beta_new.dtype).min)
+            beta_new = self.scores(self.hmn_end, proj_end, positions, live, mask, h_new, u_start_end, u_end)
             end_new = beta_new.argmax(dim=1)
             keep = done.unsqueeze(1)  # finished examples keep their scores, span and state
             alpha = alpha_new if alpha is None else torch.where(keep, alpha, alpha_new)
@@ -298,6 +304,24 @@ class DynamicPointingDecoder(nn.Module):
         while len(spans) < self.max_iterations:  # pad the record of stopped batches with the final span
             spans.append(spans[-1])
         return torch.stack(start_scores), torch.stack(end_scores), torch.stack(spans, dim=1), torch.stack(active)
+
+    @staticmethod
+    def scores(hmn: HighwayMaxoutNetwork, projection: torch.Tensor, positions: Optional[tuple],
+               live: Optional[torch.Tensor], mask: torch.Tensor, state: torch.Tensor, u_start: torch.Tensor,
+               u_end: torch.Tensor) -> torch.Tensor:
+        """`hmn`'s scores (B, m), finfo.min where `mask` is False: over every position (`positions` None, projection
+        (B, m, l*p)) or over the real ones (`positions`: their rows and columns (N,), projection (N, l*p)), where
+        `live` (N,) is given only over those of rows still running (the others: finfo.min, which the caller
+        replaces by the scores those rows stopped with)."""
+        if positions is None:
+            scores = hmn(projection, state, u_start, u_end)
+            return scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        position_rows, position_columns = positions
+        if live is not None:
+            projection, position_rows, position_columns = projection[live], position_rows[live], position_columns[live]
+        values = hmn(projection, state, u_start, u_end, position_rows)  # (N',)
+        return values.new_full(mask.shape, torch.finfo(values.dtype).min).index_put(
+            (position_rows, position_columns), values)
 
 
 class CoveForQuestionAnswering(CovePreTrainedModel):

@@ -268,8 +268,13 @@ class FixedScores(nn.Module):
     def project_document(self, document):
         return document
 
-    def forward(self, projection, state, u_start, u_end):
-        return self.scores.expand(projection.shape[0], -1).clone()
+    def forward(self, projection, state, u_start, u_end, rows=None):
+        if rows is None:  # every position: (B, m)
+            return self.scores.expand(projection.shape[0], -1).clone()
+        # the real positions of whole rows, row-major, each row's context a prefix: a position's column is its index
+        # within its row
+        columns = torch.arange(len(rows)) - torch.searchsorted(rows, rows)
+        return self.scores[columns]
 
 
 def rigged_model(start_scores, end_scores, max_iterations=4):
@@ -277,6 +282,38 @@ def rigged_model(start_scores, end_scores, max_iterations=4):
     model.decoder.hmn_start = FixedScores(start_scores)
     model.decoder.hmn_end = FixedScores(end_scores)
     return model
+
+
+@pytest.mark.parametrize("early_stop", [True, False])
+def test_decoder_scoring_real_positions_equals_every_position(monkeypatch, early_stop):
+    """The decoder scores only the real positions (and, stopping early, only the rows still running); the dense form
+    (every position, what runs under torch.export) is its oracle: the same scores, spans and `active`, and in
+    training the same gradients, on ragged rows where some stop iterations before others."""
+    torch.manual_seed(3)
+    decoder = tiny_model(dcn_hidden_size=6, dcn_pool_size=4).decoder.train(not early_stop)
+    document = torch.randn(5, 9, 12, requires_grad=True)  # U (B, m, 2l)
+    mask = torch.arange(9)[None, :] < torch.tensor([9, 3, 6, 1, 8])[:, None]
+
+    def run(dense):
+        monkeypatch.setattr(torch.compiler, "is_exporting", lambda: dense)
+        decoder.zero_grad()
+        document.grad = None
+        out = decoder(document, mask, early_stop)
+        if early_stop:
+            return out, None
+        (out[0][:, mask].sum() + 2 * out[1][:, mask].sum()).backward()
+        return out, [document.grad.clone()] + [p.grad.clone() for p in decoder.parameters()]
+
+    (start, end, spans, active), grads = run(dense=False)
+    (start_d, end_d, spans_d, active_d), grads_d = run(dense=True)
+    assert torch.equal(spans, spans_d) and torch.equal(active, active_d)
+    torch.testing.assert_close(start, start_d, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(end, end_d, rtol=1e-5, atol=1e-6)
+    if early_stop:  # rows stopped at different iterations, so the later ones scored only the rows still running
+        assert len({int(n) for n in active.sum(0)}) > 1
+    else:
+        for a, b in zip(grads, grads_d):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
 def test_early_stop_when_span_repeats():
