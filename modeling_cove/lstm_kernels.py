@@ -36,10 +36,10 @@ SINGLE_CALL_DEVICE_TYPES = ("cuda",)
 SEGMENTED_DEVICE_TYPES = ("cpu",)
 # Fill (real / padded tokens) from which "auto" runs a padded batch unpacked on a GPU or one CPU thread.
 UNPACKED_MIN_FILL = 0.7
-# Under autograd on CPU (training), "auto" runs a padded batch unpacked from this many layer-steps per row (the call's
-# layers times its mean real length) on one intra-op thread, and from the second on more; below, the packed path
-# wins (fitted on Zen 4, docs/lstm_kernels.md).
-UNPACKED_TRAINING_MIN_LAYER_STEPS = (20, 8)
+# Under autograd on CPU (training), "auto" runs a padded batch unpacked from this mean real length per row, on one
+# intra-op thread and on more; below, the packed path wins (fitted on Zen 4 for the heads' one-layer biLSTM calls,
+# docs/lstm_kernels.md).
+UNPACKED_TRAINING_MIN_MEAN_LENGTH = (12, 8)
 # `length_bucketed_batches`' default cut: a batch ends below this fraction of its longest item.
 BUCKET_MIN_RATIO = 0.75
 # Rows a batch may always take before the guided cut for several workers ends it.
@@ -252,16 +252,15 @@ def uses_single_call(implementation: str, device: torch.device, top_only: bool =
     return chosen and top_only and not drops_between_layers
 
 
-def unpacked_by_default(lengths: torch.Tensor, time: int, device: torch.device, records_grad: bool = False,
-                        num_layers: int = 1) -> bool:
+def unpacked_by_default(lengths: torch.Tensor, time: int, device: torch.device, records_grad: bool = False) -> bool:
     """Whether "auto" runs a padded `(B, time)` batch with host `lengths` unpacked when the caller gave no hint. On CPU
-    where autograd records the call (training) when its `num_layers` times the rows' mean length reaches
-    UNPACKED_TRAINING_MIN_LAYER_STEPS for the thread count (the fused kernel's backward wins on longer rows, the packed
-    path on short ones: docs/lstm_kernels.md); else on CPU always with more than one thread; on a GPU or one CPU
-    thread when real tokens fill UNPACKED_MIN_FILL of it."""
+    where autograd records the call (training) when the rows' mean length reaches UNPACKED_TRAINING_MIN_MEAN_LENGTH
+    for the thread count (the fused kernel's backward wins on longer rows, the packed path on short ones:
+    docs/lstm_kernels.md); else on CPU always with more than one thread; on a GPU or one CPU thread when real tokens
+    fill UNPACKED_MIN_FILL of it."""
     if device.type == "cpu" and records_grad:
-        steps = UNPACKED_TRAINING_MIN_LAYER_STEPS[0 if torch.get_num_threads() == 1 else 1]
-        return num_layers * float(lengths.sum()) >= steps * len(lengths)
+        mean_length = UNPACKED_TRAINING_MIN_MEAN_LENGTH[0 if torch.get_num_threads() == 1 else 1]
+        return float(lengths.sum()) >= mean_length * len(lengths)
     if device.type == "cpu" and torch.get_num_threads() > 1:
         return True
     return bool(lengths.sum() >= UNPACKED_MIN_FILL * len(lengths) * time)
@@ -289,7 +288,7 @@ def choose_lstm_implementation(stack: BiLSTMStack, vectors: torch.Tensor, length
     if implementation == "auto":
         if unpacked is None:
             records_grad = torch.is_grad_enabled() and (vectors.requires_grad or stack.rnn.weight_hh_l0.requires_grad)
-            unpacked = unpacked_by_default(lengths, time, vectors.device, records_grad, stack.num_layers)
+            unpacked = unpacked_by_default(lengths, time, vectors.device, records_grad)
         if unpacked:
             return "unpacked"
     return "reference"

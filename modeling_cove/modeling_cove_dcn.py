@@ -279,7 +279,8 @@ class DynamicPointingDecoder(nn.Module):
         for _ in range(self.max_iterations):
             u_start, u_end = document[rows, start], document[rows, end]  # (B, 2l)
             h_new, c_new = self.cell(torch.cat([u_start, u_end], dim=-1), (h, c))
-            live = None if positions is None or not bool(done.any()) else (~done)[positions[0]]  # (N,) bool
+            stopped = early_stop and positions is not None and bool(done.any())  # (done only changes then)
+            live = (~done)[positions[0]] if stopped else None  # (N,) bool
             # (B, m), finfo.min off the context; autocast's dtype under autocast
             alpha_new = self.scores(self.hmn_start, proj_start, positions, live, mask, h_new, u_start, u_end)
             start_new = alpha_new.argmax(dim=1)

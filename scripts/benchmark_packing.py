@@ -24,8 +24,8 @@ Each figure: seconds for the whole set, best of `--repeats` interleaved repeats;
 
 `--training` (writes packing_training.json) asks it of the heads' biLSTMs where autograd records them: per batch of
 CoNLL-2000 training lengths scaled to a mean of 5-24 tokens, one training step (forward, backward, Adam) of the tagger
-and of the BCN at real sizes with every biLSTM packed vs unpacked, and what "auto" runs there
-(`unpacked_by_default`: unpacked from UNPACKED_TRAINING_MIN_LAYER_STEPS layer-steps per row; docs/lstm_kernels.md).
+and of the BCN at real sizes with every biLSTM packed vs unpacked, and what "auto" ran there (`unpacked_by_default`:
+unpacked from a mean length of UNPACKED_TRAINING_MIN_MEAN_LENGTH per row; docs/lstm_kernels.md).
 
     python scripts/benchmark_packing.py --data-dir DATA --training --threads 2
     python scripts/benchmark_packing.py --data-dir DATA --training --threads 1 \

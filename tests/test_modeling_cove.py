@@ -773,8 +773,9 @@ def test_unpacked_outputs_without_final_states_equal_packed(tiny_checkpoint, mon
 def test_the_packing_rule_and_an_unsorted_batch_run_unpacked_equal_packed(tiny_checkpoint, monkeypatch):
     """The default packing rule (`unpacked_by_default`): with more than one CPU thread every padded batch runs
     unpacked (sorted inside and cut in time segments); on a GPU or a single CPU thread only when its real tokens
-    fill >= UNPACKED_MIN_FILL of it; in training on CPU from a number of layer-steps per row. A batch in arrival order (lengths 2, 7, 6, 6, 1: not sorted) run unpacked must
-    equal the packed path at every token of every layer, and be zero at padding."""
+    fill >= UNPACKED_MIN_FILL of it; in training on CPU from a mean length per row. A batch in arrival order
+    (lengths 2, 7, 6, 6, 1: not sorted) run unpacked must equal the packed path at every token of every layer, and be
+    zero at padding."""
     _, model, tokenizer = tiny_checkpoint
     rule = lstm_kernels.unpacked_by_default
     one_short, mostly_padding = torch.tensor([7, 6, 6, 2]), torch.tensor([7, 2])  # fill 0.75 and 9 / 14
@@ -792,15 +793,13 @@ def test_the_packing_rule_and_an_unsorted_batch_run_unpacked_equal_packed(tiny_c
             packed = model(**batch, output_hidden_states=True, output_final_states=True)
         torch.set_num_threads(1)
         assert rule(one_short, 7, torch.device("cpu")) and not rule(mostly_padding, 7, torch.device("cpu"))
-        # training on CPU: unpacked from UNPACKED_TRAINING_MIN_LAYER_STEPS layer-steps per row (one thread; more)
-        for count, steps in zip((1, 2), lstm_kernels.UNPACKED_TRAINING_MIN_LAYER_STEPS):
-            long_rows, short_rows = torch.tensor([steps + 3, steps - 3]), torch.tensor([steps // 2 + 1, steps // 2 - 2])
+        # training on CPU: unpacked from a mean length of UNPACKED_TRAINING_MIN_MEAN_LENGTH per row (one thread; more)
+        for count, mean in zip((1, 2), lstm_kernels.UNPACKED_TRAINING_MIN_MEAN_LENGTH):
             torch.set_num_threads(count)
-            assert rule(long_rows, steps + 3, torch.device("cpu"), records_grad=True)
-            assert not rule(short_rows, steps // 2 + 1, torch.device("cpu"), records_grad=True)
-            # two layers: a mean of steps / 2 - 0.5 per row is just below, steps / 2 + 0.5 just above
-            assert not rule(short_rows, steps // 2 + 1, torch.device("cpu"), records_grad=True, num_layers=2)
-            assert rule(short_rows + 1, steps // 2 + 2, torch.device("cpu"), records_grad=True, num_layers=2)
+            assert rule(torch.tensor([mean + 3, mean - 3]), mean + 3, torch.device("cpu"), records_grad=True)
+            assert not rule(torch.tensor([mean + 2, mean - 3]), mean + 2, torch.device("cpu"), records_grad=True)
+            # a GPU keeps its fill rule in training
+            assert not rule(torch.tensor([mean + 3, 1]), mean + 3, torch.device("cuda"), records_grad=True)
     finally:
         torch.set_num_threads(threads)
     for a, b in zip(packed.hidden_states, unpacked.hidden_states):

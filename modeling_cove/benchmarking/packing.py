@@ -141,22 +141,40 @@ def training_batch(kind: str, lengths: list, vocab_size: int, num_labels: int, g
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
+def chosen_strategies(model, batch: dict) -> list:
+    """The strategies "auto" picks for the biLSTM calls of one training step of `model` on `batch` (recorded from
+    `layers.run_bilstm`'s choice, then the step is undone: gradients cleared, no optimizer step)."""
+    from .. import layers
+
+    chosen, choose = [], layers.choose_lstm_implementation
+
+    def spy(*args, **kwargs):
+        chosen.append(choose(*args, **kwargs))
+        return chosen[-1]
+
+    model.set_lstm_implementation("auto")
+    layers.choose_lstm_implementation = spy
+    try:
+        model(**batch).loss.backward()
+    finally:
+        layers.choose_lstm_implementation = choose
+        model.zero_grad()
+    return chosen
+
+
 def bench_training_packing(corpus_lengths: list, batch_size: int, repeats: int, batches_per_mean: int = 3,
                            means=TRAINING_MEANS, vocab_size: int = 20000, seed: int = 0) -> list:
     """Per batch: one training step (forward, backward, Adam) with every biLSTM packed ("reference") and unpacked,
     interleaved, best of `repeats`; batches of `batch_size` rows drawn from `corpus_lengths` (real sentence lengths)
-    scaled to each mean in `means`. Rows: model, padded length, mean length, layer-steps per row, the two times and
-    packed / unpacked, and which of the two "auto" runs under `lstm_kernels.unpacked_by_default`."""
+    scaled to each mean in `means`. Rows: model, padded length, mean length, the two times and packed / unpacked, and
+    the strategies "auto" picked for the step's biLSTM calls (`chosen_strategies`)."""
     import random
-
-    from ..lstm_kernels import unpacked_by_default
 
     rng, generator = random.Random(seed), torch.Generator().manual_seed(seed)
     corpus_mean = sum(corpus_lengths) / len(corpus_lengths)
     rows = []
     for kind, model in training_models(vocab_size).items():
         optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-3)
-        layers = model.config.tagger_num_layers if kind == "tagger" else 1
         for mean in means:
             for _ in range(batches_per_mean):
                 lengths = [max(1, round(n * mean / corpus_mean)) for n in rng.sample(corpus_lengths, batch_size)]
@@ -171,11 +189,10 @@ def bench_training_packing(corpus_lengths: list, batch_size: int, repeats: int, 
                     return run
 
                 best = interleaved_best({"packed": step("reference"), "unpacked": step("unpacked")}, repeats)
-                auto = unpacked_by_default(torch.tensor(lengths), max(lengths), torch.device("cpu"), True, layers)
                 rows.append({"model": kind, "padded_length": max(lengths), "mean_length": round(
-                    sum(lengths) / len(lengths), 1), "layer_steps_per_row": round(layers * sum(lengths) / len(
-                        lengths), 1), "packed_s": round(best["packed"], 4), "unpacked_s": round(best["unpacked"], 4),
+                    sum(lengths) / len(lengths), 1), "packed_s": round(best["packed"], 4),
+                    "unpacked_s": round(best["unpacked"], 4),
                     "packed_over_unpacked": round(best["packed"] / best["unpacked"], 3),
-                    "auto": "unpacked" if auto else "packed"})
+                    "auto": sorted(set(chosen_strategies(model, batch)))})
                 print(rows[-1], flush=True)
     return rows
