@@ -105,6 +105,8 @@ def run_longest_first(call, items: list, keys: list) -> list:
     """`call(list)` on `items` longest first by `keys`, its results put back in the order of `items`."""
     order = longest_first(keys)
     outputs = call([items[i] for i in order])
+    if len(outputs) != len(items):  # one result per input, or the order could not be put back
+        raise RuntimeError(f"the pipeline gave {len(outputs)} results for {len(items)} inputs")
     results = [None] * len(items)
     for position, i in enumerate(order):
         results[i] = outputs[position]
