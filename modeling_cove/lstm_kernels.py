@@ -224,9 +224,16 @@ def run_lstm_layer(stack: BiLSTMStack, layer: int, inputs: torch.Tensor, batch_s
                          batch_sizes is None)
 
 
-def longest_first(lengths: torch.Tensor) -> bool:
+def is_longest_first(lengths: torch.Tensor) -> bool:
     """Whether host `lengths` (B,) are sorted longest first (ties in any order)."""
     return bool((lengths[:-1] >= lengths[1:]).all())
+
+
+def order_longest_first(keys: list) -> list:
+    """Positions of `keys` (one length per item) longest first, ties in input order (a stable sort): the one order
+    in which batching (`length_bucketed_batches`), the pipelines and the benchmarks visit items of mixed lengths, so
+    that each batch holds near-equal lengths and its LSTMs pad or pack little."""
+    return sorted(range(len(keys)), key=lambda i: -keys[i])
 
 
 def pack(vectors: torch.Tensor, lengths: torch.Tensor):
@@ -234,7 +241,7 @@ def pack(vectors: torch.Tensor, lengths: torch.Tensor):
     longest first (as `CoveModel.encode` batches them) are packed as they are: no sort, and on a GPU no index copy
     to the device and no wait for it."""
     lengths = lengths.cpu()
-    return pack_padded_sequence(vectors, lengths, batch_first=True, enforce_sorted=longest_first(lengths))
+    return pack_padded_sequence(vectors, lengths, batch_first=True, enforce_sorted=is_longest_first(lengths))
 
 
 def top_layer_into(outputs: list, out: Optional[torch.Tensor]) -> list:
@@ -422,7 +429,7 @@ def unpacked_row_order(vectors: torch.Tensor, lengths: torch.Tensor):
     device = vectors.device
     order, segments = None, None
     if device.type in SEGMENTED_DEVICE_TYPES:  # rows run longest first, so a time segment can leave out ended rows
-        if not longest_first(lengths):
+        if not is_longest_first(lengths):
             order = torch.sort(lengths, descending=True, stable=True).indices  # running row j = input row order[j]
             lengths = lengths[order]
         segments = plan_time_segments(lengths.tolist(), time)
@@ -549,7 +556,7 @@ def length_bucketed_batches(lengths: list, batch_size: int, min_ratio: float = B
     (longest) item. For `workers` > 1 host threads pulling the batches in this order (`run_on_cpu_workers`), a run
     of `min_rows` or more also ends once adding the next item would take it past 1/workers of the tokens not yet
     batched (each item counted as at least 1): guided scheduling, so the workers finish close together."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    order = order_longest_first(lengths)
     unbatched = sum(max(length, 1) for length in lengths)  # tokens not yet in a batch
     batches, tokens, share = [], 0, 0.0
     for i in order:

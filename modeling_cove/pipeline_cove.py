@@ -77,6 +77,7 @@ from .squad_preprocessing import (
     extract_answers,
     tokenize_windows,
 )
+from .lstm_kernels import order_longest_first
 from .modeling_cove_tagger import casing_class
 from .tokenization_cove import check_tokenizer_matches
 
@@ -95,15 +96,9 @@ class CheckedTokenizer:
             check_tokenizer_matches(self.model.config, self.tokenizer)
 
 
-def longest_first(keys: list) -> list:
-    """Positions of `keys` (one length per input) longest first, ties in input order: the order in which a pipeline
-    runs a list, so that each batch holds inputs of near-equal lengths and its LSTMs pad or pack little."""
-    return sorted(range(len(keys)), key=lambda i: -keys[i])
-
-
 def run_longest_first(call, items: list, keys: list) -> list:
     """`call(list)` on `items` longest first by `keys`, its results put back in the order of `items`."""
-    order = longest_first(keys)
+    order = order_longest_first(keys)
     outputs = call([items[i] for i in order])
     if len(outputs) != len(items):  # one result per input, or the order could not be put back
         raise RuntimeError(f"the pipeline gave {len(outputs)} results for {len(items)} inputs")
@@ -233,7 +228,7 @@ class CoveFeatureExtractionPipeline(CheckedTokenizer, FeatureExtractionPipeline)
         keys = [k for k in encodings.keys() if k in ("input_ids", "attention_mask", "token_type_ids")]
         lengths = [len(ids) for ids in encodings["input_ids"]]
         # longest first: batches of near-equal lengths; texts without tokens never reach the model
-        order = [i for i in longest_first(lengths) if lengths[i] > 0]
+        order = [i for i in order_longest_first(lengths) if lengths[i] > 0]
         items = [PreTokenized({k: encodings[k][i] for k in keys}) for i in order]
         outputs = super().__call__(items, **kwargs) if items else []
         results = [None] * len(texts)

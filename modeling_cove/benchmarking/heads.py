@@ -8,7 +8,7 @@ Each times three things, each on three sides run in interleaved rounds (ours["au
 - `pipeline`: inference as a user calls it, `pipeline("text-classification")` / `pipeline("cove-question-answering")`
   / `pipeline("cove-token-classification")` on the inputs in arrival order (the roofline side tokenizes the same
   batches and runs them: the stock text-classification pipeline batches the list as it comes, ours run it longest
-  first, `pipeline_cove.longest_first`);
+  first, `lstm_kernels.order_longest_first`);
 - `sorted`: inference on length-sorted batches, `model(**batch)` under `torch.inference_mode` (BCN: the tokenizer call
   `tokenizer(batch, padding=True)` included on both sides; DCN: pre-tokenized windows, no tokenizer on either side);
 - `train`: one training step per batch as the CLI's Trainer runs it, with the CoVe features from the feature cache
@@ -33,6 +33,7 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
+from ..lstm_kernels import order_longest_first
 from .common import synchronize
 
 SIDES = ("auto", "reference", "roofline")  # ours under each lstm_implementation, then the roofline
@@ -486,7 +487,7 @@ def bcn_section(rows, task: str, encoder_dir: Path, tokenizer, device: torch.dev
     section.add("pipeline", lambda: classifier(pipe_inputs), model, run, real_tokens, tokens)
 
     # (b) length-sorted batches, model(**tokenizer(batch, padding=True))
-    order = sorted(range(len(texts)), key=lambda i: -(x_tokens[i] + y_tokens[i]))
+    order = order_longest_first([x + y for x, y in zip(x_tokens, y_tokens)])
     sorted_groups = chunks(order, batch_size)
 
     @torch.inference_mode()
@@ -547,7 +548,6 @@ def dcn_section(examples, encoder_dir: Path, tokenizer, device: torch.device, wo
     from transformers import pipeline
 
     from ..feature_cache import cached_features, distinct_segments, pad_rows
-    from ..pipeline_cove import longest_first
     from ..squad_preprocessing import prepare_eval_features, prepare_train_features, tokenize_windows
     from ..training.collators import QACollator
     from ..training.presets import load_preset
@@ -598,7 +598,7 @@ def dcn_section(examples, encoder_dir: Path, tokenizer, device: torch.device, wo
     windows_of = {}
     for w, question in enumerate(windows["example_index"]):
         windows_of.setdefault(question, []).append(w)
-    pipeline_groups = chunks([w for question in longest_first(type(qa).length_keys(pipe_inputs))
+    pipeline_groups = chunks([w for question in order_longest_first(type(qa).length_keys(pipe_inputs))
                               for w in windows_of[question]], eval_batch)
     pipeline_iterations = iterations_of(pipeline_groups)
     pipeline_inputs, pipeline_tokens = uniform(pipeline_groups, q_tokens, c_tokens)
@@ -614,7 +614,7 @@ def dcn_section(examples, encoder_dir: Path, tokenizer, device: torch.device, wo
     section.add("pipeline", lambda: qa(pipe_inputs), model, roofline_pipeline, real_tokens, pipeline_tokens)
 
     # (b) length-sorted window batches, pre-tokenized
-    order = sorted(range(len(q_tokens)), key=lambda i: -(q_tokens[i] + c_tokens[i]))
+    order = order_longest_first([q + c for q, c in zip(q_tokens, c_tokens)])
     sorted_groups = chunks(order, eval_batch)
     sorted_batches = [batch_of(group) for group in sorted_groups]
     sorted_iterations = iterations_of(sorted_groups)
@@ -647,7 +647,7 @@ def dcn_section(examples, encoder_dir: Path, tokenizer, device: torch.device, wo
     rows = rows_of(keyed, ("input_ids", "token_type_ids", "start_positions", "end_positions", "question_key",
                            "context_key"))
     collator = QACollator(cache, pad_id)
-    train_order = sorted(range(len(rows)), key=lambda i: -len(rows[i]["input_ids"]))
+    train_order = order_longest_first([len(row["input_ids"]) for row in rows])
     train_groups = [g for g in chunks(train_order, train_batch) if len(g) == train_batch] or [train_order]
     batches = [to_device(collator([rows[i] for i in group]), device) for group in train_groups]
     tq = [r["token_type_ids"].count(0) for r in rows]
@@ -694,10 +694,8 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
     against `RooflineTagger`; plus a Cross-View Training step pair (labelled + unlabelled) in tokens/s (`info`)."""
     from transformers import pipeline
 
-    from ..pipeline_cove import longest_first
     from ..training import tagger as tg
     from ..training.cvt import TaggerTraining
-    from .training import to_device
 
     settings = tg.TaggerSettings(task=["conll2000"], encoder=str(encoder_dir), output_dir="-")
     hp = tg.load_hyperparameters(settings)
@@ -733,13 +731,13 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
     tagging = pipeline("cove-token-classification", model=model, tokenizer=tokenizer, batch_size=batch_size,
                        device=device)
     # the roofline runs the pipeline's batches: the texts in the order the pipeline runs a list (longest first)
-    pipeline_order = longest_first(type(tagging).length_keys(texts))
+    pipeline_order = order_longest_first(type(tagging).length_keys(texts))
     run, tokens = roofline_inference(chunks(pipeline_order, batch_size),
                                      lambda g: tokenizer([texts[i] for i in g], return_offsets_mapping=True))
     section.add("pipeline", lambda: tagging(texts), model, run, real_tokens, tokens)
 
     words = list(rows["words"])
-    sorted_groups = chunks(sorted(range(len(words)), key=lambda i: -lengths[i]), batch_size)
+    sorted_groups = chunks(order_longest_first(lengths), batch_size)
 
     def tokenize_words(group):
         return tokenizer([words[i] for i in group], is_split_into_words=True, padding=True, return_tensors="pt")
