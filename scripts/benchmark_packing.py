@@ -30,6 +30,13 @@ unpacked from a mean length of UNPACKED_TRAINING_MIN_MEAN_LENGTH per row; docs/l
     python scripts/benchmark_packing.py --data-dir DATA --training --threads 2
     python scripts/benchmark_packing.py --data-dir DATA --training --threads 1 \
         --output benchmarks/results/packing_training_1thread.json
+`--ragged` (writes packing_ragged.json) asks where a ragged batch loses against the roofline's uniform one, for one
+biLSTM layer at the heads' size on the same texts in arrival-order batches: the roofline, "reference" and "unpacked"
+under several segment-call costs of the planner, measured; and a cost table of the fused kernel (one step and the fixed
+part of one call, by row count) that accounts for them (docs/lstm_kernels.md, "The heads: where the time goes").
+
+    python scripts/benchmark_packing.py --data-dir DATA --ragged --threads 1 \
+        --output benchmarks/results/packing_ragged_1thread.json
 """
 
 from dataclasses import dataclass
@@ -37,7 +44,7 @@ from typing import ClassVar
 
 from modeling_cove.benchmarking.common import EncoderBenchmarkArguments, write_report
 from modeling_cove.benchmarking.encoder import prepare_encoder_benchmark
-from modeling_cove.benchmarking.packing import TRAINING_MEANS, bench_packing, bench_training_packing
+from modeling_cove.benchmarking.packing import TRAINING_MEANS, bench_packing, bench_ragged, bench_training_packing
 from modeling_cove.training.cli import option, parse_options
 
 
@@ -46,10 +53,14 @@ class PackingArguments(EncoderBenchmarkArguments):
     """The flags of benchmark_packing.py (the encoder benchmarks' own)."""
 
     training: bool = option("time training steps of the heads' biLSTMs instead (packing_training.json)", False)
+    ragged: bool = option("where ragged batches lose against uniform ones, one head biLSTM (packing_ragged.json)",
+                          False)
 
     output_file: ClassVar[str] = "packing.json"
 
     def output_name(self) -> str:
+        if self.ragged:
+            return "packing_ragged.json"
         return "packing_training.json" if self.training else self.output_file
 
 
@@ -58,9 +69,10 @@ def main(argv=None):
     if args.training:
         return main_training(args, argv)
     device, texts, model, tokenizer = prepare_encoder_benchmark(args)
+    bench = bench_ragged if args.ragged else bench_packing
     results = {}
     for name, group in texts.items():
-        results[name] = bench_packing(list(group), model, tokenizer, args.batch_size, args.repeats)
+        results[name] = bench(list(group), model, tokenizer, args.batch_size, args.repeats)
         print(name, results[name], flush=True)
     write_report(args.output, argv, args.quick,
                  {"threads": args.threads, "batch_size": args.batch_size, "device": str(device)}, results)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..lstm_kernels import length_bucketed_batches, run_unpacked
+from ..lstm_kernels import SEGMENT_CALL_ROWS, length_bucketed_batches, run_unpacked
 from .common import interleaved_best
 
 
@@ -196,3 +196,86 @@ def bench_training_packing(corpus_lengths: list, batch_size: int, repeats: int, 
                     "auto": sorted(set(chosen_strategies(model, batch)))})
                 print(rows[-1], flush=True)
     return rows
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# ragged batches: where does a ragged batch lose against the roofline's uniform one?
+# ----------------------------------------------------------------------------------------------------------------
+
+RAGGED_ROWS = (1, 2, 4, 8, 16, 32, 64)  # rows of the step / call cost table
+RAGGED_STEPS = 32  # steps of the long call that, against a 1-step call, separates a step's cost from a call's
+RAGGED_CALL_ROWS = (0, 40, SEGMENT_CALL_ROWS, 10 ** 9)  # the planner's call cost: a segment at every row end .. none
+
+
+def step_and_call_costs(lstm: nn.LSTM, rows=RAGGED_ROWS, steps: int = RAGGED_STEPS, repeats: int = 5,
+                        calls: int = 10) -> dict:
+    """Seconds of one step and of the fixed part of one call of the fused kernel (`lstm`, a one-layer biLSTM on
+    uniform rows), by row count: a call of `steps` steps costs call + steps x step, a 1-step call call + step (each
+    timed over `calls` calls, best of `repeats` interleaved rounds)."""
+    costs = {}
+    for batch in rows:
+        long, short = torch.randn(batch, steps, lstm.input_size), torch.randn(batch, 1, lstm.input_size)
+        best = interleaved_best({"long": lambda: [lstm(long) for _ in range(calls)],
+                                 "short": lambda: [lstm(short) for _ in range(calls)]}, repeats)
+        step = max(best["long"] - best["short"], 0.0) / (steps - 1) / calls
+        costs[batch] = {"step_s": step, "call_s": max(best["short"] / calls - step, 0.0)}
+    return costs
+
+
+def modelled_seconds(costs: dict, batch: int, steps: int, calls: int = 0) -> float:
+    """`steps` steps of `batch` rows and `calls` calls by the cost table (linear between its row counts)."""
+    import numpy as np
+
+    rows = sorted(costs)
+    step = float(np.interp(batch, rows, [costs[r]["step_s"] for r in rows]))
+    call = float(np.interp(batch, rows, [costs[r]["call_s"] for r in rows]))
+    return steps * step + calls * call
+
+
+def bench_ragged(texts: list, model, tokenizer, batch_size: int, repeats: int) -> dict:
+    """One biLSTM layer at the heads' size (`model`'s word-vector width in, as many units) on `texts` in arrival-order
+    batches: the roofline (the same layer on uniform rows of each batch's mean length), "reference" (packed) and
+    "unpacked" under the planner's call cost `RAGGED_CALL_ROWS` (0: a time segment at every row end), measured; and the
+    cost table's account of them: the ragged batches with a segment at every row end and calls free (the bound of
+    ragged rows against uniform ones), and the planner's segments with their calls."""
+    from functools import partial
+    from unittest import mock
+
+    from .. import lstm_kernels
+    from ..layers import run_bilstm
+
+    width = model.embeddings.weight.shape[1]
+    lstm = nn.LSTM(width, width, batch_first=True, bidirectional=True).eval()
+    batches = arrival_order_batches(texts, model, tokenizer, batch_size)
+    uniform = [torch.randn(len(n), max(1, round(float(n.sum()) / len(n))), width) for _, n in batches]
+    plan = lstm_kernels.plan_time_segments
+
+    def unpacked(call_rows):
+        def run():
+            with mock.patch.object(lstm_kernels, "plan_time_segments", partial(plan, call_rows=call_rows)):
+                for vectors, lengths in batches:
+                    run_bilstm(lstm, vectors, lengths, "unpacked")
+        return run
+
+    variants = {"roofline": lambda: [lstm(x) for x in uniform],
+                "reference": lambda: [run_bilstm(lstm, v, n, "reference") for v, n in batches],
+                **{f"unpacked_call_rows_{c}": unpacked(c) for c in RAGGED_CALL_ROWS}}
+    seconds = timed(variants, repeats)
+    with torch.inference_mode():
+        costs = step_and_call_costs(lstm, repeats=repeats)
+    roofline_model = sum(modelled_seconds(costs, len(x), x.shape[1], 1) for x in uniform)
+    every_end, planned = 0.0, 0.0
+    for _, lengths in batches:
+        ordered = sorted(lengths.tolist(), reverse=True)
+        every_end += sum(modelled_seconds(costs, sum(1 for n in ordered if n > t), 1) for t in range(ordered[0]))
+        planned += sum(modelled_seconds(costs, rows, end - start, 1)
+                       for start, end, rows in plan(ordered, ordered[0]))
+    return {
+        "texts": len(texts), "layer": f"nn.LSTM({width}, {width}, bidirectional)",
+        "fill": round(sum(float(n.sum()) for _, n in batches) / sum(v.shape[0] * v.shape[1] for v, _ in batches), 3),
+        "seconds": seconds,
+        "roofline_over": {k: round(seconds["roofline"] / v, 3) for k, v in seconds.items() if k != "roofline"},
+        "cost_table_ms": {b: {k: round(v * 1e3, 4) for k, v in c.items()} for b, c in costs.items()},
+        "modelled_roofline_over": {"segment_at_every_row_end_calls_free": round(roofline_model / every_end, 3),
+                                   f"planned_segments_call_rows_{SEGMENT_CALL_ROWS}": round(roofline_model / planned, 3)},
+    }
