@@ -237,7 +237,8 @@ def bench_ragged(texts: list, model, tokenizer, batch_size: int, repeats: int) -
     batches: the roofline (the same layer on uniform rows of each batch's mean length), "reference" (packed) and
     "unpacked" under the planner's call cost `RAGGED_CALL_ROWS` (0: a time segment at every row end), measured; and the
     cost table's account of them: the ragged batches with a segment at every row end and calls free (the bound of
-    ragged rows against uniform ones), and the planner's segments with their calls."""
+    ragged rows against uniform ones), and the planner's segments with their calls. Also the cost table with oneDNN
+    off (`torch.backends.mkldnn.flags(enabled=False)`: ATen's own loop, whose calls cost little and steps more)."""
     from functools import partial
     from unittest import mock
 
@@ -263,6 +264,8 @@ def bench_ragged(texts: list, model, tokenizer, batch_size: int, repeats: int) -
     seconds = timed(variants, repeats)
     with torch.inference_mode():
         costs = step_and_call_costs(lstm, repeats=repeats)
+        with torch.backends.mkldnn.flags(enabled=False):  # ATen's own CPU loop: cheap calls, dearer steps
+            native_costs = step_and_call_costs(lstm, repeats=repeats)
     roofline_model = sum(modelled_seconds(costs, len(x), x.shape[1], 1) for x in uniform)
     every_end, planned = 0.0, 0.0
     for _, lengths in batches:
@@ -276,6 +279,8 @@ def bench_ragged(texts: list, model, tokenizer, batch_size: int, repeats: int) -
         "seconds": seconds,
         "roofline_over": {k: round(seconds["roofline"] / v, 3) for k, v in seconds.items() if k != "roofline"},
         "cost_table_ms": {b: {k: round(v * 1e3, 4) for k, v in c.items()} for b, c in costs.items()},
+        "cost_table_ms_without_onednn": {b: {k: round(v * 1e3, 4) for k, v in c.items()}
+                                         for b, c in native_costs.items()},
         "modelled_roofline_over": {"segment_at_every_row_end_calls_free": round(roofline_model / every_end, 3),
                                    f"planned_segments_call_rows_{SEGMENT_CALL_ROWS}": round(roofline_model / planned, 3)},
     }
