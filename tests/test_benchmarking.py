@@ -96,6 +96,34 @@ def test_training_packing_rows_scale_the_lengths_and_record_what_auto_ran(single
         assert row["packed_over_unpacked"] == pytest.approx(row["packed_s"] / row["unpacked_s"], rel=0.01)
 
 
+def test_modelled_seconds_reads_the_cost_table_linearly_between_row_counts():
+    costs = {1: {"step_s": 1.0, "call_s": 10.0}, 5: {"step_s": 3.0, "call_s": 20.0}}
+    assert packing.modelled_seconds(costs, 1, 4) == 4.0
+    assert packing.modelled_seconds(costs, 3, 2, calls=1) == pytest.approx(2 * 2.0 + 15.0)
+    assert packing.modelled_seconds(costs, 9, 1, calls=2) == pytest.approx(3.0 + 40.0)  # held beyond the table
+
+
+def test_ragged_bench_times_every_path_and_accounts_for_them(tiny_model):
+    """`bench_ragged` on a few tiny batches: every path timed on the same batches, the planner's call cost restored
+    afterwards, and the cost tables (with and without oneDNN) holding a step and a call per row count."""
+    from modeling_cove import lstm_kernels
+
+    model, tokenizer = tiny_model
+    plan = lstm_kernels.plan_time_segments
+    texts = ["the cat sat on a mat", "a dog", "the dog ran far away", "cat", "a mat on the cat", "dog ran"]
+    result = packing.bench_ragged(texts, model, tokenizer, batch_size=4, repeats=1)
+    assert lstm_kernels.plan_time_segments is plan
+    assert set(result["seconds"]) == {"roofline", "reference", *(f"unpacked_call_rows_{c}"
+                                                                  for c in packing.RAGGED_CALL_ROWS)}
+    lengths = [len(x) for x in tokenizer(texts)["input_ids"]]  # batches [6, 2, 5, 1] and [5, 2]
+    groups = [lengths[:4], lengths[4:]]
+    assert result["fill"] == pytest.approx(sum(lengths) / sum(len(g) * max(g) for g in groups), abs=1e-3)
+    for table in (result["cost_table_ms"], result["cost_table_ms_without_onednn"]):
+        assert sorted(table) == list(packing.RAGGED_ROWS)
+        assert all(row["step_s"] >= 0 and row["call_s"] >= 0 for row in table.values())
+    assert all(v > 0 for v in result["modelled_roofline_over"].values())
+
+
 def test_sorted_batches_cut_longest_first_with_a_mask(tiny_model):
     _, tokenizer = tiny_model
     ids = ragged_ids(tokenizer)
