@@ -90,6 +90,24 @@ def test_tiny_run_gives_every_figure(data_dir, single_thread):
     assert "bcn_pair" in summary_table(results, [1])
 
 
+def test_each_timed_function_runs_the_tagger_in_its_own_mode(data_dir, tmp_path, single_thread):
+    """The tagger section's training part shares the model with its inference parts: inference is timed without
+    dropout whatever ran before it, training with it."""
+    from modeling_cove.benchmarking.heads import load_inputs, save_encoder, tagger_section
+
+    inputs = load_inputs(str(data_dir), {"sst2": 2, "snli": 2, "squad": 1, "conll2000": 6})
+    encoder_dir, tokenizer = save_encoder(inputs, tmp_path / "encoder")
+    section = tagger_section(inputs["conll2000"], encoder_dir, tokenizer, torch.device("cpu"))
+    seen = []
+    for module in section.models[0].modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.register_forward_pre_hook(lambda m, args: seen.append(m.training))
+    for kind, training in (("train", True), ("sorted", False), ("train", True), ("pipeline", False)):
+        seen.clear()
+        section.fns[kind]["auto"]()
+        assert seen and set(seen) == {training}, kind
+
+
 def test_sections_not_measured_are_kept_with_where_they_come_from(tmp_path):
     """scripts/benchmark_heads.py --sections tagger: the other sections stay, each with its own command and commit."""
     import json

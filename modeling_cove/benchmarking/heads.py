@@ -734,7 +734,11 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
     pipeline_order = order_longest_first(type(tagging).length_keys(texts))
     run, tokens = roofline_inference(chunks(pipeline_order, batch_size),
                                      lambda g: tokenizer([texts[i] for i in g], return_offsets_mapping=True))
-    section.add("pipeline", lambda: tagging(texts), model, run, real_tokens, tokens)
+    def ours_pipeline():
+        model.eval()  # each timed function sets its mode: the training part below shares `model`
+        return tagging(texts)
+
+    section.add("pipeline", ours_pipeline, model, run, real_tokens, tokens)
 
     words = list(rows["words"])
     sorted_groups = chunks(order_longest_first(lengths), batch_size)
@@ -744,6 +748,7 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
 
     @torch.inference_mode()
     def ours_sorted():
+        model.eval()
         for group in sorted_groups:
             model(**tokenize_words(group).to(device))
 
@@ -767,6 +772,7 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
     plain_labels = [torch.randint(0, len(labels), x.shape, generator=generator).to(device) for x in plain_inputs]
 
     def ours_train():
+        training.train()
         for ids, mask, target in batches:
             training_step(training, optimizer, hp["max_grad_norm"],
                           lambda: training("labelled", ids, mask, task="conll2000", labels=target))
@@ -784,6 +790,7 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
     cvt_optimizer = torch.optim.Adam([p for p in cvt.parameters() if p.requires_grad], lr=hp["learning_rate"])
 
     def cvt_steps():
+        cvt.train()
         for ids, mask, target in batches:
             training_step(cvt, cvt_optimizer, hp["max_grad_norm"],
                           lambda: cvt("labelled", ids, mask, task="conll2000", labels=target))
