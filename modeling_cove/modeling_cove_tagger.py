@@ -72,8 +72,17 @@ class CoveTaggerPredictionModule(nn.Module):
         self.hidden = nn.Linear(input_dim, module_dim, bias=False)  # W'
         self.output = nn.Linear(module_dim, num_labels)  # W, b
 
-    def forward(self, states: torch.Tensor) -> torch.Tensor:  # (..., input_dim) -> (..., num_labels)
-        return self.output(torch.relu(self.hidden(states)))
+    def forward(self, states: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """(..., input_dim) -> (..., num_labels). With `mask` (the leading dims of `states`, bool, True at tokens) on
+        CPU, the module runs at the tokens alone and every other position gets b, its value on the zero states that
+        padding holds: the same logits and gradients for less work on ragged batches. Every position on a GPU (where
+        the boolean gather would make the host wait) and while `torch.export` traces."""
+        if mask is None or states.device.type != "cpu" or torch.compiler.is_exporting():
+            return self.output(torch.relu(self.hidden(states)))
+        positions = mask.nonzero(as_tuple=True)
+        values = self.output(torch.relu(self.hidden(states[positions])))  # (N, num_labels)
+        padding = self.output.bias.to(values.dtype).expand(*mask.shape, values.shape[-1])
+        return padding.index_put(positions, values)
 
 
 TAGGER_INPUTS_DOCSTRING = r"""
@@ -252,7 +261,7 @@ class CoveForTokenClassification(CovePreTrainedModel):
 
         features = self.tagger_inputs(inputs, attention_mask, case_ids)  # w~, (B, T, D_in)
         states = self.encode(features, lengths)  # h1, ..., hL, each (B, T, 2H)
-        logits = self.classifier(torch.cat(states.layers, dim=-1))  # primary module, (B, T, num_labels)
+        logits = self.classifier(torch.cat(states.layers, dim=-1), states.mask)  # primary module, (B, T, labels)
 
         loss = None
         if labels is not None:  # mean over the labelled tokens

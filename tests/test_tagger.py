@@ -228,3 +228,31 @@ def test_check_labels_errors():
 def test_scalar_mix_needs_equal_widths():
     with pytest.raises(ValueError, match=r"2 \* word_vector_dim \(12\) must equal 2 \* hidden_size \(16\)"):
         CoveForTokenClassification(tiny_config(tagger_input="vectors+scalar_mix", word_vector_dim=6))
+
+
+def test_prediction_module_at_the_tokens_equals_every_position():
+    """`CoveTaggerPredictionModule(states, mask)` runs at the tokens alone on CPU: the same logits as over every
+    position (b at padding, where the states are zero), the same gradients, and every position while exporting."""
+    from modeling_cove.modeling_cove_tagger import CoveTaggerPredictionModule
+
+    torch.manual_seed(0)
+    module = CoveTaggerPredictionModule(6, 5, 4)
+    lengths = torch.tensor([4, 1, 3])
+    mask = torch.arange(4)[None, :] < lengths[:, None]  # (3, 4)
+    states = (torch.randn(3, 4, 6) * mask.unsqueeze(-1)).requires_grad_()
+    dense = module(states)
+    dense.pow(2).sum().backward()
+    expected = [states.grad.clone(), *(p.grad.clone() for p in module.parameters())]
+    states.grad = None
+    module.zero_grad()
+    masked = module(states, mask)
+    torch.testing.assert_close(masked, dense, rtol=0, atol=1e-6)
+    assert torch.equal(masked[~mask], module.output.bias.detach().expand(int((~mask).sum()), 4))
+    masked.pow(2).sum().backward()
+    for got, want in zip([states.grad, *(p.grad for p in module.parameters())], expected):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+    model = build(tagger_input="vectors")
+    inputs = batch(labels=False)
+    exported = torch.export.export(model, (), {k: v for k, v in inputs.items()}, strict=False)
+    with torch.no_grad():
+        torch.testing.assert_close(exported.module()(**inputs).logits, model(**inputs).logits, rtol=0, atol=1e-6)

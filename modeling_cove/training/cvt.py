@@ -49,13 +49,15 @@ def restricted_views(first_layer: torch.Tensor, mask: torch.Tensor) -> dict:
             "past": (past, has_past)}
 
 
-def soft_target_loss(logits: torch.Tensor, targets: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """mean over the `valid` (B, T) positions of KL(targets ‖ softmax(logits)), logits and targets (B, T, C): the
-    cross-entropy with soft targets up to the targets' entropy (a constant here). `kl_div(input, target)` takes
-    log q first and p second and computes Σ p (log p − log q). Zero when no position is valid."""
+def soft_target_loss(module: nn.Module, states: torch.Tensor, targets: torch.Tensor,
+                     valid: torch.Tensor) -> torch.Tensor:
+    """mean over the `valid` (B, T) positions of KL(targets ‖ softmax(module(states))), states (B, T, H) and targets
+    (B, T, C): the cross-entropy with soft targets up to the targets' entropy (a constant here). The module runs at
+    the valid positions alone. `kl_div(input, target)` takes log q first and p second and computes
+    Σ p (log p − log q). Zero (with a gradient path to the module) when no position is valid."""
     if not bool(valid.any()):
-        return logits.sum() * 0.0
-    log_q = torch.log_softmax(logits[valid].float(), dim=-1)  # (N, C)
+        return module(states[:, :0]).sum() * 0.0
+    log_q = torch.log_softmax(module(states[valid]).float(), dim=-1)  # (N, C)
     return nn.functional.kl_div(log_q, targets[valid].float(), reduction="batchmean")
 
 
@@ -70,7 +72,7 @@ class CrossViewModules(nn.Module):
     def forward(self, first_layer: torch.Tensor, mask: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Σ over the views of `soft_target_loss` against the primary module's `targets` (B, T, C)."""
         views = restricted_views(first_layer, mask)
-        return sum(soft_target_loss(self.views[view](states), targets, valid) for view, (states, valid) in
+        return sum(soft_target_loss(self.views[view], states, targets, valid) for view, (states, valid) in
                    views.items())
 
 
@@ -108,17 +110,19 @@ class TaggerTraining(nn.Module):
         return self.model.tagger_inputs(inputs, attention_mask, case_ids), lengths
 
     def primary_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                       case_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """[h1; ...; hL] (B, T, 2H·L) of a checked batch, what every primary module reads (dropout as the mode says)."""
+                       case_ids: torch.Tensor | None = None) -> tuple:
+        """([h1; ...; hL] (B, T, 2H·L), what every primary module reads (dropout as the mode says), and the token mask
+        (B, T)) of a checked batch."""
         features, lengths = self.features(input_ids, attention_mask, case_ids)
-        return torch.cat(self.model.encode(features, lengths).layers, dim=-1)
+        states = self.model.encode(features, lengths)
+        return torch.cat(states.layers, dim=-1), states.mask
 
     def forward(self, phase: str, input_ids: torch.Tensor, attention_mask: torch.Tensor, task: str | None = None,
                 labels: torch.Tensor | None = None, case_ids: torch.Tensor | None = None) -> torch.Tensor:
         """The loss of one step of `phase` ("labelled": `task`'s cross-entropy with `labels` (B, T); "unlabelled":
         the CVT loss over every task)."""
         if phase == "labelled":
-            logits = self.primary_module(task)(self.primary_states(input_ids, attention_mask, case_ids))  # (B, T, C)
+            logits = self.primary_module(task)(*self.primary_states(input_ids, attention_mask, case_ids))  # (B, T, C)
             return nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten().long(),
                                                ignore_index=IGNORE_INDEX)
         if phase != "unlabelled" or self.auxiliary is None:
@@ -136,8 +140,8 @@ class TaggerTraining(nn.Module):
         was_training = self.training
         self.eval()
         try:
-            states = self.primary_states(input_ids, attention_mask, case_ids)
-            return {task: torch.softmax(self.primary_module(task)(states).float(), dim=-1)
+            states, mask = self.primary_states(input_ids, attention_mask, case_ids)
+            return {task: torch.softmax(self.primary_module(task)(states, mask).float(), dim=-1)
                     for task in self.task_names}
         finally:
             self.train(was_training)

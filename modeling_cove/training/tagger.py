@@ -270,8 +270,8 @@ def predict_tags(training, task: str, data: Encoded, labels: list, batch_size: i
             rows = order[start:start + batch_size].tolist()
             ids, mask = pad([data.ids[r] for r in rows], device)
             cases, _ = pad([data.case_ids[r] for r in rows], device)
-            states = training.primary_states(ids, mask, cases)
-            best = training.primary_module(task)(states).argmax(dim=-1).cpu().tolist()  # (B, T)
+            states, tokens_mask = training.primary_states(ids, mask, cases)
+            best = training.primary_module(task)(states, tokens_mask).argmax(dim=-1).cpu().tolist()  # (B, T)
             for r, tokens in zip(rows, best):
                 words = word_predictions(tokens[:len(data.ids[r])], data.word_ids[r], len(data.tags[r]))
                 predicted[r] = [None if w is None else labels[w] for w in words]
