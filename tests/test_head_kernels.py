@@ -208,3 +208,26 @@ def test_two_directions_at_once_outside_autograd(monkeypatch, mode):
     assert {name.startswith("cove-lstm-direction") for name, _ in threads_seen} == {True, False}
     assert {count for _, count in threads_seen} == {1}  # each direction on one intra-op thread
     assert torch.get_num_threads() == 2
+
+
+def test_time_segments_under_autograd_give_the_reference_gradients():
+    """A ragged batch that "unpacked" runs in several time segments where autograd records (the split / pad / cat
+    form of `run_direction`): outputs and every gradient equal to the packed reference."""
+    from torch import nn
+
+    from modeling_cove.layers import run_bilstm
+
+    torch.manual_seed(0)
+    lstm = nn.LSTM(5, 4, batch_first=True, bidirectional=True)
+    lengths = torch.tensor([300, 3, 150, 40, 1, 299, 77])
+    assert len(lstm_kernels.plan_time_segments(sorted(lengths.tolist(), reverse=True), 300)) >= 3
+    inputs = torch.randn(7, 300, 5) * (torch.arange(300)[None, :, None] < lengths[:, None, None])
+    results = {}
+    for implementation in ("reference", "unpacked"):
+        x = inputs.clone().requires_grad_()
+        lstm.zero_grad()
+        output = run_bilstm(lstm, x, lengths, implementation)
+        (output * torch.linspace(-1, 1, output.shape[-1])).pow(2).sum().backward()
+        results[implementation] = [output.detach(), x.grad, *(p.grad.clone() for p in lstm.parameters())]
+    for got, want in zip(results["unpacked"], results["reference"]):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
