@@ -364,7 +364,7 @@ def run_direction(stack: BiLSTMStack, inputs: torch.Tensor, weights: list, segme
     train = kernel_train_mode(inputs)
     if segments is None or len(segments) == 1:
         return autocast_lstm(inputs, None, (zeros, zeros), weights, False, train)[0]
-    if torch.is_grad_enabled():
+    if torch.is_grad_enabled() and (inputs.requires_grad or any(w.requires_grad for w in weights)):
         # Where autograd records: split, pad and cat, whose backward passes are a cat, slices and a split. Slicing
         # and writing each segment into place instead costs the backward a zero-filled copy of the whole tensor per
         # segment (a BCN training step spent ~10% of its time there).
@@ -414,9 +414,10 @@ def run_directions(stack: BiLSTMStack, forward_input: torch.Tensor, backward_inp
     inference = torch.is_inference_mode_enabled()
     autocast = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
 
-    def backward_direction():
+    def backward_direction():  # grad mode is per thread: off here as in the caller (`directions_in_parallel`)
         torch.set_num_threads(1)
-        with torch.inference_mode(inference), torch.autocast("cpu", dtype=autocast[1], enabled=autocast[0]):
+        with torch.inference_mode(inference), torch.no_grad(), torch.autocast("cpu", dtype=autocast[1],
+                                                                               enabled=autocast[0]):
             return run_direction(stack, backward_input, weights[4:], segments)
 
     threads = torch.get_num_threads()

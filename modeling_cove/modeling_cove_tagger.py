@@ -74,15 +74,16 @@ class CoveTaggerPredictionModule(nn.Module):
 
     def forward(self, states: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         """(..., input_dim) -> (..., num_labels). With `mask` (the leading dims of `states`, bool, True at tokens) on
-        CPU, the module runs at the tokens alone and every other position gets b, its value on the zero states that
-        padding holds: the same logits and gradients for less work on ragged batches. Every position on a GPU (where
+        CPU, the module runs at the tokens and at one zero state, whose value (b) every other position gets, as on the
+        zero states padding holds: the same logits and gradients for less work on ragged batches. Every position on a GPU (where
         the boolean gather would make the host wait) and while `torch.export` traces."""
         if mask is None or states.device.type != "cpu" or torch.compiler.is_exporting():
             return self.output(torch.relu(self.hidden(states)))
         positions = mask.nonzero(as_tuple=True)
-        values = self.output(torch.relu(self.hidden(states[positions])))  # (N, num_labels)
-        padding = self.output.bias.to(values.dtype).expand(*mask.shape, values.shape[-1])
-        return padding.index_put(positions, values)
+        rows = torch.cat([states[positions], states.new_zeros(1, states.shape[-1])])  # the tokens, then a zero state
+        values = self.output(torch.relu(self.hidden(rows)))  # (N + 1, num_labels); the last: b, padding's value
+        padding = values[-1].expand(*mask.shape, values.shape[-1])
+        return padding.index_put(positions, values[:-1])
 
 
 TAGGER_INPUTS_DOCSTRING = r"""

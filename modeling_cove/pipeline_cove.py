@@ -69,6 +69,8 @@ from transformers.pipelines.feature_extraction import FeatureExtractionPipeline
 from transformers.pipelines.token_classification import AggregationStrategy, TokenClassificationPipeline
 from transformers.utils import logging
 
+from .lstm_kernels import order_longest_first
+from .modeling_cove_tagger import casing_class
 from .squad_preprocessing import (
     DEFAULT_DOC_STRIDE,
     DEFAULT_MAX_LENGTH,
@@ -77,8 +79,6 @@ from .squad_preprocessing import (
     extract_answers,
     tokenize_windows,
 )
-from .lstm_kernels import order_longest_first
-from .modeling_cove_tagger import casing_class
 from .tokenization_cove import check_tokenizer_matches
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")

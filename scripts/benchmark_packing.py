@@ -66,6 +66,10 @@ class PackingArguments(EncoderBenchmarkArguments):
 
 def main(argv=None):
     args = parse_options(PackingArguments, argv, description=__doc__)
+    if args.training and args.ragged:
+        raise SystemExit("benchmark_packing.py: --training and --ragged are two different benchmarks; give one")
+    if args.ragged and args.device != "cpu":
+        raise SystemExit(f"benchmark_packing.py: --ragged measures oneDNN's CPU kernel, got --device {args.device}")
     if args.training:
         return main_training(args, argv)
     device, texts, model, tokenizer = prepare_encoder_benchmark(args)

@@ -109,10 +109,18 @@ def test_ragged_bench_times_every_path_and_accounts_for_them(tiny_model):
     from modeling_cove import lstm_kernels
 
     model, tokenizer = tiny_model
-    plan = lstm_kernels.plan_time_segments
+    plan, call_rows_seen = lstm_kernels.plan_time_segments, set()
+
+    def recording_plan(*args, **kwargs):
+        call_rows_seen.add(kwargs.get("call_rows"))
+        return plan(*args, **kwargs)
+
     texts = ["the cat sat on a mat", "a dog", "the dog ran far away", "cat", "a mat on the cat", "dog ran"]
-    result = packing.bench_ragged(texts, model, tokenizer, batch_size=4, repeats=1)
-    assert lstm_kernels.plan_time_segments is plan
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lstm_kernels, "plan_time_segments", recording_plan)
+        result = packing.bench_ragged(texts, model, tokenizer, batch_size=4, repeats=1)
+        assert lstm_kernels.plan_time_segments is recording_plan  # the benchmark's own patches were undone
+    assert set(packing.RAGGED_CALL_ROWS) <= call_rows_seen  # each variant ran the planner with its call cost
     assert set(result["seconds"]) == {"roofline", "reference", *(f"unpacked_call_rows_{c}"
                                                                   for c in packing.RAGGED_CALL_ROWS)}
     lengths = [len(x) for x in tokenizer(texts)["input_ids"]]  # batches [6, 2, 5, 1] and [5, 2]

@@ -80,6 +80,20 @@ def test_unlabelled_loss_equals_a_hand_computation():
     assert float(loss) == pytest.approx(expected, rel=1e-5)
 
 
+def test_soft_target_loss_with_no_valid_position_is_zero_with_a_gradient_path():
+    """A batch of one-token rows has no "future" or "past" position: the view's loss is 0 and still reaches the
+    module (zero gradients, not missing ones)."""
+    from modeling_cove.modeling_cove_tagger import CoveTaggerPredictionModule
+    from modeling_cove.training.cvt import soft_target_loss
+
+    module = CoveTaggerPredictionModule(3, 4, 2)
+    states = torch.randn(2, 1, 3, requires_grad=True)
+    loss = soft_target_loss(module, states, torch.full((2, 1, 2), 0.5), torch.zeros(2, 1, dtype=torch.bool))
+    loss.backward()
+    assert float(loss) == 0.0
+    assert all(p.grad is not None and not p.grad.any() for p in module.parameters())
+
+
 def test_an_unlabelled_batch_gives_the_primary_module_no_gradient():
     model = tiny_tagger(dropout=0.5)
     training = TaggerTraining(model, {"chunk": ["B-NP", "I-NP", "O"], "pos": ["N", "V"]}, cvt=True).train()

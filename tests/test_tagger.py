@@ -251,6 +251,13 @@ def test_prediction_module_at_the_tokens_equals_every_position():
     masked.pow(2).sum().backward()
     for got, want in zip([states.grad, *(p.grad for p in module.parameters())], expected):
         torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+    nothing = torch.zeros(3, 4, dtype=torch.bool)  # rows of padding alone: b everywhere
+    zero = torch.zeros_like(states)
+    torch.testing.assert_close(module(zero, nothing), module(zero), rtol=0, atol=0)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        in_bf16 = module(states, mask)
+        assert in_bf16.dtype == module(states).dtype == torch.bfloat16
+        torch.testing.assert_close(in_bf16, module(states), rtol=0, atol=1e-2)
     model = build(tagger_input="vectors")
     inputs = batch(labels=False)
     exported = torch.export.export(model, (), {k: v for k, v in inputs.items()}, strict=False)

@@ -734,6 +734,7 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
     pipeline_order = order_longest_first(type(tagging).length_keys(texts))
     run, tokens = roofline_inference(chunks(pipeline_order, batch_size),
                                      lambda g: tokenizer([texts[i] for i in g], return_offsets_mapping=True))
+
     def ours_pipeline():
         model.eval()  # each timed function sets its mode: the training part below shares `model`
         return tagging(texts)
