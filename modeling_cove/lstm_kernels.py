@@ -135,6 +135,11 @@ def call_lstm_module(lstm: nn.LSTM, inputs):
     return output.to(fallback), (h_n.to(fallback), c_n.to(fallback))
 
 
+def autograd_records(inputs: torch.Tensor, weights) -> bool:
+    """Whether autograd records an LSTM call on `inputs` with `weights` (grad mode on, and a tensor that needs it)."""
+    return torch.is_grad_enabled() and (inputs.requires_grad or any(w.requires_grad for w in weights))
+
+
 def kernel_train_mode(inputs: torch.Tensor) -> bool:
     """`torch.lstm`'s `train` flag (dropout is 0 in every call here, so it never changes a result). cuDNN keeps what
     its backward needs only in train mode, so on CUDA it follows autograd; on CPU it stays off."""
@@ -294,7 +299,7 @@ def choose_lstm_implementation(stack: BiLSTMStack, vectors: torch.Tensor, length
         return "unpacked"
     if implementation == "auto":
         if unpacked is None:
-            records_grad = torch.is_grad_enabled() and (vectors.requires_grad or stack.rnn.weight_hh_l0.requires_grad)
+            records_grad = autograd_records(vectors, [stack.rnn.weight_hh_l0])
             unpacked = unpacked_by_default(lengths, time, vectors.device, records_grad)
         if unpacked:
             return "unpacked"
@@ -364,7 +369,7 @@ def run_direction(stack: BiLSTMStack, inputs: torch.Tensor, weights: list, segme
     train = kernel_train_mode(inputs)
     if segments is None or len(segments) == 1:
         return autocast_lstm(inputs, None, (zeros, zeros), weights, False, train)[0]
-    if torch.is_grad_enabled() and (inputs.requires_grad or any(w.requires_grad for w in weights)):
+    if autograd_records(inputs, weights):
         # Where autograd records: split, pad and cat, whose backward passes are a cat, slices and a split. Slicing
         # and writing each segment into place instead costs the backward a zero-filled copy of the whole tensor per
         # segment (a BCN training step spent ~10% of its time there).

@@ -75,8 +75,8 @@ class CoveTaggerPredictionModule(nn.Module):
     def forward(self, states: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         """(..., input_dim) -> (..., num_labels). With `mask` (the leading dims of `states`, bool, True at tokens) on
         CPU, the module runs at the tokens and at one zero state, whose value (b) every other position gets, as on the
-        zero states padding holds: the same logits and gradients for less work on ragged batches. Every position on a GPU (where
-        the boolean gather would make the host wait) and while `torch.export` traces."""
+        zero states padding holds: the same logits and gradients for less work on ragged batches. Every position on a
+        GPU (where the boolean gather would make the host wait) and while `torch.export` traces."""
         if mask is None or states.device.type != "cpu" or torch.compiler.is_exporting():
             return self.output(torch.relu(self.hidden(states)))
         positions = mask.nonzero(as_tuple=True)

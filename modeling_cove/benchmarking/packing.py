@@ -44,10 +44,14 @@ def grouped_forward(encoder, vectors: torch.Tensor, lengths: torch.Tensor, ratio
     return [torch.cat(piece).index_select(0, restore) for piece in pieces]
 
 
+def best_seconds(variants: dict, repeats: int) -> dict:
+    """Seconds of each variant in inference mode, best of `repeats` interleaved rounds."""
+    return interleaved_best({name: torch.inference_mode()(fn) for name, fn in variants.items()}, repeats)
+
+
 def timed(variants: dict, repeats: int) -> dict:
-    """Seconds of each variant in inference mode, best of `repeats` interleaved rounds, rounded to ms."""
-    best = interleaved_best({name: torch.inference_mode()(fn) for name, fn in variants.items()}, repeats)
-    return {name: round(seconds, 3) for name, seconds in best.items()}
+    """`best_seconds`, rounded to ms."""
+    return {name: round(seconds, 3) for name, seconds in best_seconds(variants, repeats).items()}
 
 
 def arrival_order_batches(texts: list, model, tokenizer, batch_size: int) -> list:
@@ -265,8 +269,7 @@ def bench_ragged(texts: list, model, tokenizer, batch_size: int, repeats: int) -
     variants = {"roofline": lambda: [lstm(x) for x in uniform],
                 "reference": lambda: [run_bilstm(lstm, v, n, "reference") for v, n in batches],
                 **{f"unpacked_call_rows_{c}": unpacked(c) for c in RAGGED_CALL_ROWS}}
-    best = interleaved_best({name: torch.inference_mode()(fn) for name, fn in variants.items()}, repeats)
-    seconds = {name: round(value, 3) for name, value in best.items()}
+    best = best_seconds(variants, repeats)  # unrounded: the ratios below divide by them
     with torch.inference_mode():
         costs = step_and_call_costs(lstm, repeats=repeats)
         with warnings.catch_warnings():  # the flags also set oneDNN's TF32 switch, which warns off Intel GPUs
@@ -283,11 +286,16 @@ def bench_ragged(texts: list, model, tokenizer, batch_size: int, repeats: int) -
     return {
         "texts": len(texts), "layer": f"nn.LSTM({width}, {width}, bidirectional)",
         "fill": round(sum(float(n.sum()) for _, n in batches) / sum(v.shape[0] * v.shape[1] for v, _ in batches), 3),
-        "seconds": seconds,
+        "seconds": {name: round(value, 3) for name, value in best.items()},
         "roofline_over": {k: round(best["roofline"] / v, 3) for k, v in best.items() if k != "roofline"},
-        "cost_table_ms": {b: {k: round(v * 1e3, 4) for k, v in c.items()} for b, c in costs.items()},
-        "cost_table_ms_without_onednn": {b: {k: round(v * 1e3, 4) for k, v in c.items()}
-                                         for b, c in native_costs.items()},
-        "modelled_roofline_over": {"segment_at_every_row_end_calls_free": round(roofline_model / every_end, 3),
-                                   f"planned_segments_call_rows_{SEGMENT_CALL_ROWS}": round(roofline_model / planned, 3)},
+        "cost_table_ms": in_ms(costs),
+        "cost_table_ms_without_onednn": in_ms(native_costs),
+        "modelled_roofline_over": {
+            "segment_at_every_row_end_calls_free": round(roofline_model / every_end, 3),
+            f"planned_segments_call_rows_{SEGMENT_CALL_ROWS}": round(roofline_model / planned, 3)},
     }
+
+
+def in_ms(costs: dict) -> dict:
+    """A cost table (`step_and_call_costs`) in milliseconds, for the report."""
+    return {rows: {name: round(seconds * 1e3, 4) for name, seconds in cost.items()} for rows, cost in costs.items()}
