@@ -53,6 +53,9 @@ SEGMENT_CALL_ROWS = 130
 # own host thread with one intra-op thread (`run_directions`).
 PARALLEL_DIRECTIONS_MIN_THREADS = 2
 
+# oneDNN's code for an LSTM cell (`torch.ops.aten.mkldnn_rnn_layer`'s `mode`).
+LSTM_MODE = 2
+
 # (device type, dtype) -> whether `torch.lstm` runs in that dtype under autocast there; probed once per process.
 _LSTM_KERNEL_SUPPORT = {}
 
@@ -105,6 +108,9 @@ def autocast_lstm(inputs: torch.Tensor, batch_sizes: Optional[torch.Tensor], hx:
     autocast's dtype has no LSTM kernel on this machine (`lstm_autocast_fallback`), the call runs with autocast off
     in fp32, and its results come in the dtype autocast gives with the kernel: the autocast dtype for padded inputs;
     fp32 for packed data, which autocast runs in fp32 anyway. Returns (output, h_n, c_n)."""
+    if weights[0].is_mkldnn:  # reordered once for several calls (`prepack_direction`)
+        return onednn_direction(inputs, hx, weights)
+
     def call(inputs, hx, weights):
         if batch_sizes is None:
             return torch.lstm(inputs, hx, weights, True, 1, 0.0, train, bidirectional, batch_first)
@@ -117,6 +123,37 @@ def autocast_lstm(inputs: torch.Tensor, batch_sizes: Optional[torch.Tensor], hx:
     with torch.autocast(device_type, enabled=False):
         results = call(inputs.float(), tuple(h.float() for h in hx), [w.float() for w in weights])
     return results if batch_sizes is not None else tuple(r.to(fallback) for r in results)
+
+
+def prepacking_serves(inputs: torch.Tensor, weights: list) -> bool:
+    """Whether one direction's calls on `inputs` may share weights reordered once (`prepack_direction`): on CPU with
+    oneDNN on, in float32 with autocast off (its bf16 path stays with `torch.lstm`), where autograd records nothing
+    (the reordered copies carry no gradient)."""
+    return (inputs.device.type == "cpu" and torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
+            and inputs.dtype == torch.float32 and all(w.dtype == torch.float32 for w in weights)
+            and not torch.is_autocast_enabled("cpu") and not autograd_records(inputs, weights))
+
+
+def prepack_direction(weights: list) -> list:
+    """One direction's 4 weights `[w_ih, w_hh, b_ih, b_hh]` with the two matrices reordered into the layout oneDNN's
+    LSTM runs on. `torch.lstm` reorders them inside every call, a fixed cost of 0.2-2 ms at one thread that a ragged
+    batch's time segments pay once per segment (docs/lstm_kernels.md); reordered once, they serve all the segments.
+    The results are equal to `torch.lstm`'s (tests/test_lstm_kernels.py)."""
+    w_ih, w_hh, b_ih, b_hh = weights
+    packed = torch.ops.mkldnn._reorder_mkldnn_rnn_layer_weight(w_ih, w_hh, w_hh.shape[1], False, True, False)
+    return [packed[0], packed[1], b_ih, b_hh]
+
+
+def onednn_direction(inputs: torch.Tensor, hx: tuple, weights: list):
+    """One direction of one layer by oneDNN's LSTM layer on time-major `(T, B, C)` inputs with `prepack_direction`'s
+    weights, from states h, c `(1, B, H)`. Returns (output `(T, B, H)`, h_n, c_n `(1, B, H)`), as `torch.lstm`."""
+    w_ih, w_hh, b_ih, b_hh = weights
+    h, c = hx
+    hidden = h.shape[-1]
+    output, h_n, c_n, _ = torch.ops.aten.mkldnn_rnn_layer(
+        inputs.contiguous(), w_ih, w_hh, b_ih, b_hh, h[0].contiguous(), c[0].contiguous(), False, [], LSTM_MODE,
+        hidden, 1, True, False, False, False)  # reverse, batch_sizes, mode, hidden, layers, biases, bidir, bf, train
+    return output, h_n.view(1, -1, hidden), c_n.view(1, -1, hidden)
 
 
 def call_lstm_module(lstm: nn.LSTM, inputs):
@@ -369,7 +406,9 @@ def run_direction(stack: BiLSTMStack, inputs: torch.Tensor, weights: list, segme
     train = kernel_train_mode(inputs)
     if segments is None or len(segments) == 1:
         return autocast_lstm(inputs, None, (zeros, zeros), weights, False, train)[0]
-    if autograd_records(inputs, weights):
+    if prepacking_serves(inputs, weights):  # one weight reorder for all the segments
+        weights = prepack_direction(weights)
+    elif autograd_records(inputs, weights):
         # Where autograd records: split, pad and cat, whose backward passes are a cat, slices and a split. Slicing
         # and writing each segment into place instead costs the backward a zero-filled copy of the whole tensor per
         # segment (a BCN training step spent ~10% of its time there).
