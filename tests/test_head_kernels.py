@@ -231,3 +231,43 @@ def test_time_segments_under_autograd_give_the_reference_gradients():
         results[implementation] = [output.detach(), x.grad, *(p.grad.clone() for p in lstm.parameters())]
     for got, want in zip(results["unpacked"], results["reference"]):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_time_segments_share_one_weight_reorder_per_direction(monkeypatch, threads):
+    """Outside autograd in float32 on CPU, a ragged batch's time segments run on weights reordered once per direction
+    (`prepack_direction`, `onednn_direction`): outputs equal to the packed reference at every real token, with one
+    reorder per direction and layer and one oneDNN call per segment; where autograd records, or under bf16 autocast,
+    the segments go through `torch.lstm` as before."""
+    from torch import nn
+
+    from modeling_cove.layers import run_bilstm
+
+    reorders, calls = [], []
+    prepack, direction = lstm_kernels.prepack_direction, lstm_kernels.onednn_direction
+    monkeypatch.setattr(lstm_kernels, "prepack_direction", lambda w: reorders.append(1) or prepack(w))
+    monkeypatch.setattr(lstm_kernels, "onednn_direction", lambda *a: calls.append(1) or direction(*a))
+    torch.manual_seed(0)
+    lstm = nn.LSTM(5, 4, batch_first=True, bidirectional=True)
+    lengths = torch.tensor([300, 3, 150, 40, 1, 299, 77])
+    segments = len(lstm_kernels.plan_time_segments(sorted(lengths.tolist(), reverse=True), 300))
+    assert segments >= 3
+    real = (torch.arange(300)[None, :] < lengths[:, None])[..., None]  # (B, T, 1)
+    inputs = torch.randn(7, 300, 5) * real
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with torch.no_grad():
+            want = run_bilstm(lstm, inputs, lengths, "reference")
+            assert not reorders and not calls
+            got = run_bilstm(lstm, inputs, lengths, "unpacked")
+    finally:
+        torch.set_num_threads(threads_before)
+    assert len(reorders) == 2 and len(calls) == 2 * segments
+    assert want.abs().sum() > 0 and ((got - want) * real).abs().max() <= 1e-6
+    reorders.clear()
+    run_bilstm(lstm, inputs.clone().requires_grad_(), lengths, "unpacked").sum().backward()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        run_bilstm(lstm, inputs, lengths, "unpacked")
+    assert not reorders
