@@ -301,16 +301,18 @@ def uses_single_call(implementation: str, device: torch.device, top_only: bool =
     return chosen and top_only and not drops_between_layers
 
 
-def unpacked_by_default(lengths: torch.Tensor, time: int, device: torch.device, records_grad: bool = False) -> bool:
+def unpacked_by_default(lengths: torch.Tensor, time: int, device: torch.device, records_grad: bool = False,
+                        prepacked: bool = False) -> bool:
     """Whether "auto" runs a padded `(B, time)` batch with host `lengths` unpacked when the caller gave no hint. On CPU
     where autograd records the call (training) when the rows' mean length reaches UNPACKED_TRAINING_MIN_MEAN_LENGTH
     for the thread count (the fused kernel's backward wins on longer rows, the packed path on short ones:
-    docs/lstm_kernels.md); else on CPU always with more than one thread; on a GPU or one CPU thread when real tokens
-    fill UNPACKED_MIN_FILL of it."""
+    docs/lstm_kernels.md); else on CPU always with more than one thread, or where the time segments share reordered
+    weights (`prepacked`: `prepacking_serves`); on a GPU or one CPU thread when real tokens fill UNPACKED_MIN_FILL of
+    it."""
     if device.type == "cpu" and records_grad:
         mean_length = UNPACKED_TRAINING_MIN_MEAN_LENGTH[0 if torch.get_num_threads() == 1 else 1]
         return float(lengths.sum()) >= mean_length * len(lengths)
-    if device.type == "cpu" and torch.get_num_threads() > 1:
+    if device.type == "cpu" and (torch.get_num_threads() > 1 or prepacked):
         return True
     return bool(lengths.sum() >= UNPACKED_MIN_FILL * len(lengths) * time)
 
@@ -336,8 +338,9 @@ def choose_lstm_implementation(stack: BiLSTMStack, vectors: torch.Tensor, length
         return "unpacked"
     if implementation == "auto":
         if unpacked is None:
-            records_grad = autograd_records(vectors, [stack.rnn.weight_hh_l0])
-            unpacked = unpacked_by_default(lengths, time, vectors.device, records_grad)
+            weights = [stack.rnn.weight_ih_l0, stack.rnn.weight_hh_l0]
+            unpacked = unpacked_by_default(lengths, time, vectors.device, autograd_records(vectors, weights),
+                                           prepacking_serves(vectors, weights))
         if unpacked:
             return "unpacked"
     return "reference"

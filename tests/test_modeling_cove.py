@@ -713,8 +713,8 @@ def test_time_segments_equal_the_packed_path_in_values_and_gradients(tiny_checkp
 
 def test_encode_runs_a_mixed_batch_unpacked_and_equal_each_alone(tiny_checkpoint, monkeypatch, single_thread):
     """Lengths 7, 6, 2, 1 in batches of 8: one batch, cut by size alone, whose shortest row is 1/7 of its longest.
-    `encode` runs it unpacked anyway (in time segments; forward alone on one thread would pack it), and every input
-    still equals itself run alone."""
+    `encode` runs it unpacked anyway (in time segments; forward alone on one thread under bf16 autocast packs it),
+    and every input still equals itself run alone."""
     _, model, tokenizer = tiny_checkpoint
     sentences = ["the cat sat on the mat .", "the dog ran far away !", "a dog", "cat"]
     assert [len(tokenizer(s)["input_ids"]) for s in sentences] == [7, 6, 2, 1]
@@ -725,9 +725,13 @@ def test_encode_runs_a_mixed_batch_unpacked_and_equal_each_alone(tiny_checkpoint
     assert len(unpacked_runs) == 1  # one batch, unpacked
     for vectors, reference in zip(encoded, alone):
         assert vectors.shape == reference.shape and (vectors - reference).abs().max() <= 1e-5
-    with torch.no_grad():  # forward on one thread packs the same batch (fill 16 / 28 < UNPACKED_MIN_FILL)
-        model(**tokenizer(sentences, padding=True, return_tensors="pt"))
+    batch = tokenizer(sentences, padding=True, return_tensors="pt")
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        model(**batch)  # forward on one thread under autocast packs it (fill 16 / 28 < UNPACKED_MIN_FILL)
     assert len(unpacked_runs) == 1
+    with torch.no_grad():
+        model(**batch)  # in float32 the segments share reordered weights (`prepacking_serves`): unpacked
+    assert len(unpacked_runs) == 2
 
 
 NEAR_EQUAL = ["the cat sat on the mat .", "the dog ran far away !", "a dog sat on the mat"]  # lengths 7, 6, 6
@@ -748,8 +752,8 @@ def count_unpacked_runs(model, monkeypatch) -> list:
 def test_unpacked_outputs_without_final_states_equal_packed(tiny_checkpoint, monkeypatch, single_thread):
     """Without final states (the default, config.output_final_states=False) a batch of near-equal lengths runs
     unpacked (each direction alone, backward reversed within its length): the outputs must equal the packed path's
-    exactly where there are tokens, and be zero at padding. On one thread a batch that is mostly padding is
-    packed."""
+    exactly where there are tokens, and be zero at padding. On one thread under bf16 autocast (no reordered weights
+    for the segments) a batch that is mostly padding is packed."""
     _, model, tokenizer = tiny_checkpoint
     assert model.config.output_final_states is False
     unpacked_runs = count_unpacked_runs(model, monkeypatch)
@@ -759,8 +763,10 @@ def test_unpacked_outputs_without_final_states_equal_packed(tiny_checkpoint, mon
         assert not unpacked_runs
         unpacked = model(**batch, output_hidden_states=True)
         assert len(unpacked_runs) == 1
-        model(**tokenizer(["the cat sat on the mat .", "a dog"], padding=True, return_tensors="pt"))
-        assert len(unpacked_runs) == 1  # lengths 7 and 2: fill 9 / 14 < UNPACKED_MIN_FILL, packed
+        sparse = tokenizer(["the cat sat on the mat .", "a dog"], padding=True, return_tensors="pt")
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            model(**sparse)
+        assert len(unpacked_runs) == 1  # lengths 7 and 2: fill 9 / 14 < UNPACKED_MIN_FILL, packed under autocast
     assert unpacked.final_hidden_state is None and unpacked.final_cell_state is None
     assert packed.final_hidden_state is not None
     assert (packed.last_hidden_state - unpacked.last_hidden_state).abs().max() <= 1e-6

@@ -7,6 +7,7 @@ unpacked vs packed."""
 from __future__ import annotations
 
 import warnings
+from typing import Callable, Optional
 
 import torch
 from torch import nn
@@ -210,22 +211,37 @@ def bench_training_packing(corpus_lengths: list, batch_size: int, repeats: int, 
 
 RAGGED_ROWS = (1, 2, 4, 8, 16, 32, 64)  # rows of the step / call cost table
 RAGGED_STEPS = 32  # steps of the long call that, against a 1-step call, separates a step's cost from a call's
-RAGGED_CALL_ROWS = (0, 40, SEGMENT_CALL_ROWS, 10 ** 9)  # the planner's call cost: a segment at every row end .. none
+RAGGED_CALL_ROWS = (0, 10, 20, 40, 130, 10 ** 9)  # the planner's call cost: a segment at every row end .. none
 
 
 def step_and_call_costs(lstm: nn.LSTM, rows=RAGGED_ROWS, steps: int = RAGGED_STEPS, repeats: int = 5,
-                        calls: int = 10) -> dict:
+                        calls: int = 10, call: Optional[Callable] = None) -> dict:
     """Seconds of one step and of the fixed part of one call of the fused kernel (`lstm`, a one-layer biLSTM on
-    uniform rows), by row count: a call of `steps` steps costs call + steps x step, a 1-step call call + step (each
-    timed over `calls` calls, best of `repeats` interleaved rounds)."""
+    uniform rows; or `call(x)` on its `(B, T, C)` rows), by row count: a call of `steps` steps costs call + steps x
+    step, a 1-step call call + step (each timed over `calls` calls, best of `repeats` interleaved rounds)."""
+    call = call or lstm
     costs = {}
     for batch in rows:
         long, short = torch.randn(batch, steps, lstm.input_size), torch.randn(batch, 1, lstm.input_size)
-        best = interleaved_best({"long": lambda: [lstm(long) for _ in range(calls)],
-                                 "short": lambda: [lstm(short) for _ in range(calls)]}, repeats)
+        best = interleaved_best({"long": lambda: [call(long) for _ in range(calls)],
+                                 "short": lambda: [call(short) for _ in range(calls)]}, repeats)
         step = max(best["long"] - best["short"], 0.0) / (steps - 1) / calls
         costs[batch] = {"step_s": step, "call_s": max(best["short"] / calls - step, 0.0)}
     return costs
+
+
+def prepacked_call(lstm: nn.LSTM) -> Callable:
+    """One bidirectional call of `lstm` as "unpacked" makes a time segment's outside autograd in float32 on CPU: each
+    direction by oneDNN on weights reordered once beforehand (`lstm_kernels.prepack_direction`)."""
+    from .. import lstm_kernels
+
+    weights = [w.detach() for w in lstm._flat_weights]
+    directions = [lstm_kernels.prepack_direction(weights[:4]), lstm_kernels.prepack_direction(weights[4:])]
+
+    def call(x):  # (B, T, C)
+        zeros = x.new_zeros(1, x.shape[0], lstm.hidden_size)
+        return [lstm_kernels.onednn_direction(x.transpose(0, 1), (zeros, zeros), d) for d in directions]
+    return call
 
 
 def modelled_seconds(costs: dict, batch: int, steps: int, calls: int = 0) -> float:
@@ -244,7 +260,8 @@ def bench_ragged(texts: list, model, tokenizer, batch_size: int, repeats: int) -
     "unpacked" under the planner's call cost `RAGGED_CALL_ROWS` (0: a time segment at every row end), measured; and the
     cost table's account of them: the ragged batches with a segment at every row end and calls free (the bound of
     ragged rows against uniform ones), and the planner's segments with their calls. Also the cost table with oneDNN
-    off (`torch.backends.mkldnn.flags(enabled=False)`: ATen's own loop, whose calls cost little and steps more).
+    off (`torch.backends.mkldnn.flags(enabled=False)`: ATen's own loop, whose calls cost little and steps more), and
+    with the weights reordered once (`prepacked_call`, as the segments run; the planner's account uses this one).
     The table times one bidirectional call at the process's thread count, so its account describes one thread; with
     more, "unpacked" runs the two directions on two host threads, one intra-op thread each. CPU only."""
     from functools import partial
@@ -272,6 +289,7 @@ def bench_ragged(texts: list, model, tokenizer, batch_size: int, repeats: int) -
     best = best_seconds(variants, repeats)  # unrounded: the ratios below divide by them
     with torch.inference_mode():
         costs = step_and_call_costs(lstm, repeats=repeats)
+        prepacked_costs = step_and_call_costs(lstm, repeats=repeats, call=prepacked_call(lstm))
         with warnings.catch_warnings():  # the flags also set oneDNN's TF32 switch, which warns off Intel GPUs
             warnings.simplefilter("ignore", UserWarning)
             with torch.backends.mkldnn.flags(enabled=False):  # ATen's own CPU loop: cheap calls, dearer steps
@@ -281,7 +299,7 @@ def bench_ragged(texts: list, model, tokenizer, batch_size: int, repeats: int) -
     for _, lengths in batches:
         ordered = sorted(lengths.tolist(), reverse=True)
         every_end += sum(modelled_seconds(costs, sum(1 for n in ordered if n > t), 1) for t in range(ordered[0]))
-        planned += sum(modelled_seconds(costs, rows, end - start, 1)
+        planned += sum(modelled_seconds(prepacked_costs, rows, end - start, 1)
                        for start, end, rows in plan(ordered, ordered[0]))
     return {
         "texts": len(texts), "layer": f"nn.LSTM({width}, {width}, bidirectional)",
@@ -289,6 +307,7 @@ def bench_ragged(texts: list, model, tokenizer, batch_size: int, repeats: int) -
         "seconds": {name: round(value, 3) for name, value in best.items()},
         "roofline_over": {k: round(best["roofline"] / v, 3) for k, v in best.items() if k != "roofline"},
         "cost_table_ms": in_ms(costs),
+        "cost_table_ms_prepacked": in_ms(prepacked_costs),
         "cost_table_ms_without_onednn": in_ms(native_costs),
         "modelled_roofline_over": {
             "segment_at_every_row_end_calls_free": round(roofline_model / every_end, 3),
