@@ -46,8 +46,12 @@ BUCKET_MIN_RATIO = 0.75
 GUIDED_MIN_ROWS = 8
 # Fixed cost of one unpacked time step, in rows (fitted on the 2-thread CPU).
 STEP_OVERHEAD_ROWS = 25
-# Cost of one more time segment, in row-steps (four kernel calls and the row copies).
+# Cost of one more time segment, in row-steps (four kernel calls and the row copies), where each call reorders the
+# weights (under autograd, under autocast) ...
 SEGMENT_CALL_ROWS = 130
+# ... and where a direction's segments share weights reordered once (`prepacking_serves`; best of 0-130 on SST and
+# IMDb test batches at 1 and 2 threads, benchmarks/results/packing_ragged*.json).
+PREPACKED_SEGMENT_CALL_ROWS = 20
 
 # Intra-op threads from which "unpacked" runs a layer's two directions at once on CPU outside autograd, each on its
 # own host thread with one intra-op thread (`run_directions`).
@@ -478,9 +482,10 @@ def run_directions(stack: BiLSTMStack, forward_input: torch.Tensor, backward_inp
     return forward, backward.result()
 
 
-def unpacked_row_order(vectors: torch.Tensor, lengths: torch.Tensor):
+def unpacked_row_order(vectors: torch.Tensor, lengths: torch.Tensor, call_rows: float = SEGMENT_CALL_ROWS):
     """The gathers of "unpacked": the time-major `(T, B, C)` first layer input in running order (on
-    SEGMENTED_DEVICE_TYPES longest first, folded into the gather), the time segments (or None), the flat `(T*B,)`
+    SEGMENTED_DEVICE_TYPES longest first, folded into the gather), the time segments (or None; planned at
+    `call_rows` per segment), the flat `(T*B,)`
     index reversing every row within its length, and the flat indices taking the forward and reversed time-major
     outputs back to batch-major rows (forward None: a plain transpose)."""
     batch, time, _ = vectors.shape
@@ -490,7 +495,7 @@ def unpacked_row_order(vectors: torch.Tensor, lengths: torch.Tensor):
         if not is_longest_first(lengths):
             order = torch.sort(lengths, descending=True, stable=True).indices  # running row j = input row order[j]
             lengths = lengths[order]
-        segments = plan_time_segments(lengths.tolist(), time)
+        segments = plan_time_segments(lengths.tolist(), time, call_rows=call_rows)
     steps = torch.arange(time, device=device).unsqueeze(1)  # (T, 1)
     rows = torch.arange(batch, device=device).unsqueeze(0)  # (1, B)
     row_lengths = lengths.to(device).unsqueeze(0)  # (1, B), in running order
@@ -519,8 +524,9 @@ def run_unpacked(stack: BiLSTMStack, vectors: torch.Tensor, lengths: torch.Tenso
     None, None): no final states."""
     batch, time, _ = vectors.shape
     hidden = stack.hidden_size
+    prepacked = prepacking_serves(vectors, [stack.rnn.weight_ih_l0, stack.rnn.weight_hh_l0])
     layer_input, segments, reversed_steps, forward_to_batch_major, reversed_to_batch_major = unpacked_row_order(
-        vectors, lengths)
+        vectors, lengths, PREPACKED_SEGMENT_CALL_ROWS if prepacked else SEGMENT_CALL_ROWS)
     outputs = []
     for layer in range(stack.num_layers):
         if layer > 0 and stack.dropout > 0 and stack.training:

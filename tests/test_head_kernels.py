@@ -251,7 +251,8 @@ def test_time_segments_share_one_weight_reorder_per_direction(monkeypatch, threa
     torch.manual_seed(0)
     lstm = nn.LSTM(5, 4, batch_first=True, bidirectional=True)
     lengths = torch.tensor([300, 3, 150, 40, 1, 299, 77])
-    segments = len(lstm_kernels.plan_time_segments(sorted(lengths.tolist(), reverse=True), 300))
+    segments = len(lstm_kernels.plan_time_segments(sorted(lengths.tolist(), reverse=True), 300,
+                                                   call_rows=lstm_kernels.PREPACKED_SEGMENT_CALL_ROWS))
     assert segments >= 3
     real = (torch.arange(300)[None, :] < lengths[:, None])[..., None]  # (B, T, 1)
     inputs = torch.randn(7, 300, 5) * real

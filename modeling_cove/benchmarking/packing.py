@@ -12,7 +12,7 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from ..lstm_kernels import SEGMENT_CALL_ROWS, length_bucketed_batches, run_unpacked
+from ..lstm_kernels import PREPACKED_SEGMENT_CALL_ROWS, length_bucketed_batches, run_unpacked
 from .common import interleaved_best
 
 
@@ -264,7 +264,6 @@ def bench_ragged(texts: list, model, tokenizer, batch_size: int, repeats: int) -
     with the weights reordered once (`prepacked_call`, as the segments run; the planner's account uses this one).
     The table times one bidirectional call at the process's thread count, so its account describes one thread; with
     more, "unpacked" runs the two directions on two host threads, one intra-op thread each. CPU only."""
-    from functools import partial
     from unittest import mock
 
     from .. import lstm_kernels
@@ -278,7 +277,8 @@ def bench_ragged(texts: list, model, tokenizer, batch_size: int, repeats: int) -
 
     def unpacked(call_rows):
         def run():
-            with mock.patch.object(lstm_kernels, "plan_time_segments", partial(plan, call_rows=call_rows)):
+            with mock.patch.object(lstm_kernels, "plan_time_segments",
+                                   lambda lengths, time, **_: plan(lengths, time, call_rows=call_rows)):
                 for vectors, lengths in batches:
                     run_bilstm(lstm, vectors, lengths, "unpacked")
         return run
@@ -311,7 +311,7 @@ def bench_ragged(texts: list, model, tokenizer, batch_size: int, repeats: int) -
         "cost_table_ms_without_onednn": in_ms(native_costs),
         "modelled_roofline_over": {
             "segment_at_every_row_end_calls_free": round(roofline_model / every_end, 3),
-            f"planned_segments_call_rows_{SEGMENT_CALL_ROWS}": round(roofline_model / planned, 3)},
+            f"planned_segments_call_rows_{PREPACKED_SEGMENT_CALL_ROWS}": round(roofline_model / planned, 3)},
     }
 
 
