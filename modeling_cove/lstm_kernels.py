@@ -129,13 +129,35 @@ def autocast_lstm(inputs: torch.Tensor, batch_sizes: Optional[torch.Tensor], hx:
     return results if batch_sizes is not None else tuple(r.to(fallback) for r in results)
 
 
+_PREPACKING_WORKS = []  # [bool] once probed: whether this build and CPU run `onednn_direction` as `torch.lstm` does
+
+
+def prepacking_works() -> bool:
+    """Whether oneDNN here runs an LSTM direction on reordered weights and gives `torch.lstm`'s values, found once per
+    process on a tiny LSTM (a capability probe, as `lstm_kernel_supports`); False sends every call to `torch.lstm`."""
+    if not _PREPACKING_WORKS:
+        generator = torch.Generator().manual_seed(0)
+        weights = [torch.randn(8, 3, generator=generator), torch.randn(8, 2, generator=generator),
+                   torch.randn(8, generator=generator), torch.randn(8, generator=generator)]
+        inputs, state = torch.randn(3, 2, 3, generator=generator), torch.zeros(1, 2, 2)
+        try:
+            with torch.no_grad():
+                want = torch.lstm(inputs, (state, state), weights, True, 1, 0.0, False, False, False)[0]
+                got = onednn_direction(inputs, (state, state), prepack_direction(weights))[0]
+            _PREPACKING_WORKS.append(bool((got - want).abs().max() <= 1e-5))
+        except RuntimeError:
+            _PREPACKING_WORKS.append(False)
+    return _PREPACKING_WORKS[0]
+
+
 def prepacking_serves(inputs: torch.Tensor, weights: list) -> bool:
     """Whether one direction's calls on `inputs` may share weights reordered once (`prepack_direction`): on CPU with
     oneDNN on, in float32 with autocast off (its bf16 path stays with `torch.lstm`), where autograd records nothing
-    (the reordered copies carry no gradient)."""
+    (the reordered copies carry no gradient), and where the probe `prepacking_works` passed."""
     return (inputs.device.type == "cpu" and torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
             and inputs.dtype == torch.float32 and all(w.dtype == torch.float32 for w in weights)
-            and not torch.is_autocast_enabled("cpu") and not autograd_records(inputs, weights))
+            and not torch.is_autocast_enabled("cpu") and not autograd_records(inputs, weights)
+            and prepacking_works())
 
 
 def prepack_direction(weights: list) -> list:

@@ -272,3 +272,27 @@ def test_time_segments_share_one_weight_reorder_per_direction(monkeypatch, threa
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         run_bilstm(lstm, inputs, lengths, "unpacked")
     assert not reorders
+
+
+def test_without_working_prepacking_segments_call_torch_lstm(monkeypatch):
+    """Where the once-per-process probe finds that oneDNN does not run reordered weights as `torch.lstm` does (a
+    build or CPU without it), every segment goes through `torch.lstm`, with the same values."""
+    from torch import nn
+
+    from modeling_cove.layers import run_bilstm
+
+    monkeypatch.setattr(lstm_kernels, "_PREPACKING_WORKS", [False])
+    reorders = []
+    prepack = lstm_kernels.prepack_direction
+    monkeypatch.setattr(lstm_kernels, "prepack_direction", lambda w: reorders.append(1) or prepack(w))
+    torch.manual_seed(0)
+    lstm = nn.LSTM(5, 4, batch_first=True, bidirectional=True)
+    lengths = torch.tensor([300, 3, 150, 40, 1, 299, 77])
+    real = (torch.arange(300)[None, :] < lengths[:, None])[..., None]
+    inputs = torch.randn(7, 300, 5) * real
+    with torch.no_grad():
+        want = run_bilstm(lstm, inputs, lengths, "reference")
+        got = run_bilstm(lstm, inputs, lengths, "unpacked")
+    assert not reorders and ((got - want) * real).abs().max() <= 1e-6
+    monkeypatch.setattr(lstm_kernels, "_PREPACKING_WORKS", [])
+    assert lstm_kernels.prepacking_works() in (True, False)  # probed afresh; False only sends calls to torch.lstm
