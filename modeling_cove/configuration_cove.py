@@ -282,8 +282,9 @@ class CoveConfig(PreTrainedConfig):
             Default of `CoveModel.forward(output_final_states=...)`: also return the MT-LSTM's final h and c. Only
             the MT decoder needs them (`CoveForMachineTranslation` sets this to `True`). Without them, padded
             batches run unpacked on the fused LSTM kernel, faster on CPU than packing (same outputs): with more
-            than one CPU thread all of them (rows sorted inside, time segments), on a GPU or one CPU thread those
-            that are mostly tokens (real tokens >= 0.7 x the padded batch); `encode`'s batches always.
+            than one CPU thread, or one thread in float32, all of them (rows sorted inside, time segments); on a
+            GPU, or one CPU thread under bf16 autocast, those that are mostly tokens (real tokens >= 0.7 x the
+            padded batch); `encode`'s batches always.
         lstm_implementation (`str`, *optional*, defaults to `"auto"`):
             How the MT-LSTM runs, with the same results (docs/lstm_kernels.md; set like transformers'
             `attn_implementation`, also as `from_pretrained(..., lstm_implementation=...)`):

@@ -34,7 +34,8 @@ logger = logging.get_logger(__name__)
 SINGLE_CALL_DEVICE_TYPES = ("cuda",)
 # Device types on which "unpacked" sorts rows longest first and runs time segments (the cost model is the CPU's).
 SEGMENTED_DEVICE_TYPES = ("cpu",)
-# Fill (real / padded tokens) from which "auto" runs a padded batch unpacked on a GPU or one CPU thread.
+# Fill (real / padded tokens) from which "auto" runs a padded batch unpacked on a GPU, or on one CPU thread where the
+# time segments cannot share reordered weights (`prepacking_serves`: bf16 autocast, oneDNN off).
 UNPACKED_MIN_FILL = 0.7
 # Under autograd on CPU (training), "auto" runs a padded batch unpacked from this mean real length per row, on one
 # intra-op thread and on more; below, the packed path wins (fitted on Zen 4 for the heads' one-layer biLSTM calls,
@@ -108,7 +109,8 @@ def lstm_autocast_fallback(device_type: str) -> Optional[torch.dtype]:
 
 def autocast_lstm(inputs: torch.Tensor, batch_sizes: Optional[torch.Tensor], hx: tuple, weights: list,
                   bidirectional: bool, train: bool, batch_first: bool = False):
-    """One `torch.lstm` call of one layer (dropout 0): padded `inputs` (`batch_sizes` None) or packed data. Where
+    """One `torch.lstm` call of one layer (dropout 0): padded `inputs` (`batch_sizes` None) or packed data; or, with
+    one direction's weights reordered by `prepack_direction`, `onednn_direction` on padded time-major inputs. Where
     autocast's dtype has no LSTM kernel on this machine (`lstm_autocast_fallback`), the call runs with autocast off
     in fp32, and its results come in the dtype autocast gives with the kernel: the autocast dtype for padded inputs;
     fp32 for packed data, which autocast runs in fp32 anyway. Returns (output, h_n, c_n)."""
@@ -130,34 +132,39 @@ def autocast_lstm(inputs: torch.Tensor, batch_sizes: Optional[torch.Tensor], hx:
 
 
 _PREPACKING_WORKS = []  # [bool] once probed: whether this build and CPU run `onednn_direction` as `torch.lstm` does
+_PREPACKING_PROBE_LOCK = threading.Lock()
 
 
 def prepacking_works() -> bool:
-    """Whether oneDNN here runs an LSTM direction on reordered weights and gives `torch.lstm`'s values, found once per
-    process on a tiny LSTM (a capability probe, as `lstm_kernel_supports`); False sends every call to `torch.lstm`."""
-    if not _PREPACKING_WORKS:
-        generator = torch.Generator().manual_seed(0)
-        weights = [torch.randn(8, 3, generator=generator), torch.randn(8, 2, generator=generator),
-                   torch.randn(8, generator=generator), torch.randn(8, generator=generator)]
-        inputs, state = torch.randn(3, 2, 3, generator=generator), torch.zeros(1, 2, 2)
-        try:
-            with torch.no_grad():
-                want = torch.lstm(inputs, (state, state), weights, True, 1, 0.0, False, False, False)[0]
-                got = onednn_direction(inputs, (state, state), prepack_direction(weights))[0]
-            _PREPACKING_WORKS.append(bool((got - want).abs().max() <= 1e-5))
-        except RuntimeError:
-            _PREPACKING_WORKS.append(False)
-    return _PREPACKING_WORKS[0]
+    """Whether oneDNN here runs an LSTM direction on reordered weights and gives `torch.lstm`'s output and final
+    states, found once per process on a tiny LSTM (a capability probe, as `lstm_kernel_supports`); False sends every
+    call to `torch.lstm`."""
+    with _PREPACKING_PROBE_LOCK:
+        if not _PREPACKING_WORKS:
+            generator = torch.Generator().manual_seed(0)
+            weights = [torch.randn(8, 3, generator=generator), torch.randn(8, 2, generator=generator),
+                       torch.randn(8, generator=generator), torch.randn(8, generator=generator)]
+            inputs, state = torch.randn(3, 2, 3, generator=generator), torch.randn(1, 2, 2, generator=generator)
+            try:
+                with torch.no_grad():
+                    want = torch.lstm(inputs, (state, state), weights, True, 1, 0.0, False, False, False)
+                    got = onednn_direction(inputs, (state, state), prepack_direction(weights))
+                works = all(a.shape == b.shape and bool((a - b).abs().max() <= 1e-5) for a, b in zip(got, want))
+            except (RuntimeError, AttributeError, NotImplementedError):  # no such op in this build, or no kernel
+                works = False
+            _PREPACKING_WORKS.append(works)
+        return _PREPACKING_WORKS[0]
 
 
 def prepacking_serves(inputs: torch.Tensor, weights: list) -> bool:
     """Whether one direction's calls on `inputs` may share weights reordered once (`prepack_direction`): on CPU with
     oneDNN on, in float32 with autocast off (its bf16 path stays with `torch.lstm`), where autograd records nothing
-    (the reordered copies carry no gradient), and where the probe `prepacking_works` passed."""
+    (the reordered copies carry no gradient), not while `torch.compile` traces (its fake tensors do not carry the
+    reordered layout), and where the probe `prepacking_works` passed."""
     return (inputs.device.type == "cpu" and torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
             and inputs.dtype == torch.float32 and all(w.dtype == torch.float32 for w in weights)
             and not torch.is_autocast_enabled("cpu") and not autograd_records(inputs, weights)
-            and prepacking_works())
+            and not torch.compiler.is_compiling() and prepacking_works())
 
 
 def prepack_direction(weights: list) -> list:
@@ -172,10 +179,13 @@ def prepack_direction(weights: list) -> list:
 
 def onednn_direction(inputs: torch.Tensor, hx: tuple, weights: list):
     """One direction of one layer by oneDNN's LSTM layer on time-major `(T, B, C)` inputs with `prepack_direction`'s
-    weights, from states h, c `(1, B, H)`. Returns (output `(T, B, H)`, h_n, c_n `(1, B, H)`), as `torch.lstm`."""
+    weights, from states h, c `(1, B, H)`. Returns (output `(T, B, H)`, h_n, c_n `(1, B, H)`), as `torch.lstm`.
+    Without rows or steps (oneDNN would divide by zero) the output is empty and the states are returned as given."""
     w_ih, w_hh, b_ih, b_hh = weights
     h, c = hx
     hidden = h.shape[-1]
+    if inputs.numel() == 0:
+        return inputs.new_zeros(inputs.shape[0], inputs.shape[1], hidden), h, c
     output, h_n, c_n, _ = torch.ops.aten.mkldnn_rnn_layer(
         inputs.contiguous(), w_ih, w_hh, b_ih, b_hh, h[0].contiguous(), c[0].contiguous(), False, [], LSTM_MODE,
         hidden, 1, True, False, False, False)  # reverse, batch_sizes, mode, hidden, layers, biases, bidir, bf, train
@@ -429,7 +439,8 @@ def gather_rows(source: torch.Tensor, index: torch.Tensor, out: torch.Tensor) ->
 def run_direction(stack: BiLSTMStack, inputs: torch.Tensor, weights: list, segments: Optional[list] = None):
     """One direction of one layer over time-major `(T, B, C)` inputs from zero states; returns `(T, B, H)`. With
     `segments` (`plan_time_segments`, more than one) each runs its rows on from the states the one before left; the
-    steps a segment skips are past every skipped row's end and are set to zero."""
+    steps a segment skips are past every skipped row's end and are set to zero. Where `prepacking_serves`, the
+    segments share one reorder of the weights (`prepack_direction`)."""
     batch = inputs.shape[1]
     zeros = inputs.new_zeros(1, batch, stack.hidden_size)
     train = kernel_train_mode(inputs)
@@ -507,9 +518,8 @@ def run_directions(stack: BiLSTMStack, forward_input: torch.Tensor, backward_inp
 def unpacked_row_order(vectors: torch.Tensor, lengths: torch.Tensor, call_rows: float = SEGMENT_CALL_ROWS):
     """The gathers of "unpacked": the time-major `(T, B, C)` first layer input in running order (on
     SEGMENTED_DEVICE_TYPES longest first, folded into the gather), the time segments (or None; planned at
-    `call_rows` per segment), the flat `(T*B,)`
-    index reversing every row within its length, and the flat indices taking the forward and reversed time-major
-    outputs back to batch-major rows (forward None: a plain transpose)."""
+    `call_rows` per segment), the flat `(T*B,)` index reversing every row within its length, and the flat indices
+    taking the forward and reversed time-major outputs back to batch-major rows (forward None: a plain transpose)."""
     batch, time, _ = vectors.shape
     device = vectors.device
     order, segments = None, None

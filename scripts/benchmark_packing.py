@@ -17,8 +17,9 @@ passively unless OMP_WAIT_POLICY says otherwise (`OMP_WAIT_POLICY=default`: Open
 2. Length-sorted batches cut by size (what `CoveModel.encode` sends; most hold near-equal lengths): unpacked (the
    default without final states; on CPU in time segments, `plan_time_segments`) vs packed.
 The model's rule (`lstm_kernels.unpacked_by_default`, "auto"): with more than one CPU thread always unpacked (on CPU the
-unpacked path sorts the rows inside and runs them in time segments, so "unpacked as one group" is that); on a GPU or
-a single CPU thread when real tokens >= UNPACKED_MIN_FILL (0.7) x the padded batch.
+unpacked path sorts the rows inside and runs them in time segments, so "unpacked as one group" is that), and so on a
+single CPU thread in float32 (the segments share reordered weights); on a GPU, or one CPU thread under bf16 autocast,
+when real tokens >= UNPACKED_MIN_FILL (0.7) x the padded batch.
 Each figure: seconds for the whole set, best of `--repeats` interleaved repeats; random weights (speed only).
 `--device cuda` asks the same of cuDNN (writes packing_cuda.json).
 

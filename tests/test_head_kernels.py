@@ -244,6 +244,8 @@ def test_time_segments_share_one_weight_reorder_per_direction(monkeypatch, threa
 
     from modeling_cove.layers import run_bilstm
 
+    if not lstm_kernels.prepacking_works():  # probed before the spies below, which would count the probe's calls
+        pytest.skip("oneDNN here does not run reordered LSTM weights as torch.lstm does")
     reorders, calls = [], []
     prepack, direction = lstm_kernels.prepack_direction, lstm_kernels.onednn_direction
     monkeypatch.setattr(lstm_kernels, "prepack_direction", lambda w: reorders.append(1) or prepack(w))
@@ -294,5 +296,27 @@ def test_without_working_prepacking_segments_call_torch_lstm(monkeypatch):
         want = run_bilstm(lstm, inputs, lengths, "reference")
         got = run_bilstm(lstm, inputs, lengths, "unpacked")
     assert not reorders and ((got - want) * real).abs().max() <= 1e-6
-    monkeypatch.setattr(lstm_kernels, "_PREPACKING_WORKS", [])
-    assert lstm_kernels.prepacking_works() in (True, False)  # probed afresh; False only sends calls to torch.lstm
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
+@pytest.mark.filterwarnings("ignore:Dynamo does not know how to trace")
+def test_prepacked_segments_without_rows_and_under_torch_compile():
+    """Padding past the longest row gives a time segment without rows: on reordered weights it returns zeros (oneDNN
+    itself would divide by zero). While `torch.compile` traces, the segments go through `torch.lstm` (fake tensors
+    carry no reordered layout). Both equal the packed reference at every real token."""
+    from torch import nn
+
+    from modeling_cove.layers import run_bilstm
+
+    torch.manual_seed(0)
+    lstm = nn.LSTM(5, 4, batch_first=True, bidirectional=True)
+    lengths = torch.tensor([3, 2, 7, 1])
+    assert lstm_kernels.plan_time_segments([7, 3, 2, 1], 40, call_rows=0)[-1] == (7, 40, 0)
+    real = (torch.arange(40)[None, :] < lengths[:, None])[..., None]
+    inputs = torch.randn(4, 40, 5) * real
+    with torch.no_grad():
+        want = run_bilstm(lstm, inputs, lengths, "reference")
+        got = run_bilstm(lstm, inputs, lengths, "unpacked")
+        compiled = torch.compile(lambda v: run_bilstm(lstm, v, lengths, "unpacked"), backend="eager")(inputs)
+    for result in (got, compiled):
+        assert want.abs().sum() > 0 and ((result - want) * real).abs().max() <= 1e-6

@@ -139,8 +139,7 @@ def test_traceable_equals_the_reference_at_every_token(name, lengths, time, fina
 def test_auto_picks_per_request_as_before(monkeypatch):
     """"auto": on CPU with several threads every padded batch without final states runs unpacked, the rest the
     reference; with one thread too where the segments share reordered weights (float32), else only batches filled
-    >= UNPACKED_MIN_FILL (or the caller's hint); where autograd
-    records the call, the reference; on
+    >= UNPACKED_MIN_FILL (or the caller's hint); where autograd records the call, the reference; on
     SINGLE_CALL_DEVICE_TYPES a top-layer-only request runs as one call. A forced strategy serves what it can and
     leaves the rest to the reference; "reference" is the reference everywhere."""
     model = tiny_model("top")

@@ -778,8 +778,9 @@ def test_unpacked_outputs_without_final_states_equal_packed(tiny_checkpoint, mon
 
 def test_the_packing_rule_and_an_unsorted_batch_run_unpacked_equal_packed(tiny_checkpoint, monkeypatch):
     """The default packing rule (`unpacked_by_default`): with more than one CPU thread every padded batch runs
-    unpacked (sorted inside and cut in time segments); on a GPU or a single CPU thread only when its real tokens
-    fill >= UNPACKED_MIN_FILL of it; in training on CPU from a mean length per row. A batch in arrival order
+    unpacked (sorted inside and cut in time segments), on one thread in float32 too; on a GPU, or a single CPU
+    thread under bf16 autocast, only when its real tokens fill >= UNPACKED_MIN_FILL of it; in training on CPU from a
+    mean length per row. A batch in arrival order
     (lengths 2, 7, 6, 6, 1: not sorted) run unpacked must equal the packed path at every token of every layer, and be
     zero at padding."""
     _, model, tokenizer = tiny_checkpoint

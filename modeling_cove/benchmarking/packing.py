@@ -289,7 +289,8 @@ def bench_ragged(texts: list, model, tokenizer, batch_size: int, repeats: int) -
     best = best_seconds(variants, repeats)  # unrounded: the ratios below divide by them
     with torch.inference_mode():
         costs = step_and_call_costs(lstm, repeats=repeats)
-        prepacked_costs = step_and_call_costs(lstm, repeats=repeats, call=prepacked_call(lstm))
+        prepacked_costs = (step_and_call_costs(lstm, repeats=repeats, call=prepacked_call(lstm))
+                           if lstm_kernels.prepacking_works() else None)  # None: oneDNN does not run them here
         with warnings.catch_warnings():  # the flags also set oneDNN's TF32 switch, which warns off Intel GPUs
             warnings.simplefilter("ignore", UserWarning)
             with torch.backends.mkldnn.flags(enabled=False):  # ATen's own CPU loop: cheap calls, dearer steps
@@ -299,7 +300,7 @@ def bench_ragged(texts: list, model, tokenizer, batch_size: int, repeats: int) -
     for _, lengths in batches:
         ordered = sorted(lengths.tolist(), reverse=True)
         every_end += sum(modelled_seconds(costs, sum(1 for n in ordered if n > t), 1) for t in range(ordered[0]))
-        planned += sum(modelled_seconds(prepacked_costs, rows, end - start, 1)
+        planned += sum(modelled_seconds(prepacked_costs or costs, rows, end - start, 1)
                        for start, end, rows in plan(ordered, ordered[0]))
     return {
         "texts": len(texts), "layer": f"nn.LSTM({width}, {width}, bidirectional)",
@@ -307,7 +308,7 @@ def bench_ragged(texts: list, model, tokenizer, batch_size: int, repeats: int) -
         "seconds": {name: round(value, 3) for name, value in best.items()},
         "roofline_over": {k: round(best["roofline"] / v, 3) for k, v in best.items() if k != "roofline"},
         "cost_table_ms": in_ms(costs),
-        "cost_table_ms_prepacked": in_ms(prepacked_costs),
+        "cost_table_ms_prepacked": None if prepacked_costs is None else in_ms(prepacked_costs),
         "cost_table_ms_without_onednn": in_ms(native_costs),
         "modelled_roofline_over": {
             "segment_at_every_row_end_calls_free": round(roofline_model / every_end, 3),
