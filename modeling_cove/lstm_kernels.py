@@ -109,14 +109,10 @@ def lstm_autocast_fallback(device_type: str) -> Optional[torch.dtype]:
 
 def autocast_lstm(inputs: torch.Tensor, batch_sizes: Optional[torch.Tensor], hx: tuple, weights: list,
                   bidirectional: bool, train: bool, batch_first: bool = False):
-    """One `torch.lstm` call of one layer (dropout 0): padded `inputs` (`batch_sizes` None) or packed data; or, with
-    one direction's weights reordered by `prepack_direction`, `onednn_direction` on padded time-major inputs. Where
+    """One `torch.lstm` call of one layer (dropout 0): padded `inputs` (`batch_sizes` None) or packed data. Where
     autocast's dtype has no LSTM kernel on this machine (`lstm_autocast_fallback`), the call runs with autocast off
     in fp32, and its results come in the dtype autocast gives with the kernel: the autocast dtype for padded inputs;
     fp32 for packed data, which autocast runs in fp32 anyway. Returns (output, h_n, c_n)."""
-    if weights[0].is_mkldnn:  # reordered once for several calls (`prepack_direction`)
-        return onednn_direction(inputs, hx, weights)
-
     def call(inputs, hx, weights):
         if batch_sizes is None:
             return torch.lstm(inputs, hx, weights, True, 1, 0.0, train, bidirectional, batch_first)
@@ -139,6 +135,8 @@ def prepacking_works() -> bool:
     """Whether oneDNN here runs an LSTM direction on reordered weights and gives `torch.lstm`'s output and final
     states, found once per process on a tiny LSTM (a capability probe, as `lstm_kernel_supports`); False sends every
     call to `torch.lstm`."""
+    if _PREPACKING_WORKS:  # probed already: no lock on the hot path
+        return _PREPACKING_WORKS[0]
     with _PREPACKING_PROBE_LOCK:
         if not _PREPACKING_WORKS:
             generator = torch.Generator().manual_seed(0)
@@ -447,7 +445,10 @@ def run_direction(stack: BiLSTMStack, inputs: torch.Tensor, weights: list, segme
     if segments is None or len(segments) == 1:
         return autocast_lstm(inputs, None, (zeros, zeros), weights, False, train)[0]
     if prepacking_serves(inputs, weights):  # one weight reorder for all the segments
-        weights = prepack_direction(weights)
+        packed = prepack_direction(weights)
+
+        def call(x, hx):
+            return onednn_direction(x, hx, packed)
     elif autograd_records(inputs, weights):
         # Where autograd records: split, pad and cat, whose backward passes are a cat, slices and a split. Slicing
         # and writing each segment into place instead costs the backward a zero-filled copy of the whole tensor per
@@ -458,11 +459,13 @@ def run_direction(stack: BiLSTMStack, inputs: torch.Tensor, weights: list, segme
             piece, h, c = autocast_lstm(chunk[:, :rows], None, (h[:, :rows], c[:, :rows]), weights, False, train)
             pieces.append(nn.functional.pad(piece, (0, 0, 0, batch - rows)))  # the skipped rows: zero
         return torch.cat(pieces)
+    else:
+        def call(x, hx):
+            return autocast_lstm(x, None, hx, weights, False, train)
     output = None  # (T, B, H) in the dtype the kernel gives (under autocast, its dtype)
     h, c = zeros, zeros
     for start, end, rows in segments:
-        piece, h, c = autocast_lstm(inputs[start:end, :rows], None, (h[:, :rows], c[:, :rows]), weights, False,
-                                    train)  # (end - start, rows, H), h and c (1, rows, H)
+        piece, h, c = call(inputs[start:end, :rows], (h[:, :rows], c[:, :rows]))  # (end - start, rows, H), (1, rows, H)
         if output is None:
             output = piece.new_empty(inputs.shape[0], batch, stack.hidden_size)
         output[start:end, :rows] = piece
