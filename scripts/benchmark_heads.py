@@ -18,8 +18,9 @@ Sections (random weights, a checkpoint over the data's own words: speed does not
   sentences (96 with --quick); the pipeline is "cove-token-classification" on the raw text, `sorted` reads pre-split
   words; besides, a Cross-View Training step pair (labelled + unlabelled) on our side alone, in tokens/s.
 Each section times (a) `pipeline` inference as a user calls it, in arrival order; (b) `sorted`: length-sorted batches
-through `model(**batch)` under inference_mode; (c) `train`: training steps at the CLI's batch size on cached CoVe
-features (forward with labels, backward, clipping, the Trainer's optimizer step). Every one on three sides, run in
+through `model(**batch)` under inference_mode; (c) `train`: training steps on the CLI's batches (its batch size; the
+BCN's in arrival order, the DCN's and the tagger's grouped by length, as their CLIs sample) on cached CoVe features
+(forward with labels, backward, clipping, the Trainer's optimizer step). Every one on three sides, run in
 interleaved rounds (`--repeats`, default 3, 1 with --quick): ours with `lstm_implementation` "auto" and "reference",
 and the roofline (`modeling_cove/benchmarking/heads.py`: raw nn.LSTMs and the same Linear / bmm / softmax / pooling
 / maxout / batch norm on uniform-length batches holding the same tokens; the DCN decoder for as many iterations as

@@ -13,7 +13,9 @@ Each times three things, each on three sides run in interleaved rounds (ours["au
   `tokenizer(batch, padding=True)` included on both sides; DCN: pre-tokenized windows, no tokenizer on either side);
 - `train`: one training step per batch as the CLI's Trainer runs it, with the CoVe features from the feature cache
   as the CLI passes them (batches collated beforehand on both sides): forward with labels, backward, gradient
-  clipping at `max_grad_norm`, the Trainer's optimizer step (its own optimizer class and arguments), zero_grad.
+  clipping at `max_grad_norm`, the Trainer's optimizer step (its own optimizer class and arguments), zero_grad; on
+  the batches the CLI trains on: the BCN's in arrival order (the classifier samples at random), the DCN's and the
+  tagger's grouped by length (as `cove-train-qa` and `cove-train-tagger` batch).
 
 The roofline (`RooflineBCN`, `RooflineDCN`) is the same layers written plainly: raw `nn.LSTM`s (weights copied from
 the model), the same Linear / bmm / softmax / pooling / maxout / batch norm / dropout, on uniform-length batches holding
@@ -758,11 +760,11 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
     checked = [tokenize_words(group).to(device) for group in sorted_groups[:2]]
     section.info["max_abs_diff_logits_auto_vs_reference"] = max_abs_diff(model, checked, lambda out: [out.logits])
 
-    # training: labelled steps of the CLI's loop (TaggerTraining, Adam, clipping) on its batches, arrival order
+    # training: labelled steps of the CLI's loop (TaggerTraining, Adam, clipping) on the CLI's batches of its first
+    # epoch (sentences of similar lengths batched together, `tagger.labelled_batches`)
     training.train()
     optimizer = torch.optim.Adam([p for p in training.parameters() if p.requires_grad], lr=hp["learning_rate"])
-    groups = [g for g in chunks(list(range(len(words))), batch_size) if len(g) == batch_size] or [list(range(
-        len(words)))]
+    groups = tg.labelled_batches(data, batch_size, seed=1, epoch=0)
     batches = []
     for group in groups:
         ids, mask = tg.pad([data.ids[i] for i in group], device)

@@ -309,6 +309,17 @@ class TaskRun:
     counts: dict
 
 
+LENGTH_GROUP_BATCHES = 50  # labelled batches are cut from length-sorted chunks of this many batches
+
+
+def labelled_batches(split: Encoded, batch_size: int, seed: int, epoch: int) -> list:
+    """One task's labelled batches of `epoch` (lists of sentence indices into `split`), a pure function of (seed,
+    epoch): sentences of similar lengths batched together (`epoch_batches` with length grouping over chunks of
+    `LENGTH_GROUP_BATCHES` batches), so that a batch's biLSTM steps are mostly real tokens; the batches shuffled."""
+    return epoch_batches(len(split.ids), batch_size, seed, epoch, SEED_STRIDE, lengths=(split.lengths(),),
+                         chunk_batches=LENGTH_GROUP_BATCHES)
+
+
 class TaggerLoop(PretrainingLoop):
     """A tagging run on the shared scaffold: an epoch is one pass over the labelled batches of every task (shuffled
     together), each followed by `unlabeled_ratio` unlabelled batches with --cvt; Adam with gradient clipping;
@@ -337,9 +348,7 @@ class TaggerLoop(PretrainingLoop):
         size, seed = self.hp["batch_size"], self.settings.seed
         labelled = []
         for t, task in enumerate(self.tasks):
-            labelled += [("labelled", t, rows) for rows in epoch_batches(
-                len(task.train.ids), size, seed + 101 * t, epoch, SEED_STRIDE, lengths=(task.train.lengths(),),
-                chunk_batches=50)]
+            labelled += [("labelled", t, rows) for rows in labelled_batches(task.train, size, seed + 101 * t, epoch)]
         generator = torch.Generator().manual_seed(seed * SEED_STRIDE + epoch)
         labelled = [labelled[i] for i in torch.randperm(len(labelled), generator=generator).tolist()]
         if not self.settings.cvt:
