@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 import torch
@@ -40,6 +40,9 @@ from .cli import REQUIRED, option, run_training_command
 from .pretraining import (PretrainingLoop, PretrainingState, StopLimits, check_run_folder, epoch_batches,
                           make_accelerator, make_optimizer, rank_share, start_run_folder)
 from .run_info import command_line, git_commit, machine_info, plot_curves, write_json
+
+if TYPE_CHECKING:  # imported where used: cvt pulls in the model code
+    from .cvt import TaggerTraining
 
 HYPERPARAMETER_DEFAULTS = {
     "epochs": 20, "batch_size": 64, "learning_rate": 1e-3, "dropout": 0.5, "hidden_size": 300, "module_dim": 300,
@@ -556,7 +559,7 @@ def load_tokenizer(encoder: str):
                          f"weights and tokenizer, or a reachable Hub id): {err}") from None
 
 
-def build_training(settings: TaggerSettings, hp: dict, tasks: list, tokenizer) -> "TaggerTraining":
+def build_training(settings: TaggerSettings, hp: dict, tasks: list, tokenizer) -> TaggerTraining:
     """The tagger on `settings.encoder` (word vectors and encoder loaded, frozen; the biLSTM and modules freshly
     initialised from the seed) with the first task's labels, and the other tasks' and CVT's modules, in a
     `cvt.TaggerTraining`. `tokenizer` (the encoder's) must be the checkpoint's vocabulary."""
