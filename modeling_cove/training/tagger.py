@@ -30,19 +30,17 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import numpy as np
 import torch
 
 from ..modeling_cove_tagger import IGNORE_INDEX
 from .cli import REQUIRED, option, run_training_command
+from .cvt import TaggerTraining
 from .pretraining import (PretrainingLoop, PretrainingState, StopLimits, check_run_folder, epoch_batches,
                           make_accelerator, make_optimizer, rank_share, start_run_folder)
 from .run_info import command_line, git_commit, machine_info, plot_curves, write_json
-
-if TYPE_CHECKING:  # imported where used: cvt pulls in the model code
-    from .cvt import TaggerTraining
 
 HYPERPARAMETER_DEFAULTS = {
     "epochs": 20, "batch_size": 64, "learning_rate": 1e-3, "dropout": 0.5, "hidden_size": 300, "module_dim": 300,
@@ -567,7 +565,6 @@ def build_training(settings: TaggerSettings, hp: dict, tasks: list, tokenizer) -
 
     from ..modeling_cove_tagger import CoveForTokenClassification
     from ..tokenization_cove import check_tokenizer_matches
-    from .cvt import TaggerTraining
 
     set_seed(settings.seed)
     first = tasks[0]
