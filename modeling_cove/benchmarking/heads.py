@@ -760,11 +760,11 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
     checked = [tokenize_words(group).to(device) for group in sorted_groups[:2]]
     section.info["max_abs_diff_logits_auto_vs_reference"] = max_abs_diff(model, checked, lambda out: [out.logits])
 
-    # training: labelled steps of the CLI's loop (TaggerTraining, Adam, clipping) on the CLI's batches of its first
-    # epoch (sentences of similar lengths batched together, `tagger.labelled_batches`)
+    # training: labelled steps of the CLI's loop (TaggerTraining, Adam, clipping) on the batches of the CLI's first
+    # epoch (epochs count from 1; sentences of similar lengths batched together, `tagger.labelled_batches`)
     training.train()
     optimizer = torch.optim.Adam([p for p in training.parameters() if p.requires_grad], lr=hp["learning_rate"])
-    groups = tg.labelled_batches(data, batch_size, seed=1, epoch=0)
+    groups = tg.labelled_batches(data, batch_size, seed=1, epoch=1)
     batches = []
     for group in groups:
         ids, mask = tg.pad([data.ids[i] for i in group], device)
