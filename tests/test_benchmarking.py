@@ -105,8 +105,8 @@ def test_modelled_seconds_reads_the_cost_table_linearly_between_row_counts():
 
 def test_ragged_bench_times_every_path_and_accounts_for_them(tiny_model):
     """`bench_ragged` on a few tiny batches: every path timed on the same batches, the planner's call cost restored
-    afterwards, and the cost tables (oneDNN, oneDNN on reordered weights, ATen) holding a step and a call per row
-    count."""
+    afterwards, and the cost tables (oneDNN, oneDNN on reordered weights, ATen, oneDNN in training) holding a step and
+    a call per row count."""
     from modeling_cove import lstm_kernels
 
     model, tokenizer = tiny_model
@@ -127,7 +127,8 @@ def test_ragged_bench_times_every_path_and_accounts_for_them(tiny_model):
     lengths = [len(x) for x in tokenizer(texts)["input_ids"]]  # batches [6, 2, 5, 1] and [5, 2]
     groups = [lengths[:4], lengths[4:]]
     assert result["fill"] == pytest.approx(sum(lengths) / sum(len(g) * max(g) for g in groups), abs=1e-3)
-    for table in (result["cost_table_ms"], result["cost_table_ms_prepacked"], result["cost_table_ms_without_onednn"]):
+    for table in (result["cost_table_ms"], result["cost_table_ms_prepacked"], result["cost_table_ms_without_onednn"],
+                  result["cost_table_ms_training"]):
         assert sorted(table) == list(packing.RAGGED_ROWS)
         assert all(row["step_s"] >= 0 and row["call_s"] >= 0 for row in table.values())
     assert all(v > 0 for v in result["modelled_roofline_over"].values())

@@ -244,6 +244,15 @@ def prepacked_call(lstm: nn.LSTM) -> Callable:
     return call
 
 
+def training_call(lstm: nn.LSTM) -> Callable:
+    """One bidirectional call of `lstm` as a training step makes it: forward in train mode on inputs that require a
+    gradient, then the backward of its outputs' sum (oneDNN's backward, where autograd records the segments)."""
+    def call(x):  # (B, T, C)
+        x = x.detach().requires_grad_()
+        lstm(x)[0].sum().backward()
+    return call
+
+
 def modelled_seconds(costs: dict, batch: int, steps: int, calls: int = 0) -> float:
     """`steps` steps of `batch` rows and `calls` calls by the cost table (linear between its row counts)."""
     import numpy as np
@@ -261,7 +270,8 @@ def bench_ragged(texts: list, model, tokenizer, batch_size: int, repeats: int) -
     cost table's account of them: the ragged batches with a segment at every row end and calls free (the bound of
     ragged rows against uniform ones), and the planner's segments with their calls. Also the cost table with oneDNN
     off (`torch.backends.mkldnn.flags(enabled=False)`: ATen's own loop, whose calls cost little and steps more), and
-    with the weights reordered once (`prepacked_call`, as the segments run; the planner's account uses this one).
+    with the weights reordered once (`prepacked_call`, as the segments run; the planner's account uses this one), and
+    in training (`training_call`: forward and backward, where autograd records the segments on `torch.lstm`).
     The table times one bidirectional call at the process's thread count, so its account describes one thread; with
     more, "unpacked" runs the two directions on two host threads, one intra-op thread each. CPU only."""
     from unittest import mock
@@ -295,6 +305,8 @@ def bench_ragged(texts: list, model, tokenizer, batch_size: int, repeats: int) -
             warnings.simplefilter("ignore", UserWarning)
             with torch.backends.mkldnn.flags(enabled=False):  # ATen's own CPU loop: cheap calls, dearer steps
                 native_costs = step_and_call_costs(lstm, repeats=repeats)
+    training_costs = step_and_call_costs(lstm.train(), repeats=repeats, call=training_call(lstm))  # dropout 0
+    lstm.eval().zero_grad(set_to_none=True)
     # the planner's account at the call cost "unpacked" plans with here (segments on reordered weights where they run)
     call_rows = SEGMENT_CALL_ROWS if prepacked_costs is None else PREPACKED_SEGMENT_CALL_ROWS
     roofline_model = sum(modelled_seconds(costs, len(x), x.shape[1], 1) for x in uniform)
@@ -312,6 +324,7 @@ def bench_ragged(texts: list, model, tokenizer, batch_size: int, repeats: int) -
         "cost_table_ms": in_ms(costs),
         "cost_table_ms_prepacked": None if prepacked_costs is None else in_ms(prepacked_costs),
         "cost_table_ms_without_onednn": in_ms(native_costs),
+        "cost_table_ms_training": in_ms(training_costs),  # forward and backward, as under autograd
         "modelled_roofline_over": {
             "segment_at_every_row_end_calls_free": round(roofline_model / every_end, 3),
             f"planned_segments_call_rows_{call_rows}": round(roofline_model / planned, 3)},
