@@ -53,7 +53,7 @@ Moses' substitutions consume the characters around each match, so e.g. "rock'n'r
 "''" after a space splits differently from a lone "'"; the look-behinds below reproduce that left-to-right
 consumption (see APOSTROPHE_UNIT_START, LETTER_CHAIN_PHASE, COMMA_RUN_PHASE).
 
-Agreement with sacremoses (`scripts/tokenizer_agreement.py`, benchmarks/results/tokenizer_agreement.json):
+Agreement with sacremoses (`benchmarks/tokenizer_agreement.py`, benchmarks/results/tokenizer_agreement.json):
 100 % of the SST, TREC, Multi30k and IMDb test texts are tokenized identically. The known difference:
 character classes are Unicode properties (`\\p{Alpha}`, `\\p{Alnum}`, `\\p{N}`, `\\p{Lower}` of the Oniguruma
 tables in `tokenizers`, plus the Indic viramas/nuktas that sacremoses adds), whereas Moses uses frozen Perl

@@ -1,11 +1,11 @@
-"""The heads' speed benchmark (`modeling_cove.benchmarking.heads`): its roofline is the same layers as the models
+"""The heads' speed benchmark (`instruments.heads`): its roofline is the same layers as the models
 (same logits on uniform batches, weights copied), and a tiny run gives every figure."""
 
 import pytest
 import torch
 
 from modeling_cove import CoveConfig, CoveForQuestionAnswering, CoveForSequenceClassification, CoveForTokenClassification
-from modeling_cove.benchmarking.heads import (KINDS, SIDES, RooflineBCN, RooflineDCN, RooflineTagger, bench_heads,
+from instruments.heads import (KINDS, SIDES, RooflineBCN, RooflineDCN, RooflineTagger, bench_heads,
                                               summary_table)
 
 
@@ -93,7 +93,7 @@ def test_tiny_run_gives_every_figure(data_dir, single_thread):
 def test_each_timed_function_runs_the_tagger_in_its_own_mode(data_dir, tmp_path, single_thread):
     """The tagger section's training part shares the model with its inference parts: inference is timed without
     dropout whatever ran before it, training with it."""
-    from modeling_cove.benchmarking.heads import load_inputs, save_encoder, tagger_section
+    from instruments.heads import load_inputs, save_encoder, tagger_section
 
     inputs = load_inputs(str(data_dir), {"sst2": 2, "snli": 2, "squad": 1, "conll2000": 6})
     encoder_dir, tokenizer = save_encoder(inputs, tmp_path / "encoder")
@@ -109,13 +109,13 @@ def test_each_timed_function_runs_the_tagger_in_its_own_mode(data_dir, tmp_path,
 
 
 def test_sections_not_measured_are_kept_with_where_they_come_from(tmp_path):
-    """scripts/benchmark_heads.py --sections tagger: the other sections stay, each with its own command and commit."""
+    """benchmarks/benchmark_heads.py --sections tagger: the other sections stay, each with its own command and commit."""
     import json
     import runpy
 
     from conftest import REPO
 
-    keep_sections = runpy.run_path(str(REPO / "scripts" / "benchmark_heads.py"))["keep_sections"]
+    keep_sections = runpy.run_path(str(REPO / "benchmarks" / "benchmark_heads.py"))["keep_sections"]
     report = tmp_path / "heads.json"
     assert keep_sections(report, ["tagger"]) == {}
     report.write_text(json.dumps({"command": "old", "commit": "abc", "date": "d1", "machine": {"cpu_model": "X"},

@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from modeling_cove.benchmarking import common, encoder, packing, tokenizer_agreement, training, vectors_loading
+from instruments import common, encoder, packing, tokenizer_agreement, training, vectors_loading
 from modeling_cove.training.cli import option, parse_options
 from modeling_cove.training.run_info import git_commit
 
@@ -243,7 +243,7 @@ def test_disagreements_name_the_differing_spans():
 def test_tokenizer_agreement_cli_smoke(data_dir, tmp_path):
     pytest.importorskip("sacremoses")
     out = tmp_path / "agreement.json"
-    command = [sys.executable, str(REPO / "scripts" / "tokenizer_agreement.py"), "--data-dir", str(data_dir),
+    command = [sys.executable, str(REPO / "benchmarks" / "tokenizer_agreement.py"), "--data-dir", str(data_dir),
                "--limit", "10", "--no-extra", "--stress", "0", "--output", str(out)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -251,5 +251,5 @@ def test_tokenizer_agreement_cli_smoke(data_dir, tmp_path):
     assert saved["overall"]["texts"] == 50
     assert set(saved["datasets"]) == {"sst_senteval_test", "sst_trees_test", "trec_test", "multi30k_test2016",
                                       "imdb_test"}
-    assert saved["command"].startswith("python scripts/tokenizer_agreement.py") and saved["commit"]
+    assert saved["command"].startswith("python benchmarks/tokenizer_agreement.py") and saved["commit"]
     assert saved["machine"]["cpu"] and saved["overall"]["percent_identical"] >= 97.0

@@ -90,11 +90,12 @@ def test_every_entry_point_prints_its_help_in_process(name, capsys):
             assert flag in text, f"{name} --help lacks {flag}"
 
 
-@pytest.mark.parametrize("script", sorted(p.name for p in (REPO / "scripts").glob("*.py")))
+@pytest.mark.parametrize("script", sorted(str(p.relative_to(REPO)) for folder in ("scripts", "benchmarks")
+                                           for p in (REPO / folder).glob("*.py")))
 def test_every_script_prints_its_help_in_process(script, capsys, monkeypatch):
-    """scripts/*.py run as `python scripts/<script> --help`: the thin wrappers and the repository's instruments
-    (benchmarks, result collection, the example generator) alike."""
-    path = REPO / "scripts" / script
+    """scripts/*.py and benchmarks/*.py run as `python <folder>/<script> --help`: the thin wrappers, the example
+    generator and the repository's instruments (benchmarks, result collection, the tagging table) alike."""
+    path = REPO / script
     monkeypatch.setattr(sys, "argv", [str(path), "--help"])
     with pytest.raises(SystemExit) as exit_info:
         runpy.run_path(str(path), run_name="__main__")

@@ -1,4 +1,4 @@
-"""modeling_cove.training.results (behind scripts/collect_results.py): the classification table (mean ± std over
+"""instruments.results (behind benchmarks/collect_results.py): the classification table (mean ± std over
 seeds) and the dropout search, from metrics.json files laid out as the classifier training writes them."""
 
 import hashlib
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from modeling_cove.training.results import collect_results, encoder_mismatch
+from instruments.results import collect_results, encoder_mismatch
 
 
 def write_run(runs, folder, task, column, seed, dropout, test, validation, **extra):
@@ -290,14 +290,14 @@ def test_subsampled_table_keeps_run_families_apart(tmp_path):
 
 
 def test_cli_records_command_and_commit_in_every_file(tmp_path):
-    """scripts/collect_results.py run as a user runs it: each collected file names the command and the commit that
+    """benchmarks/collect_results.py run as a user runs it: each collected file names the command and the commit that
     collected it (the DCN runs under "runs"), and each run keeps its own command and commit."""
     runs, out = tmp_path / "runs", tmp_path / "out"
     write_run(runs, "bcn/trec6/vectors-seed1", "trec6", "vectors", 1, 0.2, 0.90, 0.88)
     squad_run = runs / "dcn-squad-vectors" / "metrics.json"
     squad_run.parent.mkdir(parents=True)
     squad_run.write_text(json.dumps({"command": "train_qa.py", "commit": "def", "heldout": {"f1": 25.9}}))
-    script = Path(__file__).resolve().parents[1] / "scripts" / "collect_results.py"
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "collect_results.py"
     done = subprocess.run([sys.executable, str(script), "--runs", str(runs), "--out", str(out)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -1,4 +1,4 @@
-"""modeling_cove.benchmarking.tagging (behind scripts/collect_tagging.py): the tagging table from metrics.json files
+"""instruments.tagging (behind benchmarks/collect_tagging.py): the tagging table from metrics.json files
 laid out as `cove-train-tagger` writes them, checked against values computed by hand."""
 
 import importlib.util
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from scipy.stats import t as student_t
 
-from modeling_cove.benchmarking.tagging import collect_tagging, markdown_table
+from instruments.tagging import collect_tagging, markdown_table
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "collect_tagging.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "collect_tagging.py"
 
 
 def write_run(runs, folder, seed, scores, metric="f1", **settings):
@@ -58,9 +58,9 @@ def t_interval(diffs):
 def test_means_pairing_and_t_interval(tmp_path):
     runs, out = tmp_path / "tag", tmp_path / "tagging.json"
     fake_runs(runs)
-    collect_tagging(runs, out, command="python scripts/collect_tagging.py")
+    collect_tagging(runs, out, command="python benchmarks/collect_tagging.py")
     report = json.loads(out.read_text())
-    assert report["command"] == "python scripts/collect_tagging.py" and report["machines"] == ["AMD EPYC (25/17/1)"]
+    assert report["command"] == "python benchmarks/collect_tagging.py" and report["machines"] == ["AMD EPYC (25/17/1)"]
     chunking = report["results"]["conll2000"]
     assert list(chunking) == ["supervised", "vectors+cove", "cvt"]  # the smoke vectors+bilm run is left out
     assert sorted(item["folder"] for item in report["left_out"]) == ["conll2000/vectors+bilm-seed1",

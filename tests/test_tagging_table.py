@@ -1,4 +1,4 @@
-"""The tagging table's plan and runner (`modeling_cove.benchmarking.tagging_table`, scripts/run_tagging_table.py)."""
+"""The tagging table's plan and runner (`instruments.tagging_table`, benchmarks/run_tagging_table.py)."""
 
 import json
 import runpy
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from modeling_cove.benchmarking import tagging, tagging_table
-from modeling_cove.benchmarking.tagging_table import TableRun, run_finished, run_table, table_runs
+from instruments import tagging, tagging_table
+from instruments.tagging_table import TableRun, run_finished, run_table, table_runs
 from modeling_cove.training.tagger import TaggerSettings
 from modeling_cove.training.cli import RunArguments, parse_options
 
@@ -165,7 +165,7 @@ def test_the_plan_names_the_collectors_rows_and_columns():
 
 
 def test_the_script_lists_what_is_left_and_refuses_unknown_rows(tmp_path, capsys):
-    script = runpy.run_path(str(Path(__file__).resolve().parents[1] / "scripts" / "run_tagging_table.py"))
+    script = runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks" / "run_tagging_table.py"))
     vocab = encoder_folder(tmp_path)
     script["main"](["--data-dir", "DATA", "--runs-dir", str(tmp_path / "tag"), "--vocab", vocab, "--rows", "ewt_upos",
                     "--columns", "supervised", "cvt", "--dry-run"])

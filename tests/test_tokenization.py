@@ -234,7 +234,7 @@ def test_saved_tokenizer_loads_without_sacremoses_or_package(tok, tmp_path):
 
 
 def test_fast_tokenizer_equals_moses_tokenize_on_real_text(data_dir):
-    from modeling_cove.benchmarking import tokenizer_agreement as ta
+    from instruments import tokenizer_agreement as ta
 
     texts = ta.read_imdb(data_dir, 20) + ta.read_trec(data_dir, 50) + ta.read_sst_trees(data_dir, 50)
     expected = [moses_tokenize(text) for text in texts]
@@ -247,7 +247,7 @@ def test_fast_tokenizer_equals_moses_tokenize_on_real_text(data_dir):
 
 def test_agreement_with_sacremoses_on_real_slice(data_dir):
     pytest.importorskip("sacremoses")
-    from modeling_cove.benchmarking import tokenizer_agreement as ta
+    from instruments import tokenizer_agreement as ta
 
     reference = ta.reference_tokenizer(lowercase=True)
     for name, texts in [("trec", ta.read_trec(data_dir, 200)), ("sst_trees", ta.read_sst_trees(data_dir, 200)),

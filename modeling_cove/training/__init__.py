@@ -21,5 +21,4 @@ subpackage. Modules:
   `cove-train-qa`), one `pad_batch` and the collators.
 - `bilm`: ELMo-style biLM pretraining (corpus, windows, its loop on `pretraining`; `cove-train-bilm`).
 - `convert`: the original Salesforce MT-LSTM weights as a CoVe checkpoint (`cove-convert-salesforce`).
-- `results`: the result tables of `benchmarks/results/` collected from `runs/` (the repository's `scripts/collect_results.py`).
 """

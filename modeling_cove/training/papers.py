@@ -2,7 +2,7 @@
 `mccann2017` (`configuration/papers/mccann2017.yaml`). Model cards, the result tables, the classifier runs and the
 main job's report all read them here; ours never appear in that file. Below them, the Cross-View Training paper's
 Table 1 (Clark et al. 2018) as far as it could be read, each figure with where it was read (`CVT_TABLE1`,
-`cvt_reported`): the tagging table (`modeling_cove.benchmarking.tagging`) puts it beside our runs.
+`cvt_reported`): the tagging table (`instruments.tagging`) puts it beside our runs.
 
     from modeling_cove.training import papers
     papers.table2_row("sst2")["+CoVe-S"]   # 89.0

@@ -20,7 +20,8 @@ import time
 import tracemalloc
 from pathlib import Path
 
-VECTORS_MODULE = Path(__file__).resolve().parents[1] / "vectors.py"
+# the installed package's reader, loaded in the worker as a lone file (finding the package does not import it)
+VECTORS_MODULE = Path(importlib.util.find_spec("modeling_cove").origin).parent / "vectors.py"
 
 
 def _status_bytes(field: str) -> int:

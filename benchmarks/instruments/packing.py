@@ -12,7 +12,7 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from ..lstm_kernels import PREPACKED_SEGMENT_CALL_ROWS, SEGMENT_CALL_ROWS, length_bucketed_batches, run_unpacked
+from modeling_cove.lstm_kernels import PREPACKED_SEGMENT_CALL_ROWS, SEGMENT_CALL_ROWS, length_bucketed_batches, run_unpacked
 from .common import interleaved_best
 
 
@@ -126,9 +126,9 @@ TRAINING_MEANS = (5, 7, 11, 15, 24)  # mean real lengths of the measured batches
 def training_models(vocab_size: int, num_labels: int = 5) -> dict:
     """The two heads whose training the rule serves, at real sizes (300-d vectors, 300 units), random weights: the
     tagger (one 2-layer biLSTM stack) and the BCN (three 1-layer biLSTMs), each reading the word vectors alone."""
-    from ..configuration_cove import CoveConfig
-    from ..modeling_cove_bcn import CoveForSequenceClassification
-    from ..modeling_cove_tagger import CoveForTokenClassification
+    from modeling_cove.configuration_cove import CoveConfig
+    from modeling_cove.modeling_cove_bcn import CoveForSequenceClassification
+    from modeling_cove.modeling_cove_tagger import CoveForTokenClassification
 
     sizes = dict(vocab_size=vocab_size, word_vector_dim=300, hidden_size=300, num_labels=num_labels)
     return {"tagger": CoveForTokenClassification(CoveConfig(tagger_input="vectors", tagger_hidden_size=300,
@@ -151,7 +151,7 @@ def training_batch(kind: str, lengths: list, vocab_size: int, num_labels: int, g
 def chosen_strategies(model, batch: dict) -> list:
     """The strategies "auto" picks for the biLSTM calls of one training step of `model` on `batch` (recorded from
     `layers.run_bilstm`'s choice, then the step is undone: gradients cleared, no optimizer step)."""
-    from .. import layers
+    from modeling_cove import layers
 
     chosen, choose = [], layers.choose_lstm_implementation
 
@@ -233,7 +233,7 @@ def step_and_call_costs(lstm: nn.LSTM, rows=RAGGED_ROWS, steps: int = RAGGED_STE
 def prepacked_call(lstm: nn.LSTM) -> Callable:
     """One bidirectional call of `lstm` as "unpacked" makes a time segment's outside autograd in float32 on CPU: each
     direction by oneDNN on weights reordered once beforehand (`lstm_kernels.prepack_direction`)."""
-    from .. import lstm_kernels
+    from modeling_cove import lstm_kernels
 
     weights = [w.detach() for w in lstm._flat_weights]
     directions = [lstm_kernels.prepack_direction(weights[:4]), lstm_kernels.prepack_direction(weights[4:])]
@@ -276,8 +276,8 @@ def bench_ragged(texts: list, model, tokenizer, batch_size: int, repeats: int) -
     more, "unpacked" runs the two directions on two host threads, one intra-op thread each. CPU only."""
     from unittest import mock
 
-    from .. import lstm_kernels
-    from ..layers import run_bilstm
+    from modeling_cove import lstm_kernels
+    from modeling_cove.layers import run_bilstm
 
     width = model.embeddings.weight.shape[1]
     lstm = nn.LSTM(width, width, batch_first=True, bidirectional=True).eval()

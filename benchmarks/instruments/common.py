@@ -14,8 +14,8 @@ from typing import ClassVar, Optional
 
 import torch
 
-from ..training.cli import option
-from ..training.run_info import command_line, git_commit, machine_info, write_json
+from modeling_cove.training.cli import option
+from modeling_cove.training.run_info import command_line, git_commit, machine_info, write_json
 
 RESULTS_DIR = Path("benchmarks") / "results"  # the repository's results, relative to where the benchmark runs
 DATA_DIR_ENV = "COVE_DATA_DIR"

@@ -12,8 +12,8 @@ Every measurement runs in a fresh subprocess that loads only `modeling_cove/vect
 transformers), twice: once timed (best of --repeats; peak RSS = VmHWM minus the RSS before reading), once
 under tracemalloc (peak of Python + numpy allocations during the read; slower, so not timed).
 
-    python scripts/benchmark_vectors.py            # full run (~2 minutes of one CPU)
-    python scripts/benchmark_vectors.py --quick    # smoke run on the first 3,000 lines
+    python benchmarks/benchmark_vectors.py            # full run (~2 minutes of one CPU)
+    python benchmarks/benchmark_vectors.py --quick    # smoke run on the first 3,000 lines
 
 Writes benchmarks/results/vectors_loading.json (command, commit, machine, figures). The stand-in vectors are read from
 DATA/vectors/ (--data-dir DATA: a local data folder laid out as docs/data.md describes, default $COVE_DATA_DIR) unless
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from modeling_cove.benchmarking.common import DATA_DIR_ENV, RESULTS_DIR, data_dir_or_default, report_header
-from modeling_cove.benchmarking.vectors_loading import vectors_loading_report
+from instruments.common import DATA_DIR_ENV, RESULTS_DIR, data_dir_or_default, report_header
+from instruments.vectors_loading import vectors_loading_report
 from modeling_cove.training.cli import option, parse_options
 from modeling_cove.training.run_info import write_json
 

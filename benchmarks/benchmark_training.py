@@ -2,8 +2,8 @@
 """Training-loop overhead: our training code vs a plain PyTorch loop of the same model on the same batches, in one
 process (ratios are what count). Writes benchmarks/results/training.json.
 
-    python scripts/benchmark_training.py --data-dir DATA            # ~6 min on 2 idle cores
-    python scripts/benchmark_training.py --data-dir DATA --quick    # smoke run (~1 min)
+    python benchmarks/benchmark_training.py --data-dir DATA            # ~6 min on 2 idle cores
+    python benchmarks/benchmark_training.py --data-dir DATA --quick    # smoke run (~1 min)
 
 DATA: a local data folder laid out as docs/data.md describes (default: $COVE_DATA_DIR). OpenMP threads wait
 passively unless OMP_WAIT_POLICY says otherwise (`OMP_WAIT_POLICY=default`: OpenMP's own policy; docs/commands.md).
@@ -24,7 +24,7 @@ Each side runs `--repeats` times, interleaved; the best time is kept. Overhead =
 
 `--device cuda` runs both sides on the GPU (1-GPU Accelerate / Trainer overhead) and writes training_cuda.json:
 
-    python scripts/benchmark_training.py --data-dir DATA --device cuda --mt-epoch
+    python benchmarks/benchmark_training.py --data-dir DATA --device cuda --mt-epoch
 """
 
 import json
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal, Optional
 
-from modeling_cove.benchmarking.common import BenchmarkArguments, write_report
-from modeling_cove.benchmarking.training import TrainingBenchmark, bench_bcn, bench_mt, bench_mt_epoch
+from instruments.common import BenchmarkArguments, write_report
+from instruments.training import TrainingBenchmark, bench_bcn, bench_mt, bench_mt_epoch
 from modeling_cove.training.cli import option, parse_options
 
 

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ..lstm_kernels import cpu_worker_count, run_on_cpu_workers
+from modeling_cove.lstm_kernels import cpu_worker_count, run_on_cpu_workers
 from .common import EncoderBenchmarkArguments, count_cuda_syncs, interleaved_best
 
 # Short lists (the first n inputs, arrival order) timed with and without the CPU workers.
@@ -18,7 +18,7 @@ FEW_INPUTS = (50, 100)
 def load_texts(data_dir: str, quick: bool) -> dict:
     """The benchmark texts: SST-5 test (the first 500 with `quick`) and IMDb test reviews cut at 200 words by the
     loader, every k-th review so that both labels come (400 of them; 100 with `quick`)."""
-    from ..data import load_classification
+    from modeling_cove.data import load_classification
 
     sst = load_classification("sst5", data_dir)["test"]["text"]
     imdb = load_classification("imdb", data_dir)["test"]["text"]
@@ -30,8 +30,8 @@ def load_texts(data_dir: str, quick: bool) -> dict:
 
 def random_cove_model(words: list, dim: int = 300, hidden: int = 300):
     """A CoVe checkpoint over `words` with random vectors and MT-LSTM (seed 0), in eval mode: (model, tokenizer)."""
-    from ..build import create_cove_checkpoint
-    from ..tokenization_cove import SPECIAL_TOKENS
+    from modeling_cove.build import create_cove_checkpoint
+    from modeling_cove.tokenization_cove import SPECIAL_TOKENS
 
     torch.manual_seed(0)
     vectors = torch.randn(len(SPECIAL_TOKENS) + len(words), dim) * 0.3
@@ -43,7 +43,7 @@ def prepare_encoder_benchmark(args: EncoderBenchmarkArguments):
     """The shared start of the encoder benchmarks: `args.repeats` settled (1 with --quick, else 3), the intra-op
     threads set, the benchmark texts (`load_texts`) and a random-weight checkpoint whose vocabulary covers them, on
     `args.device`. Returns (device, texts, model, tokenizer)."""
-    from ..tokenization_cove import moses_tokenize
+    from modeling_cove.tokenization_cove import moses_tokenize
 
     args.repeats = args.repeats or (1 if args.quick else 3)
     torch.set_num_threads(args.threads)

@@ -1,4 +1,4 @@
-"""The measurements behind `benchmarks/results/`: the library under the benchmark CLIs in `scripts/`.
+"""The measurements behind `benchmarks/results/`: the library under the benchmark CLIs beside it in `benchmarks/`.
 
 Not part of the Hub remote code (a checkpoint ships only the model files `modeling_cove/hub.py` lists). Speed
 figures are ratios measured side by side in one process; docs/benchmarks.md says how to run each one. Modules:

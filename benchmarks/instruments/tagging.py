@@ -12,7 +12,7 @@ Reads <runs>/<row>/<column>-seed<N>/metrics.json, <runs> being runs/tag:
 Columns: supervised (the input vectors only), vectors+cove, vectors+bilm, cvt. A cell holds, in percent with two
 decimals, mean ± std over seeds and the values (`test_f1` / `validation_f1`, `test_accuracy` / ... for an accuracy
 task such as ewt_upos), the runs, and `versus_supervised`: the column minus the supervised one on the seeds both ran,
-with a 95% t interval (`modeling_cove.training.results.paired_difference`, the one home of that interval). Smoke runs
+with a 95% t interval (`instruments.results.paired_difference`, the one home of that interval). Smoke runs
 (--limit-sentences, --max-steps) and unfinished ones are left out and listed.
 """
 
@@ -21,9 +21,9 @@ import logging
 import re
 from pathlib import Path
 
-from ..training import papers
-from ..training.results import mean_std, paired_difference
-from ..training.run_info import git_commit, write_json
+from modeling_cove.training import papers
+from instruments.results import mean_std, paired_difference
+from modeling_cove.training.run_info import git_commit, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -209,7 +209,7 @@ def tokenization_mismatches(data_dir, encoder) -> dict:
     tokenizer of the encoder checkpoint the runs read (`tagging_data.tokenization_mismatch`), in percent."""
     from transformers import AutoTokenizer
 
-    from ..training.tagging_data import load_tagging_splits, tokenization_mismatch
+    from modeling_cove.training.tagging_data import load_tagging_splits, tokenization_mismatch
 
     tokenizer = AutoTokenizer.from_pretrained(encoder)
     result = {"encoder": str(encoder)}

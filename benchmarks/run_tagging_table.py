@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """Run the tagging table's runs (`benchmarks/results/tagging.json`) that have not finished yet, N at a time, then
-collect them with scripts/collect_tagging.py. Rows, columns and seeds: `modeling_cove.benchmarking.tagging_table`.
+collect them with benchmarks/collect_tagging.py. Rows, columns and seeds: `instruments.tagging_table`.
 
-    python scripts/run_tagging_table.py --data-dir DATA --dry-run              # the commands still to run
-    python scripts/run_tagging_table.py --data-dir DATA --parallel 2 --deadline-minutes 120     # 2 CPU cores
-    python scripts/run_tagging_table.py --data-dir DATA --parallel 14 --rows conll2000 wnut17   # one GPU, 16 cores
+    python benchmarks/run_tagging_table.py --data-dir DATA --dry-run              # the commands still to run
+    python benchmarks/run_tagging_table.py --data-dir DATA --parallel 2 --deadline-minutes 120     # 2 CPU cores
+    python benchmarks/run_tagging_table.py --data-dir DATA --parallel 14 --rows conll2000 wnut17   # one GPU, 16 cores
 
 Before: the word vectors (cove-build-vocab ... --output-dir runs/vocab-tagging, docs/tagging.md) and, for the
 contextual columns, CoVe-S (cove-train-mt) and the biLM (cove-train-bilm); runs whose encoder is missing are skipped.
@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from typing import Optional
 
-from modeling_cove.benchmarking.tagging_table import COLUMN_FLAGS, ROW_COLUMNS, run_table, table_runs
+from instruments.tagging_table import COLUMN_FLAGS, ROW_COLUMNS, run_table, table_runs
 from modeling_cove.training.cli import REQUIRED, option, parse_options
 
 
@@ -43,7 +43,7 @@ def main(argv=None):
     outcome = run_table(runs, args.runs_dir, args.data_dir, args.parallel, args.threads, args.deadline_minutes,
                         args.dry_run)
     print({key: len(folders) for key, folders in outcome.items()})
-    print("then: python scripts/collect_tagging.py --merge --markdown")
+    print("then: python benchmarks/collect_tagging.py --merge --markdown")
     if outcome["failed"]:
         print("failed (see <folder>.log):", " ".join(outcome["failed"]))
         sys.exit(1)

@@ -5,7 +5,7 @@ Reference: `[t.lower() for t in MosesTokenizer(lang="en").tokenize(text, escape=
 built). Ours: the tokens of `build_cove_tokenizer(...)`, i.e. `moses_tokenize(text)`. Metric: % of texts tokenized
 identically, per dataset and overall (pooled), plus the most common disagreements (as "reference span -> our span").
 
-    python scripts/tokenizer_agreement.py --data-dir DATA
+    python benchmarks/tokenizer_agreement.py --data-dir DATA
 writes benchmarks/results/tokenizer_agreement.json. `--limit N` caps every dataset (smoke runs). DATA: a local data
 folder laid out as docs/data.md describes (default: $COVE_DATA_DIR).
 """
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from modeling_cove.benchmarking.common import DATA_DIR_ENV, RESULTS_DIR, data_dir_or_default, report_header
-from modeling_cove.benchmarking.tokenizer_agreement import agreement_report
+from instruments.common import DATA_DIR_ENV, RESULTS_DIR, data_dir_or_default, report_header
+from instruments.tokenizer_agreement import agreement_report
 from modeling_cove.training.cli import option, parse_options
 from modeling_cove.training.run_info import write_json
 

@@ -3,8 +3,8 @@
 the same layers, measured side by side in one process (ratios are what count; absolute numbers move with the machine
 and its load). Writes benchmarks/results/heads.json.
 
-    python scripts/benchmark_heads.py --data-dir DATA                 # full run, threads 1 and 2
-    python scripts/benchmark_heads.py --data-dir DATA --quick --threads 1    # smoke run (~2 min on 2 cores)
+    python benchmarks/benchmark_heads.py --data-dir DATA                 # full run, threads 1 and 2
+    python benchmarks/benchmark_heads.py --data-dir DATA --quick --threads 1    # smoke run (~2 min on 2 cores)
 
 DATA: a local data folder laid out as docs/data.md describes (default: $COVE_DATA_DIR). OpenMP threads wait
 passively unless OMP_WAIT_POLICY says otherwise (`OMP_WAIT_POLICY=default`: OpenMP's own policy; docs/commands.md).
@@ -22,7 +22,7 @@ through `model(**batch)` under inference_mode; (c) `train`: training steps on th
 BCN's in arrival order, the DCN's and the tagger's grouped by length, as their CLIs sample) on cached CoVe features
 (forward with labels, backward, clipping, the Trainer's optimizer step). Every one on three sides, run in
 interleaved rounds (`--repeats`, default 3, 1 with --quick): ours with `lstm_implementation` "auto" and "reference",
-and the roofline (`modeling_cove/benchmarking/heads.py`: raw nn.LSTMs and the same Linear / bmm / softmax / pooling
+and the roofline (`benchmarks/instruments/heads.py`: raw nn.LSTMs and the same Linear / bmm / softmax / pooling
 / maxout / batch norm on uniform-length batches holding the same tokens; the DCN decoder for as many iterations as
 the model ran). Per side: best, median and spread of the rounds, real tokens/s; ratio = roofline time / our time.
 Each thread count of `--threads` (default "1,2") is measured in turn, for both sides alike.
@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Optional
 
-from modeling_cove.benchmarking.common import BenchmarkArguments, write_report
-from modeling_cove.benchmarking.heads import SECTIONS, bench_heads, summary_table
+from instruments.common import BenchmarkArguments, write_report
+from instruments.heads import SECTIONS, bench_heads, summary_table
 from modeling_cove.training.cli import option, parse_options
 
 

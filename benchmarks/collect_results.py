@@ -2,13 +2,13 @@
 """Collect the real-run outputs under runs/ into benchmarks/results/*.json (figures only, each file with the command
 and commit that collected it; each run keeps its own). benchmarks/RESULTS.md is written by hand from these files.
 
-    python scripts/collect_results.py          # classification.json (mean ± std over seeds, each column minus the
+    python benchmarks/collect_results.py          # classification.json (mean ± std over seeds, each column minus the
                                                # vectors paired by seed), mt_multi30k.json, squad.json,
                                                # main_cove_small.json, main_embedded.json (+ .md),
                                                # bilm_pretraining.json (+ .png), sample_efficiency.png
-    python scripts/collect_results.py --merge  # add runs/' BCN runs to the classification.json there is
+    python benchmarks/collect_results.py --merge  # add runs/' BCN runs to the classification.json there is
 
-What is read where: `modeling_cove.training.results`.
+What is read where: `instruments.results`.
 """
 
 import logging
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from modeling_cove.training.cli import option, parse_options
-from modeling_cove.training.results import collect_results
+from instruments.results import collect_results
 from modeling_cove.training.run_info import command_line
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ and seeds (`SEEDS`), each as a `cove-train-tagger` command line writing `<runs>/
 finished when its metrics.json holds results of the settings planned (not a smoke run, not other flags); a run cut
 short resumes from its last checkpoint next time (`--resume` where its run_settings.json matches the plan, else
 `--overwrite`). Runs whose encoder checkpoint is missing (CoVe-S from `cove-train-mt`, the biLM from
-`cove-train-bilm`) are skipped and named. Command line: `scripts/run_tagging_table.py`.
+`cove-train-bilm`) are skipped and named. Command line: `benchmarks/run_tagging_table.py`.
 
 Seeds go first: every cell gets seed 1 before any gets seed 2, so a table cut short by its deadline has its columns
 evenly filled.
@@ -69,8 +69,8 @@ class TableRun:
     def settings(self) -> dict:
         """The settings the run will record (metrics.json's "settings"), those that make it this cell's run:
         cove-train-tagger's resume keys but the data folder (a copy of the data elsewhere is the same data)."""
-        from ..training.cli import RunArguments, parse_options
-        from ..training.tagger import RESUME_KEYS, TaggerSettings
+        from modeling_cove.training.cli import RunArguments, parse_options
+        from modeling_cove.training.tagger import RESUME_KEYS, TaggerSettings
 
         settings, _ = parse_options((TaggerSettings, RunArguments), self.command("DATA", "runs", 1)[3:])
         return {key: getattr(settings, key) for key in RESUME_KEYS if key != "data_dir"}
@@ -81,7 +81,7 @@ def same_settings(recorded: dict, planned: dict) -> bool:
     a setting the run does not record (older than that flag) taken at its default."""
     import dataclasses
 
-    from ..training.tagger import TaggerSettings
+    from modeling_cove.training.tagger import TaggerSettings
 
     defaults = {f.name: f.default for f in dataclasses.fields(TaggerSettings)}
     for key, value in planned.items():

@@ -136,7 +136,7 @@ def reference_tokenizer(lowercase: bool = True):
 
 def measure(texts: list[str], moses, max_examples: int = 3) -> dict:
     """Agreement of `moses_tokenize` with sacremoses on `texts`, lower-cased (the target) and cased."""
-    from ..tokenization_cove import moses_tokenize
+    from modeling_cove.tokenization_cove import moses_tokenize
 
     identical = identical_cased = ref_tokens = 0
     seconds_moses = seconds_ours = 0.0
@@ -193,7 +193,7 @@ def top_disagreements(spans: collections.Counter, examples: dict, n: int) -> lis
 
 def check_fast_tokenizer(texts: list[str], lowercase: bool = True) -> None:
     """The HF tokenizer must produce exactly `moses_tokenize`'s tokens (vocabulary = those tokens)."""
-    from ..tokenization_cove import build_cove_tokenizer, moses_tokenize
+    from modeling_cove.tokenization_cove import build_cove_tokenizer, moses_tokenize
 
     expected = [moses_tokenize(text, lowercase=lowercase) for text in texts]
     fast = build_cove_tokenizer(sorted({t for tokens in expected for t in tokens}), lowercase=lowercase,
@@ -218,7 +218,7 @@ NON_LATIN_PROBES = ["\u65e5\u672c\u8a9e\u306e\u6587", "\ud55c\uad6d\uc5b4 \ud14d
 def stress_test(moses, count: int, seed: int) -> dict:
     import random
 
-    from ..tokenization_cove import moses_tokenize
+    from modeling_cove.tokenization_cove import moses_tokenize
 
     rng = random.Random(seed)
     texts = ["".join(rng.choice(STRESS_PIECES) for _ in range(rng.randint(1, 14))) for _ in range(count)]
@@ -226,7 +226,7 @@ def stress_test(moses, count: int, seed: int) -> dict:
                 if moses_reference(t, moses) != moses_tokenize(t)]
     return {
         "description": f"{count} random strings of 1-14 pieces from STRESS_PIECES "
-        f"(modeling_cove.benchmarking.tokenizer_agreement), random.Random({seed}); lower-cased comparison",
+        f"(instruments.tokenizer_agreement), random.Random({seed}); lower-cased comparison",
         "texts": count,
         "identical": count - len(failures),
         "percent_identical": round(100.0 * (count - len(failures)) / count, 3),

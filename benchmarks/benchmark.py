@@ -2,8 +2,8 @@
 """Speed figures of the CoVe encoder, measured side by side in one process (ratios are what count; absolute
 numbers move with the machine and its load). Writes benchmarks/results/encoder.json.
 
-    python scripts/benchmark.py --data-dir DATA            # full run (~5-10 min on 2 cores)
-    python scripts/benchmark.py --data-dir DATA --quick    # smoke run (~1 min)
+    python benchmarks/benchmark.py --data-dir DATA            # full run (~5-10 min on 2 cores)
+    python benchmarks/benchmark.py --data-dir DATA --quick    # smoke run (~1 min)
 
 DATA: a local data folder laid out as docs/data.md describes (default: $COVE_DATA_DIR). OpenMP threads wait
 passively unless OMP_WAIT_POLICY says otherwise (`OMP_WAIT_POLICY=default`: OpenMP's own policy; docs/commands.md).
@@ -30,14 +30,14 @@ adds how often `encode` makes the host wait for the GPU, and writes benchmarks/r
 "reference", "unpacked" and "auto", a user's plain `model(**tokenizer(batch, padding=True))` in arrival order under
 "reference" and "auto", and the original recipe; writes benchmarks/results/lstm_implementations.json.
 
-    python scripts/benchmark.py --data-dir DATA --implementations --repeats 5
+    python benchmarks/benchmark.py --data-dir DATA --implementations --repeats 5
 """
 
 import json
 from dataclasses import dataclass
 
-from modeling_cove.benchmarking.common import EncoderBenchmarkArguments, write_report
-from modeling_cove.benchmarking.encoder import bench_dataset, bench_implementations, prepare_encoder_benchmark
+from instruments.common import EncoderBenchmarkArguments, write_report
+from instruments.encoder import bench_dataset, bench_implementations, prepare_encoder_benchmark
 from modeling_cove.training.cli import option, parse_options
 
 

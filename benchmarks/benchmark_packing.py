@@ -2,8 +2,8 @@
 """When should the encoder pack? An A/B of the MT-LSTM's execution paths on the same batches, in one process.
 Writes benchmarks/results/packing.json.
 
-    python scripts/benchmark_packing.py --data-dir DATA --threads 2
-    python scripts/benchmark_packing.py --data-dir DATA --quick      # smoke run
+    python benchmarks/benchmark_packing.py --data-dir DATA --threads 2
+    python benchmarks/benchmark_packing.py --data-dir DATA --quick      # smoke run
 
 DATA: a local data folder laid out as docs/data.md describes (default: $COVE_DATA_DIR). OpenMP threads wait
 passively unless OMP_WAIT_POLICY says otherwise (`OMP_WAIT_POLICY=default`: OpenMP's own policy; docs/commands.md).
@@ -28,24 +28,24 @@ CoNLL-2000 training lengths scaled to a mean of 5-24 tokens, one training step (
 and of the BCN at real sizes with every biLSTM packed vs unpacked, and what "auto" ran there (`unpacked_by_default`:
 unpacked from a mean length of UNPACKED_TRAINING_MIN_MEAN_LENGTH per row; docs/lstm_kernels.md).
 
-    python scripts/benchmark_packing.py --data-dir DATA --training --threads 2
-    python scripts/benchmark_packing.py --data-dir DATA --training --threads 1 \
+    python benchmarks/benchmark_packing.py --data-dir DATA --training --threads 2
+    python benchmarks/benchmark_packing.py --data-dir DATA --training --threads 1 \
         --output benchmarks/results/packing_training_1thread.json
 `--ragged` (writes packing_ragged.json) asks where a ragged batch loses against the roofline's uniform one, for one
 biLSTM layer at the heads' size on the same texts in arrival-order batches: the roofline, "reference" and "unpacked"
 under several segment-call costs of the planner, measured; and a cost table of the fused kernel (one step and the fixed
 part of one call, by row count) that accounts for them (docs/lstm_kernels.md, "The heads: where the time goes").
 
-    python scripts/benchmark_packing.py --data-dir DATA --ragged --threads 1 \
+    python benchmarks/benchmark_packing.py --data-dir DATA --ragged --threads 1 \
         --output benchmarks/results/packing_ragged_1thread.json
 """
 
 from dataclasses import dataclass
 from typing import ClassVar
 
-from modeling_cove.benchmarking.common import EncoderBenchmarkArguments, write_report
-from modeling_cove.benchmarking.encoder import prepare_encoder_benchmark
-from modeling_cove.benchmarking.packing import TRAINING_MEANS, bench_packing, bench_ragged, bench_training_packing
+from instruments.common import EncoderBenchmarkArguments, write_report
+from instruments.encoder import prepare_encoder_benchmark
+from instruments.packing import TRAINING_MEANS, bench_packing, bench_ragged, bench_training_packing
 from modeling_cove.training.cli import option, parse_options
 
 

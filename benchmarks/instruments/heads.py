@@ -35,7 +35,7 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from ..lstm_kernels import order_longest_first
+from modeling_cove.lstm_kernels import order_longest_first
 from .common import synchronize
 
 SIDES = ("auto", "reference", "roofline")  # ours under each lstm_implementation, then the roofline
@@ -321,7 +321,7 @@ def chunks(items: list, size: int) -> list:
 
 def uniform_ids(batch: int, length: int, vocab_size: int, generator: torch.Generator, device) -> torch.Tensor:
     """(batch, max(1, length)) token ids of real words (not the special tokens)."""
-    from ..tokenization_cove import SPECIAL_TOKENS
+    from modeling_cove.tokenization_cove import SPECIAL_TOKENS
 
     return torch.randint(len(SPECIAL_TOKENS), vocab_size, (batch, max(1, length)), generator=generator).to(device)
 
@@ -385,12 +385,12 @@ class Section:
 
 def load_inputs(data_dir: str, sizes: dict) -> dict:
     """The first `sizes[...]` SST-2 test sentences, SNLI test pairs and SQuAD held-out (dev) questions."""
-    from ..data import load_classification, load_squad
+    from modeling_cove.data import load_classification, load_squad
 
     def first(split, n):
         return split.select(range(min(n, len(split))))
 
-    from ..training.tagging_data import load_tagging_splits
+    from modeling_cove.training.tagging_data import load_tagging_splits
 
     return {"sst2": first(load_classification("sst2", data_dir)["test"], sizes["sst2"]),
             "snli": first(load_classification("snli", data_dir)["test"], sizes["snli"]),
@@ -430,9 +430,9 @@ def bcn_section(rows, task: str, encoder_dir: Path, tokenizer, device: torch.dev
     batch size (`configuration/tasks/<task>.yaml`), against `RooflineBCN`."""
     from transformers import pipeline
 
-    from ..feature_cache import compute_features
-    from ..training.classifier import build_model, load_hyperparameters, make_training_arguments, tokenize_splits
-    from ..training.collators import BCNCollator
+    from modeling_cove.feature_cache import compute_features
+    from modeling_cove.training.classifier import build_model, load_hyperparameters, make_training_arguments, tokenize_splits
+    from modeling_cove.training.collators import BCNCollator
     from .training import to_device
 
     pair = "text_pair" in rows.column_names
@@ -549,12 +549,12 @@ def dcn_section(examples, encoder_dir: Path, tokenizer, device: torch.device, wo
     features, against `RooflineDCN`."""
     from transformers import pipeline
 
-    from ..feature_cache import cached_features, distinct_segments, pad_rows
-    from ..squad_preprocessing import prepare_eval_features, prepare_train_features, tokenize_windows
-    from ..training.collators import QACollator
-    from ..training.presets import load_preset
-    from ..training.qa import DEFAULT_MODEL_PRESET, SETTING_DEFAULTS, load_model, rows_of
-    from ..training.qa import make_training_arguments as qa_training_arguments
+    from modeling_cove.feature_cache import cached_features, distinct_segments, pad_rows
+    from modeling_cove.squad_preprocessing import prepare_eval_features, prepare_train_features, tokenize_windows
+    from modeling_cove.training.collators import QACollator
+    from modeling_cove.training.presets import load_preset
+    from modeling_cove.training.qa import DEFAULT_MODEL_PRESET, SETTING_DEFAULTS, load_model, rows_of
+    from modeling_cove.training.qa import make_training_arguments as qa_training_arguments
     from .training import to_device
 
     settings = dict(SETTING_DEFAULTS)
@@ -696,8 +696,8 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
     against `RooflineTagger`; plus a Cross-View Training step pair (labelled + unlabelled) in tokens/s (`info`)."""
     from transformers import pipeline
 
-    from ..training import tagger as tg
-    from ..training.cvt import TaggerTraining
+    from modeling_cove.training import tagger as tg
+    from modeling_cove.training.cvt import TaggerTraining
 
     settings = tg.TaggerSettings(task=["conll2000"], encoder=str(encoder_dir), output_dir="-")
     hp = tg.load_hyperparameters(settings)

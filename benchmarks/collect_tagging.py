@@ -3,12 +3,12 @@
 column mean ± std over seeds, each column minus supervised paired by seed with a 95% t interval, the small-data
 (conll2000-10pct) and multi-task rows, and the Cross-View Training paper's figures beside ours.
 
-    python scripts/collect_tagging.py                 # runs/tag -> benchmarks/results/tagging.json
-    python scripts/collect_tagging.py --merge         # keep the runs of the file there whose folders are not here
-    python scripts/collect_tagging.py --markdown      # also print the table for RESULTS.md
-    python scripts/collect_tagging.py --data-dir DATA --encoder runs/vocab-tagging   # + tokenization mismatch rates
+    python benchmarks/collect_tagging.py                 # runs/tag -> benchmarks/results/tagging.json
+    python benchmarks/collect_tagging.py --merge         # keep the runs of the file there whose folders are not here
+    python benchmarks/collect_tagging.py --markdown      # also print the table for RESULTS.md
+    python benchmarks/collect_tagging.py --data-dir DATA --encoder runs/vocab-tagging   # + tokenization mismatch rates
 
-What is read where: `modeling_cove.benchmarking.tagging`.
+What is read where: `instruments.tagging`.
 """
 
 import logging
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from modeling_cove.benchmarking.tagging import collect_tagging, markdown_table, tokenization_mismatches
+from instruments.tagging import collect_tagging, markdown_table, tokenization_mismatches
 from modeling_cove.training.cli import option, parse_options
 from modeling_cove.training.run_info import command_line
 
