@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from instruments.common import EncoderBenchmarkArguments, write_report
 from instruments.encoder import bench_dataset, bench_implementations, prepare_encoder_benchmark
-from modeling_cove.training.cli import option, parse_options
+from modeling_cove.training.common.cli import option, parse_options
 
 
 @dataclass

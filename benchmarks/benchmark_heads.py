@@ -37,7 +37,7 @@ from typing import ClassVar, Optional
 
 from instruments.common import BenchmarkArguments, write_report
 from instruments.heads import SECTIONS, bench_heads, summary_table
-from modeling_cove.training.cli import option, parse_options
+from modeling_cove.training.common.cli import option, parse_options
 
 
 @dataclass

@@ -46,7 +46,7 @@ from typing import ClassVar
 from instruments.common import EncoderBenchmarkArguments, write_report
 from instruments.encoder import prepare_encoder_benchmark
 from instruments.packing import TRAINING_MEANS, bench_packing, bench_ragged, bench_training_packing
-from modeling_cove.training.cli import option, parse_options
+from modeling_cove.training.common.cli import option, parse_options
 
 
 @dataclass
@@ -86,7 +86,7 @@ def main(argv=None):
 def main_training(args, argv):
     import torch
 
-    from modeling_cove.training.tagging_data import load_tagging_splits
+    from modeling_cove.training.data.tagging import load_tagging_splits
 
     torch.set_num_threads(args.threads)
     lengths = [len(words) for words in load_tagging_splits("conll2000", args.data_dir)["train"]["words"]]

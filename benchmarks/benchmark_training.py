@@ -8,11 +8,11 @@ process (ratios are what count). Writes benchmarks/results/training.json.
 DATA: a local data folder laid out as docs/data.md describes (default: $COVE_DATA_DIR). OpenMP threads wait
 passively unless OMP_WAIT_POLICY says otherwise (`OMP_WAIT_POLICY=default`: OpenMP's own policy; docs/commands.md).
 
-- MT: `modeling_cove.training.mt.train_mt` (Accelerate; the cove-small preset, Adam) for N steps on Multi30k, target
+- MT: `modeling_cove.training.commands.train_mt.train_mt` (Accelerate; the cove-small preset, Adam) for N steps on Multi30k, target
   tokens/s as the trainer reports it (the sum of its step times: collate, forward, backward, clipping, optimizer,
   the cross-process loss reduction and bookkeeping), vs a plain loop (collate -> forward -> backward -> clip -> step)
   over the same epoch batches (`pretraining.epoch_batches`, length-grouped), timed as a whole.
-- BCN: `transformers.Trainer` as `modeling_cove.training.classifier` builds it (TREC-6, vectors + CoVe from the
+- BCN: `transformers.Trainer` as `modeling_cove.training.commands.train_classifier` builds it (TREC-6, vectors + CoVe from the
   feature cache, no evaluation or saving during the timed steps) vs a plain loop (DataLoader with the same collator,
   the same fused AdamW, clipping): examples/s; and the Trainer with length-grouped sampling (`group_by_length`).
 - `--trainer-variants`: also the Trainer with one setting of `classifier.make_training_arguments` switched (pinned
@@ -35,7 +35,7 @@ from typing import ClassVar, Literal, Optional
 
 from instruments.common import BenchmarkArguments, write_report
 from instruments.training import TrainingBenchmark, bench_bcn, bench_mt, bench_mt_epoch
-from modeling_cove.training.cli import option, parse_options
+from modeling_cove.training.common.cli import option, parse_options
 
 
 @dataclass

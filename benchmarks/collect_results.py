@@ -15,9 +15,9 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from modeling_cove.training.cli import option, parse_options
+from modeling_cove.training.common.cli import option, parse_options
 from instruments.results import collect_results
-from modeling_cove.training.run_info import command_line
+from modeling_cove.training.common.run_info import command_line
 
 REPO = Path(__file__).resolve().parents[1]
 

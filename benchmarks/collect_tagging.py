@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Optional
 
 from instruments.tagging import collect_tagging, markdown_table, tokenization_mismatches
-from modeling_cove.training.cli import option, parse_options
-from modeling_cove.training.run_info import command_line
+from modeling_cove.training.common.cli import option, parse_options
+from modeling_cove.training.common.run_info import command_line
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from instruments.tagging_table import COLUMN_FLAGS, ROW_COLUMNS, run_table, table_runs
-from modeling_cove.training.cli import REQUIRED, option, parse_options
+from modeling_cove.training.common.cli import REQUIRED, option, parse_options
 
 
 @dataclass

@@ -11,7 +11,7 @@ The biLSTM is the tagger's own and is trained; the word vectors and the encoder 
 the other heads. Labels are per token, -100 where a token carries no label (later tokens of a word, as
 `tokenizer(words, is_split_into_words=True).word_ids()` aligns them; docs/tagging.md). Cross-View Training's
 auxiliary modules read layer 1's two directions (`TaggerStates`); they are training-only and live in the training
-package (`modeling_cove.training.cvt`), so a saved tagger holds and needs none of them. Every LSTM runs as
+package (`modeling_cove.training.loops.cvt`), so a saved tagger holds and needs none of them. Every LSTM runs as
 `config.lstm_implementation` says (`layers.run_bilstm`), and a row's outputs do not depend on the padding.
 """
 

@@ -1,5 +1,5 @@
 """SQuAD for the DCN: windowed pair tokenization with character offsets, training labels, answer extraction, and
-the sliding-window word-overlap baseline (batching for training: `modeling_cove.training.collators`).
+the sliding-window word-overlap baseline (batching for training: `modeling_cove.training.data.collators`).
 
 Long contexts are cut into overlapping windows (`max_length` tokens for question + context, consecutive windows
 share `doc_stride` context tokens), so no part of a context is ever dropped. In training, a window whose context

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""The main job in one command: `cove-main` (modeling_cove.training.main_job; `--help` lists the stages and flags)."""
+"""The main job in one command: `cove-main` (modeling_cove.training.commands.main_job; `--help` lists the stages and flags)."""
 
-from modeling_cove.training.main_job import main
+from modeling_cove.training.commands.main_job import main
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""Train the BCN on a classification task: `cove-train-classifier` (modeling_cove.training.classifier)."""
+"""Train the BCN on a classification task: `cove-train-classifier` (modeling_cove.training.commands.train_classifier)."""
 
-from modeling_cove.training.classifier import main
+from modeling_cove.training.commands.train_classifier import main
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""Train the DCN question-answering head on SQuAD: `cove-train-qa` (modeling_cove.training.qa)."""
+"""Train the DCN question-answering head on SQuAD: `cove-train-qa` (modeling_cove.training.commands.train_qa)."""
 
-from modeling_cove.training.qa import main
+from modeling_cove.training.commands.train_qa import main
 
 if __name__ == "__main__":
     main()

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from instruments import common, encoder, packing, tokenizer_agreement, training, vectors_loading
-from modeling_cove.training.cli import option, parse_options
-from modeling_cove.training.run_info import git_commit
+from modeling_cove.training.common.cli import option, parse_options
+from modeling_cove.training.common.run_info import git_commit
 
 from conftest import REPO
 

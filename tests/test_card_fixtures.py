@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from modeling_cove import CoveConfig
-from modeling_cove.training import cards
+from modeling_cove.training.publishing import cards
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cards"
 INPUTS = json.loads((FIXTURES / "inputs.json").read_text(encoding="utf-8"))

@@ -1,4 +1,4 @@
-"""The command lines (modeling_cove.training.cli): every console entry point's --help in-process, one argument system
+"""The command lines (modeling_cove.training.common.cli): every console entry point's --help in-process, one argument system
 (HfArgumentParser over documented options dataclasses), every flag spelled as before still accepted, values parsed
 as the flags mean, bad input as usage errors (exit 2), and OMP_WAIT_POLICY set before torch loads."""
 
@@ -13,8 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from modeling_cove.training import bilm, classifier, cli, convert, export, mt, ppmi, publish, qa, tagger, vocab
-from modeling_cove.training.cli import build_parser, parse_options
+from modeling_cove.training.commands import build_vocab as vocab
+from modeling_cove.training.commands import convert_salesforce as convert
+from modeling_cove.training.commands import export_encoder as export
+from modeling_cove.training.commands import push_to_hub as publish
+from modeling_cove.training.commands import train_bilm as bilm
+from modeling_cove.training.commands import train_classifier as classifier
+from modeling_cove.training.commands import train_mt as mt
+from modeling_cove.training.commands import train_ppmi_vectors as ppmi
+from modeling_cove.training.commands import train_qa as qa
+from modeling_cove.training.commands import train_tagger as tagger
+from modeling_cove.training.common import cli
+from modeling_cove.training.common.cli import build_parser, parse_options
 
 from conftest import REPO
 
@@ -187,7 +197,7 @@ class Watch:
         if name == "torch" and not seen:
             seen.append(os.environ.get("OMP_WAIT_POLICY"))
 sys.meta_path.insert(0, Watch())
-import modeling_cove.training.mt  # what the cove-train-mt entry point imports first
+import modeling_cove.training.commands.train_mt  # what the cove-train-mt entry point imports first
 print(seen[0], "torch" in sys.modules)
 """
 

@@ -1,4 +1,4 @@
-"""Cross-View Training (modeling_cove/training/cvt.py) and the tagger CLI (modeling_cove/training/tagger.py): the
+"""Cross-View Training (modeling_cove/training/loops/cvt.py) and the tagger CLI (modeling_cove/training/commands/train_tagger.py): the
 views, the unlabelled loss against a hand computation, no gradient to a primary module from an unlabelled batch, a
 teacher pass without dropout, multi-task, the exported tagger without auxiliary modules, and the CLI end to end
 (exact resume, two processes)."""
@@ -17,8 +17,8 @@ from safetensors.torch import load_file
 from conftest import require_data
 from modeling_cove import CoveConfig, CoveForTokenClassification, CoveModel
 from modeling_cove.tokenization_cove import build_cove_tokenizer
-from modeling_cove.training import tagger as tg
-from modeling_cove.training.cvt import VIEWS, TaggerTraining, restricted_views
+from modeling_cove.training.commands import train_tagger as tg
+from modeling_cove.training.loops.cvt import VIEWS, TaggerTraining, restricted_views
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -84,7 +84,7 @@ def test_soft_target_loss_with_no_valid_position_is_zero_with_a_gradient_path():
     """A batch of one-token rows has no "future" or "past" position: the view's loss is 0 and still reaches the
     module (zero gradients, not missing ones)."""
     from modeling_cove.modeling_cove_tagger import CoveTaggerPredictionModule
-    from modeling_cove.training.cvt import soft_target_loss
+    from modeling_cove.training.loops.cvt import soft_target_loss
 
     module = CoveTaggerPredictionModule(3, 4, 2)
     states = torch.randn(2, 1, 3, requires_grad=True)
@@ -190,7 +190,7 @@ def test_a_sentence_over_the_maximum_length_is_an_error_naming_its_row():
 @pytest.fixture(scope="module")
 def tiny_setup(tmp_path_factory):
     data_dir = require_data("conll2000").parent
-    from modeling_cove.training.tagging_data import load_tagging_splits
+    from modeling_cove.training.data.tagging import load_tagging_splits
 
     words = sorted({w.lower() for s in load_tagging_splits("conll2000", data_dir)["train"]["words"][:200] for w in s})
     tokenizer = build_cove_tokenizer(words)
@@ -229,7 +229,7 @@ def test_cli_run_writes_the_tagger_metrics_and_curves(tiny_setup, tmp_path):
     assert not any("auxiliary" in k for k in load_file(out / "best" / "model.safetensors"))
     record = json.loads((out / "best" / "eval_results.json").read_text())
     assert record["task"]["type"] == "token-classification"
-    from modeling_cove.training.cards import build_card  # the card writer reads what the run wrote
+    from modeling_cove.training.publishing.cards import build_card  # the card writer reads what the run wrote
 
     text = str(build_card(record, json.loads((out / "best" / "config.json").read_text()), "org/cove-chunker"))
     assert "CoveForTokenClassification" in text and "trust_remote_code=True" in text and "B-NP" in text
@@ -257,7 +257,7 @@ def test_two_processes_take_the_same_phases(tiny_setup, tmp_path):
                 str(REPO / "configuration" / "accelerate" / "cpu_ddp.yaml"), "--num_processes", "2",
                 "--main_process_port", "0"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    two = subprocess.run([*launcher, "-m", "modeling_cove.training.tagger", *flags], capture_output=True, text=True,
+    two = subprocess.run([*launcher, "-m", "modeling_cove.training.commands.train_tagger", *flags], capture_output=True, text=True,
                          timeout=300, env=env, cwd=REPO)
     assert two.returncode == 0, two.stderr[-3000:]
     saved = json.loads((tmp_path / "two" / "metrics.json").read_text())

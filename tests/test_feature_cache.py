@@ -184,7 +184,7 @@ def test_squad_windows_through_the_cache_equal_the_live_model():
     """Real SQuAD windows (moved from test_qa_pipeline.py, where it used squad_preprocessing.CoveFeatureCache)."""
     from modeling_cove.data import load_squad
     from modeling_cove.squad_preprocessing import prepare_train_features
-    from modeling_cove.training.collators import pad_batch
+    from modeling_cove.training.data.collators import pad_batch
     from modeling_cove.tokenization_cove import build_cove_tokenizer, moses_tokenize
 
     train = load_squad(require_data())["train"].select(range(12))

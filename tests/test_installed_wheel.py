@@ -150,7 +150,7 @@ def test_a_source_tree_on_the_path_reads_its_own_configuration(installed):
     """`modeling_cove` imported from a source tree that is not installed (PYTHONPATH=<checkout>, or `python -m` inside
     a checkout on a Python without PYTHONSAFEPATH) finds the presets and example data of that tree."""
     env = {**installed["env"], "PYTHONPATH": str(REPO)}
-    code = ("import modeling_cove, json; from modeling_cove.training import presets; "
+    code = ("import modeling_cove, json; from modeling_cove.training.common import presets; "
             "print(json.dumps([modeling_cove.__file__, str(presets.CONFIGURATION), "
             "str(presets.shipped_path('examples/en_de')), presets.load_preset('cove-small', 'models')['path']]))")
     result = run([installed["venv"] / "bin" / "python", "-c", code], installed["work"], env)

@@ -1,4 +1,4 @@
-"""The main job (`cove-main`, modeling_cove.training.main_job) end to end on the embedded default in its reduced
+"""The main job (`cove-main`, modeling_cove.training.commands.main_job) end to end on the embedded default in its reduced
 mode (--quick), as subprocesses:
 
 1. a first run whose pretraining subprocess is SIGKILLed mid-way (after its step-5 checkpoint): the job fails with
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from modeling_cove.training.main_job import Command, InputError, JobOptions, StageError
-from modeling_cove.training.main_job import report, runner, settings, stages
-from modeling_cove.training.presets import shipped_path
+from modeling_cove.training.commands.main_job import Command, InputError, JobOptions, StageError
+from modeling_cove.training.commands.main_job import report, runner, settings, stages
+from modeling_cove.training.common.presets import shipped_path
 
 REPO = Path(__file__).resolve().parents[1]
 MAIN = REPO / "scripts" / "main.py"
@@ -83,7 +83,7 @@ def test_killed_pretraining_fails_cleanly(job):
     first = job["first"]
     assert first["killed_pid"] is not None, "pretraining finished before it could be killed:\n" + first["log"][-3000:]
     assert first["rc"] == 1, first["log"][-3000:]
-    assert "pretrain (modeling_cove.training.mt) failed (killed by signal 9)" in first["log"]
+    assert "pretrain (modeling_cove.training.commands.train_mt) failed (killed by signal 9)" in first["log"]
     assert not first["pretrain_done_after_kill"]  # a killed stage never looks complete
     assert not first["classifier_after_kill"]  # and nothing after it ran
     assert "[stage 1/6] vectors: done" in first["log"] and "[stage 2/6] vocab: done" in first["log"]
@@ -344,7 +344,7 @@ def test_vocabulary_checkpoint_from_text_and_vectors(tmp_path):
     requested size; the CLI (text files only, no named source) writes the same."""
     from transformers import AutoModel, AutoTokenizer
 
-    from modeling_cove.training.vocab import build_vocab_checkpoint, read_tsv_column, save_checkpoint
+    from modeling_cove.training.commands.build_vocab import build_vocab_checkpoint, read_tsv_column, save_checkpoint
 
     vectors = tmp_path / "vectors.txt"
     vectors.write_text("the 1 0 0\ndog 0 1 0\nruns 0 0 1\n")

@@ -1,4 +1,4 @@
-"""Model cards (`modeling_cove.training.cards`): the evaluation-JSON schema and fingerprints, and the generated card.
+"""Model cards (`modeling_cove.training.publishing.cards`): the evaluation-JSON schema and fingerprints, and the generated card.
 
 The card must parse with `huggingface_hub.ModelCard`, its model-index must equal the evaluation JSON, and it must
 render the paper's numbers (docs/paper.md §5) beside ours.
@@ -17,8 +17,8 @@ from huggingface_hub import ModelCard, ModelCardData
 from huggingface_hub.repocard_data import model_index_to_eval_results
 
 from modeling_cove import CoveConfig, CoveModel
-from modeling_cove.training import cards as generate
-from modeling_cove.training.cards import (
+from modeling_cove.training.publishing import cards as generate
+from modeling_cove.training.publishing.cards import (
     CheckpointError,
     describe_encoder,
     EvalRecordError,
@@ -303,7 +303,7 @@ def test_a_fresh_interpreter_with_the_installed_package_writes_an_eval_json_and_
         import json, sys
         from pathlib import Path
         from modeling_cove import CoveConfig, CoveForSequenceClassification
-        from modeling_cove.training.cards import build_card, describe_encoder, make_eval_record, write_eval_json
+        from modeling_cove.training.publishing.cards import build_card, describe_encoder, make_eval_record, write_eval_json
 
         ckpt = Path({str(tmp_path / "ckpt")!r})
         CoveForSequenceClassification(CoveConfig(vocab_size=12, word_vector_dim=8, hidden_size=4, num_labels=2,

@@ -1,9 +1,12 @@
 """The CoVe paper's numbers live in one file (the `papers` preset `mccann2017`), and every reader takes them from it:
 the model cards, the result tables, the classifier's hyperparameters and the main job's report."""
 
-from modeling_cove.training import cards, classifier, papers, results
-from modeling_cove.training.main_job.report import paper_numbers
-from modeling_cove.training.presets import CONFIGURATION, load_preset
+from instruments import results
+from modeling_cove.training.commands import train_classifier as classifier
+from modeling_cove.training.common import papers
+from modeling_cove.training.publishing import cards
+from modeling_cove.training.commands.main_job.report import paper_numbers
+from modeling_cove.training.common.presets import CONFIGURATION, load_preset
 
 # docs/paper.md, typed here independently of the file under test
 TABLE2_TREC6 = {"Random": 88.9, "GloVe": 94.9, "GloVe+Char": 94.7, "+CoVe-S": 94.7, "+CoVe-M": 95.1, "+CoVe-L": 95.8,

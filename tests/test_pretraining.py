@@ -1,4 +1,4 @@
-"""The scaffold MT and biLM pretraining share (modeling_cove.training.pretraining): both loops reproduce the tiny runs
+"""The scaffold MT and biLM pretraining share (modeling_cove.training.loops.pretraining): both loops reproduce the tiny runs
 recorded with the loops as they were before the scaffold (tests/fixtures/pretraining/*.json, written by its
 `record.py`): per-step losses, epoch records and the loss log, floats to 1e-6 and counts exactly; a checkpoint whose
 state JSON was written by the old MT loop resumes into the same losses; and the units (state, stop reasons, batches,
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from modeling_cove.training.pretraining import (
+from modeling_cove.training.loops.pretraining import (
     LEGACY_STATE_FILE, STATE_FILE, PretrainingState, StopLimits, checkpoint_dirs, epoch_batches, make_optimizer,
     rank_share, read_state, stop_reason)
 
@@ -189,8 +189,8 @@ def test_one_export_for_a_trained_biLM_model_and_an_mt_checkpoint_folder(tmp_pat
     without its tokenizer is refused by name."""
     from transformers import AutoModel
 
-    from modeling_cove.training.bilm import BiLMSettings, build_model
-    from modeling_cove.training.export import export_encoder
+    from modeling_cove.training.commands.train_bilm import BiLMSettings, build_model
+    from modeling_cove.training.publishing.export import export_encoder
 
     init, _ = record.bilm_setup(tmp_path)
     torch.manual_seed(0)
@@ -211,7 +211,7 @@ def test_one_export_for_a_trained_biLM_model_and_an_mt_checkpoint_folder(tmp_pat
 def test_run_folder_refuses_what_would_not_continue_exactly(tmp_path):
     from accelerate import Accelerator
 
-    from modeling_cove.training.pretraining import RUN_SETTINGS_FILE, check_run_folder, start_run_folder
+    from modeling_cove.training.loops.pretraining import RUN_SETTINGS_FILE, check_run_folder, start_run_folder
 
     out, keys = tmp_path / "run", ("seed", "batch_size")
     with pytest.raises(ValueError, match="nothing to resume"):

@@ -1,4 +1,4 @@
-"""Tests of the sequence-labelling data and scoring (modeling_cove/training/tagging_data.py and the `evaluate` module
+"""Tests of the sequence-labelling data and scoring (modeling_cove/training/data/tagging.py and the `evaluate` module
 modeling_cove/metrics/seqeval_cove): the real files' counts, the readers' errors, label alignment, scoring (cross-
 checked against a conlleval-style chunk counter written here) and the tokenization mismatch rate."""
 
@@ -10,7 +10,7 @@ from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
 
 from conftest import require_data
 from modeling_cove.tokenization_cove import build_cove_tokenizer
-from modeling_cove.training.tagging_data import (
+from modeling_cove.training.data.tagging import (
     IGNORE_INDEX,
     NO_TOKEN_TAG,
     TAGGING_TASKS,

@@ -11,8 +11,8 @@ import pytest
 
 from instruments import tagging, tagging_table
 from instruments.tagging_table import TableRun, run_finished, run_table, table_runs
-from modeling_cove.training.tagger import TaggerSettings
-from modeling_cove.training.cli import RunArguments, parse_options
+from modeling_cove.training.commands.train_tagger import TaggerSettings
+from modeling_cove.training.common.cli import RunArguments, parse_options
 
 
 def test_table_runs_cover_every_cell_with_its_seeds_seed_major():
@@ -45,7 +45,7 @@ def test_table_run_flags_make_the_runs_the_collector_expects():
     assert runs["ewt_upos/vectors+cove-seed1"].encoder == "cove"
     # every command parses as cove-train-tagger's own flags, into the settings the folder names
     command = runs["wnut17/supervised+case-seed4"].command("DATA", "out", threads=1)
-    assert command[1:3] == ["-m", "modeling_cove.training.tagger"]
+    assert command[1:3] == ["-m", "modeling_cove.training.commands.train_tagger"]
     settings, run = parse_options((TaggerSettings, RunArguments), command[3:])
     assert (settings.task, settings.seed, settings.case_dim, settings.output_dir) == (
         ["wnut17"], 4, 16, str(Path("out") / "wnut17" / "supervised+case-seed4"))
@@ -170,7 +170,7 @@ def test_the_script_lists_what_is_left_and_refuses_unknown_rows(tmp_path, capsys
     script["main"](["--data-dir", "DATA", "--runs-dir", str(tmp_path / "tag"), "--vocab", vocab, "--rows", "ewt_upos",
                     "--columns", "supervised", "cvt", "--dry-run"])
     out = capsys.readouterr().out
-    assert out.count("modeling_cove.training.tagger") == 6 and "'not_started': 6" in out
+    assert out.count("modeling_cove.training.commands.train_tagger") == 6 and "'not_started': 6" in out
     with pytest.raises(SystemExit) as exit_info:
         script["main"](["--data-dir", "DATA", "--rows", "conll2003"])
     assert exit_info.value.code == 2

@@ -1,4 +1,4 @@
-"""biLM pretraining (modeling_cove.training.bilm, scripts/train_bilm.py): the CLI end to end on a tiny local text file,
+"""biLM pretraining (modeling_cove.training.commands.train_bilm, scripts/train_bilm.py): the CLI end to end on a tiny local text file,
 exact resume after a run is cut short, and the corpus rules (training texts only, a held-out share, whole windows)."""
 
 import json
@@ -15,8 +15,8 @@ from transformers import AutoModel
 
 from modeling_cove.build import create_cove_checkpoint
 from modeling_cove.modeling_cove_bilm import CoveBiLMEncoder
-from modeling_cove.training.bilm import SEED_STRIDE, WindowStore, corpus_texts, split_heldout, token_stream
-from modeling_cove.training.pretraining import epoch_batches
+from modeling_cove.training.commands.train_bilm import SEED_STRIDE, WindowStore, corpus_texts, split_heldout, token_stream
+from modeling_cove.training.loops.pretraining import epoch_batches
 
 REPO = Path(__file__).resolve().parents[1]
 WORDS = ["the", "a", "film", "is", "good", "bad", "very", "not", "plot", "actors", "and", ".", "was", "great"]
@@ -148,7 +148,7 @@ def test_init_from_that_is_no_checkpoint_is_named(tmp_path):
 def test_record_names_the_commit_the_run_started_from(setup, monkeypatch):
     """metrics.json (and the exported encoder's record) name the commit read when the run began, not the checkout's
     HEAD when it ended: a pretraining of an hour may outlive several commits."""
-    from modeling_cove.training import bilm
+    from modeling_cove.training.commands import train_bilm as bilm
 
     root, _ = setup
     heads = iter(["commit-at-start"])

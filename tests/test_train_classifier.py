@@ -1,4 +1,4 @@
-"""modeling_cove.training.classifier (and its CLI, scripts/train_classifier.py): Trainer set-up (gradient accumulation does not scale the loss), the CoVe feature cache
+"""modeling_cove.training.commands.train_classifier (and its CLI, scripts/train_classifier.py): Trainer set-up (gradient accumulation does not scale the loss), the CoVe feature cache
 and collator (same logits as the live encoder), tokenisation of bad rows, task configs, model building per Table 2
 column, and an end-to-end smoke run on a slice of the real TREC-6 data whose saved model works in a pipeline."""
 
@@ -16,10 +16,10 @@ import modeling_cove  # noqa: F401
 from modeling_cove import CoveConfig, CoveForSequenceClassification, CoveModel
 from modeling_cove.feature_cache import cached_features
 from modeling_cove.tokenization_cove import build_cove_tokenizer, moses_tokenize
-from modeling_cove.training import classifier as tc
-from modeling_cove.training.cards import check_record_matches_checkpoint, load_eval_json
-from modeling_cove.training.collators import BCNCollator
-from modeling_cove.training.presets import PresetError
+from modeling_cove.training.commands import train_classifier as tc
+from modeling_cove.training.publishing.cards import check_record_matches_checkpoint, load_eval_json
+from modeling_cove.training.data.collators import BCNCollator
+from modeling_cove.training.common.presets import PresetError
 
 from conftest import REPO, require_data
 

@@ -1,4 +1,4 @@
-"""MT pretraining (modeling_cove.training.mt and scripts/train_mt.py): batching, vocabulary/ids, the lr schedule and
+"""MT pretraining (modeling_cove.training.commands.train_mt and scripts/train_mt.py): batching, vocabulary/ids, the lr schedule and
 its stops, resume as a unit (kill at a step in-process, resume, identical losses), 2-process CPU DDP under
 `accelerate launch` == 1 process, SIGKILL + --resume == uninterrupted, outputs (metrics JSON, curve PNG, exported
 encoder), bad arguments. Tiny configs on a toy EN->DE corpus written here."""
@@ -19,14 +19,14 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from modeling_cove.training.cards import encoder_export_card
-from modeling_cove.training.cli import parse_options
-from modeling_cove.training.export import export_encoder
-from modeling_cove.training.mt import MTArguments, MTSetupError, load_model_preset, resolve_settings, train_mt
-from modeling_cove.training.mt_data import encode_split, select_target_words, target_tokenize
-from modeling_cove.training.mt_schedule import PerplexitySchedule, resolve_min_lr
-from modeling_cove.training.mt_trainer import SEED_STRIDE
-from modeling_cove.training.pretraining import PretrainingState, StopLimits, checkpoint_dirs, epoch_batches, read_state, stop_reason
+from modeling_cove.training.publishing.cards import encoder_export_card
+from modeling_cove.training.common.cli import parse_options
+from modeling_cove.training.publishing.export import export_encoder
+from modeling_cove.training.commands.train_mt import MTArguments, MTSetupError, load_model_preset, resolve_settings, train_mt
+from modeling_cove.training.data.translation import encode_split, select_target_words, target_tokenize
+from modeling_cove.training.loops.mt_schedule import PerplexitySchedule, resolve_min_lr
+from modeling_cove.training.loops.mt import SEED_STRIDE
+from modeling_cove.training.loops.pretraining import PretrainingState, StopLimits, checkpoint_dirs, epoch_batches, read_state, stop_reason
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "train_mt.py"

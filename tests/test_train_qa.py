@@ -1,4 +1,4 @@
-"""modeling_cove.training.qa (and its CLI, scripts/train_qa.py): a smoke run on a slice of the real SQuAD data whose
+"""modeling_cove.training.commands.train_qa (and its CLI, scripts/train_qa.py): a smoke run on a slice of the real SQuAD data whose
 saved model answers through the pipeline as the run predicted, its evaluation JSON, bad overrides refused before
 any work, and 2 processes under `accelerate launch` training like one."""
 
@@ -13,8 +13,8 @@ import torch
 from conftest import REPO, require_data
 from modeling_cove import CoveConfig, CoveModel
 from modeling_cove.tokenization_cove import build_cove_tokenizer, moses_tokenize
-from modeling_cove.training.cards import check_record_matches_checkpoint, load_eval_json
-from modeling_cove.training.qa import QAConfigError, QAOptions, model_overrides, train_qa
+from modeling_cove.training.publishing.cards import check_record_matches_checkpoint, load_eval_json
+from modeling_cove.training.commands.train_qa import QAConfigError, QAOptions, model_overrides, train_qa
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

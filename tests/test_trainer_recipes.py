@@ -123,7 +123,7 @@ def test_tagging_recipe(tmp_path, monkeypatch):
     """The tagger on a slice of CoNLL-2000 (64 training sentences, the validation sentences whose tags train has):
     the validation loss falls, every validation word gets a tag of the label set (its first token's), and the
     pipeline tags raw text with `word` as written."""
-    from modeling_cove.training import tagging_data
+    from modeling_cove.training.data import tagging as tagging_data
 
     splits = tagging_data.load_tagging_splits("conll2000", require_data())
     train = splits["train"].select(range(64))

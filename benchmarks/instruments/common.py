@@ -1,6 +1,6 @@
 """What every benchmark shares: timing (best of N, rounds interleaved, synchronised on a GPU), the options dataclasses
 of the speed benchmarks' command lines, and the report header (command, commit, machine) from
-`modeling_cove.training.run_info`."""
+`modeling_cove.training.common.run_info`."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import ClassVar, Optional
 
 import torch
 
-from modeling_cove.training.cli import option
-from modeling_cove.training.run_info import command_line, git_commit, machine_info, write_json
+from modeling_cove.training.common.cli import option
+from modeling_cove.training.common.run_info import command_line, git_commit, machine_info, write_json
 
 RESULTS_DIR = Path("benchmarks") / "results"  # the repository's results, relative to where the benchmark runs
 DATA_DIR_ENV = "COVE_DATA_DIR"

@@ -390,7 +390,7 @@ def load_inputs(data_dir: str, sizes: dict) -> dict:
     def first(split, n):
         return split.select(range(min(n, len(split))))
 
-    from modeling_cove.training.tagging_data import load_tagging_splits
+    from modeling_cove.training.data.tagging import load_tagging_splits
 
     return {"sst2": first(load_classification("sst2", data_dir)["test"], sizes["sst2"]),
             "snli": first(load_classification("snli", data_dir)["test"], sizes["snli"]),
@@ -431,8 +431,8 @@ def bcn_section(rows, task: str, encoder_dir: Path, tokenizer, device: torch.dev
     from transformers import pipeline
 
     from modeling_cove.feature_cache import compute_features
-    from modeling_cove.training.classifier import build_model, load_hyperparameters, make_training_arguments, tokenize_splits
-    from modeling_cove.training.collators import BCNCollator
+    from modeling_cove.training.commands.train_classifier import build_model, load_hyperparameters, make_training_arguments, tokenize_splits
+    from modeling_cove.training.data.collators import BCNCollator
     from .training import to_device
 
     pair = "text_pair" in rows.column_names
@@ -551,10 +551,10 @@ def dcn_section(examples, encoder_dir: Path, tokenizer, device: torch.device, wo
 
     from modeling_cove.feature_cache import cached_features, distinct_segments, pad_rows
     from modeling_cove.squad_preprocessing import prepare_eval_features, prepare_train_features, tokenize_windows
-    from modeling_cove.training.collators import QACollator
-    from modeling_cove.training.presets import load_preset
-    from modeling_cove.training.qa import DEFAULT_MODEL_PRESET, SETTING_DEFAULTS, load_model, rows_of
-    from modeling_cove.training.qa import make_training_arguments as qa_training_arguments
+    from modeling_cove.training.data.collators import QACollator
+    from modeling_cove.training.common.presets import load_preset
+    from modeling_cove.training.commands.train_qa import DEFAULT_MODEL_PRESET, SETTING_DEFAULTS, load_model, rows_of
+    from modeling_cove.training.commands.train_qa import make_training_arguments as qa_training_arguments
     from .training import to_device
 
     settings = dict(SETTING_DEFAULTS)
@@ -696,8 +696,8 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
     against `RooflineTagger`; plus a Cross-View Training step pair (labelled + unlabelled) in tokens/s (`info`)."""
     from transformers import pipeline
 
-    from modeling_cove.training import tagger as tg
-    from modeling_cove.training.cvt import TaggerTraining
+    from modeling_cove.training.commands import train_tagger as tg
+    from modeling_cove.training.loops.cvt import TaggerTraining
 
     settings = tg.TaggerSettings(task=["conll2000"], encoder=str(encoder_dir), output_dir="-")
     hp = tg.load_hyperparameters(settings)

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from scipy.stats import t as student_t  # scipy comes with scikit-learn
 
-from modeling_cove.training import papers
-from modeling_cove.training.cards_record import weights_fingerprint
-from modeling_cove.training.run_info import git_commit, plot_curves, write_json
+from modeling_cove.training.common import papers
+from modeling_cove.training.publishing.cards_record import weights_fingerprint
+from modeling_cove.training.common.run_info import git_commit, plot_curves, write_json
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The tagging table of `benchmarks/results/tagging.json`, collected from the runs `cove-train-tagger` wrote (the
 training loop's `TaggerLoop.finish` writes each run's metrics.json), with the Cross-View Training paper's figures
-beside ours (`modeling_cove.training.papers.cvt_reported`).
+beside ours (`modeling_cove.training.common.papers.cvt_reported`).
 
 Reads <runs>/<row>/<column>-seed<N>/metrics.json, <runs> being runs/tag:
 
@@ -21,9 +21,9 @@ import logging
 import re
 from pathlib import Path
 
-from modeling_cove.training import papers
+from modeling_cove.training.common import papers
 from instruments.results import mean_std, paired_difference
-from modeling_cove.training.run_info import git_commit, write_json
+from modeling_cove.training.common.run_info import git_commit, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -209,7 +209,7 @@ def tokenization_mismatches(data_dir, encoder) -> dict:
     tokenizer of the encoder checkpoint the runs read (`tagging_data.tokenization_mismatch`), in percent."""
     from transformers import AutoTokenizer
 
-    from modeling_cove.training.tagging_data import load_tagging_splits, tokenization_mismatch
+    from modeling_cove.training.data.tagging import load_tagging_splits, tokenization_mismatch
 
     tokenizer = AutoTokenizer.from_pretrained(encoder)
     result = {"encoder": str(encoder)}

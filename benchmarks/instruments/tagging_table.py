@@ -62,15 +62,15 @@ class TableRun:
         return f"{self.row}/{self.column}-seed{self.seed}"
 
     def command(self, data_dir: str, runs_dir: Path | str, threads: int, resume: bool = False) -> list:
-        return [sys.executable, "-m", "modeling_cove.training.tagger", "--data-dir", str(data_dir),
+        return [sys.executable, "-m", "modeling_cove.training.commands.train_tagger", "--data-dir", str(data_dir),
                 "--encoder", self.encoder, "--seed", str(self.seed), "--output-dir", str(Path(runs_dir) / self.folder),
                 "--resume" if resume else "--overwrite", "--threads", str(threads), "--no-save-model", *self.flags]
 
     def settings(self) -> dict:
         """The settings the run will record (metrics.json's "settings"), those that make it this cell's run:
         cove-train-tagger's resume keys but the data folder (a copy of the data elsewhere is the same data)."""
-        from modeling_cove.training.cli import RunArguments, parse_options
-        from modeling_cove.training.tagger import RESUME_KEYS, TaggerSettings
+        from modeling_cove.training.common.cli import RunArguments, parse_options
+        from modeling_cove.training.commands.train_tagger import RESUME_KEYS, TaggerSettings
 
         settings, _ = parse_options((TaggerSettings, RunArguments), self.command("DATA", "runs", 1)[3:])
         return {key: getattr(settings, key) for key in RESUME_KEYS if key != "data_dir"}
@@ -81,7 +81,7 @@ def same_settings(recorded: dict, planned: dict) -> bool:
     a setting the run does not record (older than that flag) taken at its default."""
     import dataclasses
 
-    from modeling_cove.training.tagger import TaggerSettings
+    from modeling_cove.training.commands.train_tagger import TaggerSettings
 
     defaults = {f.name: f.default for f in dataclasses.fields(TaggerSettings)}
     for key, value in planned.items():

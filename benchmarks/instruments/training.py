@@ -1,5 +1,5 @@
-"""Training-loop overhead: our MT training (`modeling_cove.training.mt`, Accelerate) and BCN training
-(`modeling_cove.training.classifier`, `transformers.Trainer`) against a plain PyTorch loop of the same model on the same
+"""Training-loop overhead: our MT training (`modeling_cove.training.commands.train_mt`, Accelerate) and BCN training
+(`modeling_cove.training.commands.train_classifier`, `transformers.Trainer`) against a plain PyTorch loop of the same model on the same
 batches, in one process. Random weights (a checkpoint built from the data's own vocabulary): speed does not depend on
 them. Each side runs `repeats` times, interleaved; the best run is kept. Overhead = 1 - ours / plain."""
 
@@ -71,7 +71,7 @@ def source_words(texts) -> list:
 
 def mt_arguments(bench: TrainingBenchmark, encoder_dir: Path, out: Path, **overrides):
     """The MT run timed: the cove-small preset, Adam at 1e-3, no BLEU / test / export, loss logged never."""
-    from modeling_cove.training.mt import MTArguments
+    from modeling_cove.training.commands.train_mt import MTArguments
 
     return MTArguments(output_dir=str(out), preset=MT_PRESET, data_dir=bench.data_dir, init_from=str(encoder_dir),
                        overwrite=True, num_threads=bench.threads, optimizer="adam", lr=0.001, limit_eval=32,
@@ -83,7 +83,7 @@ def bench_mt_epoch(bench: TrainingBenchmark, work: Path) -> dict:
     """One whole Multi30k epoch of MT training (every training pair, the real preset; with `quick` the first pairs
     only), timed by the trainer itself."""
     from modeling_cove.data import load_translation
-    from modeling_cove.training.mt import train_mt
+    from modeling_cove.training.commands.train_mt import train_mt
 
     raw = load_translation(bench.data_dir, "multi30k")["train"]
     if bench.quick:
@@ -101,10 +101,10 @@ def mt_plain_loop(bench: TrainingBenchmark, mt_dir: Path, raw, steps: int):
     from transformers import AutoTokenizer
 
     from modeling_cove.modeling_cove_mt import CoveForMachineTranslation, load_target_tokenizer
-    from modeling_cove.training.mt import load_model_preset, resolve_settings
-    from modeling_cove.training.mt_data import TokenStore, collate, encode_split, tokenize_batch
-    from modeling_cove.training.mt_trainer import SEED_STRIDE
-    from modeling_cove.training.pretraining import epoch_batches
+    from modeling_cove.training.commands.train_mt import load_model_preset, resolve_settings
+    from modeling_cove.training.data.translation import TokenStore, collate, encode_split, tokenize_batch
+    from modeling_cove.training.loops.mt import SEED_STRIDE
+    from modeling_cove.training.loops.pretraining import epoch_batches
 
     settings = resolve_settings(mt_arguments(bench, mt_dir, mt_dir), load_model_preset(MT_PRESET))
     source_tokenizer, target_tokenizer = AutoTokenizer.from_pretrained(mt_dir), load_target_tokenizer(str(mt_dir))
@@ -145,7 +145,7 @@ def bench_mt(bench: TrainingBenchmark, work: Path) -> dict:
     """MT training steps: our Accelerate trainer (target tokens/s as it reports them: the sum of its step times)
     against the plain loop on the same batches."""
     from modeling_cove.data import load_translation
-    from modeling_cove.training.mt import train_mt
+    from modeling_cove.training.commands.train_mt import train_mt
 
     raw = load_translation(bench.data_dir, "multi30k")["train"].select(range(bench.mt_train_pairs))
     encoder_dir = save_random_checkpoint(source_words(raw["src"]), work / "mt-encoder")
@@ -199,8 +199,8 @@ def bcn_setup(bench: TrainingBenchmark, work: Path) -> BCNSetup:
 
     from modeling_cove.data import load_classification
     from modeling_cove.feature_cache import compute_features
-    from modeling_cove.training.classifier import build_model, load_hyperparameters, tokenize_splits
-    from modeling_cove.training.collators import BCNCollator
+    from modeling_cove.training.commands.train_classifier import build_model, load_hyperparameters, tokenize_splits
+    from modeling_cove.training.data.collators import BCNCollator
 
     raw = load_classification("trec6", bench.data_dir)
     encoder_dir = save_random_checkpoint(source_words(t for split in raw.values() for t in split["text"]),
@@ -222,7 +222,7 @@ def bcn_setup(bench: TrainingBenchmark, work: Path) -> BCNSetup:
 def bcn_trainer_run(bench: TrainingBenchmark, setup: BCNSetup, work: Path, sampling: str, **overrides) -> dict:
     """The Trainer as BCN training builds it (no evaluation or saving during the timed steps); `overrides`: one
     TrainingArguments field changed (the Trainer variants)."""
-    from modeling_cove.training.classifier import build_model, build_trainer, make_training_arguments
+    from modeling_cove.training.commands.train_classifier import build_model, build_trainer, make_training_arguments
 
     model = build_model(setup.encoder_dir, "vectors+cove", setup.labels, setup.hp, seed=1)
     targs = make_training_arguments(work / f"bcn-trainer-{sampling}", setup.hp, seed=1, max_steps=bench.bcn_steps,
@@ -239,7 +239,7 @@ def bcn_trainer_run(bench: TrainingBenchmark, setup: BCNSetup, work: Path, sampl
 def bcn_plain_run(bench: TrainingBenchmark, setup: BCNSetup) -> dict:
     """A plain loop: DataLoader with the same collator, the same fused AdamW, clipping, as many epochs as the steps
     need (like the Trainer's max_steps)."""
-    from modeling_cove.training.classifier import build_model
+    from modeling_cove.training.commands.train_classifier import build_model
 
     model = build_model(setup.encoder_dir, "vectors+cove", setup.labels, setup.hp, seed=1).to(bench.device).train()
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -268,7 +268,7 @@ def bench_bcn(bench: TrainingBenchmark, work: Path) -> dict:
     """BCN training steps on TREC-6: the Trainer (random and length-grouped sampling) against the plain loop; with
     `trainer_variants`, also the Trainer with one of its per-step costs turned the other way (pinned batches; the
     NaN/Inf loss filter, which reads the loss back from the device at every step)."""
-    from modeling_cove.training.classifier import NAN_INF_FILTER, PIN_MEMORY
+    from modeling_cove.training.commands.train_classifier import NAN_INF_FILTER, PIN_MEMORY
 
     setup = bcn_setup(bench, work)
     variants = {}

@@ -753,7 +753,7 @@ def write_files(files: Dict[str, str], output_dir) -> List[Path]:
 
 
 def main(argv=None) -> int:
-    from modeling_cove.training.cli import option, parse_options
+    from modeling_cove.training.common.cli import option, parse_options
 
     @dataclass
     class Options:

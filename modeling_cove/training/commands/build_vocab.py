@@ -1,0 +1,259 @@
+"""A CoVe checkpoint from text and word vectors: the vocabulary of the texts a run reads, the fixed word-vector matrix
+and a freshly initialised MT-LSTM (the starting point of MT pretraining), saved as a Hugging Face checkpoint folder.
+Command line: `cove-build-vocab` (also `python -m modeling_cove.training.commands.build_vocab`).
+
+The result (tokenizer + config + embedding matrix + freshly initialised MT-LSTM) loads with
+`AutoModel.from_pretrained(out)` / `AutoTokenizer.from_pretrained(out)` and is the starting point for MT pretraining
+(cove-train-mt) or, with a pretrained MT-LSTM, for the task heads.
+
+    cove-build-vocab --data-dir DATA --tasks multi30k trec6 sst2 \\
+        --vectors DATA/vectors/w2v-lower-300d.txt.xz --output-dir runs/vocab
+    cove-build-vocab --tasks multi30k sst2 --vectors glove.840B.300d.txt --vectors-lowercase \\
+        --output-dir runs/vocab-glove            # Hub dataset ids, real GloVe
+
+DATA is a local data folder laid out as docs/data.md describes; without --data-dir the datasets come from the Hub.
+From Python:
+
+    from modeling_cove.training.commands.build_vocab import build_vocab_checkpoint, iter_task_texts, save_checkpoint
+    model, tokenizer, info = build_vocab_checkpoint(iter_task_texts("trec6", data_dir), "glove.txt", dim=300)
+    save_checkpoint(model, tokenizer, "runs/vocab", {"build_info.json": info})
+
+Also used by the Salesforce conversion (text sources) and the main job's vocab stage.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Literal, Optional
+
+from ...build import count_tokens, create_cove_checkpoint, select_vocabulary
+from ...tokenization_cove import DEFAULT_MODEL_MAX_LENGTH, SPECIAL_TOKENS
+from ...vectors import embedding_matrix_from_vectors, read_word_vectors
+from ..common.cli import REQUIRED, fail, option, parse_options
+
+TAGGING_SOURCES = ("conll2000", "ewt_upos", "wnut17")  # tagging_data.TAGGING_TASKS: sentences as words
+TEXT_SOURCES = ("multi30k", "iwslt", "wmt17", "sst2", "sst5", "trec6", "trec50", "imdb", "snli", "squad",
+                *TAGGING_SOURCES)
+TRANSLATION_SOURCES = ("multi30k", "iwslt", "wmt17")
+
+
+def iter_task_texts(task: str, data_dir=None):
+    """English texts of every split of a named source (the source side for translation; SQuAD's questions and each
+    distinct context once), read by `modeling_cove.data` from `data_dir` or the Hub."""
+    from ... import data
+
+    if task not in TEXT_SOURCES:
+        raise ValueError(f"unknown text source {task!r}; choose from {', '.join(TEXT_SOURCES)}")
+    if task in TRANSLATION_SOURCES:
+        dd, columns = data.load_translation(data_dir, task), ["src"]
+    elif task == "squad":
+        dd, columns = data.load_squad(data_dir), ["question", "context"]
+    elif task in TAGGING_SOURCES:
+        from ..data.tagging import load_tagging_splits
+
+        if data_dir is None:
+            raise ValueError(f"the tagging task {task!r} is read from a local data folder: give --data-dir")
+        for split in load_tagging_splits(task, data_dir).values():
+            yield from (" ".join(words) for words in split["words"])
+        return
+    else:
+        dd = data.load_classification(task, data_dir)
+        columns = [c for c in ("text", "text_pair") if c in dd["train"].column_names]
+    for split in dd.values():
+        for column in columns:
+            seen_contexts = set()
+            for text in split[column]:
+                if column == "context":  # many questions share one context: count it once
+                    if text in seen_contexts:
+                        continue
+                    seen_contexts.add(text)
+                yield text
+
+
+def read_tsv_column(path, column: str) -> list:
+    """One column (by header name) of a TAB-separated file with a header line, unquoted."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such TSV file: {path}")
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        if column not in (reader.fieldnames or []):
+            raise ValueError(f"{path}: no column {column!r} (header {reader.fieldnames})")
+        return [row[column] for row in reader]
+
+
+def build_vocab_checkpoint(texts: Iterable[str], vectors, dim: int = 300, lowercase: bool = True,
+                           vectors_lowercase: bool = False, oov_min_count: int = 5, max_size=None,
+                           model_max_length: int = DEFAULT_MODEL_MAX_LENGTH, seed: int = 0, **config_overrides):
+    """`(CoveModel, tokenizer, info)` for `texts` and the word-vectors file `vectors` (GloVe/word2vec text).
+
+    The vocabulary: every word with a vector, plus words without one seen `oov_min_count` times or more (zero rows),
+    most frequent first, at most `max_size` (the 4 special tokens on top). `config_overrides` are `CoveConfig` fields
+    (e.g. `hidden_size=128`). `info` holds the coverage figures. Raises ValueError when the texts have no token or no
+    word of them has a vector (`read_word_vectors`: a wrong vectors file)."""
+    counts = count_tokens(texts, lowercase=lowercase, progress=True)
+    if not counts:
+        raise ValueError("the text sources produced no tokens")
+    # one pass over the vectors file restricted to the corpus words tells which have a vector
+    found_words, found_vectors = read_word_vectors(vectors, vocab=set(counts), dim=dim, lowercase=vectors_lowercase,
+                                                   progress=True)
+    with_vector = set(found_words)
+    words = select_vocabulary(counts, has_vector=with_vector.__contains__, oov_min_count=oov_min_count,
+                              max_size=max_size)
+    matrix, found = embedding_matrix_from_vectors(SPECIAL_TOKENS + words, found_words, found_vectors,
+                                                  lowercase=vectors_lowercase)
+    model, tokenizer = create_cove_checkpoint(words, matrix, lowercase=lowercase, model_max_length=model_max_length,
+                                              seed=seed, **config_overrides)
+    total = sum(counts.values())
+    info = {
+        "vectors": str(vectors),
+        "lowercase": lowercase,
+        "corpus_tokens": total,
+        "corpus_types": len(counts),
+        "vocab_size": len(tokenizer),
+        "words_with_vector": int(found.sum()),
+        "token_coverage_vectors": round(100.0 * sum(c for w, c in counts.items() if w in with_vector) / total, 3),
+        "type_coverage_vectors": round(100.0 * len(with_vector) / len(counts), 3),
+        "token_coverage_vocab": round(100.0 * sum(counts[w] for w in words) / total, 3),
+        "hidden_size": model.config.hidden_size,
+        "num_hidden_layers": model.config.num_hidden_layers,
+        "word_vector_dim": model.config.word_vector_dim,
+    }
+    return model, tokenizer, info
+
+
+class CheckpointLoadError(ValueError):
+    """The checkpoint a training run starts from (`--init-from`) does not load, or its tokenizer does not match it."""
+
+
+def load_cove_checkpoint(path, flag: str = "init_from"):
+    """(CoveModel, tokenizer) of the CoVe checkpoint a pretraining starts from (its word vectors and vocabulary: MT or
+    biLM). A missing folder, an unreachable Hub id, unreadable weights or a tokenizer that is not the checkpoint's
+    raise CheckpointLoadError naming `flag` and `path` (the CLIs print it as one line) instead of the loader's
+    traceback."""
+    from transformers import AutoTokenizer
+
+    from ...modeling_cove import CoveModel
+    from ...tokenization_cove import check_tokenizer_matches
+
+    try:
+        model = CoveModel.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except OSError as err:  # transformers reads a path that is not a folder as a Hub id
+        raise CheckpointLoadError(f"{flag} {str(path)!r} is not a loadable CoVe checkpoint (a folder with "
+                                  f"config.json, weights and tokenizer, or a reachable Hub id): {err}") from None
+    try:
+        check_tokenizer_matches(model.config, tokenizer)
+        if len(tokenizer) != model.config.vocab_size:
+            raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but config.vocab_size is "
+                             f"{model.config.vocab_size}")
+    except ValueError as err:
+        raise CheckpointLoadError(f"{flag} {str(path)!r}: tokenizer and checkpoint do not match: {err}") from None
+    return model, tokenizer
+
+
+def save_checkpoint(model, tokenizer, output_dir, extra_files: dict | None = None) -> Path:
+    """Save `model` and `tokenizer` (+ `extra_files`: name -> JSON payload) into `output_dir` through
+    `<output_dir>.tmp`, renamed at the end: an interrupted run never leaves a checkpoint that looks complete."""
+    out = Path(output_dir)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    for name, payload in (extra_files or {}).items():
+        (tmp / name).write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+    return out
+
+
+@dataclass
+class BuildVocabArguments:
+    """The flags of cove-build-vocab."""
+
+    output_dir: str = option("checkpoint directory to write", REQUIRED)
+    vectors: str = option("GloVe/word2vec text file (.txt/.gz/.xz)", REQUIRED)
+    data_dir: Optional[str] = option("local data folder laid out as docs/data.md describes; default: Hub dataset ids")
+    tasks: list[str] = option(f"text sources, from {TEXT_SOURCES} (`--tasks` alone: none, only the --text-file "
+                              "texts)", ["multi30k"], nargs="*")
+    text_file: list[str] = option("extra plain-text file(s), one text per line; repeatable", [], action="extend")
+    dim: int = option("word-vector dimension (checked against the file)", 300)
+    cased: bool = option("do not lowercase text (default: lowercase, as CoVe)", False)
+    vectors_lowercase: bool = option("look words up lower-cased in a cased vectors file (e.g. GloVe 840B), first "
+                                     "occurrence wins", False)
+    oov_min_count: int = option("also keep words WITHOUT a vector that occur at least this often (zero rows)", 5)
+    max_size: Optional[int] = option(
+        "at most this many corpus words, most frequent first; the 4 special tokens (<pad> <unk> <s> </s>) come on top, "
+        "so the tokenizer holds up to MAX_SIZE + 4 entries (cove-train-mt's --max-vocab counts them: --max-vocab N = "
+        "--max-size N-4). Default: no cap")
+    char_ngrams: Optional[str] = option("Hashimoto char n-gram file (adds char_ngram_dim=100)")
+    model_max_length: int = option("the tokenizer's model_max_length", DEFAULT_MODEL_MAX_LENGTH)
+    include_word_vectors: bool = option("config: output [GloVe; CoVe] (eq. 6)", False)
+    cove_output: Literal["top", "both"] = option("config: the MT-LSTM's top layer, or both layers", "top")
+    seed: int = option("seed of the fresh MT-LSTM initialisation", 0)
+    overwrite: bool = option("replace an existing output directory", False)
+
+    def __post_init__(self):
+        for task in self.tasks:
+            if task not in TEXT_SOURCES:
+                raise ValueError(f"unknown task {task!r} in --tasks; choose from {', '.join(TEXT_SOURCES)}")
+
+
+def argument_texts(args: BuildVocabArguments):
+    """The texts of `args.tasks`, then the lines of each `args.text_file`."""
+    for task in args.tasks:
+        yield from iter_task_texts(task, args.data_dir)
+    for path in args.text_file:
+        with open(path, encoding="utf-8") as f:
+            yield from (line.rstrip("\n") for line in f)
+
+
+def main(argv=None):
+    """cove-build-vocab: a CoVe checkpoint folder from --tasks / --text-file texts and --vectors."""
+    from ..common.run_info import command_line
+
+    args = parse_options(BuildVocabArguments, argv, description=__doc__)
+    out = Path(args.output_dir)
+    if out.exists() and not args.overwrite:
+        fail(f"{out} exists (use --overwrite)")
+    if not Path(args.vectors).exists():
+        fail(f"vectors file not found: {args.vectors}")
+    start = time.time()
+    overrides = dict(include_word_vectors=args.include_word_vectors, cove_output=args.cove_output)
+    if args.char_ngrams:
+        overrides["char_ngram_dim"] = 100
+    try:
+        model, tokenizer, info = build_vocab_checkpoint(
+            argument_texts(args), args.vectors, dim=args.dim, lowercase=not args.cased,
+            vectors_lowercase=args.vectors_lowercase, oov_min_count=args.oov_min_count, max_size=args.max_size,
+            model_max_length=args.model_max_length, seed=args.seed, **overrides)
+    except ValueError as err:
+        fail(err)
+    if args.char_ngrams:
+        import torch
+
+        from ...vectors import build_char_ngram_matrix
+
+        matrix, _ = build_char_ngram_matrix(args.char_ngrams, tokenizer.convert_ids_to_tokens(range(len(tokenizer))),
+                                            progress=True)
+        with torch.no_grad():
+            model.char_ngram_embeddings.weight.copy_(matrix)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    info = {"command": command_line([sys.argv[0], *argv]), "tasks": args.tasks, "data_dir": args.data_dir, **info,
+            "seconds": round(time.time() - start, 1)}
+    save_checkpoint(model, tokenizer, out, {"build_info.json": info})
+    print(json.dumps(info, indent=2))
+    print(f"coverage: {info['token_coverage_vectors']}% of {info['corpus_tokens']} tokens have a vector; "
+          f"vocabulary {info['vocab_size']} entries -> {out}")
+
+
+if __name__ == "__main__":
+    main()

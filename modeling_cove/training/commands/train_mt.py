@@ -1,0 +1,301 @@
+"""Pretrain CoVe: train the attentional English->German MT model (McCann et al. 2017, docs/paper.md §2) with
+Accelerate, then export its encoder (the MT-LSTM) as a CoVe checkpoint. Command line: `cove-train-mt` (also
+`python -m modeling_cove.training.commands.train_mt`); from Python `train_mt(MTArguments(...))`.
+
+The same command runs on one CPU, on N GPUs and as real 2-process DDP on CPU (gloo):
+
+    cove-train-mt --preset cove-small --data-dir DATA --vectors DATA/vectors/w2v-lower-300d.txt.xz \\
+        --output-dir runs/cove-small
+    accelerate launch --config_file configuration/accelerate/multi_gpu.yaml -m modeling_cove.training.commands.train_mt ...  # N GPUs
+    accelerate launch --config_file configuration/accelerate/cpu_ddp.yaml -m modeling_cove.training.commands.train_mt ...    # 2 CPUs
+    cove-train-mt ... --output-dir runs/cove-small --resume    # continue exactly where it stopped
+
+DATA is a local data folder laid out as docs/data.md describes; without --data-dir the datasets come from the Hub.
+
+Training follows docs/paper.md §2: SGD lr 1.0, halved every epoch once validation perplexity has risen for the first
+time, stop when lr < --min-lr (default 0.03 x lr: the paper's 0.03 at lr 1.0), or after --max-epochs, --max-steps or
+--time-budget-minutes; every stop is logged with its reason and recorded as `stop_reason` in metrics.json.
+Gradient-norm clip 5; batch 64 sentences (global, split over the processes); pairs longer than 75 tokens dropped;
+vocabularies <= 50k per side; fixed source word vectors; loss = summed token NLL / batch size. Batches are
+length-grouped with the order a function of (seed, epoch) only, so --resume replays it exactly (`pretraining`,
+`mt_trainer`). Options outside the paper, off by default: --start-decay-at N (also halve from epoch N on, OpenNMT-py's
+-start_decay_at), --time-budget-minutes, --optimizer adam (e.g. --lr 0.001; --min-lr defaults to 3e-05 then).
+Settings: built-in DEFAULTS < the preset's "training" block < the flags given.
+
+CoVe-S on 2 CPU cores (~60 min; the paper's schedule needs more epochs than fit, hence the earlier decay):
+    cove-train-mt --preset cove-small --data-dir DATA --vectors DATA/vectors/w2v-lower-300d.txt.xz \\
+        --output-dir runs/cove-small --num-threads 2 --max-epochs 10 --start-decay-at 5 --time-budget-minutes 55
+
+Source vocabulary and vectors: --init-from DIR takes a CoVe checkpoint (e.g. from cove-build-vocab) and uses its
+tokenizer, word vectors and MT-LSTM initialisation; otherwise --vectors FILE builds the vocabulary from the training
+source side (every word with a vector, plus words without one seen >= --source-min-freq times, at most --max-vocab
+entries) with the vectors fixed. Target side: lower-cased sacremoses German tokens.
+
+Outputs in --output-dir:
+    mt/                  final MT checkpoint (AutoModelForSeq2SeqLM; source tokenizer; target_tokenizer/)
+    encoder/             the trained encoder alone: a CoVe checkpoint for AutoModel/AutoTokenizer + README.md card
+    checkpoints/step-N/  accelerate save_state + pretraining_state.json (every epoch, and every --save-steps)
+    metrics.json         data statistics, per-epoch train/val perplexity and BLEU, test BLEU, speed, stop reason
+    curves.png           loss / perplexity / BLEU curves
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import torch
+
+from ..common.cli import REQUIRED, fail, option, parse_options
+from ..data.translation import build_mt_checkpoint, load_raw_splits, prepare_splits, tokenize_batch
+from ..loops.mt_schedule import resolve_min_lr
+from ..common.presets import load_preset
+from ..loops.pretraining import check_run_folder, make_accelerator, start_run_folder
+
+# Training settings: built-in defaults (docs/paper.md §2) < preset "training" block < arguments. min_lr None: 0.03 x lr.
+DEFAULTS = {
+    "dataset": "multi30k",
+    "optimizer": "sgd",
+    "lr": 1.0,
+    "lr_decay": 0.5,
+    "min_lr": None,
+    "start_decay_at": None,
+    "max_epochs": 30,
+    "batch_size": 64,
+    "max_length": 75,
+    "grad_clip": 5.0,
+    "max_vocab": 50000,
+    "source_min_freq": 5,
+    "target_min_freq": 1,
+    "chunk_batches": 50,
+    "eval_batch_size": 128,
+    "eval_num_beams": 1,
+    "test_num_beams": 5,
+    "seed": 1234,
+}
+# Settings fixed by the first run: the data order, the vocabularies and mt/config.json are built from them once and
+# the optimizer state is saved with every checkpoint, so resume refuses other values (they would be ignored).
+RESUME_KEYS = ("dataset", "data_dir", "limit_train", "limit_eval", "max_length", "batch_size", "chunk_batches",
+               "seed", "max_vocab", "source_min_freq", "target_min_freq", "init_from", "vectors", "vectors_lowercase",
+               "config_overrides", "optimizer")
+PRESET_SECTIONS = ("name", "description", "data", "config", "training", "vectors", "paper")
+
+
+class MTSetupError(ValueError):
+    """Arguments, presets or an output folder that a run cannot start from; the message says which and why."""
+
+
+@dataclass
+class MTArguments:
+    """Everything a run of `train_mt` takes (the flags of cove-train-mt are these fields).
+    Training settings left at None come from the preset's "training" block, else from DEFAULTS."""
+
+    output_dir: str = option("run folder: mt/, encoder/, checkpoints/, metrics.json, curves.png", REQUIRED)
+    preset: Optional[str] = option("configuration/models preset name or .json file: config + data + training")
+    data_dir: Optional[str] = option("local data folder laid out as docs/data.md describes; default: Hub ids")
+    dataset: Optional[str] = option("tsv: data_dir holds {train,validation,test}.tsv (columns en, de)",
+                                     choices=["multi30k", "iwslt", "wmt17", "tsv"])
+    vectors: Optional[str] = option("GloVe-format word vectors (.txt/.gz/.xz) for the source side")
+    vectors_lowercase: bool = option("look words up lower-cased in a cased vectors file (GloVe 840B)", False)
+    init_from: Optional[str] = option("CoVe checkpoint dir: source tokenizer, vectors, MT-LSTM init")
+    config_overrides: Optional[str] = option("JSON object of CoveConfig fields (after the preset); from Python "
+                                              "also a dict")
+    resume: bool = option("continue from the latest checkpoint in output_dir", False)
+    overwrite: bool = option("delete an existing output_dir first", False)
+    optimizer: Optional[str] = option("sgd (the paper: plain SGD, lr 1.0) or adam (use lr ~1e-3)",
+                                       choices=["sgd", "adam"])
+    lr: Optional[float] = option("initial learning rate")
+    lr_decay: Optional[float] = option("lr factor per epoch once the decay has started")
+    min_lr: Optional[float] = option("stop when the lr falls below this (default 0.03 x lr; must be < lr)")
+    start_decay_at: Optional[int] = option("also decay the lr after every epoch >= this one (OpenNMT-py's "
+                                            "-start_decay_at; default: only after validation perplexity first rises)")
+    time_budget_minutes: Optional[float] = option("stop at the end of the epoch after which another epoch would "
+                                                   "exceed this wall time")
+    max_epochs: Optional[int] = option("stop after this many epochs")
+    max_steps: Optional[int] = option("stop after this many optimizer steps (smoke runs)")
+    batch_size: Optional[int] = option("GLOBAL batch size in sentence pairs")
+    max_length: Optional[int] = option("drop training pairs longer than this (tokens)")
+    grad_clip: Optional[float] = option("gradient-norm clip")
+    chunk_batches: Optional[int] = option("length grouping: sort within this many batches")
+    seed: Optional[int] = option("seed of the data order, initialisation and dropout")
+    max_vocab: Optional[int] = option("entries per side, special tokens included")
+    source_min_freq: Optional[int] = option("keep source words WITHOUT a vector seen this often")
+    target_min_freq: Optional[int] = option("keep target words seen this often")
+    limit_train: Optional[int] = option("use only the first N training pairs")
+    limit_eval: Optional[int] = option("use only the first N validation/test pairs")
+    eval_batch_size: Optional[int] = option("sentences per evaluation batch")
+    eval_num_beams: Optional[int] = option("beam size for the per-epoch validation BLEU")
+    test_num_beams: Optional[int] = option("beam size for the final test BLEU")
+    no_bleu: bool = option("skip BLEU (perplexity only) during training", False)
+    no_test: bool = option("skip the final test-set evaluation", False)
+    no_export: bool = option("do not export the encoder at the end", False)
+    save_steps: int = option("also checkpoint every N steps (0: every epoch only)", 0)
+    keep_checkpoints: int = option("newest checkpoints kept", 2)
+    log_every: int = option("record the mean training loss every N steps", 10)
+    cpu: bool = option("run on CPU even if a GPU is present", False)
+    find_unused_parameters: bool = option("DDP find_unused_parameters=True (only needed if some trainable weight "
+                                           "gets no gradient)", False)
+    num_threads: Optional[int] = option("torch CPU threads per process", aliases=["--threads"])
+    preprocess_workers: Optional[int] = option("datasets.map num_proc for tokenization")
+
+
+def load_model_preset(name_or_path) -> dict:
+    """A configuration/models preset (name or .json path) as a dict; {} for None."""
+    return {} if name_or_path is None else load_preset(name_or_path, "models", known_keys=PRESET_SECTIONS)
+
+
+def check_config_fields(fields, source: str) -> dict:
+    """`fields` if it is a dict of CoveConfig fields; else a ValueError naming an unknown key and its close match."""
+    from modeling_cove.configuration_cove import check_field_names
+
+    if not isinstance(fields, dict):
+        raise MTSetupError(f"{source} must be a JSON object of CoveConfig fields, got {fields!r}")
+    check_field_names(fields, source)
+    return fields
+
+
+def _config_fields(args: MTArguments, preset: dict) -> dict:
+    config = {"freeze_encoder": False}  # MT pretraining trains the MT-LSTM (the word vectors stay fixed)
+    config.update(check_config_fields(preset.get("config", {}), "preset config block"))
+    overrides = args.config_overrides
+    if isinstance(overrides, str) and overrides:
+        try:
+            overrides = json.loads(overrides)
+        except json.JSONDecodeError as err:
+            raise MTSetupError(f"--config-overrides is not valid JSON ({err}): {args.config_overrides!r}") from None
+    if overrides:
+        config.update(check_config_fields(overrides, "--config-overrides"))
+    return config
+
+
+def resolve_settings(args: MTArguments, preset: dict) -> dict:
+    """One flat dict of every setting: DEFAULTS < preset['training'] (and preset['data']) < arguments; min_lr
+    resolved (0.03 x lr when not given) and checked to lie below lr."""
+    settings = dict(DEFAULTS)
+    training = preset.get("training", {})
+    unknown = set(training) - set(DEFAULTS)
+    if unknown:
+        raise MTSetupError(f"preset training block has unknown keys {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+    settings.update(training)
+    if "dataset" in preset.get("data", {}):
+        settings["dataset"] = preset["data"]["dataset"]
+    for key in DEFAULTS:
+        value = getattr(args, key, None)
+        if value is not None:
+            settings[key] = value
+    for key in ("data_dir", "vectors", "init_from", "limit_train", "limit_eval", "max_steps"):
+        settings[key] = getattr(args, key)
+    settings["vectors_lowercase"] = bool(args.vectors_lowercase or preset.get("vectors", {}).get("lowercase", False))
+    settings["config_overrides"] = _config_fields(args, preset)
+    if settings["batch_size"] < 1 or settings["max_length"] < 1:
+        raise MTSetupError("batch_size and max_length must be >= 1")
+    try:
+        settings["min_lr"] = resolve_min_lr(settings["lr"], settings["min_lr"])
+    except ValueError as err:
+        raise MTSetupError(str(err)) from None
+    return settings
+
+
+def check_output_dir(args: MTArguments, settings: dict):
+    """Before anything is loaded or written: resume needs the first run's settings (and the same ones), a new run an
+    empty folder (or overwrite), and the vectors file must exist."""
+    try:
+        check_run_folder(args.output_dir, settings, RESUME_KEYS, args.resume, args.overwrite)
+    except ValueError as err:
+        raise MTSetupError(str(err)) from None
+    if settings["vectors"] and not Path(settings["vectors"]).is_file():
+        raise MTSetupError(f"--vectors {settings['vectors']} is not a file")
+
+
+@dataclass
+class MTData:
+    """The run's model (from mt/, as first built or last saved), tokenizers and id stores."""
+
+    model: object
+    source_tokenizer: object
+    target_tokenizer: object
+    train: object
+    eval_stores: dict
+    references: dict
+    stats: dict
+    target_tokens: list
+
+
+def prepare_data(accelerator, settings: dict, raw, output_dir: Path, preprocess_workers=None) -> MTData:
+    """Tokenize, build the vocabularies and the initial MT checkpoint once (main process; the others and resume read
+    the saved ones), then the id stores with the length filter."""
+    from transformers import AutoTokenizer
+
+    from modeling_cove.modeling_cove_mt import CoveForMachineTranslation, load_target_tokenizer
+
+    lowercase = bool(settings["config_overrides"].get("lowercase", True))
+    tokenized = raw.map(tokenize_batch, batched=True, fn_kwargs={"lowercase": lowercase},
+                        num_proc=preprocess_workers, desc="tokenizing")
+    mt_dir, stats_file = output_dir / "mt", output_dir / "data_stats.json"
+    with accelerator.main_process_first():
+        if accelerator.is_main_process and not (mt_dir / "config.json").exists():
+            build_mt_checkpoint(settings, tokenized["train"], mt_dir, stats_file, lowercase)
+    source_tokenizer = AutoTokenizer.from_pretrained(mt_dir)
+    target_tokenizer = load_target_tokenizer(str(mt_dir))
+    model = CoveForMachineTranslation.from_pretrained(mt_dir)
+    model.check_tokenizers(source_tokenizer, target_tokenizer)
+    stats = json.loads(stats_file.read_text())
+    train, eval_stores, references = prepare_splits(tokenized, source_tokenizer, target_tokenizer, model.config,
+                                                    settings["max_length"], stats)
+    if len(train) < accelerator.num_processes:
+        raise MTSetupError(f"{len(train)} training pairs left after filtering, fewer than "
+                           f"{accelerator.num_processes} processes")
+    target_tokens = target_tokenizer.convert_ids_to_tokens(list(range(len(target_tokenizer))))
+    return MTData(model, source_tokenizer, target_tokenizer, train, eval_stores, references, stats, target_tokens)
+
+
+def train_mt(args: MTArguments, on_step: Callable | None = None, command: str | None = None) -> dict | None:
+    """Run (or resume) MT pretraining as `args` says; returns the final metrics on the main process (None on the
+    others). `on_step(state, loss)` is called after every optimizer step (loss: the step's summed NLL / batch size);
+    `command` is recorded in metrics.json (default: this process's command line)."""
+    from accelerate.utils import set_seed
+
+    from ..loops.mt import MTPretraining
+
+    preset = load_model_preset(args.preset)
+    settings = resolve_settings(args, preset)
+    if args.num_threads:
+        torch.set_num_threads(args.num_threads)
+    # every trainable parameter gets a gradient in every step (decoder, MT-LSTM; the word vectors are frozen), so
+    # DDP's find_unused_parameters stays off unless asked for
+    accelerator = make_accelerator(args.cpu, args.find_unused_parameters)
+    if not accelerator.is_main_process:
+        import datasets
+        import transformers
+
+        datasets.disable_progress_bars()
+        transformers.logging.set_verbosity_error()
+    check_output_dir(args, settings)
+    start_time = time.time()
+    raw = load_raw_splits(settings)  # a wrong data_dir or dataset fails here, before the output folder is touched
+    start_run_folder(accelerator, args.output_dir, settings, args.resume)
+    set_seed(settings["seed"])
+    data = prepare_data(accelerator, settings, raw, Path(args.output_dir), args.preprocess_workers)
+    trainer = MTPretraining(args, settings, accelerator, data, preset_name=preset.get("name"), on_step=on_step,
+                            command=command, start_time=start_time)
+    trainer.train()
+    return trainer.finish()
+
+
+def main(argv=None):
+    """cove-train-mt: MTArguments from the command line, then `train_mt`; bad settings or --init-from end in one
+    line, exit status 2."""
+    from .build_vocab import CheckpointLoadError
+
+    args = parse_options(MTArguments, argv, description=__doc__)
+    try:
+        train_mt(args)
+    except (MTSetupError, CheckpointLoadError) as err:
+        fail(err)
+
+
+if __name__ == "__main__":
+    main()

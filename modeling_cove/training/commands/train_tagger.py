@@ -1,0 +1,636 @@
+"""Train a sequence tagger (`CoveForTokenClassification`): supervised, with Cross-View Training, one task or several
+sharing the encoder (docs/tagging.md). Command line: `cove-train-tagger` (also `python -m
+modeling_cove.training.commands.train_tagger`); from Python `train_tagger(TaggerSettings(...))`.
+
+    cove-train-tagger --task conll2000 --encoder runs/vocab-tagging --data-dir DATA --output-dir runs/tag/c2k
+    cove-train-tagger --task conll2000 --encoder runs/vocab-tagging --data-dir DATA --cvt --unlabeled imdb sst \\
+        --output-dir runs/tag/c2k-cvt                                        # Cross-View Training
+    cove-train-tagger --task conll2000 --train-fraction 0.1 --cvt --unlabeled train-rest ...   # small-data setting
+    cove-train-tagger --task conll2000 ewt_upos --cvt ...                    # multi-task: one encoder, two taggers
+    accelerate launch --num_processes 2 --cpu -m modeling_cove.training.commands.train_tagger ...               # DDP, 2 processes
+    cove-train-tagger ... --resume                                            # continue exactly where it stopped
+
+--task names a preset (`configuration/tagging/<task>.yaml`: conll2000, ewt_upos, wnut17, read from --data-dir as
+docs/tagging.md lays out) or `hf:<dataset id>[:<config>]@<tag column>` (online; e.g. hf:eriktks/conll2003@ner_tags).
+--encoder is a CoVe or biLM encoder checkpoint: its tokenizer and frozen word vectors (and its frozen encoder for
+--input vectors+cove / vectors+scalar_mix). Outputs in --output-dir: best/ (the tagger of the best validation epoch,
+one folder per task when several: best/<task>/), eval_results.json, metrics.json (validation per epoch, test of the
+best epoch, speeds), curves.png, checkpoints/step-N/.
+
+What this CLI adds over a plain `Trainer` (which fine-tunes the same model: docs/trainer_recipes.md): Cross-View
+Training's alternating labelled / unlabelled steps, identical on every process at every step (a batch order that is a
+pure function of (seed, epoch), each process training on its share of the global batch), several tasks sharing the
+encoder, training-only auxiliary modules that the exported tagger leaves out, scoring by words (seqeval, words
+without a token counted wrong) and exact resume inside an epoch on the shared pretraining scaffold
+(`pretraining.PretrainingLoop`; its docstring says why that scaffold and not a `Trainer` subclass).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+
+from ...modeling_cove_tagger import IGNORE_INDEX
+from ..common.cli import REQUIRED, option, run_training_command
+from ..loops.cvt import TaggerTraining
+from ..loops.pretraining import (PretrainingLoop, PretrainingState, StopLimits, check_run_folder, epoch_batches,
+                          make_accelerator, make_optimizer, rank_share, start_run_folder)
+from ..common.run_info import command_line, git_commit, machine_info, plot_curves, write_json
+
+HYPERPARAMETER_DEFAULTS = {
+    "epochs": 20, "batch_size": 64, "learning_rate": 1e-3, "dropout": 0.5, "hidden_size": 300, "module_dim": 300,
+    "max_grad_norm": 1.0, "early_stopping_patience": 5, "eval_batch_size": 256, "max_length": 512,
+    "unlabeled_max_length": 50,
+}
+INPUTS = ("vectors", "vectors+cove", "cove", "vectors+scalar_mix")
+SEED_STRIDE = 7919  # batch order: the generator seed is seed x SEED_STRIDE + epoch (unlabelled: + 1 000 000)
+SENTENCE_ENDS = (".", "!", "?")
+
+
+@dataclass
+class TaggerSettings:
+    """Every setting of a tagging run (the flags of cove-train-tagger). `RESUME_KEYS` must not change on resume."""
+
+    task: list[str] = option("task preset(s) (conll2000, ewt_upos, wnut17) or hf:<id>[:<config>]@<tag column>; "
+                             "two or more: multi-task, one shared encoder", REQUIRED)
+    encoder: str = option("CoVe / biLM encoder checkpoint (tokenizer, frozen word vectors, frozen encoder)", REQUIRED)
+    output_dir: str = option("run folder: best/, metrics.json, curves.png, checkpoints/", REQUIRED)
+    input: str = option(f"what the tagger reads per token: {', '.join(INPUTS)} (vectors+scalar_mix over a biLM "
+                        "encoder is the vectors+bilm column)", "vectors")
+    data_dir: Optional[str] = option("the local data folder holding the task files (docs/tagging.md)")
+    cvt: bool = option("Cross-View Training: alternate labelled and unlabelled steps", False)
+    unlabeled: list[str] = option("unlabelled text for --cvt: local corpus names (imdb, sst, trec, multi30k, snli, "
+                                  "squad: training splits only), text files, hf:<id>[:<config>], or train-rest (the "
+                                  "training sentences --train-fraction leaves unlabelled)", ["imdb", "sst"])
+    unlabeled_ratio: int = option("unlabelled steps per labelled step with --cvt", 1)
+    train_fraction: Optional[float] = option("keep the labels of this fixed random share of the training sentences")
+    seed: int = option("seed of the batch order, initialisation, dropout and --train-fraction's subset", 1)
+    preset: Optional[str] = option("hyperparameter file instead of configuration/tagging/<task>.yaml (first task)")
+    epochs: Optional[int] = option("override the preset's epochs")
+    batch_size: Optional[int] = option("override the preset's batch size (sentences per step, global)")
+    learning_rate: Optional[float] = option("override the preset's Adam learning rate")
+    dropout: Optional[float] = option("override the preset's dropout")
+    hidden_size: Optional[int] = option("override the preset's biLSTM hidden size per direction")
+    case_dim: int = option("width of an embedding of each token's casing as written (tagger_case_dim; the word "
+                           "vectors are lower-cased, so NER loses case without it); 0: none", 0)
+    limit_sentences: Optional[int] = option("at most this many sentences per split and unlabelled texts (smoke "
+                                            "tests)")
+    max_steps: Optional[int] = option("stop after this many steps (resume with more to continue)")
+    time_budget_minutes: Optional[float] = option("stop (and checkpoint) after this much training time")
+    save_steps: int = option("also checkpoint every N steps", 0)
+    keep_checkpoints: int = option("newest checkpoints kept", 1)
+    resume: bool = option("continue from the latest checkpoint in output_dir", False)
+    overwrite: bool = option("delete an existing output_dir first", False)
+    no_save_model: bool = option("do not write best/ (the table's runs: metrics only)", False)
+
+    def __post_init__(self):
+        if self.input not in INPUTS:
+            raise ValueError(f"--input must be one of {INPUTS}, got {self.input!r}")
+        if self.cvt and self.input != "vectors":
+            raise ValueError(f"--cvt reads the word vectors alone (--input vectors): restricted views mean nothing over "
+                             f"{self.input!r}, whose features already see both directions")
+        if self.train_fraction is not None and not 0 < self.train_fraction <= 1:
+            raise ValueError(f"--train-fraction must be in (0, 1], got {self.train_fraction}")
+        if "train-rest" in self.unlabeled and self.train_fraction is None and self.cvt:
+            raise ValueError("--unlabeled train-rest needs --train-fraction (the rest of the training sentences)")
+        if len(set(self.task)) != len(self.task):
+            raise ValueError(f"--task names a task twice: {self.task}")
+
+
+RESUME_KEYS = ("task", "encoder", "input", "data_dir", "cvt", "unlabeled", "unlabeled_ratio", "train_fraction",
+               "seed", "preset", "epochs", "batch_size", "learning_rate", "dropout", "hidden_size", "case_dim",
+               "limit_sentences")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# data
+
+
+def load_hyperparameters(settings: TaggerSettings) -> dict:
+    """HYPERPARAMETER_DEFAULTS < the preset (`--preset`, else configuration/tagging/<first task>.yaml when it exists)
+    < the command line's overrides."""
+    from ..common.presets import PresetError, load_preset
+
+    hp = dict(HYPERPARAMETER_DEFAULTS)
+    name = settings.preset or settings.task[0]
+    try:
+        values = load_preset(name, "tagging", known_keys=set(HYPERPARAMETER_DEFAULTS) | {"task", "description"})
+        hp["source"] = str(values.pop("path"))
+        hp.update({k: v for k, v in values.items() if k in HYPERPARAMETER_DEFAULTS})
+    except PresetError:
+        if settings.preset:
+            raise
+        hp["source"] = "defaults"
+    for key in ("epochs", "batch_size", "learning_rate", "dropout", "hidden_size"):
+        if getattr(settings, key) is not None:
+            hp[key] = getattr(settings, key)
+    return hp
+
+
+def load_task(task: str, data_dir, limit: Optional[int] = None):
+    """(DatasetDict train / validation / test with words, tags, text; metric kind "f1" or "accuracy")."""
+    from ..data import tagging as tagging_data
+
+    if task.startswith("hf:"):
+        import datasets
+
+        source, _, tag_column = task[3:].partition("@")
+        if not tag_column:
+            raise ValueError(f"--task {task!r}: name the tag column, hf:<id>[:<config>]@<tag column>")
+        dataset_id, _, config_name = source.partition(":")
+        splits = tagging_data.from_hub_dataset(datasets.load_dataset(dataset_id, config_name or None), tag_column)
+        kind = "accuracy" if "pos" in tag_column else "f1"
+    else:
+        if task not in tagging_data.TAGGING_TASKS:
+            raise ValueError(f"unknown task {task!r}: choose from {sorted(tagging_data.TAGGING_TASKS)} or "
+                             "hf:<id>[:<config>]@<tag column>")
+        if data_dir is None:
+            raise ValueError(f"task {task!r} is read from the local data: give --data-dir (docs/tagging.md)")
+        splits = tagging_data.load_tagging_splits(task, data_dir)
+        kind = tagging_data.TAGGING_TASKS[task].metric
+    if limit:
+        splits = splits.__class__({name: split.select(range(min(limit, len(split)))) for name, split in
+                                   splits.items()})
+    return splits, kind
+
+
+@dataclass
+class Encoded:
+    """A split tokenised for the tagger: per sentence its token ids, word ids (`word_ids()`), each token's casing as
+    written (`casing_class`), gold word tags and (for splits trained or validated on) aligned label ids (-100 where
+    no label)."""
+
+    ids: list
+    word_ids: list
+    case_ids: list
+    tags: list
+    labels: Optional[list] = None
+
+    def lengths(self) -> np.ndarray:
+        return np.array([len(ids) for ids in self.ids])
+
+
+def encode_split(split, tokenizer, label2id: Optional[dict], name: str, max_length: int) -> Encoded:
+    """Tokenise each sentence's words (`is_split_into_words=True`); a sentence without tokens or with more than
+    `max_length` tokens is a ValueError naming the split and row (nothing is dropped)."""
+    from ...modeling_cove_tagger import casing_class
+    from ..data import tagging as tagging_data
+
+    words = list(split["words"])
+    encoding = tokenizer(words, is_split_into_words=True, add_special_tokens=False, return_offsets_mapping=True)
+    ids = encoding["input_ids"]
+    word_ids = [encoding.word_ids(i) for i in range(len(words))]
+    case_ids = [[casing_class(words[row][w][start:end]) for w, (start, end) in zip(wids, offsets)]
+                for row, (wids, offsets) in enumerate(zip(word_ids, encoding["offset_mapping"]))]
+    for row, tokens in enumerate(ids):
+        if not tokens:
+            raise ValueError(f"{name} row {row}: the sentence {words[row][:10]} produced no tokens")
+        if len(tokens) > max_length:
+            raise ValueError(f"{name} row {row}: {len(tokens)} tokens, more than the tagger's max_length "
+                             f"{max_length} (tagger_max_length); split the sentence or raise max_length")
+    tags = list(split["tags"])
+    labels = None
+    if label2id is not None:
+        tagging_data.check_tags(split, label2id, name)
+        labels = [tagging_data.align_labels(w, t, label2id) for w, t in zip(word_ids, tags)]
+    return Encoded(ids, word_ids, case_ids, tags, labels)
+
+
+def label_set(*splits) -> list:
+    """The task's tag inventory: the tags of `splits` (the whole training split and the validation split, whatever
+    share of train keeps its labels: a rare tag must not be an unknown tag of validation), plus I-X for every B-X of
+    an IOB2 tag set (a chunk type seen only as one-word chunks can still continue at test time: CoNLL-2000's test has
+    I-LST, its training data only B-LST)."""
+    from ..data import tagging as tagging_data
+
+    labels = set().union(*(tagging_data.label_list(split) for split in splits))
+    labels |= {"I-" + tag[2:] for tag in labels if tag.startswith("B-")}
+    return sorted(labels)
+
+
+def unlabeled_sentences(settings: TaggerSettings, tokenizer, rest_words: list, max_length: int) -> tuple:
+    """The unlabelled text as sentences (token ids, case ids): each text tokenised, cut after sentence-final
+    punctuation, and pieces longer than `max_length` tokens cut into `max_length` windows; one-token pieces are
+    left out (no context for any view). `train-rest` reads `rest_words` (word lists)."""
+    from ...modeling_cove_tagger import case_ids_from_offsets
+    from .train_bilm import corpus_texts
+
+    texts = []
+    for source in settings.unlabeled:
+        found = [" ".join(w) for w in rest_words] if source == "train-rest" else corpus_texts(source,
+                                                                                               settings.data_dir)
+        texts += found[:settings.limit_sentences] if settings.limit_sentences else found
+    ends = {tokenizer.convert_tokens_to_ids(t) for t in SENTENCE_ENDS} - {tokenizer.unk_token_id}
+    sentences, cases = [], []
+    for start in range(0, len(texts), 2000):
+        chunk = texts[start:start + 2000]
+        encoding = tokenizer(chunk, add_special_tokens=False, return_offsets_mapping=True)
+        for text, ids, offsets in zip(chunk, encoding["input_ids"], encoding["offset_mapping"]):
+            begin = 0
+            for i, token in enumerate(ids):
+                if token in ends or i + 1 - begin == max_length or i + 1 == len(ids):
+                    if i + 1 - begin >= 2:
+                        sentences.append(ids[begin:i + 1])
+                        cases.append(case_ids_from_offsets(text, offsets[begin:i + 1]))
+                    begin = i + 1
+    if not sentences:
+        raise ValueError(f"--unlabeled {settings.unlabeled}: no sentence of 2 tokens or more")
+    return sentences, cases
+
+
+def pad(rows: list, device, value: int = 0) -> tuple:
+    """(rows (B, T), attention mask (B, T)) on `device`: lists of ids (tokens, case ids, label ids) right-padded
+    with `value` (`feature_cache.pad_rows`)."""
+    from ...feature_cache import pad_rows
+
+    batch = pad_rows(rows, [[0] * len(row) for row in rows], value)
+    return batch["input_ids"].to(device), batch["attention_mask"].to(device)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# prediction and scoring
+
+
+@torch.no_grad()
+def predict_tags(training, task: str, data: Encoded, labels: list, batch_size: int, device) -> list:
+    """Each sentence's predicted tag per word (None for a word without a token): the task's primary module in eval
+    mode, batches of similar lengths."""
+    from ..data.tagging import word_predictions
+
+    was_training = training.training
+    training.eval()
+    order = np.argsort(data.lengths(), kind="stable")
+    predicted = [None] * len(data.ids)
+    try:
+        for start in range(0, len(order), batch_size):
+            rows = order[start:start + batch_size].tolist()
+            ids, mask = pad([data.ids[r] for r in rows], device)
+            cases, _ = pad([data.case_ids[r] for r in rows], device)
+            states, tokens_mask = training.primary_states(ids, mask, cases)
+            best = training.primary_module(task)(states, tokens_mask).argmax(dim=-1).cpu().tolist()  # (B, T)
+            for r, tokens in zip(rows, best):
+                words = word_predictions(tokens[:len(data.ids[r])], data.word_ids[r], len(data.tags[r]))
+                predicted[r] = [None if w is None else labels[w] for w in words]
+    finally:
+        training.train(was_training)
+    return predicted
+
+
+def score(training, task: str, data: Encoded, labels: list, kind: str, batch_size: int, device) -> dict:
+    """`tagging_data.score_tagging` of the task's predictions against the gold word tags."""
+    from ..data.tagging import score_tagging
+
+    result = score_tagging(data.tags, predict_tags(training, task, data, labels, batch_size, device), kind)
+    return {**result, "per_type": result.get("per_type")}
+
+
+def main_metric(result: dict, kind: str) -> float:
+    return result["f1"] if kind == "f1" else result["accuracy"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the loop
+
+
+@dataclass
+class TaskRun:
+    """One task of a run: its labels, metric kind and encoded splits."""
+
+    name: str
+    labels: list
+    kind: str
+    train: Encoded
+    validation: Encoded
+    test: Encoded
+    counts: dict
+
+
+LENGTH_GROUP_BATCHES = 50  # labelled batches are cut from length-sorted chunks of this many batches
+
+
+def labelled_batches(split: Encoded, batch_size: int, seed: int, epoch: int) -> list:
+    """One task's labelled batches of `epoch` (lists of sentence indices into `split`), a pure function of (seed,
+    epoch): sentences of similar lengths batched together (`epoch_batches` with length grouping over chunks of
+    `LENGTH_GROUP_BATCHES` batches), so that a batch's biLSTM steps are mostly real tokens; the batches shuffled."""
+    return epoch_batches(len(split.ids), batch_size, seed, epoch, SEED_STRIDE, lengths=(split.lengths(),),
+                         chunk_batches=LENGTH_GROUP_BATCHES)
+
+
+class TaggerLoop(PretrainingLoop):
+    """A tagging run on the shared scaffold: an epoch is one pass over the labelled batches of every task (shuffled
+    together), each followed by `unlabeled_ratio` unlabelled batches with --cvt; Adam with gradient clipping;
+    validation after every epoch; the best epoch's weights kept (`best_state.safetensors`) and early stopping after
+    `early_stopping_patience` epochs without improvement (the mean of the tasks' main metrics)."""
+
+    def __init__(self, settings: TaggerSettings, accelerator, training, tasks: list, unlabeled: tuple, hp: dict):
+        super().__init__(accelerator, settings.output_dir, StopLimits(hp["epochs"], settings.max_steps,
+                                                                      settings.time_budget_minutes),
+                         settings.seed, settings.save_steps, settings.keep_checkpoints)
+        self.settings, self.tasks, self.hp = settings, tasks, hp
+        self.unlabeled, self.unlabeled_cases = unlabeled  # token ids and case ids of each unlabelled sentence
+        optimizer = make_optimizer("adam", [p for p in training.parameters() if p.requires_grad], hp["learning_rate"])
+        self.model, self.optimizer = accelerator.prepare(training, optimizer)
+        self.unwrapped = accelerator.unwrap_model(self.model)
+        self.phase_seconds = {"labelled": [0.0, 0], "unlabelled": [0.0, 0]}  # seconds, tokens of this process's run
+        self.start(settings.resume, PretrainingState(epoch_sums=self.fresh_epoch_sums()))
+
+    def fresh_epoch_sums(self) -> list:
+        return [0.0, 0, 0.0, 0]  # labelled loss sum, labelled steps, unlabelled loss sum, unlabelled steps
+
+    def epoch_batches(self, epoch: int) -> list:
+        """The global batches of `epoch`, a pure function of (seed, epoch): ("labelled", task index, rows) batches of
+        similar lengths, the tasks' shuffled together, each followed with --cvt by `unlabeled_ratio` ("unlabelled",
+        None, rows) batches from a seeded permutation of the unlabelled sentences."""
+        size, seed = self.hp["batch_size"], self.settings.seed
+        labelled = []
+        for t, task in enumerate(self.tasks):
+            labelled += [("labelled", t, rows) for rows in labelled_batches(task.train, size, seed + 101 * t, epoch)]
+        generator = torch.Generator().manual_seed(seed * SEED_STRIDE + epoch)
+        labelled = [labelled[i] for i in torch.randperm(len(labelled), generator=generator).tolist()]
+        if not self.settings.cvt:
+            return labelled
+        generator = torch.Generator().manual_seed(seed * SEED_STRIDE + epoch + 1_000_000)
+        order = torch.randperm(len(self.unlabeled), generator=generator).tolist()
+        batches, position = [], 0
+        for batch in labelled:
+            batches.append(batch)
+            for _ in range(self.settings.unlabeled_ratio):
+                rows = [order[(position + i) % len(order)] for i in range(size)]
+                position += size
+                batches.append(("unlabelled", None, rows))
+        return batches
+
+    def train_step(self, batch: tuple) -> dict:
+        phase, t, rows = batch
+        state, accelerator = self.state, self.accelerator
+        share = rank_share(rows, accelerator.process_index, accelerator.num_processes)
+        started = time.time()
+        if phase == "labelled":
+            task = self.tasks[t]
+            ids, mask = pad([task.train.ids[r] for r in share], accelerator.device)
+            cases, _ = pad([task.train.case_ids[r] for r in share], accelerator.device)
+            labels, _ = pad([task.train.labels[r] for r in share], accelerator.device, IGNORE_INDEX)
+            loss = self.model("labelled", ids, mask, task=task.name, labels=labels, case_ids=cases)
+        else:
+            ids, mask = pad([self.unlabeled[r] for r in share], accelerator.device)
+            cases, _ = pad([self.unlabeled_cases[r] for r in share], accelerator.device)
+            loss = self.model("unlabelled", ids, mask, case_ids=cases)
+        if not torch.isfinite(loss.detach()):
+            raise FloatingPointError(f"step {state.global_step + 1} ({phase}): the loss is {float(loss)}; the run "
+                                     "stops here (its last checkpoint is intact)")
+        accelerator.backward(loss)
+        accelerator.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], self.hp["max_grad_norm"])
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        figures = accelerator.reduce(torch.tensor([float(loss.detach()), float(mask.sum())],
+                                                  device=accelerator.device), "sum")
+        mean_loss, tokens = float(figures[0]) / accelerator.num_processes, int(figures[1])
+        seconds = self.phase_seconds[phase]
+        seconds[0], seconds[1] = seconds[0] + time.time() - started, seconds[1] + tokens
+        state.global_step += 1
+        state.step_in_epoch += 1
+        state.train_tokens += tokens
+        at = 0 if phase == "labelled" else 2
+        state.epoch_sums[at] += mean_loss
+        state.epoch_sums[at + 1] += 1
+        if state.global_step % 10 == 0:
+            state.loss_log.append([state.global_step, phase, mean_loss])
+        return {phase[:5]: f"{mean_loss:.3f}"}
+
+    def validation_scores(self) -> dict:
+        return {task.name: score(self.unwrapped, task.name, task.validation, task.labels, task.kind,
+                                 self.hp["eval_batch_size"], self.accelerator.device) for task in self.tasks}
+
+    def evaluate(self, epoch: int, stopped: str | None, epoch_start: float) -> dict:
+        """The epoch's record: mean training losses, validation scores per task; the best weights saved."""
+        from safetensors.torch import save_file
+
+        state, sums = self.state, self.state.epoch_sums
+        validation = self.validation_scores()
+        mean = float(np.mean([main_metric(validation[t.name], t.kind) for t in self.tasks]))
+        record = {"epoch": epoch, "global_step": state.global_step, "steps": state.step_in_epoch,
+                  "complete": stopped is None, "seconds": round(time.time() - epoch_start, 1),
+                  "train_loss": sums[0] / max(sums[1], 1),
+                  "unlabelled_loss": sums[2] / sums[3] if sums[3] else None,
+                  "validation": {name: {k: v for k, v in result.items() if k != "per_type"}
+                                 for name, result in validation.items()},
+                  "validation_main": mean}
+        best = max([h["validation_main"] for h in state.history if h["complete"]] or [-1.0])
+        if stopped is None and mean > best and self.accelerator.is_main_process:  # complete epochs only
+            weights = {k: v.detach().cpu().contiguous() for k, v in self.unwrapped.state_dict().items()}
+            save_file(weights, str(self.output_dir / "best_state.safetensors"))
+        self.accelerator.wait_for_everyone()
+        self.accelerator.print({k: v for k, v in record.items() if k != "validation"} |
+                               {"validation": {n: round(main_metric(r, t.kind), 4) for (n, r), t in
+                                               zip(validation.items(), self.tasks)}})
+        return record
+
+    def why_stop(self, inside_epoch: bool = False) -> str | None:
+        """The scaffold's limits, then early stopping at an epoch end."""
+        reason = super().why_stop(inside_epoch)
+        if reason is not None or inside_epoch:
+            return reason
+        mains = [h["validation_main"] for h in self.state.history if h["complete"]]
+        patience = self.hp["early_stopping_patience"]
+        if patience and len(mains) > patience and max(mains[-patience:]) <= max(mains[:-patience]):
+            return f"early stopping: no better validation score in {patience} epochs"
+        return None
+
+    def write_record(self):
+        """metrics.json and curves.png of the run so far."""
+        if self.accelerator.is_main_process:
+            write_json(self.output_dir / "metrics.json", self.record())
+            plot_run_curves(self.state, self.tasks, self.output_dir / "curves.png")
+
+    def record(self, final: Optional[dict] = None) -> dict:
+        state, world = self.state, self.accelerator.num_processes
+        speeds = {phase: round(tokens * 1.0 / max(seconds, 1e-9), 1) if tokens else None
+                  for phase, (seconds, tokens) in self.phase_seconds.items()}
+        return {
+            "command": self.command, "commit": self.commit, "settings": self.settings.__dict__,
+            "hyperparameters": self.hp, "machine": {**machine_info(), "processes": world,
+                                                    "threads": torch.get_num_threads()},
+            "tasks": {t.name: {"labels": t.labels, "metric": t.kind, **t.counts} for t in self.tasks},
+            "unlabeled_sentences": len(self.unlabeled), "epochs": state.history, "global_step": state.global_step,
+            "stop_reason": state.stop_reason, "train_seconds": round(state.train_seconds, 1),
+            "train_tokens": state.train_tokens,
+            "train_tokens_per_second": round(state.train_tokens / max(state.train_seconds, 1e-9), 1),
+            "tokens_per_second_by_phase": speeds, "wall_seconds": round(time.time() - self.run_started, 1),
+            "loss_log": state.loss_log, **(final or {}),
+        }
+
+    def finish(self) -> dict:
+        """The best epoch's weights back, validation and test scores per task, best/ (each task's tagger, no
+        auxiliary modules) and eval_results.json, metrics.json and curves.png; returns the metrics."""
+        from safetensors.torch import load_file
+
+        accelerator = self.accelerator
+        best = self.output_dir / "best_state.safetensors"
+        accelerator.wait_for_everyone()
+        if best.is_file():
+            self.unwrapped.load_state_dict(load_file(str(best)))
+        results = {}
+        for task in self.tasks:
+            results[task.name] = {split: score(self.unwrapped, task.name, getattr(task, split), task.labels,
+                                               task.kind, self.hp["eval_batch_size"], accelerator.device)
+                                  for split in ("validation", "test")}
+        complete = [h for h in self.state.history if h["complete"]]
+        final = {"best_epoch": max(complete, key=lambda h: h["validation_main"])["epoch"] if complete else None,
+                 "results": results}
+        metrics = self.record(final)
+        if accelerator.is_main_process:
+            for task in self.tasks:
+                result = results[task.name]["test"]
+                accelerator.print(f"{task.name}: test {task.kind} {100 * main_metric(result, task.kind):.2f}, "
+                                  f"validation {100 * main_metric(results[task.name]['validation'], task.kind):.2f}")
+            write_json(self.output_dir / "metrics.json", metrics)
+            plot_run_curves(self.state, self.tasks, self.output_dir / "curves.png")
+            if not self.settings.no_save_model:
+                save_taggers(self, metrics)
+        accelerator.wait_for_everyone()
+        accelerator.end_training()
+        return metrics
+
+
+def plot_run_curves(state: PretrainingState, tasks: list, path: Path) -> None:
+    """Training losses per step (labelled, unlabelled) and the validation score per epoch."""
+    logs = {phase: [(r[0], r[2]) for r in state.loss_log if r[1] == phase] for phase in ("labelled", "unlabelled")}
+    epochs = [h["epoch"] for h in state.history]
+    panels = [
+        {"title": "training loss", "xlabel": "step",
+         "series": {phase: ([x for x, _ in rows], [y for _, y in rows]) for phase, rows in logs.items() if rows}},
+        {"title": "validation (F1 or accuracy)", "xlabel": "epoch",
+         "series": {t.name: (epochs, [main_metric(h["validation"][t.name], t.kind) for h in state.history])
+                    for t in tasks}},
+    ]
+    plot_curves(panels, path, title="tagger training")
+
+
+def save_taggers(loop: TaggerLoop, metrics: dict) -> None:
+    """best/ (one task) or best/<task>/ (several): each task's tagger with the tokenizer, and its eval_results.json."""
+    from ..publishing.cards import describe_encoder, make_eval_record, write_eval_json
+
+    settings = loop.settings
+    for task in loop.tasks:
+        folder = loop.output_dir / "best" if len(loop.tasks) == 1 else loop.output_dir / "best" / task.name
+        model = loop.unwrapped.export_task_model(task.name, task.labels)
+        model.save_pretrained(folder)
+        loop.tokenizer.save_pretrained(folder)
+        test = metrics["results"][task.name]["test"]
+        figures = ([{"type": "f1", "value": round(100 * test["f1"], 2)},
+                    {"type": "precision", "value": round(100 * test["precision"], 2)},
+                    {"type": "recall", "value": round(100 * test["recall"], 2)}] if task.kind == "f1" else
+                   [{"type": "accuracy", "value": round(100 * test["accuracy"], 2)}])
+        record = make_eval_record(
+            folder,
+            task={"type": "token-classification", "name": "Token classification"},
+            dataset={"name": task.name, "key": task.name, "id": task.name, "split": "test",
+                     "num_examples": task.counts["test_sentences"], "source": settings.data_dir or "Hub"},
+            metrics=figures,
+            training={"command": metrics["command"], "seed": settings.seed, "commit": metrics["commit"],
+                      "encoder": describe_encoder(settings.encoder, used=settings.input != "vectors"),
+                      "num_train_examples": task.counts["train_sentences"], "train_split": "train",
+                      "hyperparameters": {k: loop.hp[k] for k in ("batch_size", "learning_rate", "dropout")},
+                      "epochs_run": len(metrics["epochs"]), "steps_run": metrics["global_step"],
+                      "stop_reason": metrics["stop_reason"]},
+        )
+        write_eval_json(folder / "eval_results.json", record)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the run
+
+
+def load_tokenizer(encoder: str):
+    """The tokenizer of the encoder checkpoint `encoder` (a folder or a Hub id); a ValueError naming it if none."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(encoder)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"--encoder {encoder!r} is not a loadable CoVe checkpoint (a folder with config.json, "
+                         f"weights and tokenizer, or a reachable Hub id): {err}") from None
+
+
+def build_training(settings: TaggerSettings, hp: dict, tasks: list, tokenizer) -> TaggerTraining:
+    """The tagger on `settings.encoder` (word vectors and encoder loaded, frozen; the biLSTM and modules freshly
+    initialised from the seed) with the first task's labels, and the other tasks' and CVT's modules, in a
+    `cvt.TaggerTraining`. `tokenizer` (the encoder's) must be the checkpoint's vocabulary."""
+    from transformers import set_seed
+
+    from ...modeling_cove_tagger import CoveForTokenClassification
+    from ...tokenization_cove import check_tokenizer_matches
+
+    set_seed(settings.seed)
+    first = tasks[0]
+    try:
+        model = CoveForTokenClassification.from_pretrained(
+            settings.encoder, num_labels=len(first.labels), id2label=dict(enumerate(first.labels)),
+            label2id={label: i for i, label in enumerate(first.labels)}, tagger_input=settings.input,
+            tagger_hidden_size=hp["hidden_size"], tagger_module_dim=hp["module_dim"], tagger_dropout=hp["dropout"],
+            tagger_max_length=hp["max_length"], tagger_case_dim=settings.case_dim, freeze_encoder=True,
+            freeze_embeddings=True)
+    except OSError as err:
+        raise ValueError(f"--encoder {settings.encoder!r} is not a loadable CoVe checkpoint: {err}") from None
+    check_tokenizer_matches(model.config, tokenizer)
+    return TaggerTraining(model, {t.name: t.labels for t in tasks}, settings.cvt)
+
+
+def prepare_tasks(settings: TaggerSettings, tokenizer, hp: dict) -> tuple:
+    """(TaskRun per task, the unlabelled sentences): splits read, --train-fraction applied, tokenised and checked."""
+    from ..data.tagging import labelled_subset
+
+    tasks, rest_words = [], []
+    for name in settings.task:
+        splits, kind = load_task(name, settings.data_dir, settings.limit_sentences)
+        train = splits["train"]
+        labels = label_set(train, splits["validation"])
+        if settings.train_fraction is not None and settings.train_fraction < 1:
+            train, rest = labelled_subset(train, settings.train_fraction, settings.seed)
+            rest_words += list(rest["words"])
+        label2id = {label: i for i, label in enumerate(labels)}
+        encoded = {split: encode_split(data, tokenizer, None if split == "test" else label2id, f"{name} {split}",
+                                       hp["max_length"])
+                   for split, data in (("train", train), ("validation", splits["validation"]),
+                                       ("test", splits["test"]))}
+        counts = {f"{split}_sentences": len(e.ids) for split, e in encoded.items()}
+        counts |= {f"{split}_tokens": int(e.lengths().sum()) for split, e in encoded.items()}
+        counts["test_tags_unseen_in_train"] = sum(tag not in label2id for tags in encoded["test"].tags for tag in tags)
+        tasks.append(TaskRun(name, labels, kind, encoded["train"], encoded["validation"], encoded["test"], counts))
+    unlabeled = (unlabeled_sentences(settings, tokenizer, rest_words, hp["unlabeled_max_length"])
+                 if settings.cvt else ([], []))
+    return tasks, unlabeled
+
+
+def train_tagger(settings: TaggerSettings, argv=None, cpu: bool = False) -> dict:
+    """Train a tagger as `settings` say (module docstring); returns the metrics (main process)."""
+    run_started, commit = time.time(), git_commit()
+    hp = load_hyperparameters(settings)
+    # each phase leaves parameters unused (cvt.py): DDP must be told
+    accelerator = make_accelerator(cpu, find_unused_parameters=True, batch_size=hp["batch_size"])
+    current = {k: getattr(settings, k) for k in RESUME_KEYS}
+    check_run_folder(settings.output_dir, current, RESUME_KEYS, settings.resume, settings.overwrite)
+    tokenizer = load_tokenizer(settings.encoder)
+    tasks, unlabeled = prepare_tasks(settings, tokenizer, hp)
+    training = build_training(settings, hp, tasks, tokenizer)
+    start_run_folder(accelerator, settings.output_dir, current, settings.resume)
+    loop = TaggerLoop(settings, accelerator, training, tasks, unlabeled, hp)
+    loop.tokenizer, loop.commit, loop.run_started = tokenizer, commit, run_started
+    loop.command = command_line(argv)
+    loop.train()
+    return loop.finish()
+
+
+def main(argv=None):
+    """cove-train-tagger: TaggerSettings and `cli.RunArguments` (--threads, --cpu) from the command line, then
+    `train_tagger`; bad settings or data end in one line, exit status 2."""
+    run_training_command(TaggerSettings, train_tagger, argv, description=__doc__)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""What every training run and benchmark records about itself, written once: the git commit (or the installed version),
+the machine, the command line, an atomic JSON writer and one curve plot (loss / metric panels) as a PNG."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2]  # the imported modeling_cove package
+DISTRIBUTION = "modeling-cove"
+
+
+def package_version() -> str:
+    """The installed distribution's version ("unknown" when the package runs from a tree that was never installed)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def source_checkout() -> Path | None:
+    """The git checkout of this project that the package was imported from (a source tree, an editable install), or
+    None for an installed package: the folder above the package must be the top of a git work tree whose
+    pyproject.toml names this distribution, so a wheel installed inside some other repository never counts."""
+    root = PACKAGE.parent
+    pyproject = root / "pyproject.toml"
+    if not pyproject.is_file() or f'name = "{DISTRIBUTION}"' not in pyproject.read_text(encoding="utf-8"):
+        return None
+    try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True,
+                             timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return root if top.returncode == 0 and Path(top.stdout.strip()).resolve() == root else None
+
+
+def git_commit(repo: Path | str | None = None) -> str:
+    """The HEAD commit of `repo`, with "-dirty" when tracked files differ from it; "unknown" outside a checkout.
+    Without `repo`: the commit of the project's own checkout the package was imported from, or for an installed
+    package its version (e.g. "modeling-cove 0.1.0 (installed)"), never the commit of the folder a user stands in."""
+    if repo is None:
+        repo = source_checkout()
+        if repo is None:
+            return f"{DISTRIBUTION} {package_version()} (installed)"
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=10)
+        if head.returncode != 0 or not head.stdout.strip():
+            return "unknown"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def _program(path: str) -> list:
+    """How a user retypes the program `path` (a process's `sys.argv[0]`): an entry point by its name (`cove-main`), a
+    module of this package as `python -m modeling_cove...`, a script as `python <path>` (relative to the current
+    directory when it lies below it)."""
+    file = Path(path)
+    if file.suffix != ".py":
+        return [file.name]
+    resolved = file.resolve()
+    if resolved.is_relative_to(PACKAGE):
+        module = resolved.relative_to(PACKAGE.parent).with_suffix("").parts
+        return ["python", "-m", ".".join(module[:-1] if module[-1] == "__main__" else module)]
+    if resolved.is_relative_to(Path.cwd()):
+        path = str(resolved.relative_to(Path.cwd()))
+    return ["python", path]
+
+
+def command_line(argv: list | None = None, program: str | None = None) -> str:
+    """The command as a user would retype it (default: this process's `sys.argv`): `cove-main --quick`,
+    `python -m modeling_cove.training.commands.train_mt ...` or `python scripts/main.py ...`, never the path of an entry point."""
+    argv = list(sys.argv if argv is None else argv)
+    return shlex.join([*_program(program or (argv[0] if argv else "")), *[str(a) for a in argv[1:]]])
+
+
+def machine_info() -> dict:
+    """The CPU (model name, family/model/stepping: VMs report one name for different generations, and the bf16
+    flags that decide the LSTM kernel), cores, memory, library versions and the GPU when there is one."""
+    import torch
+
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        cpuinfo = ""
+    fields = {}  # the first CPU's "key: value" lines
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = set(fields.get("flags", "").split())
+    memory = None
+    try:
+        meminfo = Path("/proc/meminfo").read_text().splitlines()
+        memory = int(next(line for line in meminfo if line.startswith("MemTotal")).split()[1]) * 1024
+    except (OSError, StopIteration, ValueError):
+        pass
+    info = {
+        "cpu": fields.get("model name", platform.processor() or "unknown"),
+        "cpu_model": "/".join(fields.get(k, "?") for k in ("cpu family", "model", "stepping")) if cpuinfo else "unknown",
+        "avx512_flags": sorted(f for f in flags if f.startswith("avx512")),
+        "avx2": "avx2" in flags,
+        "avx512_bf16": "avx512_bf16" in flags,
+        "amx_bf16": "amx_bf16" in flags,
+        "logical_cores": os.cpu_count(),
+        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "memory_bytes": memory,
+        "torch_threads": torch.get_num_threads(),
+        "load_average_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default (unset)"),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
+    try:
+        import transformers
+
+        info["transformers"] = transformers.__version__
+    except ImportError:  # pragma: no cover - a dependency of the package
+        pass
+    if torch.cuda.is_available():
+        info.update(gpu=torch.cuda.get_device_name(0), gpu_count=torch.cuda.device_count(),
+                    cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version())
+    return info
+
+
+def write_json(path: Path | str, payload) -> Path:
+    """Write `payload` as indented JSON atomically (a reader never sees half a file; a killed run keeps the old one)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def plot_curves(panels: list, path: Path | str, title: str | None = None) -> Path:
+    """One PNG with a panel per entry of `panels`, each a dict:
+    `{"title": str, "xlabel": str, "ylabel": str, "series": {label: (xs, ys)}, "errors": {label: y_errors},
+    "log_x": bool, "log_y": bool, "hlines": {label: y}}` (all keys but "series" optional; a series with no points is
+    skipped, a panel with none says "no data"; a series with errors gets error bars)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(5.5 * max(1, len(panels)), 4), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        drawn = False
+        for label, (xs, ys) in panel.get("series", {}).items():
+            xs, ys = list(xs), list(ys)
+            errors = (panel.get("errors") or {}).get(label)
+            if xs and errors is not None:
+                ax.errorbar(xs, ys, yerr=list(errors), fmt="o-", markersize=3, lw=1, capsize=3, label=label)
+                drawn = True
+            elif xs:
+                ax.plot(xs, ys, "o-" if len(xs) <= 50 else "-", markersize=3, lw=1, label=label)
+                drawn = True
+        for label, y in (panel.get("hlines") or {}).items():
+            ax.axhline(y, color="gray", linestyle="--", label=label)
+            drawn = True
+        if not drawn:
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+        else:
+            if panel.get("log_y"):
+                ax.set_yscale("log")
+            if panel.get("log_x"):
+                ax.set_xscale("log")
+        ax.set(title=panel.get("title", ""), xlabel=panel.get("xlabel", ""), ylabel=panel.get("ylabel", ""))
+        if drawn:
+            ax.legend()
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -1,0 +1,231 @@
+"""The MT pretraining loop on the shared scaffold (`pretraining.PretrainingLoop`): length-grouped epoch batches,
+the paper's loss (summed NLL over the global batch), the perplexity schedule, per-epoch evaluation, the metrics JSON
+and curves, and at the end the test BLEU, the final MT checkpoint and the exported encoder. Why the scaffold is no
+transformers `Trainer`: `pretraining`'s docstring.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import numpy as np
+import torch
+
+from ..publishing.export import export_encoder
+from ..data.translation import collate
+from .mt_eval import compute_bleu, decode_split, evaluate_perplexity, parameters_sha256
+from .mt_schedule import PerplexitySchedule
+from .pretraining import PretrainingLoop, PretrainingState, StopLimits, epoch_batches, make_optimizer, rank_share
+from ..common.run_info import command_line, git_commit, machine_info, plot_curves, write_json
+
+CONFIG_FIELDS = ("vocab_size", "target_vocab_size", "hidden_size", "decoder_hidden_size", "decoder_embedding_dim",
+                 "decoder_dropout", "encoder_dropout", "attention_bias")
+SEED_STRIDE = 100003  # epoch batches: the generator seed is seed x SEED_STRIDE + epoch
+
+
+class MTPretraining(PretrainingLoop):
+    """One run: `train()` until a stop reason, then `finish()`. `self.state` (a `PretrainingState`) is everything
+    the checkpoints hold besides Accelerate's model/optimizer/RNG states."""
+
+    def __init__(self, args, settings: dict, accelerator, data, preset_name=None, on_step=None, command=None,
+                 start_time=None):
+        limits = StopLimits(settings["max_epochs"], settings["max_steps"], args.time_budget_minutes, settings["min_lr"])
+        super().__init__(accelerator, args.output_dir, limits, settings["seed"], args.save_steps, args.keep_checkpoints)
+        self.args, self.settings, self.data = args, settings, data
+        self.on_step = on_step
+        self.start_time = start_time or time.time()
+        self.preset_name = preset_name
+        self.world, self.rank = accelerator.num_processes, accelerator.process_index
+        self.trainable = [p for p in data.model.parameters() if p.requires_grad]
+        optimizer = make_optimizer(settings["optimizer"], self.trainable, settings["lr"])
+        self.model, self.optimizer = accelerator.prepare(data.model, optimizer)
+        self.unwrapped = accelerator.unwrap_model(self.model)
+        self.pad_id = self.unwrapped.config.pad_token_id
+        self.lr_schedule = PerplexitySchedule(settings["lr_decay"], settings["start_decay_at"])
+        self.run_info = {"command": command or command_line(), "commit": git_commit(), "machine": {
+            **machine_info(), "processes": self.world, "device": str(accelerator.device),
+            "distributed_type": str(accelerator.distributed_type)}}
+        self.start(args.resume, PretrainingState(lr=settings["lr"], schedule=PerplexitySchedule.initial_memory(),
+                                                 epoch_sums=self.fresh_epoch_sums()))
+        self._set_lr(self.state.lr)
+
+    def _set_lr(self, lr: float):
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    # -----------------------------------------------------------------------------------------------------------
+    # the scaffold's hooks
+
+    def fresh_epoch_sums(self) -> list:
+        return [0.0, 0]  # training NLL summed over the epoch's target tokens, and their number
+
+    def seconds(self, inside_epoch: bool) -> tuple:
+        """The time budget is judged between epochs only: the finished epochs' wall time and the last one's."""
+        walls = self.state.epoch_wall_seconds
+        return (None, 0.0) if inside_epoch or not walls else (sum(walls), walls[-1])
+
+    def epoch_batches(self, epoch: int) -> list:
+        train, settings = self.data.train, self.settings
+        batches = epoch_batches(len(train), settings["batch_size"], settings["seed"], epoch, SEED_STRIDE,
+                                lengths=(train.src_lengths, train.tgt_lengths),
+                                chunk_batches=settings["chunk_batches"])
+        return [b for b in batches if len(b) >= self.world]
+
+    def train_step(self, batch: list) -> dict:
+        """One optimizer step on a global batch (this process trains on its share)."""
+        state, accelerator = self.state, self.accelerator
+        if state.running_logged:  # continuing after a max_steps stop: its partial loss-log entry grows again
+            state.loss_log.pop()
+            state.running_logged = False
+        inputs = collate(self.data.train.rows(rank_share(batch, self.rank, self.world)), self.pad_id,
+                         accelerator.device)
+        out = self.model(**inputs)
+        # paper loss: summed NLL / global batch size; DDP averages over processes, hence the factor `world`
+        accelerator.backward(out.nll_sum * self.world / len(batch))
+        accelerator.clip_grad_norm_(self.trainable, self.settings["grad_clip"])
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        state.global_step += 1
+        state.step_in_epoch += 1
+        stats = accelerator.reduce(torch.stack([out.nll_sum.detach().double(), out.num_tokens.detach().double()]),
+                                   "sum")
+        loss, nll_per_token = float(stats[0]) / len(batch), float(stats[0] / stats[1])
+        state.train_tokens += int(stats[1])
+        state.epoch_sums[0] += float(stats[0])
+        state.epoch_sums[1] += int(stats[1])
+        state.running.append((loss, nll_per_token))
+        if len(state.running) == self.args.log_every:
+            self._log_running(clear=True)
+        if self.on_step is not None:
+            self.on_step(state, loss)
+        return {"loss": f"{loss:.2f}", "ppl": f"{math.exp(min(nll_per_token, 50)):.1f}", "lr": f"{state.lr:g}"}
+
+    def _log_running(self, clear: bool):
+        state = self.state
+        state.loss_log.append([state.global_step, float(np.mean([r[0] for r in state.running])),
+                               float(np.mean([r[1] for r in state.running]))])
+        if clear:
+            state.running = []
+
+    def close_epoch_log(self, stopped: str | None):
+        """Logging windows end with the epoch; after a stop inside the epoch the window stays open (resume
+        replaces its entry)."""
+        if self.state.running:
+            self._log_running(clear=stopped is None)
+            self.state.running_logged = stopped is not None
+
+    def schedule(self, epoch: int, record: dict):
+        self._set_lr(self.lr_schedule.after_epoch(self.state, epoch, record["val_perplexity"]))
+
+    def evaluate(self, epoch: int, stopped: str | None, epoch_start: float) -> dict:
+        state, settings = self.state, self.settings
+        val = evaluate_perplexity(self.unwrapped, self.data.eval_stores["validation"], settings["eval_batch_size"],
+                                  self.accelerator, self.pad_id)
+        nll_sum, tokens = state.epoch_sums
+        train_nll = nll_sum / tokens if tokens else None
+        record = {
+            "epoch": epoch,
+            "steps": state.step_in_epoch,
+            "global_step": state.global_step,
+            "lr": state.lr,
+            "train_nll_per_token": train_nll,
+            "val_nll_per_token": val["nll_per_token"],
+            "val_perplexity": val["perplexity"],
+            "seconds": round(time.time() - epoch_start, 1),
+            "complete": stopped is None,
+            "train_perplexity": math.exp(min(train_nll, 50.0)) if train_nll is not None else None,
+        }
+        if not self.args.no_bleu:
+            hyps = decode_split(self.unwrapped, self.data.eval_stores["validation"], settings["eval_batch_size"],
+                                self.accelerator, self.data.target_tokens, settings["eval_num_beams"],
+                                desc="validation BLEU")
+            if self.accelerator.is_main_process:
+                bleu = compute_bleu(hyps, self.data.references["validation"])
+                record["val_bleu"], record["val_sacrebleu"] = bleu["bleu"], bleu["sacrebleu"]
+        self.accelerator.print(json.dumps(record))
+        return record
+
+    def write_record(self):
+        self._write_metrics()
+
+    # -----------------------------------------------------------------------------------------------------------
+    # metrics, curves, the end of the run
+
+    def metrics_payload(self, test=None) -> dict:
+        state, config = self.state, self.unwrapped.config
+        return {
+            **self.run_info,
+            "preset": self.preset_name,
+            "settings": self.settings,
+            "config": {k: getattr(config, k) for k in CONFIG_FIELDS},
+            "trainable_parameters": sum(p.numel() for p in self.trainable),
+            "data": self.data.stats,
+            "epochs": state.history,
+            "global_step": state.global_step,
+            "stop_reason": state.stop_reason,
+            "loss_log_every": self.args.log_every,
+            "train_seconds": round(state.train_seconds, 1),
+            "train_target_tokens_per_second": round(state.train_tokens / max(state.train_seconds, 1e-9), 1),
+            "wall_seconds": round(time.time() - self.start_time, 1),
+            "test": test,
+        }
+
+    def _write_metrics(self, payload: dict | None = None):
+        if not self.accelerator.is_main_process:
+            return
+        write_json(self.output_dir / "metrics.json", payload or self.metrics_payload())
+        history, log = self.state.history, self.state.loss_log
+        epochs = [h["epoch"] for h in history]
+        bleu = [(h["epoch"], h["val_bleu"]) for h in history if h.get("val_bleu") is not None]
+        plot_curves([
+            {"title": "training loss (NLL summed / batch size)", "xlabel": "step",
+             "series": {"train": ([r[0] for r in log], [r[1] for r in log])}},
+            {"title": "perplexity", "xlabel": "epoch", "log_y": True,
+             "series": {"train": (epochs, [h["train_perplexity"] for h in history]),
+                        "validation": (epochs, [h["val_perplexity"] for h in history])}},
+            {"title": "validation BLEU (uncased, tokenized)", "xlabel": "epoch",
+             "series": {"validation": ([b[0] for b in bleu], [b[1] for b in bleu])}},
+        ], self.output_dir / "curves.png", title=f"MT pretraining: {self.preset_name or self.output_dir.name}")
+
+    def _test(self) -> dict | None:
+        settings, test_store = self.settings, self.data.eval_stores["test"]
+        test_ppl = evaluate_perplexity(self.unwrapped, test_store, settings["eval_batch_size"], self.accelerator,
+                                       self.pad_id)
+        hyps = decode_split(self.unwrapped, test_store, settings["eval_batch_size"], self.accelerator,
+                            self.data.target_tokens, settings["test_num_beams"], desc="test BLEU")
+        if not self.accelerator.is_main_process:
+            return None
+        bleu = compute_bleu(hyps, self.data.references["test"])
+        (self.output_dir / "test_hypotheses.txt").write_text("\n".join(" ".join(h) for h in hyps) + "\n")
+        self.accelerator.print(f"test: BLEU {bleu['bleu']:.2f} (uncased, tokenized), sacreBLEU "
+                               f"{bleu['sacrebleu']:.2f}, perplexity {test_ppl['perplexity']:.2f}")
+        return {"perplexity": test_ppl["perplexity"], "num_beams": settings["test_num_beams"], **bleu}
+
+    def finish(self) -> dict | None:
+        """Test BLEU, the replicas' weight fingerprints, the final MT checkpoint, metrics, the exported encoder."""
+        from accelerate.utils import gather_object
+
+        from modeling_cove.modeling_cove_mt import TARGET_TOKENIZER_SUBFOLDER
+
+        accelerator = self.accelerator
+        test = None if self.args.no_test else self._test()
+        fingerprint = [parameters_sha256(self.unwrapped)]
+        fingerprints = gather_object(fingerprint) if self.world > 1 else fingerprint
+        payload = None
+        if accelerator.is_main_process:
+            mt_dir = self.output_dir / "mt"
+            self.unwrapped.save_pretrained(mt_dir)
+            self.data.source_tokenizer.save_pretrained(mt_dir)
+            self.data.target_tokenizer.save_pretrained(mt_dir / TARGET_TOKENIZER_SUBFOLDER)
+            payload = {**self.metrics_payload(test), "replica_weight_sha256": fingerprints}
+            self._write_metrics(payload)
+            if not self.args.no_export:
+                export_encoder(mt_dir, self.output_dir / "encoder", metrics=payload,
+                               name=self.preset_name or self.output_dir.name)
+            accelerator.print(f"done: {self.output_dir} ({payload['wall_seconds']} s; stopped: "
+                              f"{self.state.stop_reason})")
+        accelerator.wait_for_everyone()
+        accelerator.end_training()
+        return payload

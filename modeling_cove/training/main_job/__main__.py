@@ -1,5 +1,0 @@
-"""`python -m modeling_cove.training.main_job`: the main job's command line (`cove-main`)."""
-
-from .job import main
-
-main()

@@ -1,0 +1,455 @@
+"""The evaluation record: what a training run writes next to its checkpoint and what its model card is built from.
+
+One JSON file describes the evaluation of ONE checkpoint. It names the checkpoint by a fingerprint (sha256 of its
+config and of its safetensors weights), so a card can never be generated from the numbers of another model. It also
+says what really happened: which encoder the head read (`describe_encoder`), how long the run trained
+(`training.epochs_run` / `steps_run` / `stop_reason`). The schema is documented in `model_cards/README.md`;
+`validate_eval_record` is its executable definition.
+
+A writer (a training CLI, or a user's own `Trainer` script) calls, after `model.save_pretrained(ckpt)`:
+
+    from modeling_cove.training.publishing.cards import describe_encoder, make_eval_record, write_eval_json
+    record = make_eval_record(ckpt, task={...}, dataset={...}, metrics=[...],
+                              training={"command": ..., "encoder": describe_encoder(encoder_dir), "epochs_run": ...})
+    write_eval_json(ckpt / "eval_results.json", record)
+"""
+
+import datetime
+import hashlib
+import json
+import math
+import re
+from pathlib import Path
+from typing import Optional, Union
+
+from ..common import papers
+
+SCHEMA_VERSION = 1
+
+# config.json keys that change when a checkpoint is re-saved or published without changing the model.
+VOLATILE_CONFIG_KEYS = ("transformers_version", "_name_or_path", "auto_map", "custom_pipelines")
+
+# Hub task ids a CoVe model is evaluated on (model-index `task.type`).
+TASK_TYPES = ("text-classification", "question-answering", "translation", "feature-extraction", "token-classification")
+
+# Metrics reported in percent (0..100), as in the paper's tables.
+PERCENT_METRICS = ("accuracy", "f1", "exact_match", "bleu", "precision", "recall")
+
+WEIGHTS_NAME = "model.safetensors"
+WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+
+# What the MT-LSTM under a head really was (`training.encoder.kind`): trained on translation; randomly initialised
+# and never trained; not read by the head at all (word vectors only); or not known.
+ENCODER_KINDS = ("pretrained", "random", "unused", "unknown")
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+PathLike = Union[str, Path]
+
+
+class EvalRecordError(ValueError):
+    """The evaluation JSON is malformed or does not describe the checkpoint it is used with."""
+
+
+class CheckpointError(ValueError):
+    """The checkpoint directory cannot be published as it is (missing or pickled weights, no config, ...)."""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Fingerprints
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def config_fingerprint(config: dict) -> str:
+    """sha256 of config.json's content without `VOLATILE_CONFIG_KEYS`, serialised canonically
+    (`json.dumps(..., sort_keys=True, separators=(",", ":"))`). Publishing adds `auto_map`/`custom_pipelines`,
+    which leaves the fingerprint unchanged."""
+    stable = {key: value for key, value in config.items() if key not in VOLATILE_CONFIG_KEYS}
+    return hashlib.sha256(json.dumps(stable, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def find_safetensors_weights(checkpoint_dir: PathLike) -> list:
+    """The safetensors weight files of a checkpoint: `[model.safetensors]`, or the index plus every shard it names.
+
+    Raises `CheckpointError` when there are none, naming pickled weights (`.bin`, `.pt`, ...) if those are all
+    there is: they are refused (loading a pickle can run code).
+    """
+    checkpoint_dir = Path(checkpoint_dir)
+    single = checkpoint_dir / WEIGHTS_NAME
+    index = checkpoint_dir / WEIGHTS_INDEX_NAME
+    if single.is_file():
+        return [single]
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        except (ValueError, KeyError, TypeError) as err:
+            raise CheckpointError(f"{index} is not a valid safetensors index (no 'weight_map'): {err}") from err
+        shards = sorted({str(name) for name in weight_map.values()})
+        missing = [name for name in shards if not (checkpoint_dir / name).is_file()]
+        if missing:
+            raise CheckpointError(f"{index} names shards that are missing from {checkpoint_dir}: {missing}")
+        return [index] + [checkpoint_dir / name for name in shards]
+    pickles = sorted(p.name for p in checkpoint_dir.iterdir() if p.suffix in PICKLE_SUFFIXES) \
+        if checkpoint_dir.is_dir() else []
+    if pickles:
+        raise CheckpointError(
+            f"{checkpoint_dir} has only pickled weights {pickles}; refusing to publish them. Save the model with "
+            f"safetensors: `Model.from_pretrained(dir).save_pretrained(dir)` writes {WEIGHTS_NAME}."
+        )
+    raise CheckpointError(
+        f"no weights in {checkpoint_dir}: expected {WEIGHTS_NAME} (or {WEIGHTS_INDEX_NAME} with its shards)"
+    )
+
+
+def weights_fingerprint(checkpoint_dir: PathLike) -> str:
+    """sha256 of `model.safetensors` (the same value the Hub shows as the file's LFS oid). For a sharded checkpoint:
+    sha256 of the text `"<shard name>:<shard sha256>\\n"` over the shards in name order."""
+    files = find_safetensors_weights(checkpoint_dir)
+    if len(files) == 1:
+        return _sha256_file(files[0])
+    lines = "".join(f"{path.name}:{_sha256_file(path)}\n" for path in files[1:])
+    return hashlib.sha256(lines.encode("utf-8")).hexdigest()
+
+
+def read_config(checkpoint_dir: PathLike) -> dict:
+    path = Path(checkpoint_dir) / "config.json"
+    if not path.is_file():
+        raise CheckpointError(f"no config.json in {checkpoint_dir}: not a saved transformers checkpoint")
+    return _read_json(path)
+
+
+def checkpoint_fingerprint(checkpoint_dir: PathLike) -> dict:
+    """The `model` block of an evaluation record for the checkpoint in `checkpoint_dir`."""
+    config = read_config(checkpoint_dir)
+    architectures = config.get("architectures") or []
+    return {
+        "architecture": architectures[0] if architectures else None,
+        "config_sha256": config_fingerprint(config),
+        "weights_sha256": weights_fingerprint(checkpoint_dir),
+    }
+
+
+# --------------------------------------------------------------------------------------------------------------
+# What the run really used and did
+# --------------------------------------------------------------------------------------------------------------
+
+
+def describe_encoder(encoder, *, used: bool = True, name: Optional[str] = None) -> dict:
+    """The `training.encoder` block for the encoder a head was built on, read from the encoder checkpoint itself.
+
+    `encoder` is the encoder's folder (or Hub id). The checkpoint tells what it is: `mt_metrics.json` (written when
+    an encoder is exported from a trained translation model) -> `pretrained`, with the translation run's test BLEU
+    and epochs; `bilm_metrics.json` (an exported biLM encoder) -> `pretrained`, with its corpora, epochs and held-out
+    perplexities; `conversion_info.json` (the converted Salesforce release) -> `pretrained`; `build_info.json` alone (a
+    vocabulary checkpoint whose MT-LSTM was never trained) -> `random`. Anything else -> `unknown`. `used=False`
+    (the head reads the word vectors only) -> `unused`, whatever the folder holds.
+    """
+    block = {"kind": "unknown", "path": str(encoder)}
+    if name is not None:
+        block["name"] = name
+    if not used:
+        block["kind"] = "unused"
+        return block
+    folder = Path(encoder)
+    if not folder.is_dir():
+        return block
+    if (folder / "mt_metrics.json").is_file():
+        block["kind"] = "pretrained"
+        block["pretraining"] = _pretraining_summary(_read_json(folder / "mt_metrics.json"))
+    elif (folder / "bilm_metrics.json").is_file():  # exported by modeling_cove.training.commands.train_bilm
+        block["kind"] = "pretrained"
+        block["pretraining"] = _bilm_summary(_read_json(folder / "bilm_metrics.json"))
+    elif (folder / "conversion_info.json").is_file():
+        block["kind"] = "pretrained"
+        block["pretraining"] = {"source": "the Salesforce CoVe release (MT-LSTM trained on WMT 2017 English-German)",
+                                "dataset": "wmt17"}
+    elif (folder / "build_info.json").is_file():
+        block["kind"] = "random"
+    return block
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise CheckpointError(f"{path} is not valid JSON: {err}") from err
+    if not isinstance(payload, dict):
+        raise CheckpointError(f"{path} must hold a JSON object")
+    return payload
+
+
+def _run_progress(metrics: dict, summary: dict) -> list:
+    """Add how far a pretraining run went (complete epochs, steps, why it stopped) to `summary`, from what its
+    metrics JSON records; return its per-epoch records."""
+    epochs = [epoch for epoch in metrics.get("epochs") or [] if isinstance(epoch, dict)]
+    if epochs:
+        summary["complete_epochs"] = sum(1 for epoch in epochs if epoch.get("complete", True))
+    steps = metrics.get("global_step", epochs[-1].get("global_step") if epochs else None)
+    if isinstance(steps, int):
+        summary["steps_run"] = steps
+    if isinstance(metrics.get("stop_reason"), str):
+        summary["stop_reason"] = metrics["stop_reason"]
+    return epochs
+
+
+def _bilm_summary(metrics: dict) -> dict:
+    """What a biLM pretraining run's metrics JSON says about the encoder (only what it records)."""
+    summary = {"source": "ELMo-style bidirectional language model (this package's biLM pretraining)",
+               "objective": "bilm"}
+    corpora = (metrics.get("data") or {}).get("texts_per_corpus")
+    if isinstance(corpora, dict) and corpora:
+        summary["corpora"] = sorted(corpora)
+    epochs = _run_progress(metrics, summary)
+    last = epochs[-1] if epochs else {}
+    for direction in ("forward", "backward"):
+        value = last.get(f"heldout_{direction}_perplexity")
+        if _is_number(value):
+            summary[f"heldout_{direction}_perplexity"] = round(float(value), 2)
+    return summary
+
+
+def _pretraining_summary(metrics: dict) -> dict:
+    """What a translation run's metrics JSON says about the encoder's pretraining (only what it records)."""
+    summary = {}
+    dataset = (metrics.get("settings") or {}).get("dataset")
+    if isinstance(dataset, str):
+        summary["dataset"] = dataset
+    _run_progress(metrics, summary)
+    test = metrics.get("test") or {}
+    for key in ("bleu", "perplexity"):
+        if _is_number(test.get(key)):
+            summary[f"test_{key}"] = round(float(test[key]), 2)
+    return summary
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Records
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class _Checker:
+    """Collects every problem of a record, so one error names them all."""
+
+    def __init__(self):
+        self.problems = []
+
+    def need(self, block, key: str, kind, where: str, required: bool = True):
+        value = block.get(key) if isinstance(block, dict) else None
+        if value is None:
+            if required:
+                self.problems.append(f"{where}.{key} is required")
+            return None
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+            self.problems.append(f"{where}.{key} must be {getattr(kind, '__name__', kind)}, "
+                                 f"got {type(value).__name__}")
+            return None
+        if isinstance(value, str) and not value.strip():
+            self.problems.append(f"{where}.{key} must not be empty")
+            return None
+        return value
+
+    def strings(self, block: dict, keys, where: str):
+        for key in keys:
+            self.need(block, key, str, where, required=False)
+
+    def integer(self, block: dict, key: str, where: str, minimum: Optional[int] = None):
+        value = block.get(key)
+        if value is None:
+            return
+        if not isinstance(value, int) or isinstance(value, bool) or minimum is not None and value < minimum:
+            bound = f" >= {minimum}" if minimum is not None else ""
+            self.problems.append(f"{where}.{key} must be an integer{bound}, got {value!r}")
+
+
+def _check_model(check: _Checker, model: dict):
+    check.need(model, "architecture", str, "model")
+    for key in ("config_sha256", "weights_sha256"):
+        value = check.need(model, key, str, "model")
+        if value is not None and not _SHA256.match(value):
+            check.problems.append(f"model.{key} must be 64 lowercase hex digits (sha256), got {value!r}")
+    check.need(model, "metrics_source", str, "model", required=False)
+
+
+def _check_task_and_dataset(check: _Checker, task: Optional[dict], dataset: Optional[dict]):
+    if task is not None:
+        task_type = check.need(task, "type", str, "task")
+        if task_type is not None and task_type not in TASK_TYPES:
+            check.problems.append(f"task.type must be one of {TASK_TYPES}, got {task_type!r}")
+        check.need(task, "name", str, "task", required=False)
+    if dataset is not None:
+        for key in ("name", "id", "split"):
+            check.need(dataset, key, str, "dataset")
+        check.strings(dataset, ("key", "config", "source"), "dataset")
+        check.integer(dataset, "num_examples", "dataset", minimum=1)
+
+
+def _check_metrics(check: _Checker, metrics):
+    if not isinstance(metrics, list) or not metrics:
+        check.problems.append("metrics must be a non-empty list of {type, value[, name]}")
+        return
+    seen = set()
+    for i, metric in enumerate(metrics):
+        where = f"metrics[{i}]"
+        if not isinstance(metric, dict):
+            check.problems.append(f"{where} must be an object")
+            continue
+        metric_type = check.need(metric, "type", str, where)
+        check.need(metric, "name", str, where, required=False)
+        value = metric.get("value")
+        if not _is_number(value):
+            check.problems.append(f"{where}.value must be a finite number, got {value!r}")
+        elif metric_type in PERCENT_METRICS and not 0.0 <= value <= 100.0:
+            check.problems.append(f"{where}.value ({metric_type}) is in percent, 0..100; got {value}")
+        if metric_type in seen:
+            check.problems.append(f"{where}.type {metric_type!r} appears twice")
+        seen.add(metric_type)
+
+
+def _check_encoder(check: _Checker, encoder):
+    if encoder is None or isinstance(encoder, str) and encoder.strip():
+        return  # a free-text label (older records): shown as a label, never as a claim of pretraining
+    if not isinstance(encoder, dict):
+        check.problems.append("training.encoder must be an object {kind, ...} (see describe_encoder) or a string")
+        return
+    kind = encoder.get("kind")
+    if kind not in ENCODER_KINDS:
+        check.problems.append(f"training.encoder.kind must be one of {ENCODER_KINDS}, got {kind!r}")
+    check.strings(encoder, ("name", "path"), "training.encoder")
+    pretraining = encoder.get("pretraining")
+    if pretraining is not None and not isinstance(pretraining, dict):
+        check.problems.append("training.encoder.pretraining must be an object")
+    elif pretraining and kind != "pretrained":
+        check.problems.append(f"training.encoder.pretraining is only for kind 'pretrained', not {kind!r}")
+
+
+def _check_training(check: _Checker, training: dict):
+    check.need(training, "command", str, "training")
+    check.strings(training, ("train_split", "base_model", "commit", "stop_reason"), "training")
+    _check_encoder(check, training.get("encoder"))
+    for key in ("datasets", "notes"):
+        value = training.get(key)
+        if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
+            check.problems.append(f"training.{key} must be a list of strings")
+    vectors = training.get("word_vectors")
+    if vectors is not None and (not isinstance(vectors, dict) or not isinstance(vectors.get("name"), str)
+                                or not isinstance(vectors.get("stand_in"), bool)):
+        check.problems.append("training.word_vectors must be {\"name\": str, \"stand_in\": bool}")
+    check.integer(training, "num_train_examples", "training")
+    check.integer(training, "seed", "training")
+    check.integer(training, "steps_run", "training", minimum=0)
+    epochs = training.get("epochs_run")
+    if epochs is not None and (not _is_number(epochs) or epochs < 0):
+        check.problems.append(f"training.epochs_run must be a number >= 0 (fractions allowed), got {epochs!r}")
+    hyper = training.get("hyperparameters")
+    if hyper is not None and not isinstance(hyper, dict):
+        check.problems.append("training.hyperparameters must be an object")
+
+
+def validate_eval_record(record) -> dict:
+    """Check an evaluation record against schema version 1; raise `EvalRecordError` listing every problem."""
+    if not isinstance(record, dict):
+        raise EvalRecordError(f"an evaluation record is a JSON object, got {type(record).__name__}")
+    check = _Checker()
+    if record.get("schema_version") != SCHEMA_VERSION:
+        check.problems.append(f"schema_version must be {SCHEMA_VERSION}, got {record.get('schema_version')!r}")
+    model = check.need(record, "model", dict, "record")
+    if model is not None:
+        _check_model(check, model)
+    _check_task_and_dataset(check, check.need(record, "task", dict, "record"),
+                            check.need(record, "dataset", dict, "record"))
+    _check_metrics(check, record.get("metrics"))
+    training = check.need(record, "training", dict, "record")
+    if training is not None:
+        _check_training(check, training)
+    paper_column = record.get("paper_column")
+    if paper_column is not None and paper_column not in papers.table2_columns():
+        check.problems.append(f"paper_column must be one of the paper's Table 2 columns {papers.table2_columns()}, "
+                              f"got {paper_column!r}")
+    if check.problems:
+        raise EvalRecordError("invalid evaluation record:\n  - " + "\n  - ".join(check.problems))
+    return record
+
+
+def make_eval_record(
+    checkpoint_dir: PathLike,
+    *,
+    task: dict,
+    dataset: dict,
+    metrics: list,
+    training: dict,
+    paper_column: Optional[str] = None,
+    metrics_source: Optional[str] = None,
+    created: Optional[str] = None,
+) -> dict:
+    """Build (and validate) the evaluation record of the checkpoint saved in `checkpoint_dir`."""
+    model = checkpoint_fingerprint(checkpoint_dir)
+    if metrics_source is not None:
+        model["metrics_source"] = metrics_source
+    record = {
+        "schema_version": SCHEMA_VERSION,
+        "model": model,
+        "task": dict(task),
+        "dataset": dict(dataset),
+        "metrics": [dict(metric) for metric in metrics],
+        "training": dict(training),
+        "created": created or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    if paper_column is not None:
+        record["paper_column"] = paper_column
+    return validate_eval_record(record)
+
+
+def write_eval_json(path: PathLike, record: dict) -> Path:
+    path = Path(path)
+    validate_eval_record(record)
+    path.write_text(json.dumps(record, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    return path
+
+
+def load_eval_json(path: PathLike) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise EvalRecordError(f"evaluation JSON not found: {path}")
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise EvalRecordError(f"{path} is not valid JSON: {err}") from err
+    try:
+        return validate_eval_record(record)
+    except EvalRecordError as err:
+        raise EvalRecordError(f"{path}: {err}") from None
+
+
+def check_record_matches_checkpoint(record: dict, checkpoint_dir: PathLike) -> None:
+    """Raise `EvalRecordError` unless `record` was written for exactly this checkpoint (config and weights)."""
+    actual = checkpoint_fingerprint(checkpoint_dir)
+    expected = record["model"]
+    mismatches = []
+    if expected["architecture"] != actual["architecture"]:
+        mismatches.append(f"architecture {expected['architecture']!r} != checkpoint's {actual['architecture']!r}")
+    if expected["config_sha256"] != actual["config_sha256"]:
+        mismatches.append(
+            f"config sha256 {expected['config_sha256'][:12]}… != checkpoint's {actual['config_sha256'][:12]}…"
+        )
+    if expected["weights_sha256"] != actual["weights_sha256"]:
+        mismatches.append(
+            f"weights sha256 {expected['weights_sha256'][:12]}… != checkpoint's {actual['weights_sha256'][:12]}…"
+        )
+    if mismatches:
+        raise EvalRecordError(
+            f"the evaluation JSON describes another model than {checkpoint_dir}: " + "; ".join(mismatches)
+            + ". Use the JSON written when this checkpoint was evaluated (or re-run the evaluation)."
+        )
