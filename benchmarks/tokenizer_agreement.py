@@ -17,7 +17,7 @@ from typing import Optional
 from instruments.common import DATA_DIR_ENV, RESULTS_DIR, data_dir_or_default, report_header
 from instruments.tokenizer_agreement import agreement_report
 from modeling_cove.training.common.cli import option, parse_options
-from modeling_cove.training.common.run_info import write_json
+from modeling_cove.training.common.files import write_json
 
 
 @dataclass

@@ -59,18 +59,20 @@ PTB_UNESCAPE = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-":
                 "``": '"', "''": '"', "`": "'"}
 
 
-def _open_text(path: Path, encoding: str = "utf-8"):
+def open_text(path: Path, encoding: str = "utf-8", errors: str = "strict"):
+    """A text file for reading, decompressed by suffix (.gz, .xz); FileNotFoundError naming it when absent."""
+    path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"data file not found: {path}")
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding=encoding)
+        return gzip.open(path, "rt", encoding=encoding, errors=errors)
     if path.suffix == ".xz":
-        return lzma.open(path, "rt", encoding=encoding)
-    return open(path, encoding=encoding)
+        return lzma.open(path, "rt", encoding=encoding, errors=errors)
+    return open(path, encoding=encoding, errors=errors)
 
 
 def _read_lines(path: Path, encoding: str = "utf-8") -> list:
-    with _open_text(path, encoding) as f:
+    with open_text(path, encoding) as f:
         return [line.rstrip("\n").rstrip("\r") for line in f]
 
 
@@ -271,7 +273,7 @@ def _local_imdb(task: str, root: Path, imdb_words: int) -> DatasetDict:
     full = {}
     for split in ("train", "test"):
         texts, labels = [], []
-        with _open_text(folder / f"{split}.jsonl.xz") as f:
+        with open_text(folder / f"{split}.jsonl.xz") as f:
             for line in f:
                 row = json.loads(line)
                 texts.append(first_words(row["text"].replace("<br />", " "), imdb_words))
@@ -410,7 +412,7 @@ def load_squad(data_dir: Optional[str] = None) -> DatasetDict:
     """
     if data_dir is not None:
         folder = _check_data_dir(data_dir, "squad")
-        with _open_text(folder / "dev-v1.1.json.xz") as f:
+        with open_text(folder / "dev-v1.1.json.xz") as f:
             squad_json = json.load(f)
         train_titles, eval_titles = squad_article_split([a["title"] for a in squad_json["data"]])
         return DatasetDict({

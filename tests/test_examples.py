@@ -15,6 +15,7 @@ import pytest
 
 from modeling_cove.training.commands import train_ppmi_vectors as ppmi
 from modeling_cove.training.common.presets import shipped_path
+from modeling_cove.training.data.texts import read_texts
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -490,6 +491,6 @@ def test_cli_on_tsv_files(tmp_path):
                           "--tsv-column", "en", "--tsv-column", "de", "--output", out)
     assert mismatch.returncode == 2 and "1 --text-file but 2 --tsv-column" in mismatch.stderr
     with pytest.raises(ValueError, match="no column 'de'"):
-        ppmi.read_texts(EXAMPLES / "sentiment" / "test.tsv", "de")
+        read_texts(EXAMPLES / "sentiment" / "test.tsv", "de")
     with pytest.raises(FileNotFoundError):
-        ppmi.read_texts(tmp_path / "missing.txt")
+        read_texts(tmp_path / "missing.txt")

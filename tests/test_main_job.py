@@ -344,7 +344,9 @@ def test_vocabulary_checkpoint_from_text_and_vectors(tmp_path):
     requested size; the CLI (text files only, no named source) writes the same."""
     from transformers import AutoModel, AutoTokenizer
 
-    from modeling_cove.training.commands.build_vocab import build_vocab_checkpoint, read_tsv_column, save_checkpoint
+    from modeling_cove.training.commands.build_vocab import build_vocab_checkpoint
+    from modeling_cove.training.data.checkpoints import save_checkpoint
+    from modeling_cove.training.data.texts import read_texts
 
     vectors = tmp_path / "vectors.txt"
     vectors.write_text("the 1 0 0\ndog 0 1 0\nruns 0 0 1\n")
@@ -361,7 +363,7 @@ def test_vocabulary_checkpoint_from_text_and_vectors(tmp_path):
     with pytest.raises(ValueError, match="none of the 3 requested words were found"):
         build_vocab_checkpoint(["unknown words only"], vectors, dim=3)
     with pytest.raises(ValueError, match="no column 'label'"):
-        read_tsv_column(REPO / "examples" / "en_de" / "test.tsv", "label")
+        read_texts(REPO / "examples" / "en_de" / "test.tsv", "label")
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(texts) + "\n")

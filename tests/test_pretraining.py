@@ -1,4 +1,4 @@
-"""The scaffold MT and biLM pretraining share (modeling_cove.training.loops.pretraining): both loops reproduce the tiny runs
+"""The scaffold MT and biLM pretraining share (modeling_cove.training.loops.accelerate_loop): both loops reproduce the tiny runs
 recorded with the loops as they were before the scaffold (tests/fixtures/pretraining/*.json, written by its
 `record.py`): per-step losses, epoch records and the loss log, floats to 1e-6 and counts exactly; a checkpoint whose
 state JSON was written by the old MT loop resumes into the same losses; and the units (state, stop reasons, batches,
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from modeling_cove.training.loops.pretraining import (
-    LEGACY_STATE_FILE, STATE_FILE, PretrainingState, StopLimits, checkpoint_dirs, epoch_batches, make_optimizer,
+from modeling_cove.training.loops.accelerate_loop import (
+    LEGACY_STATE_FILE, STATE_FILE, LoopState, StopLimits, checkpoint_dirs, epoch_batches, make_optimizer,
     rank_share, read_state, stop_reason)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pretraining"
@@ -56,8 +56,8 @@ def test_mt_loop_reproduces_the_recorded_run(tmp_path):
     assert_matches(got["test"], want["test"], "test")
     assert (got["stop_reason"], got["global_step"]) == (want["stop_reason"], want["global_step"])
     for step, old in want["states"].items():  # the old state JSON, read by the new state class
-        new = PretrainingState.from_dict(got["states"][step])
-        assert_matches(new.to_dict(), record.without_clock(PretrainingState.from_dict(old).to_dict()), step)
+        new = LoopState.from_dict(got["states"][step])
+        assert_matches(new.to_dict(), record.without_clock(LoopState.from_dict(old).to_dict()), step)
 
 
 def test_bilm_loop_reproduces_the_recorded_run(tmp_path):
@@ -67,7 +67,7 @@ def test_bilm_loop_reproduces_the_recorded_run(tmp_path):
     assert_matches(got["epochs"], want["epochs"], "epochs")
     assert (got["global_step"], got["train_tokens"]) == (want["global_step"], want["train_tokens"])
     for step, old in want["states"].items():  # the old biLM state's keys keep their meaning
-        new = PretrainingState.from_dict(got["states"][step]).to_dict()
+        new = LoopState.from_dict(got["states"][step]).to_dict()
         assert_matches({k: new[k] for k in old}, old, step)
 
 
@@ -109,18 +109,18 @@ def test_a_checkpoint_with_the_old_mt_state_json_resumes_exactly(tmp_path):
 
 def test_state_reads_the_old_mt_and_bilm_layouts_and_refuses_unknown_keys():
     mt_old = fixture("mt")["states"]["4"]
-    state = PretrainingState.from_dict(mt_old)
+    state = LoopState.from_dict(mt_old)
     assert state.epoch_sums == [mt_old["epoch_nll_sum"], mt_old["epoch_tokens"]]
     assert state.train_tokens == mt_old["train_target_tokens"] and state.lr == mt_old["lr"]
     assert state.schedule == {"decay_started": mt_old["decay_started"], "previous_val_ppl": mt_old["previous_val_ppl"]}
     assert (state.epoch, state.step_in_epoch, state.global_step, state.running) == (0, 4, 4, mt_old["running"])
     bilm_old = fixture("bilm")["states"]["3"]
-    state = PretrainingState.from_dict(bilm_old)
+    state = LoopState.from_dict(bilm_old)
     assert (state.global_step, state.epoch_sums, state.train_tokens) == (3, bilm_old["epoch_sums"],
                                                                          bilm_old["train_tokens"])
-    assert PretrainingState.from_dict(state.to_dict()) == state
+    assert LoopState.from_dict(state.to_dict()) == state
     with pytest.raises(ValueError, match=r"keys \['best_score'\]"):
-        PretrainingState.from_dict({**bilm_old, "best_score": 1.0})
+        LoopState.from_dict({**bilm_old, "best_score": 1.0})
 
 
 def test_a_checkpoint_without_its_state_is_incomplete(tmp_path):
@@ -137,7 +137,7 @@ def test_a_checkpoint_without_its_state_is_incomplete(tmp_path):
 
 def test_stop_reason_names_each_limit_in_order():
     limits = StopLimits(max_epochs=3, max_steps=10, time_budget_minutes=1.0, min_lr=0.03)
-    state = PretrainingState(epoch=3, global_step=10, lr=0.01)
+    state = LoopState(epoch=3, global_step=10, lr=0.01)
     assert stop_reason(state, limits, seconds=100.0) == "max steps 10 reached"
     state.global_step = 9
     assert stop_reason(state, limits, seconds=40.0, next_epoch_seconds=30.0) == (
@@ -211,7 +211,7 @@ def test_one_export_for_a_trained_biLM_model_and_an_mt_checkpoint_folder(tmp_pat
 def test_run_folder_refuses_what_would_not_continue_exactly(tmp_path):
     from accelerate import Accelerator
 
-    from modeling_cove.training.loops.pretraining import RUN_SETTINGS_FILE, check_run_folder, start_run_folder
+    from modeling_cove.training.loops.accelerate_loop import RUN_SETTINGS_FILE, check_run_folder, start_run_folder
 
     out, keys = tmp_path / "run", ("seed", "batch_size")
     with pytest.raises(ValueError, match="nothing to resume"):

@@ -7,7 +7,8 @@ import pytest
 
 from modeling_cove.training.common import run_info
 from modeling_cove.training.common.presets import PresetError, load_preset, shipped_path
-from modeling_cove.training.common.run_info import command_line, git_commit, machine_info, plot_curves, write_json
+from modeling_cove.training.common.run_info import command_line, git_commit, machine_info, plot_curves
+from modeling_cove.training.common.files import write_json
 
 
 def test_git_commit_is_the_projects_own_or_the_installed_version(tmp_path, monkeypatch):
@@ -29,9 +30,9 @@ def test_command_line_is_the_command_as_typed(tmp_path, monkeypatch):
     assert command_line([str(run_info.PACKAGE.parent / "scripts" / "main.py"), "--quick"]) == \
         "python scripts/main.py --quick"  # below the current directory: relative to it
     assert command_line([str(tmp_path / "venv" / "bin" / "cove-main"), "--quick"]) == "cove-main --quick"
-    module = run_info.PACKAGE / "training" / "mt.py"  # sys.argv[0] of `python -m modeling_cove.training.commands.train_mt`
+    module = run_info.PACKAGE / "training" / "commands" / "train_mt.py"  # sys.argv[0] of `python -m modeling_cove.training.commands.train_mt`
     assert command_line([str(module), "--resume"]) == "python -m modeling_cove.training.commands.train_mt --resume"
-    package = run_info.PACKAGE / "training" / "main_job" / "__main__.py"
+    package = run_info.PACKAGE / "training" / "commands" / "main_job" / "__main__.py"
     assert command_line([str(package)]) == "python -m modeling_cove.training.commands.main_job"
     monkeypatch.chdir(tmp_path)
     assert command_line(["/elsewhere/tool.py", "-x"]) == "python /elsewhere/tool.py -x"

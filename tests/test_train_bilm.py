@@ -15,8 +15,9 @@ from transformers import AutoModel
 
 from modeling_cove.build import create_cove_checkpoint
 from modeling_cove.modeling_cove_bilm import CoveBiLMEncoder
-from modeling_cove.training.commands.train_bilm import SEED_STRIDE, WindowStore, corpus_texts, split_heldout, token_stream
-from modeling_cove.training.loops.pretraining import epoch_batches
+from modeling_cove.training.commands.train_bilm import SEED_STRIDE, WindowStore, split_heldout, token_stream
+from modeling_cove.training.data.texts import corpus_texts
+from modeling_cove.training.loops.accelerate_loop import epoch_batches
 
 REPO = Path(__file__).resolve().parents[1]
 WORDS = ["the", "a", "film", "is", "good", "bad", "very", "not", "plot", "actors", "and", ".", "was", "great"]

@@ -19,6 +19,7 @@ from modeling_cove.tokenization_cove import build_cove_tokenizer, moses_tokenize
 from modeling_cove.training.commands import train_classifier as tc
 from modeling_cove.training.publishing.cards import check_record_matches_checkpoint, load_eval_json
 from modeling_cove.training.data.collators import BCNCollator
+from modeling_cove.training.loops.trainer import TimeBudget, stop_reason
 from modeling_cove.training.common.presets import PresetError
 
 from conftest import REPO, require_data
@@ -301,7 +302,7 @@ def test_end_to_end_smoke_run_on_trec6(tmp_path):
     results = train(**common, limit=40, max_steps=3, output_dir=str(out), cache_dir=str(tmp_path / "cache"), seed=2)
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["test"] == results["test"] and saved["global_steps"] == 3
-    assert saved["stop_reason"].startswith("max steps: 3 reached") and saved["world_size"] == 1
+    assert saved["stop_reason"].startswith("max steps 3 reached (epoch") and saved["world_size"] == 1
     assert saved["splits"] == {"train": 40, "validation": 40, "test": 40}
     assert saved["feature_cache"]["train"]["hit"] is False
     assert saved["paper_table2_validation_accuracy"] == 94.7
@@ -389,8 +390,8 @@ def test_two_processes_train_like_one(tmp_path):
     assert saved["world_size"] == 2 and saved["per_device_train_batch_size"] == 4 and one["world_size"] == 1
     assert set(saved) == set(json.loads(json.dumps(one, default=str)))
     assert saved["global_steps"] == one["global_steps"] == 10  # 2 epochs of 40 examples in global batches of 8
-    assert saved["stop_reason"] == one["stop_reason"] == "epochs done: 2 (10 steps)"
-    assert two.stdout.count("training stopped: epochs done") == 1  # logged once, by the main process
+    assert saved["stop_reason"] == one["stop_reason"] == "max epochs 2 reached (10 steps)"
+    assert two.stdout.count("training stopped: max epochs 2 reached") == 1  # logged once, by the main process
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == ["best", "curve.png", "eval_results.json",
                                                                     "metrics.json"]
     check_record_matches_checkpoint(load_eval_json(tmp_path / "two" / "eval_results.json"), tmp_path / "two" / "best")
@@ -411,20 +412,20 @@ def test_stop_reason_names_each_way_a_run_ends():
         return SimpleNamespace(args=args, state=SimpleNamespace(global_step=global_step, max_steps=planned,
                                                                 epoch=epoch))
 
-    assert tc.stop_reason(trainer(10)) == "epochs done: 2 (10 steps)"
-    assert tc.stop_reason(trainer(3, max_steps=3, planned=3, epoch=0.6)) == "max steps: 3 reached (epoch 0.60 of 2)"
+    assert stop_reason(trainer(10)) == "max epochs 2 reached (10 steps)"
+    assert stop_reason(trainer(3, max_steps=3, planned=3, epoch=0.6)) == "max steps 3 reached (epoch 0.60 of 2)"
     patience = EarlyStoppingCallback(early_stopping_patience=2)
     patience.early_stopping_patience_counter = 2  # two evaluations without a better accuracy
-    assert tc.stop_reason(trainer(6, epoch=1.2), early_stopping=patience) == (
+    assert stop_reason(trainer(6, epoch=1.2), early_stopping=patience) == (
         "early stopping: no better validation accuracy in 2 evaluations (step 6, epoch 1.20)")
-    budget = tc.TimeBudget(minutes=1e-9)
+    budget = TimeBudget(minutes=1e-9)
     control = TrainerControl()
     budget.on_train_begin(None, None, control)
     budget.on_step_end(SimpleNamespace(device="cpu"), None, control)
     assert control.should_training_stop and budget.stopped
-    assert tc.stop_reason(trainer(4, epoch=0.8), time_budget=budget).startswith("time budget: 1e-09 minutes passed")
-    assert tc.stop_reason(trainer(10), time_budget=budget) == "epochs done: 2 (10 steps)"  # the end came first
-    idle = tc.TimeBudget(minutes=None)
+    assert stop_reason(trainer(4, epoch=0.8), time_budget=budget)== "time budget 1e-09 min spent (step 4)"
+    assert stop_reason(trainer(10), time_budget=budget) == "max epochs 2 reached (10 steps)"  # the end came first
+    idle = TimeBudget(minutes=None)
     idle.on_train_begin(None, None, TrainerControl())
     idle.on_step_end(None, None, control := TrainerControl())
     assert not control.should_training_stop and not idle.stopped

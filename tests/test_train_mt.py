@@ -22,11 +22,11 @@ from safetensors.torch import load_file
 from modeling_cove.training.publishing.cards import encoder_export_card
 from modeling_cove.training.common.cli import parse_options
 from modeling_cove.training.publishing.export import export_encoder
-from modeling_cove.training.commands.train_mt import MTArguments, MTSetupError, load_model_preset, resolve_settings, train_mt
+from modeling_cove.training.commands.train_mt import MTArguments, MTSetupError, load_model_preset, resolve_mt_settings, train_mt
 from modeling_cove.training.data.translation import encode_split, select_target_words, target_tokenize
 from modeling_cove.training.loops.mt_schedule import PerplexitySchedule, resolve_min_lr
 from modeling_cove.training.loops.mt import SEED_STRIDE
-from modeling_cove.training.loops.pretraining import PretrainingState, StopLimits, checkpoint_dirs, epoch_batches, read_state, stop_reason
+from modeling_cove.training.loops.accelerate_loop import LoopState, StopLimits, checkpoint_dirs, epoch_batches, read_state, stop_reason
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "train_mt.py"
@@ -142,7 +142,7 @@ def test_schedule_halves_once_perplexity_rose_and_stops_below_min_lr():
     """The paper's rule: no decay while validation perplexity falls; from its first rise on, halve after every epoch
     (also when it falls again); --start-decay-at also starts it; the run stops once lr < min_lr."""
     def fresh():
-        return PretrainingState(lr=1.0, schedule=PerplexitySchedule.initial_memory())
+        return LoopState(lr=1.0, schedule=PerplexitySchedule.initial_memory())
 
     schedule, state = PerplexitySchedule(lr_decay=0.5), fresh()
     lrs = [schedule.after_epoch(state, epoch, ppl) for epoch, ppl in enumerate([50.0, 30.0, 31.0, 20.0, 19.0], 1)]
@@ -174,10 +174,10 @@ def test_min_lr_default_follows_the_lr_and_a_min_lr_above_it_is_refused():
     naming both values, from the library and from the command line."""
     assert resolve_min_lr(1e-3, None) == pytest.approx(3e-5) and resolve_min_lr(1e-3, 1e-4) == 1e-4
     adam = ["--output-dir", "x", "--optimizer", "adam", "--lr", "0.001"]
-    assert resolve_settings(arguments(adam), {})["min_lr"] == pytest.approx(3e-5)
-    assert resolve_settings(arguments(adam), load_model_preset("cove-small"))["min_lr"] == pytest.approx(3e-5)
+    assert resolve_mt_settings(arguments(adam), {})["min_lr"] == pytest.approx(3e-5)
+    assert resolve_mt_settings(arguments(adam), load_model_preset("cove-small"))["min_lr"] == pytest.approx(3e-5)
     with pytest.raises(MTSetupError, match=r"min_lr 0.03 >= lr 0.001"):
-        resolve_settings(arguments([*adam, "--min-lr", "0.03"]), {})
+        resolve_mt_settings(arguments([*adam, "--min-lr", "0.03"]), {})
     cli = subprocess.run([sys.executable, str(SCRIPT), *adam, "--min-lr", "0.001"], env=ENV, capture_output=True,
                          text=True, timeout=300)
     assert cli.returncode == 2 and "error: min_lr 0.001 >= lr 0.001" in cli.stderr, cli.stderr[-2000:]
@@ -347,7 +347,7 @@ def test_presets_resolve_to_valid_configs(name):
 
     preset = load_model_preset(name)
     assert preset == load_model_preset(REPO / "configuration" / "models" / f"{name}.json")  # by name or by path
-    settings = resolve_settings(arguments(["--output-dir", "x"]), preset)
+    settings = resolve_mt_settings(arguments(["--output-dir", "x"]), preset)
     assert settings["dataset"] == {"cove-small": "multi30k", "cove-medium": "iwslt", "cove-large": "wmt17"}[name]
     assert (settings["lr"], settings["min_lr"], settings["batch_size"], settings["max_length"]) == (1.0, 0.03, 64, 75)
     assert settings["grad_clip"] == 5.0 and settings["max_vocab"] == 50000
@@ -357,11 +357,11 @@ def test_presets_resolve_to_valid_configs(name):
     CoveForMachineTranslation(config)  # a valid MT model (sizes of docs/paper.md §2)
     # the command line wins over the preset
     args = arguments(["--output-dir", "x", "--lr", "0.5", "--config-overrides", '{"decoder_dropout": 0.3}'])
-    settings = resolve_settings(args, preset)
+    settings = resolve_mt_settings(args, preset)
     assert settings["lr"] == 0.5 and settings["config_overrides"]["decoder_dropout"] == 0.3
     # from Python the overrides may be a dict
     python_args = MTArguments(output_dir="x", lr=0.5, config_overrides={"decoder_dropout": 0.3})
-    assert resolve_settings(python_args, preset) == settings
+    assert resolve_mt_settings(python_args, preset) == settings
 
 
 def test_init_from_checkpoint_keeps_word_vectors_fixed(toy, tmp_path):
@@ -491,7 +491,7 @@ def test_resume_refuses_other_model_settings_and_config_typos(toy, tmp_path):
     out = tmp_path / "run"
     out.mkdir()
     args = arguments(common_args(toy, out))
-    (out / "run_settings.json").write_text(json.dumps(resolve_settings(args, {})))
+    (out / "run_settings.json").write_text(json.dumps(resolve_mt_settings(args, {})))
     for extra, changed in ((["--optimizer", "adam"], "optimizer"), (["--vectors-lowercase"], "vectors_lowercase")):
         with pytest.raises(MTSetupError, match=f"different data/batching/model settings.*'{changed}'"):
             run(common_args(toy, out, "--resume", *extra))

@@ -50,7 +50,7 @@ def test_train_qa_smoke(tiny_squad, tmp_path):
     out = tmp_path / "run"
     metrics = train_qa(QAOptions(**tiny_options(data_dir, checkpoint, out), threads=1))
     assert metrics["steps"] == 2 and metrics["data"]["heldout_questions"] == 16
-    assert metrics["stop_reason"].startswith("max steps: 2 reached") and not metrics["stopped_by_time_budget"]
+    assert metrics["stop_reason"].startswith("max steps 2 reached (epoch") and not metrics["stopped_by_time_budget"]
     assert metrics["preprocessing"]["train"]["examples_used"] == 40
     assert metrics["model"]["dcn_input"] == "vectors+cove" and metrics["model"]["dcn_hidden_size"] == 8
     assert 0.0 <= metrics["heldout"]["f1"] <= 100.0 and metrics["baseline_sliding_window"]["f1"] >= 0.0
@@ -108,8 +108,8 @@ def test_two_processes_train_like_one(tiny_squad, tmp_path):
     saved = json.loads((tmp_path / "two" / "metrics.json").read_text())
     assert saved["machine"]["world_size"] == 2 and saved["training"]["per_device_train_batch_size"] == 4
     assert set(saved) == set(one) and saved["steps"] == one["steps"] > 0
-    assert saved["stop_reason"] == one["stop_reason"] == f"epochs done: 1 ({one['steps']} steps)"
-    assert two.stdout.count("training stopped: epochs done") == 1  # logged once, by the main process
+    assert saved["stop_reason"] == one["stop_reason"] == f"max epochs 1 reached ({one['steps']} steps)"
+    assert two.stdout.count("training stopped: max epochs 1 reached") == 1  # logged once, by the main process
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == [
         "curves.png", "eval_results.json", "metrics.json", "model", "predictions.json"]
     check_record_matches_checkpoint(load_eval_json(tmp_path / "two" / "eval_results.json"), tmp_path / "two" / "model")

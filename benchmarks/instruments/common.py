@@ -15,7 +15,8 @@ from typing import ClassVar, Optional
 import torch
 
 from modeling_cove.training.common.cli import option
-from modeling_cove.training.common.run_info import command_line, git_commit, machine_info, write_json
+from modeling_cove.training.common.run_info import command_line, git_commit, machine_info
+from modeling_cove.training.common.files import write_json
 
 RESULTS_DIR = Path("benchmarks") / "results"  # the repository's results, relative to where the benchmark runs
 DATA_DIR_ENV = "COVE_DATA_DIR"

@@ -24,7 +24,8 @@ from scipy.stats import t as student_t  # scipy comes with scikit-learn
 
 from modeling_cove.training.common import papers
 from modeling_cove.training.publishing.cards_record import weights_fingerprint
-from modeling_cove.training.common.run_info import git_commit, plot_curves, write_json
+from modeling_cove.training.common.run_info import git_commit, plot_curves
+from modeling_cove.training.common.files import write_json
 
 logger = logging.getLogger(__name__)
 

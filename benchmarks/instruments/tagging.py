@@ -23,7 +23,8 @@ from pathlib import Path
 
 from modeling_cove.training.common import papers
 from instruments.results import mean_std, paired_difference
-from modeling_cove.training.common.run_info import git_commit, write_json
+from modeling_cove.training.common.run_info import git_commit
+from modeling_cove.training.common.files import write_json
 
 logger = logging.getLogger(__name__)
 

@@ -101,12 +101,12 @@ def mt_plain_loop(bench: TrainingBenchmark, mt_dir: Path, raw, steps: int):
     from transformers import AutoTokenizer
 
     from modeling_cove.modeling_cove_mt import CoveForMachineTranslation, load_target_tokenizer
-    from modeling_cove.training.commands.train_mt import load_model_preset, resolve_settings
+    from modeling_cove.training.commands.train_mt import load_model_preset, resolve_mt_settings
     from modeling_cove.training.data.translation import TokenStore, collate, encode_split, tokenize_batch
     from modeling_cove.training.loops.mt import SEED_STRIDE
-    from modeling_cove.training.loops.pretraining import epoch_batches
+    from modeling_cove.training.loops.accelerate_loop import epoch_batches
 
-    settings = resolve_settings(mt_arguments(bench, mt_dir, mt_dir), load_model_preset(MT_PRESET))
+    settings = resolve_mt_settings(mt_arguments(bench, mt_dir, mt_dir), load_model_preset(MT_PRESET))
     source_tokenizer, target_tokenizer = AutoTokenizer.from_pretrained(mt_dir), load_target_tokenizer(str(mt_dir))
     config = CoveForMachineTranslation.from_pretrained(mt_dir).config
     encoded = encode_split(raw.map(tokenize_batch, batched=True, fn_kwargs={"lowercase": True}),

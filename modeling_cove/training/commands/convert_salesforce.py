@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
@@ -32,8 +31,9 @@ from ...build import (
 from ...configuration_cove import CoveConfig
 from ...tokenization_cove import DEFAULT_MODEL_MAX_LENGTH, SPECIAL_TOKENS
 from ...vectors import build_embedding_matrix, embedding_matrix_from_vectors, iter_word_vectors, read_word_vectors
+from ..common.files import commit_tmp, fresh_tmp
 from ..common.cli import REQUIRED, fail, option, parse_options
-from .build_vocab import TEXT_SOURCES, iter_task_texts
+from ..data.texts import TEXT_SOURCES, iter_task_texts
 
 
 @dataclass
@@ -111,16 +111,13 @@ def main(argv=None):
         words, matrix, lstm_state_dict=converted, lowercase=lowercase, model_max_length=args.model_max_length,
         include_word_vectors=args.include_word_vectors, cove_output=args.cove_output,
     )
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = fresh_tmp(out)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     info = {"source_weights": os.path.basename(args.weights), "vectors": str(args.vectors),
             "vocab_size": len(tokenizer), "words_with_vector": int(found.sum())}
     (tmp / "conversion_info.json").write_text(json.dumps(info, indent=2) + "\n")
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
+    commit_tmp(tmp, out)
     print(json.dumps(info, indent=2))
     print(f"converted {args.weights} -> {out}")
 

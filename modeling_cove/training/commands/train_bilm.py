@@ -39,64 +39,13 @@ from typing import Optional
 import torch
 
 from ..common.cli import REQUIRED, option, run_training_command
+from ..data.texts import LOCAL_CORPORA, corpus_texts
 from ..publishing.export import export_encoder
-from ..loops.pretraining import (
-    PretrainingLoop, PretrainingState, StopLimits, check_run_folder, epoch_batches, make_accelerator, make_optimizer,
+from ..loops.accelerate_loop import (
+    AccelerateLoop, LoopState, StopLimits, check_run_folder, epoch_batches, make_accelerator, make_optimizer,
     rank_share, start_run_folder)
-from ..common.run_info import command_line, git_commit, machine_info, plot_curves, write_json
-
-# name -> (loader, what it reads): the English training texts of the local data (modeling_cove.data's splits)
-LOCAL_CORPORA = {
-    "imdb": "IMDb train reviews (the 90% the classifiers train on), whole",
-    "sst": "SST train sentences (sentence-level trees; SST-2's training phrases come from the same trees)",
-    "trec": "TREC train questions (the 90% the classifiers train on)",
-    "multi30k": "Multi30k train English captions",
-    "snli": "SNLI premises and hypotheses of the 90% of dev the classifier trains on",
-    "squad": "SQuAD contexts and questions of the training articles (~80% of dev's articles)",
-}
-
-
-def local_texts(name: str, data_dir) -> list:
-    """The training texts of local corpus `name` (a key of LOCAL_CORPORA) under `data_dir`."""
-    from ...data import load_classification, load_squad, load_translation
-
-    if name == "imdb":
-        return list(load_classification("imdb", data_dir, imdb_words=10**9)["train"]["text"])
-    if name in ("sst", "trec"):
-        return list(load_classification({"sst": "sst5", "trec": "trec6"}[name], data_dir)["train"]["text"])
-    if name == "multi30k":
-        return list(load_translation(data_dir)["train"]["src"])
-    if name == "snli":
-        train = load_classification("snli", data_dir)["train"]
-        return list(dict.fromkeys(list(train["text"]) + list(train["text_pair"])))  # premises repeat: once each
-    if name == "squad":
-        train = load_squad(data_dir)["train"]
-        return list(dict.fromkeys(list(train["context"]))) + list(train["question"])
-    raise ValueError(f"unknown local corpus {name!r}; choose from {sorted(LOCAL_CORPORA)}")
-
-
-def corpus_texts(source: str, data_dir=None, text_column: str = "text") -> list:
-    """The texts of one corpus `source`: a LOCAL_CORPORA name (read from `data_dir`), a text file (one text per
-    non-empty line) or `hf:<dataset id>[:<config>]` (its "train" split, column `text_column`, empty rows dropped)."""
-    if source in LOCAL_CORPORA:
-        if data_dir is None:
-            raise ValueError(f"corpus {source!r} is read from the local data: give data_dir (a local data folder "
-                             "laid out as docs/data.md describes)")
-        return local_texts(source, data_dir)
-    if source.startswith("hf:"):
-        import datasets
-
-        dataset_id, _, config_name = source[3:].partition(":")
-        rows = datasets.load_dataset(dataset_id, config_name or None, split="train")
-        if text_column not in rows.column_names:
-            raise ValueError(f"{source} has no column {text_column!r}; its columns are {rows.column_names}")
-        return [t for t in rows[text_column] if t and t.strip()]
-    path = Path(source)
-    if not path.is_file():
-        raise ValueError(f"corpus {source!r} is neither a local corpus ({', '.join(sorted(LOCAL_CORPORA))}), an "
-                         "hf:<dataset id> nor a text file")
-    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
+from ..common.run_info import command_line, git_commit, machine_info, plot_curves
+from ..common.files import write_json
 
 def split_heldout(texts: list, fraction: float, seed: int) -> tuple:
     """(training texts, held-out texts): a seeded random `fraction` of the texts (at least one) held out."""
@@ -192,7 +141,7 @@ def build_model(settings: BiLMSettings):
     `settings.init_from`, tokenised by its tokenizer."""
     from ...configuration_cove import CoveConfig
     from ...modeling_cove_bilm import CoveForBidirectionalLM
-    from .build_vocab import load_cove_checkpoint
+    from ..data.checkpoints import load_cove_checkpoint
 
     source, tokenizer = load_cove_checkpoint(settings.init_from)
     values = {k: v for k, v in source.config.to_dict().items() if k not in ("auto_map", "architectures")}
@@ -290,8 +239,8 @@ def prepare_output_dir(settings: BiLMSettings, accelerator) -> None:
 SEED_STRIDE = 1000003  # epoch batches: the generator seed is seed x SEED_STRIDE + epoch
 
 
-class BiLMPretraining(PretrainingLoop):
-    """One run on the shared scaffold (`pretraining.PretrainingLoop`): Adam and a transformers schedule stepped every
+class BiLMPretraining(AccelerateLoop):
+    """One run on the shared scaffold (`pretraining.AccelerateLoop`): Adam and a transformers schedule stepped every
     step, windows in an order seeded by (seed, epoch), held-out perplexity per direction after every epoch, stops at
     `epochs` / `max_steps` / the time budget (judged at every step), `finish()` exports the encoder."""
 
@@ -310,7 +259,7 @@ class BiLMPretraining(PretrainingLoop):
                                   num_training_steps=settings.epochs * (len(train) // settings.batch_size))
         self.model, self.optimizer, self.scheduler = accelerator.prepare(model, optimizer, scheduler)
         self.unwrapped = accelerator.unwrap_model(self.model)
-        self.start(settings.resume, PretrainingState(epoch_sums=self.fresh_epoch_sums()))
+        self.start(settings.resume, LoopState(epoch_sums=self.fresh_epoch_sums()))
 
     def fresh_epoch_sums(self) -> list:
         return [0.0, 0.0, 0, 0]  # `direction_sums` of the epoch so far
@@ -371,7 +320,7 @@ class BiLMPretraining(PretrainingLoop):
         return metrics
 
 
-def write_run_record(state: PretrainingState, settings: BiLMSettings, data_stats: dict, started: float, argv,
+def write_run_record(state: LoopState, settings: BiLMSettings, data_stats: dict, started: float, argv,
                      world: int, commit: str) -> dict:
     """metrics.json and curves.png of the run so far."""
     output_dir = Path(settings.output_dir)

@@ -43,20 +43,22 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
 import numpy as np
 import torch
-from transformers import EarlyStoppingCallback, TrainerCallback
+from transformers import EarlyStoppingCallback
 
 from ..common import papers
 from ..publishing.cards_record import weights_fingerprint
 from ..data.collators import BCNCollator
-from ..common.presets import CONFIGURATION, PresetError, load_preset
+from ..common.presets import CONFIGURATION, PresetError, load_settings
 from ..common.cli import REQUIRED, fail, option, parse_options
-from ..common.run_info import command_line, git_commit, machine_info, plot_curves, write_json
+from ..common.run_info import command_line, git_commit, machine_info, plot_curves
+from ..common.files import write_json
+from ..loops.trainer import EpochTimer, log, stop_reason, training_arguments
 
 TASK_CONFIG_DIR = CONFIGURATION / "tasks"
 TASKS = ("sst2", "sst5", "trec6", "trec50", "imdb", "snli", "tsv")
@@ -161,16 +163,11 @@ class ClassifierOptions:
 
 def load_hyperparameters(task: str, path=None, overrides=None) -> dict:
     """The task's hyperparameters: HYPERPARAMETER_DEFAULTS < `path` (default configuration/tasks/<task>.yaml) <
-    `overrides` (None values ignored). Unknown keys and a yaml written for another task raise a ValueError."""
-    values = load_preset(path or task, "tasks", known_keys=set(HYPERPARAMETER_DEFAULTS) | {"task"})
-    source = values.pop("path")
-    if values.get("task", task) != task:
-        raise PresetError(f"{source} is for task {values['task']!r}, not {task!r}")
-    values.pop("task", None)
-    hp = {**HYPERPARAMETER_DEFAULTS, "paper_table2": papers.table2_by_input(task), **values}
-    for key, value in (overrides or {}).items():
-        if value is not None:
-            hp[key] = value
+    `overrides` (None values ignored). Unknown keys and a yaml written for another task raise a PresetError."""
+    defaults = {**HYPERPARAMETER_DEFAULTS, "paper_table2": papers.table2_by_input(task)}
+    hp, source, extra = load_settings(defaults, path or task, "tasks", overrides, extra_keys=("task",))
+    if extra.get("task", task) != task:
+        raise PresetError(f"{source} is for task {extra['task']!r}, not {task!r}")
     hp["source"] = source
     return hp
 
@@ -299,30 +296,18 @@ def make_compute_metrics():
     return compute_metrics
 
 
-def per_device_batch_size(batch_size: int, world_size: int) -> int:
-    """The share of a global batch of `batch_size` examples each of `world_size` processes takes per step."""
-    if batch_size % world_size:
-        raise ValueError(f"batch_size {batch_size} does not split over {world_size} processes: choose a multiple "
-                         f"of {world_size} (--batch-size)")
-    return batch_size // world_size
-
-
 def make_training_arguments(output_dir, hp: dict, seed: int, max_steps: int = -1, gradient_accumulation_steps: int = 1,
                             batch_size=None, sampling: str = "random", evaluate_during_training=True,
                             logging_steps=None, use_cpu=None):
     """The Trainer's arguments for a BCN run; `batch_size` (default hp["batch_size"]) is the global batch, split over
     the processes of a distributed launch; `use_cpu` None = the GPU when there is one."""
-    from transformers import TrainingArguments
-
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))  # set by accelerate launch / torchrun
     strategy = "no"
     if evaluate_during_training:
         strategy = "steps" if hp["eval_steps"] else "epoch"
-    return TrainingArguments(
-        output_dir=str(output_dir),
+    return training_arguments(
+        output_dir, batch_size or hp["batch_size"], seed, use_cpu,
         num_train_epochs=float(hp["epochs"]),
         max_steps=max_steps,
-        per_device_train_batch_size=per_device_batch_size(batch_size or hp["batch_size"], world_size),
         per_device_eval_batch_size=hp["eval_batch_size"],
         gradient_accumulation_steps=gradient_accumulation_steps,
         learning_rate=hp["learning_rate"],
@@ -345,17 +330,11 @@ def make_training_arguments(output_dir, hp: dict, seed: int, max_steps: int = -1
         greater_is_better=True,
         logging_strategy="steps",
         logging_steps=logging_steps or hp["logging_steps"],
-        logging_first_step=True,
-        report_to="none",
-        seed=seed,
         data_seed=seed,
         train_sampling_strategy=sampling,
         length_column_name="length",
-        remove_unused_columns=False,  # the collator reads feature_store / feature_row
-        dataloader_num_workers=0,
         dataloader_pin_memory=PIN_MEMORY,
         logging_nan_inf_filter=NAN_INF_FILTER,
-        use_cpu=not torch.cuda.is_available() if use_cpu is None else use_cpu,
     )
 
 
@@ -373,78 +352,9 @@ def build_trainer(model, args, train_dataset, eval_dataset, collator, callbacks=
     )
 
 
-class EpochTimer(TrainerCallback):
-    """Wall time of each epoch's training part (evaluation inside the epoch subtracted), and CPU seconds."""
-
-    def __init__(self):
-        self.epochs, self._start, self._cpu_start, self._eval = [], None, None, 0.0
-
-    def on_epoch_begin(self, args, state, control, **kwargs):
-        self._start, self._cpu_start, self._eval = time.time(), time.process_time(), 0.0
-
-    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
-        self._eval += float((metrics or {}).get("eval_runtime", 0.0))
-
-    def on_epoch_end(self, args, state, control, **kwargs):
-        if self._start is not None:
-            seconds = time.time() - self._start - self._eval
-            # CPU seconds of this process (all threads), evaluation included: robust to other load
-            cpu_seconds = time.process_time() - self._cpu_start
-            self.epochs.append({"epoch": round(state.epoch, 3), "step": state.global_step,
-                                "train_seconds": round(seconds, 2), "cpu_seconds": round(cpu_seconds, 2)})
-
-
-def stop_reason(trainer, early_stopping=None, time_budget=None) -> str:
-    """Why `trainer.train()` returned: "epochs done", "max steps", "time budget" or "early stopping" (with the
-    figures), from the Trainer's state and the callbacks that can stop it early (a `TimeBudget`, an
-    `EarlyStoppingCallback`). A run that reached its planned last step ran its budget, whatever else fired then."""
-    args, state = trainer.args, trainer.state
-    if state.global_step >= state.max_steps:
-        if args.max_steps > 0:
-            return f"max steps: {args.max_steps} reached (epoch {state.epoch:.2f} of {args.num_train_epochs:g})"
-        return f"epochs done: {args.num_train_epochs:g} ({state.global_step} steps)"
-    if time_budget is not None and time_budget.stopped:
-        return f"time budget: {time_budget.seconds / 60:g} minutes passed at step {state.global_step}"
-    patience = getattr(early_stopping, "early_stopping_patience", None)
-    if patience and early_stopping.early_stopping_patience_counter >= patience:
-        return (f"early stopping: no better validation {args.metric_for_best_model} in {patience} evaluations "
-                f"(step {state.global_step}, epoch {state.epoch:.2f})")
-    return f"stopped at step {state.global_step} of {state.max_steps} by a callback"
-
-
-class TimeBudget(TrainerCallback):
-    """Stops training once `minutes` have passed (checked after every step; None or 0: no budget)."""
-
-    def __init__(self, minutes=None):
-        self.seconds = None if minutes in (None, 0) else 60.0 * minutes
-        self.start, self.stopped = None, False
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.start = time.time()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.seconds is None:
-            return
-        over = time.time() - self.start > self.seconds
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            # every process must stop at the same step (or the others wait forever in the next all-reduce)
-            flag = torch.tensor([float(over)], device=args.device)
-            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
-            over = bool(flag.item())
-        if over:
-            control.should_training_stop = True
-            self.stopped = True
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # one run: data, features, training, outputs
 # ---------------------------------------------------------------------------------------------------------------
-
-
-def log(message: str, trainer_args=None):
-    """Print on the main process only (every process of a distributed run reaches the same point)."""
-    if trainer_args is None or trainer_args.process_index == 0:
-        print(message, flush=True)
 
 
 def prepare_splits(options: ClassifierOptions, hp: dict, tokenizer, training_args):

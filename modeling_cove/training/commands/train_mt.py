@@ -52,8 +52,8 @@ import torch
 from ..common.cli import REQUIRED, fail, option, parse_options
 from ..data.translation import build_mt_checkpoint, load_raw_splits, prepare_splits, tokenize_batch
 from ..loops.mt_schedule import resolve_min_lr
-from ..common.presets import load_preset
-from ..loops.pretraining import check_run_folder, make_accelerator, start_run_folder
+from ..common.presets import load_preset, resolve_settings
+from ..loops.accelerate_loop import check_run_folder, make_accelerator, start_run_folder
 
 # Training settings: built-in defaults (docs/paper.md §2) < preset "training" block < arguments. min_lr None: 0.03 x lr.
 DEFAULTS = {
@@ -171,21 +171,14 @@ def _config_fields(args: MTArguments, preset: dict) -> dict:
     return config
 
 
-def resolve_settings(args: MTArguments, preset: dict) -> dict:
+def resolve_mt_settings(args: MTArguments, preset: dict) -> dict:
     """One flat dict of every setting: DEFAULTS < preset['training'] (and preset['data']) < arguments; min_lr
     resolved (0.03 x lr when not given) and checked to lie below lr."""
-    settings = dict(DEFAULTS)
-    training = preset.get("training", {})
-    unknown = set(training) - set(DEFAULTS)
-    if unknown:
-        raise MTSetupError(f"preset training block has unknown keys {sorted(unknown)}; known: {sorted(DEFAULTS)}")
-    settings.update(training)
+    training = dict(preset.get("training", {}))
     if "dataset" in preset.get("data", {}):
-        settings["dataset"] = preset["data"]["dataset"]
-    for key in DEFAULTS:
-        value = getattr(args, key, None)
-        if value is not None:
-            settings[key] = value
+        training["dataset"] = preset["data"]["dataset"]
+    settings = resolve_settings(DEFAULTS, training, {key: getattr(args, key, None) for key in DEFAULTS},
+                                   where=f"{preset.get('path', 'preset')} (training block)")
     for key in ("data_dir", "vectors", "init_from", "limit_train", "limit_eval", "max_steps"):
         settings[key] = getattr(args, key)
     settings["vectors_lowercase"] = bool(args.vectors_lowercase or preset.get("vectors", {}).get("lowercase", False))
@@ -261,7 +254,7 @@ def train_mt(args: MTArguments, on_step: Callable | None = None, command: str | 
     from ..loops.mt import MTPretraining
 
     preset = load_model_preset(args.preset)
-    settings = resolve_settings(args, preset)
+    settings = resolve_mt_settings(args, preset)
     if args.num_threads:
         torch.set_num_threads(args.num_threads)
     # every trainable parameter gets a gradient in every step (decoder, MT-LSTM; the word vectors are frozen), so
@@ -288,12 +281,13 @@ def train_mt(args: MTArguments, on_step: Callable | None = None, command: str | 
 def main(argv=None):
     """cove-train-mt: MTArguments from the command line, then `train_mt`; bad settings or --init-from end in one
     line, exit status 2."""
-    from .build_vocab import CheckpointLoadError
+    from ..common.presets import PresetError
+    from ..data.checkpoints import CheckpointLoadError
 
     args = parse_options(MTArguments, argv, description=__doc__)
     try:
         train_mt(args)
-    except (MTSetupError, CheckpointLoadError) as err:
+    except (MTSetupError, CheckpointLoadError, PresetError) as err:
         fail(err)
 
 

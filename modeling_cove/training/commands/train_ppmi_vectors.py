@@ -10,7 +10,8 @@ download). The output is GloVe text format (no header; `word v1 ... vD`, values 
 
 From Python:
 
-    from modeling_cove.training.commands.train_ppmi_vectors import read_texts, train_ppmi_vectors, write_vectors
+    from modeling_cove.training.commands.train_ppmi_vectors import train_ppmi_vectors, write_vectors
+    from modeling_cove.training.data.texts import read_texts
     words, vectors = train_ppmi_vectors(read_texts("examples/sentiment/train.tsv", "text"), dim=50)
 
 Method (Levy, Goldberg & Dagan 2015, "Improving Distributional Similarity with Lessons Learned from Word
@@ -30,7 +31,7 @@ Embeddings"):
      (a warning says so).
 """
 
-import csv
+
 import sys
 import warnings
 from collections import Counter
@@ -41,6 +42,8 @@ from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ...tokenization_cove import moses_tokenize
+from ..common.files import atomic_text_file
+from ..data.texts import read_texts
 from ..common.cli import REQUIRED, option, parse_options
 
 DENSE_MAX_VOCAB = 6000  # above this the co-occurrence matrix is kept sparse and scipy's svds is used
@@ -202,32 +205,9 @@ def write_vectors(path, words: Sequence[str], vectors: np.ndarray) -> None:
         if not word or any(ch.isspace() for ch in word):
             raise ValueError(f"a word for the vector file must be non-empty without whitespace, got {word!r}")
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+    with atomic_text_file(path) as f:
         for word, row in zip(words, vectors):
             f.write(word + " " + " ".join("%.5f" % v for v in row) + "\n")
-    tmp.replace(path)  # never leave a half-written file under the final name
-
-
-def read_texts(path, column: Optional[str] = None) -> List[str]:
-    """Lines of a text file, or one column (by header name) of a TSV file with a header line."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no such text file: {path}")
-    with open(path, encoding="utf-8", newline="") as f:
-        if column is None:
-            return [line.rstrip("\r\n") for line in f if line.strip()]
-        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = next(reader, None)
-        if header is None or column not in header:
-            raise ValueError(f"{path}: no column {column!r} in the header {header}")
-        position = header.index(column)
-        texts = []
-        for line_no, row in enumerate(reader, start=2):
-            if len(row) != len(header):
-                raise ValueError(f"{path}:{line_no}: expected {len(header)} TAB-separated fields, got {len(row)}")
-            texts.append(row[position])
-        return texts
 
 
 @dataclass

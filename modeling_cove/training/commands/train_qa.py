@@ -53,10 +53,11 @@ import torch
 from transformers import TrainerCallback
 
 from ..common.cli import REQUIRED, fail, option, parse_options
-from .train_classifier import TimeBudget, log, per_device_batch_size, stop_reason
 from ..data.collators import QACollator
-from ..common.presets import CONFIGURATION, load_preset
-from ..common.run_info import git_commit, machine_info, plot_curves, write_json
+from ..common.presets import CONFIGURATION, load_preset, load_settings
+from ..common.run_info import git_commit, machine_info, plot_curves
+from ..common.files import write_json
+from ..loops.trainer import TimeBudget, log, stop_reason, training_arguments
 
 SQUAD_METRIC = Path(__file__).resolve().parents[2] / "metrics" / "squad_v1_cove"
 DEFAULT_TASK_CONFIG = str(CONFIGURATION / "tasks" / "squad.yaml")
@@ -116,15 +117,12 @@ class QAOptions:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def load_settings(options: QAOptions) -> dict:
+def resolve_qa_settings(options: QAOptions) -> dict:
     """SETTING_DEFAULTS < the settings yaml < the options' flags (None ignored); unknown yaml keys are refused."""
-    settings = load_preset(options.task_config, "tasks", known_keys=SETTING_DEFAULTS)
-    settings = {**SETTING_DEFAULTS, **settings}
-    for name in ("epochs", "batch_size", "learning_rate", "max_steps", "time_budget_minutes", "seed"):
-        value = getattr(options, name)
-        if value is not None:
-            settings[name] = value
-    return settings
+    overrides = {name: getattr(options, name) for name in ("epochs", "batch_size", "learning_rate", "max_steps",
+                                                          "time_budget_minutes", "seed")}
+    settings, source, _ = load_settings(SETTING_DEFAULTS, options.task_config, "tasks", overrides)
+    return {**settings, "path": source}
 
 
 def check_config_keys(keys, source: str):
@@ -349,14 +347,8 @@ def attach_cache(model, data: dict, options: QAOptions, training_args):
 
 def make_training_arguments(output_dir: Path, settings: dict, seed: int):
     """The Trainer's arguments of a DCN run (`batch_size` is the global batch, split over the processes)."""
-    import os
-
-    from transformers import TrainingArguments
-
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))  # set by accelerate launch / torchrun
-    return TrainingArguments(
-        output_dir=str(output_dir / "trainer"),
-        per_device_train_batch_size=per_device_batch_size(int(settings["batch_size"]), world_size),
+    return training_arguments(
+        output_dir / "trainer", int(settings["batch_size"]), seed,
         per_device_eval_batch_size=int(settings["eval_batch_size"]),
         learning_rate=float(settings["learning_rate"]),
         weight_decay=float(settings["weight_decay"]),
@@ -365,17 +357,11 @@ def make_training_arguments(output_dir: Path, settings: dict, seed: int):
         max_steps=int(settings["max_steps"]),
         lr_scheduler_type=settings["lr_scheduler"],
         logging_steps=int(settings["logging_steps"]),
-        logging_first_step=True,
         eval_strategy="epoch",
         save_strategy="no",
         prediction_loss_only=True,
-        report_to="none",
-        remove_unused_columns=False,
         train_sampling_strategy="group_by_length",
-        dataloader_num_workers=0,
         dataloader_pin_memory=False,
-        seed=seed,
-        use_cpu=not torch.cuda.is_available(),  # on a CPU machine this makes N launched processes one DDP job (gloo)
     )
 
 
@@ -401,7 +387,7 @@ def train_qa(options: QAOptions, command: Optional[str] = None) -> Optional[dict
     out = Path(options.output_dir)
     if out.exists() and any(out.iterdir()) and not options.overwrite:
         raise FileExistsError(f"{out} exists and is not empty (use --overwrite)")
-    settings = load_settings(options)
+    settings = resolve_qa_settings(options)
     overrides = model_overrides(options)  # checked before anything is written
     started, commit = time.time(), git_commit()
     if options.threads:

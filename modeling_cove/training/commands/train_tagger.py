@@ -22,7 +22,7 @@ Training's alternating labelled / unlabelled steps, identical on every process a
 pure function of (seed, epoch), each process training on its share of the global batch), several tasks sharing the
 encoder, training-only auxiliary modules that the exported tagger leaves out, scoring by words (seqeval, words
 without a token counted wrong) and exact resume inside an epoch on the shared pretraining scaffold
-(`pretraining.PretrainingLoop`; its docstring says why that scaffold and not a `Trainer` subclass).
+(`pretraining.AccelerateLoop`; its docstring says why that scaffold and not a `Trainer` subclass).
 """
 
 from __future__ import annotations
@@ -37,10 +37,13 @@ import torch
 
 from ...modeling_cove_tagger import IGNORE_INDEX
 from ..common.cli import REQUIRED, option, run_training_command
+from ..common.presets import load_settings
+from ..loops import stopping
 from ..loops.cvt import TaggerTraining
-from ..loops.pretraining import (PretrainingLoop, PretrainingState, StopLimits, check_run_folder, epoch_batches,
+from ..loops.accelerate_loop import (AccelerateLoop, LoopState, StopLimits, check_run_folder, epoch_batches,
                           make_accelerator, make_optimizer, rank_share, start_run_folder)
-from ..common.run_info import command_line, git_commit, machine_info, plot_curves, write_json
+from ..common.run_info import command_line, git_commit, machine_info, plot_curves
+from ..common.files import write_json
 
 HYPERPARAMETER_DEFAULTS = {
     "epochs": 20, "batch_size": 64, "learning_rate": 1e-3, "dropout": 0.5, "hidden_size": 300, "module_dim": 300,
@@ -112,23 +115,13 @@ RESUME_KEYS = ("task", "encoder", "input", "data_dir", "cvt", "unlabeled", "unla
 
 
 def load_hyperparameters(settings: TaggerSettings) -> dict:
-    """HYPERPARAMETER_DEFAULTS < the preset (`--preset`, else configuration/tagging/<first task>.yaml when it exists)
-    < the command line's overrides."""
-    from ..common.presets import PresetError, load_preset
-
-    hp = dict(HYPERPARAMETER_DEFAULTS)
-    name = settings.preset or settings.task[0]
-    try:
-        values = load_preset(name, "tagging", known_keys=set(HYPERPARAMETER_DEFAULTS) | {"task", "description"})
-        hp["source"] = str(values.pop("path"))
-        hp.update({k: v for k, v in values.items() if k in HYPERPARAMETER_DEFAULTS})
-    except PresetError:
-        if settings.preset:
-            raise
-        hp["source"] = "defaults"
-    for key in ("epochs", "batch_size", "learning_rate", "dropout", "hidden_size"):
-        if getattr(settings, key) is not None:
-            hp[key] = getattr(settings, key)
+    """HYPERPARAMETER_DEFAULTS < the preset (`--preset`, else configuration/tagging/<first task>.yaml when there is
+    one: a task read from the Hub may have none) < the command line's overrides."""
+    overrides = {key: getattr(settings, key) for key in ("epochs", "batch_size", "learning_rate", "dropout",
+                                                         "hidden_size")}
+    hp, source, _ = load_settings(HYPERPARAMETER_DEFAULTS, settings.preset or settings.task[0], "tagging", overrides,
+                                  extra_keys=("task", "description"), optional=not settings.preset)
+    hp["source"] = source
     return hp
 
 
@@ -218,7 +211,7 @@ def unlabeled_sentences(settings: TaggerSettings, tokenizer, rest_words: list, m
     punctuation, and pieces longer than `max_length` tokens cut into `max_length` windows; one-token pieces are
     left out (no context for any view). `train-rest` reads `rest_words` (word lists)."""
     from ...modeling_cove_tagger import case_ids_from_offsets
-    from .train_bilm import corpus_texts
+    from ..data.texts import corpus_texts
 
     texts = []
     for source in settings.unlabeled:
@@ -321,7 +314,7 @@ def labelled_batches(split: Encoded, batch_size: int, seed: int, epoch: int) -> 
                          chunk_batches=LENGTH_GROUP_BATCHES)
 
 
-class TaggerLoop(PretrainingLoop):
+class TaggerLoop(AccelerateLoop):
     """A tagging run on the shared scaffold: an epoch is one pass over the labelled batches of every task (shuffled
     together), each followed by `unlabeled_ratio` unlabelled batches with --cvt; Adam with gradient clipping;
     validation after every epoch; the best epoch's weights kept (`best_state.safetensors`) and early stopping after
@@ -337,7 +330,7 @@ class TaggerLoop(PretrainingLoop):
         self.model, self.optimizer = accelerator.prepare(training, optimizer)
         self.unwrapped = accelerator.unwrap_model(self.model)
         self.phase_seconds = {"labelled": [0.0, 0], "unlabelled": [0.0, 0]}  # seconds, tokens of this process's run
-        self.start(settings.resume, PretrainingState(epoch_sums=self.fresh_epoch_sums()))
+        self.start(settings.resume, LoopState(epoch_sums=self.fresh_epoch_sums()))
 
     def fresh_epoch_sums(self) -> list:
         return [0.0, 0, 0.0, 0]  # labelled loss sum, labelled steps, unlabelled loss sum, unlabelled steps
@@ -438,7 +431,7 @@ class TaggerLoop(PretrainingLoop):
         mains = [h["validation_main"] for h in self.state.history if h["complete"]]
         patience = self.hp["early_stopping_patience"]
         if patience and len(mains) > patience and max(mains[-patience:]) <= max(mains[:-patience]):
-            return f"early stopping: no better validation score in {patience} epochs"
+            return stopping.early_stopping(patience, "score", "epochs")
         return None
 
     def write_record(self):
@@ -497,7 +490,7 @@ class TaggerLoop(PretrainingLoop):
         return metrics
 
 
-def plot_run_curves(state: PretrainingState, tasks: list, path: Path) -> None:
+def plot_run_curves(state: LoopState, tasks: list, path: Path) -> None:
     """Training losses per step (labelled, unlabelled) and the validation score per epoch."""
     logs = {phase: [(r[0], r[2]) for r in state.loss_log if r[1] == phase] for phase in ("labelled", "unlabelled")}
     epochs = [h["epoch"] for h in state.history]

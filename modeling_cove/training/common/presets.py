@@ -1,4 +1,5 @@
-"""Named presets: `configuration/<kind>/<name>.{yaml,json}` or a file path, with their keys checked up front.
+"""Named presets: `configuration/<kind>/<name>.{yaml,json}` or a file path, with their keys checked up front, and the
+one way a command resolves its settings from them (`resolve_settings`: defaults < preset < command-line flags).
 
 The repository's `configuration/` and the embedded example data (`examples/<name>/*.tsv`) ship inside the package
 (`modeling_cove.configuration`, `modeling_cove.examples`; pyproject.toml maps them) and are found by name with
@@ -111,3 +112,40 @@ def load_preset(name_or_path, kind: str, known_keys=None, required_keys=()) -> d
         raise PresetError(f"{path}: missing preset keys {sorted(missing)}")
     preset["path"] = str(path)
     return preset
+
+
+def check_preset_keys(values: dict, known_keys, where) -> None:
+    """PresetError naming `where` (a preset file, or a block of one) when `values` holds a key not in `known_keys`."""
+    unknown = set(values) - set(known_keys) - {"path"}
+    if unknown:
+        raise PresetError(f"{where}: unknown preset keys {sorted(unknown)}; known: {sorted(known_keys)}")
+
+
+def resolve_settings(defaults: dict, preset: dict | None = None, overrides: dict | None = None,
+                     where: str = "preset") -> dict:
+    """A command's settings, the one way every command resolves them: its `defaults` < the `preset`'s values (a key
+    the defaults do not name is refused with a PresetError naming `where`) < `overrides`, the command line's flags
+    (None: not given, the value below stays)."""
+    preset = {k: v for k, v in (preset or {}).items() if k != "path"}
+    check_preset_keys(preset, defaults, where)
+    settings = {**defaults, **preset}
+    settings.update({key: value for key, value in (overrides or {}).items() if value is not None})
+    return settings
+
+
+def load_settings(defaults: dict, name_or_path, kind: str, overrides: dict | None = None, extra_keys=(),
+                  optional: bool = False) -> tuple:
+    """`resolve_settings` over the preset `name_or_path` of `kind` (`load_preset`). `extra_keys`: keys a preset file
+    may hold beside the settings (what it is for, a description), returned apart. `optional`: no preset of that
+    name is no error (the defaults then stand) — a preset that exists but is malformed always is one.
+    Returns (settings, the preset file or "defaults", the extra keys' values)."""
+    try:
+        path = preset_file(name_or_path, kind)
+    except PresetError:
+        if not optional:
+            raise
+        return resolve_settings(defaults, None, overrides), "defaults", {}
+    values = load_preset(path, kind, known_keys=set(defaults) | set(extra_keys))
+    source = values.pop("path")
+    extra = {key: values.pop(key) for key in extra_keys if key in values}
+    return resolve_settings(defaults, values, overrides, where=source), source, extra

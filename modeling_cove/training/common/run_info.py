@@ -3,7 +3,6 @@ the machine, the command line, an atomic JSON writer and one curve plot (loss / 
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import shlex
@@ -130,16 +129,6 @@ def machine_info() -> dict:
         info.update(gpu=torch.cuda.get_device_name(0), gpu_count=torch.cuda.device_count(),
                     cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version())
     return info
-
-
-def write_json(path: Path | str, payload) -> Path:
-    """Write `payload` as indented JSON atomically (a reader never sees half a file; a killed run keeps the old one)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
 
 
 def plot_curves(panels: list, path: Path | str, title: str | None = None) -> Path:

@@ -1,2 +1,3 @@
-"""A user's data read into what the loops consume: tagging corpora (`tagging`), translation pairs (`translation`) and
-the batch collators (`collators`)."""
+"""A user's data and checkpoints read into what the loops consume: text files and corpora (`texts`), tagging
+corpora (`tagging`), translation pairs (`translation`), CoVe checkpoints (`checkpoints`) and the batch collators
+(`collators`)."""

@@ -65,7 +65,7 @@ def select_target_words(counts: Counter, min_freq: int, max_size: int) -> list:
 
 
 def _source_from_checkpoint(path):
-    from ..commands.build_vocab import load_cove_checkpoint
+    from .checkpoints import load_cove_checkpoint
 
     encoder, tokenizer = load_cove_checkpoint(path, flag="--init-from")
     vocab = tokenizer.get_vocab()

@@ -1,4 +1,4 @@
-"""The MT pretraining loop on the shared scaffold (`pretraining.PretrainingLoop`): length-grouped epoch batches,
+"""The MT pretraining loop on the shared scaffold (`pretraining.AccelerateLoop`): length-grouped epoch batches,
 the paper's loss (summed NLL over the global batch), the perplexity schedule, per-epoch evaluation, the metrics JSON
 and curves, and at the end the test BLEU, the final MT checkpoint and the exported encoder. Why the scaffold is no
 transformers `Trainer`: `pretraining`'s docstring.
@@ -17,16 +17,17 @@ from ..publishing.export import export_encoder
 from ..data.translation import collate
 from .mt_eval import compute_bleu, decode_split, evaluate_perplexity, parameters_sha256
 from .mt_schedule import PerplexitySchedule
-from .pretraining import PretrainingLoop, PretrainingState, StopLimits, epoch_batches, make_optimizer, rank_share
-from ..common.run_info import command_line, git_commit, machine_info, plot_curves, write_json
+from .accelerate_loop import AccelerateLoop, LoopState, StopLimits, epoch_batches, make_optimizer, rank_share
+from ..common.run_info import command_line, git_commit, machine_info, plot_curves
+from ..common.files import write_json
 
 CONFIG_FIELDS = ("vocab_size", "target_vocab_size", "hidden_size", "decoder_hidden_size", "decoder_embedding_dim",
                  "decoder_dropout", "encoder_dropout", "attention_bias")
 SEED_STRIDE = 100003  # epoch batches: the generator seed is seed x SEED_STRIDE + epoch
 
 
-class MTPretraining(PretrainingLoop):
-    """One run: `train()` until a stop reason, then `finish()`. `self.state` (a `PretrainingState`) is everything
+class MTPretraining(AccelerateLoop):
+    """One run: `train()` until a stop reason, then `finish()`. `self.state` (a `LoopState`) is everything
     the checkpoints hold besides Accelerate's model/optimizer/RNG states."""
 
     def __init__(self, args, settings: dict, accelerator, data, preset_name=None, on_step=None, command=None,
@@ -47,7 +48,7 @@ class MTPretraining(PretrainingLoop):
         self.run_info = {"command": command or command_line(), "commit": git_commit(), "machine": {
             **machine_info(), "processes": self.world, "device": str(accelerator.device),
             "distributed_type": str(accelerator.distributed_type)}}
-        self.start(args.resume, PretrainingState(lr=settings["lr"], schedule=PerplexitySchedule.initial_memory(),
+        self.start(args.resume, LoopState(lr=settings["lr"], schedule=PerplexitySchedule.initial_memory(),
                                                  epoch_sums=self.fresh_epoch_sums()))
         self._set_lr(self.state.lr)
 

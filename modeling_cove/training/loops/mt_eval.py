@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ..data.translation import TokenStore, collate
-from .pretraining import rank_share
+from .accelerate_loop import rank_share
 
 BLEU_METRIC_PATH = Path(__file__).resolve().parents[2] / "metrics" / "sacrebleu_cove"
 

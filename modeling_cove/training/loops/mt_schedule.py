@@ -40,11 +40,11 @@ class PerplexitySchedule:
 
     @staticmethod
     def initial_memory() -> dict:
-        """What the schedule remembers between epochs (a `PretrainingState.schedule`), before the first epoch."""
+        """What the schedule remembers between epochs (a `LoopState.schedule`), before the first epoch."""
         return {"decay_started": False, "previous_val_ppl": None}
 
     def after_epoch(self, state, epoch: int, val_perplexity: float) -> float:
-        """Update `state.lr` and the schedule's memory `state.schedule` (a `PretrainingState`'s) after `epoch`
+        """Update `state.lr` and the schedule's memory `state.schedule` (a `LoopState`'s) after `epoch`
         (1-based) ended with `val_perplexity`; returns the new lr."""
         memory = state.schedule
         previous = memory.get("previous_val_ppl")

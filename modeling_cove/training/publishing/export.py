@@ -20,14 +20,12 @@ those vectors.
 from __future__ import annotations
 
 import copy
-import os
-import shutil
 from pathlib import Path
 
 import torch
 
 from .cards import encoder_export_card
-from ..common.run_info import write_json
+from ..common.files import commit_tmp, fresh_tmp, write_json
 
 
 def swap_vocabulary(state: dict, config, tokenizer, vocab_from):
@@ -132,15 +130,11 @@ def export_encoder(source, output_dir, metrics: dict = None, vocab_from=None, na
     encoder.load_state_dict(state, strict=True)
     encoder.eval()
 
-    tmp = output_dir.with_name(output_dir.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = fresh_tmp(output_dir)
     encoder.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     encoder_export_card(objective, config, metrics, path=output_dir, name=name).save(tmp / "README.md")
     if metrics:
         write_json(tmp / EXPORT_METRICS_FILES[objective], metrics)
     check_export(tmp, model, same_vocabulary=vocab_from is None)
-    if output_dir.exists():
-        shutil.rmtree(output_dir)
-    os.replace(tmp, output_dir)
-    return output_dir
+    return commit_tmp(tmp, output_dir)

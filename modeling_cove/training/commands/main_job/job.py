@@ -48,7 +48,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ...common.cli import parse_options
-from ...common.run_info import command_line, git_commit, machine_info, write_json
+from ...common.run_info import command_line, git_commit, machine_info
+from ...common.files import write_json
 from .report import collect_curves, paper_numbers, write_markdown
 from .runner import StageError, StageRunner
 from .settings import InputError, JobOptions, resolve

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ...common.run_info import write_json
+from ...common.files import write_json
 
 STAGES = ("vectors", "vocab", "pretrain", "classifier", "publish", "predict")
 DONE = ".done.json"
@@ -40,19 +39,6 @@ def read_done(folder: Path) -> dict | None:
     """The completion marker of a stage folder, or None when the stage has not finished."""
     marker = folder / DONE
     return json.loads(marker.read_text()) if marker.is_file() else None
-
-
-def fresh_tmp(folder: Path) -> Path:
-    """`<folder>.tmp`, emptied: a stage writes there and renames it to `folder` on success (`commit_tmp`)."""
-    tmp = folder.with_name(folder.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    return tmp
-
-
-def commit_tmp(tmp: Path, folder: Path):
-    shutil.rmtree(folder, ignore_errors=True)
-    os.replace(tmp, folder)
 
 
 def child_env(threads) -> dict:

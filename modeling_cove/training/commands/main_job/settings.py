@@ -3,13 +3,13 @@ before any work (`resolve`: bad input raises InputError)."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import lzma
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
+from ....data import open_text
 from ...common.cli import option
 from ...common.presets import PresetError, load_preset, preset_file, preset_path
 
@@ -56,20 +56,12 @@ def load_main_preset(name: str) -> dict:
         raise InputError(str(e)) from None
 
 
-def _open_text(path: Path):
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
-    if path.suffix == ".xz":
-        return lzma.open(path, "rt", encoding="utf-8", errors="replace")
-    return open(path, encoding="utf-8", errors="replace")
-
-
 def vectors_file_dim(path: Path) -> int:
     """Dimension of a GloVe/word2vec text file from its first lines; InputError when it is not one."""
     if not path.is_file():
         raise InputError(f"vectors file not found: {path}")
     try:
-        with _open_text(path) as f:
+        with open_text(path, errors="replace") as f:
             lines = [f.readline() for _ in range(2)]
     except (OSError, EOFError, lzma.LZMAError, UnicodeDecodeError) as e:
         raise InputError(f"cannot read vectors file {path}: {e}") from None

@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 
 from ...common.presets import preset_path
-from ...common.run_info import write_json
-from .runner import Command, StageError, StageRunner, commit_tmp, flags, fresh_tmp, library_command, run_commands
+from ...common.files import write_json
+from ...common.files import commit_tmp, fresh_tmp
+from .runner import Command, StageError, StageRunner, flags, library_command, run_commands
 from .settings import CLASSIFICATION_TASKS
 
 
@@ -28,7 +29,8 @@ def stage_vectors(cfg: dict, folder: Path) -> dict:
         info = {"source": "file", "file": cfg["vectors_file"], "dim": cfg["dim"],
                 "lowercase_lookup": cfg["vectors_lowercase"]}
     else:
-        from ..train_ppmi_vectors import read_texts, train_ppmi_vectors, write_vectors
+        from ..train_ppmi_vectors import train_ppmi_vectors, write_vectors
+        from ...data.texts import read_texts
 
         vec = cfg["preset_content"]["vectors"]
         window, min_count = vec.get("window", 5), vec.get("min_count", 1)
@@ -46,20 +48,20 @@ def stage_vectors(cfg: dict, folder: Path) -> dict:
 def vocab_texts(cfg: dict) -> tuple:
     """`(texts, sources)`: the English text of every split the job reads (the preset's TSV columns and named
     sources, and every classification task's text)."""
-    from ..build_vocab import iter_task_texts, read_tsv_column
+    from ...data.texts import iter_task_texts, read_texts
 
     spec = cfg["preset_content"]["vocab"]
     preset_folders = [shipped(cfg, p).resolve() for p, _ in spec.get("texts") or []]
     texts, sources = [], []
     for path, column in spec.get("texts") or []:
         for split in ("train", "validation", "test"):
-            texts += read_tsv_column(shipped(cfg, path) / f"{split}.tsv", column)
+            texts += read_texts(shipped(cfg, path) / f"{split}.tsv", column)
         sources.append(f"{path} ({column})")
     named = list(spec.get("tasks") or [])
     for t in cfg["tasks"]:  # every classification task's text (also --tasks)
         if t["task"] == "tsv" and Path(t["data"]).resolve() not in preset_folders:
             for split in ("train", "validation", "test"):
-                texts += read_tsv_column(Path(t["data"]) / f"{split}.tsv", "text")
+                texts += read_texts(Path(t["data"]) / f"{split}.tsv", "text")
             sources.append(t["data"])
         elif t["task"] != "tsv" and t["task"] not in named:
             named.append(t["task"])
@@ -72,7 +74,8 @@ def vocab_texts(cfg: dict) -> tuple:
 def stage_vocab(cfg: dict, folder: Path, vectors: dict) -> dict:
     """Stage 2 (seconds): the vocabulary of every English text the job reads, the fixed word-vector matrix and a
     freshly initialised MT-LSTM of the preset's size (pretraining's --init-from keeps the checkpoint's MT-LSTM)."""
-    from ..build_vocab import build_vocab_checkpoint, save_checkpoint
+    from ...data.checkpoints import save_checkpoint
+    from ..build_vocab import build_vocab_checkpoint
 
     spec = cfg["preset_content"]["vocab"]
     start = time.time()

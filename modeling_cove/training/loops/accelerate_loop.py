@@ -1,24 +1,24 @@
-"""The scaffold that both pretraining loops share: MT (`mt_trainer.MTPretraining`) and the biLM
-(`bilm.BiLMPretraining`). Each loop reads the same way:
+"""The loop MT pretraining (`loops/mt.py`, `MTPretraining`), biLM pretraining (`commands/train_bilm.py`,
+`BiLMPretraining`) and tagger training (`commands/train_tagger.py`, `TaggerLoop`) run on. Each reads the same way:
 
     setup -> for each epoch: its batches -> a step per batch (stop inside the epoch?) ->
              end of epoch (evaluate, lr schedule, checkpoint, record) -> stop? -> finish (export)
 
-Here live what the two loops have in common: the run folder and the settings a resume must keep
-(`check_run_folder`, `start_run_folder`), the resume state (`PretrainingState`, one JSON file per checkpoint),
+Here lives what the loops have in common: the run folder and the settings a resume must keep
+(`check_run_folder`, `start_run_folder`), the resume state (`LoopState`, one JSON file per checkpoint),
 the reasons a run stops (`stop_reason`), each process's share of a batch under DDP (`rank_share`), the epoch batches
 as a function of (seed, epoch) (`epoch_batches`), the optimizer factory (`make_optimizer`), checkpoints that are
 written atomically, rotated and restored (`save_checkpoint`, `restore_checkpoint`), and the loop itself
-(`PretrainingLoop`). A loop brings its own data, step, evaluation, lr schedule and exported encoder.
+(`AccelerateLoop`). A loop brings its own data, step, evaluation, lr schedule and exported encoder.
 
 Why not a subclass of transformers' `Trainer`: the MT schedule (docs/paper.md §2) changes the lr after each epoch
 from the validation perplexity, which no per-step scheduler expresses; the MT loss is the summed NLL over the
 *global* batch; exact resume inside an epoch relies on a batch order that is a pure function of (seed, epoch); and
 the `Trainer`'s checkpoints keep their RNG states as pickles. The classifier and QA heads do use the `Trainer`
-(`classifier.py`, `qa.py`). Accelerate gives both loops the devices, DDP and the checkpoint files.
+(`loops/trainer.py`). Accelerate gives these loops the devices, DDP and the checkpoint files.
 
 A checkpoint `checkpoints/step-N/` is `Accelerator.save_state` (model, optimizer, scheduler, every process's RNG
-states) plus `pretraining_state.json` (a `PretrainingState`; checkpoints written before this module hold it as
+states) plus `pretraining_state.json` (a `LoopState`; checkpoints written before this module hold it as
 `trainer_state.json`, read as well). The state is a JSON file rather than an object registered
 with `Accelerator.register_for_checkpointing`, because Accelerate reads registered objects back with
 `torch.load(weights_only=False)` (pickle); JSON also keeps it readable. Accelerate's automatic checkpoint naming is
@@ -29,7 +29,6 @@ here the checkpoint goes to a temporary folder renamed at the end.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import time
@@ -39,14 +38,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..common.run_info import write_json
+from ..common.files import commit_tmp, fresh_tmp, write_json
+from . import stopping
 
 STATE_FILE = "pretraining_state.json"
 LEGACY_STATE_FILE = "trainer_state.json"  # what checkpoints written before this module hold (read, never written)
 
 
 @dataclass
-class PretrainingState:
+class LoopState:
     """Everything besides Accelerate's model/optimizer/scheduler/RNG states that a run needs to continue exactly.
     The epoch batches are a function of (seed, epoch), so (epoch, step_in_epoch) says which batch comes next."""
 
@@ -70,7 +70,7 @@ class PretrainingState:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, values: dict) -> "PretrainingState":
+    def from_dict(cls, values: dict) -> "LoopState":
         """A state from `to_dict()`'s JSON, or from the JSON that MT checkpoints held before this class (their
         `decay_started`/`previous_val_ppl`, `epoch_nll_sum`/`epoch_tokens` and `train_target_tokens`)."""
         values = dict(values)
@@ -102,24 +102,22 @@ class StopLimits:
     min_lr: float | None = None
 
 
-def stop_reason(state: PretrainingState, limits: StopLimits, seconds: float | None = None,
+def stop_reason(state: LoopState, limits: StopLimits, seconds: float | None = None,
                 next_epoch_seconds: float = 0.0, inside_epoch: bool = False) -> str | None:
     """Why the run stops now, or None to go on. In order: max_steps reached; the time budget, when the `seconds`
     spent plus `next_epoch_seconds` (what another epoch would take, for a loop that stops only between epochs)
     exceed it (None: not judged now); and at an epoch end only, the lr fell below min_lr or the last epoch ended."""
     if limits.max_steps and state.global_step >= limits.max_steps:
-        return f"max steps {limits.max_steps} reached"
+        return stopping.max_steps(limits.max_steps)
     budget = limits.time_budget_minutes
     if budget is not None and seconds is not None and seconds + next_epoch_seconds > 60 * budget:
-        if next_epoch_seconds:
-            return f"time budget {budget:g} min: another epoch of {next_epoch_seconds:.0f} s would exceed it"
-        return f"time budget {budget:g} min spent ({seconds:.0f} s)"
+        return stopping.time_budget(budget, seconds, next_epoch_seconds)
     if inside_epoch:
         return None
     if limits.min_lr is not None and state.lr is not None and state.lr < limits.min_lr:
-        return f"lr {state.lr:g} fell below min_lr {limits.min_lr:g}"
+        return stopping.min_lr(state.lr, limits.min_lr)
     if state.epoch >= limits.max_epochs:
-        return f"max epochs {limits.max_epochs} reached"
+        return stopping.max_epochs(limits.max_epochs)
     return None
 
 
@@ -232,38 +230,36 @@ def checkpoint_dirs(output_dir: Path | str) -> list:
     return sorted(dirs, key=lambda d: int(d.name.split("-")[1]))
 
 
-def read_state(checkpoint: Path | str) -> PretrainingState:
-    """The `PretrainingState` of a checkpoint folder."""
+def read_state(checkpoint: Path | str) -> LoopState:
+    """The `LoopState` of a checkpoint folder."""
     path = state_file(checkpoint)
     if path is None:
         raise FileNotFoundError(f"{checkpoint} holds no {STATE_FILE}: not a complete pretraining checkpoint")
     try:
-        return PretrainingState.from_dict(json.loads(path.read_text()))
+        return LoopState.from_dict(json.loads(path.read_text()))
     except ValueError as err:
         raise ValueError(f"{path}: {err}") from None
 
 
-def save_checkpoint(accelerator, output_dir: Path | str, state: PretrainingState, keep: int):
+def save_checkpoint(accelerator, output_dir: Path | str, state: LoopState, keep: int):
     """`accelerator.save_state` into a temporary folder, the state beside it, then an atomic rename: a killed run
     never leaves a checkpoint that looks complete. Keeps the newest `keep` checkpoints (all when keep <= 0)."""
     final = Path(output_dir) / "checkpoints" / f"step-{state.global_step:08d}"
     tmp = final.with_name(final.name + ".tmp")
     if accelerator.is_main_process:
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        fresh_tmp(final)
     accelerator.wait_for_everyone()
     accelerator.save_state(str(tmp))
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         write_json(tmp / STATE_FILE, state.to_dict())
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
+        commit_tmp(tmp, final)
         for old in checkpoint_dirs(output_dir)[:-keep] if keep > 0 else []:
             shutil.rmtree(old, ignore_errors=True)
     accelerator.wait_for_everyone()
 
 
-def restore_checkpoint(accelerator, output_dir: Path | str) -> PretrainingState | None:
+def restore_checkpoint(accelerator, output_dir: Path | str) -> LoopState | None:
     """Load the newest complete checkpoint of `output_dir` into the prepared objects (Accelerate) and return its
     state; None when there is none."""
     checkpoints = checkpoint_dirs(output_dir)
@@ -279,7 +275,7 @@ def restore_checkpoint(accelerator, output_dir: Path | str) -> PretrainingState 
 # the loop
 
 
-class PretrainingLoop:
+class AccelerateLoop:
     """An epoch loop over a prepared model, with exact resume. A subclass calls `__init__`, prepares its model
     (`self.model`) and optimizer with the accelerator, calls `start()`, and implements the hooks:
     `epoch_batches(epoch)`, `train_step(batch)` (one optimizer step and the state's counters), `evaluate(epoch,
@@ -287,7 +283,7 @@ class PretrainingLoop:
     `schedule(epoch, record)`, `close_epoch_log(stopped)`, `write_record()` and `seconds(inside_epoch)`."""
 
     model = None
-    state: PretrainingState
+    state: LoopState
 
     def __init__(self, accelerator, output_dir, limits: StopLimits, seed: int, save_steps: int = 0,
                  keep_checkpoints: int = 2):
@@ -335,7 +331,7 @@ class PretrainingLoop:
         seconds, next_epoch_seconds = self.seconds(inside_epoch)
         return stop_reason(self.state, self.limits, seconds, next_epoch_seconds, inside_epoch=inside_epoch)
 
-    def start(self, resume: bool, fresh: PretrainingState):
+    def start(self, resume: bool, fresh: LoopState):
         """The newest checkpoint's state (with `resume`), decided for the limits given now, or `fresh` with the
         dropout streams seeded per process:
         - max_steps already reached: finished, nothing is trained;

@@ -1,0 +1,111 @@
+"""The glue around transformers' `Trainer` that the BCN and DCN commands share: their `TrainingArguments` (the
+global batch split over a distributed launch's processes), the callbacks that time epochs and stop on a time budget,
+why a run stopped, and printing on the main process only."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+from transformers import TrainerCallback, TrainingArguments
+
+from . import stopping
+
+
+def log(message: str, trainer_args=None):
+    """Print on the main process only (every process of a distributed run reaches the same point)."""
+    if trainer_args is None or trainer_args.process_index == 0:
+        print(message, flush=True)
+
+
+def per_device_batch_size(batch_size: int, world_size: int) -> int:
+    """The share of a global batch of `batch_size` examples each of `world_size` processes takes per step."""
+    if batch_size % world_size:
+        raise ValueError(f"batch_size {batch_size} does not split over {world_size} processes: choose a multiple "
+                         f"of {world_size} (--batch-size)")
+    return batch_size // world_size
+
+
+def training_arguments(output_dir, global_batch_size: int, seed: int, use_cpu=None, **arguments) -> TrainingArguments:
+    """`TrainingArguments` with what every head's run shares: the global batch of `global_batch_size` examples split
+    over the processes of a distributed launch (WORLD_SIZE, set by accelerate launch / torchrun), no reporting, no
+    dataloader workers, every column kept (the collators read more than the model's inputs), the first step logged,
+    and the GPU when there is one (`use_cpu` None; on a CPU machine N launched processes make one DDP job over gloo).
+    `arguments`: the run's own settings."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    return TrainingArguments(
+        output_dir=str(output_dir),
+        per_device_train_batch_size=per_device_batch_size(global_batch_size, world_size),
+        seed=seed,
+        report_to="none",
+        dataloader_num_workers=0,
+        remove_unused_columns=False,
+        logging_first_step=True,
+        use_cpu=not torch.cuda.is_available() if use_cpu is None else use_cpu,
+        **arguments,
+    )
+
+
+class EpochTimer(TrainerCallback):
+    """Wall time of each epoch's training part (evaluation inside the epoch subtracted), and CPU seconds."""
+
+    def __init__(self):
+        self.epochs, self._start, self._cpu_start, self._eval = [], None, None, 0.0
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        self._start, self._cpu_start, self._eval = time.time(), time.process_time(), 0.0
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        self._eval += float((metrics or {}).get("eval_runtime", 0.0))
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        if self._start is not None:
+            seconds = time.time() - self._start - self._eval
+            # CPU seconds of this process (all threads), evaluation included: robust to other load
+            cpu_seconds = time.process_time() - self._cpu_start
+            self.epochs.append({"epoch": round(state.epoch, 3), "step": state.global_step,
+                                "train_seconds": round(seconds, 2), "cpu_seconds": round(cpu_seconds, 2)})
+
+
+def stop_reason(trainer, early_stopping=None, time_budget=None) -> str:
+    """Why `trainer.train()` returned (`stopping`'s wording), from the Trainer's state and the callbacks that can
+    stop it early (a `TimeBudget`, an `EarlyStoppingCallback`). A run that reached its planned last step ran its
+    budget, whatever else fired then."""
+    args, state = trainer.args, trainer.state
+    if state.global_step >= state.max_steps:
+        if args.max_steps > 0:
+            return stopping.where(stopping.max_steps(args.max_steps),
+                                  f"epoch {state.epoch:.2f} of {args.num_train_epochs:g}")
+        return stopping.where(stopping.max_epochs(args.num_train_epochs), f"{state.global_step} steps")
+    if time_budget is not None and time_budget.stopped:
+        return stopping.where(stopping.time_budget(time_budget.seconds / 60), f"step {state.global_step}")
+    patience = getattr(early_stopping, "early_stopping_patience", None)
+    if patience and early_stopping.early_stopping_patience_counter >= patience:
+        return stopping.where(stopping.early_stopping(patience, args.metric_for_best_model, "evaluations"),
+                              f"step {state.global_step}", f"epoch {state.epoch:.2f}")
+    return stopping.stopped_early(state.global_step, state.max_steps)
+
+
+class TimeBudget(TrainerCallback):
+    """Stops training once `minutes` have passed (checked after every step; None or 0: no budget)."""
+
+    def __init__(self, minutes=None):
+        self.seconds = None if minutes in (None, 0) else 60.0 * minutes
+        self.start, self.stopped = None, False
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start = time.time()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.seconds is None:
+            return
+        over = time.time() - self.start > self.seconds
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            # every process must stop at the same step (or the others wait forever in the next all-reduce)
+            flag = torch.tensor([float(over)], device=args.device)
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+            over = bool(flag.item())
+        if over:
+            control.should_training_stop = True
+            self.stopped = True
