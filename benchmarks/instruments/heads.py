@@ -553,12 +553,13 @@ def dcn_section(examples, encoder_dir: Path, tokenizer, device: torch.device, wo
     from modeling_cove.squad_preprocessing import prepare_eval_features, prepare_train_features, tokenize_windows
     from modeling_cove.training.data.collators import QACollator
     from modeling_cove.training.common.presets import load_preset
-    from modeling_cove.training.commands.train_qa import DEFAULT_MODEL_PRESET, SETTING_DEFAULTS, load_model, rows_of
+    from modeling_cove.training.commands.train_qa import QAOptions, load_model, resolve_qa_settings, rows_of
     from modeling_cove.training.commands.train_qa import make_training_arguments as qa_training_arguments
     from .training import to_device
 
-    settings = dict(SETTING_DEFAULTS)
-    preset = {k: v for k, v in load_preset(DEFAULT_MODEL_PRESET, "models").items()
+    options = QAOptions(checkpoint=str(encoder_dir), output_dir="-")  # the command's defaults
+    settings = resolve_qa_settings(options)
+    preset = {k: v for k, v in load_preset(options.model_preset, "models").items()
               if not k.startswith("_") and k != "path"}
     model = load_model(str(encoder_dir), preset)[0].to(device).eval()
     roofline = RooflineDCN(model).to(device).eval()
@@ -571,7 +572,7 @@ def dcn_section(examples, encoder_dir: Path, tokenizer, device: torch.device, wo
     q_tokens = [types.count(0) for types in windows["token_type_ids"]]  # question tokens per window
     c_tokens = [types.count(1) for types in windows["token_type_ids"]]  # context tokens per window
     real_tokens = sum(q_tokens) + sum(c_tokens)
-    section = Section(f"DCN ({Path(DEFAULT_MODEL_PRESET).stem} preset), {len(questions)} SQuAD held-out questions, "
+    section = Section(f"DCN ({Path(options.model_preset).stem} preset), {len(questions)} SQuAD held-out questions, "
                       f"{len(q_tokens)} windows, inference batch {eval_batch}, training batch {train_batch}, "
                       "random weights")
 
@@ -698,6 +699,7 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
 
     from modeling_cove.training.commands import train_tagger as tg
     from modeling_cove.training.loops.cvt import TaggerTraining
+    from modeling_cove.modeling_cove_tagger import IGNORE_INDEX
 
     settings = tg.TaggerSettings(task=["conll2000"], encoder=str(encoder_dir), output_dir="-")
     hp = tg.load_hyperparameters(settings)
@@ -768,7 +770,7 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
     batches = []
     for group in groups:
         ids, mask = tg.pad([data.ids[i] for i in group], device)
-        batches.append((ids, mask, tg.pad([data.labels[i] for i in group], device, tg.IGNORE_INDEX)[0]))
+        batches.append((ids, mask, tg.pad([data.labels[i] for i in group], device, IGNORE_INDEX)[0]))
     plain = RooflineTagger(model).to(device).train()
     plain_optimizer = torch.optim.Adam([p for p in plain.parameters() if p.requires_grad], lr=hp["learning_rate"])
     plain_inputs, plain_tokens = uniform(groups)

@@ -70,10 +70,10 @@ class TableRun:
         """The settings the run will record (metrics.json's "settings"), those that make it this cell's run:
         cove-train-tagger's resume keys but the data folder (a copy of the data elsewhere is the same data)."""
         from modeling_cove.training.common.cli import RunArguments, parse_options
-        from modeling_cove.training.commands.train_tagger import RESUME_KEYS, TaggerSettings
+        from modeling_cove.training.commands.train_tagger import TaggerSettings
 
         settings, _ = parse_options((TaggerSettings, RunArguments), self.command("DATA", "runs", 1)[3:])
-        return {key: getattr(settings, key) for key in RESUME_KEYS if key != "data_dir"}
+        return {key: value for key, value in settings.resume_settings().items() if key != "data_dir"}
 
 
 def same_settings(recorded: dict, planned: dict) -> bool:

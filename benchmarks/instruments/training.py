@@ -103,8 +103,7 @@ def mt_plain_loop(bench: TrainingBenchmark, mt_dir: Path, raw, steps: int):
     from modeling_cove.modeling_cove_mt import CoveForMachineTranslation, load_target_tokenizer
     from modeling_cove.training.commands.train_mt import load_model_preset, resolve_mt_settings
     from modeling_cove.training.data.translation import TokenStore, collate, encode_split, tokenize_batch
-    from modeling_cove.training.loops.mt import SEED_STRIDE
-    from modeling_cove.training.loops.accelerate_loop import epoch_batches
+    from modeling_cove.training.loops.mt import mt_epoch_batches
 
     settings = resolve_mt_settings(mt_arguments(bench, mt_dir, mt_dir), load_model_preset(MT_PRESET))
     source_tokenizer, target_tokenizer = AutoTokenizer.from_pretrained(mt_dir), load_target_tokenizer(str(mt_dir))
@@ -115,9 +114,7 @@ def mt_plain_loop(bench: TrainingBenchmark, mt_dir: Path, raw, steps: int):
     max_len = settings["max_length"]
     store = TokenStore(encoded.filter(lambda r: 0 < len(r["src_tokens"]) <= max_len
                                       and 0 < len(r["tgt_tokens"]) <= max_len))
-    batches = epoch_batches(len(store), settings["batch_size"], settings["seed"], 1, SEED_STRIDE,
-                            lengths=(store.src_lengths, store.tgt_lengths),
-                            chunk_batches=settings["chunk_batches"])[:steps]
+    batches = mt_epoch_batches(store, settings, 1)[:steps]
 
     def run() -> dict:
         torch.manual_seed(settings["seed"])
@@ -268,14 +265,15 @@ def bench_bcn(bench: TrainingBenchmark, work: Path) -> dict:
     """BCN training steps on TREC-6: the Trainer (random and length-grouped sampling) against the plain loop; with
     `trainer_variants`, also the Trainer with one of its per-step costs turned the other way (pinned batches; the
     NaN/Inf loss filter, which reads the loss back from the device at every step)."""
-    from modeling_cove.training.commands.train_classifier import NAN_INF_FILTER, PIN_MEMORY
-
     setup = bcn_setup(bench, work)
     variants = {}
-    if bench.trainer_variants:
+    if bench.trainer_variants:  # each of the two switched from what the command's TrainingArguments hold
+        from modeling_cove.training.commands.train_classifier import make_training_arguments
+
+        command_args = make_training_arguments(work / "bcn-defaults", setup.hp, seed=1, use_cpu=bench.device == "cpu")
         variants = {f"trainer_{name}_{value}".lower(): {name: value}
-                    for name, value in (("dataloader_pin_memory", not PIN_MEMORY),
-                                        ("logging_nan_inf_filter", not NAN_INF_FILTER))}
+                    for name, value in (("dataloader_pin_memory", not command_args.dataloader_pin_memory),
+                                        ("logging_nan_inf_filter", not command_args.logging_nan_inf_filter))}
     runs = {"trainer_random": [], "plain_random": [], "trainer_group_by_length": [], **{k: [] for k in variants}}
     for _ in range(bench.repeats):
         runs["trainer_random"].append(bcn_trainer_run(bench, setup, work, "random"))

@@ -39,6 +39,8 @@ from ..data.checkpoints import save_checkpoint
 from ..data.texts import TEXT_SOURCES, iter_task_texts
 from ..common.cli import REQUIRED, fail, option, parse_options
 
+__all__ = ["argument_texts", "build_vocab_checkpoint", "BuildVocabArguments", "main"]
+
 def build_vocab_checkpoint(texts: Iterable[str], vectors, dim: int = 300, lowercase: bool = True,
                            vectors_lowercase: bool = False, oov_min_count: int = 5, max_size=None,
                            model_max_length: int = DEFAULT_MODEL_MAX_LENGTH, seed: int = 0, **config_overrides):

@@ -35,6 +35,8 @@ from ..common.files import commit_tmp, fresh_tmp
 from ..common.cli import REQUIRED, fail, option, parse_options
 from ..data.texts import TEXT_SOURCES, iter_task_texts
 
+__all__ = ["ConvertArguments", "main"]
+
 
 @dataclass
 class ConvertArguments:

@@ -26,6 +26,8 @@ from typing import Optional
 from ..common.cli import REQUIRED, fail, option, parse_options
 from ..publishing.export import export_encoder
 
+__all__ = ["ExportArguments", "main"]
+
 
 @dataclass
 class ExportArguments:

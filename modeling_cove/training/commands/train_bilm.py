@@ -47,6 +47,10 @@ from ..loops.accelerate_loop import (
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
 
+__all__ = ["BiLMPretraining", "BiLMSettings", "build_model", "direction_sums", "evaluate", "load_streams", "main",
+           "perplexities", "prepare_output_dir", "split_heldout", "token_stream", "tokenize_corpora", "train_bilm",
+           "WindowStore", "write_run_record"]
+
 def split_heldout(texts: list, fraction: float, seed: int) -> tuple:
     """(training texts, held-out texts): a seeded random `fraction` of the texts (at least one) held out."""
     if not 0 < fraction < 1:

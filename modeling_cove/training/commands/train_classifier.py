@@ -60,6 +60,12 @@ from ..common.run_info import command_line, git_commit, machine_info, plot_curve
 from ..common.files import write_json
 from ..loops.trainer import EpochTimer, log, stop_reason, training_arguments
 
+__all__ = ["attach_features", "build_model", "build_trainer", "check_run", "ClassifierOptions", "COLUMNS",
+           "curve_panels", "epoch_records", "evaluate_best", "finish_run", "fit", "load_hyperparameters",
+           "load_metrics", "main", "make_compute_metrics", "make_training_arguments", "prepare_splits",
+           "remove_previous_outputs", "scalar_mix_weights", "subsample_splits", "TASKS", "tokenize_splits",
+           "train_classifier", "write_eval_results"]
+
 TASK_CONFIG_DIR = CONFIGURATION / "tasks"
 TASKS = ("sst2", "sst5", "trec6", "trec50", "imdb", "snli", "tsv")
 COLUMNS = ("random", "vectors", "vectors+cove", "cove", "scalar_mix", "vectors+scalar_mix")
@@ -339,6 +345,7 @@ def make_training_arguments(output_dir, hp: dict, seed: int, max_steps: int = -1
 
 
 def build_trainer(model, args, train_dataset, eval_dataset, collator, callbacks=()):
+    """The `Trainer` of a BCN run: accuracy and macro-F1 computed when there is an evaluation set."""
     from transformers import Trainer
 
     return Trainer(

@@ -55,6 +55,9 @@ from ..loops.mt_schedule import resolve_min_lr
 from ..common.presets import load_preset, resolve_settings
 from ..loops.accelerate_loop import check_run_folder, make_accelerator, start_run_folder
 
+__all__ = ["check_config_fields", "check_output_dir", "load_model_preset", "main", "MTArguments", "MTData",
+           "MTSetupError", "prepare_data", "resolve_mt_settings", "train_mt"]
+
 # Training settings: built-in defaults (docs/paper.md §2) < preset "training" block < arguments. min_lr None: 0.03 x lr.
 DEFAULTS = {
     "dataset": "multi30k",

@@ -46,6 +46,9 @@ from ..common.files import atomic_text_file
 from ..data.texts import read_texts
 from ..common.cli import REQUIRED, option, parse_options
 
+__all__ = ["build_vocabulary", "cooccurrence_counts", "default_tokenize", "main", "nearest_neighbours", "ppmi_matrix",
+           "PPMIArguments", "svd_vectors", "train_ppmi_vectors", "write_vectors"]
+
 DENSE_MAX_VOCAB = 6000  # above this the co-occurrence matrix is kept sparse and scipy's svds is used
 
 

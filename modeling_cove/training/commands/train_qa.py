@@ -59,6 +59,11 @@ from ..common.run_info import git_commit, machine_info, plot_curves
 from ..common.files import write_json
 from ..loops.trainer import TimeBudget, log, stop_reason, training_arguments
 
+__all__ = ["attach_cache", "check_config_keys", "curve_panels", "DCN_INPUTS", "EpochSquad", "finish_run", "load_model",
+           "main", "make_training_arguments", "model_overrides", "predict", "prepare_data", "QAConfigError",
+           "QAOptions", "resolve_qa_settings", "rows_of", "run_baseline", "run_metrics", "score", "slice_evaluator",
+           "squad_metric", "train_qa", "write_eval_results"]
+
 SQUAD_METRIC = Path(__file__).resolve().parents[2] / "metrics" / "squad_v1_cove"
 DEFAULT_TASK_CONFIG = str(CONFIGURATION / "tasks" / "squad.yaml")
 DEFAULT_MODEL_PRESET = str(CONFIGURATION / "models" / "dcn-squad.json")

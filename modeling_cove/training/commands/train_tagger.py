@@ -45,6 +45,11 @@ from ..loops.accelerate_loop import (AccelerateLoop, LoopState, StopLimits, chec
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
 
+__all__ = ["build_training", "encode_split", "Encoded", "INPUTS", "label_set", "labelled_batches",
+           "load_hyperparameters", "load_task", "load_tokenizer", "main", "main_metric", "pad", "plot_run_curves",
+           "predict_tags", "prepare_tasks", "save_taggers", "score", "TaggerLoop", "TaggerSettings", "TaskRun",
+           "train_tagger", "unlabeled_sentences"]
+
 HYPERPARAMETER_DEFAULTS = {
     "epochs": 20, "batch_size": 64, "learning_rate": 1e-3, "dropout": 0.5, "hidden_size": 300, "module_dim": 300,
     "max_grad_norm": 1.0, "early_stopping_patience": 5, "eval_batch_size": 256, "max_length": 512,
@@ -103,6 +108,11 @@ class TaggerSettings:
             raise ValueError("--unlabeled train-rest needs --train-fraction (the rest of the training sentences)")
         if len(set(self.task)) != len(self.task):
             raise ValueError(f"--task names a task twice: {self.task}")
+
+    def resume_settings(self) -> dict:
+        """The settings that make a run what it is, and that a resume must find unchanged (its metrics.json records
+        them)."""
+        return {key: getattr(self, key) for key in RESUME_KEYS}
 
 
 RESUME_KEYS = ("task", "encoder", "input", "data_dir", "cvt", "unlabeled", "unlabeled_ratio", "train_fraction",
@@ -606,7 +616,7 @@ def train_tagger(settings: TaggerSettings, argv=None, cpu: bool = False) -> dict
     hp = load_hyperparameters(settings)
     # each phase leaves parameters unused (cvt.py): DDP must be told
     accelerator = make_accelerator(cpu, find_unused_parameters=True, batch_size=hp["batch_size"])
-    current = {k: getattr(settings, k) for k in RESUME_KEYS}
+    current = settings.resume_settings()
     check_run_folder(settings.output_dir, current, RESUME_KEYS, settings.resume, settings.overwrite)
     tokenizer = load_tokenizer(settings.encoder)
     tasks, unlabeled = prepare_tasks(settings, tokenizer, hp)

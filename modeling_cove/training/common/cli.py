@@ -27,6 +27,9 @@ from typing import Callable, NoReturn, Optional
 
 from transformers import HfArgumentParser
 
+__all__ = ["build_parser", "CoveArgumentParser", "fail", "option", "parse_options", "REQUIRED", "run_training_command",
+           "RunArguments"]
+
 OUR_METADATA = ("positional", "nargs", "negation")
 REQUIRED = dataclasses.MISSING  # the default of a flag that must be given
 

@@ -10,6 +10,8 @@ import os
 import shutil
 from pathlib import Path
 
+__all__ = ["atomic_text_file", "commit_tmp", "fresh_tmp", "write_json", "write_text"]
+
 
 def fresh_tmp(folder: Path | str) -> Path:
     """`<folder>.tmp`, emptied and created: write there, then `commit_tmp` it to `folder`."""

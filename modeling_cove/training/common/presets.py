@@ -14,6 +14,9 @@ import json
 from importlib import resources
 from pathlib import Path, PurePath
 
+__all__ = ["check_preset_keys", "CONFIGURATION", "is_shipped", "load_preset", "load_settings", "preset_file",
+           "preset_path", "PresetError", "resolve_settings", "shipped_path"]
+
 # a top-level folder of the source tree -> the package that ships it
 SHIPPED_FOLDERS = {"configuration": "modeling_cove.configuration", "examples": "modeling_cove.examples"}
 SUFFIXES = (".yaml", ".yml", ".json")

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+__all__ = ["command_line", "git_commit", "machine_info", "package_version", "plot_curves", "source_checkout"]
+
 PACKAGE = Path(__file__).resolve().parents[2]  # the imported modeling_cove package
 DISTRIBUTION = "modeling-cove"
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from ..common.files import commit_tmp, fresh_tmp
 
+__all__ = ["CheckpointLoadError", "load_cove_checkpoint", "save_checkpoint"]
+
 
 class CheckpointLoadError(ValueError):
     """The checkpoint a training run starts from (`--init-from`) does not load, or its tokenizer does not match it."""

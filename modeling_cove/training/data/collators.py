@@ -10,6 +10,8 @@ import torch
 
 from ...feature_cache import CachedFeatures, pad_rows, segment_placements
 
+__all__ = ["BCNCollator", "pad_batch", "QACollator"]
+
 
 def pad_batch(rows: list, pad_token_id: int = 0) -> dict:
     """Right-pad rows (dicts with `input_ids` and optionally `token_type_ids`) into (B, T) tensors: `input_ids`,

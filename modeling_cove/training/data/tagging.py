@@ -27,6 +27,10 @@ from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
 
 from ...modeling_cove_tagger import IGNORE_INDEX  # the label of positions the loss and the metrics skip
 
+__all__ = ["align_labels", "check_tags", "from_hub_dataset", "is_conll2000_validation", "label_list", "labelled_subset",
+           "load_seqeval_metric", "load_tagging_splits", "read_conll_columns", "read_conllu", "score_tagging",
+           "TAGGING_TASKS", "TaggingTask", "tokenization_mismatch", "word_predictions"]
+
 SPLITS = ("train", "validation", "test")
 NO_TOKEN_TAG = "B-<no-token>"  # what score_tagging puts in place of a word without a token (kind "f1")
 # CoNLL-2000 has no development set: the training sentences whose 0-based index in train.txt is 9 mod 10 (every

@@ -8,6 +8,8 @@ import csv
 from pathlib import Path
 from typing import List, Optional
 
+__all__ = ["corpus_texts", "iter_task_texts", "LOCAL_CORPORA", "local_texts", "read_texts", "TEXT_SOURCES"]
+
 TAGGING_SOURCES = ("conll2000", "ewt_upos", "wnut17")  # tagging_data.TAGGING_TASKS: sentences as words
 TEXT_SOURCES = ("multi30k", "iwslt", "wmt17", "sst2", "sst5", "trec6", "trec50", "imdb", "snli", "squad",
                 *TAGGING_SOURCES)

@@ -16,6 +16,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+__all__ = ["build_mt_checkpoint", "build_source_side", "collate", "encode_split", "load_raw_splits", "prepare_splits",
+           "select_target_words", "target_tokenize", "to_ids", "tokenize_batch", "TokenStore"]
+
 _GERMAN = {}
 
 

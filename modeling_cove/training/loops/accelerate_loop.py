@@ -41,6 +41,10 @@ import torch
 from ..common.files import commit_tmp, fresh_tmp, write_json
 from . import stopping
 
+__all__ = ["AccelerateLoop", "check_run_folder", "checkpoint_dirs", "epoch_batches", "LoopState", "make_accelerator",
+           "make_optimizer", "rank_share", "read_state", "restore_checkpoint", "save_checkpoint", "start_run_folder",
+           "state_file", "stop_reason", "StopLimits"]
+
 STATE_FILE = "pretraining_state.json"
 LEGACY_STATE_FILE = "trainer_state.json"  # what checkpoints written before this module hold (read, never written)
 

@@ -30,6 +30,8 @@ from torch import nn
 
 from ...modeling_cove_tagger import IGNORE_INDEX, CoveForTokenClassification, CoveTaggerPredictionModule
 
+__all__ = ["CrossViewModules", "restricted_views", "soft_target_loss", "TaggerTraining"]
+
 VIEWS = ("fwd", "bwd", "future", "past")  # NN(h→_i), NN(h←_i), NN(h→_{i−1}), NN(h←_{i+1})
 
 

@@ -1,7 +1,7 @@
-"""The MT pretraining loop on the shared scaffold (`pretraining.AccelerateLoop`): length-grouped epoch batches,
-the paper's loss (summed NLL over the global batch), the perplexity schedule, per-epoch evaluation, the metrics JSON
-and curves, and at the end the test BLEU, the final MT checkpoint and the exported encoder. Why the scaffold is no
-transformers `Trainer`: `pretraining`'s docstring.
+"""The MT pretraining loop on the Accelerate loop (`accelerate_loop.AccelerateLoop`): length-grouped epoch batches
+(`mt_epoch_batches`), the paper's loss (summed NLL over the global batch), the perplexity schedule, per-epoch
+evaluation, the metrics JSON and curves, and at the end the test BLEU, the final MT checkpoint and the exported
+encoder. Why that loop is no transformers `Trainer`: `accelerate_loop`'s docstring.
 """
 
 from __future__ import annotations
@@ -24,6 +24,16 @@ from ..common.files import write_json
 CONFIG_FIELDS = ("vocab_size", "target_vocab_size", "hidden_size", "decoder_hidden_size", "decoder_embedding_dim",
                  "decoder_dropout", "encoder_dropout", "attention_bias")
 SEED_STRIDE = 100003  # epoch batches: the generator seed is seed x SEED_STRIDE + epoch
+
+__all__ = ["MTPretraining", "mt_epoch_batches"]
+
+
+def mt_epoch_batches(train, settings: dict, epoch: int) -> list:
+    """The global batches of `epoch` over the training pairs `train` (a `TokenStore`), as the MT loop takes them: a
+    pure function of the settings' seed and `epoch`, pairs of similar source and target lengths grouped together
+    (`chunk_batches` batches sorted at a time), the batches shuffled."""
+    return epoch_batches(len(train), settings["batch_size"], settings["seed"], epoch, SEED_STRIDE,
+                         lengths=(train.src_lengths, train.tgt_lengths), chunk_batches=settings["chunk_batches"])
 
 
 class MTPretraining(AccelerateLoop):
@@ -68,11 +78,7 @@ class MTPretraining(AccelerateLoop):
         return (None, 0.0) if inside_epoch or not walls else (sum(walls), walls[-1])
 
     def epoch_batches(self, epoch: int) -> list:
-        train, settings = self.data.train, self.settings
-        batches = epoch_batches(len(train), settings["batch_size"], settings["seed"], epoch, SEED_STRIDE,
-                                lengths=(train.src_lengths, train.tgt_lengths),
-                                chunk_batches=settings["chunk_batches"])
-        return [b for b in batches if len(b) >= self.world]
+        return [b for b in mt_epoch_batches(self.data.train, self.settings, epoch) if len(b) >= self.world]
 
     def train_step(self, batch: list) -> dict:
         """One optimizer step on a global batch (this process trains on its share)."""

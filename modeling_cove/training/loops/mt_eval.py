@@ -13,6 +13,8 @@ import torch
 from ..data.translation import TokenStore, collate
 from .accelerate_loop import rank_share
 
+__all__ = ["compute_bleu", "decode_split", "evaluate_perplexity", "parameters_sha256"]
+
 BLEU_METRIC_PATH = Path(__file__).resolve().parents[2] / "metrics" / "sacrebleu_cove"
 
 

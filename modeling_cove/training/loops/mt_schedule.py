@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+__all__ = ["PerplexitySchedule", "resolve_min_lr"]
+
 MIN_LR_RATIO = 0.03  # the paper's stop threshold (0.03) relative to its lr (1.0)
 
 

@@ -4,6 +4,8 @@ the loop knows it, where the run was. These sentences go into each run's metrics
 
 from __future__ import annotations
 
+__all__ = ["early_stopping", "max_epochs", "max_steps", "min_lr", "stopped_early", "time_budget", "where"]
+
 
 def max_steps(limit: int) -> str:
     return f"max steps {limit} reached"

@@ -12,6 +12,8 @@ from transformers import TrainerCallback, TrainingArguments
 
 from . import stopping
 
+__all__ = ["EpochTimer", "log", "per_device_batch_size", "stop_reason", "TimeBudget", "training_arguments"]
+
 
 def log(message: str, trainer_args=None):
     """Print on the main process only (every process of a distributed run reaches the same point)."""

@@ -27,6 +27,8 @@ import torch
 from .cards import encoder_export_card
 from ..common.files import commit_tmp, fresh_tmp, write_json
 
+__all__ = ["check_export", "encoder_config", "export_encoder", "load_mt_checkpoint", "swap_vocabulary"]
+
 
 def swap_vocabulary(state: dict, config, tokenizer, vocab_from):
     """The encoder `state` over the vocabulary and vectors of the CoVe checkpoint `vocab_from` (its tokenizer and
