@@ -1,20 +1,12 @@
 """The encoder of a trained CoVe MT checkpoint, or of a pretraining run (MT, biLM), as a CoVe encoder checkpoint
 (the "CoVe" of the paper), with its draft card: `export_encoder`, used by both pretraining loops and by the
-`cove-export-encoder` command (`training/commands/export_encoder.py`).
-
-    cove-export-encoder --mt-checkpoint runs/cove-small/mt --output-dir runs/cove-small/encoder
-    cove-export-encoder --mt-checkpoint runs/cove-small/mt --output-dir runs/cove-small-tasks \\
-        --vocab-from runs/vocab          # same MT-LSTM, the (larger) vocabulary of a cove-build-vocab checkpoint
+`cove-export-encoder` command (`training/commands/export_encoder.py`, whose help shows its use).
 
 The result holds the source tokenizer, a config with `freeze_encoder=true` (and no decoder), the fixed word vectors +
-MT-LSTM weights as safetensors, the code files for `trust_remote_code=True`, and a draft model card README.md that
-states what the run did (optimizer, schedule, epochs and steps run, why it stopped). It loads with
-`AutoModel.from_pretrained(dir)` / `AutoTokenizer.from_pretrained(dir)`; the export is checked by reloading it and
-comparing its outputs with the MT model's encoder.
-
-The MT-LSTM weights do not depend on the vocabulary, so `vocab_from` may swap in another vocabulary and vector
-matrix, provided it was built from the SAME vectors file (checked on the shared words): the encoder was trained on
-those vectors.
+MT-LSTM weights as safetensors and the code files for `trust_remote_code=True`, and a draft model card README.md; the
+export is checked by reloading it and comparing its outputs with the MT model's encoder. The MT-LSTM weights do not
+depend on the vocabulary, so `vocab_from` may swap in another vocabulary and vector matrix, provided it was built from
+the SAME vectors file (checked on the shared words): the encoder was trained on those vectors.
 """
 
 from __future__ import annotations
