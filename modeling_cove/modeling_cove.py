@@ -20,6 +20,7 @@ from .lstm_kernels import LSTM_IMPLEMENTATION_CHOICES  # `from .x import` is wha
 from .configuration_cove import CoveConfig, FeatureLayout
 from .embeddings import CoveInputChecks, CoveWordEmbeddings, lengths_from_mask, resize_source_vocabulary
 from .hub import checkpoint_code, raise_for_unreadable_weights
+from .modeling_cove_bilm_encoder import CoveBiLMEncoder
 from .tokenization_cove import check_tokenizer_matches
 
 
@@ -146,13 +147,11 @@ class CoveEncoder(nn.Module):
 
 def encoder_class(encoder_type: str) -> type:
     """The encoder module `CoveModel` runs for `config.encoder_type` (the one place it is chosen, as transformers
-    picks an attention implementation): `"mt_lstm"` CoveEncoder, `"bilm"` the ELMo-style `CoveBiLMEncoder`. Both
-    take and return the same (`CoveEncoder.forward`). The biLM module imports this one, hence the import here."""
+    picks an attention implementation): `"mt_lstm"` CoveEncoder, `"bilm"` the ELMo-style `CoveBiLMEncoder`
+    (modeling_cove_bilm_encoder.py). Both take and return the same (`CoveEncoder.forward`)."""
     if encoder_type == "mt_lstm":
         return CoveEncoder
     if encoder_type == "bilm":
-        from .modeling_cove_bilm import CoveBiLMEncoder
-
         return CoveBiLMEncoder
     raise ValueError(f"encoder_type must be 'mt_lstm' or 'bilm', got {encoder_type!r}")
 
