@@ -50,6 +50,10 @@ class CoveBiLMEncoder(nn.Module):
         self.backward_layers = nn.ModuleList(nn.LSTM(size, config.hidden_size, batch_first=True) for size in sizes)
         self._autocast_cache = None  # read by `lstm_kernels.weights_cast_once` (CoveModel.encode), unused here
 
+    def lstm_stacks(self) -> lstm_kernels.DirectionStacks:
+        """The two stacks as `lstm_kernels.choose_lstm_implementation` takes them, with the current key."""
+        return lstm_kernels.DirectionStacks(self.forward_layers, self.backward_layers, self.config.lstm_implementation)
+
     def forward(self, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool = True,
                 top_only: bool = False, unpacked: Optional[bool] = None, out: Optional[torch.Tensor] = None):
         """vectors: (B, T, word_vector_dim) word vectors; lengths: (B,) tokens per row (>= 1), on the host.
@@ -57,15 +61,24 @@ class CoveBiLMEncoder(nn.Module):
         Returns a list with each layer's output (B, T, 2H) as `[forward; backward]`, and final h and c as (B, L, 2H)
         (the forward stack's state after the last token, the backward stack's after the first; None when
         `final_states=False`). `out`: a `(B, T, 2H)` tensor that receives the top layer (then the list's last
-        entry). Outputs at padding are unspecified (CoveModel zeroes them). `top_only` and `unpacked` are the
-        MT-LSTM's strategy hints: each stack here always runs every layer. `config.lstm_implementation` "reference":
-        packed rows (each row alone, the oracle); any other key: padded rows on the fused kernel (padding comes after
-        a row's tokens in both directions, so it never reaches them), packed only for final states.
+        entry). Outputs at padding are unspecified (CoveModel zeroes them). Each stack always runs every layer
+        (`top_only` changes no strategy here).
+
+        `config.lstm_implementation` picks the path through `lstm_kernels.choose_lstm_implementation`, as for the
+        MT-LSTM and the heads' biLSTMs: "reference" runs packed rows (each row alone, the oracle); "unpacked" the
+        padded rows on the fused kernel (padding comes after a row's tokens in both directions, so it never reaches
+        them), for a batch with padding and without final states; "auto" runs "unpacked" wherever it serves: the
+        biLM always gives the choice the hint `unpacked=True` (the caller's `unpacked`, the MT-LSTM's hint, is not
+        read). "single_call" never serves the two stacks, so it runs the reference. While `torch.export` traces
+        ("traceable"): the padded rows, packed for final states.
         """
         time = vectors.shape[1]
         index = reversal_index(lengths, time, vectors.device)
-        reference = self.config.lstm_implementation == "reference" and not torch.compiler.is_exporting()
-        pack = (final_states or reference) and not bool((lengths == time).all())
+        chosen = lstm_kernels.choose_lstm_implementation(self.lstm_stacks(), vectors, lengths, final_states,
+                                                         top_only, True)
+        # packed for the reference, and for final states, which only packed rows give at each row's end (the
+        # choice is the reference for them, except while exporting); a batch without padding has nothing to pack
+        pack = (chosen == "reference" or final_states) and not bool((lengths == time).all())
         forward_layers, forward_h, forward_c = self.run_stack(self.forward_layers, vectors, lengths, pack)
         backward_layers, backward_h, backward_c = self.run_stack(self.backward_layers, reverse_rows(vectors, index),
                                                                  lengths, pack)
