@@ -193,10 +193,11 @@ class CovePreTrainedModel(PreTrainedModel):
         return self if isinstance(self, CoveModel) else getattr(self, self.base_model_prefix)
 
     def set_lstm_implementation(self, implementation: str):
-        """Run the MT-LSTM with `implementation` from the next call on (`config.lstm_implementation`: "auto",
-        "reference", "unpacked" or "single_call"; same results, other speed), in this model and its encoder, and
-        save it with the config. A method rather than a forward argument (as transformers' `set_attn_implementation`):
-        it reaches every encoder call, those a head, a pipeline, `Trainer` or `encode` makes included."""
+        """Run the model's LSTMs (the encoder's, MT-LSTM or biLM, and a head's own biLSTMs) with `implementation`
+        from the next call on (`config.lstm_implementation`: "auto", "reference", "unpacked" or "single_call"; same
+        results, other speed), in this model and its encoder, and save it with the config. A method rather than a
+        forward argument (as transformers' `set_attn_implementation`): it reaches every encoder call, those a head,
+        a pipeline, `Trainer` or `encode` makes included."""
         if implementation not in LSTM_IMPLEMENTATION_CHOICES:
             raise ValueError(f"lstm_implementation must be one of {LSTM_IMPLEMENTATION_CHOICES}, got "
                              f"{implementation!r}")
