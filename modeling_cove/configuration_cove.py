@@ -286,13 +286,20 @@ class CoveConfig(PreTrainedConfig):
             GPU, or one CPU thread under bf16 autocast, those that are mostly tokens (real tokens >= 0.7 x the
             padded batch); `encode`'s batches always.
         lstm_implementation (`str`, *optional*, defaults to `"auto"`):
-            How the MT-LSTM runs, with the same results (docs/lstm_kernels.md; set like transformers'
-            `attn_implementation`, also as `from_pretrained(..., lstm_implementation=...)`):
-            `"reference"` (the paper's packed biLSTM, layer by layer), `"unpacked"` (padded rows on the fused kernel,
-            one direction at a time; on CPU sorted and in time segments; calls without final states),
-            `"single_call"` (the whole biLSTM as one `nn.LSTM` call; top layer only, no dropout between the layers),
-            or `"auto"` (per device and call: `"single_call"` on CUDA, `"unpacked"` as described above, else the
-            reference). A call the chosen strategy cannot serve runs the reference. Change it at run time with
+            How the model's LSTMs run, with the same results (docs/lstm_kernels.md; set like transformers'
+            `attn_implementation`, also as `from_pretrained(..., lstm_implementation=...)`). It governs every LSTM
+            that reads a whole sequence: the encoder's (the MT-LSTM, or with `encoder_type="bilm"` the biLM's
+            forward and backward stacks) and the heads' own biLSTMs (the BCN's encoder and two integrators, the
+            DCN's encoder and fusion biLSTMs, the tagger's layers); each call of one of them picks its strategy by
+            this key through `lstm_kernels.choose_lstm_implementation`. Not the MT decoder's `nn.LSTMCell` stack,
+            which steps through time. `"reference"` (the oracle: packed rows, each row as if alone; for the MT-LSTM
+            the paper's packed biLSTM, layer by layer), `"unpacked"` (padded rows on the fused kernel,
+            one direction at a time; calls without final states; on CPU sorted and in time segments, except the
+            biLM's stacks), `"single_call"` (the whole biLSTM as one `nn.LSTM` call; top layer only, no dropout
+            between the layers; it never serves the biLM's two stacks), or `"auto"` (per device and call:
+            `"single_call"` on CUDA; else `"unpacked"` as described above, in training on CPU from a mean row length
+            (docs/lstm_kernels.md), and for the biLM's stacks wherever it serves; else the reference). A call the
+            chosen strategy cannot serve runs the reference. Change it at run time with
             `model.set_lstm_implementation(...)`.
 
         > biLM encoder (ELMo-style, docs/bilm.md; read when `encoder_type="bilm"`)
@@ -302,7 +309,7 @@ class CoveConfig(PreTrainedConfig):
             `"bilm"` (`CoveBiLMEncoder`: separate forward and backward LSTM stacks, pretrained as a bidirectional
             language model by `CoveForBidirectionalLM`). Both give `num_hidden_layers` layers of
             `2 * hidden_size`, so the feature layout and every head read either the same way.
-            `lstm_implementation` concerns the MT-LSTM only.
+            `lstm_implementation` governs the biLM's stacks as it does the MT-LSTM (see there).
         bilm_residual (`bool`, *optional*, defaults to `True`):
             Add each biLM layer's input to its output from layer 2 on (ELMo's residual connection).
         bilm_softmax_cutoffs (`list[int]` or `None`, *optional*, defaults to `None`):

@@ -4,10 +4,12 @@ A checkpoint loads without this package (`trust_remote_code=True`) because its c
 `auto_map` and the code files defining those classes lie next to the weights. `MANIFEST` lists, for every class a
 checkpoint can advertise, its Auto class and the files its module imports from this folder, transitively (its own
 file included); `PIPELINES` does the same for the custom pipeline a checkpoint of one architecture records in
-`custom_pipelines`. A checkpoint advertises every class whose files are here (so a BCN or DCN can start from an
-encoder checkpoint) and the pipelines of its own architecture, and ships exactly their files: no vocabulary, vector,
-data or checkpoint-building utilities. tests/test_hub.py derives each closure from the imports and fails when a
-module here gains an import the manifest lacks.
+`custom_pipelines`. A checkpoint advertises every class whose files are here and that loads its encoder type (so a
+BCN or DCN can start from an encoder checkpoint; the biLM's pretraining head only from a biLM checkpoint) and the
+pipelines of its own architecture, and ships the files of every class whose files are here, whatever the encoder type
+(one set of code for both), and of those pipelines: no vocabulary, vector, data or checkpoint-building utilities.
+tests/test_hub.py derives each closure from the imports and fails when a module here gains an import the manifest
+lacks.
 
 Also here: the error for an unreadable weights file (`raise_for_unreadable_weights`), which
 `CovePreTrainedModel.from_pretrained` raises and therefore ships with every class.
@@ -61,9 +63,9 @@ class HubPipeline:
 # is the checkpoint's); tokenization_cove.py imports nothing else of the package, so the vocabulary-building and
 # vector-reading code stays out.
 CONFIG_FILES = ("configuration_cove.py",)
-# modeling_cove_bilm.py: `CoveModel` runs the biLM encoder for `config.encoder_type="bilm"` (`encoder_class`)
+# modeling_cove_bilm_encoder.py: `CoveModel` runs the biLM encoder for `config.encoder_type="bilm"` (`encoder_class`)
 ENCODER_FILES = CONFIG_FILES + ("embeddings.py", "hub.py", "lstm_kernels.py", "modeling_cove.py",
-                                "modeling_cove_bilm.py", "tokenization_cove.py")
+                                "modeling_cove_bilm_encoder.py", "tokenization_cove.py")
 HEAD_FILES = ENCODER_FILES + ("layers.py",)  # the layers the heads share
 DCN_FILES = HEAD_FILES + ("modeling_cove_dcn.py",)
 
@@ -78,7 +80,8 @@ MANIFEST = {
     "CoveForTokenClassification": HubClass("AutoModelForTokenClassification", "modeling_cove_tagger",
                                            HEAD_FILES + ("modeling_cove_tagger.py",)),
     # biLM pretraining (docs/bilm.md): advertised by biLM checkpoints only (it refuses an MT-LSTM encoder)
-    "CoveForBidirectionalLM": HubClass("AutoModelForPreTraining", "modeling_cove_bilm", ENCODER_FILES, ("bilm",)),
+    "CoveForBidirectionalLM": HubClass("AutoModelForPreTraining", "modeling_cove_bilm",
+                                       ENCODER_FILES + ("modeling_cove_bilm.py",), ("bilm",)),
 }
 
 # pipeline_cove.py holds every pipeline of ours and imports squad_preprocessing.py (windows and answers of the QA
@@ -127,7 +130,8 @@ def checkpoint_code(architecture, package_dir: Optional[Path] = None,
     `MANIFEST`, or a model class: its nearest base named there, so a user's subclass saves as the class it extends)
     whose `config.encoder_type` is `encoder_type`: every class that loads that encoder and whose files are all in
     `package_dir` (default `PACKAGE_DIR`), the pipelines of `architecture` whose files are there, and the union of
-    their files."""
+    the files of those pipelines and of every class whose files are there (also a class of the other encoder type:
+    a CoVe checkpoint carries the biLM head's module without naming it, so both kinds ship the same code)."""
     package_dir = Path(package_dir) if package_dir is not None else PACKAGE_DIR
     models = sorted(name for name, entry in MANIFEST.items() if entry.auto_class != "AutoConfig")
     if isinstance(architecture, type):
@@ -142,13 +146,13 @@ def checkpoint_code(architecture, package_dir: Optional[Path] = None,
     if missing(MANIFEST[architecture].files):
         raise ValueError(f"cannot ship the code of {architecture}: {', '.join(missing(MANIFEST[architecture].files))} "
                          f"not in {package_dir}")
-    classes = {name: entry for name, entry in MANIFEST.items()
-               if not missing(entry.files) and encoder_type in entry.encoder_types}
+    classes = {name: entry for name, entry in MANIFEST.items() if not missing(entry.files)}
     pipelines = {task: pipe for task, pipe in PIPELINES.items()
                  if pipe.architecture == architecture and not missing(pipe.files)}
     names = set().union(*(entry.files for entry in classes.values()), *(pipe.files for pipe in pipelines.values()))
     return CheckpointCode(
-        auto_map={entry.auto_class: entry.reference(name) for name, entry in classes.items()},
+        auto_map={entry.auto_class: entry.reference(name) for name, entry in classes.items()
+                  if encoder_type in entry.encoder_types},
         custom_pipelines={task: pipe.entry() for task, pipe in pipelines.items()},
         files=tuple(package_dir / name for name in sorted(names)),
     )

@@ -1,7 +1,9 @@
 """Execution strategies of the MT-LSTM, behind one key (`config.lstm_implementation`, as transformers'
 `attn_implementation`). `CoveEncoder.forward` (modeling_cove.py) is the reference: the paper's packed biLSTM, layer by
 layer. Every strategy here returns what it returns, to 1e-5 (tests/test_lstm_kernels.py); docs/lstm_kernels.md says
-what each one buys and where it was measured.
+what each one buys and where it was measured. The heads' biLSTMs (`layers.run_bilstm`, as `BiLSTMStack`s) and the
+biLM's two stacks (`CoveBiLMEncoder`, as `DirectionStacks`, which runs the two strategies it has itself) choose
+their strategy by the same key through the same `choose_lstm_implementation`.
 
 - "unpacked" (`run_unpacked`): padded rows, one direction at a time, on the fused kernel (oneDNN on CPU), which packed
   data never reaches; on CPU the rows run longest first in time segments (`plan_time_segments`). No final states.
@@ -19,7 +21,7 @@ import contextlib
 import itertools
 import threading
 from dataclasses import dataclass
-from typing import Optional
+from typing import ClassVar, Optional, Union
 
 import torch
 from torch import nn
@@ -229,6 +231,7 @@ class BiLSTMStack:
     dropout: float = 0.0
     training: bool = False
     cast_cache: Optional[dict] = None
+    runs_as_one_call: ClassVar[bool] = True  # one `nn.LSTM` module: "single_call" may run it whole
 
     def __post_init__(self):
         rnn = self.rnn
@@ -247,6 +250,36 @@ class BiLSTMStack:
     @property
     def drops_between_layers(self) -> bool:
         return self.training and self.dropout > 0 and self.num_layers > 1
+
+    @property
+    def first_layer_weights(self) -> list:
+        """The first layer's input and hidden weights (what `choose_lstm_implementation` asks about autograd)."""
+        return [self.rnn.weight_ih_l0, self.rnn.weight_hh_l0]
+
+
+@dataclass(frozen=True)
+class DirectionStacks:
+    """The biLM's LSTMs (`CoveBiLMEncoder`) as `choose_lstm_implementation` takes them: a forward and a backward
+    stack of one-layer, batch-first, unidirectional `nn.LSTM`s over the same right-padded rows (the backward stack
+    reads each row reversed within its length), and their `lstm_implementation` key. Its encoder runs the two
+    strategies it has itself: "reference", packed rows per layer (the oracle), and "unpacked", the padded rows on the
+    fused kernel. No single `nn.LSTM` call runs two separate stacks, so "single_call" never serves it."""
+
+    forward_layers: nn.ModuleList
+    backward_layers: nn.ModuleList
+    implementation: str = "auto"
+    runs_as_one_call: ClassVar[bool] = False
+
+    def __post_init__(self):
+        for lstm in (*self.forward_layers, *self.backward_layers):
+            if lstm.bidirectional or lstm.num_layers != 1 or not lstm.batch_first or lstm.proj_size != 0:
+                raise ValueError("the biLM's stacks are one-layer, batch-first, unidirectional LSTMs without "
+                                 f"projections, got {lstm}")
+
+    @property
+    def first_layer_weights(self) -> list:
+        """The forward stack's first layer's input and hidden weights (as `BiLSTMStack.first_layer_weights`)."""
+        return [self.forward_layers[0].weight_ih_l0, self.forward_layers[0].weight_hh_l0]
 
 
 def layer_weights(stack: BiLSTMStack, layer: int) -> list:
@@ -351,19 +384,22 @@ def unpacked_by_default(lengths: torch.Tensor, time: int, device: torch.device, 
     return bool(lengths.sum() >= UNPACKED_MIN_FILL * len(lengths) * time)
 
 
-def choose_lstm_implementation(stack: BiLSTMStack, vectors: torch.Tensor, lengths: torch.Tensor, final_states: bool,
-                               top_only: bool, unpacked: Optional[bool]) -> str:
-    """The strategy that runs one call of `stack`: "traceable" while `torch.export` traces; else
-    `stack.implementation` where that strategy serves the request ("unpacked": a padded batch without final states;
-    "single_call": `uses_single_call`), "reference" where it does not. "auto": "single_call" on
-    SINGLE_CALL_DEVICE_TYPES where it serves; else "unpacked" where it serves and `unpacked` (the caller's hint;
-    None: `unpacked_by_default`) says so; else "reference"."""
+def choose_lstm_implementation(stack: Union[BiLSTMStack, DirectionStacks], vectors: torch.Tensor,
+                               lengths: torch.Tensor, final_states: bool, top_only: bool,
+                               unpacked: Optional[bool]) -> str:
+    """The strategy that runs one call of `stack` (a `BiLSTMStack`, or the biLM's `DirectionStacks`) on `vectors`
+    (B, T, C) with host `lengths` (B,): "traceable" while `torch.export` traces; else `stack.implementation` where
+    that strategy serves the request ("unpacked": a padded batch without final states; "single_call":
+    `uses_single_call`, and a stack that one `nn.LSTM` call runs, `stack.runs_as_one_call`), "reference" where it
+    does not. "auto": "single_call" on SINGLE_CALL_DEVICE_TYPES where it serves; else "unpacked" where it serves and
+    `unpacked` (the caller's hint; None: `unpacked_by_default`) says so; else "reference"."""
     if torch.compiler.is_exporting():
         return "traceable"
     implementation = stack.implementation
     if implementation == "reference":
         return "reference"
-    if uses_single_call(implementation, vectors.device, top_only, stack.drops_between_layers):
+    if stack.runs_as_one_call and uses_single_call(implementation, vectors.device, top_only,
+                                                   stack.drops_between_layers):
         return "single_call"
     time = vectors.shape[1]
     if final_states or bool((lengths == time).all()):  # "unpacked" serves padded batches without final states
@@ -372,7 +408,7 @@ def choose_lstm_implementation(stack: BiLSTMStack, vectors: torch.Tensor, length
         return "unpacked"
     if implementation == "auto":
         if unpacked is None:
-            weights = [stack.rnn.weight_ih_l0, stack.rnn.weight_hh_l0]
+            weights = stack.first_layer_weights
             unpacked = unpacked_by_default(lengths, time, vectors.device, autograd_records(vectors, weights),
                                            prepacking_serves(vectors, weights))
         if unpacked:

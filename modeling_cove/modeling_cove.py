@@ -20,6 +20,7 @@ from .lstm_kernels import LSTM_IMPLEMENTATION_CHOICES  # `from .x import` is wha
 from .configuration_cove import CoveConfig, FeatureLayout
 from .embeddings import CoveInputChecks, CoveWordEmbeddings, lengths_from_mask, resize_source_vocabulary
 from .hub import checkpoint_code, raise_for_unreadable_weights
+from .modeling_cove_bilm_encoder import CoveBiLMEncoder
 from .tokenization_cove import check_tokenizer_matches
 
 
@@ -146,13 +147,11 @@ class CoveEncoder(nn.Module):
 
 def encoder_class(encoder_type: str) -> type:
     """The encoder module `CoveModel` runs for `config.encoder_type` (the one place it is chosen, as transformers
-    picks an attention implementation): `"mt_lstm"` CoveEncoder, `"bilm"` the ELMo-style `CoveBiLMEncoder`. Both
-    take and return the same (`CoveEncoder.forward`). The biLM module imports this one, hence the import here."""
+    picks an attention implementation): `"mt_lstm"` CoveEncoder, `"bilm"` the ELMo-style `CoveBiLMEncoder`
+    (modeling_cove_bilm_encoder.py). Both take and return the same (`CoveEncoder.forward`)."""
     if encoder_type == "mt_lstm":
         return CoveEncoder
     if encoder_type == "bilm":
-        from .modeling_cove_bilm import CoveBiLMEncoder
-
         return CoveBiLMEncoder
     raise ValueError(f"encoder_type must be 'mt_lstm' or 'bilm', got {encoder_type!r}")
 
@@ -194,10 +193,11 @@ class CovePreTrainedModel(PreTrainedModel):
         return self if isinstance(self, CoveModel) else getattr(self, self.base_model_prefix)
 
     def set_lstm_implementation(self, implementation: str):
-        """Run the MT-LSTM with `implementation` from the next call on (`config.lstm_implementation`: "auto",
-        "reference", "unpacked" or "single_call"; same results, other speed), in this model and its encoder, and
-        save it with the config. A method rather than a forward argument (as transformers' `set_attn_implementation`):
-        it reaches every encoder call, those a head, a pipeline, `Trainer` or `encode` makes included."""
+        """Run the model's LSTMs (the encoder's, MT-LSTM or biLM, and a head's own biLSTMs) with `implementation`
+        from the next call on (`config.lstm_implementation`: "auto", "reference", "unpacked" or "single_call"; same
+        results, other speed), in this model and its encoder, and save it with the config. A method rather than a
+        forward argument (as transformers' `set_attn_implementation`): it reaches every encoder call, those a head,
+        a pipeline, `Trainer` or `encode` makes included."""
         if implementation not in LSTM_IMPLEMENTATION_CHOICES:
             raise ValueError(f"lstm_implementation must be one of {LSTM_IMPLEMENTATION_CHOICES}, got "
                              f"{implementation!r}")

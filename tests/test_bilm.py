@@ -12,7 +12,7 @@ import torch
 from transformers import AutoModel, AutoModelForPreTraining
 
 from conftest import simulate_cpu_without_bf16_lstm
-from modeling_cove import CoveConfig, CoveForQuestionAnswering, CoveForSequenceClassification, CoveModel
+from modeling_cove import CoveConfig, CoveForQuestionAnswering, CoveForSequenceClassification, CoveModel, lstm_kernels
 from modeling_cove.build import create_cove_checkpoint
 from modeling_cove.modeling_cove_bilm import (
     CoveBiLMEncoder,
@@ -106,6 +106,39 @@ def test_residual_adds_layer_one_to_layer_two():
     vectors, lengths = ragged_batch()
     first, second = encoder_layers(encoder, vectors, lengths)
     torch.testing.assert_close(second, first)
+
+
+@pytest.mark.parametrize("auto_single_call", [False, True], ids=["auto_as_on_cpu", "auto_as_on_cuda"])
+def test_the_stacks_choose_their_path_through_the_lstm_kernels_registry(monkeypatch, auto_single_call):
+    """The biLM asks `lstm_kernels.choose_lstm_implementation`, as the MT-LSTM and the heads' biLSTMs do, once per
+    call: packed rows where it answers "reference" (that key, final states, and "single_call", which no single call
+    of two stacks serves), the padded rows where it answers "unpacked" ("unpacked", and "auto" in inference and in
+    training alike: the biLM always hints unpacked); a batch without padding is never packed."""
+    if auto_single_call:  # "auto" as on CUDA, where it runs the MT-LSTM and the heads' biLSTMs as one call
+        monkeypatch.setattr(lstm_kernels, "SINGLE_CALL_DEVICE_TYPES", ("cpu",))
+    chosen, packed = [], []
+    choose, pack = lstm_kernels.choose_lstm_implementation, lstm_kernels.pack
+    monkeypatch.setattr(lstm_kernels, "choose_lstm_implementation", lambda *a: chosen.append(choose(*a)) or chosen[-1])
+    monkeypatch.setattr(lstm_kernels, "pack", lambda *a: packed.append(1) or pack(*a))
+    encoder = CoveBiLMEncoder(tiny_config())
+    vectors, lengths = ragged_batch()
+    full_vectors, full_lengths = vectors[:, :2], torch.tensor([2, 2, 2])
+    for key, final_states, training, want in [
+            ("reference", False, False, "reference"), ("reference", True, False, "reference"),
+            ("unpacked", False, False, "unpacked"), ("unpacked", True, False, "reference"),
+            ("auto", False, False, "unpacked"), ("auto", False, True, "unpacked"), ("auto", True, False, "reference"),
+            ("single_call", False, False, "reference"), ("single_call", True, False, "reference")]:
+        encoder.config.lstm_implementation = key
+        encoder.train(training)
+        chosen.clear()
+        packed.clear()
+        with torch.set_grad_enabled(training):
+            encoder(vectors.clone().requires_grad_(training), lengths, final_states=final_states)
+        assert chosen == [want] and bool(packed) == (want == "reference"), (key, final_states, training)
+        packed.clear()
+        with torch.no_grad():
+            encoder(full_vectors, full_lengths, final_states=final_states)
+        assert not packed, (key, final_states)
 
 
 def test_biLM_config_fields_default_and_are_checked():

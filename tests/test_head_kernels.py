@@ -147,9 +147,9 @@ def test_dcn_training_step_is_the_reference_under_every_strategy(monkeypatch, na
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["fp64", "fp32"])
 @pytest.mark.parametrize("lengths", [[3, 7, 1, 5], [7, 5, 3, 1], [4]], ids=["unsorted", "sorted", "single_row"])
 def test_bilm_encoder_is_the_reference_under_every_key(lengths, dtype):
-    """The biLM encoder's stacks under "reference" run packed (each row alone); under every other key the padded rows
-    on the fused kernel: every layer at every token and the gradients of the vectors and every weight agree (padding
-    of a single row: one step more than its length)."""
+    """The biLM encoder's stacks under "reference" run packed (each row alone); under "unpacked" and "auto" the padded
+    rows on the fused kernel ("single_call" serves no biLM call: the reference): every layer at every token and the
+    gradients of the vectors and every weight agree (padding of a single row: one step more than its length)."""
     from modeling_cove import CoveModel
 
     torch.manual_seed(0)
