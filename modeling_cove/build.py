@@ -20,6 +20,9 @@ from .tokenization_cove import (
     vocabulary_fingerprint,
 )
 
+__all__ = ["convert_salesforce_state_dict", "count_tokens", "create_cove_checkpoint", "load_salesforce_state_dict",
+           "SALESFORCE_PREFIX", "salesforce_shapes", "select_vocabulary"]
+
 SALESFORCE_PREFIX = "encoder.rnn."
 
 

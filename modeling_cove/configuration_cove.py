@@ -16,6 +16,9 @@ from huggingface_hub.dataclasses import strict
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 from transformers import PreTrainedConfig
 
+__all__ = ["BCN_INPUT_CHOICES", "check_field_names", "COVE_OUTPUT_CHOICES", "CoveConfig", "DCN_INPUT_CHOICES",
+           "ENCODER_TYPE_CHOICES", "FeatureLayout", "LSTM_IMPLEMENTATION_CHOICES", "TAGGER_INPUT_CHOICES"]
+
 COVE_OUTPUT_CHOICES = ("top", "both")
 BCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove", "scalar_mix", "vectors+scalar_mix")
 BCN_POOLING_CHOICES = ("max", "mean", "min", "self")

@@ -13,6 +13,9 @@ from transformers.utils import logging
 
 from .tokenization_cove import parse_vocabulary_fingerprint
 
+__all__ = ["CoveInputChecks", "CoveWordEmbeddings", "lengths_from_mask", "resize_rows_with_zeros",
+           "resize_source_vocabulary"]
+
 logger = logging.get_logger(__name__)
 
 

@@ -30,6 +30,9 @@ import torch
 from .modeling_cove_bcn import CoveForSequenceClassification
 from .modeling_cove_dcn import CONTEXT_SEGMENT, QUESTION_SEGMENT, CoveForQuestionAnswering
 
+__all__ = ["cached_features", "CachedFeatures", "compute_features", "dataset_columns", "distinct_segments",
+           "feature_cache_key", "head_features", "pad_rows", "segment_placements"]
+
 # part of every key: a change of what a cached row holds must not hit files written before it
 FEATURE_CACHE_VERSIONS = {"bcn": "bcn-cove-features-v1", "dcn": "dcn-cove-features-v1"}
 

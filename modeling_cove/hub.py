@@ -24,6 +24,9 @@ from typing import Optional
 
 from .configuration_cove import is_int
 
+__all__ = ["checkpoint_code", "CheckpointCode", "HubClass", "HubPipeline", "MANIFEST", "PIPELINES",
+           "raise_for_unreadable_weights", "safetensors_file_problem"]
+
 # The folder whose files a checkpoint ships: this package, or, for a model running as remote code, the module folder
 # transformers copied the checkpoint's code into (then only the files that model imported are here).
 PACKAGE_DIR = Path(__file__).resolve().parent

@@ -26,6 +26,10 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from .lstm_kernels import LSTM_IMPLEMENTATIONS, BiLSTMStack, choose_lstm_implementation, lstm_autocast_fallback
 from .modeling_cove import CoveModel, CoveModelOutput, assemble_features
 
+__all__ = ["assemble_head_inputs", "choose_lstm_implementation", "CoveScalarMix", "encoder_needs_grad", "head_init_",
+           "masked_softmax", "maxout", "pair_segments", "require", "rows_where", "run_bilstm", "run_bilstm_packed",
+           "run_encoder_checked", "scalar_mix_for", "segment_gather", "segment_scatter", "valid_steps"]
+
 
 # ----------------------------------------------------------------------------------------------------------------
 # checks

@@ -30,6 +30,13 @@ from transformers.utils import logging
 
 from .configuration_cove import LSTM_IMPLEMENTATION_CHOICES  # noqa: F401  (the values of the dispatch key)
 
+__all__ = ["autocast_lstm", "bf16_lstm_kernel_available", "BiLSTMStack", "choose_lstm_implementation",
+           "cpu_worker_count", "DirectionStacks", "encode_in_batches", "is_longest_first", "length_bucketed_batches",
+           "lstm_autocast_fallback", "LSTM_IMPLEMENTATIONS", "lstm_kernel_supports", "onednn_direction",
+           "order_longest_first", "plan_time_segments", "prepack_direction", "PREPACKED_SEGMENT_CALL_ROWS",
+           "prepacking_works", "run_on_cpu_workers", "run_single_call", "run_traceable", "run_unpacked",
+           "SEGMENT_CALL_ROWS", "STEP_OVERHEAD_ROWS", "unpacked_row_order"]
+
 logger = logging.get_logger(__name__)
 
 # Device types on which "auto" runs a top-layer-only request as one `nn.LSTM` call (docs/lstm_kernels.md).

@@ -23,6 +23,8 @@ from .hub import checkpoint_code, raise_for_unreadable_weights
 from .modeling_cove_bilm_encoder import CoveBiLMEncoder
 from .tokenization_cove import check_tokenizer_matches
 
+__all__ = ["assemble_features", "CoveEncoder", "CoveModel", "CoveModelOutput", "CovePreTrainedModel", "encoder_class"]
+
 
 @dataclass
 class CoveModelOutput(BaseModelOutput):

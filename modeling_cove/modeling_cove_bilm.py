@@ -21,6 +21,8 @@ from .configuration_cove import CoveConfig
 from .modeling_cove import CoveModel, CovePreTrainedModel
 from .modeling_cove_bilm_encoder import CoveBiLMEncoder, reversal_index, reverse_rows  # noqa: F401  (re-exported)
 
+__all__ = ["CoveBiLMEncoder", "CoveBiLMOutput", "CoveForBidirectionalLM"]
+
 
 @dataclass
 class CoveBiLMOutput(ModelOutput):

@@ -19,6 +19,8 @@ from torch.nn.utils.rnn import pad_packed_sequence
 from . import lstm_kernels
 from .configuration_cove import CoveConfig
 
+__all__ = ["CoveBiLMEncoder", "reversal_index", "reverse_rows"]
+
 
 def reversal_index(lengths: torch.Tensor, time: int, device: torch.device) -> torch.Tensor:
     """(B, T) time index that reverses each row within its length and leaves its padding where it is: position t

@@ -274,5 +274,5 @@ class CoveForTokenClassification(CovePreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
-__all__ = ["CASE_CLASSES", "CoveForTokenClassification", "CoveTaggerPredictionModule", "TaggerStates", "casing_class",
-           "case_ids_from_offsets"]
+__all__ = ["CASE_CLASSES", "IGNORE_INDEX", "CoveForTokenClassification", "CoveTaggerPredictionModule", "TaggerStates",
+           "casing_class", "case_ids_from_offsets"]

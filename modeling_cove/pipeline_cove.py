@@ -81,6 +81,8 @@ from .squad_preprocessing import (
 )
 from .tokenization_cove import check_tokenizer_matches
 
+__all__ = ["CoveFeatureExtractionPipeline", "CoveQuestionAnsweringPipeline", "CoveTokenClassificationPipeline"]
+
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 logger = logging.get_logger(__name__)
 

@@ -20,6 +20,10 @@ import torch
 
 from .modeling_cove_dcn import CONTEXT_SEGMENT, best_spans
 
+__all__ = ["char_span_to_tokens", "check_text", "context_range", "DEFAULT_DOC_STRIDE", "DEFAULT_MAX_LENGTH",
+           "DEFAULT_MAX_QUESTION_LENGTH", "extract_answers", "find_answer", "prepare_eval_features",
+           "prepare_train_features", "sliding_window_answer", "tokenize_windows", "truncate_questions", "word_spans"]
+
 DEFAULT_MAX_LENGTH = 384
 DEFAULT_DOC_STRIDE = 128
 DEFAULT_MAX_QUESTION_LENGTH = 64

@@ -49,6 +49,9 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
+__all__ = ["build_char_ngram_matrix", "build_embedding_matrix", "char_ngrams", "embedding_matrix_from_vectors",
+           "iter_word_vectors", "read_word_vectors", "vector_file_dim"]
+
 PathLike = Union[str, os.PathLike]
 
 # The tokenizer's special tokens (ids 0..3 of every CoVe vocabulary; they never get a pretrained vector). Their home is
