@@ -29,6 +29,7 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -257,11 +258,6 @@ class RooflineDCN(nn.Module):
         return total / starts.shape[0]
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# timing
-# ----------------------------------------------------------------------------------------------------------------
-
-
 class RooflineTagger(nn.Module):
     """The tagger of `model` (a `CoveForTokenClassification` reading "vectors") on uniform batches: word vectors,
     dropout, the biLSTM layers as raw `nn.LSTM`s with dropout after each, the prediction module W ReLU(W' [h1; h2])."""
@@ -283,6 +279,11 @@ class RooflineTagger(nn.Module):
             states = self.dropout(lstm(states)[0])
             layers.append(states)
         return self.output(torch.relu(self.hidden(torch.cat(layers, dim=-1))))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# timing
+# ----------------------------------------------------------------------------------------------------------------
 
 
 def timed_rounds(fns: dict, repeats: int, progress=None) -> dict:
@@ -425,241 +426,368 @@ def max_abs_diff(model, batches: list, outputs: Callable) -> float:
     return diff
 
 
+@dataclass
+class UniformBatches:
+    """The roofline's inputs: ids of real words below `vocab_size` (`uniform_ids`) on `device`, drawn from the
+    section's one `generator` (its random CoVe states, answers and labels too), in the order the section asks."""
+
+    vocab_size: int
+    generator: torch.Generator
+    device: torch.device
+
+    def of(self, groups: list, counts: list) -> tuple:
+        """The uniform batches of `groups` (lists of input indices) and the tokens they hold. `counts`: per segment
+        (a text of a pair, the question or the context of a window), the real tokens of each input; a batch's N
+        real tokens of a segment become (B, round(N / B)) ids. A None count is a segment the inputs lack (a single
+        sentence's second text): None ids, no tokens. Returns ([per batch, a tuple of ids per segment], tokens)."""
+        out, tokens = [], 0
+        for group in groups:
+            lengths = [0 if c is None else uniform_length(sum(c[i] for i in group), len(group)) for c in counts]
+            out.append(tuple(None if c is None else
+                             uniform_ids(len(group), length, self.vocab_size, self.generator, self.device)
+                             for c, length in zip(counts, lengths)))
+            tokens += len(group) * sum(lengths)
+        return out, tokens
+
+
+def roofline_inference(roofline: nn.Module, groups: list, inputs: list, tokenize: Callable) -> Callable:
+    """The roofline's side of an inference kind: per batch `groups[k]`, the same tokenizer call as ours
+    (`tokenize(group)`, its result unused), then the roofline on the batch's uniform ids `inputs[k]`."""
+    @torch.inference_mode()
+    def run():
+        for group, ids in zip(groups, inputs):
+            tokenize(group)  # the same tokenizer call as the measured side
+            roofline(*ids)
+    return run
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the BCN sections
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class BCNTexts:
+    """A BCN section's inputs in arrival order: the texts kept (those with tokens, on each side of a pair), their
+    second texts (None: single sentences), the classifier CLI's tokenized split (`data`) and the real tokens of each
+    input's first and second text (`x_tokens`, `y_tokens`)."""
+
+    tokenizer: object
+    data: object
+    texts: list
+    seconds: Optional[list]
+    x_tokens: list
+    y_tokens: list
+
+    @property
+    def pair(self) -> bool:
+        return self.seconds is not None
+
+    @property
+    def counts(self) -> list:
+        """`UniformBatches.of`'s counts: a second segment for pairs alone."""
+        return [self.x_tokens, self.y_tokens if self.pair else None]
+
+    @property
+    def real_tokens(self) -> int:
+        return sum(self.x_tokens) + sum(self.y_tokens)
+
+    def tokenize(self, group: list, **kwargs):
+        """The tokenizer on the texts of `group` (and their second texts), as ours call it."""
+        texts = [self.texts[i] for i in group]
+        return self.tokenizer(*((texts, [self.seconds[i] for i in group]) if self.pair else (texts,)), **kwargs)
+
+
+def bcn_texts(rows, tokenizer) -> BCNTexts:
+    """`rows` (text[, text_pair], label) tokenized as the classifier CLI tokenizes them."""
+    from modeling_cove.training.commands.train_classifier import tokenize_splits
+
+    pair = "text_pair" in rows.column_names
+    splits, _ = tokenize_splits({"train": rows}, tokenizer)
+    data = splits["train"]
+    kept = [i for i, types in enumerate(tokenizer(*([list(rows["text"]), list(rows["text_pair"])] if pair
+                                                    else [list(rows["text"])]))["token_type_ids"])
+            if types and (not pair or 0 < sum(types) < len(types))]
+    return BCNTexts(tokenizer, data, texts=[rows["text"][i] for i in kept],
+                    seconds=[rows["text_pair"][i] for i in kept] if pair else None,
+                    x_tokens=[len(t) - sum(t) for t in data["token_type_ids"]],
+                    y_tokens=[sum(t) for t in data["token_type_ids"]])
+
+
+def bcn_pipeline(section: Section, model, roofline: RooflineBCN, bcn: BCNTexts, uniform: UniformBatches,
+                 batch_size: int):
+    """(a) `pipeline("text-classification")` on the inputs in arrival order (the stock pipeline batches the list as
+    it comes); the roofline on the same batches."""
+    from transformers import pipeline
+
+    classifier = pipeline("text-classification", model=model, tokenizer=bcn.tokenizer, batch_size=batch_size,
+                          device=uniform.device)
+    pipe_inputs = [{"text": t, "text_pair": p} for t, p in zip(bcn.texts, bcn.seconds)] if bcn.pair else bcn.texts
+    groups = chunks(list(range(len(bcn.texts))), batch_size)
+    inputs, tokens = uniform.of(groups, bcn.counts)
+    section.add("pipeline", lambda: classifier(pipe_inputs), model,
+                roofline_inference(roofline, groups, inputs, bcn.tokenize), bcn.real_tokens, tokens)
+
+
+def bcn_sorted(section: Section, model, roofline: RooflineBCN, bcn: BCNTexts, uniform: UniformBatches,
+               batch_size: int):
+    """(b) length-sorted batches, `model(**tokenizer(batch, padding=True))`, the tokenizer call on both sides; and
+    the largest logit difference of ours under "auto" and "reference" on the first two batches."""
+    groups = chunks(order_longest_first([x + y for x, y in zip(bcn.x_tokens, bcn.y_tokens)]), batch_size)
+
+    def tokenize(group):
+        return bcn.tokenize(group, padding=True, return_tensors="pt")
+
+    @torch.inference_mode()
+    def ours():
+        for group in groups:
+            model(**tokenize(group).to(uniform.device))
+
+    inputs, tokens = uniform.of(groups, bcn.counts)
+    section.add("sorted", ours, model, roofline_inference(roofline, groups, inputs, tokenize), bcn.real_tokens,
+                tokens)
+    checked = [tokenize(group).to(uniform.device) for group in groups[:2]]
+    section.info["max_abs_diff_logits_auto_vs_reference"] = max_abs_diff(model, checked, lambda out: [out.logits])
+
+
+def bcn_training_batches(trainer, bcn: BCNTexts, batch_size: int, feature_batch_size: int, device) -> tuple:
+    """The classifier CLI's training batches of `bcn`: CoVe features computed and cached as the CLI caches them,
+    full batches in arrival order (a smaller slice than one batch: one batch of all of it), collated on `device`.
+    Leaves `trainer` in training mode. Returns (the batches' input indices, the batches)."""
+    from modeling_cove.feature_cache import compute_features
+    from modeling_cove.training.data.collators import BCNCollator
+    from .training import to_device
+
+    store = compute_features(trainer, bcn.data, feature_batch_size)
+    trainer.train()  # computing the features left eval mode
+    size = len(bcn.data)
+    data = bcn.data.add_column("feature_store", [0] * size).add_column("feature_row", list(range(size)))
+    collator = BCNCollator(pad_token_id=trainer.config.pad_token_id, layer_indices=list(trainer.layer_indices),
+                           num_states=trainer.config.num_hidden_layers + 1,
+                           layer_width=trainer.config.encoder_output_size, stores=[store])
+    groups = [g for g in chunks(list(range(len(data))), batch_size) if len(g) == batch_size]
+    groups = groups or [list(range(len(data)))]
+    return groups, [to_device(collator([data[i] for i in group]), device) for group in groups]
+
+
+def bcn_training(section: Section, trainer, bcn: BCNTexts, hp: dict, uniform: UniformBatches, trainer_dir: Path):
+    """(c) training steps of `trainer` on the CLI's batches (`bcn_training_batches`) with the Trainer's optimizer,
+    against the roofline's steps on random CoVe states of the same shapes. Returns (batches, the optimizer as
+    text)."""
+    from modeling_cove.training.commands.train_classifier import make_training_arguments
+
+    device, generator = uniform.device, uniform.generator
+    groups, batches = bcn_training_batches(trainer, bcn, hp["batch_size"], hp["feature_batch_size"], device)
+    training_args = make_training_arguments(trainer_dir, hp, seed=1, evaluate_during_training=False,
+                                            use_cpu=device.type == "cpu")
+    optimizer, optimizer_name = optimizer_like_trainer(training_args, trainer)
+    plain = RooflineBCN(trainer).to(device).train()
+    plain_optimizer = optimizer_like_trainer(training_args, plain)[0]
+    width = trainer.config.encoder_output_size
+    plain_inputs, plain_tokens = uniform.of(groups, bcn.counts)
+    plain_cove = [(torch.randn(*x.shape, width, generator=generator).to(device),
+                   None if y is None else torch.randn(*y.shape, width, generator=generator).to(device))
+                  for x, y in plain_inputs]
+
+    def ours():
+        for batch in batches:
+            training_step(trainer, optimizer, hp["max_grad_norm"], lambda: trainer(**batch).loss)
+
+    def roofline():
+        for batch, (x, y), (cx, cy) in zip(batches, plain_inputs, plain_cove):
+            training_step(plain, plain_optimizer, hp["max_grad_norm"],
+                          lambda: nn.functional.cross_entropy(plain(x, y, cx, cy), batch["labels"]))
+
+    tokens = sum(bcn.x_tokens[i] + bcn.y_tokens[i] for group in groups for i in group)
+    section.add("train", ours, trainer, roofline, tokens, plain_tokens)
+    return len(batches), optimizer_name
+
+
 def bcn_section(rows, task: str, encoder_dir: Path, tokenizer, device: torch.device, work: Path) -> Section:
     """BCN on `rows` (text[, text_pair], label): the pipeline, length-sorted batches and training steps at the task's
     batch size (`configuration/tasks/<task>.yaml`), against `RooflineBCN`."""
-    from transformers import pipeline
-
-    from modeling_cove.feature_cache import compute_features
-    from modeling_cove.training.commands.train_classifier import build_model, load_hyperparameters, make_training_arguments, tokenize_splits
-    from modeling_cove.training.data.collators import BCNCollator
-    from .training import to_device
+    from modeling_cove.training.commands.train_classifier import build_model, load_hyperparameters
 
     pair = "text_pair" in rows.column_names
     hp = load_hyperparameters(task)
     batch_size, labels = hp["batch_size"], rows.features["label"].names
     model = build_model(encoder_dir, "vectors+cove", labels, hp, seed=1, pair_input=pair).to(device).eval()
     roofline = RooflineBCN(model).to(device).eval()
-    generator = torch.Generator().manual_seed(0)
-
-    # texts with tokens (each side of a pair), in arrival order; real tokens per text and side
-    splits, _ = tokenize_splits({"train": rows}, tokenizer)
-    data = splits["train"]
-    kept = [i for i, types in enumerate(tokenizer(*([list(rows["text"]), list(rows["text_pair"])] if pair
-                                                    else [list(rows["text"])]))["token_type_ids"])
-            if types and (not pair or 0 < sum(types) < len(types))]
-    texts = [rows["text"][i] for i in kept]
-    seconds = [rows["text_pair"][i] for i in kept] if pair else None
-    x_tokens = [len(t) - sum(t) for t in data["token_type_ids"]]
-    y_tokens = [sum(t) for t in data["token_type_ids"]]
+    uniform = UniformBatches(model.config.vocab_size, torch.Generator().manual_seed(0), device)
+    bcn = bcn_texts(rows, tokenizer)
     section = Section(f"BCN ({'sentence pairs, SNLI test' if pair else 'single sentences, SST-2 test'}), "
-                      f"{len(texts)} inputs, batch {batch_size}, random weights")
-
-    def tokenize(group, **kwargs):
-        args = ([texts[i] for i in group], [seconds[i] for i in group]) if pair else ([texts[i] for i in group],)
-        return tokenizer(*args, **kwargs)
-
-    def uniform(groups):
-        """The roofline's inputs of `groups` (x_ids, y_ids or None) and its token count."""
-        out, tokens = [], 0
-        for group in groups:
-            lx = uniform_length(sum(x_tokens[i] for i in group), len(group))
-            ly = uniform_length(sum(y_tokens[i] for i in group), len(group)) if pair else 0
-            out.append((uniform_ids(len(group), lx, model.config.vocab_size, generator, device),
-                        uniform_ids(len(group), ly, model.config.vocab_size, generator, device) if pair else None))
-            tokens += len(group) * (lx + ly)
-        return out, tokens
-
-    def roofline_inference(groups, **tokenizer_kwargs):
-        inputs, tokens = uniform(groups)
-
-        @torch.inference_mode()
-        def run():
-            for group, (x, y) in zip(groups, inputs):
-                tokenize(group, **tokenizer_kwargs)  # the same tokenizer call as the measured side
-                roofline(x, y)
-        return run, tokens
-
-    real_tokens = sum(x_tokens) + sum(y_tokens)
-    # (a) the pipeline, arrival order
-    classifier = pipeline("text-classification", model=model, tokenizer=tokenizer, batch_size=batch_size,
-                          device=device)
-    pipe_inputs = [{"text": t, "text_pair": p} for t, p in zip(texts, seconds)] if pair else texts
-    run, tokens = roofline_inference(chunks(list(range(len(texts))), batch_size))
-    section.add("pipeline", lambda: classifier(pipe_inputs), model, run, real_tokens, tokens)
-
-    # (b) length-sorted batches, model(**tokenizer(batch, padding=True))
-    order = order_longest_first([x + y for x, y in zip(x_tokens, y_tokens)])
-    sorted_groups = chunks(order, batch_size)
-
-    @torch.inference_mode()
-    def ours_sorted():
-        for group in sorted_groups:
-            model(**tokenize(group, padding=True, return_tensors="pt").to(device))
-
-    run, tokens = roofline_inference(sorted_groups, padding=True, return_tensors="pt")
-    section.add("sorted", ours_sorted, model, run, real_tokens, tokens)
-    checked = [tokenize(group, padding=True, return_tensors="pt").to(device) for group in sorted_groups[:2]]
-    section.info["max_abs_diff_logits_auto_vs_reference"] = max_abs_diff(model, checked, lambda out: [out.logits])
-
+                      f"{len(bcn.texts)} inputs, batch {batch_size}, random weights")
+    bcn_pipeline(section, model, roofline, bcn, uniform, batch_size)
+    bcn_sorted(section, model, roofline, bcn, uniform, batch_size)
     # (c) training steps on cached CoVe features, full batches in arrival order
     trainer = build_model(encoder_dir, "vectors+cove", labels, hp, seed=1, pair_input=pair).to(device)
-    store = compute_features(trainer, data, hp["feature_batch_size"])  # as the CLI caches them (leaves eval mode)
-    trainer.train()
-    data = data.add_column("feature_store", [0] * len(data)).add_column("feature_row", list(range(len(data))))
-    collator = BCNCollator(pad_token_id=trainer.config.pad_token_id, layer_indices=list(trainer.layer_indices),
-                           num_states=trainer.config.num_hidden_layers + 1,
-                           layer_width=trainer.config.encoder_output_size, stores=[store])
-    # full batches (a smaller slice than one batch: one batch of all of it)
-    train_groups = [g for g in chunks(list(range(len(data))), batch_size) if len(g) == batch_size]
-    train_groups = train_groups or [list(range(len(data)))]
-    batches = [to_device(collator([data[i] for i in group]), device) for group in train_groups]
-    training_args = make_training_arguments(work / f"{task}-trainer", hp, seed=1, evaluate_during_training=False,
-                                            use_cpu=device.type == "cpu")
-    optimizer, optimizer_name = optimizer_like_trainer(training_args, trainer)
-    plain = RooflineBCN(trainer).to(device).train()
-    plain_optimizer = optimizer_like_trainer(training_args, plain)[0]
-    width = trainer.config.encoder_output_size
-    plain_inputs, plain_tokens = uniform(train_groups)
-    plain_cove = [(torch.randn(x.shape[0], x.shape[1], width, generator=generator).to(device),
-                   torch.randn(y.shape[0], y.shape[1], width, generator=generator).to(device) if pair else None)
-                  for x, y in plain_inputs]
-
-    def ours_train():
-        for batch in batches:
-            training_step(trainer, optimizer, hp["max_grad_norm"], lambda: trainer(**batch).loss)
-
-    def roofline_train():
-        for batch, (x, y), (cx, cy) in zip(batches, plain_inputs, plain_cove):
-            training_step(plain, plain_optimizer, hp["max_grad_norm"],
-                          lambda: nn.functional.cross_entropy(plain(x, y, cx, cy), batch["labels"]))
-
-    train_tokens = sum(x_tokens[i] + y_tokens[i] for group in train_groups for i in group)
-    section.add("train", ours_train, trainer, roofline_train, train_tokens, plain_tokens)
-    section.info.update(inputs=len(texts), real_tokens=real_tokens, batch_size=batch_size,
-                        train_batches=len(batches), optimizer=optimizer_name,
-                        mean_length_first_text=round(sum(x_tokens) / len(texts), 2),
-                        mean_length_second_text=round(sum(y_tokens) / len(texts), 2) if pair else None)
+    train_batches, optimizer_name = bcn_training(section, trainer, bcn, hp, uniform, work / f"{task}-trainer")
+    section.info.update(inputs=len(bcn.texts), real_tokens=bcn.real_tokens, batch_size=batch_size,
+                        train_batches=train_batches, optimizer=optimizer_name,
+                        mean_length_first_text=round(sum(bcn.x_tokens) / len(bcn.texts), 2),
+                        mean_length_second_text=round(sum(bcn.y_tokens) / len(bcn.texts), 2) if pair else None)
     return section
 
 
-def dcn_section(examples, encoder_dir: Path, tokenizer, device: torch.device, work: Path) -> Section:
-    """DCN (the QA CLI's default preset) on SQuAD held-out questions: the QA pipeline over their windows, length-sorted
-    window batches (the CLI's evaluation batch size) and training steps at the CLI's batch size on cached CoVe
-    features, against `RooflineDCN`."""
+# ----------------------------------------------------------------------------------------------------------------
+# the DCN section
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class DCNWindows:
+    """A DCN section's questions (`examples`) cut into windows as the QA CLI cuts them for evaluation (`window`:
+    max_length, doc_stride, max_question_length; `features`: `prepare_eval_features`' columns), with the real
+    question and context tokens of each window."""
+
+    examples: object
+    tokenizer: object
+    window: dict
+    features: dict
+    q_tokens: list
+    c_tokens: list
+    pad_id: int
+    device: torch.device
+
+    @property
+    def counts(self) -> list:
+        """`UniformBatches.of`'s counts: the question, then the context."""
+        return [self.q_tokens, self.c_tokens]
+
+    @property
+    def real_tokens(self) -> int:
+        return sum(self.q_tokens) + sum(self.c_tokens)
+
+    def batch(self, group: list) -> dict:
+        """The windows of `group` padded into one batch of model inputs on the device."""
+        from modeling_cove.feature_cache import pad_rows
+
+        return {k: v.to(self.device) for k, v in pad_rows([self.features["input_ids"][i] for i in group],
+                                                          [self.features["token_type_ids"][i] for i in group],
+                                                          self.pad_id).items()}
+
+
+def dcn_windows(examples, tokenizer, window: dict, pad_id: int, device) -> DCNWindows:
+    """`examples`' questions cut into the QA CLI's evaluation windows (`prepare_eval_features`)."""
+    from modeling_cove.squad_preprocessing import prepare_eval_features
+
+    features = prepare_eval_features(examples, tokenizer, **window)
+    return DCNWindows(examples, tokenizer, window, features,
+                      q_tokens=[types.count(0) for types in features["token_type_ids"]],  # question tokens per window
+                      c_tokens=[types.count(1) for types in features["token_type_ids"]],  # context tokens per window
+                      pad_id=pad_id, device=device)
+
+
+@torch.inference_mode()
+def decoder_iterations(model, windows: DCNWindows, groups: list) -> list:
+    """The decoder iterations `model` runs on each batch of windows (its rows' maximum): the roofline runs as many."""
+    return [int(model(**windows.batch(group)).num_iterations.max()) for group in groups]
+
+
+def dcn_pipeline(section: Section, model, roofline: RooflineDCN, windows: DCNWindows, uniform: UniformBatches,
+                 batch_size: int) -> list:
+    """(a) `pipeline("cove-question-answering")` on the questions in arrival order (it runs them longest first),
+    `batch_size` windows per forward; the roofline on the pipeline's batches, after the pipeline's tokenizer call per
+    question. Returns the decoder iterations per batch."""
     from transformers import pipeline
 
-    from modeling_cove.feature_cache import cached_features, distinct_segments, pad_rows
-    from modeling_cove.squad_preprocessing import prepare_eval_features, prepare_train_features, tokenize_windows
-    from modeling_cove.training.data.collators import QACollator
-    from modeling_cove.training.common.presets import load_preset
-    from modeling_cove.training.commands.train_qa import QAOptions, load_model, resolve_qa_settings, rows_of
-    from modeling_cove.training.commands.train_qa import make_training_arguments as qa_training_arguments
-    from .training import to_device
+    from modeling_cove.squad_preprocessing import tokenize_windows
 
-    options = QAOptions(checkpoint=str(encoder_dir), output_dir="-")  # the command's defaults
-    settings = resolve_qa_settings(options)
-    preset = {k: v for k, v in load_preset(options.model_preset, "models").items()
-              if not k.startswith("_") and k != "path"}
-    model = load_model(str(encoder_dir), preset)[0].to(device).eval()
-    roofline = RooflineDCN(model).to(device).eval()
-    generator = torch.Generator().manual_seed(0)
-    eval_batch, train_batch = int(settings["eval_batch_size"]), int(settings["batch_size"])
-    questions, contexts = list(examples["question"]), list(examples["context"])
-    window = {k: settings[k] for k in ("max_length", "doc_stride", "max_question_length")}
-    windows = prepare_eval_features(examples, tokenizer, **window)
-    pad_id = model.config.pad_token_id
-    q_tokens = [types.count(0) for types in windows["token_type_ids"]]  # question tokens per window
-    c_tokens = [types.count(1) for types in windows["token_type_ids"]]  # context tokens per window
-    real_tokens = sum(q_tokens) + sum(c_tokens)
-    section = Section(f"DCN ({Path(options.model_preset).stem} preset), {len(questions)} SQuAD held-out questions, "
-                      f"{len(q_tokens)} windows, inference batch {eval_batch}, training batch {train_batch}, "
-                      "random weights")
-
-    def batch_of(group):
-        return {k: v.to(device) for k, v in pad_rows([windows["input_ids"][i] for i in group],
-                                                     [windows["token_type_ids"][i] for i in group], pad_id).items()}
-
-    @torch.inference_mode()
-    def iterations_of(groups) -> list:
-        return [int(model(**batch_of(group)).num_iterations.max()) for group in groups]
-
-    def uniform(groups, q_counts, c_counts):
-        out, tokens = [], 0
-        for group in groups:
-            lq = uniform_length(sum(q_counts[i] for i in group), len(group))
-            lc = uniform_length(sum(c_counts[i] for i in group), len(group))
-            out.append((uniform_ids(len(group), lq, model.config.vocab_size, generator, device),
-                        uniform_ids(len(group), lc, model.config.vocab_size, generator, device)))
-            tokens += len(group) * (lq + lc)
-        return out, tokens
-
-    # (a) the pipeline on the questions in arrival order (it runs them longest first), `eval_batch` windows per forward
-    qa = pipeline("cove-question-answering", model=model, tokenizer=tokenizer, batch_size=eval_batch, device=device)
+    questions, contexts = list(windows.examples["question"]), list(windows.examples["context"])
+    qa = pipeline("cove-question-answering", model=model, tokenizer=windows.tokenizer, batch_size=batch_size,
+                  device=uniform.device)
     pipe_inputs = [{"question": q, "context": c} for q, c in zip(questions, contexts)]
     # the pipeline's batches: each question's windows in turn, questions in the order the pipeline runs a list
     windows_of = {}
-    for w, question in enumerate(windows["example_index"]):
+    for w, question in enumerate(windows.features["example_index"]):
         windows_of.setdefault(question, []).append(w)
-    pipeline_groups = chunks([w for question in order_longest_first(type(qa).length_keys(pipe_inputs))
-                              for w in windows_of[question]], eval_batch)
-    pipeline_iterations = iterations_of(pipeline_groups)
-    pipeline_inputs, pipeline_tokens = uniform(pipeline_groups, q_tokens, c_tokens)
+    groups = chunks([w for question in order_longest_first(type(qa).length_keys(pipe_inputs))
+                     for w in windows_of[question]], batch_size)
+    iterations = decoder_iterations(model, windows, groups)
+    inputs, tokens = uniform.of(groups, windows.counts)
+    window = windows.window
 
     @torch.inference_mode()
     def roofline_pipeline():
         for q, c in zip(questions, contexts):  # the pipeline's tokenizer call, per question
-            tokenize_windows(tokenizer, [q], [c], window["max_length"], window["doc_stride"],
+            tokenize_windows(windows.tokenizer, [q], [c], window["max_length"], window["doc_stride"],
                              window["max_question_length"])
-        for (q_ids, c_ids), iterations in zip(pipeline_inputs, pipeline_iterations):
-            roofline(q_ids, c_ids, iterations)
+        for (q_ids, c_ids), count in zip(inputs, iterations):
+            roofline(q_ids, c_ids, count)
 
-    section.add("pipeline", lambda: qa(pipe_inputs), model, roofline_pipeline, real_tokens, pipeline_tokens)
+    section.add("pipeline", lambda: qa(pipe_inputs), model, roofline_pipeline, windows.real_tokens, tokens)
+    return iterations
 
-    # (b) length-sorted window batches, pre-tokenized
-    order = order_longest_first([q + c for q, c in zip(q_tokens, c_tokens)])
-    sorted_groups = chunks(order, eval_batch)
-    sorted_batches = [batch_of(group) for group in sorted_groups]
-    sorted_iterations = iterations_of(sorted_groups)
-    sorted_inputs, sorted_tokens = uniform(sorted_groups, q_tokens, c_tokens)
+
+def dcn_sorted(section: Section, model, roofline: RooflineDCN, windows: DCNWindows, uniform: UniformBatches,
+               batch_size: int) -> list:
+    """(b) length-sorted window batches, pre-tokenized (no tokenizer on either side); and the largest start / end
+    logit difference of ours under "auto" and "reference" on the first two batches. Returns the decoder iterations
+    per batch."""
+    groups = chunks(order_longest_first([q + c for q, c in zip(windows.q_tokens, windows.c_tokens)]), batch_size)
+    batches = [windows.batch(group) for group in groups]
+    iterations = decoder_iterations(model, windows, groups)
+    inputs, tokens = uniform.of(groups, windows.counts)
 
     @torch.inference_mode()
-    def ours_sorted():
-        for batch in sorted_batches:
+    def ours():
+        for batch in batches:
             model(**batch)
 
     @torch.inference_mode()
     def roofline_sorted():
-        for (q_ids, c_ids), iterations in zip(sorted_inputs, sorted_iterations):
-            roofline(q_ids, c_ids, iterations)
+        for (q_ids, c_ids), count in zip(inputs, iterations):
+            roofline(q_ids, c_ids, count)
 
-    section.add("sorted", ours_sorted, model, roofline_sorted, real_tokens, sorted_tokens)
+    section.add("sorted", ours, model, roofline_sorted, windows.real_tokens, tokens)
 
     def context_logits(out):
+        """Start and end logits, the positions masked with the dtype's lowest value (no answer there) set to 0."""
         return [out.start_logits.masked_fill(out.start_logits == torch.finfo(out.start_logits.dtype).min, 0),
                 out.end_logits.masked_fill(out.end_logits == torch.finfo(out.end_logits.dtype).min, 0)]
 
-    section.info["max_abs_diff_logits_auto_vs_reference"] = max_abs_diff(model, sorted_batches[:2], context_logits)
+    section.info["max_abs_diff_logits_auto_vs_reference"] = max_abs_diff(model, batches[:2], context_logits)
+    return iterations
 
-    # (c) training steps on cached CoVe features (the CLI's segment cache), length-grouped full batches
-    trainer = load_model(str(encoder_dir), preset)[0].to(device)
-    features, _ = prepare_train_features(examples, tokenizer, **window)
+
+def dcn_training_batches(trainer, windows: DCNWindows, batch_size: int) -> tuple:
+    """The QA CLI's training batches of `windows`' questions: its training windows, CoVe features cached per distinct
+    segment as the CLI caches them, full batches grouped by length, collated on the device. Leaves `trainer` in
+    training mode. Returns (the training windows' rows, the batches' row indices, the batches)."""
+    from modeling_cove.feature_cache import cached_features, distinct_segments
+    from modeling_cove.squad_preprocessing import prepare_train_features
+    from modeling_cove.training.commands.train_qa import rows_of
+    from modeling_cove.training.data.collators import QACollator
+    from .training import to_device
+
+    features, _ = prepare_train_features(windows.examples, windows.tokenizer, **windows.window)
     segments, (keyed,) = distinct_segments([features])
-    cache = cached_features(trainer, segments, batch_size=64)  # as the QA CLI caches them (leaves eval mode)
-    trainer.train()
+    cache = cached_features(trainer, segments, batch_size=64)
+    trainer.train()  # caching the features left eval mode
     rows = rows_of(keyed, ("input_ids", "token_type_ids", "start_positions", "end_positions", "question_key",
                            "context_key"))
-    collator = QACollator(cache, pad_id)
-    train_order = order_longest_first([len(row["input_ids"]) for row in rows])
-    train_groups = [g for g in chunks(train_order, train_batch) if len(g) == train_batch] or [train_order]
-    batches = [to_device(collator([rows[i] for i in group]), device) for group in train_groups]
+    collator = QACollator(cache, windows.pad_id)
+    order = order_longest_first([len(row["input_ids"]) for row in rows])
+    groups = [g for g in chunks(order, batch_size) if len(g) == batch_size] or [order]
+    return rows, groups, [to_device(collator([rows[i] for i in group]), windows.device) for group in groups]
+
+
+def dcn_training(section: Section, trainer, windows: DCNWindows, settings: dict, uniform: UniformBatches,
+                 trainer_dir: Path) -> tuple:
+    """(c) training steps of `trainer` on the CLI's batches (`dcn_training_batches`) with the Trainer's optimizer,
+    every decoder iteration, against the roofline's steps on random CoVe states and answers of the same shapes.
+    Returns (training windows, batches, the optimizer as text)."""
+    from modeling_cove.training.commands.train_qa import make_training_arguments as qa_training_arguments
+
+    device, generator = uniform.device, uniform.generator
+    rows, groups, batches = dcn_training_batches(trainer, windows, int(settings["batch_size"]))
     tq = [r["token_type_ids"].count(0) for r in rows]
     tc = [r["token_type_ids"].count(1) for r in rows]
-    training_args = qa_training_arguments(work / "qa", settings, int(settings["seed"]))
+    training_args = qa_training_arguments(trainer_dir, settings, int(settings["seed"]))
     optimizer, optimizer_name = optimizer_like_trainer(training_args, trainer)
     plain = RooflineDCN(trainer).to(device).train()
     plain_optimizer = optimizer_like_trainer(training_args, plain)[0]
-    plain_inputs, plain_tokens = uniform(train_groups, tq, tc)
+    plain_inputs, plain_tokens = uniform.of(groups, [tq, tc])
     width = trainer.cove_size
     plain_extra = [(torch.randn(*q.shape, width, generator=generator).to(device),
                     torch.randn(*c.shape, width, generator=generator).to(device),
@@ -669,25 +797,164 @@ def dcn_section(examples, encoder_dir: Path, tokenizer, device: torch.device, wo
     iterations = trainer.config.dcn_max_iterations  # training runs every iteration
     max_grad_norm = float(settings["max_grad_norm"])
 
-    def ours_train():
+    def ours():
         for batch in batches:
             training_step(trainer, optimizer, max_grad_norm, lambda: trainer(**batch).loss)
 
-    def roofline_train():
+    def roofline():
         for (q, c), (cq, cc, starts, ends) in zip(plain_inputs, plain_extra):
             training_step(plain, plain_optimizer, max_grad_norm,
                           lambda: plain.loss(*plain(q, c, iterations, cq, cc), starts, ends))
 
-    train_tokens = sum(tq[i] + tc[i] for group in train_groups for i in group)
-    section.add("train", ours_train, trainer, roofline_train, train_tokens, plain_tokens)
-    section.info.update(questions=len(questions), windows=len(q_tokens), real_tokens=real_tokens,
-                        eval_batch_size=eval_batch, train_batch_size=train_batch, train_windows=len(rows),
-                        train_batches=len(batches), optimizer=optimizer_name,
+    tokens = sum(tq[i] + tc[i] for group in groups for i in group)
+    section.add("train", ours, trainer, roofline, tokens, plain_tokens)
+    return len(rows), len(batches), optimizer_name
+
+
+def dcn_section(examples, encoder_dir: Path, tokenizer, device: torch.device, work: Path) -> Section:
+    """DCN (the QA CLI's default preset) on SQuAD held-out questions: the QA pipeline over their windows, length-sorted
+    window batches (the CLI's evaluation batch size) and training steps at the CLI's batch size on cached CoVe
+    features, against `RooflineDCN`."""
+    from modeling_cove.training.common.presets import load_preset
+    from modeling_cove.training.commands.train_qa import QAOptions, load_model, resolve_qa_settings
+
+    options = QAOptions(checkpoint=str(encoder_dir), output_dir="-")  # the command's defaults
+    settings = resolve_qa_settings(options)
+    preset = {k: v for k, v in load_preset(options.model_preset, "models").items()
+              if not k.startswith("_") and k != "path"}
+    model = load_model(str(encoder_dir), preset)[0].to(device).eval()
+    roofline = RooflineDCN(model).to(device).eval()
+    uniform = UniformBatches(model.config.vocab_size, torch.Generator().manual_seed(0), device)
+    eval_batch, train_batch = int(settings["eval_batch_size"]), int(settings["batch_size"])
+    window = {k: settings[k] for k in ("max_length", "doc_stride", "max_question_length")}
+    windows = dcn_windows(examples, tokenizer, window, model.config.pad_token_id, device)
+    q_tokens, c_tokens = windows.q_tokens, windows.c_tokens
+    section = Section(f"DCN ({Path(options.model_preset).stem} preset), {len(examples)} SQuAD held-out questions, "
+                      f"{len(q_tokens)} windows, inference batch {eval_batch}, training batch {train_batch}, "
+                      "random weights")
+    pipeline_iterations = dcn_pipeline(section, model, roofline, windows, uniform, eval_batch)
+    sorted_iterations = dcn_sorted(section, model, roofline, windows, uniform, eval_batch)
+    # (c) training steps on cached CoVe features (the CLI's segment cache), length-grouped full batches
+    trainer = load_model(str(encoder_dir), preset)[0].to(device)
+    train_windows, train_batches, optimizer_name = dcn_training(section, trainer, windows, settings, uniform,
+                                                                work / "qa")
+    section.info.update(questions=len(examples), windows=len(q_tokens), real_tokens=windows.real_tokens,
+                        eval_batch_size=eval_batch, train_batch_size=train_batch, train_windows=train_windows,
+                        train_batches=train_batches, optimizer=optimizer_name,
                         decoder_iterations={"pipeline": pipeline_iterations, "sorted": sorted_iterations,
-                                            "train": iterations},
+                                            "train": trainer.config.dcn_max_iterations},
                         mean_question_length=round(sum(q_tokens) / len(q_tokens), 2),
                         mean_context_length=round(sum(c_tokens) / len(c_tokens), 2))
     return section
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the tagger section
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def tagger_pipeline(section: Section, model, roofline: RooflineTagger, texts: list, tokenizer,
+                    uniform: UniformBatches, lengths: list, batch_size: int):
+    """(a) `pipeline("cove-token-classification")` on the raw texts in arrival order; the roofline on the pipeline's
+    batches, after the same tokenizer call."""
+    from transformers import pipeline
+
+    tagging = pipeline("cove-token-classification", model=model, tokenizer=tokenizer, batch_size=batch_size,
+                       device=uniform.device)
+    # the roofline runs the pipeline's batches: the texts in the order the pipeline runs a list (longest first)
+    groups = chunks(order_longest_first(type(tagging).length_keys(texts)), batch_size)
+    inputs, tokens = uniform.of(groups, [lengths])
+    run = roofline_inference(roofline, groups, inputs,
+                             lambda g: tokenizer([texts[i] for i in g], return_offsets_mapping=True))
+
+    def ours():
+        model.eval()  # each timed function sets its mode: the training part shares `model`
+        return tagging(texts)
+
+    section.add("pipeline", ours, model, run, sum(lengths), tokens)
+
+
+def tagger_sorted(section: Section, model, roofline: RooflineTagger, words: list, tokenizer, uniform: UniformBatches,
+                  lengths: list, batch_size: int):
+    """(b) length-sorted batches of pre-split words, `model(**tokenizer(batch, is_split_into_words=True))`, the
+    tokenizer call on both sides; and the largest logit difference of ours under "auto" and "reference" on the first
+    two batches."""
+    groups = chunks(order_longest_first(lengths), batch_size)
+
+    def tokenize(group):
+        return tokenizer([words[i] for i in group], is_split_into_words=True, padding=True, return_tensors="pt")
+
+    @torch.inference_mode()
+    def ours():
+        model.eval()
+        for group in groups:
+            model(**tokenize(group).to(uniform.device))
+
+    inputs, tokens = uniform.of(groups, [lengths])
+    section.add("sorted", ours, model, roofline_inference(roofline, groups, inputs, tokenize), sum(lengths), tokens)
+    checked = [tokenize(group).to(uniform.device) for group in groups[:2]]
+    section.info["max_abs_diff_logits_auto_vs_reference"] = max_abs_diff(model, checked, lambda out: [out.logits])
+
+
+def tagger_training_batches(data, batch_size: int, device) -> tuple:
+    """The batches of the tagging CLI's first epoch (epochs count from 1; sentences of similar lengths batched
+    together, `labelled_batches`), padded on `device`. Returns (their sentence indices, [(ids, mask, labels)])."""
+    from modeling_cove.modeling_cove_tagger import IGNORE_INDEX
+    from modeling_cove.training.commands import train_tagger as tg
+
+    groups = tg.labelled_batches(data, batch_size, seed=1, epoch=1)
+    batches = []
+    for group in groups:
+        ids, mask = tg.pad([data.ids[i] for i in group], device)
+        batches.append((ids, mask, tg.pad([data.labels[i] for i in group], device, IGNORE_INDEX)[0]))
+    return groups, batches
+
+
+def tagger_training(section: Section, training, data, num_labels: int, hp: dict, uniform: UniformBatches,
+                    lengths: list) -> tuple:
+    """(c) labelled steps of the CLI's loop (`training`: TaggerTraining, Adam, clipping) on the batches of its first
+    epoch, against the roofline's steps on random labels. Returns (the batches, their real tokens)."""
+    device, model = uniform.device, training.model
+    training.train()
+    optimizer = torch.optim.Adam([p for p in training.parameters() if p.requires_grad], lr=hp["learning_rate"])
+    groups, batches = tagger_training_batches(data, hp["batch_size"], device)
+    plain = RooflineTagger(model).to(device).train()
+    plain_optimizer = torch.optim.Adam([p for p in plain.parameters() if p.requires_grad], lr=hp["learning_rate"])
+    plain_inputs, plain_tokens = uniform.of(groups, [lengths])
+    plain_labels = [torch.randint(0, num_labels, ids.shape, generator=uniform.generator).to(device)
+                    for (ids,) in plain_inputs]
+
+    def ours():
+        training.train()
+        for ids, mask, target in batches:
+            training_step(training, optimizer, hp["max_grad_norm"],
+                          lambda: training("labelled", ids, mask, task="conll2000", labels=target))
+
+    def roofline():
+        for (ids,), target in zip(plain_inputs, plain_labels):
+            training_step(plain, plain_optimizer, hp["max_grad_norm"], lambda: nn.functional.cross_entropy(
+                plain(ids).flatten(0, 1), target.flatten()))
+
+    tokens = sum(lengths[i] for group in groups for i in group)
+    section.add("train", ours, model, roofline, tokens, plain_tokens)
+    return batches, tokens
+
+
+def tagger_cvt_steps(model, labels: list, hp: dict, batches: list, device) -> Callable:
+    """Cross-View Training on `batches`: per batch, a labelled step and an unlabelled step (teacher pass, student
+    layer 1, four views), the unlabelled one on the same sentences with their labels unused."""
+    from modeling_cove.training.loops.cvt import TaggerTraining
+
+    cvt = TaggerTraining(model, {"conll2000": labels}, cvt=True).to(device).train()
+    optimizer = torch.optim.Adam([p for p in cvt.parameters() if p.requires_grad], lr=hp["learning_rate"])
+
+    def steps():
+        cvt.train()
+        for ids, mask, target in batches:
+            training_step(cvt, optimizer, hp["max_grad_norm"],
+                          lambda: cvt("labelled", ids, mask, task="conll2000", labels=target))
+            training_step(cvt, optimizer, hp["max_grad_norm"], lambda: cvt("unlabelled", ids, mask))
+    return steps
 
 
 def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> Section:
@@ -695,11 +962,7 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
     ("vectors", the preset's sizes): `pipeline("cove-token-classification")` on the raw text in arrival order,
     length-sorted batches of pre-split words, and labelled training steps at the CLI's batch size (Adam, clipping),
     against `RooflineTagger`; plus a Cross-View Training step pair (labelled + unlabelled) in tokens/s (`info`)."""
-    from transformers import pipeline
-
     from modeling_cove.training.commands import train_tagger as tg
-    from modeling_cove.training.loops.cvt import TaggerTraining
-    from modeling_cove.modeling_cove_tagger import IGNORE_INDEX
 
     settings = tg.TaggerSettings(task=["conll2000"], encoder=str(encoder_dir), output_dir="-")
     hp = tg.load_hyperparameters(settings)
@@ -710,98 +973,15 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
     training = tg.build_training(settings, hp, [task], tokenizer)
     model = training.model.to(device).eval()
     roofline = RooflineTagger(model).to(device).eval()
-    generator = torch.Generator().manual_seed(0)
+    uniform = UniformBatches(model.config.vocab_size, torch.Generator().manual_seed(0), device)
     batch_size, lengths = hp["batch_size"], data.lengths().tolist()
     section = Section(f"tagger (CoNLL-2000 test sentences, input vectors), {len(lengths)} sentences, batch "
                       f"{batch_size}, random weights")
-
-    def uniform(groups):
-        out = [uniform_ids(len(g), uniform_length(sum(lengths[i] for i in g), len(g)), model.config.vocab_size,
-                           generator, device) for g in groups]
-        return out, sum(x.numel() for x in out)
-
-    def roofline_inference(groups, tokenize):
-        inputs, tokens = uniform(groups)
-
-        @torch.inference_mode()
-        def run():
-            for group, ids in zip(groups, inputs):
-                tokenize(group)  # the same tokenizer call as the measured side
-                roofline(ids)
-        return run, tokens
-
+    tagger_pipeline(section, model, roofline, list(rows["text"]), tokenizer, uniform, lengths, batch_size)
+    tagger_sorted(section, model, roofline, list(rows["words"]), tokenizer, uniform, lengths, batch_size)
+    batches, train_tokens = tagger_training(section, training, data, len(labels), hp, uniform, lengths)
+    section.extra = {"cvt_step_pair": (tagger_cvt_steps(model, labels, hp, batches, device), 2 * train_tokens)}
     real_tokens = sum(lengths)
-    texts = list(rows["text"])
-    tagging = pipeline("cove-token-classification", model=model, tokenizer=tokenizer, batch_size=batch_size,
-                       device=device)
-    # the roofline runs the pipeline's batches: the texts in the order the pipeline runs a list (longest first)
-    pipeline_order = order_longest_first(type(tagging).length_keys(texts))
-    run, tokens = roofline_inference(chunks(pipeline_order, batch_size),
-                                     lambda g: tokenizer([texts[i] for i in g], return_offsets_mapping=True))
-
-    def ours_pipeline():
-        model.eval()  # each timed function sets its mode: the training part below shares `model`
-        return tagging(texts)
-
-    section.add("pipeline", ours_pipeline, model, run, real_tokens, tokens)
-
-    words = list(rows["words"])
-    sorted_groups = chunks(order_longest_first(lengths), batch_size)
-
-    def tokenize_words(group):
-        return tokenizer([words[i] for i in group], is_split_into_words=True, padding=True, return_tensors="pt")
-
-    @torch.inference_mode()
-    def ours_sorted():
-        model.eval()
-        for group in sorted_groups:
-            model(**tokenize_words(group).to(device))
-
-    run, tokens = roofline_inference(sorted_groups, tokenize_words)
-    section.add("sorted", ours_sorted, model, run, real_tokens, tokens)
-    checked = [tokenize_words(group).to(device) for group in sorted_groups[:2]]
-    section.info["max_abs_diff_logits_auto_vs_reference"] = max_abs_diff(model, checked, lambda out: [out.logits])
-
-    # training: labelled steps of the CLI's loop (TaggerTraining, Adam, clipping) on the batches of the CLI's first
-    # epoch (epochs count from 1; sentences of similar lengths batched together, `tagger.labelled_batches`)
-    training.train()
-    optimizer = torch.optim.Adam([p for p in training.parameters() if p.requires_grad], lr=hp["learning_rate"])
-    groups = tg.labelled_batches(data, batch_size, seed=1, epoch=1)
-    batches = []
-    for group in groups:
-        ids, mask = tg.pad([data.ids[i] for i in group], device)
-        batches.append((ids, mask, tg.pad([data.labels[i] for i in group], device, IGNORE_INDEX)[0]))
-    plain = RooflineTagger(model).to(device).train()
-    plain_optimizer = torch.optim.Adam([p for p in plain.parameters() if p.requires_grad], lr=hp["learning_rate"])
-    plain_inputs, plain_tokens = uniform(groups)
-    plain_labels = [torch.randint(0, len(labels), x.shape, generator=generator).to(device) for x in plain_inputs]
-
-    def ours_train():
-        training.train()
-        for ids, mask, target in batches:
-            training_step(training, optimizer, hp["max_grad_norm"],
-                          lambda: training("labelled", ids, mask, task="conll2000", labels=target))
-
-    def roofline_train():
-        for ids, target in zip(plain_inputs, plain_labels):
-            training_step(plain, plain_optimizer, hp["max_grad_norm"], lambda: nn.functional.cross_entropy(
-                plain(ids).flatten(0, 1), target.flatten()))
-
-    train_tokens = sum(lengths[i] for group in groups for i in group)
-    section.add("train", ours_train, model, roofline_train, train_tokens, plain_tokens)
-
-    # Cross-View Training: a labelled step and an unlabelled step (teacher pass, student layer 1, four views)
-    cvt = TaggerTraining(model, {"conll2000": labels}, cvt=True).to(device).train()
-    cvt_optimizer = torch.optim.Adam([p for p in cvt.parameters() if p.requires_grad], lr=hp["learning_rate"])
-
-    def cvt_steps():
-        cvt.train()
-        for ids, mask, target in batches:
-            training_step(cvt, cvt_optimizer, hp["max_grad_norm"],
-                          lambda: cvt("labelled", ids, mask, task="conll2000", labels=target))
-            training_step(cvt, cvt_optimizer, hp["max_grad_norm"], lambda: cvt("unlabelled", ids, mask))
-
-    section.extra = {"cvt_step_pair": (cvt_steps, 2 * train_tokens)}
     section.info.update(inputs=len(lengths), real_tokens=real_tokens, batch_size=batch_size,
                         train_batches=len(batches), optimizer=f"Adam(lr={hp['learning_rate']})",
                         mean_length=round(real_tokens / len(lengths), 2), tagger_hidden_size=hp["hidden_size"],
