@@ -8,7 +8,7 @@ Its modules, along the job's seams:
 - `settings`: the user's options (`JobOptions`, the flags of `cove-main`) and the preset, checked before any work;
 - `runner`: the stage folders (skip what finished, redo what did not) and the stage subprocesses;
 - `stages`: the six stages — vectors, vocab (in-process), pretrain, classifier, publish (the package's own command
-  lines, each `python -m modeling_cove.training.<module>` in its own interpreter: thread settings, no state leaking
+  lines, each `python -m modeling_cove.training.commands.<command>` in its own interpreter: thread settings, no state leaking
   between stages, killable alone, printed before it runs as the command a user would type), predict;
 - `report`: `report.json`'s curves and paper numbers, and `REPORT.md`;
 - `job`: the run folder, `run_main_job` and the command line `main`.

@@ -1,6 +1,6 @@
 """The main job's stage runner: each stage in its own folder, finished ones skipped (`<stage>/.done.json`, written
 last), unfinished ones redone cleanly (`<stage>.tmp`, renamed on success), and the stage subprocesses (the package's
-own command lines, `python -m modeling_cove.training.<module>`) run, watched and stopped together."""
+own command lines, `python -m modeling_cove.training.commands.<command>`) run, watched and stopped together."""
 
 from __future__ import annotations
 
@@ -21,9 +21,10 @@ STAGES = ("vectors", "vocab", "pretrain", "classifier", "publish", "predict")
 DONE = ".done.json"
 
 
-def library_command(module: str) -> list:
-    """The argv that runs one of the package's command lines (`mt`, `classifier`, `publish`) in a new interpreter."""
-    return [sys.executable, "-m", f"modeling_cove.training.{module}"]
+def library_command(command: str) -> list:
+    """The argv that runs one of the package's commands (a module of `training/commands/`: `train_mt`,
+    `train_classifier`, `push_to_hub`) in a new interpreter."""
+    return [sys.executable, "-m", f"modeling_cove.training.commands.{command}"]
 
 
 class StageError(RuntimeError):

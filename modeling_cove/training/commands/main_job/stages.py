@@ -105,10 +105,10 @@ def stage_pretrain(cfg: dict, folder: Path, threads) -> dict:
     options = dict(pre.get("args") or {})
     if cfg["quick"]:
         options.update(pre.get("quick_args") or {})
-    cmd = library_command("mt")
+    cmd = library_command("train_mt")
     if cfg["accelerate_config"]:
         cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", cfg["accelerate_config"],
-               *library_command("mt")[1:]]
+               *library_command("train_mt")[1:]]
     cmd += ["--output-dir", folder, "--init-from", folder.parent / "vocab" / "checkpoint"]
     if pre.get("preset"):
         cmd += ["--preset", shipped(cfg, pre["preset"])]
@@ -187,7 +187,7 @@ def stage_classifier(cfg: dict, folder: Path, threads) -> dict:
                 print(f"{t['name']} ({column}): finished earlier, skipped", flush=True)
                 continue
             tmp = fresh_tmp(out)
-            cmd = [*library_command("classifier"), "--task", t["task"], "--encoder", encoder,
+            cmd = [*library_command("train_classifier"), "--task", t["task"], "--encoder", encoder,
                    "--bcn-input", column, "--output-dir", tmp, "--cache-dir", folder / "feature_cache", "--overwrite"]
             data = t.get("data") or cfg["data_dir"]
             cmd += (["--data-dir", data] if data else []) + flags(options) + ["--threads", per_run]
@@ -269,7 +269,7 @@ def stage_publish(cfg: dict, folder: Path, threads, classifier: dict) -> dict:
         task_dir.mkdir()
         write_eval_json(task_dir / "eval_results.json", eval_record(cfg, t, run, column, scores))
         repo_id = cfg["repo_id"] if len(cfg["tasks"]) == 1 else f"{cfg['repo_id']}-{t['name']}"
-        cmd = [*library_command("publish"), run["model_dir"], "--repo-id", repo_id, "--eval-json",
+        cmd = [*library_command("push_to_hub"), run["model_dir"], "--repo-id", repo_id, "--eval-json",
                task_dir / "eval_results.json", "--curve", run["curve"], "--dry-run", "--output-dir", task_dir / "hub"]
         run_commands([Command(cmd, f"publish {t['name']} (modeling_cove.training.commands.push_to_hub --dry-run)", threads)], folder)
         results[t["name"]] = {
