@@ -115,3 +115,20 @@ def test_compressed_text_opens_by_suffix(tmp_path):
         assert f.read() == "the 1 0\n"
     with pytest.raises(FileNotFoundError, match="data file not found"):
         open_text(tmp_path / "absent.gz")
+
+
+def test_the_main_job_starts_commands_that_exist():
+    """Every command the main job's stages start in a new interpreter (`runner.library_command`) is a module of
+    training/commands/ with a `main` (a string-built module path survives no move on its own)."""
+    import ast
+    import importlib
+    import inspect
+
+    from modeling_cove.training.commands.main_job import runner, stages
+
+    named = {node.args[0].value for node in ast.walk(ast.parse(inspect.getsource(stages)))
+             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "library_command"}
+    assert named == {"train_mt", "train_classifier", "push_to_hub"}
+    for command in named:
+        argv = runner.library_command(command)
+        assert argv[1] == "-m" and callable(importlib.import_module(argv[2]).main)
