@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from ...hub import MANIFEST, checkpoint_code
 from .cards import (
     DEFAULT_LICENSE,
     METRIC_NAMES,
@@ -176,8 +177,6 @@ def hub_config(config: dict) -> tuple:
     """(config.json as published, code files): the `auto_map`, `custom_pipelines` and code files of the checkpoint's
     architecture from the installed package's manifest (`modeling_cove.hub.checkpoint_code`), as `save_pretrained`
     writes them."""
-    from modeling_cove.hub import checkpoint_code
-
     try:
         code = checkpoint_code(config["architectures"][0], encoder_type=config.get("encoder_type", "mt_lstm"))
     except ValueError as err:
@@ -310,7 +309,7 @@ def _verify_staging(staging: Staging) -> dict:
 
     folder = str(staging.folder)
     config = json.loads((staging.folder / "config.json").read_text(encoding="utf-8"))
-    auto_name = next(auto for auto, ref in config["auto_map"].items() if ref.split(".")[-1] == staging.architecture)
+    auto_name = MANIFEST[staging.architecture].auto_class
     model, info = getattr(transformers, auto_name).from_pretrained(folder, output_loading_info=True)
     problems = {key: value for key, value in info.items() if value and key != "error_msgs"} 
     if problems or info.get("error_msgs"):
