@@ -18,7 +18,7 @@ from modeling_cove.training.publishing import cards
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cards"
 INPUTS = json.loads((FIXTURES / "inputs.json").read_text(encoding="utf-8"))
-KINDS = ("bcn", "dcn", "mt", "encoder", "mt_encoder_export", "bilm_encoder_export")
+KINDS = ("bcn", "dcn", "mt", "encoder", "tagger", "mt_encoder_export", "bilm_encoder_export")
 
 
 def render(kind: str) -> str:

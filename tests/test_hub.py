@@ -1,5 +1,5 @@
-"""Publishing to the Hub: `modeling_cove.training.commands.push_to_hub` and its command line scripts/push_to_hub.py,
-loading "org/name" as users type it, the upload path.
+"""Publishing to the Hub: `modeling_cove.training.publishing.publish` and its command line (`cove-push-to-hub`,
+scripts/push_to_hub.py), loading "org/name" as users type it, the upload path.
 
 - The assembled folders (encoder, and every head whose file exists: BCN classifier, DCN question answering with
   its pipeline, MT model with its target tokenizer) are loaded in fresh Python processes: one with the package
@@ -41,9 +41,9 @@ from hf_cache import build_offline_cache, offline_env
 from modeling_cove import CoveConfig, CoveModel
 from modeling_cove.hub import MANIFEST, PIPELINES, checkpoint_code
 from modeling_cove.tokenization_cove import build_cove_tokenizer
-from modeling_cove.training.commands import push_to_hub as publish
+from modeling_cove.training.publishing import publish
 from modeling_cove.training.publishing.cards import checkpoint_fingerprint, make_eval_record, write_eval_json
-from modeling_cove.training.commands.push_to_hub import PublishError, UploadError
+from modeling_cove.training.publishing.publish import PublishError, UploadError
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -98,7 +98,8 @@ def test_no_installed_file_names_a_folder_a_user_does_not_have(installed):
     assert not offending, offending
     shipped = {str(p.relative_to(package)) for p in package.rglob("*") if p.is_file()}
     assert {"configuration/main/embedded.yaml", "configuration/models/cove-small.json", "examples/en_de/train.tsv",
-            "examples/sentiment/test.tsv", "training/card_template.md", "configuration/tagging/conll2000.yaml",
+            "examples/sentiment/test.tsv", "training/publishing/card_template.md",
+            "training/publishing/card_loading.jinja", "configuration/tagging/conll2000.yaml",
             "metrics/seqeval_cove/seqeval_cove.py"} <= shipped
     assert not any(name.startswith("examples/generator") for name in shipped)  # the generator stays in the repository
     source_packages = {str(p.parent.relative_to(REPO / "modeling_cove")) for p in (REPO / "modeling_cove").rglob(

@@ -10,7 +10,7 @@ only the model files `modeling_cove/hub.py` lists, never this subpackage. Laid o
   loop (`mt`, `mt_schedule`, `mt_eval`), the glue around transformers' `Trainer` for the BCN and DCN (`trainer`), and
   Cross-View Training's steps for the tagger (`cvt`).
 - `publishing`: what leaves a run — the encoder export (`export`), model cards (`cards`, `cards_record`, the card
-  template).
+  templates) and publishing to the Hub (`publish`, behind `cove-push-to-hub`).
 - `commands`: one module per console command, each with its options dataclass and `main(argv)`; commands import the
   parts above and never each other (the main job, which runs the others as its stages, excepted).
 

@@ -4,7 +4,7 @@ One JSON file describes the evaluation of ONE checkpoint. It names the checkpoin
 config and of its safetensors weights), so a card can never be generated from the numbers of another model. It also
 says what really happened: which encoder the head read (`describe_encoder`), how long the run trained
 (`training.epochs_run` / `steps_run` / `stop_reason`). The schema is documented in `model_cards/README.md`;
-`validate_eval_record` is its executable definition.
+`RECORD_SCHEMA` is its executable definition.
 
 A writer (a training CLI, or a user's own `Trainer` script) calls, after `model.save_pretrained(ckpt)`:
 
@@ -42,8 +42,6 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 # What the MT-LSTM under a head really was (`training.encoder.kind`): trained on translation; randomly initialised
 # and never trained; not read by the head at all (word vectors only); or not known.
 ENCODER_KINDS = ("pretrained", "random", "unused", "unknown")
-
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 PathLike = Union[str, Path]
 
@@ -232,7 +230,7 @@ def _pretraining_summary(metrics: dict) -> dict:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Records
+# The schema: every field, whether it is required, and the rule its value follows
 # --------------------------------------------------------------------------------------------------------------
 
 
@@ -240,147 +238,127 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-class _Checker:
-    """Collects every problem of a record, so one error names them all."""
-
-    def __init__(self):
-        self.problems = []
-
-    def need(self, block, key: str, kind, where: str, required: bool = True):
-        value = block.get(key) if isinstance(block, dict) else None
-        if value is None:
-            if required:
-                self.problems.append(f"{where}.{key} is required")
-            return None
-        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-            self.problems.append(f"{where}.{key} must be {getattr(kind, '__name__', kind)}, "
-                                 f"got {type(value).__name__}")
-            return None
-        if isinstance(value, str) and not value.strip():
-            self.problems.append(f"{where}.{key} must not be empty")
-            return None
-        return value
-
-    def strings(self, block: dict, keys, where: str):
-        for key in keys:
-            self.need(block, key, str, where, required=False)
-
-    def integer(self, block: dict, key: str, where: str, minimum: Optional[int] = None):
-        value = block.get(key)
-        if value is None:
-            return
-        if not isinstance(value, int) or isinstance(value, bool) or minimum is not None and value < minimum:
-            bound = f" >= {minimum}" if minimum is not None else ""
-            self.problems.append(f"{where}.{key} must be an integer{bound}, got {value!r}")
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _check_model(check: _Checker, model: dict):
-    check.need(model, "architecture", str, "model")
-    for key in ("config_sha256", "weights_sha256"):
-        value = check.need(model, key, str, "model")
-        if value is not None and not _SHA256.match(value):
-            check.problems.append(f"model.{key} must be 64 lowercase hex digits (sha256), got {value!r}")
-    check.need(model, "metrics_source", str, "model", required=False)
+def _rule(test, wanted: str):
+    """A rule: `test(value)` is true for a valid value; otherwise the problem is "must be <wanted>, got <value>"."""
+    return lambda value: None if test(value) else f"must be {wanted}, got {value!r}"
 
 
-def _check_task_and_dataset(check: _Checker, task: Optional[dict], dataset: Optional[dict]):
-    if task is not None:
-        task_type = check.need(task, "type", str, "task")
-        if task_type is not None and task_type not in TASK_TYPES:
-            check.problems.append(f"task.type must be one of {TASK_TYPES}, got {task_type!r}")
-        check.need(task, "name", str, "task", required=False)
-    if dataset is not None:
-        for key in ("name", "id", "split"):
-            check.need(dataset, key, str, "dataset")
-        check.strings(dataset, ("key", "config", "source"), "dataset")
-        check.integer(dataset, "num_examples", "dataset", minimum=1)
+TEXT = _rule(lambda v: isinstance(v, str) and v.strip(), "a non-empty string")
+OBJECT = _rule(lambda v: isinstance(v, dict), "an object")
+INTEGER = _rule(_is_int, "an integer")
+NUMBER = _rule(_is_number, "a finite number")
+SHA256 = _rule(lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v), "64 lowercase hex digits (sha256)")
+STRINGS = _rule(lambda v: isinstance(v, list) and all(isinstance(item, str) for item in v), "a list of strings")
 
 
-def _check_metrics(check: _Checker, metrics):
+def _paper_column(value):
+    columns = papers.table2_columns()
+    return None if value in columns else f"must be one of the paper's Table 2 columns {columns}, got {value!r}"
+
+
+REQUIRED, OPTIONAL = True, False
+# dotted path -> (required, rule). A field inside a block is checked only when the block is an object.
+RECORD_SCHEMA = {
+    "schema_version": (REQUIRED, _rule(lambda v: v == SCHEMA_VERSION, str(SCHEMA_VERSION))),
+    "model": (REQUIRED, OBJECT),
+    "model.architecture": (REQUIRED, TEXT),
+    "model.config_sha256": (REQUIRED, SHA256),
+    "model.weights_sha256": (REQUIRED, SHA256),
+    "model.metrics_source": (OPTIONAL, TEXT),
+    "task": (REQUIRED, OBJECT),
+    "task.type": (REQUIRED, _rule(lambda v: v in TASK_TYPES, f"one of {TASK_TYPES}")),
+    "task.name": (OPTIONAL, TEXT),
+    "dataset": (REQUIRED, OBJECT),
+    "dataset.name": (REQUIRED, TEXT),
+    "dataset.id": (REQUIRED, TEXT),
+    "dataset.split": (REQUIRED, TEXT),
+    "dataset.key": (OPTIONAL, TEXT),
+    "dataset.config": (OPTIONAL, TEXT),
+    "dataset.source": (OPTIONAL, TEXT),
+    "dataset.num_examples": (OPTIONAL, _rule(lambda v: _is_int(v) and v >= 1, "an integer >= 1")),
+    "training": (REQUIRED, OBJECT),
+    "training.command": (REQUIRED, TEXT),
+    "training.train_split": (OPTIONAL, TEXT),
+    "training.base_model": (OPTIONAL, TEXT),
+    "training.commit": (OPTIONAL, TEXT),
+    "training.datasets": (OPTIONAL, STRINGS),
+    "training.notes": (OPTIONAL, STRINGS),
+    "training.num_train_examples": (OPTIONAL, INTEGER),
+    "training.seed": (OPTIONAL, INTEGER),
+    "training.epochs_run": (OPTIONAL, _rule(lambda v: _is_number(v) and v >= 0, "a number >= 0 (fractions allowed)")),
+    "training.steps_run": (OPTIONAL, _rule(lambda v: _is_int(v) and v >= 0, "an integer >= 0")),
+    "training.stop_reason": (OPTIONAL, TEXT),
+    "training.hyperparameters": (OPTIONAL, OBJECT),
+    "training.word_vectors": (OPTIONAL, _rule(
+        lambda v: isinstance(v, dict) and isinstance(v.get("name"), str) and isinstance(v.get("stand_in"), bool),
+        '{"name": str, "stand_in": bool}')),
+    # a free-text label (older records) is shown as a label, never as a claim of pretraining
+    "training.encoder": (OPTIONAL, _rule(lambda v: isinstance(v, dict) or isinstance(v, str) and v.strip(),
+                                         "an object {kind, ...} (see describe_encoder) or a string")),
+    "training.encoder.kind": (REQUIRED, _rule(lambda v: v in ENCODER_KINDS, f"one of {ENCODER_KINDS}")),
+    "training.encoder.name": (OPTIONAL, TEXT),
+    "training.encoder.path": (OPTIONAL, TEXT),
+    "training.encoder.pretraining": (OPTIONAL, OBJECT),
+    "paper_column": (OPTIONAL, _paper_column),
+}
+METRIC_SCHEMA = {"type": (REQUIRED, TEXT), "name": (OPTIONAL, TEXT), "value": (REQUIRED, NUMBER)}
+
+
+def _schema_problems(block: dict, schema: dict, prefix: str = "") -> list:
+    """What is wrong with `block` under `schema`, each problem naming its field (`prefix` + dotted path)."""
+    problems = []
+    for path, (required, rule) in schema.items():
+        *parents, key = path.split(".")
+        parent = block
+        for name in parents:
+            parent = parent.get(name) if isinstance(parent, dict) else None
+        if not isinstance(parent, dict):
+            continue  # the block itself is missing or malformed: that is the problem reported
+        value = parent.get(key)
+        problem = rule(value) if value is not None else "is required" if required else None
+        if problem:
+            problems.append(f"{prefix}{path} {problem}")
+    return problems
+
+
+def _metric_problems(metrics) -> list:
     if not isinstance(metrics, list) or not metrics:
-        check.problems.append("metrics must be a non-empty list of {type, value[, name]}")
-        return
-    seen = set()
+        return ["metrics must be a non-empty list of {type, value[, name]}"]
+    problems, seen = [], set()
     for i, metric in enumerate(metrics):
-        where = f"metrics[{i}]"
         if not isinstance(metric, dict):
-            check.problems.append(f"{where} must be an object")
+            problems.append(f"metrics[{i}] must be an object")
             continue
-        metric_type = check.need(metric, "type", str, where)
-        check.need(metric, "name", str, where, required=False)
-        value = metric.get("value")
-        if not _is_number(value):
-            check.problems.append(f"{where}.value must be a finite number, got {value!r}")
-        elif metric_type in PERCENT_METRICS and not 0.0 <= value <= 100.0:
-            check.problems.append(f"{where}.value ({metric_type}) is in percent, 0..100; got {value}")
-        if metric_type in seen:
-            check.problems.append(f"{where}.type {metric_type!r} appears twice")
-        seen.add(metric_type)
-
-
-def _check_encoder(check: _Checker, encoder):
-    if encoder is None or isinstance(encoder, str) and encoder.strip():
-        return  # a free-text label (older records): shown as a label, never as a claim of pretraining
-    if not isinstance(encoder, dict):
-        check.problems.append("training.encoder must be an object {kind, ...} (see describe_encoder) or a string")
-        return
-    kind = encoder.get("kind")
-    if kind not in ENCODER_KINDS:
-        check.problems.append(f"training.encoder.kind must be one of {ENCODER_KINDS}, got {kind!r}")
-    check.strings(encoder, ("name", "path"), "training.encoder")
-    pretraining = encoder.get("pretraining")
-    if pretraining is not None and not isinstance(pretraining, dict):
-        check.problems.append("training.encoder.pretraining must be an object")
-    elif pretraining and kind != "pretrained":
-        check.problems.append(f"training.encoder.pretraining is only for kind 'pretrained', not {kind!r}")
-
-
-def _check_training(check: _Checker, training: dict):
-    check.need(training, "command", str, "training")
-    check.strings(training, ("train_split", "base_model", "commit", "stop_reason"), "training")
-    _check_encoder(check, training.get("encoder"))
-    for key in ("datasets", "notes"):
-        value = training.get(key)
-        if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
-            check.problems.append(f"training.{key} must be a list of strings")
-    vectors = training.get("word_vectors")
-    if vectors is not None and (not isinstance(vectors, dict) or not isinstance(vectors.get("name"), str)
-                                or not isinstance(vectors.get("stand_in"), bool)):
-        check.problems.append("training.word_vectors must be {\"name\": str, \"stand_in\": bool}")
-    check.integer(training, "num_train_examples", "training")
-    check.integer(training, "seed", "training")
-    check.integer(training, "steps_run", "training", minimum=0)
-    epochs = training.get("epochs_run")
-    if epochs is not None and (not _is_number(epochs) or epochs < 0):
-        check.problems.append(f"training.epochs_run must be a number >= 0 (fractions allowed), got {epochs!r}")
-    hyper = training.get("hyperparameters")
-    if hyper is not None and not isinstance(hyper, dict):
-        check.problems.append("training.hyperparameters must be an object")
+        problems += _schema_problems(metric, METRIC_SCHEMA, f"metrics[{i}].")
+        kind, value = metric.get("type"), metric.get("value")
+        if kind in PERCENT_METRICS and _is_number(value) and not 0.0 <= value <= 100.0:
+            problems.append(f"metrics[{i}].value ({kind}) is in percent, 0..100; got {value}")
+        if kind in seen:
+            problems.append(f"metrics[{i}].type {kind!r} appears twice")
+        seen.add(kind)
+    return problems
 
 
 def validate_eval_record(record) -> dict:
     """Check an evaluation record against schema version 1; raise `EvalRecordError` listing every problem."""
     if not isinstance(record, dict):
         raise EvalRecordError(f"an evaluation record is a JSON object, got {type(record).__name__}")
-    check = _Checker()
-    if record.get("schema_version") != SCHEMA_VERSION:
-        check.problems.append(f"schema_version must be {SCHEMA_VERSION}, got {record.get('schema_version')!r}")
-    model = check.need(record, "model", dict, "record")
-    if model is not None:
-        _check_model(check, model)
-    _check_task_and_dataset(check, check.need(record, "task", dict, "record"),
-                            check.need(record, "dataset", dict, "record"))
-    _check_metrics(check, record.get("metrics"))
-    training = check.need(record, "training", dict, "record")
-    if training is not None:
-        _check_training(check, training)
-    paper_column = record.get("paper_column")
-    if paper_column is not None and paper_column not in papers.table2_columns():
-        check.problems.append(f"paper_column must be one of the paper's Table 2 columns {papers.table2_columns()}, "
-                              f"got {paper_column!r}")
-    if check.problems:
-        raise EvalRecordError("invalid evaluation record:\n  - " + "\n  - ".join(check.problems))
+    problems = _schema_problems(record, RECORD_SCHEMA) + _metric_problems(record.get("metrics"))
+    encoder = record["training"].get("encoder") if isinstance(record.get("training"), dict) else None
+    if isinstance(encoder, dict) and encoder.get("pretraining") and encoder.get("kind") != "pretrained":
+        problems.append(f"training.encoder.pretraining is only for kind 'pretrained', not {encoder.get('kind')!r}")
+    if problems:
+        raise EvalRecordError("invalid evaluation record:\n  - " + "\n  - ".join(problems))
     return record
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Records
+# --------------------------------------------------------------------------------------------------------------
 
 
 def make_eval_record(
@@ -436,18 +414,12 @@ def load_eval_json(path: PathLike) -> dict:
 def check_record_matches_checkpoint(record: dict, checkpoint_dir: PathLike) -> None:
     """Raise `EvalRecordError` unless `record` was written for exactly this checkpoint (config and weights)."""
     actual = checkpoint_fingerprint(checkpoint_dir)
-    expected = record["model"]
     mismatches = []
-    if expected["architecture"] != actual["architecture"]:
-        mismatches.append(f"architecture {expected['architecture']!r} != checkpoint's {actual['architecture']!r}")
-    if expected["config_sha256"] != actual["config_sha256"]:
-        mismatches.append(
-            f"config sha256 {expected['config_sha256'][:12]}… != checkpoint's {actual['config_sha256'][:12]}…"
-        )
-    if expected["weights_sha256"] != actual["weights_sha256"]:
-        mismatches.append(
-            f"weights sha256 {expected['weights_sha256'][:12]}… != checkpoint's {actual['weights_sha256'][:12]}…"
-        )
+    for key in ("architecture", "config_sha256", "weights_sha256"):
+        recorded, found = record["model"][key], actual[key]
+        if recorded != found:
+            shown = (repr(recorded), repr(found)) if key == "architecture" else (f"{recorded[:12]}…", f"{found[:12]}…")
+            mismatches.append(f"{key.replace('_', ' ')} {shown[0]} != checkpoint's {shown[1]}")
     if mismatches:
         raise EvalRecordError(
             f"the evaluation JSON describes another model than {checkpoint_dir}: " + "; ".join(mismatches)
