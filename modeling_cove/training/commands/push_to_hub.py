@@ -29,6 +29,8 @@ from ..common.cli import REQUIRED, fail, option, parse_options
 from ..publishing.cards import DEFAULT_LICENSE
 from ..publishing.publish import PublishError, UploadError, publish
 
+__all__ = ["main", "PublishArguments"]
+
 
 @dataclass
 class PublishArguments:

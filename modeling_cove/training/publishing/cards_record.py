@@ -24,6 +24,10 @@ from typing import Optional, Union
 
 from ..common import papers
 
+__all__ = ["check_record_matches_checkpoint", "checkpoint_fingerprint", "CheckpointError", "config_fingerprint",
+           "describe_encoder", "EvalRecordError", "find_safetensors_weights", "load_eval_json", "make_eval_record",
+           "read_config", "validate_eval_record", "weights_fingerprint", "write_eval_json"]
+
 SCHEMA_VERSION = 1
 
 # config.json keys that change when a checkpoint is re-saved or published without changing the model.

@@ -39,6 +39,11 @@ from .cards import (
     read_config,
 )
 
+__all__ = ["assemble", "check_checkpoint", "check_curve", "count_parameters", "default_commit_message", "describe",
+           "hub_config", "human_size", "load_record", "prepare_output_dir", "Publication", "publish", "PublishError",
+           "resolve_token", "skipped_files", "StagedFile", "Staging", "upload", "UploadError", "validate_repo_id",
+           "validate_revision", "verify_staging"]
+
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
 REQUIRED_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 EXTRA_CONFIG_FILES = ("generation_config.json",)
