@@ -312,6 +312,42 @@ def test_cli_records_command_and_commit_in_every_file(tmp_path):
     assert classification["results"]["trec6"]["vectors"]["runs"][0]["commit"] == "abc"
 
 
+def test_collected_files_name_the_machines_their_runs_ran_on(tmp_path):
+    """classification.json and squad.json record `machine`: the machines their runs record, and how many runs
+    recorded none. A merge into a file whose machine was reconstructed from git history keeps those entries (they
+    describe its runs, which stay) and the mark for the machine only: the command and the commit are the
+    collection's own."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    zen4 = {"cpu": "AMD EPYC", "cpu_model": "25/17/1", "gpu": None}
+    write_run(runs, "bcn/trec6/vectors-seed1", "trec6", "vectors", 1, 0.2, 0.90, 0.88, machine=zen4)
+    write_run(runs, "bcn/trec6/vectors-seed2", "trec6", "vectors", 2, 0.2, 0.91, 0.88,
+              machine={"cpu": "Intel(R) Xeon(R) Processor", "cpu_model": "6/207/2", "gpu": "NVIDIA H200"})
+    write_run(runs, "bcn/trec6/vectors-seed3", "trec6", "vectors", 3, 0.2, 0.92, 0.88)  # an old run: no machine
+    squad_run = runs / "dcn-squad-vectors" / "metrics.json"
+    squad_run.parent.mkdir(parents=True)
+    squad_run.write_text(json.dumps({"command": "train_qa.py", "machine": {"platform": "Linux", "threads": 1}}))
+    collect_results(runs, out)
+    report = json.loads((out / "classification.json").read_text())
+    assert report["machine"] == ["AMD EPYC (25/17/1)", "Intel(R) Xeon(R) Processor (6/207/2) + NVIDIA H200",
+                                 "not recorded by 1 runs"]
+    assert [r.get("machine") for r in report["results"]["trec6"]["vectors"]["runs"]] == [
+        "AMD EPYC (25/17/1)", "Intel(R) Xeon(R) Processor (6/207/2) + NVIDIA H200", None]
+    assert "reconstructed" not in report
+    assert json.loads((out / "squad.json").read_text())["machine"] == ["not recorded by 1 runs"]
+
+    report.update(machine=["Xeon VM: seeds 1-3"], reconstructed=True,
+                  reconstructed_from={"command": "git", "machine": "RESULTS.md at abc"})
+    (out / "classification.json").write_text(json.dumps(report))
+    runs2 = tmp_path / "runs2"
+    write_run(runs2, "bcn/trec6/vectors-seed4", "trec6", "vectors", 4, 0.2, 0.93, 0.88, machine=zen4)
+    collect_results(runs2, out, merge=True, command="collect --merge")
+    merged = json.loads((out / "classification.json").read_text())
+    assert merged["command"] == "collect --merge"
+    assert merged["machine"] == ["Xeon VM: seeds 1-3", "AMD EPYC (25/17/1)",
+                                 "Intel(R) Xeon(R) Processor (6/207/2) + NVIDIA H200"]
+    assert merged["reconstructed"] is True and merged["reconstructed_from"] == {"machine": "RESULTS.md at abc"}
+
+
 def test_bilm_runs_are_the_vectors_bilm_column_paired_with_vectors(tmp_path):
     """ELMo's [x; mix] (--bcn-input vectors+scalar_mix) over a biLM encoder is the table's `vectors+bilm` column, with
     its paired difference to the vectors; the same input over an MT-LSTM keeps its own name."""

@@ -60,7 +60,7 @@ def test_means_pairing_and_t_interval(tmp_path):
     fake_runs(runs)
     collect_tagging(runs, out, command="python benchmarks/collect_tagging.py")
     report = json.loads(out.read_text())
-    assert report["command"] == "python benchmarks/collect_tagging.py" and report["machines"] == ["AMD EPYC (25/17/1)"]
+    assert report["command"] == "python benchmarks/collect_tagging.py" and report["machine"] == ["AMD EPYC (25/17/1)"]
     chunking = report["results"]["conll2000"]
     assert list(chunking) == ["supervised", "vectors+cove", "cvt"]  # the smoke vectors+bilm run is left out
     assert sorted(item["folder"] for item in report["left_out"]) == ["conll2000/vectors+bilm-seed1",

@@ -2,8 +2,9 @@
 table (mean ± std over seeds; each column minus the vectors-only one, and the biLM minus CoVe-S, paired by seed with a
 95% t interval; the dropout search, other pretrainings of CoVe-S, runs on random subsets, the sample-efficiency
 curve and its PNG), the MT and biLM pretraining records, the DCN runs and the main job's reports. Every file written
-records the command and the commit that collected it. A table cell holds runs over one encoder only (checked by
-the weights' sha256 the runs record).
+records the command and the commit that collected it; the tables (classification.json, squad.json) also the machines
+their runs ran on (`machine`), the MT, biLM and main-job records their run's own. A table cell holds runs over one
+encoder only (checked by the weights' sha256 the runs record).
 
 Reads runs/bcn/<task>/<column>-seed<N>/metrics.json (`train_classifier.py`; a biLM encoder's `vectors+scalar_mix`
 runs are the column `vectors+bilm`; the dropout search in runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N>; BCN
@@ -28,6 +29,7 @@ from modeling_cove.training.common.run_info import git_commit, plot_curves
 from modeling_cove.training.common.files import write_json
 
 logger = logging.getLogger(__name__)
+PROVENANCE = ("machine", "reconstructed", "reconstructed_from")  # a collected file's keys after command and commit
 
 # BCN runs on an encoder pretrained differently from the table's (runs/cove-small, runs/bilm):
 # name -> (runs/<BCN runs folder>, runs/<pretraining run: train_mt.py or train_bilm.py>)
@@ -130,6 +132,45 @@ def variant_differences(variant: dict, results: dict) -> dict:
     return found
 
 
+def machine_label(machine: dict | None) -> str | None:
+    """Where a run ran, in one line, from the `machine` its metrics.json records: "CPU (family/model/stepping)", with
+    " + GPU" when it had one; None when it recorded no CPU (runs written before machine_info named it)."""
+    if not isinstance(machine, dict) or not machine.get("cpu"):
+        return None
+    cpu = f"{machine['cpu']} ({machine['cpu_model']})" if machine.get("cpu_model") else str(machine["cpu"])
+    return cpu + (f" + {machine['gpu']}" if machine.get("gpu") else "")
+
+
+def run_machines(labels: list) -> list:
+    """A collected file's `machine`: the machines its runs ran on (`labels`, one per run, None where a run recorded
+    none), sorted, and how many runs recorded none."""
+    missing = sum(label is None for label in labels)
+    return sorted({label for label in labels if label}) + ([f"not recorded by {missing} runs"] if missing else [])
+
+
+def table_runs(node) -> list:
+    """Every BCN run record (a dict with a seed and a test accuracy) anywhere in a classification report."""
+    if isinstance(node, dict):
+        if "seed" in node and "test_accuracy" in node and "command" in node:
+            return [node]
+        return [run for value in node.values() for run in table_runs(value)]
+    if isinstance(node, list):
+        return [run for value in node for run in table_runs(value)]
+    return []
+
+
+def provenance(machine: list, old: dict) -> dict:
+    """The `machine` of a file collected anew, with the mark of a reconstruction it inherits: where the file merged
+    into (`old`) had its machine reconstructed from git history (`reconstructed_from.machine`), its entries stay, for
+    they describe its runs, which stay; the command and the commit are the collection's own."""
+    reconstructed = (old.get("reconstructed_from") or {}).get("machine") if old.get("reconstructed") else None
+    if not reconstructed:
+        return {"machine": machine}
+    before = list(old.get("machine") or [])
+    added = [entry for entry in machine if entry not in before and not entry.startswith("not recorded")]
+    return {"machine": before + added, "reconstructed": True, "reconstructed_from": {"machine": reconstructed}}
+
+
 def full_runs(runs: Path, pattern: str, subsampled: bool | None = False):
     """(metrics, record) for each finished BCN run matching `pattern` under runs/; smoke runs (--limit,
     --max-steps) are left out, and so are runs on random subsets (--max-train/eval-examples) unless `subsampled`
@@ -152,6 +193,7 @@ def full_runs(runs: Path, pattern: str, subsampled: bool | None = False):
             "seconds_per_epoch_mean": m["seconds_per_epoch_mean"],
             "command": m["command"],
             "commit": m.get("git"),
+            **({"machine": machine_label(m["machine"])} if machine_label(m.get("machine")) else {}),
             "encoder": m["encoder"],
             **({"encoder_weights": m["encoder_weights"]} if m.get("encoder_weights") else {}),
             **({"scalar_mix": m["scalar_mix"]} if m.get("scalar_mix") else {}),
@@ -529,9 +571,11 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
     written = []
     existing = out / "classification.json"
     report = classification_report(runs, out)
+    old = {}
     if report["results"] or (merge and existing.exists()):
         if merge and existing.exists():
-            report = merge_classification(json.loads(existing.read_text()), report)
+            old = json.loads(existing.read_text())
+            report = merge_classification(old, report)
         report["versus_vectors"] = versus_vectors(report["results"])
         report["bilm_versus_cove"] = bilm_versus_cove(report["results"])
         for variant in report["encoder_variants"].values():
@@ -543,7 +587,9 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
             png = plot_sample_efficiency(curve, out / "sample_efficiency.png")
             report["sample_efficiency"].update(curve=curve, png=png.name,
                                                paired=sample_efficiency_differences(fractions, tables))
-        written.append(write_json(existing, {**stamp, **{k: v for k, v in report.items() if k not in stamp}}))
+        found = provenance(run_machines([run.get("machine") for run in table_runs(report)]), old)
+        written.append(write_json(existing, {**stamp, **found, **{k: v for k, v in report.items()
+                                                                   if k not in (*stamp, *PROVENANCE)}}))
     elif report["encoder_variants"]:
         logger.warning("%s/bcn holds no runs: merge=True (--merge) adds the encoder variants' runs to %s",
                        runs, existing)
@@ -559,7 +605,8 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
         written.append(write_json(out / "bilm_pretraining.json", record))  # the run's own command and commit
     squad = {path.parent.name: json.loads(path.read_text()) for path in sorted(runs.glob("dcn-squad-*/metrics.json"))}
     if squad:
-        written.append(write_json(out / "squad.json", {**stamp, "runs": squad}))
+        machine = run_machines([machine_label(run.get("machine")) for run in squad.values()])
+        written.append(write_json(out / "squad.json", {**stamp, "machine": machine, "runs": squad}))
     for run_dir, name in (("main-cove-small", "main_cove_small"), ("main", "main_embedded")):
         main_report = runs / run_dir / "report.json"
         found = json.loads(main_report.read_text()) if main_report.exists() else {}

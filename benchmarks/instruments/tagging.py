@@ -193,14 +193,14 @@ def merge_records(old: list, new: list) -> list:
 
 
 def machines(records: list) -> list:
-    """Where the runs ran: "CPU (family/model/stepping)", with " + GPU" for a run on a GPU."""
+    """Where the runs ran (the report's `machine`): "CPU (family/model/stepping)", with " + GPU" for a run on a GPU."""
     return sorted({(f"{r['cpu']} ({r['cpu_model']})" if r.get("cpu_model") else str(r.get("cpu")))
                    + (f" + {r['gpu']}" if r.get("gpu") else "") for r in records})
 
 
 def tagging_report(records: list, left_out: list, command: str = "") -> dict:
     tasks = sorted({r["task"] for r in records} | set(TASKS), key=lambda t: row_order(t))
-    return {"command": command, "commit": git_commit(), "machines": machines(records), "what": WHAT,
+    return {"command": command, "commit": git_commit(), "machine": machines(records), "what": WHAT,
             "columns": COLUMNS, "results": build_table(records), "left_out": left_out,
             "papers": {task: papers.cvt_reported(task) for task in tasks if papers.cvt_reported(task)}}
 
