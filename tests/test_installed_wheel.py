@@ -4,22 +4,27 @@ virtual environment in a temporary folder, and used from another temporary folde
 - The new environment sees the test environment's dependencies (a .pth file listing its site-packages folders) but
   not the editable install of this checkout (its finder is set up by a .pth file of the test environment, which the
   listed folders do not run): `modeling_cove` is imported from the new environment, as asserted first.
-- Every console entry point of the distribution (read from its installed metadata) answers `--help` with exit 0.
-- `cove-main --quick --threads 1` runs the main job to the end from a folder that is a git repository of its own:
-  its outputs go under that folder, and its report records the installed version, not that repository's commit.
+- Every console entry point of the distribution (read from its installed metadata) answers `--help` with exit 0: all
+  of them in one interpreter of the new environment, and `cove-main` also through its console script.
+- `cove-main --quick --threads 1` runs the main job to the end, once, from a folder that is a git repository of its
+  own and holds a `modeling_cove/` source folder (a user inside a clone who installed the wheel): its outputs go under
+  that folder, its stages run the installed package, and its report records the installed version, not that
+  repository's commit.
 - No installed file and no `--help` text names `shared/`, `../` or this checkout's path.
 """
 
+import dataclasses
 import json
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
+from test_cli import OPTIONS
 
 REPO = Path(__file__).resolve().parents[1]
 FORBIDDEN = ("shared/", "../", str(REPO))
@@ -107,22 +112,57 @@ def test_no_installed_file_names_a_folder_a_user_does_not_have(installed):
     assert source_packages <= {str(Path(name).parent) for name in shipped if name.endswith("__init__.py")}
 
 
-def test_every_entry_point_answers_help(installed):
-    def help_of(name):
-        return name, run([installed["venv"] / "bin" / name, "--help"], installed["work"], installed["env"], 300)
+def flags_of(options_class) -> list:
+    """The flags of an options dataclass as its --help spells them (`--output_dir`; positional fields by name)."""
+    return [field.name if field.metadata.get("positional") else f"--{field.name}"
+            for field in dataclasses.fields(options_class)]
 
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        answers = dict(pool.map(help_of, installed["scripts"]))
-    for name, result in answers.items():
-        assert result.returncode == 0, (name, result.stderr[-2000:])
-        assert result.stdout.startswith("usage: " + name), (name, result.stdout[:200])
-        assert not [word for word in FORBIDDEN if word in result.stdout], (name, result.stdout)
+
+HELP_OF_EVERY_ENTRY_POINT = """
+import contextlib, importlib.metadata as metadata, io, json, sys
+answers = {}
+for entry in metadata.distribution("modeling-cove").entry_points:
+    if entry.group != "console_scripts":
+        continue
+    sys.argv, out, code = [entry.name, "--help"], io.StringIO(), None
+    with contextlib.redirect_stdout(out):
+        try:
+            entry.load()(["--help"])
+        except SystemExit as stop:
+            code = stop.code
+    answers[entry.name] = {"code": code, "text": out.getvalue()}
+print(json.dumps(answers))
+"""
+
+
+def test_every_entry_point_answers_help(installed):
+    """Each entry point's `main(["--help"])` in one interpreter of the new environment, as its console script calls
+    it; `cove-main` also through the script itself."""
+    result = run([installed["venv"] / "bin" / "python", "-c", HELP_OF_EVERY_ENTRY_POINT], installed["work"],
+                 installed["env"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    answers = json.loads(result.stdout.strip().splitlines()[-1])
+    assert sorted(answers) == installed["scripts"]
+    options_of = {name: cls if isinstance(cls, tuple) else (cls,) for name, cls in OPTIONS.items()}
+    script = run([installed["venv"] / "bin" / "cove-main", "--help"], installed["work"], installed["env"])
+    assert script.returncode == 0 and script.stdout == answers["cove-main"]["text"], script.stderr[-2000:]
+    for name, answer in answers.items():
+        assert answer["code"] in (0, None), (name, answer)
+        assert answer["text"].startswith("usage: " + name), (name, answer["text"][:200])
+        flags = [flag for cls in options_of.get(name, ()) for flag in flags_of(cls)]
+        assert [flag for flag in flags if flag not in answer["text"]] == [], name  # every option a user needs
+        assert not [word for word in FORBIDDEN if word in answer["text"]], (name, answer["text"])
 
 
 def test_the_main_job_runs_from_another_folder(installed):
-    work, env = installed["work"], installed["env"]
+    """One run of the main job where the user stands: a git repository of its own holding a `modeling_cove/` source
+    folder (a user inside a clone who installed the wheel: the stages' `python -m` would put that folder first on
+    sys.path; they run the installed package)."""
+    work, env = installed["work"] / "clone", installed["env"]  # inside the user's repository
+    shutil.copytree(REPO / "modeling_cove", work / "modeling_cove", ignore=shutil.ignore_patterns("__pycache__"))
     result = run(["cove-main", "--quick", "--threads", "1"], work, env, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "Traceback" not in result.stdout + result.stderr
     report = json.loads((work / "runs" / "main" / "report.json").read_text())  # outputs under the current folder
     assert report["command"] == "cove-main --quick --threads 1"
     assert report["git"] == f"modeling-cove {installed['version']} (installed)"
@@ -132,19 +172,6 @@ def test_the_main_job_runs_from_another_folder(installed):
     assert report["settings"]["tasks"][0]["data"].startswith(str(installed["venv"]))  # the shipped example data
     assert (work / "runs" / "main" / "publish" / "sentiment" / "hub" / "model.safetensors").is_file()
     assert str(REPO) not in result.stdout
-
-
-def test_the_main_job_runs_the_installed_package_from_inside_a_source_checkout(installed, tmp_path):
-    """Run where a `modeling_cove/` source folder lies in the current directory (a user inside a clone who installed
-    the wheel): the stages' `python -m` would put that folder first on sys.path; they run the installed package."""
-    shutil.copytree(REPO / "modeling_cove", tmp_path / "modeling_cove",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    env = installed["env"]
-    result = run(["cove-main", "--quick", "--threads", "1", "--run-dir", "job"], tmp_path, env, timeout=900)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    report = json.loads((tmp_path / "job" / "report.json").read_text())
-    assert all(report["stages"][stage]["status"] == "done" for stage in report["stages"])
-    assert "Traceback" not in result.stdout + result.stderr
 
 
 def test_a_source_tree_on_the_path_reads_its_own_configuration(installed):
