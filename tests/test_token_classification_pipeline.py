@@ -6,6 +6,7 @@ results are computed here by hand from the logits the model gives each token (it
 fixed table of logits per token id, after running the real model on the same inputs)."""
 
 import json
+import re
 import warnings
 
 import numpy as np
@@ -262,6 +263,182 @@ def test_a_list_runs_longest_first_and_comes_back_in_input_order(tokenizer, monk
         strip(run_quietly(pipe, words, is_split_into_words=True, aggregation_strategy="first")[0]) for words in split]
     # (one pre-split sentence comes back as a list of one result, as in the stock pipeline)
     assert seen[0][0] == max(len(tokenizer(words, is_split_into_words=True)["input_ids"]) for words in split)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# against the model's own forward, every strategy, single and batched, with texts without tokens
+
+
+RAW_TEXTS = [TEXT, "The city, New York!", "don't New York, Paris", "nice",
+             "Paris is the city, France is nice, New York is nice."]
+SPLIT_TEXTS = [PRE_SPLIT, ["The", "city,", "New", "York!"], ["nice"], ["don't", "Paris,", "France", "is", "nice"]]
+EMPTY_TEXTS = ["", "   ", "\t\n", "\x07"]  # the last: a character the tokenizer drops, so no token either
+EMPTY_SPLIT = [[], ["  "], [""]]
+
+
+def varied_tagger(tokenizer) -> CoveForTokenClassification:
+    """The tiny tagger with its biLSTM and prediction module drawn from U(-1, 1): its tags then differ from token to
+    token (the default initialisation gives almost every token the same tag)."""
+    model = tiny_tagger(tokenizer)
+    generator = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for parameter in [*model.encoder.parameters(), *model.classifier.parameters()]:
+            parameter.copy_(torch.rand(parameter.shape, generator=generator) * 2 - 1)
+    return model
+
+
+def get_tag(label: str) -> tuple:
+    """(B or I, type) of a label, as transformers reads it: "O" is an I of type "O"."""
+    return ("B", label[2:]) if label.startswith("B-") else ("I", label[2:]) if label.startswith("I-") else ("I", label)
+
+
+def reference_entities(model, tokenizer, item, strategy: str, split: bool = False) -> list:
+    """What the pipeline must return for `item` (a text, or with `split` a list of words joined by one space), every
+    label kept, computed from the model's own forward: each token's scores are the softmax of its logits; a word (a
+    token of raw text; the tokens of one pre-split word) takes its first token's scores ("first"), their mean
+    ("average") or those of its most confident token ("max"); "simple" scores each token; then words group into
+    entities by B-/I- tags (an entity's score: the mean of its words')."""
+    sentence = " ".join(item) if split else item
+    encoding = tokenizer(item, is_split_into_words=split, return_offsets_mapping=True, return_tensors="pt")
+    if encoding["input_ids"].shape[1] == 0:
+        return []
+    with torch.no_grad():
+        logits = model(input_ids=encoding["input_ids"], attention_mask=encoding["attention_mask"]).logits[0]
+    scores = torch.softmax(logits.double(), dim=-1).numpy()
+    word_ids = encoding.word_ids(0)
+    word_starts = np.cumsum([0] + [len(word) + 1 for word in item])[:-1] if split else None
+    tokens = []
+    for index, (start, end) in enumerate(encoding["offset_mapping"][0].tolist()):
+        shift = int(word_starts[word_ids[index]]) if split else 0
+        tokens.append({"scores": scores[index], "start": start + shift, "end": end + shift, "index": index,
+                       "unit": word_ids[index] if split and strategy != "simple" else index})
+    if strategy == "none":
+        return [{"entity": TAGS[int(t["scores"].argmax())], "score": t["scores"].max(), "index": t["index"],
+                 "word": sentence[t["start"]:t["end"]], "start": t["start"], "end": t["end"]} for t in tokens]
+    units = []
+    for token in tokens:
+        if units and units[-1][-1]["unit"] == token["unit"]:
+            units[-1].append(token)
+        else:
+            units.append([token])
+    words = []
+    for unit in units:
+        chosen = {"simple": unit[0]["scores"], "first": unit[0]["scores"],
+                  "max": max(unit, key=lambda t: t["scores"].max())["scores"],
+                  "average": np.mean([t["scores"] for t in unit], axis=0)}[strategy]
+        words.append((TAGS[int(chosen.argmax())], chosen.max(), unit[0]["start"], unit[-1]["end"]))
+    groups = []
+    for word in words:
+        bi, tag = get_tag(word[0])
+        if groups and tag == get_tag(groups[-1][-1][0])[1] and bi != "B":
+            groups[-1].append(word)
+        else:
+            groups.append([word])
+    return [{"entity_group": get_tag(group[0][0])[1], "score": np.mean([w[1] for w in group]),
+             "word": sentence[group[0][2]:group[-1][3]], "start": group[0][2], "end": group[-1][3]}
+            for group in groups]
+
+
+def assert_results(results, expected):
+    """The same entities (labels, words, spans, indices), scores to float32 precision."""
+    assert [strip(r) for r in results] == [strip(r) for r in expected]
+    for result, reference in zip(results, expected):
+        assert [float(e["score"]) for e in result] == pytest.approx([float(e["score"]) for e in reference],
+                                                                    abs=1e-5)
+
+
+@pytest.fixture(scope="module")
+def varied(tokenizer):
+    model = varied_tagger(tokenizer)
+    tags = {TAGS[int(i)] for text in RAW_TEXTS
+            for i in model(**tokenizer(text, return_tensors="pt")).logits[0].argmax(-1)}
+    assert len(tags) >= 3, tags  # the test below compares groupings, not one tag everywhere
+    return model
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_results_are_the_softmax_of_the_models_logits(varied, tokenizer, strategy):
+    """Raw text and pre-split words, one at a time and in batches (texts without tokens among them): every token's
+    or entity's label and score are those the model's own logits give the same words."""
+    pipe = CoveTokenClassificationPipeline(model=varied, tokenizer=tokenizer)
+    kwargs = {"aggregation_strategy": strategy, "ignore_labels": []}
+    raw = RAW_TEXTS + EMPTY_TEXTS
+    raw = [raw[i] for i in (0, 5, 1, 6, 2, 3, 7, 4, 8)]  # empty texts between the others
+    expected = [reference_entities(varied, tokenizer, text, strategy) for text in raw]
+    assert_results([run_quietly(pipe, text, **kwargs) for text in raw], expected)
+    for batch_size in (1, 2, 4):
+        assert_results(run_quietly(pipe, raw, batch_size=batch_size, **kwargs), expected)
+    split = [SPLIT_TEXTS[0], EMPTY_SPLIT[0], SPLIT_TEXTS[1], SPLIT_TEXTS[2], EMPTY_SPLIT[1], SPLIT_TEXTS[3],
+             EMPTY_SPLIT[2]]
+    expected = [reference_entities(varied, tokenizer, words, strategy, split=True) for words in split]
+    # one sentence alone ([] alone is no input at all: transformers' error, as for BERT; [[]] is one empty sentence)
+    assert_results([run_quietly(pipe, words or [words], is_split_into_words=True, **kwargs)[0] for words in split],
+                   expected)
+    for batch_size in (1, 3):
+        assert_results(run_quietly(pipe, split, is_split_into_words=True, batch_size=batch_size, **kwargs),
+                       expected)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_text_without_tokens_gives_an_empty_result_and_never_reaches_the_model(tokenizer, strategy, monkeypatch):
+    """As transformers' pipeline does for BERT: `ner("")` is `[]`, and so is an empty or whitespace-only text (or one
+    of characters the tokenizer drops) in a list, at any batch size; the model, which refuses a row without
+    tokens, never sees one, and a batch of such texts alone does not run it at all."""
+    pipe = CoveTokenClassificationPipeline(model=tiny_tagger(tokenizer), tokenizer=tokenizer)
+    rows, real_forward = [], pipe.model.forward
+
+    def forward(input_ids=None, attention_mask=None, **kwargs):
+        rows.extend(attention_mask.sum(-1).tolist())
+        return real_forward(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+
+    monkeypatch.setattr(pipe.model, "forward", forward)
+    kwargs = {"aggregation_strategy": strategy, "ignore_labels": []}
+    for text in EMPTY_TEXTS:
+        assert run_quietly(pipe, text, **kwargs) == []
+    assert run_quietly(pipe, EMPTY_TEXTS, batch_size=2, **kwargs) == [[]] * len(EMPTY_TEXTS)
+    assert run_quietly(pipe, EMPTY_SPLIT, is_split_into_words=True, batch_size=2, **kwargs) == [[]] * 3
+    assert rows == []  # no forward at all
+    alone = run_quietly(pipe, "the cat sat", **kwargs)
+    for batch_size in (1, 2):
+        assert strip(run_quietly(pipe, ["the cat sat", ""], batch_size=batch_size, **kwargs)[0]) == strip(alone)
+        assert run_quietly(pipe, ["the cat sat", ""], batch_size=batch_size, **kwargs)[1] == []
+    assert rows and 0 not in rows
+    streamed = list(pipe((text for text in ["", "the cat sat", "  "]), batch_size=2, **kwargs))
+    assert streamed[0] == [] and streamed[2] == [] and strip(streamed[1]) == strip(alone)
+
+
+def test_a_tagger_reading_case_skips_texts_without_tokens_too(tokenizer):
+    """The casing feature's `case_ids` (1, 0) of an empty text pad into a batch like its other inputs."""
+    model = tiny_tagger(tokenizer)
+    config = model.config.to_dict() | {"tagger_case_dim": 3}
+    torch.manual_seed(0)
+    model = CoveForTokenClassification(CoveConfig.from_dict(config)).eval()
+    pipe = CoveTokenClassificationPipeline(model=model, tokenizer=tokenizer)
+    results = run_quietly(pipe, ["", TEXT, " "], batch_size=3, ignore_labels=[])
+    assert results[0] == [] and results[2] == []
+    assert strip(results[1]) == strip(run_quietly(pipe, TEXT, ignore_labels=[]))
+
+
+@pytest.mark.parametrize("inputs, split, message", [
+    (None, False, "the input is None (NoneType), not a text (str)"),
+    (5, False, "the input is 5 (int), not a text (str)"),
+    (["a cat", None], False, "input 1 is None (NoneType), not a text (str)"),
+    (("a cat", "nice", b"the"), False, r"input 2 is b'the' \(bytes\), not a text \(str\)"),
+    ([["a", "cat"], "nice"], False, r"input 0 is \['a', 'cat'\] \(list\), not a text \(str\)"),
+    (["Paris", None], True, "word 1 of the input is None (NoneType), not a str"),
+    ([["Paris"], ["New", 3]], True, "word 1 of input 1 is 3 (int), not a str"),
+    ("Paris", True, r"the input is 'Paris' \(str\), not a list of words \(is_split_into_words=True\)"),
+], ids=["none", "int", "none-in-list", "bytes-in-tuple", "list-in-texts", "none-word", "int-word", "str-split"])
+def test_any_other_bad_input_is_an_error_naming_it(fixed, inputs, split, message):
+    with pytest.raises(TypeError, match=message if "\\" in message else re.escape(message)):
+        fixed(inputs, is_split_into_words=split)
+
+
+def test_a_bad_item_of_a_stream_is_an_error_naming_it(fixed):
+    with pytest.raises(TypeError, match=re.escape("an input is None (NoneType), not a text (str)")):
+        list(fixed(text for text in ["Paris", None]))
+    with pytest.raises(ValueError, match="At least one input is required"):  # as transformers' own pipeline
+        fixed([])
 
 
 @pytest.fixture(scope="module")
