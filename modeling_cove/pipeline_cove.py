@@ -36,10 +36,16 @@ its `word` is the lower-cased token text. This one:
   any other input that is not a text (None, a number, a non-string word of pre-split input) is a `TypeError`
   naming it (and its position in a list).
 
-A tagger checkpoint records it as `custom_pipelines["token-classification"]` and ships this file, so
-`pipeline("token-classification", model=dir, trust_remote_code=True)` runs it without the package; without
-`trust_remote_code=True`, transformers refuses that task for such a checkpoint (ValueError). `import modeling_cove`
-registers it locally as "cove-token-classification" (no remote code); docs/tagging.md has the details.
+`import modeling_cove` registers it as the pipeline of the task "token-classification" (alias "ner") itself, so
+`pipeline("token-classification", model=dir)` builds it for a CoVe tagger with no remote code. transformers keeps one
+pipeline class per task, so the class serves every model: for a model that is not a CoVe model, `__new__` returns
+transformers' own `TokenClassificationPipeline`, exactly what that task built before (BERT's taggers are unchanged).
+A tagger checkpoint still records this class as `custom_pipelines["token-classification"]` and ships this file, for a
+process without the package: there `pipeline("token-classification", model=dir, trust_remote_code=True)` runs the
+copy in the folder. With the package imported, `CoveConfig` leaves that entry out when it reads a checkpoint (the
+registry already maps the task to the same class, `configuration_cove.pipelines_needing_remote_code`), so
+transformers does not ask for `trust_remote_code=True`. It is also registered as "cove-token-classification", the name
+that worked before; docs/tagging.md has the details.
 
 `CoveQuestionAnsweringPipeline` — extractive question answering with `CoveForQuestionAnswering` (DCN).
 transformers removed its "question-answering" pipeline in 5.3 and blocks the name from 5.19
@@ -272,6 +278,11 @@ def span_in_sentence(start: int, end: int, word, word_to_chars_map) -> tuple:
     return start + shift, end + shift
 
 
+def is_cove_model(model) -> bool:
+    """Whether `model` is a CoVe model (the installed classes or their remote-code copies alike: by config type)."""
+    return getattr(getattr(model, "config", None), "model_type", None) == "cove"
+
+
 def check_tagging_input(item, where: str, split: bool) -> None:
     """`TypeError` naming `item` (`where`: its place, e.g. "input 2") unless it is a text (str) or, with `split`
     (`is_split_into_words=True`), a list of words (str)."""
@@ -303,7 +314,14 @@ def check_tagging_inputs(inputs, split: bool) -> None:
 class CoveTokenClassificationPipeline(CheckedTokenizer, TokenClassificationPipeline):
     """Token classification over a CoVe tagger with word-level tokens (see the module docstring): on raw text each
     token is a word; on pre-split input the later tokens of a word are its sub-words; `word` is the text as written;
-    a text without tokens gives `[]`."""
+    a text without tokens gives `[]`. Built for a model that is not a CoVe model, it is transformers' own
+    `TokenClassificationPipeline` (`import modeling_cove` registers this class as the "token-classification" task's)."""
+
+    def __new__(cls, *args, **kwargs):
+        model = kwargs.get("model", args[0] if args else None)
+        if model is not None and not is_cove_model(model):
+            return TokenClassificationPipeline(*args, **kwargs)  # not an instance of cls: __init__ is not run again
+        return super().__new__(cls)
 
     def __call__(self, inputs, **kwargs):
         """The stock call, with each input checked first (`check_tagging_inputs`); a list of texts (or of pre-split

@@ -6,17 +6,23 @@ results are computed here by hand from the logits the model gives each token (it
 fixed table of logits per token id, after running the real model on the same inputs)."""
 
 import json
+import os
 import re
+import subprocess
+import sys
 import warnings
 
 import numpy as np
 import pytest
 import torch
-from transformers import TokenClassificationPipeline, pipeline
+from transformers import (AutoConfig, AutoModelForTokenClassification, BertConfig, BertForTokenClassification,
+                          BertTokenizer, TokenClassificationPipeline, pipeline)
 from transformers.modeling_outputs import TokenClassifierOutput
+from transformers.pipelines import PIPELINE_REGISTRY
 
-import modeling_cove  # noqa: F401  (registers "cove-token-classification")
+import modeling_cove  # noqa: F401  (registers the pipeline as "token-classification" and "cove-token-classification")
 from modeling_cove import CoveConfig, CoveForTokenClassification, CoveTokenClassificationPipeline
+from modeling_cove.configuration_cove import pipelines_needing_remote_code
 from modeling_cove.tokenization_cove import build_cove_tokenizer, vocabulary_fingerprint
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -441,6 +447,46 @@ def test_a_bad_item_of_a_stream_is_an_error_naming_it(fixed):
         fixed([])
 
 
+NO_FLAG = """
+import json, sys
+import modeling_cove  # noqa: F401
+from transformers import pipeline
+folder, texts, split = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+ner = pipeline("token-classification", model=folder)
+results = {"class": f"{type(ner).__module__}.{type(ner).__name__}",
+           "model": type(ner.model).__module__}
+for strategy in ("none", "simple", "first", "average", "max"):
+    kwargs = {"aggregation_strategy": strategy, "ignore_labels": []}
+    results[strategy] = {"single": [ner(text, **kwargs) for text in texts], "batched": ner(texts, batch_size=2, **kwargs),
+                         "split": ner(split, is_split_into_words=True, batch_size=2, **kwargs)}
+print(json.dumps(results, default=float))
+"""
+
+
+def test_a_fresh_process_with_the_package_needs_no_flag(varied, tokenizer, tmp_path):
+    """`import modeling_cove`, then `pipeline("token-classification", model=dir)` exactly as a user types it, in a
+    new interpreter: our pipeline over the installed classes, every strategy's results those of the model's
+    logits, texts without tokens `[]`."""
+    folder = tmp_path / "tagger"
+    varied.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    texts = [RAW_TEXTS[0], "", RAW_TEXTS[1], "  ", RAW_TEXTS[2]]
+    split = [SPLIT_TEXTS[0], [], SPLIT_TEXTS[3]]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    run = subprocess.run([sys.executable, "-c", NO_FLAG, str(folder), json.dumps(texts), json.dumps(split)],
+                         capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = json.loads(run.stdout.strip().splitlines()[-1])
+    assert results["class"] == "modeling_cove.pipeline_cove.CoveTokenClassificationPipeline"
+    assert results["model"] == "modeling_cove.modeling_cove_tagger"
+    for strategy in STRATEGIES:
+        expected = [reference_entities(varied, tokenizer, text, strategy) for text in texts]
+        assert_results(results[strategy]["single"], expected)
+        assert_results(results[strategy]["batched"], expected)
+        assert_results(results[strategy]["split"],
+                       [reference_entities(varied, tokenizer, words, strategy, split=True) for words in split])
+
+
 @pytest.fixture(scope="module")
 def saved_tagger(tokenizer, tmp_path_factory):
     folder = tmp_path_factory.mktemp("tagger")
@@ -449,34 +495,88 @@ def saved_tagger(tokenizer, tmp_path_factory):
     return folder
 
 
-def test_pipeline_by_name_needs_trust_remote_code_or_the_local_name(saved_tagger, tokenizer):
-    """A saved tagger records its pipeline as `custom_pipelines["token-classification"]`: transformers then refuses
-    `pipeline("token-classification", model=dir)` without trust_remote_code=True, even with the package imported;
-    with it, it runs the pipeline the folder ships; "cove-token-classification" (registered by
-    `import modeling_cove`) and `pipeline_class=` need no remote code. All give the same results."""
+def test_pipeline_by_task_name_needs_no_remote_code(saved_tagger):
+    """With the package imported, `pipeline("token-classification", model=dir)` (and "ner") builds our pipeline over
+    the installed classes, with no trust_remote_code, though the folder records the pipeline in `custom_pipelines`
+    as checkpoints saved before always did (for a process without the package); trust_remote_code=True or False
+    changes nothing, and "cove-token-classification" and `pipeline_class=` give the same results."""
     config = json.loads((saved_tagger / "config.json").read_text())
     assert config["custom_pipelines"]["token-classification"]["impl"] == \
         "pipeline_cove.CoveTokenClassificationPipeline"
     assert (saved_tagger / "pipeline_cove.py").is_file()
-    with pytest.raises(ValueError, match="trust_remote_code=True"):
-        pipeline("token-classification", model=str(saved_tagger))
-    with pytest.raises(ValueError, match="trust_remote_code=True"):
-        pipeline("token-classification", model=str(saved_tagger), trust_remote_code=False)
-    remote = pipeline("token-classification", model=str(saved_tagger), trust_remote_code=True)
-    local = pipeline("cove-token-classification", model=str(saved_tagger))
-    chosen = pipeline("token-classification", model=str(saved_tagger),
-                      pipeline_class=CoveTokenClassificationPipeline)
-    assert type(remote).__name__ == "CoveTokenClassificationPipeline"
-    assert type(remote).__module__.startswith("transformers_modules.")
-    assert type(local) is CoveTokenClassificationPipeline and type(chosen) is CoveTokenClassificationPipeline
+    assert not hasattr(AutoConfig.from_pretrained(str(saved_tagger)), "custom_pipelines")  # not needed here
+    reference = pipeline("token-classification", model=str(saved_tagger))
+    assert type(reference) is CoveTokenClassificationPipeline
+    assert type(reference.model).__module__ == "modeling_cove.modeling_cove_tagger"
+    others = [pipeline("ner", model=str(saved_tagger)),
+              pipeline("token-classification", model=str(saved_tagger), trust_remote_code=True),
+              pipeline("token-classification", model=str(saved_tagger), trust_remote_code=False),
+              pipeline("cove-token-classification", model=str(saved_tagger)),
+              pipeline("token-classification", model=str(saved_tagger),
+                       pipeline_class=CoveTokenClassificationPipeline)]
+    assert all(type(other) is CoveTokenClassificationPipeline for other in others)
     for strategy in STRATEGIES:
-        reference = run_quietly(local, TEXT, aggregation_strategy=strategy, ignore_labels=[])
-        assert all(e["word"] == TEXT[e["start"]:e["end"]] for e in reference)
-        for other in (remote, chosen):
+        expected = run_quietly(reference, TEXT, aggregation_strategy=strategy, ignore_labels=[])
+        assert all(e["word"] == TEXT[e["start"]:e["end"]] for e in expected)
+        for other in others:
             result = run_quietly(other, TEXT, aggregation_strategy=strategy, ignore_labels=[])
-            assert strip(result) == strip(reference)
-            assert [float(e["score"]) for e in result] == pytest.approx([float(e["score"]) for e in reference],
+            assert strip(result) == strip(expected)
+            assert [float(e["score"]) for e in result] == pytest.approx([float(e["score"]) for e in expected],
                                                                         abs=1e-6)
+
+
+def test_the_registry_maps_the_task_to_our_class_and_keeps_its_default():
+    """`import modeling_cove` registers the class as the "token-classification" task's (its alias "ner" too), with
+    transformers' own model class and default model for the task."""
+    for name in ("token-classification", "ner"):
+        task, entry, _ = PIPELINE_REGISTRY.check_task(name)
+        assert task == "token-classification" and entry["impl"] is CoveTokenClassificationPipeline
+    assert entry["pt"] == (AutoModelForTokenClassification,) and entry["type"] == "text"
+    assert entry["default"] == {"model": ("dbmdz/bert-large-cased-finetuned-conll03-english", "4c53496")}
+
+
+def test_only_the_entries_the_registry_serves_are_left_out_of_a_config():
+    """`pipelines_needing_remote_code`: an entry is dropped only when the registry maps its task to the class it
+    names; the DCN's question-answering pipeline (no such task here), another class or an unknown task stay."""
+    tagger = {"impl": "pipeline_cove.CoveTokenClassificationPipeline", "pt": ["AutoModelForTokenClassification"],
+              "type": "text"}
+    others = {"question-answering": {"impl": "pipeline_cove.CoveQuestionAnsweringPipeline"},
+              "cove-feature-extraction": {"impl": "pipeline_cove.SomethingElse"}, "my-task": {"impl": "mine.X"}}
+    assert pipelines_needing_remote_code({"token-classification": tagger, **others}) == others
+    assert pipelines_needing_remote_code({"cove-token-classification": tagger}) == {}
+    assert pipelines_needing_remote_code({"text-classification": {"impl": "pipeline_cove.CoveTokenClassification"
+                                                                          "Pipeline"}}) != {}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# another model: transformers' own pipeline, as before
+
+
+@pytest.fixture(scope="module")
+def bert_tagger(tmp_path_factory):
+    """A tiny BERT token classifier with a WordPiece tokenizer, saved (built here: no download)."""
+    folder = tmp_path_factory.mktemp("bert")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, "##s"]
+    BertTokenizer(vocab={token: i for i, token in enumerate(vocab)}).save_pretrained(folder)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=8, num_labels=len(TAGS), id2label=dict(enumerate(TAGS)),
+                        label2id={tag: i for i, tag in enumerate(TAGS)})
+    BertForTokenClassification(config).eval().save_pretrained(folder)
+    return folder
+
+
+def test_another_model_gets_transformers_own_pipeline(bert_tagger):
+    """For BERT the registered class hands over to transformers' own `TokenClassificationPipeline` (the object is
+    of that very class, as before the registration), and an empty text gives `[]` there: what ours now does."""
+    for name in ("token-classification", "ner"):
+        ner = pipeline(name, model=str(bert_tagger))
+        assert type(ner) is TokenClassificationPipeline
+    assert ner("") == [] and ner("   ") == []
+    result = ner(["the cat sat", ""], batch_size=2, ignore_labels=[])
+    assert len(result) == 2 and len(result[0]) == 3 and result[1] == []
+    direct = CoveTokenClassificationPipeline(model=ner.model, tokenizer=ner.tokenizer)
+    assert type(direct) is TokenClassificationPipeline
 
 
 def test_a_tokenizer_of_another_vocabulary_is_refused(tokenizer):
