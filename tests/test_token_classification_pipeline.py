@@ -457,7 +457,8 @@ results = {"class": f"{type(ner).__module__}.{type(ner).__name__}",
            "model": type(ner.model).__module__}
 for strategy in ("none", "simple", "first", "average", "max"):
     kwargs = {"aggregation_strategy": strategy, "ignore_labels": []}
-    results[strategy] = {"single": [ner(text, **kwargs) for text in texts], "batched": ner(texts, batch_size=2, **kwargs),
+    results[strategy] = {"single": [ner(text, **kwargs) for text in texts],
+                         "batched": ner(texts, batch_size=2, **kwargs),
                          "split": ner(split, is_split_into_words=True, batch_size=2, **kwargs)}
 print(json.dumps(results, default=float))
 """

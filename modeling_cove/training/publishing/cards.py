@@ -513,10 +513,9 @@ def _loading_tagger(record: dict, config: dict, repo_id: str, remote: bool, trus
     return [
         "from transformers import pipeline",
         "",
-        # the checkpoint records its own token-classification pipeline, which transformers runs only with
-        # trust_remote_code=True (with the package installed too; or name "cove-token-classification")
-        f'tagger = pipeline("token-classification", model="{repo_id}", aggregation_strategy="simple", '
-        'trust_remote_code=True)',
+        # the package registers our token-classification pipeline; without it, the checkpoint's copy runs as
+        # remote code (docs/tagging.md)
+        f'tagger = pipeline("token-classification", model="{repo_id}", aggregation_strategy="simple"{trust})',
         f'tagger("{TAGGER_EXAMPLE}")',
         "",
         "# or the model itself:",
