@@ -5,6 +5,7 @@ The folder is flat with relative imports only, so it also ships as Hub remote co
 Auto class and the code files a checkpoint carries for it.
 """
 
+import logging
 import os
 
 # OpenMP reads OMP_WAIT_POLICY once, when torch (imported below) loads it. Every command line of the package (console
@@ -28,6 +29,22 @@ from .modeling_cove_tagger import CoveForTokenClassification  # sequence tagger 
 from .pipeline_cove import (CoveFeatureExtractionPipeline, CoveQuestionAnsweringPipeline,
                             CoveTokenClassificationPipeline)
 
+
+def _register_as_task(task: str, pipeline_class) -> None:
+    """Register `pipeline_class` as the pipeline of transformers' own `task`, keeping the task's model classes,
+    default model and type, without the registry's warning that the task was registered before (replacing its
+    class is the point)."""
+    stock = PIPELINE_REGISTRY.supported_tasks[task]
+    registry_logger = logging.getLogger("transformers.pipelines.base")
+    level = registry_logger.level
+    registry_logger.setLevel(logging.ERROR)
+    try:
+        PIPELINE_REGISTRY.register_pipeline(task, pipeline_class=pipeline_class, pt_model=stock["pt"],
+                                            default=stock.get("default"), type=stock.get("type"))
+    finally:
+        registry_logger.setLevel(level)
+
+
 AutoConfig.register("cove", CoveConfig, exist_ok=True)
 # each model class with the Auto class its checkpoints name in `auto_map` (hub.MANIFEST)
 for model_class in (CoveModel, CoveForMachineTranslation, CoveForSequenceClassification, CoveForQuestionAnswering,
@@ -40,12 +57,16 @@ for model_class in (CoveModel, CoveForMachineTranslation, CoveForSequenceClassif
 PIPELINE_REGISTRY.register_pipeline(
     "cove-question-answering", pipeline_class=CoveQuestionAnsweringPipeline,
     pt_model=getattr(transformers, PIPELINES["question-answering"].pt[0]), type=PIPELINES["question-answering"].type)
-# the tagger's pipeline (word-level tokens, `word` as written); saved taggers carry it as `custom_pipelines`
-# "token-classification", which transformers then runs only with trust_remote_code=True (docs/tagging.md)
+# the tagger's pipeline (word-level tokens, `word` as written), by the name it had first, and as the pipeline of the
+# task "token-classification" (alias "ner") itself: transformers builds a task's registered class, and this one is
+# transformers' own TokenClassificationPipeline for any model that is not a CoVe model (its `__new__`). The stock
+# default model stays. Saved taggers still record it in `custom_pipelines` (for remote code); with the package
+# imported, CoveConfig drops that entry on reading, so no trust_remote_code=True is asked (docs/tagging.md).
 PIPELINE_REGISTRY.register_pipeline(
     "cove-token-classification", pipeline_class=CoveTokenClassificationPipeline,
     pt_model=getattr(transformers, PIPELINES["token-classification"].pt[0]),
     type=PIPELINES["token-classification"].type)
+_register_as_task("token-classification", CoveTokenClassificationPipeline)
 # feature extraction that sorts a list of texts by length (pipeline_cove.py); the stock "feature-extraction" stays
 PIPELINE_REGISTRY.register_pipeline("cove-feature-extraction", pipeline_class=CoveFeatureExtractionPipeline,
                                     pt_model=AutoModel, type="text")

@@ -9,6 +9,7 @@ import functools
 import math
 import numbers
 import re
+import sys
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -17,7 +18,8 @@ from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDa
 from transformers import PreTrainedConfig
 
 __all__ = ["BCN_INPUT_CHOICES", "check_field_names", "COVE_OUTPUT_CHOICES", "CoveConfig", "DCN_INPUT_CHOICES",
-           "ENCODER_TYPE_CHOICES", "FeatureLayout", "LSTM_IMPLEMENTATION_CHOICES", "TAGGER_INPUT_CHOICES"]
+           "ENCODER_TYPE_CHOICES", "FeatureLayout", "LSTM_IMPLEMENTATION_CHOICES", "pipelines_needing_remote_code",
+           "TAGGER_INPUT_CHOICES"]
 
 COVE_OUTPUT_CHOICES = ("top", "both")
 BCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove", "scalar_mix", "vectors+scalar_mix")
@@ -609,10 +611,16 @@ class CoveConfig(PreTrainedConfig):
     def from_dict(cls, config_dict: dict, **kwargs) -> "CoveConfig":
         """`PreTrainedConfig.from_dict`; a dict without `paper_defaults_version` (a config saved before the paper
         forms existed) is version 0, so its model keeps the forms it was trained with. The marker passed as a keyword
-        (`from_pretrained(..., paper_defaults_version=1)`) resolves the fields as in `__init__`."""
+        (`from_pretrained(..., paper_defaults_version=1)`) resolves the fields as in `__init__`. Of `custom_pipelines`,
+        only the entries this process needs the checkpoint's code for are kept (`pipelines_needing_remote_code`)."""
         marker = {"paper_defaults_version": kwargs.pop("paper_defaults_version",
                                                        config_dict.get("paper_defaults_version", 0))}
-        return super().from_dict({**config_dict, **marker}, **kwargs)
+        config_dict = {**config_dict, **marker}
+        if config_dict.get("custom_pipelines"):  # only the entries that need the checkpoint's code here
+            config_dict["custom_pipelines"] = pipelines_needing_remote_code(config_dict["custom_pipelines"])
+            if not config_dict["custom_pipelines"]:
+                del config_dict["custom_pipelines"]
+        return super().from_dict(config_dict, **kwargs)
 
     @property
     def encoder_output_size(self) -> int:
@@ -658,6 +666,28 @@ class CoveConfig(PreTrainedConfig):
         if self.feature_layout(reader).has("scalar_mix"):
             return list(range(1, self.num_hidden_layers + 1))
         return self.feature_layout(reader).mt_lstm_layers(self.num_hidden_layers)
+
+
+def pipelines_needing_remote_code(custom_pipelines: dict) -> dict:
+    """The entries of a checkpoint's `custom_pipelines` (task -> `{"impl": "module.Class", ...}`) that this process
+    can run only from the checkpoint's own code: all but those whose task transformers' pipeline registry already
+    maps to the class the entry names (`module.Class` as `Pipeline.save_pretrained` writes it: the last part of the
+    module's name), i.e. a class `import modeling_cove` registered (`CoveTokenClassificationPipeline` as
+    "token-classification"). `pipeline(task, model=path)` asks for `trust_remote_code=True` for every task its
+    config lists there, even one the registry serves with that very class. Without the package (this file then
+    runs as the checkpoint's remote code) the registry holds transformers' own pipelines and every entry stays, so
+    `trust_remote_code=True` runs the checkpoint's pipeline. The registry is read only when transformers' pipelines
+    module is loaded (before that, nothing can have been registered)."""
+    registry = getattr(sys.modules.get("transformers.pipelines"), "PIPELINE_REGISTRY", None)
+    if registry is None or not isinstance(custom_pipelines, dict):
+        return custom_pipelines
+
+    def registered(task: str, entry) -> bool:
+        impl = registry.supported_tasks.get(task, {}).get("impl")
+        return isinstance(impl, type) and isinstance(entry, dict) and \
+            entry.get("impl") == f"{impl.__module__.rsplit('.', 1)[-1]}.{impl.__name__}"
+
+    return {task: entry for task, entry in custom_pipelines.items() if not registered(task, entry)}
 
 
 def check_field_names(names, source: str) -> None:

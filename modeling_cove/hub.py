@@ -95,9 +95,10 @@ MANIFEST = {
 PIPELINE_FILES = DCN_FILES + ("modeling_cove_tagger.py", "pipeline_cove.py", "squad_preprocessing.py")
 
 # transformers 5.x has no "question-answering" pipeline of its own: a DCN checkpoint records ours under that name.
-# A tagger checkpoint records our token-classification pipeline (word-level tokens, `word` as written); recording
-# it makes transformers demand trust_remote_code=True for pipeline("token-classification", model=<that checkpoint>)
-# (docs/tagging.md, "Tagging raw text: the pipeline").
+# A tagger checkpoint records our token-classification pipeline (word-level tokens, `word` as written), which a
+# process without the package runs with trust_remote_code=True; with the package imported the task's registered
+# class is the same one, and CoveConfig leaves the entry out when reading it, so no flag is asked there
+# (configuration_cove.pipelines_needing_remote_code; docs/tagging.md, "Tagging raw text: the pipeline").
 PIPELINES = {
     "question-answering": HubPipeline("CoveForQuestionAnswering", "pipeline_cove.CoveQuestionAnsweringPipeline",
                                       ("AutoModelForQuestionAnswering",), "text", PIPELINE_FILES),

@@ -1,5 +1,5 @@
-"""Pipelines for CoVe models: the question-answering pipeline transformers 5.x no longer ships, and a
-length-sorting feature-extraction pipeline.
+"""Pipelines for CoVe models: the question-answering pipeline transformers 5.x no longer ships, token classification
+for the word-level CoVe tokenizer, and a length-sorting feature-extraction pipeline.
 
 `CoveFeatureExtractionPipeline` — `pipeline("feature-extraction")` for many texts at LSTM speed. The stock pipeline
 tokenizes one text at a time and batches texts in arrival order, so a padded batch mixes short and long texts and the
@@ -30,12 +30,22 @@ its `word` is the lower-cased token text. This one:
 * every `aggregation_strategy` (none, simple, first, average, max) works as documented in transformers;
 * a list of texts (or of pre-split sentences) runs longest first by characters, so that each batch holds texts of
   near-equal lengths and its biLSTMs pad or pack little; the results come back in the input order, each equal to
-  the text run alone (tested).
+  the text run alone (tested);
+* a text with no tokens (empty, whitespace only, or characters the tokenizer drops), alone or in a list, gives
+  `[]`, as transformers' pipeline gives for BERT; it never reaches the model, which refuses a row without tokens;
+  any other input that is not a text (None, a number, a non-string word of pre-split input) is a `TypeError`
+  naming it (and its position in a list).
 
-A tagger checkpoint records it as `custom_pipelines["token-classification"]` and ships this file, so
-`pipeline("token-classification", model=dir, trust_remote_code=True)` runs it without the package; without
-`trust_remote_code=True`, transformers refuses that task for such a checkpoint (ValueError). `import modeling_cove`
-registers it locally as "cove-token-classification" (no remote code); docs/tagging.md has the details.
+`import modeling_cove` registers it as the pipeline of the task "token-classification" (alias "ner") itself, so
+`pipeline("token-classification", model=dir)` builds it for a CoVe tagger with no remote code. transformers keeps one
+pipeline class per task, so the class serves every model: for a model that is not a CoVe model, `__new__` returns
+transformers' own `TokenClassificationPipeline`, exactly what that task built before (BERT's taggers are unchanged).
+A tagger checkpoint still records this class as `custom_pipelines["token-classification"]` and ships this file, for a
+process without the package: there `pipeline("token-classification", model=dir, trust_remote_code=True)` runs the
+copy in the folder. With the package imported, `CoveConfig` leaves that entry out when it reads a checkpoint (the
+registry already maps the task to the same class, `configuration_cove.pipelines_needing_remote_code`), so
+transformers does not ask for `trust_remote_code=True`. It is also registered as "cove-token-classification", the name
+that worked before; docs/tagging.md has the details.
 
 `CoveQuestionAnsweringPipeline` — extractive question answering with `CoveForQuestionAnswering` (DCN).
 transformers removed its "question-answering" pipeline in 5.3 and blocks the name from 5.19
@@ -63,8 +73,10 @@ A list of questions runs longest first (characters of question and context), so 
 near-equal lengths; the answers come back in the input order.
 """
 
+import types
+
 import torch
-from transformers.pipelines.base import ChunkPipeline
+from transformers.pipelines.base import ChunkPipeline, Dataset
 from transformers.pipelines.feature_extraction import FeatureExtractionPipeline
 from transformers.pipelines.token_classification import AggregationStrategy, TokenClassificationPipeline
 from transformers.utils import logging
@@ -84,6 +96,8 @@ from .tokenization_cove import check_tokenizer_matches
 __all__ = ["CoveFeatureExtractionPipeline", "CoveQuestionAnsweringPipeline", "CoveTokenClassificationPipeline"]
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+# what the stock token-classification chunks carry beside the model's inputs, from `preprocess` to `postprocess`
+BOOKKEEPING = ("special_tokens_mask", "offset_mapping", "sentence", "is_last", "word_ids", "word_to_chars_map")
 logger = logging.get_logger(__name__)
 
 
@@ -264,14 +278,59 @@ def span_in_sentence(start: int, end: int, word, word_to_chars_map) -> tuple:
     return start + shift, end + shift
 
 
+def is_cove_model(model) -> bool:
+    """Whether `model` is a CoVe model (the installed classes or their remote-code copies alike: by config type)."""
+    return getattr(getattr(model, "config", None), "model_type", None) == "cove"
+
+
+def check_tagging_input(item, where: str, split: bool) -> None:
+    """`TypeError` naming `item` (`where`: its place, e.g. "input 2") unless it is a text (str) or, with `split`
+    (`is_split_into_words=True`), a list of words (str)."""
+    if not split:
+        if not isinstance(item, str):
+            raise TypeError(f"{where} is {item!r:.80} ({type(item).__name__}), not a text (str)")
+        return
+    if not isinstance(item, list):
+        raise TypeError(f"{where} is {item!r:.80} ({type(item).__name__}), not a list of words "
+                        "(is_split_into_words=True)")
+    for index, word in enumerate(item):
+        if not isinstance(word, str):
+            raise TypeError(f"word {index} of {where} is {word!r:.80} ({type(word).__name__}), not a str")
+
+
+def check_tagging_inputs(inputs, split: bool) -> None:
+    """`check_tagging_input` for each input of a pipeline call: `inputs` is one text or a list of them, or with
+    `split` one list of words or a list of such lists. An empty list is left to the stock call (its error)."""
+    if isinstance(inputs, (list, tuple)) and not inputs:
+        return
+    several = isinstance(inputs, (list, tuple)) and (all(isinstance(x, list) for x in inputs) if split else True)
+    if not several:
+        check_tagging_input(inputs, "the input", split)
+        return
+    for index, item in enumerate(inputs):
+        check_tagging_input(item, f"input {index}", split)
+
+
 class CoveTokenClassificationPipeline(CheckedTokenizer, TokenClassificationPipeline):
     """Token classification over a CoVe tagger with word-level tokens (see the module docstring): on raw text each
-    token is a word; on pre-split input the later tokens of a word are its sub-words; `word` is the text as written."""
+    token is a word; on pre-split input the later tokens of a word are its sub-words; `word` is the text as written;
+    a text without tokens gives `[]`. Built for a model that is not a CoVe model, it is transformers' own
+    `TokenClassificationPipeline` (`import modeling_cove` registers this class as the "token-classification" task's)."""
+
+    def __new__(cls, *args, **kwargs):
+        model = kwargs.get("model", args[0] if args else None)
+        if model is not None and not is_cove_model(model):
+            return TokenClassificationPipeline(*args, **kwargs)  # not an instance of cls: __init__ is not run again
+        return super().__new__(cls)
 
     def __call__(self, inputs, **kwargs):
-        """The stock call; a list of texts (or of pre-split sentences, `is_split_into_words=True`) runs longest first
-        (characters), so that each batch pads little, and its results come back in the input order."""
+        """The stock call, with each input checked first (`check_tagging_inputs`); a list of texts (or of pre-split
+        sentences, `is_split_into_words=True`) runs longest first (characters), so that each batch pads little, and
+        its results come back in the input order. A dataset or a generator goes to the stock call as it is (its
+        items are checked one by one in `preprocess`)."""
         split = kwargs.get("is_split_into_words", False)
+        if not isinstance(inputs, types.GeneratorType) and not (Dataset is not None and isinstance(inputs, Dataset)):
+            check_tagging_inputs(inputs, split)
         if isinstance(inputs, (list, tuple)) and len(inputs) > 1 and kwargs.get("offset_mapping") is None and \
                 all(isinstance(x, list) if split else isinstance(x, str) for x in inputs):
             stock = super().__call__
@@ -285,12 +344,19 @@ class CoveTokenClassificationPipeline(CheckedTokenizer, TokenClassificationPipel
         return [len(x) if isinstance(x, str) else sum(len(str(word)) + 1 for word in x) for x in inputs]
 
     def preprocess(self, sentence, offset_mapping=None, **preprocess_params):
-        """The stock chunks; for a tagger that reads each token's casing (`config.tagger_case_dim > 0`), each chunk
-        also carries `case_ids` (1, T): `casing_class` of the text each token covers, as written."""
+        """The stock chunks, each input checked first (`check_tagging_input`: the items of a dataset or generator
+        reach the pipeline only here); a text without tokens keeps `offset_mapping` of shape (1, 0, 2), as other
+        texts', so that it pads into a batch with them. For a tagger that reads each token's casing
+        (`config.tagger_case_dim > 0`), each chunk also carries `case_ids` (1, T): `casing_class` of the text each
+        token covers, as written."""
+        check_tagging_input(sentence, "an input", preprocess_params.get("is_split_into_words", False))
         reads_case = getattr(self.model.config, "tagger_case_dim", 0) > 0
         text = None
         for model_inputs in super().preprocess(sentence, offset_mapping=offset_mapping, **preprocess_params):
             text = model_inputs["sentence"] if model_inputs["sentence"] is not None else text
+            offsets = model_inputs.get("offset_mapping")
+            if isinstance(offsets, torch.Tensor) and offsets.numel() == 0:
+                model_inputs["offset_mapping"] = offsets.reshape(1, 0, 2)
             if reads_case:
                 word_ids, word_chars = model_inputs.get("word_ids"), model_inputs.get("word_to_chars_map")
                 cases = []
@@ -300,6 +366,24 @@ class CoveTokenClassificationPipeline(CheckedTokenizer, TokenClassificationPipel
                     cases.append(casing_class(text[start:end]))
                 model_inputs["case_ids"] = torch.tensor([cases], dtype=torch.long)
             yield model_inputs
+
+    def _forward(self, model_inputs):
+        """The stock forward, except that rows without tokens (texts without tokens) never reach the model, which
+        refuses them: the model runs on the other rows, if any, and the empty rows' logits are zeros at positions
+        that are all padding (special tokens for `postprocess`), so their results are `[]`."""
+        mask = model_inputs.get("attention_mask")
+        rows = mask.bool().any(dim=-1) if mask is not None else None  # (B,): rows with at least one token
+        if rows is None or bool(rows.all()):
+            return super()._forward(model_inputs)
+        outputs = {key: model_inputs.pop(key, None) for key in BOOKKEEPING}
+        logits = torch.zeros(*rows.shape, mask.shape[1], self.model.config.num_labels, device=mask.device,
+                             dtype=self.model.dtype)  # (B, T, labels)
+        if bool(rows.any()):
+            output = self.model(**{key: value[rows] if isinstance(value, torch.Tensor) else value
+                                    for key, value in model_inputs.items()})
+            tagged = output["logits"] if isinstance(output, dict) else output[0]
+            logits[rows] = tagged.to(logits.dtype)
+        return {"logits": logits, **outputs, **model_inputs}
 
     def gather_pre_entities(self, sentence, input_ids, scores, offset_mapping, special_tokens_mask,
                             aggregation_strategy, word_ids=None, word_to_chars_map=None) -> list:

@@ -8,7 +8,8 @@ scripts/push_to_hub.py), loading "org/name" as users type it, the upload path.
   with HF_HUB_OFFLINE=1) and, without the package, from each folder through every Auto class its config advertises.
 - A tagger's folder as `save_pretrained` writes it (`CoveForTokenClassification`, with its token-classification
   pipeline) loads and tags without the package, and `pipeline("token-classification", trust_remote_code=True)` runs
-  the pipeline it ships.
+  the pipeline it ships; with the package imported, `pipeline("token-classification")` runs ours with no flag. Both
+  under every aggregation strategy, one text and a batch with empty texts in it.
 - The upload runs against a local HTTP server implementing the Hub endpoints huggingface_hub calls
   (create repo, create branch, validate-yaml, preupload, LFS batch/upload/verify, commit) and recording them.
 - Bad input fails with a clear error before any request.
@@ -71,6 +72,8 @@ QUESTION, CONTEXT = "Where did the cat sit ?", "The cat sat on the mat . A dog r
 LABELS = ["negative", "positive"]
 TAGS = ["O", "B-NP", "I-NP"]
 TAG_TEXT = "The cat sat on the mat, a dog ran."  # capitals and punctuation: `word` must keep them
+TAG_BATCH = [TAG_TEXT, "", SENTENCES[2], "  "]  # texts without tokens give [] (batch_size=2 below)
+STRATEGIES = ("none", "simple", "first", "average", "max")
 BASE_REPO, BCN_REPO, DCN_REPO, MT_REPO = "org/cove-large", "org/cove-bcn-sst2", "org/cove-dcn-squad", "org/cove-mt"
 TOKEN = "hf_test_token_123"
 
@@ -244,8 +247,9 @@ def original_outputs(built) -> dict:
             expected["tagger.logits"] = built["tagger"](**inputs).logits
             if CoveTokenClassificationPipeline is not None:
                 pipe = CoveTokenClassificationPipeline(model=built["tagger"], tokenizer=tokenizer)
-                expected["tagger.pipeline"] = [pipe(TAG_TEXT, aggregation_strategy=strategy, ignore_labels=[])
-                                               for strategy in ("none", "simple")]
+                expected["tagger.pipeline"] = {
+                    strategy: [pipe(x, aggregation_strategy=strategy, ignore_labels=[], batch_size=2)
+                               for x in (TAG_TEXT, TAG_BATCH)] for strategy in STRATEGIES}
     return expected
 
 
@@ -453,11 +457,13 @@ def loaded(built):
     if "tagger" in built:  # the tagger's folder: its own class, and its token-classification pipeline
         folder_jobs.append({"name": "ckpt.tagger", "source": str(built["tagger_ckpt"]),
                             "auto": "AutoModelForTokenClassification", "full": True, "trust": True})
-        if CoveTokenClassificationPipeline is not None:
-            ckpt_pipelines += [{"task": "token-classification", "trust": True, "source": str(built["tagger_ckpt"]),
-                                "name": f"tagger.ckpt_pipeline.{strategy}", "inputs": [TAG_TEXT],
-                                "call_kwargs": {"aggregation_strategy": strategy, "ignore_labels": []}}
-                               for strategy in ("none", "simple")]
+        if CoveTokenClassificationPipeline is not None:  # with trust_remote_code=True here, with none (package)
+            tagger_jobs = [{"task": "token-classification", "source": str(built["tagger_ckpt"]),
+                            "name": f"tagger.ckpt_pipeline.{strategy}", "inputs": [TAG_TEXT, TAG_BATCH],
+                            "call_kwargs": {"aggregation_strategy": strategy, "ignore_labels": [], "batch_size": 2}}
+                           for strategy in STRATEGIES]
+            ckpt_pipelines += [{**job, "trust": True} for job in tagger_jobs]
+            with_package["pipelines"] += [{**job, "trust": None} for job in tagger_jobs]
     without_package = {**common, "block_package": True, "out": str(root / "without_package"),
                        "jobs": [{**job, "trust": True} for job in hub_jobs] + folder_jobs,
                        "pipelines": hub_pipelines + ckpt_pipelines}
@@ -574,12 +580,30 @@ def test_saved_checkpoint_loads_every_class_and_the_qa_pipeline_without_the_pack
         assert answer["score"] == pytest.approx(reference["score"], abs=1e-6)
 
 
+def check_tagger_pipeline_outputs(info: dict, expected: dict):
+    """Each strategy's results for TAG_TEXT and TAG_BATCH equal those of the pipeline in this process: words, spans,
+    tags and scores (`word` as written: capitals and the comma kept, the comma a word of its own), [] for the texts
+    without tokens."""
+    for strategy in STRATEGIES:
+        outputs = info[f"tagger.ckpt_pipeline.{strategy}"]["outputs"]
+        single, batch = expected["tagger.pipeline"][strategy]
+        for result, reference in zip([outputs[0], *outputs[1]], [single, *batch]):
+            assert [{k: v for k, v in e.items() if k != "score"} for e in result] == \
+                [{k: v for k, v in e.items() if k != "score"} for e in reference], strategy
+            assert [e["score"] for e in result] == pytest.approx([float(e["score"]) for e in reference], abs=1e-6)
+        assert outputs[1][1] == [] and outputs[1][3] == []
+        for entity in outputs[0]:
+            assert entity["word"] == TAG_TEXT[entity["start"]:entity["end"]]
+    assert [e["word"] for e in info["tagger.ckpt_pipeline.none"]["outputs"][0]] == \
+        ["The", "cat", "sat", "on", "the", "mat", ",", "a", "dog", "ran", "."]
+
+
 @requires_tagger_pipeline
 def test_saved_tagger_loads_tags_and_runs_its_pipeline_without_the_package(loaded, built):
     """A tagger's folder (save_pretrained + tokenizer) in a process where `modeling_cove` cannot be imported: the
     model loads as remote code and reproduces the original logits; `pipeline("token-classification",
-    trust_remote_code=True)` runs the pipeline class the folder ships, with the same words, spans, tags and scores
-    as the pipeline in this process (`word` as written: capitals and the comma kept, the comma a word of its own)."""
+    trust_remote_code=True)` runs the pipeline class the folder ships, with the results of the pipeline in this
+    process under every strategy (`check_tagger_pipeline_outputs`)."""
     tensors, info = loaded["without"]
     expected = loaded["expected"]
     assert info["package_importable"] is False
@@ -589,19 +613,26 @@ def test_saved_tagger_loads_tags_and_runs_its_pipeline_without_the_package(loade
     assert_reproduces(tensors["ckpt.tagger.encoder"], built["tagger"].cove(
         **{k: v for k, v in built["tokenizer"](SENTENCES, padding=True, return_tensors="pt").items()
            if k != "token_type_ids"}).last_hidden_state.detach(), "tagger.encoder")
-    for strategy, reference in zip(("none", "simple"), expected["tagger.pipeline"]):
+    for strategy in STRATEGIES:
         result = info[f"tagger.ckpt_pipeline.{strategy}"]
         assert result["pipeline_class"] == "CoveTokenClassificationPipeline"
         assert result["pipeline_module"].startswith("transformers_modules."), result["pipeline_module"]
         assert result["model_module"].startswith("transformers_modules."), result["model_module"]
-        (entities,) = result["outputs"]
-        assert [{k: v for k, v in e.items() if k != "score"} for e in entities] == \
-            [{k: v for k, v in e.items() if k != "score"} for e in reference], strategy
-        assert [e["score"] for e in entities] == pytest.approx([float(e["score"]) for e in reference], abs=1e-6)
-        for entity in entities:
-            assert entity["word"] == TAG_TEXT[entity["start"]:entity["end"]]
-    assert [e["word"] for e in info["tagger.ckpt_pipeline.none"]["outputs"][0]] == \
-        ["The", "cat", "sat", "on", "the", "mat", ",", "a", "dog", "ran", "."]
+    check_tagger_pipeline_outputs(info, expected)
+
+
+@requires_tagger_pipeline
+def test_saved_tagger_runs_our_pipeline_without_a_flag_with_the_package(loaded):
+    """The same folder (its config records the pipeline in `custom_pipelines`) in a fresh process that imports
+    `modeling_cove`: `pipeline("token-classification", model=dir)`, no trust_remote_code, runs the installed
+    pipeline over the installed model class, with the same results."""
+    _, info = loaded["with"]
+    for strategy in STRATEGIES:
+        result = info[f"tagger.ckpt_pipeline.{strategy}"]
+        assert result["pipeline_module"] == "modeling_cove.pipeline_cove", result
+        assert result["pipeline_class"] == "CoveTokenClassificationPipeline"
+        assert result["model_module"] == "modeling_cove.modeling_cove_tagger", result
+    check_tagger_pipeline_outputs(info, loaded["expected"])
 
 
 @requires_tagger_pipeline
@@ -691,7 +722,8 @@ def test_checkpoint_code_advertises_only_the_classes_whose_files_are_there(tmp_p
 
 def test_package_registers_each_class_with_the_auto_class_its_checkpoints_name():
     """`import modeling_cove` and a checkpoint's `auto_map` agree: both read the Auto class of each class from
-    `hub.MANIFEST`, and the local question-answering pipeline takes the model class the checkpoint's entry names."""
+    `hub.MANIFEST`, and the local pipelines take the model class the checkpoint's entry names (the tagger's also as
+    "token-classification" itself)."""
     import transformers
     from transformers.pipelines import PIPELINE_REGISTRY
 
@@ -708,9 +740,10 @@ def test_package_registers_each_class_with_the_auto_class_its_checkpoints_name()
     assert [cls.__name__ for cls in task["pt"]] == list(QA_PIPELINE.pt)
     assert QA_PIPELINE.impl == f"pipeline_cove.{CoveQuestionAnsweringPipeline.__name__}"
     if TAGGER_PIPELINE is not None and CoveTokenClassificationPipeline is not None:
-        _, task, _ = PIPELINE_REGISTRY.check_task("cove-token-classification")
-        assert task["impl"] is CoveTokenClassificationPipeline
-        assert [cls.__name__ for cls in task["pt"]] == list(TAGGER_PIPELINE.pt)
+        for name in ("cove-token-classification", "token-classification"):
+            _, task, _ = PIPELINE_REGISTRY.check_task(name)
+            assert task["impl"] is CoveTokenClassificationPipeline
+            assert [cls.__name__ for cls in task["pt"]] == list(TAGGER_PIPELINE.pt)
         assert TAGGER_PIPELINE.impl == f"pipeline_cove.{CoveTokenClassificationPipeline.__name__}"
 
 

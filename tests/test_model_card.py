@@ -291,7 +291,8 @@ def test_tagger_card_lists_its_tags_and_loads_with_the_token_classification_pipe
     assert "| 1 | `B-PER` |" in tag_set and "| 4 | `I-LOC` |" in tag_set
     assert "BIO tags over the span types `LOC`, `PER`" in tag_set
     assert ('pipeline("token-classification", model="org/cove-tagger", aggregation_strategy="simple", '
-            'trust_remote_code=True)') in text
+            'trust_remote_code=True)') in text  # without the package
+    assert 'pipeline("token-classification", model="org/cove-tagger", aggregation_strategy="simple")' in text
     assert "AutoModelForTokenClassification.from_pretrained(\"org/cove-tagger\")" in text
     assert "The paper reports no number for CoNLL-2003" in text
     assert "- **Trained for:** 2 epochs, 30 optimizer steps." in text

@@ -6,16 +6,23 @@ results are computed here by hand from the logits the model gives each token (it
 fixed table of logits per token id, after running the real model on the same inputs)."""
 
 import json
+import os
+import re
+import subprocess
+import sys
 import warnings
 
 import numpy as np
 import pytest
 import torch
-from transformers import TokenClassificationPipeline, pipeline
+from transformers import (AutoConfig, AutoModelForTokenClassification, BertConfig, BertForTokenClassification,
+                          BertTokenizer, TokenClassificationPipeline, pipeline)
 from transformers.modeling_outputs import TokenClassifierOutput
+from transformers.pipelines import PIPELINE_REGISTRY
 
-import modeling_cove  # noqa: F401  (registers "cove-token-classification")
+import modeling_cove  # noqa: F401  (registers the pipeline as "token-classification" and "cove-token-classification")
 from modeling_cove import CoveConfig, CoveForTokenClassification, CoveTokenClassificationPipeline
+from modeling_cove.configuration_cove import pipelines_needing_remote_code
 from modeling_cove.tokenization_cove import build_cove_tokenizer, vocabulary_fingerprint
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -264,6 +271,223 @@ def test_a_list_runs_longest_first_and_comes_back_in_input_order(tokenizer, monk
     assert seen[0][0] == max(len(tokenizer(words, is_split_into_words=True)["input_ids"]) for words in split)
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# against the model's own forward, every strategy, single and batched, with texts without tokens
+
+
+RAW_TEXTS = [TEXT, "The city, New York!", "don't New York, Paris", "nice",
+             "Paris is the city, France is nice, New York is nice."]
+SPLIT_TEXTS = [PRE_SPLIT, ["The", "city,", "New", "York!"], ["nice"], ["don't", "Paris,", "France", "is", "nice"]]
+EMPTY_TEXTS = ["", "   ", "\t\n", "\x07"]  # the last: a character the tokenizer drops, so no token either
+EMPTY_SPLIT = [[], ["  "], [""]]
+
+
+def varied_tagger(tokenizer) -> CoveForTokenClassification:
+    """The tiny tagger with its biLSTM and prediction module drawn from U(-1, 1): its tags then differ from token to
+    token (the default initialisation gives almost every token the same tag)."""
+    model = tiny_tagger(tokenizer)
+    generator = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for parameter in [*model.encoder.parameters(), *model.classifier.parameters()]:
+            parameter.copy_(torch.rand(parameter.shape, generator=generator) * 2 - 1)
+    return model
+
+
+def get_tag(label: str) -> tuple:
+    """(B or I, type) of a label, as transformers reads it: "O" is an I of type "O"."""
+    return ("B", label[2:]) if label.startswith("B-") else ("I", label[2:]) if label.startswith("I-") else ("I", label)
+
+
+def reference_entities(model, tokenizer, item, strategy: str, split: bool = False) -> list:
+    """What the pipeline must return for `item` (a text, or with `split` a list of words joined by one space), every
+    label kept, computed from the model's own forward: each token's scores are the softmax of its logits; a word (a
+    token of raw text; the tokens of one pre-split word) takes its first token's scores ("first"), their mean
+    ("average") or those of its most confident token ("max"); "simple" scores each token; then words group into
+    entities by B-/I- tags (an entity's score: the mean of its words')."""
+    sentence = " ".join(item) if split else item
+    encoding = tokenizer(item, is_split_into_words=split, return_offsets_mapping=True, return_tensors="pt")
+    if encoding["input_ids"].shape[1] == 0:
+        return []
+    with torch.no_grad():
+        logits = model(input_ids=encoding["input_ids"], attention_mask=encoding["attention_mask"]).logits[0]
+    scores = torch.softmax(logits.double(), dim=-1).numpy()
+    word_ids = encoding.word_ids(0)
+    word_starts = np.cumsum([0] + [len(word) + 1 for word in item])[:-1] if split else None
+    tokens = []
+    for index, (start, end) in enumerate(encoding["offset_mapping"][0].tolist()):
+        shift = int(word_starts[word_ids[index]]) if split else 0
+        tokens.append({"scores": scores[index], "start": start + shift, "end": end + shift, "index": index,
+                       "unit": word_ids[index] if split and strategy != "simple" else index})
+    if strategy == "none":
+        return [{"entity": TAGS[int(t["scores"].argmax())], "score": t["scores"].max(), "index": t["index"],
+                 "word": sentence[t["start"]:t["end"]], "start": t["start"], "end": t["end"]} for t in tokens]
+    units = []
+    for token in tokens:
+        if units and units[-1][-1]["unit"] == token["unit"]:
+            units[-1].append(token)
+        else:
+            units.append([token])
+    words = []
+    for unit in units:
+        chosen = {"simple": unit[0]["scores"], "first": unit[0]["scores"],
+                  "max": max(unit, key=lambda t: t["scores"].max())["scores"],
+                  "average": np.mean([t["scores"] for t in unit], axis=0)}[strategy]
+        words.append((TAGS[int(chosen.argmax())], chosen.max(), unit[0]["start"], unit[-1]["end"]))
+    groups = []
+    for word in words:
+        bi, tag = get_tag(word[0])
+        if groups and tag == get_tag(groups[-1][-1][0])[1] and bi != "B":
+            groups[-1].append(word)
+        else:
+            groups.append([word])
+    return [{"entity_group": get_tag(group[0][0])[1], "score": np.mean([w[1] for w in group]),
+             "word": sentence[group[0][2]:group[-1][3]], "start": group[0][2], "end": group[-1][3]}
+            for group in groups]
+
+
+def assert_results(results, expected):
+    """The same entities (labels, words, spans, indices), scores to float32 precision."""
+    assert [strip(r) for r in results] == [strip(r) for r in expected]
+    for result, reference in zip(results, expected):
+        assert [float(e["score"]) for e in result] == pytest.approx([float(e["score"]) for e in reference],
+                                                                    abs=1e-5)
+
+
+@pytest.fixture(scope="module")
+def varied(tokenizer):
+    model = varied_tagger(tokenizer)
+    tags = {TAGS[int(i)] for text in RAW_TEXTS
+            for i in model(**tokenizer(text, return_tensors="pt")).logits[0].argmax(-1)}
+    assert len(tags) >= 3, tags  # the test below compares groupings, not one tag everywhere
+    return model
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_results_are_the_softmax_of_the_models_logits(varied, tokenizer, strategy):
+    """Raw text and pre-split words, one at a time and in batches (texts without tokens among them): every token's
+    or entity's label and score are those the model's own logits give the same words."""
+    pipe = CoveTokenClassificationPipeline(model=varied, tokenizer=tokenizer)
+    kwargs = {"aggregation_strategy": strategy, "ignore_labels": []}
+    raw = RAW_TEXTS + EMPTY_TEXTS
+    raw = [raw[i] for i in (0, 5, 1, 6, 2, 3, 7, 4, 8)]  # empty texts between the others
+    expected = [reference_entities(varied, tokenizer, text, strategy) for text in raw]
+    assert_results([run_quietly(pipe, text, **kwargs) for text in raw], expected)
+    for batch_size in (1, 2, 4):
+        assert_results(run_quietly(pipe, raw, batch_size=batch_size, **kwargs), expected)
+    split = [SPLIT_TEXTS[0], EMPTY_SPLIT[0], SPLIT_TEXTS[1], SPLIT_TEXTS[2], EMPTY_SPLIT[1], SPLIT_TEXTS[3],
+             EMPTY_SPLIT[2]]
+    expected = [reference_entities(varied, tokenizer, words, strategy, split=True) for words in split]
+    # one sentence alone ([] alone is no input at all: transformers' error, as for BERT; [[]] is one empty sentence)
+    assert_results([run_quietly(pipe, words or [words], is_split_into_words=True, **kwargs)[0] for words in split],
+                   expected)
+    for batch_size in (1, 3):
+        assert_results(run_quietly(pipe, split, is_split_into_words=True, batch_size=batch_size, **kwargs),
+                       expected)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_text_without_tokens_gives_an_empty_result_and_never_reaches_the_model(tokenizer, strategy, monkeypatch):
+    """As transformers' pipeline does for BERT: `ner("")` is `[]`, and so is an empty or whitespace-only text (or one
+    of characters the tokenizer drops) in a list, at any batch size; the model, which refuses a row without
+    tokens, never sees one, and a batch of such texts alone does not run it at all."""
+    pipe = CoveTokenClassificationPipeline(model=tiny_tagger(tokenizer), tokenizer=tokenizer)
+    rows, real_forward = [], pipe.model.forward
+
+    def forward(input_ids=None, attention_mask=None, **kwargs):
+        rows.extend(attention_mask.sum(-1).tolist())
+        return real_forward(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+
+    monkeypatch.setattr(pipe.model, "forward", forward)
+    kwargs = {"aggregation_strategy": strategy, "ignore_labels": []}
+    for text in EMPTY_TEXTS:
+        assert run_quietly(pipe, text, **kwargs) == []
+    assert run_quietly(pipe, EMPTY_TEXTS, batch_size=2, **kwargs) == [[]] * len(EMPTY_TEXTS)
+    assert run_quietly(pipe, EMPTY_SPLIT, is_split_into_words=True, batch_size=2, **kwargs) == [[]] * 3
+    assert rows == []  # no forward at all
+    alone = run_quietly(pipe, "the cat sat", **kwargs)
+    for batch_size in (1, 2):
+        assert strip(run_quietly(pipe, ["the cat sat", ""], batch_size=batch_size, **kwargs)[0]) == strip(alone)
+        assert run_quietly(pipe, ["the cat sat", ""], batch_size=batch_size, **kwargs)[1] == []
+    assert rows and 0 not in rows
+    streamed = list(pipe((text for text in ["", "the cat sat", "  "]), batch_size=2, **kwargs))
+    assert streamed[0] == [] and streamed[2] == [] and strip(streamed[1]) == strip(alone)
+
+
+def test_a_tagger_reading_case_skips_texts_without_tokens_too(tokenizer):
+    """The casing feature's `case_ids` (1, 0) of an empty text pad into a batch like its other inputs."""
+    model = tiny_tagger(tokenizer)
+    config = model.config.to_dict() | {"tagger_case_dim": 3}
+    torch.manual_seed(0)
+    model = CoveForTokenClassification(CoveConfig.from_dict(config)).eval()
+    pipe = CoveTokenClassificationPipeline(model=model, tokenizer=tokenizer)
+    results = run_quietly(pipe, ["", TEXT, " "], batch_size=3, ignore_labels=[])
+    assert results[0] == [] and results[2] == []
+    assert strip(results[1]) == strip(run_quietly(pipe, TEXT, ignore_labels=[]))
+
+
+@pytest.mark.parametrize("inputs, split, message", [
+    (None, False, "the input is None (NoneType), not a text (str)"),
+    (5, False, "the input is 5 (int), not a text (str)"),
+    (["a cat", None], False, "input 1 is None (NoneType), not a text (str)"),
+    (("a cat", "nice", b"the"), False, r"input 2 is b'the' \(bytes\), not a text \(str\)"),
+    ([["a", "cat"], "nice"], False, r"input 0 is \['a', 'cat'\] \(list\), not a text \(str\)"),
+    (["Paris", None], True, "word 1 of the input is None (NoneType), not a str"),
+    ([["Paris"], ["New", 3]], True, "word 1 of input 1 is 3 (int), not a str"),
+    ("Paris", True, r"the input is 'Paris' \(str\), not a list of words \(is_split_into_words=True\)"),
+], ids=["none", "int", "none-in-list", "bytes-in-tuple", "list-in-texts", "none-word", "int-word", "str-split"])
+def test_any_other_bad_input_is_an_error_naming_it(fixed, inputs, split, message):
+    with pytest.raises(TypeError, match=message if "\\" in message else re.escape(message)):
+        fixed(inputs, is_split_into_words=split)
+
+
+def test_a_bad_item_of_a_stream_is_an_error_naming_it(fixed):
+    with pytest.raises(TypeError, match=re.escape("an input is None (NoneType), not a text (str)")):
+        list(fixed(text for text in ["Paris", None]))
+    with pytest.raises(ValueError, match="At least one input is required"):  # as transformers' own pipeline
+        fixed([])
+
+
+NO_FLAG = """
+import json, sys
+import modeling_cove  # noqa: F401
+from transformers import pipeline
+folder, texts, split = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+ner = pipeline("token-classification", model=folder)
+results = {"class": f"{type(ner).__module__}.{type(ner).__name__}",
+           "model": type(ner.model).__module__}
+for strategy in ("none", "simple", "first", "average", "max"):
+    kwargs = {"aggregation_strategy": strategy, "ignore_labels": []}
+    results[strategy] = {"single": [ner(text, **kwargs) for text in texts],
+                         "batched": ner(texts, batch_size=2, **kwargs),
+                         "split": ner(split, is_split_into_words=True, batch_size=2, **kwargs)}
+print(json.dumps(results, default=float))
+"""
+
+
+def test_a_fresh_process_with_the_package_needs_no_flag(varied, tokenizer, tmp_path):
+    """`import modeling_cove`, then `pipeline("token-classification", model=dir)` exactly as a user types it, in a
+    new interpreter: our pipeline over the installed classes, every strategy's results those of the model's
+    logits, texts without tokens `[]`."""
+    folder = tmp_path / "tagger"
+    varied.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    texts = [RAW_TEXTS[0], "", RAW_TEXTS[1], "  ", RAW_TEXTS[2]]
+    split = [SPLIT_TEXTS[0], [], SPLIT_TEXTS[3]]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    run = subprocess.run([sys.executable, "-c", NO_FLAG, str(folder), json.dumps(texts), json.dumps(split)],
+                         capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = json.loads(run.stdout.strip().splitlines()[-1])
+    assert results["class"] == "modeling_cove.pipeline_cove.CoveTokenClassificationPipeline"
+    assert results["model"] == "modeling_cove.modeling_cove_tagger"
+    for strategy in STRATEGIES:
+        expected = [reference_entities(varied, tokenizer, text, strategy) for text in texts]
+        assert_results(results[strategy]["single"], expected)
+        assert_results(results[strategy]["batched"], expected)
+        assert_results(results[strategy]["split"],
+                       [reference_entities(varied, tokenizer, words, strategy, split=True) for words in split])
+
+
 @pytest.fixture(scope="module")
 def saved_tagger(tokenizer, tmp_path_factory):
     folder = tmp_path_factory.mktemp("tagger")
@@ -272,34 +496,88 @@ def saved_tagger(tokenizer, tmp_path_factory):
     return folder
 
 
-def test_pipeline_by_name_needs_trust_remote_code_or_the_local_name(saved_tagger, tokenizer):
-    """A saved tagger records its pipeline as `custom_pipelines["token-classification"]`: transformers then refuses
-    `pipeline("token-classification", model=dir)` without trust_remote_code=True, even with the package imported;
-    with it, it runs the pipeline the folder ships; "cove-token-classification" (registered by
-    `import modeling_cove`) and `pipeline_class=` need no remote code. All give the same results."""
+def test_pipeline_by_task_name_needs_no_remote_code(saved_tagger):
+    """With the package imported, `pipeline("token-classification", model=dir)` (and "ner") builds our pipeline over
+    the installed classes, with no trust_remote_code, though the folder records the pipeline in `custom_pipelines`
+    as checkpoints saved before always did (for a process without the package); trust_remote_code=True or False
+    changes nothing, and "cove-token-classification" and `pipeline_class=` give the same results."""
     config = json.loads((saved_tagger / "config.json").read_text())
     assert config["custom_pipelines"]["token-classification"]["impl"] == \
         "pipeline_cove.CoveTokenClassificationPipeline"
     assert (saved_tagger / "pipeline_cove.py").is_file()
-    with pytest.raises(ValueError, match="trust_remote_code=True"):
-        pipeline("token-classification", model=str(saved_tagger))
-    with pytest.raises(ValueError, match="trust_remote_code=True"):
-        pipeline("token-classification", model=str(saved_tagger), trust_remote_code=False)
-    remote = pipeline("token-classification", model=str(saved_tagger), trust_remote_code=True)
-    local = pipeline("cove-token-classification", model=str(saved_tagger))
-    chosen = pipeline("token-classification", model=str(saved_tagger),
-                      pipeline_class=CoveTokenClassificationPipeline)
-    assert type(remote).__name__ == "CoveTokenClassificationPipeline"
-    assert type(remote).__module__.startswith("transformers_modules.")
-    assert type(local) is CoveTokenClassificationPipeline and type(chosen) is CoveTokenClassificationPipeline
+    assert not hasattr(AutoConfig.from_pretrained(str(saved_tagger)), "custom_pipelines")  # not needed here
+    reference = pipeline("token-classification", model=str(saved_tagger))
+    assert type(reference) is CoveTokenClassificationPipeline
+    assert type(reference.model).__module__ == "modeling_cove.modeling_cove_tagger"
+    others = [pipeline("ner", model=str(saved_tagger)),
+              pipeline("token-classification", model=str(saved_tagger), trust_remote_code=True),
+              pipeline("token-classification", model=str(saved_tagger), trust_remote_code=False),
+              pipeline("cove-token-classification", model=str(saved_tagger)),
+              pipeline("token-classification", model=str(saved_tagger),
+                       pipeline_class=CoveTokenClassificationPipeline)]
+    assert all(type(other) is CoveTokenClassificationPipeline for other in others)
     for strategy in STRATEGIES:
-        reference = run_quietly(local, TEXT, aggregation_strategy=strategy, ignore_labels=[])
-        assert all(e["word"] == TEXT[e["start"]:e["end"]] for e in reference)
-        for other in (remote, chosen):
+        expected = run_quietly(reference, TEXT, aggregation_strategy=strategy, ignore_labels=[])
+        assert all(e["word"] == TEXT[e["start"]:e["end"]] for e in expected)
+        for other in others:
             result = run_quietly(other, TEXT, aggregation_strategy=strategy, ignore_labels=[])
-            assert strip(result) == strip(reference)
-            assert [float(e["score"]) for e in result] == pytest.approx([float(e["score"]) for e in reference],
+            assert strip(result) == strip(expected)
+            assert [float(e["score"]) for e in result] == pytest.approx([float(e["score"]) for e in expected],
                                                                         abs=1e-6)
+
+
+def test_the_registry_maps_the_task_to_our_class_and_keeps_its_default():
+    """`import modeling_cove` registers the class as the "token-classification" task's (its alias "ner" too), with
+    transformers' own model class and default model for the task."""
+    for name in ("token-classification", "ner"):
+        task, entry, _ = PIPELINE_REGISTRY.check_task(name)
+        assert task == "token-classification" and entry["impl"] is CoveTokenClassificationPipeline
+    assert entry["pt"] == (AutoModelForTokenClassification,) and entry["type"] == "text"
+    assert entry["default"] == {"model": ("dbmdz/bert-large-cased-finetuned-conll03-english", "4c53496")}
+
+
+def test_only_the_entries_the_registry_serves_are_left_out_of_a_config():
+    """`pipelines_needing_remote_code`: an entry is dropped only when the registry maps its task to the class it
+    names; the DCN's question-answering pipeline (no such task here), another class or an unknown task stay."""
+    tagger = {"impl": "pipeline_cove.CoveTokenClassificationPipeline", "pt": ["AutoModelForTokenClassification"],
+              "type": "text"}
+    others = {"question-answering": {"impl": "pipeline_cove.CoveQuestionAnsweringPipeline"},
+              "cove-feature-extraction": {"impl": "pipeline_cove.SomethingElse"}, "my-task": {"impl": "mine.X"}}
+    assert pipelines_needing_remote_code({"token-classification": tagger, **others}) == others
+    assert pipelines_needing_remote_code({"cove-token-classification": tagger}) == {}
+    assert pipelines_needing_remote_code({"text-classification": {"impl": "pipeline_cove.CoveTokenClassification"
+                                                                          "Pipeline"}}) != {}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# another model: transformers' own pipeline, as before
+
+
+@pytest.fixture(scope="module")
+def bert_tagger(tmp_path_factory):
+    """A tiny BERT token classifier with a WordPiece tokenizer, saved (built here: no download)."""
+    folder = tmp_path_factory.mktemp("bert")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, "##s"]
+    BertTokenizer(vocab={token: i for i, token in enumerate(vocab)}).save_pretrained(folder)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=8, num_labels=len(TAGS), id2label=dict(enumerate(TAGS)),
+                        label2id={tag: i for i, tag in enumerate(TAGS)})
+    BertForTokenClassification(config).eval().save_pretrained(folder)
+    return folder
+
+
+def test_another_model_gets_transformers_own_pipeline(bert_tagger):
+    """For BERT the registered class hands over to transformers' own `TokenClassificationPipeline` (the object is
+    of that very class, as before the registration), and an empty text gives `[]` there: what ours now does."""
+    for name in ("token-classification", "ner"):
+        ner = pipeline(name, model=str(bert_tagger))
+        assert type(ner) is TokenClassificationPipeline
+    assert ner("") == [] and ner("   ") == []
+    result = ner(["the cat sat", ""], batch_size=2, ignore_labels=[])
+    assert len(result) == 2 and len(result[0]) == 3 and result[1] == []
+    direct = CoveTokenClassificationPipeline(model=ner.model, tokenizer=ner.tokenizer)
+    assert type(direct) is TokenClassificationPipeline
 
 
 def test_a_tokenizer_of_another_vocabulary_is_refused(tokenizer):
