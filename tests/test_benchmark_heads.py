@@ -73,6 +73,7 @@ def test_roofline_tagger_is_the_model(single_thread):
     torch.testing.assert_close(RooflineTagger(model).eval()(ids), expected, rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_tiny_run_gives_every_figure(data_dir, single_thread):
     settings, results = bench_heads(str(data_dir), quick=True, repeats=1, threads=(1,),
                                     sizes={"sst2": 6, "snli": 6, "squad": 2, "conll2000": 6})

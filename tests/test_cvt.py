@@ -246,6 +246,7 @@ def test_cli_resumes_exactly(tiny_setup, tmp_path):
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
 
 
+@pytest.mark.slow
 def test_two_processes_take_the_same_phases(tiny_setup, tmp_path):
     """`accelerate launch` with 2 CPU processes (DDP over gloo): every step both processes run the same phase (a
     rank in another phase would hang or fail DDP's reduction), the run ends with the one-process step count."""

@@ -65,6 +65,7 @@ def test_readme_states_counts_and_command():
         assert n in readme
 
 
+@pytest.mark.slow
 def test_regenerating_gives_byte_identical_files():
     files = mk.render_all(mk.SEED)
     assert sorted(files) == sorted(str(p.relative_to(EXAMPLES)) for p in EXAMPLES.glob("*/*.tsv"))
@@ -81,6 +82,7 @@ def test_another_seed_gives_other_data():
     assert other["train"] != rows("en_de", "train")[:20]
 
 
+@pytest.mark.slow
 def test_check_reports_a_changed_file(tmp_path):
     written = run_script("make_examples.py", "--output-dir", tmp_path)
     assert written.returncode == 0 and written.stdout.count("wrote ") == 6

@@ -1269,6 +1269,7 @@ def test_wrong_token_is_reported_by_the_hub(built, hub):
     assert not hub.commits and not hub.repos
 
 
+@pytest.mark.slow
 def test_command_line_dry_run_bad_input_and_refused_upload(built, hub, tmp_path):
     """scripts/push_to_hub.py as a user runs it: exit 0 (dry run, offline), 2 (bad input), 1 (the Hub refuses)."""
     ckpt = built["base_ckpt"]

@@ -26,6 +26,8 @@ import pytest
 
 from test_cli import OPTIONS
 
+pytestmark = pytest.mark.slow  # a wheel built and installed, the main job run
+
 REPO = Path(__file__).resolve().parents[1]
 FORBIDDEN = ("shared/", "../", str(REPO))
 NOT_SOURCE = ("*.egg-info", "__pycache__", ".*", "build", "dist", "runs", "benchmarks", "tests")

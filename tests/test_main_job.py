@@ -79,6 +79,7 @@ def job(tmp_path_factory):
     return {"dir": run_dir, "first": first, "second": second, "third": third, "third_seconds": time.time() - start}
 
 
+@pytest.mark.slow
 def test_killed_pretraining_fails_cleanly(job):
     first = job["first"]
     assert first["killed_pid"] is not None, "pretraining finished before it could be killed:\n" + first["log"][-3000:]
@@ -89,6 +90,7 @@ def test_killed_pretraining_fails_cleanly(job):
     assert "[stage 1/6] vectors: done" in first["log"] and "[stage 2/6] vocab: done" in first["log"]
 
 
+@pytest.mark.slow
 def test_rerun_resumes_pretraining_and_completes(job):
     second = job["second"]
     out = second.stdout + second.stderr
@@ -102,6 +104,7 @@ def test_rerun_resumes_pretraining_and_completes(job):
         assert (job["dir"] / stage / ".done.json").is_file(), stage
 
 
+@pytest.mark.slow
 def test_report_holds_real_metrics(job):
     run_dir = job["dir"]
     report = json.loads((run_dir / "report.json").read_text())
@@ -169,6 +172,7 @@ def fixture_for(machine: dict) -> tuple:
     return fixtures[0], False
 
 
+@pytest.mark.slow
 def test_report_reproduces_the_fixture_figures(job):
     """The quick run's report figures equal those of the main job before it moved (tests/fixtures/main_quick): the
     kill and resume of this test's first runs included, since pretraining resumes exactly."""
@@ -180,6 +184,7 @@ def test_report_reproduces_the_fixture_figures(job):
     assert_figures(actual, expected, same_machine)
 
 
+@pytest.mark.slow
 def test_hub_folder_and_predictions(job):
     run_dir = job["dir"]
     hub = run_dir / "publish" / "sentiment" / "hub"
@@ -227,6 +232,7 @@ def test_hub_folder_and_predictions(job):
                                                           abs=1e-3)
 
 
+@pytest.mark.slow
 def test_rerun_skips_every_stage(job):
     third = job["third"]
     out = third.stdout + third.stderr
@@ -237,6 +243,7 @@ def test_rerun_skips_every_stage(job):
     assert job["third_seconds"] < 60
 
 
+@pytest.mark.slow
 def test_other_settings_in_the_same_run_dir_are_refused(job):
     result = run_main([sys.executable, str(MAIN), "--threads", "1", "--run-dir", str(job["dir"])])  # no --quick
     assert result.returncode == 2
@@ -252,11 +259,32 @@ def test_other_settings_in_the_same_run_dir_are_refused(job):
     (["--accelerate-config", "configuration/accelerate/no-such.yaml"],
      "--accelerate-config configuration/accelerate/no-such.yaml not found"),
 ])
-def test_bad_input_exits_2(tmp_path, extra, message):
+def test_bad_input_exits_2(tmp_path, monkeypatch, capsys, extra, message):
+    """Each bad input ends in one line naming it and exit status 2, before anything is written: through the command
+    line's own `main(argv)` in this process (the subprocess below runs one of them as a user does)."""
+    from modeling_cove.training.commands.main_job import main
+
     run_dir = tmp_path / "run"
-    result = run_main(main_cmd(run_dir, *extra), timeout=60)
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(sys, "argv", [str(MAIN)])
+    sigterm = signal.getsignal(signal.SIGTERM)  # main() installs its own handler
+    try:
+        with pytest.raises(SystemExit) as stop:
+            main(["--quick", "--threads", "1", "--run-dir", str(run_dir), *extra])
+    finally:
+        signal.signal(signal.SIGTERM, sigterm)
+    assert stop.value.code == 2
+    stderr = capsys.readouterr().err
+    assert stderr.startswith("main.py: error: ") and message in stderr
+    assert not run_dir.exists()  # nothing written
+
+
+@pytest.mark.slow
+def test_bad_input_exits_2_from_the_command_line(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_main(main_cmd(run_dir, "--preset", "no-such-preset"), timeout=60)
     assert result.returncode == 2, result.stderr[-2000:]
-    assert result.stderr.startswith("main.py: error: ") and message in result.stderr
+    assert result.stderr.startswith("main.py: error: ") and "unknown main preset 'no-such-preset'" in result.stderr
     assert not run_dir.exists()  # nothing written
 
 

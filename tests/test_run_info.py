@@ -36,6 +36,7 @@ def test_command_line_is_the_command_as_typed(tmp_path, monkeypatch):
     assert command_line([str(package)]) == "python -m modeling_cove.training.commands.main_job"
     monkeypatch.chdir(tmp_path)
     assert command_line(["/elsewhere/tool.py", "-x"]) == "python /elsewhere/tool.py -x"
+    assert command_line(["-c", "--quick"]) == "python -c '<code>' --quick"  # `python -c CODE --quick`
 
 
 def test_machine_info_names_the_cpu_and_its_bf16_flags():

@@ -78,6 +78,7 @@ def test_cli_end_to_end_writes_the_model_the_encoder_and_the_record(setup, whole
         torch.testing.assert_close(tensor, lm[f"cove.{name}"], rtol=0, atol=0)
 
 
+@pytest.mark.slow
 def test_resume_after_a_cut_continues_exactly(setup, whole_run):
     """A run killed after its checkpoint at step 3 (the later one deleted, as if never written) and resumed ends
     with the weights and records of the uninterrupted run (data order, optimizer, schedule, dropout RNG)."""

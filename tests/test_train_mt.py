@@ -193,6 +193,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_process_cpu_ddp_matches_one_process(toy, tmp_path):
     """`accelerate launch --config_file configuration/accelerate/cpu_ddp.yaml --num_processes 2` (gloo DDP, global
     batch 16 = 8 per process) ends with identical weights on both ranks, equal to one process on the same global
@@ -235,6 +236,7 @@ def reference_run(toy, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_equals_uninterrupted_run(toy, tmp_path, reference_run):
     """SIGKILL a run after its first checkpoint, --resume it, and get the weights of the uninterrupted run bit for
     bit (data order, RNG, lr schedule and step restored; evaluation does not disturb training)."""

@@ -88,6 +88,7 @@ def test_train_qa_rejects_unknown_model_override_before_any_work(tmp_path):
     assert cli.returncode == 2 and "error: --model-override expects KEY=VALUE" in cli.stderr and not out.exists()
 
 
+@pytest.mark.slow
 def test_two_processes_train_like_one(tiny_squad, tmp_path):
     """`accelerate launch` with 2 CPU processes (DDP over gloo), as a user runs it: the global batch is split
     (same steps as one process), the main process alone writes the feature cache and the outputs, and the metrics

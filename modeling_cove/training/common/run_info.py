@@ -64,7 +64,10 @@ def git_commit(repo: Path | str | None = None) -> str:
 def _program(path: str) -> list:
     """How a user retypes the program `path` (a process's `sys.argv[0]`): an entry point by its name (`cove-main`), a
     module of this package as `python -m modeling_cove...`, a script as `python <path>` (relative to the current
-    directory when it lies below it)."""
+    directory when it lies below it). A process started as `python -c CODE` (sys.argv[0] "-c", the code not kept):
+    `python -c <code>`."""
+    if path == "-c":
+        return ["python", "-c", "<code>"]
     file = Path(path)
     if file.suffix != ".py":
         return [file.name]
