@@ -197,9 +197,20 @@ class Watch:
         if name == "torch" and not seen:
             seen.append(os.environ.get("OMP_WAIT_POLICY"))
 sys.meta_path.insert(0, Watch())
-import modeling_cove.training.commands.train_mt  # what the cove-train-mt entry point imports first
+import {module}  # what the command imports first
 print(seen[0], "torch" in sys.modules)
 """
+
+
+def test_the_benchmarks_settle_the_wait_policy_before_torch_loads():
+    """The speed benchmarks (benchmarks/*.py import `instruments` first) get the package's policy too: `instruments`
+    imports the package before anything imports torch, so its timings run under the policy their report records."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    code = WATCH_TORCH.format(module="instruments.common")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          cwd=REPO / "benchmarks", timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["PASSIVE", "True"]
 
 
 @pytest.mark.parametrize("given, at_torch_import", [(None, "PASSIVE"), ("default", "None"), ("ACTIVE", "ACTIVE")])
@@ -209,7 +220,8 @@ def test_omp_wait_policy_is_settled_before_torch_loads(given, at_torch_import):
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     if given is not None:
         env["OMP_WAIT_POLICY"] = given
-    done = subprocess.run([sys.executable, "-c", WATCH_TORCH], capture_output=True, text=True, env=env, cwd=REPO,
+    code = WATCH_TORCH.format(module="modeling_cove.training.commands.train_mt")  # cove-train-mt's first import
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == [at_torch_import, "True"]

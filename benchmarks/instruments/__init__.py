@@ -16,3 +16,7 @@ ratios measured side by side in one process; docs/benchmarks.md says how to run 
 - `tagging`, `tagging_table`: the tagging table (tagging.json) collected from the runs' folders, and the planner
   that runs its missing cells.
 """
+
+# The package first: it sets OMP_WAIT_POLICY (PASSIVE unless the caller set it) before anything loads torch, whose
+# OpenMP reads the variable once; every benchmark script imports this package before torch (docs/benchmarks.md).
+import modeling_cove  # noqa: E402,F401
