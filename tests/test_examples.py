@@ -473,8 +473,9 @@ def test_written_file_is_glove_format_and_readable(tmp_path):
     assert len(lines) == len(words) and not (tmp_path / "vectors.txt.tmp").exists()
     first = lines[0].split(" ")
     assert first[0] == words[0] and len(first) == 4 and all(re.fullmatch(r"-?\d+\.\d{5}", v) for v in first[1:])
-    vectors_module = pytest.importorskip("modeling_cove.vectors", reason="modeling_cove.vectors not written yet")
-    read_words, matrix = vectors_module.read_word_vectors(path)
+    from modeling_cove.vectors import read_word_vectors
+
+    read_words, matrix = read_word_vectors(path)
     assert read_words == words
     np.testing.assert_allclose(matrix.numpy(), vectors, atol=5e-6)
     with pytest.raises(ValueError, match="whitespace"):

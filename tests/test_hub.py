@@ -41,6 +41,11 @@ from hf_cache import build_offline_cache, offline_env
 
 from modeling_cove import CoveConfig, CoveModel
 from modeling_cove.hub import MANIFEST, PIPELINES, checkpoint_code
+from modeling_cove.modeling_cove_bcn import CoveForSequenceClassification
+from modeling_cove.modeling_cove_dcn import CoveForQuestionAnswering
+from modeling_cove.modeling_cove_mt import CoveForMachineTranslation
+from modeling_cove.modeling_cove_tagger import CoveForTokenClassification
+from modeling_cove.pipeline_cove import CoveQuestionAnsweringPipeline, CoveTokenClassificationPipeline
 from modeling_cove.tokenization_cove import build_cove_tokenizer
 from modeling_cove.training.publishing import publish
 from modeling_cove.training.publishing.cards import checkpoint_fingerprint, make_eval_record, write_eval_json
@@ -48,21 +53,6 @@ from modeling_cove.training.publishing.publish import PublishError, UploadError
 
 REPO = Path(__file__).resolve().parents[1]
 
-
-def optional(module: str, name: str):
-    """A head class, or None while its file is not written (its tests then skip)."""
-    try:
-        return getattr(__import__(f"modeling_cove.{module}", fromlist=[name]), name)
-    except (ImportError, AttributeError):
-        return None
-
-
-CoveForSequenceClassification = optional("modeling_cove_bcn", "CoveForSequenceClassification")
-CoveForQuestionAnswering = optional("modeling_cove_dcn", "CoveForQuestionAnswering")
-CoveForMachineTranslation = optional("modeling_cove_mt", "CoveForMachineTranslation")
-CoveQuestionAnsweringPipeline = optional("pipeline_cove", "CoveQuestionAnsweringPipeline")
-CoveForTokenClassification = optional("modeling_cove_tagger", "CoveForTokenClassification")
-CoveTokenClassificationPipeline = optional("pipeline_cove", "CoveTokenClassificationPipeline")
 
 WORDS = "the cat sat on mat . a dog ran good bad movie film was not very where did ?".split()
 TARGET_WORDS = "die katze sass auf der matte . ein hund".split()
@@ -95,17 +85,6 @@ def shipped_code(key: str) -> set:
     pipelines = {"dcn": QA_PIPELINE, "tagger": TAGGER_PIPELINE}
     return EVERY_CLASS_FILES | (set(pipelines[key].files) if key in pipelines else set())
 
-
-requires_bcn = pytest.mark.skipif(CoveForSequenceClassification is None,
-                                  reason="modeling_cove_bcn.py (CoveForSequenceClassification) not available")
-requires_qa_pipeline = pytest.mark.skipif(
-    CoveForQuestionAnswering is None or CoveQuestionAnsweringPipeline is None,
-    reason="modeling_cove_dcn.py / pipeline_cove.py (question answering) not available")
-requires_tagger_pipeline = pytest.mark.skipif(
-    CoveForTokenClassification is None or CoveTokenClassificationPipeline is None or TAGGER_PIPELINE is None,
-    reason="modeling_cove_tagger.py / pipeline_cove.py (token classification) not available")
-requires_mt = pytest.mark.skipif(CoveForMachineTranslation is None,
-                                 reason="modeling_cove_mt.py (CoveForMachineTranslation) not available")
 
 
 def tiny_config(**overrides) -> CoveConfig:
@@ -285,7 +264,6 @@ def test_assembled_folder_has_everything_a_hub_repo_needs(built):
     assert (stage.folder / "training_curve.png").read_bytes() == built["curve"].read_bytes()
 
 
-@requires_qa_pipeline
 def test_qa_folder_carries_its_pipeline(built):
     config = json.loads((built["dcn_stage"].folder / "config.json").read_text())
     entry = config["custom_pipelines"]["question-answering"]
@@ -297,7 +275,6 @@ def test_qa_folder_carries_its_pipeline(built):
     assert 'pipeline("question-answering", model="org/cove-dcn-squad", trust_remote_code=True)' in readme
 
 
-@requires_mt
 def test_mt_folder_carries_its_target_tokenizer(built):
     folder = built["mt_stage"].folder
     assert (folder / "target_tokenizer" / "tokenizer.json").read_bytes() == \
@@ -598,7 +575,6 @@ def check_tagger_pipeline_outputs(info: dict, expected: dict):
         ["The", "cat", "sat", "on", "the", "mat", ",", "a", "dog", "ran", "."]
 
 
-@requires_tagger_pipeline
 def test_saved_tagger_loads_tags_and_runs_its_pipeline_without_the_package(loaded, built):
     """A tagger's folder (save_pretrained + tokenizer) in a process where `modeling_cove` cannot be imported: the
     model loads as remote code and reproduces the original logits; `pipeline("token-classification",
@@ -621,7 +597,6 @@ def test_saved_tagger_loads_tags_and_runs_its_pipeline_without_the_package(loade
     check_tagger_pipeline_outputs(info, expected)
 
 
-@requires_tagger_pipeline
 def test_saved_tagger_runs_our_pipeline_without_a_flag_with_the_package(loaded):
     """The same folder (its config records the pipeline in `custom_pipelines`) in a fresh process that imports
     `modeling_cove`: `pipeline("token-classification", model=dir)`, no trust_remote_code, runs the installed
@@ -635,7 +610,6 @@ def test_saved_tagger_runs_our_pipeline_without_a_flag_with_the_package(loaded):
     check_tagger_pipeline_outputs(info, loaded["expected"])
 
 
-@requires_tagger_pipeline
 def test_saved_tagger_records_and_ships_its_pipeline(built):
     """A tagger's config names its token-classification pipeline, and its folder ships that pipeline's files
     (pipeline_cove.py brings squad_preprocessing.py, which it imports) beside every class's."""
@@ -675,7 +649,6 @@ def test_saved_checkpoints_ship_exactly_the_manifests_files(built):
             assert path.read_bytes() == (PACKAGE / path.name).read_bytes()
 
 
-@requires_bcn
 def test_a_head_built_from_a_qa_checkpoint_does_not_keep_its_pipeline(built, tmp_path):
     """A BCN started from a DCN checkpoint inherits its config, `custom_pipelines` included: saved, it must not
     advertise the question-answering pipeline (nor ship its files), which is not its own."""
@@ -915,7 +888,6 @@ def test_round_trip_upload_then_download_online(loaded, built):
         assert loaded["online"][1]["hub.mt"]["target_vocab"] == len(built["target_tokenizer"])
 
 
-@requires_bcn
 def test_text_classification_pipeline_from_hub_id(loaded):
     expected = loaded["expected"]
     for mode in ("with", "without", "online"):
@@ -930,7 +902,6 @@ def test_text_classification_pipeline_from_hub_id(loaded):
     assert loaded["without"][1]["bcn.pipeline"]["model_module"].startswith("transformers_modules.")
 
 
-@requires_qa_pipeline
 def test_question_answering_pipeline_from_hub_id(loaded):
     reference = loaded["expected"]["dcn.pipeline"]
     assert CONTEXT[reference["start"]:reference["end"]] == reference["answer"]
@@ -945,7 +916,6 @@ def test_question_answering_pipeline_from_hub_id(loaded):
         assert answer["score"] == pytest.approx(reference["score"], abs=1e-6)
 
 
-@requires_mt
 def test_translation_model_and_target_tokenizer_from_hub_id(loaded, built):
     expected_text = built["target_tokenizer"].batch_decode(loaded["expected"]["mt.generated"], skip_special_tokens=True)
     for mode in ("with", "without", "online"):

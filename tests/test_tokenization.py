@@ -246,7 +246,7 @@ def test_fast_tokenizer_equals_moses_tokenize_on_real_text(data_dir):
 
 
 def test_agreement_with_sacremoses_on_real_slice(data_dir):
-    pytest.importorskip("sacremoses")
+    import sacremoses  # noqa: F401  (a dependency: a missing one fails here)
     from instruments import tokenizer_agreement as ta
 
     reference = ta.reference_tokenizer(lowercase=True)
@@ -259,7 +259,7 @@ def test_agreement_with_sacremoses_on_real_slice(data_dir):
 
 def test_hand_picked_match_sacremoses():
     """The hand-written expectations above are what sacremoses itself gives (guards the test data)."""
-    sacremoses = pytest.importorskip("sacremoses")
+    import sacremoses
     moses = sacremoses.MosesTokenizer(lang="en")
     for text, expected in HAND_PICKED:
         assert [t.lower() for t in moses.tokenize(text, escape=False)] == expected, text
@@ -381,8 +381,9 @@ def test_default_model_max_length_is_the_bcn_limit_and_is_saved(tmp_path):
 def test_text_classification_pipeline_truncates_to_model_max_length():
     """`pipeline("text-classification")(text, truncation=True)` hands the BCN at most model_max_length tokens, the
     BCN's limit; the logits equal the model's on the first 4096 tokens."""
-    bcn = pytest.importorskip("modeling_cove.modeling_cove_bcn")
     from transformers import pipeline
+
+    from modeling_cove import modeling_cove_bcn as bcn
 
     _, tokenizer = create_cove_checkpoint(FP_WORDS, torch.randn(len(FP_WORDS) + 4, 6), hidden_size=3)
     config = CoveConfig(vocab_size=len(tokenizer), word_vector_dim=6, hidden_size=3, bcn_feedforward_dim=4,
