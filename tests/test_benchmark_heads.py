@@ -84,9 +84,19 @@ def test_tiny_run_gives_every_figure(data_dir, single_thread):
         for kind in KINDS:
             figures = section["threads_1"][kind]
             for side in SIDES:
-                assert figures[side]["best_s"] > 0 and figures[side]["tokens_per_s"] > 0
-                assert figures[side]["spread_s"] == 0 and len(figures[side]["rounds_s"]) == 1
-            assert figures["ratio_auto_to_roofline"] > 0 and figures["ratio_reference_to_roofline"] > 0
+                assert figures[side]["best_s"] > 0 and figures[side]["spread_s"] == 0
+                assert figures[side]["rounds_s"] == [figures[side]["best_s"]]
+                # tokens/s is the side's tokens over its best time: equal up to the roundings of the record (0.1
+                # token/s; best_s to 0.1 ms, a relative 5e-5 / best_s)
+                best, quotient = figures[side]["best_s"], figures[side]["tokens"] / figures[side]["best_s"]
+                rounding = quotient * 5.01e-5 / (best - 5e-5) + 0.051
+                assert figures[side]["tokens_per_s"] == pytest.approx(quotient, abs=rounding)
+            roofline = figures["roofline"]["best_s"]
+            for side in ("auto", "reference"):  # a ratio is the roofline's time over the side's (rounded to 1e-3)
+                quotient = roofline / figures[side]["best_s"]
+                times = (roofline - 5e-5, figures[side]["best_s"] - 5e-5)  # each within 5e-5 of its best_s
+                rounding = quotient * 5.01e-5 * (1 / times[0] + 1 / times[1]) + 5.01e-4
+                assert figures[f"ratio_{side}_to_roofline"] == pytest.approx(quotient, abs=rounding)
     assert results["dcn"]["decoder_iterations"]["train"] == 4
     assert "bcn_pair" in summary_table(results, [1])
 
