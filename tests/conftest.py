@@ -51,7 +51,7 @@ def assert_reproduces(actual, expected, what=""):
 
     assert actual.dtype == expected.dtype and actual.shape == expected.shape, (what, actual.dtype, actual.shape)
     if actual.is_floating_point():
-        torch.testing.assert_close(actual, expected, rtol=1e-6, atol=1e-6, msg=lambda m: f"{what}: {m}")
+        torch.testing.assert_close(actual, expected, rtol=0, atol=1e-8, msg=lambda m: f"{what}: {m}")
     else:
         assert torch.equal(actual, expected), what
 

@@ -31,7 +31,7 @@ def test_roofline_bcn_is_the_model_on_single_sentences(single_thread):
     roofline = RooflineBCN(model).eval()
     ids = torch.randint(4, 30, (3, 7))  # equal-length sentences: no padding
     expected = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
-    torch.testing.assert_close(roofline(ids), expected, rtol=0, atol=1e-5)
+    torch.testing.assert_close(roofline(ids), expected, rtol=0, atol=0)
 
 
 @torch.no_grad()
@@ -44,7 +44,7 @@ def test_roofline_bcn_is_the_model_on_pairs(single_thread):
     ids = torch.cat([x, y], dim=1)
     types = torch.cat([torch.zeros_like(x), torch.ones_like(y)], dim=1)
     expected = model(input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=types).logits
-    torch.testing.assert_close(roofline(x, y), expected, rtol=0, atol=1e-5)
+    torch.testing.assert_close(roofline(x, y), expected, rtol=0, atol=0)
 
 
 @torch.no_grad()
@@ -59,8 +59,8 @@ def test_roofline_dcn_is_the_model(single_thread):
         types = torch.cat([torch.zeros_like(question), torch.ones_like(context)], dim=1)
         out = model(input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=types)
         start, end = roofline(question, context, int(out.num_iterations.max()))
-        torch.testing.assert_close(start[-1], out.start_logits[:, 4:], rtol=0, atol=1e-5)
-        torch.testing.assert_close(end[-1], out.end_logits[:, 4:], rtol=0, atol=1e-5)
+        torch.testing.assert_close(start[-1], out.start_logits[:, 4:], rtol=0, atol=0)
+        torch.testing.assert_close(end[-1], out.end_logits[:, 4:], rtol=0, atol=0)
 
 
 @torch.no_grad()
@@ -70,7 +70,7 @@ def test_roofline_tagger_is_the_model(single_thread):
                                                    tagger_module_dim=4)).eval()
     ids = torch.randint(4, 30, (3, 7))
     expected = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
-    torch.testing.assert_close(RooflineTagger(model).eval()(ids), expected, rtol=0, atol=1e-5)
+    torch.testing.assert_close(RooflineTagger(model).eval()(ids), expected, rtol=0, atol=0)
 
 
 @pytest.mark.slow

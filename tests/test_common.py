@@ -278,7 +278,7 @@ class CoveModelTesterMixin:
         by_vectors["inputs_embeds"] = rows
         actual = self.main_outputs(self.forward(model, by_vectors), inputs)
         for name in expected:
-            torch.testing.assert_close(actual[name], expected[name], rtol=1e-5, atol=1e-5,
+            torch.testing.assert_close(actual[name], expected[name], rtol=0, atol=0,
                                        msg=lambda m: f"{name}: {m}")
 
     def test_inputs_embeds_with_input_ids_is_value_error(self):
@@ -327,12 +327,12 @@ class CoveModelTesterMixin:
         normalised = [d for d, s in zip((-1, -2), sums) if torch.allclose(s, torch.ones_like(s), atol=1e-5)]
         assert normalised, f"{what}: the map alone sums to 1 over neither of its last two dims"
         real = crop_like(batch_map, 0, alone_map)
-        torch.testing.assert_close(real, alone_map, rtol=1e-5, atol=1e-6, msg=lambda m: f"{what}: {m}")
+        torch.testing.assert_close(real, alone_map, rtol=0, atol=5e-7, msg=lambda m: f"{what}: {m}")
         dim = normalised[0]
         # over the full padded dim, restricted to the real positions of the other dim: padding holds no weight
         other = alone_map.shape[-2] if dim == -1 else alone_map.shape[-1]
         totals = batch_map.sum(dim=dim)[..., :other]
-        torch.testing.assert_close(totals, torch.ones_like(totals), atol=1e-5, rtol=0,
+        torch.testing.assert_close(totals, torch.ones_like(totals), atol=1e-6, rtol=0,
                                    msg=lambda m: f"{what}: weight on padding: {m}")
 
     def test_output_hidden_states(self):
@@ -431,7 +431,7 @@ class CoveModelTesterMixin:
                 for (name, a), (_, b) in zip(tensors_of(value, field), tensors_of(batch[field], field)):
                     cropped = crop_like(b, row, a)
                     assert cropped.shape == a.shape, (name, row, cropped.shape, a.shape)
-                    torch.testing.assert_close(cropped, a, rtol=1e-5, atol=1e-5,
+                    torch.testing.assert_close(cropped, a, rtol=0, atol=1e-6,
                                                msg=lambda m: f"{name}, row {row}: {m}")
 
     @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
@@ -536,7 +536,7 @@ class CoveModelTesterMixin:
             with torch.no_grad():
                 actual = self.main_outputs(program(**batch), batch)
             for name in expected:
-                torch.testing.assert_close(actual[name], expected[name], rtol=1e-5, atol=1e-5,
+                torch.testing.assert_close(actual[name], expected[name], rtol=0, atol=1e-6,
                                            msg=lambda m: f"{name}, batch {seed}: {m}")
 
 
@@ -628,7 +628,7 @@ class TestCoveForSequenceClassification(CoveModelTesterMixin):
                     alone = model.cove(inputs["input_ids"][row : row + 1, start:end], output_hidden_states=True)
                 for k in range(layers):
                     torch.testing.assert_close(output.hidden_states[k][row, start:end], alone.hidden_states[k][0],
-                                               rtol=1e-5, atol=1e-6, msg=lambda m: f"row {row} layer {k}: {m}")
+                                               rtol=0, atol=0, msg=lambda m: f"row {row} layer {k}: {m}")
 
     def test_biattention_maps_from_hidden_states(self):
         """Eq. 9's A = X Yᵀ from the returned BCN encoder states X and Y (X at the first text's positions, Y at the
@@ -722,8 +722,8 @@ class TestCoveForQuestionAnswering(CoveModelTesterMixin):
                 ids = inputs["input_ids"][row : row + 1, start:end]
                 with torch.no_grad():
                     expected = torch.cat([model.cove.embeddings(ids), model.cove(ids).last_hidden_state], dim=-1)
-                torch.testing.assert_close(output.hidden_states[0][row, start:end], expected[0], rtol=1e-5,
-                                           atol=1e-6, msg=lambda m: f"row {row}, tokens {start}:{end}: {m}")
+                torch.testing.assert_close(output.hidden_states[0][row, start:end], expected[0], rtol=0,
+                                           atol=0, msg=lambda m: f"row {row}, tokens {start}:{end}: {m}")
 
     def test_start_and_end_outside_the_context_mean_no_answer(self):
         """transformers' SQuAD features label a window without the answer 0/0: such a row adds nothing to the loss
@@ -835,7 +835,7 @@ class TestCoveForTokenClassification(CoveModelTesterMixin):
         with torch.no_grad():
             expected = torch.cat([model.cove.embeddings(inputs["input_ids"]),
                                   model.cove(inputs["input_ids"], inputs["attention_mask"]).last_hidden_state], -1)
-        torch.testing.assert_close(output.hidden_states[0], expected * mask, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(output.hidden_states[0], expected * mask, rtol=0, atol=0)
         for layer in output.hidden_states[1:]:
             assert layer.shape == (*inputs["input_ids"].shape, 2 * config.tagger_hidden_size)
 

@@ -122,7 +122,7 @@ def test_the_encoder_output_holds_each_part_in_its_columns(cove_output, include_
     layout = model.config.feature_layout()
     assert output.shape[-1] == layout.size
     for name, start, end in layout.parts:
-        torch.testing.assert_close(output[..., start:end], parts[name], atol=1e-6, rtol=0)
+        torch.testing.assert_close(output[..., start:end], parts[name], atol=1e-7, rtol=0)
 
 
 @pytest.mark.parametrize("cove_output,include_word_vectors,char_ngram_dim", LAYOUT_FIELDS)
@@ -132,7 +132,7 @@ def test_the_mt_head_reads_the_top_layer_columns(cove_output, include_word_vecto
     ids, mask = batch()
     output = model.cove(ids, attention_mask=mask).last_hidden_state
     torch.testing.assert_close(model.context_from_encoder(output), hand_parts(model.cove, ids, mask)["top_layer"],
-                               atol=1e-6, rtol=0)
+                               atol=0, rtol=0)
 
 
 def captured_input(module) -> list:
@@ -159,7 +159,7 @@ def test_the_bcn_reads_exactly_its_layout_columns(bcn_input, cove_output, char_n
     layout = config.feature_layout("bcn")
     assert seen[0].shape == (*ids.shape, layout.size)
     for name, start, end in layout.parts:
-        torch.testing.assert_close(seen[0][..., start:end], parts[name], atol=1e-6, rtol=0)
+        torch.testing.assert_close(seen[0][..., start:end], parts[name], atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("dcn_input", ["vectors+cove", "vectors", "cove"])
@@ -180,7 +180,7 @@ def test_the_dcn_reads_exactly_its_layout_columns(dcn_input, cove_output, char_n
     layout = config.feature_layout("dcn")
     assert seen[0].shape == (*context_ids.shape, layout.size)
     for name, start, end in layout.parts:
-        torch.testing.assert_close(seen[0][..., start:end], parts[name], atol=1e-6, rtol=0)
+        torch.testing.assert_close(seen[0][..., start:end], parts[name], atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("folder", sorted(p.name for p in FIXTURES.glob("old_41e65e7_*")))

@@ -307,13 +307,13 @@ def test_decoder_scoring_real_positions_equals_every_position(monkeypatch, early
     (start, end, spans, active), grads = run(dense=False)
     (start_d, end_d, spans_d, active_d), grads_d = run(dense=True)
     assert torch.equal(spans, spans_d) and torch.equal(active, active_d)
-    torch.testing.assert_close(start, start_d, rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(end, end_d, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(start, start_d, rtol=0, atol=0)
+    torch.testing.assert_close(end, end_d, rtol=0, atol=0)
     if early_stop:  # rows stopped at different iterations, so the later ones scored only the rows still running
         assert len({int(n) for n in active.sum(0)}) > 1
     else:
         for a, b in zip(grads, grads_d):
-            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(a, b, rtol=0, atol=9e-6)
 
 
 def test_early_stop_when_span_repeats():
@@ -586,25 +586,25 @@ def test_hidden_states_and_coattention_maps_match_a_reference():
     # w~ = [GloVe(w); CoVe(w)] per token, CoVe of each segment alone
     cove = model.compute_cove_features(ids, mask, types)
     expected_words = torch.cat([model.cove.embeddings(ids), cove], dim=-1) * mask.unsqueeze(-1)
-    torch.testing.assert_close(words, expected_words, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(words, expected_words, rtol=0, atol=0)
     with torch.no_grad():
         for b, (q, c) in enumerate(pairs):
             question_words, context_words = words[b:b + 1, :q], words[b:b + 1, q:q + c]
             q_prime = enc.encode(question_words, torch.ones(1, q, dtype=torch.bool))[0]  # (n, l)
             d_prime = enc.encode(context_words, torch.ones(1, c, dtype=torch.bool))[0]  # (m, l)
-            torch.testing.assert_close(encoded[b, :q], q_prime, rtol=1e-5, atol=1e-6)
-            torch.testing.assert_close(encoded[b, q:q + c], d_prime, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(encoded[b, :q], q_prime, rtol=0, atol=7e-8)
+            torch.testing.assert_close(encoded[b, q:q + c], d_prime, rtol=0, atol=1e-7)
             D = torch.cat([enc.document_sentinel.unsqueeze(0), d_prime])  # (m+1, l)
             Q = torch.tanh(enc.question_projection(torch.cat([enc.question_sentinel.unsqueeze(0), q_prime])))
             ref_cd, ref_aq, ref_ad = coattention_reference(D.tolist(), Q.tolist(), c + 1, q + 1)
-            torch.testing.assert_close(attention_q[b, :c + 1, :q + 1].T, torch.tensor(ref_aq), rtol=1e-5, atol=1e-6)
-            torch.testing.assert_close(attention_d[b, :c + 1, :q + 1], torch.tensor(ref_ad), rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(attention_q[b, :c + 1, :q + 1].T, torch.tensor(ref_aq), rtol=0, atol=1e-7)
+            torch.testing.assert_close(attention_d[b, :c + 1, :q + 1], torch.tensor(ref_ad), rtol=0, atol=2e-7)
             assert float(attention_q[b, c + 1:].abs().sum() + attention_q[b, :, q + 1:].abs().sum()) == 0.0
             assert float(attention_d[b, c + 1:].abs().sum() + attention_d[b, :, q + 1:].abs().sum()) == 0.0
             # U = biLSTM([D; C^D]) without the sentinel row, at the context positions only
             fusion_input = torch.cat([D, torch.tensor(ref_cd)], dim=-1)[1:].unsqueeze(0)
             u = enc.fusion_lstm(fusion_input)[0][0]  # (m, 2l)
-            torch.testing.assert_close(fused[b, q:q + c], u, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(fused[b, q:q + c], u, rtol=0, atol=1e-7)
             assert float(fused[b, :q].abs().sum() + fused[b, q + c:].abs().sum()) == 0.0
     # the maps and hidden states are those the scores came from: asking for them changes nothing
     plain = model(input_ids=ids, token_type_ids=types, attention_mask=mask)
@@ -667,16 +667,16 @@ def test_inputs_embeds_equal_the_ids_path_given_the_same_rows(dcn_input):
     from_ids = model(input_ids=ids, token_type_ids=types, attention_mask=mask, output_hidden_states=True, **labels)
     from_rows = model(inputs_embeds=rows, token_type_ids=types, attention_mask=mask, output_hidden_states=True,
                       **labels)
-    torch.testing.assert_close(from_rows.start_logits, from_ids.start_logits, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(from_rows.end_logits, from_ids.end_logits, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(from_rows.loss, from_ids.loss, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(from_rows.start_logits, from_ids.start_logits, rtol=0, atol=0)
+    torch.testing.assert_close(from_rows.end_logits, from_ids.end_logits, rtol=0, atol=0)
+    torch.testing.assert_close(from_rows.loss, from_ids.loss, rtol=0, atol=0)
     for a, b in zip(from_rows.hidden_states, from_ids.hidden_states):
-        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
     assert torch.equal(from_rows.iteration_spans, from_ids.iteration_spans)
     if dcn_input != "vectors":
         torch.testing.assert_close(model.compute_cove_features(inputs_embeds=rows, attention_mask=mask,
                                                                token_type_ids=types),
-                                   model.compute_cove_features(ids, mask, types), rtol=1e-6, atol=1e-6)
+                                   model.compute_cove_features(ids, mask, types), rtol=0, atol=0)
 
 
 def test_inputs_embeds_bad_combinations_are_clear_errors():
@@ -713,8 +713,8 @@ def test_torch_export_gives_the_eager_results(dcn_input):
     ids, types, mask = pair_batch([(3, 3), (2, 2), (1, 5)], seed=8)  # T = 6 again, three rows
     got = program.module()(input_ids=ids, attention_mask=mask, token_type_ids=types)
     want = model(input_ids=ids, attention_mask=mask, token_type_ids=types)
-    torch.testing.assert_close(got.start_logits, want.start_logits, rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(got.end_logits, want.end_logits, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got.start_logits, want.start_logits, rtol=0, atol=2e-9)
+    torch.testing.assert_close(got.end_logits, want.end_logits, rtol=0, atol=2e-9)
     assert torch.equal(got.iteration_spans, want.iteration_spans)
     assert torch.equal(got.num_iterations, want.num_iterations)
 

@@ -62,9 +62,9 @@ def test_attention_step_written_out():
     context = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [5.0, 5.0]]])
     mask = torch.tensor([[True, True, False]])
     h_tilde, alpha = attention(torch.tensor([[1.0, 2.0]]), context, mask)
-    torch.testing.assert_close(alpha, torch.tensor([[0.26894142, 0.73105858, 0.0]]), atol=1e-7, rtol=0)
-    torch.testing.assert_close(h_tilde, torch.tanh(torch.tensor([[1.76894142, -1.26894142]])), atol=1e-6, rtol=0)
-    torch.testing.assert_close(h_tilde, torch.tensor([[0.94349329, -0.85351049]]), atol=1e-6, rtol=0)
+    torch.testing.assert_close(alpha, torch.tensor([[0.26894142, 0.73105858, 0.0]]), atol=0, rtol=0)
+    torch.testing.assert_close(h_tilde, torch.tanh(torch.tensor([[1.76894142, -1.26894142]])), atol=0, rtol=0)
+    torch.testing.assert_close(h_tilde, torch.tensor([[0.94349329, -0.85351049]]), atol=0, rtol=0)
 
 
 def lstm_cell(x, h, c, cell):
@@ -108,7 +108,7 @@ def test_teacher_forced_logits_match_plain_torch(attention_bias):
             tildes.append(feed)
             alphas.append(alpha)
         expected = torch.stack(expected, dim=1)
-    torch.testing.assert_close(out.logits, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out.logits, expected, atol=4e-7, rtol=0)
     # output_hidden_states: each decoder layer's h_t, then h~_t, all (B, T, H); output_attentions: α (B, 1, T, S)
     with torch.no_grad():
         full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
@@ -116,9 +116,9 @@ def test_teacher_forced_logits_match_plain_torch(attention_bias):
     assert len(full.decoder_hidden_states) == model.config.decoder_num_layers + 1
     for got, want in zip(full.decoder_hidden_states, (layer1, layer2, tildes)):
         assert got.shape == (2, 3, 8)
-        torch.testing.assert_close(got, torch.stack(want, dim=1), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(got, torch.stack(want, dim=1), atol=4e-7, rtol=0)
     (cross,) = full.cross_attentions
-    torch.testing.assert_close(cross, torch.stack(alphas, dim=1)[:, None], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(cross, torch.stack(alphas, dim=1)[:, None], atol=2e-7, rtol=0)
     torch.testing.assert_close(full.logits, out.logits)
     # the encoder's hidden states are passed through
     assert full.encoder_hidden_states is not None
@@ -152,9 +152,9 @@ def test_loss_sentence_reduction_is_summed_nll_over_batch_size():
     torch.testing.assert_close(shift_tokens_right(labels, 0, 2), torch.tensor([[2, 11, 12, 13], [2, 14, EOS, 0]]))
     logp = out.logits.log_softmax(-1)
     nll = -(logp[0, 0, 11] + logp[0, 1, 12] + logp[0, 2, 13] + logp[0, 3, EOS] + logp[1, 0, 14] + logp[1, 1, EOS])
-    torch.testing.assert_close(out.nll_sum, nll, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out.nll_sum, nll, atol=0, rtol=0)
     assert int(out.num_tokens) == 6
-    torch.testing.assert_close(out.loss, nll / 2, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out.loss, nll / 2, atol=0, rtol=0)
     # labels padded with the pad id instead of -100 are ignored the same way
     same = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels.clamp(min=0))
     torch.testing.assert_close(same.nll_sum, out.nll_sum)
@@ -169,7 +169,7 @@ def test_padding_batch_equals_each_alone():
         batch = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels_of(targets))
         for i, (src, tgt) in enumerate(zip(sources, targets)):
             alone = model(input_ids=torch.tensor([src]), labels=torch.tensor([tgt]))
-            torch.testing.assert_close(batch.logits[i, : len(tgt)], alone.logits[0], atol=1e-5, rtol=0)
+            torch.testing.assert_close(batch.logits[i, : len(tgt)], alone.logits[0], atol=5e-7, rtol=0)
 
 
 def test_dropout_only_in_training():
@@ -335,7 +335,7 @@ def test_generate_returns_cross_attentions(num_beams):
                            decoder_input_ids=out.sequences[:, :-1], output_attentions=True)
         (teacher,) = forced.cross_attentions  # (batch, 1, steps, source_time)
         generated = torch.cat([alpha for (alpha,) in out.cross_attentions], dim=2)
-        torch.testing.assert_close(generated, teacher, atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(generated, teacher, atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("num_beams", [1, 3])
@@ -361,7 +361,7 @@ def test_generate_runs_the_decoder_one_step_per_token(num_beams):
         second = model(encoder_outputs=model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask),
                        attention_mask=attention_mask, decoder_input_ids=out[:, 1:2], cache=first[CACHE_FIELD])
         forced = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=out[:, :2])
-    torch.testing.assert_close(torch.cat([first.logits, second.logits], dim=1), forced.logits, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(torch.cat([first.logits, second.logits], dim=1), forced.logits, atol=0, rtol=0)
 
 
 def test_pad_after_eos_written_out():
@@ -647,7 +647,7 @@ def test_decoder_under_cpu_bf16_autocast_needs_no_lstm_kernel():
     ops = {event.name for event in profile.function_events}
     assert "aten::lstm_cell" in ops and not any("rnn" in op or op == "aten::lstm" for op in ops)
     assert got.dtype == torch.bfloat16
-    torch.testing.assert_close(got.float(), want, atol=0.05, rtol=0.02)
+    torch.testing.assert_close(got.float(), want, atol=0.01, rtol=0)
 
 
 @pytest.mark.parametrize("kernel", [True, False])
@@ -670,8 +670,8 @@ def test_bf16_autocast_forward_and_generate(monkeypatch, kernel):
             got = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
             generated = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=4,
                                        num_beams=2)
-    torch.testing.assert_close(got.logits.float(), want.logits, atol=0.05, rtol=0.02)
-    torch.testing.assert_close(got.loss, want.loss, atol=0.02, rtol=0.02)
+    torch.testing.assert_close(got.logits.float(), want.logits, atol=0.01, rtol=0)
+    torch.testing.assert_close(got.loss, want.loss, atol=0.001, rtol=0)
     assert generated.shape == (2, 5) and bool((generated[:, 0] == 2).all())
 
 
