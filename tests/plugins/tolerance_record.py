@@ -21,7 +21,7 @@ _current = {"test": None}
 
 def _caller():
     for frame in reversed(traceback.extract_stack()[:-2]):
-        if "/tests/" in frame.filename and "measure_plugin" not in frame.filename:
+        if "/tests/" in frame.filename and "tolerance_record" not in frame.filename:
             return f"{frame.filename.split('/tests/')[-1]}:{frame.lineno}"
     return "?"
 
