@@ -230,7 +230,7 @@ def test_time_segments_under_autograd_give_the_reference_gradients():
         (output * torch.linspace(-1, 1, output.shape[-1])).pow(2).sum().backward()
         results[implementation] = [output.detach(), x.grad, *(p.grad.clone() for p in lstm.parameters())]
     for got, want in zip(results["unpacked"], results["reference"]):
-        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
+        torch.testing.assert_close(got, want, rtol=0, atol=6e-6 * float(want.abs().max()))  # measured 6.2e-7 x max
 
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
