@@ -1,3 +1,4 @@
+import fcntl
 import os
 from pathlib import Path
 
@@ -27,6 +28,19 @@ def require_data(*parts) -> Path:
 @pytest.fixture
 def data_dir() -> Path:
     return require_data()
+
+
+@pytest.fixture
+def alone_with_the_cores(tmp_path_factory):
+    """Held while a test launches a two-process (DDP) job: such a job takes both of the machine's cores, so the
+    suite's workers (pytest-xdist) run one at a time, not side by side (one had its launcher hang at exit once so)."""
+    lock_file = tmp_path_factory.getbasetemp().parent / "two-process-jobs.lock"  # shared by every worker of the run
+    with open(lock_file, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture

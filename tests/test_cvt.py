@@ -247,7 +247,7 @@ def test_cli_resumes_exactly(tiny_setup, tmp_path):
 
 
 @pytest.mark.slow
-def test_two_processes_take_the_same_phases(tiny_setup, tmp_path):
+def test_two_processes_take_the_same_phases(tiny_setup, tmp_path, alone_with_the_cores):
     """`accelerate launch` with 2 CPU processes (DDP over gloo): every step both processes run the same phase (a
     rank in another phase would hang or fail DDP's reduction), the run ends with the one-process step count."""
     data_dir, encoder, preset = tiny_setup

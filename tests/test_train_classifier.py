@@ -372,7 +372,7 @@ def test_scalar_mix_run_records_the_learned_layer_weights(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_processes_train_like_one(tmp_path):
+def test_two_processes_train_like_one(tmp_path, alone_with_the_cores):
     """`accelerate launch` with 2 CPU processes (DDP over gloo), as a user runs it: rank 1 no longer crashes on the
     best checkpoint; the main process alone writes the feature cache, best/, the eval JSON, metrics and curves; the
     global batch is split (same optimizer steps as one process) and the metrics JSON has the same keys."""

@@ -194,7 +194,7 @@ def free_port() -> int:
 
 
 @pytest.mark.slow
-def test_two_process_cpu_ddp_matches_one_process(toy, tmp_path):
+def test_two_process_cpu_ddp_matches_one_process(toy, tmp_path, alone_with_the_cores):
     """`accelerate launch --config_file configuration/accelerate/cpu_ddp.yaml --num_processes 2` (gloo DDP, global
     batch 16 = 8 per process) ends with identical weights on both ranks, equal to one process on the same global
     batches (dropout off)."""

@@ -89,7 +89,7 @@ def test_train_qa_rejects_unknown_model_override_before_any_work(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_processes_train_like_one(tiny_squad, tmp_path):
+def test_two_processes_train_like_one(tiny_squad, tmp_path, alone_with_the_cores):
     """`accelerate launch` with 2 CPU processes (DDP over gloo), as a user runs it: the global batch is split
     (same steps as one process), the main process alone writes the feature cache and the outputs, and the metrics
     JSON has the same keys as a one-process run's."""
