@@ -244,7 +244,7 @@ SEED_STRIDE = 1000003  # epoch batches: the generator seed is seed x SEED_STRIDE
 
 
 class BiLMPretraining(AccelerateLoop):
-    """One run on the shared scaffold (`pretraining.AccelerateLoop`): Adam and a transformers schedule stepped every
+    """One run on the shared loop (`accelerate_loop.AccelerateLoop`): Adam and a transformers schedule stepped every
     step, windows in an order seeded by (seed, epoch), held-out perplexity per direction after every epoch, stops at
     `epochs` / `max_steps` / the time budget (judged at every step), `finish()` exports the encoder."""
 

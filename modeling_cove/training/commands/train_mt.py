@@ -17,8 +17,8 @@ time, stop when lr < --min-lr (default 0.03 x lr: the paper's 0.03 at lr 1.0), o
 --time-budget-minutes; every stop is logged with its reason and recorded as `stop_reason` in metrics.json.
 Gradient-norm clip 5; batch 64 sentences (global, split over the processes); pairs longer than 75 tokens dropped;
 vocabularies <= 50k per side; fixed source word vectors; loss = summed token NLL / batch size. Batches are
-length-grouped with the order a function of (seed, epoch) only, so --resume replays it exactly (`pretraining`,
-`mt_trainer`). Options outside the paper, off by default: --start-decay-at N (also halve from epoch N on, OpenNMT-py's
+length-grouped with the order a function of (seed, epoch) only, so --resume replays it exactly (`accelerate_loop`,
+`loops/mt.py`). Options outside the paper, off by default: --start-decay-at N (also halve from epoch N on, OpenNMT-py's
 -start_decay_at), --time-budget-minutes, --optimizer adam (e.g. --lr 0.001; --min-lr defaults to 3e-05 then).
 Settings: built-in DEFAULTS < the preset's "training" block < the flags given.
 

@@ -22,7 +22,7 @@ Training's alternating labelled / unlabelled steps, identical on every process a
 pure function of (seed, epoch), each process training on its share of the global batch), several tasks sharing the
 encoder, training-only auxiliary modules that the exported tagger leaves out, scoring by words (seqeval, words
 without a token counted wrong) and exact resume inside an epoch on the shared pretraining scaffold
-(`pretraining.AccelerateLoop`; its docstring says why that scaffold and not a `Trainer` subclass).
+(`accelerate_loop.AccelerateLoop`; its docstring says why that loop and not a `Trainer` subclass).
 """
 
 from __future__ import annotations

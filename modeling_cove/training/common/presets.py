@@ -107,9 +107,7 @@ def load_preset(name_or_path, kind: str, known_keys=None, required_keys=()) -> d
     if not isinstance(preset, dict):
         raise PresetError(f"{path}: a preset is a mapping of keys, got {type(preset).__name__}")
     if known_keys is not None:
-        unknown = set(preset) - set(known_keys) - {"path"}
-        if unknown:
-            raise PresetError(f"{path}: unknown preset keys {sorted(unknown)}; known: {sorted(known_keys)}")
+        check_preset_keys(preset, known_keys, path)
     missing = set(required_keys) - set(preset)
     if missing:
         raise PresetError(f"{path}: missing preset keys {sorted(missing)}")

@@ -8,9 +8,11 @@ import csv
 from pathlib import Path
 from typing import List, Optional
 
+from .tagging import TAGGING_TASKS, load_tagging_splits
+
 __all__ = ["corpus_texts", "iter_task_texts", "LOCAL_CORPORA", "local_texts", "read_texts", "TEXT_SOURCES"]
 
-TAGGING_SOURCES = ("conll2000", "ewt_upos", "wnut17")  # tagging_data.TAGGING_TASKS: sentences as words
+TAGGING_SOURCES = tuple(TAGGING_TASKS)  # sentences as words
 TEXT_SOURCES = ("multi30k", "iwslt", "wmt17", "sst2", "sst5", "trec6", "trec50", "imdb", "snli", "squad",
                 *TAGGING_SOURCES)
 TRANSLATION_SOURCES = ("multi30k", "iwslt", "wmt17")
@@ -28,8 +30,6 @@ def iter_task_texts(task: str, data_dir=None):
     elif task == "squad":
         dd, columns = data.load_squad(data_dir), ["question", "context"]
     elif task in TAGGING_SOURCES:
-        from .tagging import load_tagging_splits
-
         if data_dir is None:
             raise ValueError(f"the tagging task {task!r} is read from a local data folder: give --data-dir")
         for split in load_tagging_splits(task, data_dir).values():

@@ -1,4 +1,4 @@
-"""The learning-rate schedule of MT pretraining (docs/paper.md §2); the run stops by `pretraining.stop_reason`.
+"""The learning-rate schedule of MT pretraining (docs/paper.md §2); the run stops by `accelerate_loop.stop_reason`.
 
 Paper: SGD with lr 1.0; after every epoch, once the validation perplexity has risen for the first time, the lr is
 halved (and from then on every epoch); training stops when the lr falls below 0.03. The stop threshold is 0.03 x the
