@@ -42,7 +42,7 @@ from ..common.cli import REQUIRED, option, run_training_command
 from ..data.texts import LOCAL_CORPORA, corpus_texts
 from ..publishing.export import export_encoder
 from ..loops.accelerate_loop import (
-    AccelerateLoop, LoopState, StopLimits, check_run_folder, epoch_batches, make_accelerator, make_optimizer,
+    AccelerateLoop, LoopState, StopLimits, check_run_folder, end_run, epoch_batches, make_accelerator, make_optimizer,
     rank_share, start_run_folder)
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
@@ -319,8 +319,7 @@ class BiLMPretraining(AccelerateLoop):
             self.unwrapped.save_pretrained(output_dir / "lm")
             self.tokenizer.save_pretrained(output_dir / "lm")
             export_encoder(self.unwrapped, output_dir / "encoder", metrics, tokenizer=self.tokenizer)
-        accelerator.wait_for_everyone()
-        accelerator.end_training()
+        end_run(accelerator)
         return metrics
 
 

@@ -58,6 +58,7 @@ from ..common.presets import CONFIGURATION, PresetError, load_settings
 from ..common.cli import REQUIRED, fail, option, parse_options
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
+from ..loops.accelerate_loop import end_run
 from ..loops.trainer import EpochTimer, log, stop_reason, training_arguments
 
 __all__ = ["attach_features", "build_model", "build_trainer", "check_run", "ClassifierOptions", "COLUMNS",
@@ -592,7 +593,7 @@ def finish_run(trainer, tokenizer, options: ClassifierOptions, run: dict, timer:
         trainer.save_model(str(best_dir))  # writes on the main process only
         if main_process:
             tokenizer.save_pretrained(best_dir)
-    trainer.accelerator.wait_for_everyone()  # the checkpoint is complete (and no process still reads checkpoints/)
+    end_run(trainer.accelerator)  # the checkpoint is complete (and no process still reads checkpoints/)
     history = trainer.state.log_history
     epochs = epoch_records(timer, history)
     run.update(

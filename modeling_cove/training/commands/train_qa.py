@@ -57,6 +57,7 @@ from ..data.collators import QACollator
 from ..common.presets import CONFIGURATION, load_preset, load_settings
 from ..common.run_info import git_commit, machine_info, plot_curves
 from ..common.files import write_json
+from ..loops.accelerate_loop import end_run
 from ..loops.trainer import TimeBudget, log, stop_reason, training_arguments
 
 __all__ = ["attach_cache", "check_config_keys", "curve_panels", "DCN_INPUTS", "EpochSquad", "finish_run", "load_model",
@@ -425,6 +426,7 @@ def train_qa(options: QAOptions, command: Optional[str] = None) -> Optional[dict
     if trainer.is_world_process_zero() and (not epoch_eval.history or epoch_eval.history[-1]["step"] != steps):
         epoch_eval.on_epoch_end(training_args, trainer.state, None, model=model)  # stopped inside an epoch
     trainer.save_model(str(out / "model"))  # writes on the main process only
+    end_run(trainer.accelerator)  # the last collective: the model is complete
     if not trainer.is_world_process_zero():
         return None  # what is left (scoring, baseline, outputs) is the main process's, without collectives
     tokenizer.save_pretrained(out / "model")

@@ -40,7 +40,7 @@ from ..common.cli import REQUIRED, option, run_training_command
 from ..common.presets import load_settings
 from ..loops import stopping
 from ..loops.cvt import TaggerTraining
-from ..loops.accelerate_loop import (AccelerateLoop, LoopState, StopLimits, check_run_folder, epoch_batches,
+from ..loops.accelerate_loop import (AccelerateLoop, LoopState, StopLimits, check_run_folder, end_run, epoch_batches,
                           make_accelerator, make_optimizer, rank_share, start_run_folder)
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
@@ -495,8 +495,7 @@ class TaggerLoop(AccelerateLoop):
             plot_run_curves(self.state, self.tasks, self.output_dir / "curves.png")
             if not self.settings.no_save_model:
                 save_taggers(self, metrics)
-        accelerator.wait_for_everyone()
-        accelerator.end_training()
+        end_run(accelerator)
         return metrics
 
 

@@ -41,8 +41,8 @@ import torch
 from ..common.files import commit_tmp, fresh_tmp, write_json
 from . import stopping
 
-__all__ = ["AccelerateLoop", "check_run_folder", "checkpoint_dirs", "epoch_batches", "LoopState", "make_accelerator",
-           "make_optimizer", "rank_share", "read_state", "restore_checkpoint", "save_checkpoint", "start_run_folder",
+__all__ = ["AccelerateLoop", "check_run_folder", "checkpoint_dirs", "epoch_batches", "LoopState", "end_run",
+           "make_accelerator", "make_optimizer", "rank_share", "read_state", "restore_checkpoint", "save_checkpoint", "start_run_folder",
            "state_file", "stop_reason", "StopLimits"]
 
 STATE_FILE = "pretraining_state.json"
@@ -167,6 +167,25 @@ def make_accelerator(cpu: bool, find_unused_parameters: bool, batch_size: int | 
     if batch_size is not None and batch_size % accelerator.num_processes:
         raise ValueError(f"batch_size {batch_size} must be a multiple of the {accelerator.num_processes} processes")
     return accelerator
+
+
+# The final barrier of every multi-process run, kept until the process ends (see `end_run`).
+_FINAL_BARRIERS: list = []
+
+
+def end_run(accelerator):
+    """The last collective of a run (every process waits for the others), then `accelerator.end_training()`.
+
+    The barrier's work handle is kept for the rest of the process. torch's gloo workers can otherwise hold the last
+    reference to a collective whose tensors were made in Python (e.g. an object gather) and free it only after the
+    main thread has started tearing the process group down; freeing it needs the interpreter lock that the tearing-down
+    thread holds while it waits for them, and the process never exits (docs/transformers_notes.md, "Ending a gloo run"). The gloo barrier holds
+    every collective still pending when it starts; one started earlier has been freed by then."""
+    if accelerator.num_processes > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
+        work = torch.distributed.barrier(async_op=True)
+        work.wait()
+        _FINAL_BARRIERS.append(work)
+    accelerator.end_training()
 
 
 OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}

@@ -17,7 +17,7 @@ from ..publishing.export import export_encoder
 from ..data.translation import collate
 from .mt_eval import compute_bleu, decode_split, evaluate_perplexity, parameters_sha256
 from .mt_schedule import PerplexitySchedule
-from .accelerate_loop import AccelerateLoop, LoopState, StopLimits, epoch_batches, make_optimizer, rank_share
+from .accelerate_loop import AccelerateLoop, LoopState, StopLimits, end_run, epoch_batches, make_optimizer, rank_share
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
 
@@ -233,6 +233,5 @@ class MTPretraining(AccelerateLoop):
                                name=self.preset_name or self.output_dir.name)
             accelerator.print(f"done: {self.output_dir} ({payload['wall_seconds']} s; stopped: "
                               f"{self.state.stop_reason})")
-        accelerator.wait_for_everyone()
-        accelerator.end_training()
+        end_run(accelerator)
         return payload
