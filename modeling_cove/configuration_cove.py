@@ -441,6 +441,10 @@ class CoveConfig(PreTrainedConfig):
             lower, title, upper, mixed, digits, other), appended to w~; the input `case_ids` then carries it (the
             token-classification pipeline computes it from the raw text). For lower-cased vocabularies, where NER
             otherwise loses case. 0: none.
+        tagger_boundary_tokens (`bool`, *optional*, defaults to `False`):
+            Learned START and END vectors before the first and after the last token of every sentence, which the
+            tagger's biLSTM reads (`layers.SentenceBoundaries`; Cross-View Training's taggers have them). Labels,
+            logits and hidden states stay one per token.
         tagger_max_length (`int` or `None`, *optional*, defaults to 512):
             Longest sentence in tokens the tagger accepts; a longer one is a `ValueError` naming the row (`None`:
             no limit). Split longer texts into sentences; the pipeline's `truncation=True` would cut words off.
@@ -533,6 +537,7 @@ class CoveConfig(PreTrainedConfig):
     tagger_module_dim: Int = 300
     tagger_dropout: Real = 0.5
     tagger_case_dim: Int = 0
+    tagger_boundary_tokens: bool = False
     tagger_max_length: Int | None = 512
     # paper forms
     paper_defaults_version: Int = PAPER_DEFAULTS_VERSION

@@ -28,7 +28,8 @@ from .modeling_cove import CoveModel, CoveModelOutput, assemble_features
 
 __all__ = ["assemble_head_inputs", "choose_lstm_implementation", "CoveScalarMix", "encoder_needs_grad", "head_init_",
            "masked_softmax", "maxout", "pair_segments", "require", "rows_where", "run_bilstm", "run_bilstm_packed",
-           "run_encoder_checked", "scalar_mix_for", "segment_gather", "segment_scatter", "valid_steps"]
+           "run_encoder_checked", "scalar_mix_for", "segment_gather", "segment_scatter", "SentenceBoundaries",
+           "valid_steps"]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -77,6 +78,30 @@ def maxout(x: torch.Tensor, pool_size: int) -> torch.Tensor:
 def valid_steps(lengths: torch.Tensor, time: int) -> torch.Tensor:
     """(B, T) bool: True at the first `lengths[b]` steps of row b."""
     return torch.arange(time, device=lengths.device)[None, :] < lengths[:, None]
+
+
+class SentenceBoundaries(nn.Module):
+    """Learned START and END vectors around every row: (B, T, D) right-padded features of `lengths` (B,) steps ->
+    (B, T + 2, D) = [START, x_1, ..., x_n, END, 0, ...] with lengths + 2. A biLSTM then reads a state before the
+    first token and after the last one (Cross-View Training's taggers do: their future/past views of the first and
+    last tokens are those states). `tokens(x)` takes (B, T + 2, ...) back to the T token positions."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.vectors = nn.Parameter(torch.zeros(2, dim))  # START, END; head_init_ draws them
+
+    def forward(self, features: torch.Tensor, lengths: torch.Tensor) -> tuple:
+        batch, _, dim = features.shape
+        start, end = self.vectors.to(features.dtype)
+        edge = features.new_zeros(batch, 1, dim)
+        framed = torch.cat([start.expand(batch, 1, dim), features, edge], dim=1)  # (B, T + 2, D)
+        at_end = torch.arange(framed.shape[1], device=features.device)[None, :] == (lengths + 1)[:, None]
+        return torch.where(at_end[..., None], end, framed), lengths + 2
+
+    @staticmethod
+    def tokens(values: torch.Tensor) -> torch.Tensor:
+        """(B, T + 2, ...) -> (B, T, ...): the token positions (a shorter row's END lands in its padding)."""
+        return values[:, 1:-1]
 
 
 def run_bilstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor,
@@ -255,7 +280,7 @@ def head_init_(module: nn.Module) -> None:
     U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for linear layers and LSTMs (PyTorch's defaults; the papers give none for
     the heads: the MT's U(-0.1, 0.1) is 7x too wide for the BCN's 4800-wide maxout input and slowed early training in
     our runs), batch norm at (1, 0) with fresh statistics, a scalar mix at w = 0, gamma = 1, an embedding (the
-    tagger's casing feature) N(0, 1) with its padding row zero. Every trainable kind a head holds must be here:
+    tagger's casing feature) N(0, 1) with its padding row zero, sentence boundary vectors N(0, 1). Every trainable kind a head holds must be here:
     `from_pretrained` leaves the weights it does not load uninitialised until this runs."""
     if isinstance(module, nn.Linear):
         bound = 1.0 / math.sqrt(module.in_features)
@@ -273,6 +298,8 @@ def head_init_(module: nn.Module) -> None:
     elif isinstance(module, CoveScalarMix):
         nn.init.zeros_(module.scalar_weights)
         nn.init.ones_(module.gamma)
+    elif isinstance(module, SentenceBoundaries):
+        nn.init.normal_(module.vectors, 0.0, 1.0)
     elif isinstance(module, nn.Embedding):
         nn.init.normal_(module.weight, 0.0, 1.0)
         if module.padding_idx is not None:

@@ -24,8 +24,8 @@ from transformers.utils import add_start_docstrings_to_model_forward
 
 from .configuration_cove import CoveConfig
 from .embeddings import lengths_from_mask
-from .layers import (assemble_head_inputs, encoder_needs_grad, head_init_, require, rows_where, run_bilstm,
-                     run_encoder_checked, scalar_mix_for, valid_steps)
+from .layers import (SentenceBoundaries, assemble_head_inputs, encoder_needs_grad, head_init_, require, rows_where,
+                     run_bilstm, run_encoder_checked, scalar_mix_for, valid_steps)
 from .modeling_cove import CoveModel, CovePreTrainedModel
 
 IGNORE_INDEX = -100  # a token without a label (transformers' convention, `nn.CrossEntropyLoss`'s default)
@@ -55,12 +55,18 @@ def case_ids_from_offsets(text: str, offsets) -> list:
 
 
 class TaggerStates(NamedTuple):
-    """The tagger's biLSTM states of a batch: `layers[k]` (B, T, 2H) = [h→_{k+1}; h←_{k+1}], zero at padding (and
-    dropped out in training); `lengths` (B,) tokens per row; `mask` (B, T) bool, True at tokens."""
+    """The tagger's biLSTM states of a batch: `layers[k]` (B, T', 2H) = [h→_{k+1}; h←_{k+1}], zero at padding (and
+    dropped out in training); `lengths` (B,) tokens per row; `mask` (B, T') bool, True at tokens. T' = T, or T + 2
+    with sentence boundaries (`framed`: position 0 START, the tokens at 1..n, END at n + 1, then padding)."""
 
     layers: list
     lengths: torch.Tensor
     mask: torch.Tensor
+    framed: bool = False
+
+    def tokens(self, values: torch.Tensor) -> torch.Tensor:
+        """(B, T', ...) values over the states' positions -> (B, T, ...) at the token positions."""
+        return SentenceBoundaries.tokens(values) if self.framed else values
 
 
 class CoveTaggerPredictionModule(nn.Module):
@@ -130,6 +136,7 @@ class CoveForTokenClassification(CovePreTrainedModel):
         self.case_embeddings = (nn.Embedding(len(CASE_CLASSES), config.tagger_case_dim, padding_idx=0)
                                 if config.tagger_case_dim else None)
         sizes = [layout.size + config.tagger_case_dim] + [2 * hidden] * (config.tagger_num_layers - 1)
+        self.boundaries = SentenceBoundaries(sizes[0]) if config.tagger_boundary_tokens else None
         self.encoder = nn.ModuleList(nn.LSTM(size, hidden, batch_first=True, bidirectional=True) for size in sizes)
         self.classifier = CoveTaggerPredictionModule(2 * hidden * config.tagger_num_layers, config.tagger_module_dim,
                                                      config.num_labels)
@@ -227,12 +234,18 @@ class CoveForTokenClassification(CovePreTrainedModel):
 
     def encode(self, features: torch.Tensor, lengths: torch.Tensor, num_layers: Optional[int] = None) -> TaggerStates:
         """The tagger's biLSTM over w~ (B, T, D_in): dropout on its input and on each layer's output (training mode),
-        the first `num_layers` layers (all by default; Cross-View Training's student pass needs layer 1 only)."""
+        the first `num_layers` layers (all by default; Cross-View Training's student pass needs layer 1 only). With
+        `config.tagger_boundary_tokens` the biLSTM reads START, w~_1..n, END: the states are framed (T + 2 wide)."""
+        mask = valid_steps(lengths, features.shape[1])  # (B, T)
+        steps = lengths
+        if self.boundaries is not None:
+            features, steps = self.boundaries(features, lengths)  # (B, T + 2, D_in)
+            mask = nn.functional.pad(mask, (1, 1))  # tokens at 1..n
         states, layers = self.dropout(features), []
         for lstm in self.encoder[:num_layers]:
-            states = self.dropout(run_bilstm(lstm, states, lengths, self.config.lstm_implementation))  # (B, T, 2H)
+            states = self.dropout(run_bilstm(lstm, states, steps, self.config.lstm_implementation))  # (B, T', 2H)
             layers.append(states)
-        return TaggerStates(layers, lengths, valid_steps(lengths, features.shape[1]))
+        return TaggerStates(layers, lengths, mask, framed=self.boundaries is not None)
 
     @add_start_docstrings_to_model_forward(TAGGER_INPUTS_DOCSTRING)
     def forward(
@@ -262,15 +275,18 @@ class CoveForTokenClassification(CovePreTrainedModel):
 
         features = self.tagger_inputs(inputs, attention_mask, case_ids)  # w~, (B, T, D_in)
         states = self.encode(features, lengths)  # h1, ..., hL, each (B, T, 2H)
-        logits = self.classifier(torch.cat(states.layers, dim=-1), states.mask)  # primary module, (B, T, labels)
+        logits = self.classifier(torch.cat(states.layers, dim=-1), states.mask)  # primary module, (B, T', labels)
+        logits = states.tokens(logits)  # (B, T, labels)
 
         loss = None
         if labels is not None:  # mean over the labelled tokens
             loss = nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten().long(),
                                                ignore_index=IGNORE_INDEX)
-        output = TokenClassifierOutput(
-            loss=loss, logits=logits, hidden_states=(features, *states.layers) if output_hidden_states else None
-        )
+        hidden_states = None
+        if output_hidden_states:  # w~ and each layer at the token positions, zero at padding
+            at_tokens = states.tokens(states.mask)[..., None]
+            hidden_states = (features, *(states.tokens(h) * at_tokens for h in states.layers))
+        output = TokenClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states)
         return output if return_dict else output.to_tuple()
 
 

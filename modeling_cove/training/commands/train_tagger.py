@@ -39,22 +39,29 @@ from ...modeling_cove_tagger import IGNORE_INDEX
 from ..common.cli import REQUIRED, option, run_training_command
 from ..common.presets import load_settings
 from ..loops import stopping
-from ..loops.cvt import TaggerTraining
+from ..loops.cvt import CrossViewOptions, TaggerTraining
+from ..loops.tagger_schedule import TASK_SAMPLING, StepBudgetBatches, WeightAverage, lr_factor
 from ..loops.accelerate_loop import (AccelerateLoop, LoopState, StopLimits, check_run_folder, end_run, epoch_batches,
                           make_accelerator, make_optimizer, rank_share, start_run_folder)
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
 
-__all__ = ["build_training", "encode_split", "Encoded", "INPUTS", "label_set", "labelled_batches",
+__all__ = ["build_training", "check_hyperparameters", "encode_split", "Encoded", "INPUTS", "label_set", "labelled_batches",
            "load_hyperparameters", "load_task", "load_tokenizer", "main", "main_metric", "pad", "plot_run_curves",
            "predict_tags", "prepare_tasks", "save_taggers", "score", "TaggerLoop", "TaggerSettings", "TaskRun",
-           "train_tagger", "unlabeled_sentences"]
+           "step_budget", "train_tagger", "unlabeled_sentences"]
 
 HYPERPARAMETER_DEFAULTS = {
     "epochs": 20, "batch_size": 64, "learning_rate": 1e-3, "dropout": 0.5, "hidden_size": 300, "module_dim": 300,
     "max_grad_norm": 1.0, "early_stopping_patience": 5, "eval_batch_size": 256, "max_length": 512,
     "unlabeled_max_length": 50,
+    # the CVT authors' recipe (configuration/tagging/cvt-paper.yaml; docs/tagging.md): off at these defaults
+    "labelled_steps": None,  # a budget of labelled steps instead of epochs, validation every `eval_every`
+    "eval_every": 250, "task_sampling": "proportional", "optimizer": "adam", "momentum": 0.9, "warmup_steps": 0,
+    "lr_decay": 0.0, "ema_decay": 0.0, "label_smoothing": 0.0, "unlabeled_dropout": None, "full_module": False,
+    "boundary_tokens": False, "train_word_vectors": False,
 }
+HYPERPARAMETER_CHOICES = {"optimizer": ("adam", "sgd"), "task_sampling": TASK_SAMPLING}
 INPUTS = ("vectors", "vectors+cove", "cove", "vectors+scalar_mix")
 SEED_STRIDE = 7919  # batch order: the generator seed is seed x SEED_STRIDE + epoch (unlabelled: + 1 000 000)
 SENTENCE_ENDS = (".", "!", "?")
@@ -95,6 +102,8 @@ class TaggerSettings:
     resume: bool = option("continue from the latest checkpoint in output_dir", False)
     overwrite: bool = option("delete an existing output_dir first", False)
     no_save_model: bool = option("do not write best/ (the table's runs: metrics only)", False)
+    hyperparameters: Optional[str] = option("a JSON object of hyperparameters over the preset's, e.g. "
+                                            "'{\"ema_decay\": 0.998}' (keys: HYPERPARAMETER_DEFAULTS)")
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -117,7 +126,7 @@ class TaggerSettings:
 
 RESUME_KEYS = ("task", "encoder", "input", "data_dir", "cvt", "unlabeled", "unlabeled_ratio", "train_fraction",
                "seed", "preset", "epochs", "batch_size", "learning_rate", "dropout", "hidden_size", "case_dim",
-               "limit_sentences")
+               "limit_sentences", "hyperparameters")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -127,12 +136,41 @@ RESUME_KEYS = ("task", "encoder", "input", "data_dir", "cvt", "unlabeled", "unla
 def load_hyperparameters(settings: TaggerSettings) -> dict:
     """HYPERPARAMETER_DEFAULTS < the preset (`--preset`, else configuration/tagging/<first task>.yaml when there is
     one: a task read from the Hub may have none) < the command line's overrides."""
+    import json
+
+    from ..common.presets import check_preset_keys
+
+    extra = json.loads(settings.hyperparameters) if settings.hyperparameters else {}
+    if not isinstance(extra, dict):
+        raise ValueError(f"--hyperparameters must be a JSON object, got {settings.hyperparameters!r}")
+    check_preset_keys(extra, HYPERPARAMETER_DEFAULTS, "--hyperparameters")
     overrides = {key: getattr(settings, key) for key in ("epochs", "batch_size", "learning_rate", "dropout",
                                                          "hidden_size")}
-    hp, source, _ = load_settings(HYPERPARAMETER_DEFAULTS, settings.preset or settings.task[0], "tagging", overrides,
-                                  extra_keys=("task", "description"), optional=not settings.preset)
+    hp, source, _ = load_settings(HYPERPARAMETER_DEFAULTS, settings.preset or settings.task[0], "tagging",
+                                  {**extra, **overrides}, extra_keys=("task", "description"),
+                                  optional=not settings.preset)
+    check_hyperparameters(hp, source)
     hp["source"] = source
     return hp
+
+
+def check_hyperparameters(hp: dict, where: str) -> None:
+    """A ValueError naming the key and `where` it came from for a value outside its range or choices."""
+    def bad(key, requirement):
+        raise ValueError(f"{where}: hyperparameter {key}={hp[key]!r} must be {requirement}")
+
+    for key, choices in HYPERPARAMETER_CHOICES.items():
+        if hp[key] not in choices:
+            bad(key, f"one of {choices}")
+    for key in ("ema_decay", "label_smoothing", "dropout") + (("unlabeled_dropout",) if hp["unlabeled_dropout"]
+                                                              is not None else ()):
+        if not 0 <= hp[key] < 1:
+            bad(key, "in [0, 1)")
+    for key in ("eval_every", "batch_size") + (("labelled_steps",) if hp["labelled_steps"] is not None else ()):
+        if not isinstance(hp[key], int) or hp[key] < 1:
+            bad(key, "an int >= 1")
+    if hp["warmup_steps"] < 0 or hp["lr_decay"] < 0:
+        bad("warmup_steps" if hp["warmup_steps"] < 0 else "lr_decay", ">= 0")
 
 
 def load_task(task: str, data_dir, limit: Optional[int] = None):
@@ -274,8 +312,7 @@ def predict_tags(training, task: str, data: Encoded, labels: list, batch_size: i
             rows = order[start:start + batch_size].tolist()
             ids, mask = pad([data.ids[r] for r in rows], device)
             cases, _ = pad([data.case_ids[r] for r in rows], device)
-            states, tokens_mask = training.primary_states(ids, mask, cases)
-            best = training.primary_module(task)(states, tokens_mask).argmax(dim=-1).cpu().tolist()  # (B, T)
+            best = training.token_logits(task, ids, mask, cases).argmax(dim=-1).cpu().tolist()  # (B, T)
             for r, tokens in zip(rows, best):
                 words = word_predictions(tokens[:len(data.ids[r])], data.word_ids[r], len(data.tags[r]))
                 predicted[r] = [None if w is None else labels[w] for w in words]
@@ -325,22 +362,38 @@ def labelled_batches(split: Encoded, batch_size: int, seed: int, epoch: int) -> 
 
 
 class TaggerLoop(AccelerateLoop):
-    """A tagging run on the shared scaffold: an epoch is one pass over the labelled batches of every task (shuffled
-    together), each followed by `unlabeled_ratio` unlabelled batches with --cvt; Adam with gradient clipping;
-    validation after every epoch; the best epoch's weights kept (`best_state.safetensors`) and early stopping after
-    `early_stopping_patience` epochs without improvement (the mean of the tasks' main metrics)."""
+    """A tagging run on the shared scaffold. An "epoch" is one pass over the labelled batches of every task
+    (shuffled together) or, with a `labelled_steps` budget, one evaluation period of `eval_every` labelled steps
+    (`StepBudgetBatches`); each labelled batch is followed by `unlabeled_ratio` unlabelled batches with --cvt.
+    Adam, or SGD with momentum, at the rate `lr_factor` sets per labelled step, with gradient clipping; an
+    exponential moving average of the weights (`ema_decay` > 0) for validation, test and the saved tagger;
+    validation after every epoch or period; the best one's weights kept (`best_state.safetensors`) and early
+    stopping after `early_stopping_patience` of them without improvement (0: none; the mean of the tasks' main
+    metrics)."""
 
     def __init__(self, settings: TaggerSettings, accelerator, training, tasks: list, unlabeled: tuple, hp: dict):
-        super().__init__(accelerator, settings.output_dir, StopLimits(hp["epochs"], settings.max_steps,
+        self.budget = step_budget(settings, hp, tasks, len(unlabeled[0]))
+        periods = self.budget.periods if self.budget else hp["epochs"]
+        super().__init__(accelerator, settings.output_dir, StopLimits(periods, settings.max_steps,
                                                                       settings.time_budget_minutes),
                          settings.seed, settings.save_steps, settings.keep_checkpoints)
         self.settings, self.tasks, self.hp = settings, tasks, hp
         self.unlabeled, self.unlabeled_cases = unlabeled  # token ids and case ids of each unlabelled sentence
-        optimizer = make_optimizer("adam", [p for p in training.parameters() if p.requires_grad], hp["learning_rate"])
+        trainable = [(n, p) for n, p in training.named_parameters() if p.requires_grad]
+        optimizer = make_optimizer(hp["optimizer"], [p for _, p in trainable], hp["learning_rate"], hp["momentum"])
         self.model, self.optimizer = accelerator.prepare(training, optimizer)
         self.unwrapped = accelerator.unwrap_model(self.model)
+        self.average = WeightAverage(trainable, hp["ema_decay"]) if hp["ema_decay"] else None
         self.phase_seconds = {"labelled": [0.0, 0], "unlabelled": [0.0, 0]}  # seconds, tokens of this process's run
-        self.start(settings.resume, LoopState(epoch_sums=self.fresh_epoch_sums()))
+        self.start(settings.resume, LoopState(epoch_sums=self.fresh_epoch_sums(), schedule={"labelled_steps": 0}))
+
+    def save_extra(self, folder: Path):
+        if self.average is not None:
+            self.average.save(folder)
+
+    def restore_extra(self, folder: Path):
+        if self.average is not None:
+            self.average.load(folder)
 
     def fresh_epoch_sums(self) -> list:
         return [0.0, 0, 0.0, 0]  # labelled loss sum, labelled steps, unlabelled loss sum, unlabelled steps
@@ -349,6 +402,8 @@ class TaggerLoop(AccelerateLoop):
         """The global batches of `epoch`, a pure function of (seed, epoch): ("labelled", task index, rows) batches of
         similar lengths, the tasks' shuffled together, each followed with --cvt by `unlabeled_ratio` ("unlabelled",
         None, rows) batches from a seeded permutation of the unlabelled sentences."""
+        if self.budget is not None:
+            return self.budget(epoch)
         size, seed = self.hp["batch_size"], self.settings.seed
         labelled = []
         for t, task in enumerate(self.tasks):
@@ -374,6 +429,7 @@ class TaggerLoop(AccelerateLoop):
         share = rank_share(rows, accelerator.process_index, accelerator.num_processes)
         started = time.time()
         if phase == "labelled":
+            state.schedule["labelled_steps"] = state.schedule.get("labelled_steps", 0) + 1
             task = self.tasks[t]
             ids, mask = pad([task.train.ids[r] for r in share], accelerator.device)
             cases, _ = pad([task.train.case_ids[r] for r in share], accelerator.device)
@@ -388,8 +444,16 @@ class TaggerLoop(AccelerateLoop):
                                      "stops here (its last checkpoint is intact)")
         accelerator.backward(loss)
         accelerator.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], self.hp["max_grad_norm"])
+        # the rate of this labelled step (an unlabelled step keeps the one before it); set here, not by a prepared
+        # scheduler, which Accelerate would step once per process
+        rate = self.hp["learning_rate"] * lr_factor(state.schedule.get("labelled_steps", 0),
+                                                    self.hp["warmup_steps"], self.hp["lr_decay"])
+        for group in self.optimizer.param_groups:
+            group["lr"] = rate
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.average is not None:
+            self.average.update()
         figures = accelerator.reduce(torch.tensor([float(loss.detach()), float(mask.sum())],
                                                   device=accelerator.device), "sum")
         mean_loss, tokens = float(figures[0]) / accelerator.num_processes, int(figures[1])
@@ -414,9 +478,12 @@ class TaggerLoop(AccelerateLoop):
         from safetensors.torch import save_file
 
         state, sums = self.state, self.state.epoch_sums
-        validation = self.validation_scores()
+        with self.evaluation_weights():
+            validation = self.validation_scores()
+            weights = {k: v.detach().cpu().contiguous() for k, v in self.unwrapped.state_dict().items()}
         mean = float(np.mean([main_metric(validation[t.name], t.kind) for t in self.tasks]))
         record = {"epoch": epoch, "global_step": state.global_step, "steps": state.step_in_epoch,
+                  "labelled_steps": state.schedule.get("labelled_steps"),
                   "complete": stopped is None, "seconds": round(time.time() - epoch_start, 1),
                   "train_loss": sums[0] / max(sums[1], 1),
                   "unlabelled_loss": sums[2] / sums[3] if sums[3] else None,
@@ -425,13 +492,18 @@ class TaggerLoop(AccelerateLoop):
                   "validation_main": mean}
         best = max([h["validation_main"] for h in state.history if h["complete"]] or [-1.0])
         if stopped is None and mean > best and self.accelerator.is_main_process:  # complete epochs only
-            weights = {k: v.detach().cpu().contiguous() for k, v in self.unwrapped.state_dict().items()}
             save_file(weights, str(self.output_dir / "best_state.safetensors"))
         self.accelerator.wait_for_everyone()
         self.accelerator.print({k: v for k, v in record.items() if k != "validation"} |
                                {"validation": {n: round(main_metric(r, t.kind), 4) for (n, r), t in
                                                zip(validation.items(), self.tasks)}})
         return record
+
+    def evaluation_weights(self):
+        """The weights validation, test and saving read: the moving average when the run keeps one."""
+        from contextlib import nullcontext
+
+        return self.average.swapped_in() if self.average is not None else nullcontext()
 
     def why_stop(self, inside_epoch: bool = False) -> str | None:
         """The scaffold's limits, then early stopping at an epoch end."""
@@ -477,6 +549,10 @@ class TaggerLoop(AccelerateLoop):
         accelerator.wait_for_everyone()
         if best.is_file():
             self.unwrapped.load_state_dict(load_file(str(best)))
+        elif self.average is not None:  # no complete epoch: the averaged weights as they stand
+            with self.average.swapped_in():
+                averaged = {k: v.detach().clone() for k, v in self.unwrapped.state_dict().items()}
+            self.unwrapped.load_state_dict(averaged)
         results = {}
         for task in self.tasks:
             results[task.name] = {split: score(self.unwrapped, task.name, getattr(task, split), task.labels,
@@ -497,6 +573,19 @@ class TaggerLoop(AccelerateLoop):
                 save_taggers(self, metrics)
         end_run(accelerator)
         return metrics
+
+
+def step_budget(settings: TaggerSettings, hp: dict, tasks: list, num_unlabeled: int) -> StepBudgetBatches | None:
+    """The period batches of a run on a `labelled_steps` budget (None: the run counts epochs)."""
+    if hp["labelled_steps"] is None:
+        return None
+    size = hp["batch_size"]
+    task_batches = [lambda data_epoch, t=t, task=task: labelled_batches(task.train, size, settings.seed + 101 * t,
+                                                                        data_epoch)
+                    for t, task in enumerate(tasks)]
+    return StepBudgetBatches(task_batches, [len(task.train.ids) for task in tasks], hp["labelled_steps"],
+                             hp["eval_every"], hp["task_sampling"], settings.seed, SEED_STRIDE, num_unlabeled,
+                             settings.unlabeled_ratio if settings.cvt else 0, size)
 
 
 def plot_run_curves(state: LoopState, tasks: list, path: Path) -> None:
@@ -575,12 +664,14 @@ def build_training(settings: TaggerSettings, hp: dict, tasks: list, tokenizer) -
             settings.encoder, num_labels=len(first.labels), id2label=dict(enumerate(first.labels)),
             label2id={label: i for i, label in enumerate(first.labels)}, tagger_input=settings.input,
             tagger_hidden_size=hp["hidden_size"], tagger_module_dim=hp["module_dim"], tagger_dropout=hp["dropout"],
-            tagger_max_length=hp["max_length"], tagger_case_dim=settings.case_dim, freeze_encoder=True,
-            freeze_embeddings=True)
+            tagger_max_length=hp["max_length"], tagger_case_dim=settings.case_dim,
+            tagger_boundary_tokens=hp["boundary_tokens"], freeze_encoder=True,
+            freeze_embeddings=not hp["train_word_vectors"])
     except OSError as err:
         raise ValueError(f"--encoder {settings.encoder!r} is not a loadable CoVe checkpoint: {err}") from None
     check_tokenizer_matches(model.config, tokenizer)
-    return TaggerTraining(model, {t.name: t.labels for t in tasks}, settings.cvt)
+    options = CrossViewOptions(hp["full_module"], hp["unlabeled_dropout"], hp["label_smoothing"])
+    return TaggerTraining(model, {t.name: t.labels for t in tasks}, settings.cvt, options)
 
 
 def prepare_tasks(settings: TaggerSettings, tokenizer, hp: dict) -> tuple:

@@ -10,7 +10,8 @@ from typing import List, Optional
 
 from .tagging import TAGGING_TASKS, load_tagging_splits
 
-__all__ = ["corpus_texts", "iter_task_texts", "LOCAL_CORPORA", "local_texts", "read_texts", "TEXT_SOURCES"]
+__all__ = ["corpus_texts", "iter_task_texts", "LOCAL_CORPORA", "local_texts", "read_text_file", "read_texts",
+           "TEXT_SOURCES"]
 
 TAGGING_SOURCES = tuple(TAGGING_TASKS)  # sentences as words
 TEXT_SOURCES = ("multi30k", "iwslt", "wmt17", "sst2", "sst5", "trec6", "trec50", "imdb", "snli", "squad",
@@ -102,7 +103,7 @@ def local_texts(name: str, data_dir) -> list:
 
 def corpus_texts(source: str, data_dir=None, text_column: str = "text") -> list:
     """The texts of one corpus `source`: a LOCAL_CORPORA name (read from `data_dir`), a text file (one text per
-    non-empty line) or `hf:<dataset id>[:<config>]` (its "train" split, column `text_column`, empty rows dropped)."""
+    non-empty line; .xz, .gz and .bz2 read decompressed) or `hf:<dataset id>[:<config>]` (its "train" split, column `text_column`, empty rows dropped)."""
     if source in LOCAL_CORPORA:
         if data_dir is None:
             raise ValueError(f"corpus {source!r} is read from the local data: give data_dir (a local data folder "
@@ -120,4 +121,15 @@ def corpus_texts(source: str, data_dir=None, text_column: str = "text") -> list:
     if not path.is_file():
         raise ValueError(f"corpus {source!r} is neither a local corpus ({', '.join(sorted(LOCAL_CORPORA))}), an "
                          "hf:<dataset id> nor a text file")
-    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [line.strip() for line in read_text_file(path).splitlines() if line.strip()]
+
+
+def read_text_file(path: Path) -> str:
+    """A UTF-8 text file, decompressed when its name ends in .xz, .gz or .bz2."""
+    openers = {".xz": "lzma", ".gz": "gzip", ".bz2": "bz2"}
+    if path.suffix in openers:
+        import importlib
+
+        with importlib.import_module(openers[path.suffix]).open(path, "rt", encoding="utf-8") as stream:
+            return stream.read()
+    return path.read_text(encoding="utf-8")

@@ -191,10 +191,13 @@ def end_run(accelerator):
 OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
 
 
-def make_optimizer(name: str, parameters: list, lr: float) -> torch.optim.Optimizer:
-    """`name` (sgd: the paper's MT optimizer; adam) over `parameters` at learning rate `lr`."""
+def make_optimizer(name: str, parameters: list, lr: float, momentum: float = 0.0) -> torch.optim.Optimizer:
+    """`name` (sgd: the paper's MT optimizer, with `momentum` the CVT authors'; adam) over `parameters` at learning
+    rate `lr`."""
     if name not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {name!r}; choose {' or '.join(OPTIMIZERS)}")
+    if name == "sgd":
+        return torch.optim.SGD(parameters, lr=lr, momentum=momentum)
     return OPTIMIZERS[name](parameters, lr=lr)
 
 
@@ -264,9 +267,10 @@ def read_state(checkpoint: Path | str) -> LoopState:
         raise ValueError(f"{path}: {err}") from None
 
 
-def save_checkpoint(accelerator, output_dir: Path | str, state: LoopState, keep: int):
+def save_checkpoint(accelerator, output_dir: Path | str, state: LoopState, keep: int, extra=None):
     """`accelerator.save_state` into a temporary folder, the state beside it, then an atomic rename: a killed run
-    never leaves a checkpoint that looks complete. Keeps the newest `keep` checkpoints (all when keep <= 0)."""
+    never leaves a checkpoint that looks complete. Keeps the newest `keep` checkpoints (all when keep <= 0).
+    `extra(folder)`, on the main process, writes what else the loop keeps (e.g. averaged weights) into it."""
     final = Path(output_dir) / "checkpoints" / f"step-{state.global_step:08d}"
     tmp = final.with_name(final.name + ".tmp")
     if accelerator.is_main_process:
@@ -275,6 +279,8 @@ def save_checkpoint(accelerator, output_dir: Path | str, state: LoopState, keep:
     accelerator.save_state(str(tmp))
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
+        if extra is not None:
+            extra(tmp)
         write_json(tmp / STATE_FILE, state.to_dict())
         commit_tmp(tmp, final)
         for old in checkpoint_dirs(output_dir)[:-keep] if keep > 0 else []:
@@ -342,6 +348,13 @@ class AccelerateLoop:
     def write_record(self):
         """metrics.json and the curves of the run so far (nothing by default)."""
 
+    def save_extra(self, folder: Path):
+        """Write what the loop keeps beside Accelerate's states into a checkpoint `folder` (main process; nothing by
+        default)."""
+
+    def restore_extra(self, folder: Path):
+        """Read back what `save_extra` wrote, from the checkpoint `folder` a resume starts from (every process)."""
+
     def seconds(self, inside_epoch: bool) -> tuple:
         """(seconds spent, seconds another epoch would take) for the time budget; seconds None: not judged now.
         By default: the training time of this process so far, judged at every step."""
@@ -371,6 +384,7 @@ class AccelerateLoop:
             self.state = fresh
             return
         self.state = state
+        self.restore_extra(checkpoint_dirs(self.output_dir)[-1])
         reason = stop_reason(state, self.limits, inside_epoch=True)  # no clock given: max_steps alone
         if reason is not None:
             accelerator.print(f"step {state.global_step} >= max_steps {self.limits.max_steps}: nothing to train")
@@ -412,7 +426,7 @@ class AccelerateLoop:
                 stopped = reason
                 break
             if self.save_steps and state.global_step % self.save_steps == 0 and inside:
-                save_checkpoint(self.accelerator, self.output_dir, state, self.keep_checkpoints)
+                save_checkpoint(self.accelerator, self.output_dir, state, self.keep_checkpoints, self.save_extra)
         bar.close()
         self.end_of_epoch(epoch, stopped, epoch_start)
 
@@ -435,5 +449,5 @@ class AccelerateLoop:
             state.epoch_wall_seconds.append(time.time() - epoch_start)
             state.stop_reason = self.why_stop()
             state.finished = state.stop_reason is not None
-        save_checkpoint(self.accelerator, self.output_dir, state, self.keep_checkpoints)
+        save_checkpoint(self.accelerator, self.output_dir, state, self.keep_checkpoints, self.save_extra)
         self.write_record()

@@ -15,6 +15,14 @@ with CVT, each task's four auxiliary modules. Its `forward(phase, task, ...)` is
   boundary state). It reaches the auxiliary modules and the biLSTM's layer 1 (and the word features below it) — never
   a primary module, whose parameters get no gradient at all from this phase (tested).
 
+Options (`CrossViewOptions`, all off by default; the `cvt-paper` tagging preset turns on the authors' values):
+`full_module` adds a fifth auxiliary module over the student's whole [h1; h2] (its form has no ReLU, as the
+authors'): the student then runs both layers, and layer 2 learns from unlabelled text too. `unlabeled_dropout` is the
+student's dropout (the labelled steps keep the model's). `label_smoothing` smooths the labelled targets and the
+teacher's soft targets alike: (1 − ε) p + ε / C. With sentence boundaries (`config.tagger_boundary_tokens`) the
+first token's future view is the START state and the last token's past view the END state, so every token has all
+views.
+
 Both phases run inside one `forward` of one module, so DistributedDataParallel sees one graph per step; each phase
 leaves some parameters unused (the auxiliaries in a labelled step, the primaries and layer 2 in an unlabelled one),
 which the loop declares with `find_unused_parameters=True`. The auxiliary modules are training-only: the exported
@@ -24,29 +32,49 @@ tagger is `model` alone (`export_task_model`), a resume checkpoint keeps the who
 from __future__ import annotations
 
 import copy
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from ...modeling_cove_tagger import IGNORE_INDEX, CoveForTokenClassification, CoveTaggerPredictionModule
+from ...modeling_cove_tagger import IGNORE_INDEX, CoveForTokenClassification, CoveTaggerPredictionModule, TaggerStates
 
-__all__ = ["CrossViewModules", "restricted_views", "soft_target_loss", "TaggerTraining"]
+__all__ = ["CrossViewModules", "CrossViewOptions", "LinearViewModule", "restricted_views", "smooth",
+           "soft_target_loss", "TaggerTraining"]
 
 VIEWS = ("fwd", "bwd", "future", "past")  # NN(h→_i), NN(h←_i), NN(h→_{i−1}), NN(h←_{i+1})
 
 
-def restricted_views(first_layer: torch.Tensor, mask: torch.Tensor) -> dict:
+@dataclass
+class CrossViewOptions:
+    """How the unlabelled phase runs (module docstring); the defaults are the method's plain form."""
+
+    full_module: bool = False  # a fifth auxiliary module over the student's [h1; h2]
+    unlabeled_dropout: float | None = None  # the student's dropout; None: the model's (tagger_dropout)
+    label_smoothing: float = 0.0  # ε, on labelled targets and on the teacher's soft targets
+
+
+def smooth(targets: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """(1 − ε) p + ε / C over the last dimension (C classes): label smoothing of (soft) targets."""
+    return targets * (1 - epsilon) + epsilon / targets.shape[-1] if epsilon else targets
+
+
+def restricted_views(first_layer: torch.Tensor, mask: torch.Tensor, present: torch.Tensor | None = None) -> dict:
     """CVT's restricted views of the biLSTM's first layer (B, T, 2H) = [h→; h←] of right-padded rows with `mask`
-    (B, T) bool: view -> (states (B, T, H), valid (B, T) bool). Position i of "future" holds h→_{i−1} (invalid at
-    i = 0), of "past" h←_{i+1} (invalid at each row's last token); padding is never valid."""
+    (B, T) bool at the tokens: view -> (states (B, T, H), valid (B, T) bool). Position i of "future" holds h→_{i−1},
+    of "past" h←_{i+1}, valid where that position holds a state (`present`, default `mask`: without boundary states
+    the first token has no future view and the last no past view; with them, `present` also marks START and END and
+    every token has both). Positions that are not tokens are never valid."""
+    present = mask if present is None else present
     hidden = first_layer.shape[-1] // 2
     forward, backward = first_layer[..., :hidden], first_layer[..., hidden:]
     first = torch.zeros_like(forward[:, :1])
     future = torch.cat([first, forward[:, :-1]], dim=1)  # (B, T, H): h→_{i−1}
     past = torch.cat([backward[:, 1:], first], dim=1)  # (B, T, H): h←_{i+1}
-    has_future = mask.clone()
-    has_future[:, 0] = False
-    has_past = torch.cat([mask[:, 1:], torch.zeros_like(mask[:, :1])], dim=1)  # the next position is a token
+    none = torch.zeros_like(present[:, :1])
+    has_future = mask & torch.cat([none, present[:, :-1]], dim=1)  # the previous position holds a state
+    has_past = mask & torch.cat([present[:, 1:], none], dim=1)  # the next position holds a state
     return {"fwd": (forward, mask), "bwd": (backward, mask), "future": (future, has_future),
             "past": (past, has_past)}
 
@@ -63,37 +91,57 @@ def soft_target_loss(module: nn.Module, states: torch.Tensor, targets: torch.Ten
     return nn.functional.kl_div(log_q, targets[valid].float(), reduction="batchmean")
 
 
-class CrossViewModules(nn.Module):
-    """One task's auxiliary prediction modules, each of the primary module's form over one view (H wide)."""
+class LinearViewModule(CoveTaggerPredictionModule):
+    """The `full` view's module: W · (W' · [h1; h2]) + b, the primary module's form without its ReLU (the CVT
+    authors' form for this view)."""
 
-    def __init__(self, hidden_size: int, module_dim: int, num_labels: int):
+    def forward(self, states: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.output(self.hidden(states))
+
+
+class CrossViewModules(nn.Module):
+    """One task's auxiliary prediction modules, each of the primary module's form over one view (H wide), and with
+    `full_dim` the `full` view's module over [h1; h2] (`full_dim` wide)."""
+
+    def __init__(self, hidden_size: int, module_dim: int, num_labels: int, full_dim: int = 0):
         super().__init__()
         self.views = nn.ModuleDict({view: CoveTaggerPredictionModule(hidden_size, module_dim, num_labels)
                                     for view in VIEWS})
+        self.full = LinearViewModule(full_dim, module_dim, num_labels) if full_dim else None
 
-    def forward(self, first_layer: torch.Tensor, mask: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Σ over the views of `soft_target_loss` against the primary module's `targets` (B, T, C)."""
-        views = restricted_views(first_layer, mask)
-        return sum(soft_target_loss(self.views[view], states, targets, valid) for view, (states, valid) in
+    def forward(self, student: TaggerStates, targets: torch.Tensor) -> torch.Tensor:
+        """Σ over the views of `soft_target_loss` against the primary module's `targets` (B, T', C), the positions
+        of the `student`'s states."""
+        present = torch.arange(student.mask.shape[1], device=student.mask.device)[None, :] < (
+            student.lengths + 2 if student.framed else student.lengths)[:, None]  # tokens and boundary states
+        views = restricted_views(student.layers[0], student.mask, present)
+        loss = sum(soft_target_loss(self.views[view], states, targets, valid) for view, (states, valid) in
                    views.items())
+        if self.full is not None:
+            loss = loss + soft_target_loss(self.full, torch.cat(student.layers, dim=-1), targets, student.mask)
+        return loss
 
 
 class TaggerTraining(nn.Module):
     """The tagger, the other tasks' primary modules and (with `cvt`) every task's auxiliary modules (module
-    docstring). `tasks`: task name -> its label names; the first task's primary module is `model.classifier`."""
+    docstring). `tasks`: task name -> its label names; the first task's primary module is `model.classifier`.
+    `options.label_smoothing` applies to the labelled steps with or without `cvt`."""
 
-    def __init__(self, model: CoveForTokenClassification, tasks: dict, cvt: bool):
+    def __init__(self, model: CoveForTokenClassification, tasks: dict, cvt: bool,
+                 options: CrossViewOptions | None = None):
         super().__init__()
         config = model.config
         self.model, self.task_names = model, list(tasks)
+        self.options = options or CrossViewOptions()
         if len(model.config.id2label) != len(tasks[self.task_names[0]]):
             raise ValueError("the model's labels must be the first task's")
+        states_dim = model.classifier.hidden.in_features  # [h1; ...; hL]
         self.primary = nn.ModuleDict({
-            task: CoveTaggerPredictionModule(model.classifier.hidden.in_features, config.tagger_module_dim,
-                                             len(labels))
+            task: CoveTaggerPredictionModule(states_dim, config.tagger_module_dim, len(labels))
             for task, labels in list(tasks.items())[1:]})
+        full_dim = states_dim if self.options.full_module else 0
         self.auxiliary = nn.ModuleDict({
-            task: CrossViewModules(config.tagger_hidden_size, config.tagger_module_dim, len(labels))
+            task: CrossViewModules(config.tagger_hidden_size, config.tagger_module_dim, len(labels), full_dim)
             for task, labels in tasks.items()}) if cvt else None
         from ...layers import head_init_
 
@@ -111,40 +159,60 @@ class TaggerTraining(nn.Module):
         self.model.check_case_ids(case_ids, attention_mask)
         return self.model.tagger_inputs(inputs, attention_mask, case_ids), lengths
 
-    def primary_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                       case_ids: torch.Tensor | None = None) -> tuple:
-        """([h1; ...; hL] (B, T, 2H·L), what every primary module reads (dropout as the mode says), and the token mask
-        (B, T)) of a checked batch."""
+    def primary_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, case_ids: torch.Tensor | None,
+                       tasks: list) -> tuple:
+        """({task: logits (B, T', C)} of the primary modules of `tasks` over [h1; ...; hL] (dropout as the mode
+        says), the full `TaggerStates`) of a checked batch."""
         features, lengths = self.features(input_ids, attention_mask, case_ids)
         states = self.model.encode(features, lengths)
-        return torch.cat(states.layers, dim=-1), states.mask
+        reads = torch.cat(states.layers, dim=-1)
+        return {task: self.primary_module(task)(reads, states.mask) for task in tasks}, states
+
+    def token_logits(self, task: str, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                     case_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """`task`'s primary logits at the token positions, (B, T, C)."""
+        logits, states = self.primary_logits(input_ids, attention_mask, case_ids, [task])
+        return states.tokens(logits[task])
 
     def forward(self, phase: str, input_ids: torch.Tensor, attention_mask: torch.Tensor, task: str | None = None,
                 labels: torch.Tensor | None = None, case_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """The loss of one step of `phase` ("labelled": `task`'s cross-entropy with `labels` (B, T); "unlabelled":
-        the CVT loss over every task)."""
+        """The loss of one step of `phase` ("labelled": `task`'s cross-entropy with `labels` (B, T), smoothed by
+        `options.label_smoothing`; "unlabelled": the CVT loss over every task)."""
         if phase == "labelled":
-            logits = self.primary_module(task)(*self.primary_states(input_ids, attention_mask, case_ids))  # (B, T, C)
+            logits = self.token_logits(task, input_ids, attention_mask, case_ids)  # (B, T, C)
             return nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten().long(),
-                                               ignore_index=IGNORE_INDEX)
+                                               ignore_index=IGNORE_INDEX,
+                                               label_smoothing=self.options.label_smoothing)
         if phase != "unlabelled" or self.auxiliary is None:
             raise ValueError(f"unknown phase {phase!r} (unlabelled steps need cvt=True)")
-        targets = self.soft_targets(input_ids, attention_mask, case_ids)  # task -> (B, T, C)
+        targets = self.soft_targets(input_ids, attention_mask, case_ids)  # task -> (B, T', C)
         features, lengths = self.features(input_ids, attention_mask, case_ids)
-        student = self.model.encode(features, lengths, num_layers=1)  # with dropout, layer 1 only
-        return sum(self.auxiliary[task](student.layers[0], student.mask, targets[task]) for task in self.task_names)
+        with self.student_dropout():  # layer 1 only unless the full module reads both
+            student = self.model.encode(features, lengths, num_layers=None if self.options.full_module else 1)
+        return sum(self.auxiliary[task](student, targets[task]) for task in self.task_names)
+
+    @contextmanager
+    def student_dropout(self):
+        """The model's dropout set to `options.unlabeled_dropout` (when given) for the student pass, then back."""
+        dropout, rate = self.model.dropout, self.options.unlabeled_dropout
+        saved = dropout.p
+        dropout.p = saved if rate is None else rate
+        try:
+            yield
+        finally:
+            dropout.p = saved
 
     @torch.no_grad()
     def soft_targets(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                      case_ids: torch.Tensor | None = None) -> dict:
-        """Each task's p_primary(y_i | x) (B, T, C) from the full tagger in eval mode (no dropout), no gradient; the
-        module's training mode is restored after."""
+        """Each task's p_primary(y_i | x) (B, T', C) from the full tagger in eval mode (no dropout), no gradient,
+        smoothed by `options.label_smoothing`; the module's training mode is restored after."""
         was_training = self.training
         self.eval()
         try:
-            states, mask = self.primary_states(input_ids, attention_mask, case_ids)
-            return {task: torch.softmax(self.primary_module(task)(states, mask).float(), dim=-1)
-                    for task in self.task_names}
+            logits, _ = self.primary_logits(input_ids, attention_mask, case_ids, self.task_names)
+            return {task: smooth(torch.softmax(values.float(), dim=-1), self.options.label_smoothing)
+                    for task, values in logits.items()}
         finally:
             self.train(was_training)
 

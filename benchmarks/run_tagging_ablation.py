@@ -1,0 +1,145 @@
+#!/usr/bin/env python
+"""The cumulative ablation of Cross-View Training's recipe on CoNLL-2000 chunking, validation only (docs/tagging.md,
+"The CVT authors' recipe"): supervised vs CVT as the table ran them, then one change of the authors' recipe at a time
+on top of the previous ones, one seed each. Runs what has not finished (resuming a run cut short), then writes
+`benchmarks/results/tagging_ablation.json` (command, commit, machine per run) from the runs found.
+
+    python benchmarks/run_tagging_ablation.py --data-dir DATA --dry-run          # the commands still to run
+    python benchmarks/run_tagging_ablation.py --data-dir DATA --parallel 2 --deadline-minutes 150
+    python benchmarks/run_tagging_ablation.py --data-dir DATA --collect-only      # the JSON from the runs so far
+
+A change that only the unlabelled phase reads (text, student dropout, the full module) is a CVT run alone; its
+supervised reference is the previous step's. The first step ("as the table ran them") is the table's seed-1 runs,
+read from benchmarks/results/tagging.json, not run again. DATA: a local data folder (docs/data.md) whose
+`english_unlabelled/` holds the news text as plain or .xz text files.
+"""
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from instruments.tagging_table import TableRun, read_json, run_table
+from modeling_cove.training.common.cli import REQUIRED, option, parse_options
+from modeling_cove.training.common.files import write_json
+
+RESULTS = Path(__file__).parent / "results"
+NEWS = ("reuters", "abc", "brown")  # english_unlabelled/<name>.txt.xz: the text nearest to CoNLL-2000's WSJ
+EQUAL_STEPS = {"labelled_steps": 2500, "eval_every": 250, "early_stopping_patience": 0}
+# (step, what it adds, hyperparameters added, whether the supervised column changes); cumulative, in this order
+STEPS = (
+    ("equal-steps", "2,500 labelled steps for both columns, validation every 250, the best kept", EQUAL_STEPS, True),
+    ("news-text", "unlabelled news text (Reuters, ABC, Brown) instead of IMDb + SST", {}, False),
+    ("student-dropout", "student dropout 0.2 on unlabelled steps", {"unlabeled_dropout": 0.2}, False),
+    ("full-module", "the fifth auxiliary module over [h1; h2]", {"full_module": True}, False),
+    ("boundaries", "learned START / END states", {"boundary_tokens": True}, True),
+    ("ema", "moving average of the weights (0.998) for validation", {"ema_decay": 0.998}, True),
+    ("label-smoothing", "label smoothing 0.1", {"label_smoothing": 0.1}, True),
+    ("trainable-vectors", "the word vectors trained", {"train_word_vectors": True}, True),
+    ("sgd", "SGD, momentum 0.9, lr 0.5, warm-up 250, decay 1/(1 + 0.005 sqrt t)",
+     {"optimizer": "sgd", "learning_rate": 0.5, "momentum": 0.9, "warmup_steps": 250, "lr_decay": 0.005}, True),
+)
+
+
+@dataclass
+class AblationArguments:
+    """The flags of run_tagging_ablation.py."""
+
+    data_dir: str = option("a local data folder (docs/data.md)", REQUIRED)
+    runs_dir: str = option("where the runs go", "runs/tag")
+    vocab: str = option("the word-vector checkpoint (cove-build-vocab's output)", "runs/vocab-tagging")
+    seed: int = option("the seed of every run", 1)
+    steps: Optional[list[str]] = option("only these steps", choices=[s[0] for s in STEPS])
+    parallel: int = option("runs at a time", 2)
+    threads: int = option("torch intra-op threads per run", 1)
+    deadline_minutes: Optional[float] = option("stop the runs still going after this many minutes")
+    dry_run: bool = option("print the commands still to run, run nothing", False)
+    collect_only: bool = option("only write the results JSON from the runs found", False)
+
+
+def plan(args: AblationArguments) -> list:
+    """[(step, column, TableRun)] in the order they run: each step's supervised run (when it changes), then its
+    CVT run."""
+    hyperparameters, unlabeled, runs = {}, ("imdb", "sst"), []
+    for step, _, added, supervised_changes in STEPS:
+        hyperparameters = {**hyperparameters, **added}
+        if step == "news-text":
+            unlabeled = tuple(str(Path(args.data_dir) / "english_unlabelled" / f"{name}.txt.xz") for name in NEWS)
+        flags = ("--task", "conll2000", "--hyperparameters", json.dumps(hyperparameters, sort_keys=True))
+        columns = (("supervised", ()),) if supervised_changes else ()
+        for column, extra in columns + (("cvt", ("--cvt", "--unlabeled", *unlabeled)),):
+            runs.append((step, column, TableRun("ablation", f"{step}-{column}", args.seed, args.vocab,
+                                                flags + extra)))
+    return runs
+
+
+def run_record(folder: Path) -> Optional[dict]:
+    """A finished run's figures: best validation F1, the validation curve, steps, time, provenance."""
+    metrics = read_json(folder / "metrics.json")
+    if not metrics or "results" not in metrics:
+        return None
+    epochs = metrics["epochs"]
+    return {
+        "folder": str(folder), "command": metrics["command"], "commit": metrics["commit"],
+        "machine": metrics["machine"], "hyperparameters": metrics["hyperparameters"],
+        "validation_f1": round(100 * metrics["results"]["conll2000"]["validation"]["f1"], 2),
+        "best_period": metrics.get("best_epoch"), "labelled_steps": epochs[-1].get("labelled_steps") if epochs else 0,
+        "optimizer_steps": metrics["global_step"], "train_seconds": metrics["train_seconds"],
+        "validation_curve": [[e.get("labelled_steps"), round(100 * e["validation_main"], 2)] for e in epochs],
+        "stop_reason": metrics["stop_reason"],
+    }
+
+
+def table_seed_runs(seed: int) -> dict:
+    """The tagging table's CoNLL-2000 runs of `seed` (supervised, cvt): the "as the table ran them" step."""
+    table = json.loads((RESULTS / "tagging.json").read_text())["results"]["conll2000"]
+    found = {}
+    for column in ("supervised", "cvt"):
+        for run in table[column]["runs"]:
+            if run["seed"] == seed:
+                found[column] = {**run, "source": "benchmarks/results/tagging.json"}
+    return found
+
+
+def collect(args: AblationArguments, runs: list) -> dict:
+    """The results JSON: per step its runs and the CVT − supervised gap in validation F1 (one seed)."""
+    from modeling_cove.training.common.run_info import command_line, git_commit
+
+    first = table_seed_runs(args.seed)
+    steps = [{"step": "as-the-table", "adds": "the table's recipe: 10 epochs, early stopping (patience 3), "
+              "IMDb + SST text", "runs": first,
+              "gap": round(first["cvt"]["validation_f1"] - first["supervised"]["validation_f1"], 2)
+              if len(first) == 2 else None}]
+    supervised = first.get("supervised")
+    for step, adds, _, _ in STEPS:
+        found = {column: run_record(Path(args.runs_dir) / run.folder) for s, column, run in runs if s == step}
+        supervised = found.get("supervised") or supervised
+        cvt = found.get("cvt")
+        steps.append({"step": step, "adds": adds, "runs": {k: v for k, v in found.items() if v},
+                      "supervised_from": None if found.get("supervised") else "the previous step",
+                      "gap": round(cvt["validation_f1"] - supervised["validation_f1"], 2)
+                      if cvt and supervised else None})
+    return {"command": command_line([sys.argv[0], *sys.argv[1:]]), "commit": git_commit(),
+            "machine": "per run (each run's record)",
+            "what": "CoNLL-2000 chunking validation F1 (%) of one seed, supervised vs Cross-View Training, the "
+                    "authors' recipe added one change at a time (cumulative); gap = CVT - supervised",
+            "seed": args.seed, "steps": steps}
+
+
+def main(argv=None):
+    args = parse_options(AblationArguments, argv, description=__doc__)
+    runs = plan(args)
+    chosen = [run for step, _, run in runs if not args.steps or step in args.steps]
+    if not args.collect_only:
+        outcome = run_table(chosen, args.runs_dir, args.data_dir, args.parallel, args.threads,
+                            args.deadline_minutes, args.dry_run)
+        print({key: len(folders) for key, folders in outcome.items()})
+        if args.dry_run:
+            return
+    write_json(RESULTS / "tagging_ablation.json", collect(args, runs))
+    print(f"wrote {RESULTS / 'tagging_ablation.json'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""What a tagging run on a step budget needs beside the scaffold (docs/tagging.md, "The CVT authors' recipe"):
+
+- `StepBudgetBatches`: the labelled and unlabelled batches of each evaluation period, a pure function of (seed,
+  period) as exact resume needs: every task reads an endless stream of its data epochs, a labelled step picks its
+  task in proportion to the tasks' sizes or to their square roots (the CVT authors' sampling), and the unlabelled
+  sentences are read in seeded passes, each sentence once per pass.
+- `lr_factor`: the CVT authors' learning-rate schedule, linear warm-up and then 1 / (1 + d·√t).
+- `WeightAverage`: an exponential moving average of the trainable weights, which validation, test and the saved
+  tagger use (the CVT authors' evaluation weights).
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import torch
+
+__all__ = ["lr_factor", "StepBudgetBatches", "TASK_SAMPLING", "WeightAverage"]
+
+TASK_SAMPLING = ("proportional", "sqrt")  # a labelled step's task: p ∝ training sentences, or ∝ their square root
+DRAW_OFFSET = 2_000_000  # the task draws' generator seed: seed x stride + period + this
+UNLABELLED_OFFSET = 1_000_000  # the unlabelled passes' generator seed: seed x stride + pass + this
+
+
+def lr_factor(labelled_step: int, warmup_steps: int, decay: float) -> float:
+    """The learning-rate multiplier of the `labelled_step`-th labelled step (counted from 1): min(1, t / warm-up)
+    / (1 + decay · √t), the CVT authors' schedule (warm-up 0: none; decay 0: constant). They count every optimizer
+    step; we count labelled steps, so that a supervised run and a CVT run see the same rate at the same labelled
+    step, and an unlabelled step takes the rate of the labelled step before it."""
+    t = max(labelled_step, 1)
+    warm = min(1.0, t / warmup_steps) if warmup_steps else 1.0
+    return warm / (1.0 + decay * math.sqrt(t))
+
+
+class StepBudgetBatches:
+    """The batches of evaluation period p (1, 2, ...): `steps_per_period` labelled slots (fewer in the last period
+    of `labelled_steps`), each followed by `unlabeled_ratio` unlabelled batches. `task_batches[t](data_epoch)`
+    gives task t's labelled batches of one pass over its data (a pure function of the data epoch, 1, 2, ...);
+    `sizes[t]` its training sentences."""
+
+    def __init__(self, task_batches: list, sizes: list, labelled_steps: int, steps_per_period: int,
+                 sampling: str, seed: int, seed_stride: int, num_unlabeled: int = 0, unlabeled_ratio: int = 0,
+                 batch_size: int = 1):
+        if sampling not in TASK_SAMPLING:
+            raise ValueError(f"task_sampling must be one of {TASK_SAMPLING}, got {sampling!r}")
+        self.task_batches, self.labelled_steps, self.per_period = task_batches, labelled_steps, steps_per_period
+        weights = np.array(sizes, dtype=float) ** (0.5 if sampling == "sqrt" else 1.0)
+        self.weights = torch.tensor(weights / weights.sum())
+        self.seed, self.stride = seed, seed_stride
+        self.num_unlabeled, self.ratio, self.batch_size = num_unlabeled, unlabeled_ratio, batch_size
+        self.cache = {}  # (task, data epoch) -> that pass's batches
+
+    @property
+    def periods(self) -> int:
+        return math.ceil(self.labelled_steps / self.per_period)
+
+    def slots(self, period: int) -> int:
+        return min(self.per_period, self.labelled_steps - (period - 1) * self.per_period)
+
+    def draws(self, period: int) -> list:
+        """The task index of each labelled slot of `period`."""
+        if len(self.weights) == 1:
+            return [0] * self.slots(period)
+        generator = torch.Generator().manual_seed(self.seed * self.stride + period + DRAW_OFFSET)
+        return torch.multinomial(self.weights, self.slots(period), replacement=True, generator=generator).tolist()
+
+    def task_batch(self, task: int, index: int) -> list:
+        """Batch `index` (from 0) of task `task`'s endless stream of data epochs."""
+        if (task, 1) not in self.cache:
+            self.cache[(task, 1)] = self.task_batches[task](1)
+        per_epoch = len(self.cache[(task, 1)])
+        data_epoch = index // per_epoch + 1
+        if (task, data_epoch) not in self.cache:
+            self.cache = {key: value for key, value in self.cache.items() if key[1] in (1, data_epoch - 1)}
+            self.cache[(task, data_epoch)] = self.task_batches[task](data_epoch)
+        return self.cache[(task, data_epoch)][index % per_epoch]
+
+    def unlabelled_rows(self, first_batch: int, count: int) -> list:
+        """`count` unlabelled batches from global unlabelled batch `first_batch`: sentence positions read in
+        passes, each pass a seeded permutation of all the sentences."""
+        size, total, batches, order, current = self.batch_size, self.num_unlabeled, [], None, None
+        for b in range(first_batch, first_batch + count):
+            rows = []
+            for position in range(b * size, (b + 1) * size):
+                read = position // total
+                if read != current:
+                    generator = torch.Generator().manual_seed(self.seed * self.stride + read + UNLABELLED_OFFSET)
+                    order, current = torch.randperm(total, generator=generator).tolist(), read
+                rows.append(order[position % total])
+            batches.append(rows)
+        return batches
+
+    def __call__(self, period: int) -> list:
+        """Period `period`'s batches: ("labelled", task, rows) and ("unlabelled", None, rows) in training order."""
+        used = [0] * len(self.task_batches)  # batches each task's stream gave before this period
+        for earlier in range(1, period):
+            for task in self.draws(earlier):
+                used[task] += 1
+        unlabelled_done = (period - 1) * self.per_period * self.ratio
+        batches = []
+        for slot, task in enumerate(self.draws(period)):
+            batches.append(("labelled", task, self.task_batch(task, used[task])))
+            used[task] += 1
+            if self.ratio and self.num_unlabeled:
+                batches += [("unlabelled", None, rows) for rows in
+                            self.unlabelled_rows(unlabelled_done + slot * self.ratio, self.ratio)]
+        return batches
+
+
+class WeightAverage:
+    """An exponential moving average of `parameters` (the trainable ones): after each optimizer step
+    a ← decay · a + (1 − decay) · w, starting from the weights after the first step. `swapped_in()` puts the
+    averages into the parameters for a while (validation, test, saving) and the trained weights back after.
+    Ours, not `torch.optim.swa_utils.AveragedModel`: that keeps a second copy of the whole module, frozen word
+    vectors included, and checkpoints through pickle; this one keeps the trainable tensors and saves safetensors."""
+
+    FILE = "weight_average.safetensors"
+
+    def __init__(self, named_parameters: list, decay: float):
+        self.decay = decay
+        self.names = [name for name, _ in named_parameters]
+        self.parameters = [p for _, p in named_parameters]
+        self.average = None  # set at the first update
+
+    @torch.no_grad()
+    def update(self):
+        if self.average is None:
+            self.average = [p.detach().clone() for p in self.parameters]
+            return
+        for average, parameter in zip(self.average, self.parameters):
+            average.lerp_(parameter.detach(), 1.0 - self.decay)
+
+    @contextmanager
+    def swapped_in(self):
+        if self.average is None:
+            yield
+            return
+        with torch.no_grad():
+            trained = [p.detach().clone() for p in self.parameters]
+            for parameter, average in zip(self.parameters, self.average):
+                parameter.copy_(average)
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for parameter, weights in zip(self.parameters, trained):
+                    parameter.copy_(weights)
+
+    def save(self, folder: Path):
+        from safetensors.torch import save_file
+
+        if self.average is not None:
+            save_file({n: a.detach().cpu().contiguous() for n, a in zip(self.names, self.average)},
+                      str(Path(folder) / self.FILE))
+
+    def load(self, folder: Path):
+        """The averages a checkpoint `folder` holds (none when the run had not stepped yet)."""
+        from safetensors.torch import load_file
+
+        path = Path(folder) / self.FILE
+        if not path.is_file():
+            self.average = None
+            return
+        saved = load_file(str(path))
+        missing = sorted(set(self.names) - set(saved))
+        if missing:
+            raise ValueError(f"{path} lacks the averages of {missing[:5]}: not this run's checkpoint")
+        self.average = [saved[n].to(p.device, p.dtype) for n, p in zip(self.names, self.parameters)]
