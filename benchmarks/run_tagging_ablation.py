@@ -39,6 +39,7 @@ STEPS = (
     ("trainable-vectors", "the word vectors trained", {"train_word_vectors": True}, True),
     ("sgd", "SGD, momentum 0.9, lr 0.5, warm-up 250, decay 1/(1 + 0.005 sqrt t)",
      {"optimizer": "sgd", "learning_rate": 0.5, "momentum": 0.9, "warmup_steps": 250, "lr_decay": 0.005}, True),
+    ("bioes", "chunks learned as BIOES (scored back as BIO)", {"label_scheme": "bioes"}, True),
 )
 
 

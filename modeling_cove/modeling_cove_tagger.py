@@ -31,6 +31,9 @@ from .modeling_cove import CoveModel, CovePreTrainedModel
 IGNORE_INDEX = -100  # a token without a label (transformers' convention, `nn.CrossEntropyLoss`'s default)
 # the casing of a token as written (`casing_class`), the optional word feature `case_ids` (config.tagger_case_dim)
 CASE_CLASSES = ("<pad>", "lower", "title", "upper", "mixed", "digits", "other")
+# BIOES (single, begin, inside, end, outside), the chunk encoding of Cross-View Training's taggers, read as IOB2:
+# the prefixes that change (`bioes_label_to_bio`); B-, I- and O mean the same in both
+BIOES_TO_BIO = {"S-": "B-", "E-": "I-"}
 
 
 def casing_class(text: str) -> int:
@@ -52,6 +55,20 @@ def casing_class(text: str) -> int:
 def case_ids_from_offsets(text: str, offsets) -> list:
     """`casing_class` of each token of `text` from its (start, end) character offsets (`return_offsets_mapping`)."""
     return [casing_class(text[start:end]) for start, end in offsets]
+
+
+def bioes_label_to_bio(label):
+    """One BIOES label in IOB2: S-X -> B-X (a one-word chunk begins), E-X -> I-X (the last word of a chunk
+    continues it); any other label (B-X, I-X, O, a UPOS tag, None for a word without a token) is returned as it is.
+    Label by label, so an ill-formed predicted sequence (E-X after O, ...) maps without error."""
+    if isinstance(label, str) and label[:2] in BIOES_TO_BIO:
+        return BIOES_TO_BIO[label[:2]] + label[2:]
+    return label
+
+
+def has_bioes_labels(labels) -> bool:
+    """Whether a tagger's labels (e.g. `config.id2label.values()`) are BIOES: any label starts with "S-" or "E-"."""
+    return any(isinstance(label, str) and label[:2] in BIOES_TO_BIO for label in labels)
 
 
 class TaggerStates(NamedTuple):
@@ -290,5 +307,5 @@ class CoveForTokenClassification(CovePreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
-__all__ = ["CASE_CLASSES", "IGNORE_INDEX", "CoveForTokenClassification", "CoveTaggerPredictionModule", "TaggerStates",
-           "casing_class", "case_ids_from_offsets"]
+__all__ = ["BIOES_TO_BIO", "CASE_CLASSES", "IGNORE_INDEX", "CoveForTokenClassification", "CoveTaggerPredictionModule",
+           "TaggerStates", "bioes_label_to_bio", "casing_class", "case_ids_from_offsets", "has_bioes_labels"]

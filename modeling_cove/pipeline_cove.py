@@ -28,6 +28,9 @@ its `word` is the lower-cased token text. This one:
 * every token's and every entity's `word` is `text[start:end]`, the text as written (case kept; for pre-split input
   the words joined by `delimiter`, as the stock pipeline's offsets are);
 * every `aggregation_strategy` (none, simple, first, average, max) works as documented in transformers;
+* a tagger trained on BIOES labels (`cove-train-tagger --label-scheme bioes`; any label S-X or E-X) is grouped as an
+  IOB2 tagger: simple / first / average / max read each token's (word's) S-X as B-X and E-X as I-X before grouping,
+  so they give the entities a BIO tagger with the same predictions gives; none returns the model's own labels;
 * a list of texts (or of pre-split sentences) runs longest first by characters, so that each batch holds texts of
   near-equal lengths and its biLSTMs pad or pack little; the results come back in the input order, each equal to
   the text run alone (tested);
@@ -82,7 +85,7 @@ from transformers.pipelines.token_classification import AggregationStrategy, Tok
 from transformers.utils import logging
 
 from .lstm_kernels import order_longest_first
-from .modeling_cove_tagger import casing_class
+from .modeling_cove_tagger import bioes_label_to_bio, casing_class, has_bioes_labels
 from .squad_preprocessing import (
     DEFAULT_DOC_STRIDE,
     DEFAULT_MAX_LENGTH,
@@ -406,6 +409,16 @@ class CoveTokenClassificationPipeline(CheckedTokenizer, TokenClassificationPipel
                                  "index": index, "is_subword": word_index is not None and word_index == previous_word})
             previous_word = word_index
         return pre_entities
+
+    def group_entities(self, entities: list) -> list:
+        """The stock grouping of tokens (simple) or words (first / average / max) into entities, for a tagger whose
+        labels are BIOES (`has_bioes_labels`) after each one's label is read as IOB2 (`bioes_label_to_bio`: S-X ->
+        B-X, E-X -> I-X), so that its entities are grouped exactly as a BIO tagger's. transformers' grouping knows
+        only B- and I-: it would merge two one-word entities S-X S-X into one. Not called for aggregation_strategy
+        none, whose results keep the model's own labels (S-X, E-X)."""
+        if has_bioes_labels(self.model.config.id2label.values()):
+            entities = [{**entity, "entity": bioes_label_to_bio(entity["entity"])} for entity in entities]
+        return super().group_entities(entities)
 
     def postprocess(self, all_outputs, aggregation_strategy=AggregationStrategy.NONE, ignore_labels=None):
         """The stock grouping, then each result's `word` set to the text it covers (`text[start:end]`)."""

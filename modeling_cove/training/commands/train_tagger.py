@@ -7,6 +7,7 @@ modeling_cove.training.commands.train_tagger`); from Python `train_tagger(Tagger
         --output-dir runs/tag/c2k-cvt                                        # Cross-View Training
     cove-train-tagger --task conll2000 --train-fraction 0.1 --cvt --unlabeled train-rest ...   # small-data setting
     cove-train-tagger --task conll2000 ewt_upos --cvt ...                    # multi-task: one encoder, two taggers
+    cove-train-tagger --task wnut17 --label-scheme bioes ...               # learn BIOES tags, score in IOB2
     accelerate launch --num_processes 2 --cpu -m modeling_cove.training.commands.train_tagger ...               # DDP, 2 processes
     cove-train-tagger ... --resume                                            # continue exactly where it stopped
 
@@ -46,11 +47,12 @@ from ..loops.accelerate_loop import (AccelerateLoop, LoopState, StopLimits, chec
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
 
-__all__ = ["build_training", "check_hyperparameters", "encode_split", "Encoded", "INPUTS", "label_set", "labelled_batches",
-           "load_hyperparameters", "load_task", "load_tokenizer", "main", "main_metric", "pad", "plot_run_curves",
-           "predict_tags", "prepare_tasks", "save_taggers", "score", "TaggerLoop", "TaggerSettings", "TaskRun",
-           "step_budget", "train_tagger", "unlabeled_sentences"]
+__all__ = ["build_training", "check_hyperparameters", "encode_split", "Encoded", "INPUTS", "LABEL_SCHEMES", "label_set",
+           "labelled_batches", "load_hyperparameters", "load_task", "load_tokenizer", "main", "main_metric", "pad",
+           "plot_run_curves", "predict_tags", "prepare_tasks", "save_taggers", "scheme_tags", "score", "step_budget",
+           "TaggerLoop", "TaggerSettings", "TaskRun", "train_tagger", "unlabeled_sentences"]
 
+LABEL_SCHEMES = ("bio", "bioes")
 HYPERPARAMETER_DEFAULTS = {
     "epochs": 20, "batch_size": 64, "learning_rate": 1e-3, "dropout": 0.5, "hidden_size": 300, "module_dim": 300,
     "max_grad_norm": 1.0, "early_stopping_patience": 5, "eval_batch_size": 256, "max_length": 512,
@@ -59,10 +61,13 @@ HYPERPARAMETER_DEFAULTS = {
     "labelled_steps": None,  # a budget of labelled steps instead of epochs, validation every `eval_every`
     "eval_every": 250, "task_sampling": "proportional", "optimizer": "adam", "momentum": 0.9, "warmup_steps": 0,
     "lr_decay": 0.0, "ema_decay": 0.0, "label_smoothing": 0.0, "unlabeled_dropout": None, "full_module": False,
-    "boundary_tokens": False, "train_word_vectors": False,
+    "boundary_tokens": False, "train_word_vectors": False, "label_scheme": "bio",
 }
-HYPERPARAMETER_CHOICES = {"optimizer": ("adam", "sgd"), "task_sampling": TASK_SAMPLING}
+HYPERPARAMETER_CHOICES = {"optimizer": ("adam", "sgd"), "task_sampling": TASK_SAMPLING, "label_scheme": LABEL_SCHEMES}
 INPUTS = ("vectors", "vectors+cove", "cove", "vectors+scalar_mix")
+# the labels a tagger learns (--label-scheme): "bio", the task's own tags (IOB2 chunks or entities, UPOS tags), or
+# "bioes" (`tagging.to_bioes`, for a chunk or entity task; a task without B-/I- tags keeps its own), scored back in IOB2
+BIOES_PREFIXES = ("B-", "I-", "E-", "S-")
 SEED_STRIDE = 7919  # batch order: the generator seed is seed x SEED_STRIDE + epoch (unlabelled: + 1 000 000)
 SENTENCE_ENDS = (".", "!", "?")
 
@@ -93,6 +98,9 @@ class TaggerSettings:
     hidden_size: Optional[int] = option("override the preset's biLSTM hidden size per direction")
     case_dim: int = option("width of an embedding of each token's casing as written (tagger_case_dim; the word "
                            "vectors are lower-cased, so NER loses case without it); 0: none", 0)
+    label_scheme: Optional[str] = option("override the preset's label scheme: bio (the task's own tags) or bioes "
+                                         "(chunk and entity tasks in BIOES, the CVT authors' encoding; scored back "
+                                         "in the task's own tags)", choices=list(LABEL_SCHEMES))
     limit_sentences: Optional[int] = option("at most this many sentences per split and unlabelled texts (smoke "
                                             "tests)")
     max_steps: Optional[int] = option("stop after this many steps (resume with more to continue)")
@@ -108,6 +116,8 @@ class TaggerSettings:
     def __post_init__(self):
         if self.input not in INPUTS:
             raise ValueError(f"--input must be one of {INPUTS}, got {self.input!r}")
+        if self.label_scheme is not None and self.label_scheme not in LABEL_SCHEMES:
+            raise ValueError(f"--label-scheme must be one of {', '.join(LABEL_SCHEMES)}, got {self.label_scheme!r}")
         if self.cvt and self.input != "vectors":
             raise ValueError(f"--cvt reads the word vectors alone (--input vectors): restricted views mean nothing over "
                              f"{self.input!r}, whose features already see both directions")
@@ -126,7 +136,9 @@ class TaggerSettings:
 
 RESUME_KEYS = ("task", "encoder", "input", "data_dir", "cvt", "unlabeled", "unlabeled_ratio", "train_fraction",
                "seed", "preset", "epochs", "batch_size", "learning_rate", "dropout", "hidden_size", "case_dim",
-               "limit_sentences", "hyperparameters")
+               "limit_sentences", "label_scheme", "hyperparameters")
+# resume keys newer than some run folders, at the value such a folder's run had (`check_run_folder`'s defaults)
+ADDED_SETTINGS = {"label_scheme": None, "hyperparameters": None}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -145,7 +157,7 @@ def load_hyperparameters(settings: TaggerSettings) -> dict:
         raise ValueError(f"--hyperparameters must be a JSON object, got {settings.hyperparameters!r}")
     check_preset_keys(extra, HYPERPARAMETER_DEFAULTS, "--hyperparameters")
     overrides = {key: getattr(settings, key) for key in ("epochs", "batch_size", "learning_rate", "dropout",
-                                                         "hidden_size")}
+                                                         "hidden_size", "label_scheme")}
     hp, source, _ = load_settings(HYPERPARAMETER_DEFAULTS, settings.preset or settings.task[0], "tagging",
                                   {**extra, **overrides}, extra_keys=("task", "description"),
                                   optional=not settings.preset)
@@ -216,9 +228,12 @@ class Encoded:
         return np.array([len(ids) for ids in self.ids])
 
 
-def encode_split(split, tokenizer, label2id: Optional[dict], name: str, max_length: int) -> Encoded:
+def encode_split(split, tokenizer, label2id: Optional[dict], name: str, max_length: int,
+                 label_scheme: str = "bio") -> Encoded:
     """Tokenise each sentence's words (`is_split_into_words=True`); a sentence without tokens or with more than
-    `max_length` tokens is a ValueError naming the split and row (nothing is dropped)."""
+    `max_length` tokens is a ValueError naming the split and row (nothing is dropped). `tags` keeps the split's own
+    gold tags (what predictions are scored against); with `label2id`, the labels are aligned from them, or from
+    their BIOES form (`tagging.to_bioes`) when `label_scheme` is "bioes"."""
     from ...modeling_cove_tagger import casing_class
     from ..data import tagging as tagging_data
 
@@ -237,21 +252,33 @@ def encode_split(split, tokenizer, label2id: Optional[dict], name: str, max_leng
     tags = list(split["tags"])
     labels = None
     if label2id is not None:
-        tagging_data.check_tags(split, label2id, name)
-        labels = [tagging_data.align_labels(w, t, label2id) for w, t in zip(word_ids, tags)]
+        learned = scheme_tags(tags, label_scheme)
+        tagging_data.check_tags({"words": words, "tags": learned}, label2id, name)
+        labels = [tagging_data.align_labels(w, t, label2id) for w, t in zip(word_ids, learned)]
     return Encoded(ids, word_ids, case_ids, tags, labels)
 
 
-def label_set(*splits) -> list:
+def scheme_tags(tags: list, label_scheme: str) -> list:
+    """Sentences' gold tags (lists) in `label_scheme`: as they are ("bio"), or each in BIOES ("bioes")."""
+    from ..data.tagging import to_bioes
+
+    return [to_bioes(sentence) for sentence in tags] if label_scheme == "bioes" else [list(s) for s in tags]
+
+
+def label_set(*splits, label_scheme: str = "bio") -> list:
     """The task's tag inventory: the tags of `splits` (the whole training split and the validation split, whatever
     share of train keeps its labels: a rare tag must not be an unknown tag of validation), plus I-X for every B-X of
     an IOB2 tag set (a chunk type seen only as one-word chunks can still continue at test time: CoNLL-2000's test has
-    I-LST, its training data only B-LST)."""
+    I-LST, its training data only B-LST). With `label_scheme` "bioes", the tags in BIOES (`tagging.to_bioes`) and
+    every one of B-X, I-X, E-X, S-X for each type X seen, so that no form of a rare type is an unknown label."""
     from ..data import tagging as tagging_data
 
-    labels = set().union(*(tagging_data.label_list(split) for split in splits))
-    labels |= {"I-" + tag[2:] for tag in labels if tag.startswith("B-")}
-    return sorted(labels)
+    if label_scheme != "bioes":
+        labels = set().union(*(tagging_data.label_list(split) for split in splits))
+        return sorted(labels | {"I-" + tag[2:] for tag in labels if tag.startswith("B-")})
+    labels = {tag for split in splits for tags in scheme_tags(split["tags"], "bioes") for tag in tags}
+    kinds = {tag[2:] for tag in labels if tag[:2] in BIOES_PREFIXES}
+    return sorted(labels | {prefix + kind for kind in kinds for prefix in BIOES_PREFIXES})
 
 
 def unlabeled_sentences(settings: TaggerSettings, tokenizer, rest_words: list, max_length: int) -> tuple:
@@ -298,10 +325,12 @@ def pad(rows: list, device, value: int = 0) -> tuple:
 
 
 @torch.no_grad()
-def predict_tags(training, task: str, data: Encoded, labels: list, batch_size: int, device) -> list:
+def predict_tags(training, task: str, data: Encoded, labels: list, batch_size: int, device,
+                 label_scheme: str = "bio") -> list:
     """Each sentence's predicted tag per word (None for a word without a token): the task's primary module in eval
-    mode, batches of similar lengths."""
-    from ..data.tagging import word_predictions
+    mode, batches of similar lengths. A tagger trained on BIOES (`label_scheme` "bioes") has its predictions mapped
+    back to the task's IOB2 (`tagging.to_bio`), the scheme of the gold tags `data.tags`."""
+    from ..data.tagging import to_bio, word_predictions
 
     was_training = training.training
     training.eval()
@@ -318,14 +347,17 @@ def predict_tags(training, task: str, data: Encoded, labels: list, batch_size: i
                 predicted[r] = [None if w is None else labels[w] for w in words]
     finally:
         training.train(was_training)
-    return predicted
+    return [to_bio(tags) for tags in predicted] if label_scheme == "bioes" else predicted
 
 
-def score(training, task: str, data: Encoded, labels: list, kind: str, batch_size: int, device) -> dict:
-    """`tagging_data.score_tagging` of the task's predictions against the gold word tags."""
+def score(training, task: str, data: Encoded, labels: list, kind: str, batch_size: int, device,
+          label_scheme: str = "bio") -> dict:
+    """`tagging_data.score_tagging` of the task's predictions against the gold word tags, in the task's own scheme
+    (a BIOES tagger's predictions mapped back, `predict_tags`)."""
     from ..data.tagging import score_tagging
 
-    result = score_tagging(data.tags, predict_tags(training, task, data, labels, batch_size, device), kind)
+    predicted = predict_tags(training, task, data, labels, batch_size, device, label_scheme)
+    result = score_tagging(data.tags, predicted, kind)
     return {**result, "per_type": result.get("per_type")}
 
 
@@ -339,7 +371,8 @@ def main_metric(result: dict, kind: str) -> float:
 
 @dataclass
 class TaskRun:
-    """One task of a run: its labels, metric kind and encoded splits."""
+    """One task of a run: its labels, metric kind and encoded splits, and the scheme its labels are in ("bioes" when
+    --label-scheme bioes converted its chunk tags, else "bio": the task's own tags)."""
 
     name: str
     labels: list
@@ -348,6 +381,7 @@ class TaskRun:
     validation: Encoded
     test: Encoded
     counts: dict
+    label_scheme: str = "bio"
 
 
 LENGTH_GROUP_BATCHES = 50  # labelled batches are cut from length-sorted chunks of this many batches
@@ -471,7 +505,8 @@ class TaggerLoop(AccelerateLoop):
 
     def validation_scores(self) -> dict:
         return {task.name: score(self.unwrapped, task.name, task.validation, task.labels, task.kind,
-                                 self.hp["eval_batch_size"], self.accelerator.device) for task in self.tasks}
+                                 self.hp["eval_batch_size"], self.accelerator.device, task.label_scheme)
+                for task in self.tasks}
 
     def evaluate(self, epoch: int, stopped: str | None, epoch_start: float) -> dict:
         """The epoch's record: mean training losses, validation scores per task; the best weights saved."""
@@ -530,7 +565,8 @@ class TaggerLoop(AccelerateLoop):
             "command": self.command, "commit": self.commit, "settings": self.settings.__dict__,
             "hyperparameters": self.hp, "machine": {**machine_info(), "processes": world,
                                                     "threads": torch.get_num_threads()},
-            "tasks": {t.name: {"labels": t.labels, "metric": t.kind, **t.counts} for t in self.tasks},
+            "tasks": {t.name: {"labels": t.labels, "metric": t.kind, "label_scheme": t.label_scheme, **t.counts}
+                      for t in self.tasks},
             "unlabeled_sentences": len(self.unlabeled), "epochs": state.history, "global_step": state.global_step,
             "stop_reason": state.stop_reason, "train_seconds": round(state.train_seconds, 1),
             "train_tokens": state.train_tokens,
@@ -556,7 +592,8 @@ class TaggerLoop(AccelerateLoop):
         results = {}
         for task in self.tasks:
             results[task.name] = {split: score(self.unwrapped, task.name, getattr(task, split), task.labels,
-                                               task.kind, self.hp["eval_batch_size"], accelerator.device)
+                                               task.kind, self.hp["eval_batch_size"], accelerator.device,
+                                               task.label_scheme)
                                   for split in ("validation", "test")}
         complete = [h for h in self.state.history if h["complete"]]
         final = {"best_epoch": max(complete, key=lambda h: h["validation_main"])["epoch"] if complete else None,
@@ -675,26 +712,32 @@ def build_training(settings: TaggerSettings, hp: dict, tasks: list, tokenizer) -
 
 
 def prepare_tasks(settings: TaggerSettings, tokenizer, hp: dict) -> tuple:
-    """(TaskRun per task, the unlabelled sentences): splits read, --train-fraction applied, tokenised and checked."""
-    from ..data.tagging import labelled_subset
+    """(TaskRun per task, the unlabelled sentences): splits read, --train-fraction applied, tokenised and checked.
+    With --label-scheme bioes, a chunk or entity task (`tagging.uses_chunk_tags`) learns its train and validation
+    tags in BIOES, while every split keeps its own gold tags for scoring; a task without B-/I- tags (UPOS) keeps
+    its own labels."""
+    from ..data.tagging import labelled_subset, uses_chunk_tags
 
     tasks, rest_words = [], []
     for name in settings.task:
         splits, kind = load_task(name, settings.data_dir, settings.limit_sentences)
         train = splits["train"]
-        labels = label_set(train, splits["validation"])
+        scheme = hp["label_scheme"] if uses_chunk_tags(label_set(train, splits["validation"])) else "bio"
+        labels = label_set(train, splits["validation"], label_scheme=scheme)
         if settings.train_fraction is not None and settings.train_fraction < 1:
             train, rest = labelled_subset(train, settings.train_fraction, settings.seed)
             rest_words += list(rest["words"])
         label2id = {label: i for i, label in enumerate(labels)}
         encoded = {split: encode_split(data, tokenizer, None if split == "test" else label2id, f"{name} {split}",
-                                       hp["max_length"])
+                                       hp["max_length"], scheme)
                    for split, data in (("train", train), ("validation", splits["validation"]),
                                        ("test", splits["test"]))}
         counts = {f"{split}_sentences": len(e.ids) for split, e in encoded.items()}
         counts |= {f"{split}_tokens": int(e.lengths().sum()) for split, e in encoded.items()}
-        counts["test_tags_unseen_in_train"] = sum(tag not in label2id for tags in encoded["test"].tags for tag in tags)
-        tasks.append(TaskRun(name, labels, kind, encoded["train"], encoded["validation"], encoded["test"], counts))
+        counts["test_tags_unseen_in_train"] = sum(tag not in label2id for tags in
+                                                  scheme_tags(encoded["test"].tags, scheme) for tag in tags)
+        tasks.append(TaskRun(name, labels, kind, encoded["train"], encoded["validation"], encoded["test"], counts,
+                             scheme))
     unlabeled = (unlabeled_sentences(settings, tokenizer, rest_words, hp["unlabeled_max_length"])
                  if settings.cvt else ([], []))
     return tasks, unlabeled
@@ -707,7 +750,8 @@ def train_tagger(settings: TaggerSettings, argv=None, cpu: bool = False) -> dict
     # each phase leaves parameters unused (cvt.py): DDP must be told
     accelerator = make_accelerator(cpu, find_unused_parameters=True, batch_size=hp["batch_size"])
     current = settings.resume_settings()
-    check_run_folder(settings.output_dir, current, RESUME_KEYS, settings.resume, settings.overwrite)
+    check_run_folder(settings.output_dir, current, RESUME_KEYS, settings.resume, settings.overwrite,
+                     defaults=ADDED_SETTINGS)
     tokenizer = load_tokenizer(settings.encoder)
     tasks, unlabeled = prepare_tasks(settings, tokenizer, hp)
     training = build_training(settings, hp, tasks, tokenizer)

@@ -8,6 +8,8 @@ entities (WNUT-17), as word-level `datasets.DatasetDict`s with string tags.
 - `labelled_subset`: a fixed random fraction of train kept labelled (the rest serves as unlabelled text).
 - `label_list`, `check_tags`: the label set of train and the check that a split fits it.
 - `align_labels`, `word_predictions`: word tags -> token labels (first token of each word) and back.
+- `to_bioes`, `to_bio`: one sentence's IOB2 tags in BIOES (the CVT authors' encoding of chunks) and back;
+  `uses_chunk_tags`: whether a task's tags are chunks / entities at all (B-/I- prefixes), i.e. whether BIOES applies.
 - `score_tagging`: chunk F1 (seqeval, conlleval-compatible) or token accuracy, counting words without tokens as
   errors; `tokenization_mismatch`: how far the pre-split words' tokens differ from the raw text's.
 
@@ -25,11 +27,13 @@ from typing import Optional
 import numpy as np
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
 
-from ...modeling_cove_tagger import IGNORE_INDEX  # the label of positions the loss and the metrics skip
+# IGNORE_INDEX: the label of positions the loss and the metrics skip; bioes_label_to_bio: one label of `to_bio`
+from ...modeling_cove_tagger import IGNORE_INDEX, bioes_label_to_bio
 
 __all__ = ["align_labels", "check_tags", "from_hub_dataset", "is_conll2000_validation", "label_list", "labelled_subset",
            "load_seqeval_metric", "load_tagging_splits", "read_conll_columns", "read_conllu", "score_tagging",
-           "TAGGING_TASKS", "TaggingTask", "tokenization_mismatch", "word_predictions"]
+           "TAGGING_TASKS", "TaggingTask", "to_bio", "to_bioes", "tokenization_mismatch", "uses_chunk_tags",
+           "word_predictions"]
 
 SPLITS = ("train", "validation", "test")
 NO_TOKEN_TAG = "B-<no-token>"  # what score_tagging puts in place of a word without a token (kind "f1")
@@ -39,6 +43,7 @@ CONLL2000_VALIDATION_EVERY = 10
 CONLL2000_VALIDATION_REMAINDER = 9
 CONLLU_FIELDS = 10
 CONLLU_TAG_FIELDS = {"upos": 3, "xpos": 4}
+CHUNK_PREFIXES = ("B-", "I-")
 
 
 @dataclass(frozen=True)
@@ -355,6 +360,43 @@ def check_tags(dataset: Dataset, label2id: dict, split_name: str) -> None:
             if tag not in label2id:
                 raise ValueError(f"split {split_name!r}, row {row}: tag {tag!r} is not in the label set of train "
                                  f"({len(label2id)} labels)")
+
+
+def uses_chunk_tags(tags) -> bool:
+    """Whether a tag set is entity-level (chunks, named entities): any of its tags has a B- or I- prefix. UPOS tags
+    have none, and pass through `to_bioes` and `to_bio` unchanged."""
+    return any(isinstance(tag, str) and tag.startswith(CHUNK_PREFIXES) for tag in tags)
+
+
+def to_bioes(tags: list) -> list:
+    """One sentence's IOB2 word tags in BIOES, the encoding of the Cross-View Training authors' taggers: the first
+    word of a chunk of several words stays B-X, the words inside it I-X, its last word becomes E-X, and a chunk of
+    one word is S-X; O and tags without a B-/I- prefix (UPOS) are unchanged.
+
+    Chunks are found as conlleval and seqeval's default mode find them: a chunk starts at B-X, or at an I-X that
+    follows O or a tag of another type (IOB1 style; none of the three tasks' files has one), and continues over the
+    I-X after it. `to_bio` inverts it exactly on IOB2; an I-X that starts a chunk comes back as B-X, the same chunk.
+    """
+    bioes = []
+    for position, tag in enumerate(tags):
+        if not tag.startswith(CHUNK_PREFIXES):
+            bioes.append(tag)
+            continue
+        kind = tag[2:]
+        before = tags[position - 1] if position > 0 else "O"
+        starts = tag.startswith("B-") or before not in ("B-" + kind, "I-" + kind)
+        ends = position + 1 == len(tags) or tags[position + 1] != "I-" + kind
+        prefix = ("S-" if ends else "B-") if starts else ("E-" if ends else "I-")
+        bioes.append(prefix + kind)
+    return bioes
+
+
+def to_bio(tags: list) -> list:
+    """One sentence's BIOES tags (gold or predicted) in IOB2: S-X -> B-X, E-X -> I-X, every other tag (B-X, I-X, O,
+    UPOS tags, None for a word without a token) unchanged. Label by label (`bioes_label_to_bio`), so an ill-formed
+    predicted sequence (I-X after O, E-X without B-X, ...) maps without error, and seqeval then reads it as it reads
+    any IOB2 prediction."""
+    return [bioes_label_to_bio(tag) for tag in tags]
 
 
 def align_labels(word_ids: list, tags: list, label2id: dict) -> list:
