@@ -135,7 +135,8 @@ POSITIVE_INT_FIELDS = (
 )
 DROPOUT_FIELDS = ("encoder_dropout", "decoder_dropout", "bcn_dropout", "dcn_dropout", "tagger_dropout")
 SWITCH_FIELDS = ("include_word_vectors", "freeze_embeddings", "freeze_encoder", "lowercase", "output_final_states",
-                 "bilm_residual", "bilm_tie_softmax", "attention_bias", "bcn_batch_norm", "bcn_pair_input")
+                 "bilm_residual", "bilm_tie_softmax", "attention_bias", "bcn_batch_norm", "bcn_pair_input",
+                 "tagger_boundary_tokens")
 CHOICES = {
     "cove_output": COVE_OUTPUT_CHOICES, "lstm_implementation": LSTM_IMPLEMENTATION_CHOICES,
     "encoder_type": ENCODER_TYPE_CHOICES, "mt_loss_reduction": ("token_mean", "sentence"),

@@ -8,7 +8,7 @@
     -> primary module p(y_i) = softmax(W · ReLU(W' · [h1_i; h2_i]) + b)                           (B, T, labels)
 
 The biLSTM is the tagger's own and is trained; the word vectors and the encoder (MT-LSTM or biLM) are frozen, as in
-the other heads. Labels are per token, -100 where a token carries no label (later tokens of a word, as
+the other heads (`config.freeze_embeddings=False` trains the vectors). Labels are per token, -100 where a token carries no label (later tokens of a word, as
 `tokenizer(words, is_split_into_words=True).word_ids()` aligns them; docs/tagging.md). Cross-View Training's
 auxiliary modules read layer 1's two directions (`TaggerStates`); they are training-only and live in the training
 package (`modeling_cove.training.loops.cvt`), so a saved tagger holds and needs none of them. Every LSTM runs as

@@ -178,6 +178,16 @@ def test_bad_hyperparameters_are_named(tiny_setup, tmp_path):
         tg.train_tagger(settings(tiny_setup, tmp_path / "c", hyperparameters='{"optimizer": "lamb"}'), cpu=True)
 
 
+def test_hyperparameters_json_reaches_the_run_and_a_flag_beats_it(tiny_setup, tmp_path):
+    chosen = {"learning_rate": 0.5, "label_scheme": "bioes", "batch_size": 8, "labelled_steps": None}
+    hp = tg.load_hyperparameters(settings(tiny_setup, tmp_path, preset="cvt-paper", hyperparameters=json.dumps(chosen)))
+    assert {key: hp[key] for key in chosen} == chosen  # null unsets the preset's budget
+    hp = tg.load_hyperparameters(settings(tiny_setup, tmp_path, hyperparameters=json.dumps(chosen), learning_rate=0.1))
+    assert hp["learning_rate"] == 0.1 and hp["batch_size"] == 8
+    with pytest.raises(ValueError, match="--hyperparameters is not valid JSON"):
+        tg.load_hyperparameters(settings(tiny_setup, tmp_path, hyperparameters="{ema_decay: 1}"))
+
+
 def test_trainable_word_vectors_learn(tiny_setup):
     hp = {**tg.HYPERPARAMETER_DEFAULTS, "train_word_vectors": True, "hidden_size": 6, "module_dim": 6}
     run = tg.TaskRun("conll2000", ["B-NP", "I-NP", "O"], "f1", None, None, None, {})

@@ -93,7 +93,7 @@ class TaggerSettings:
     preset: Optional[str] = option("hyperparameter file instead of configuration/tagging/<task>.yaml (first task)")
     epochs: Optional[int] = option("override the preset's epochs")
     batch_size: Optional[int] = option("override the preset's batch size (sentences per step, global)")
-    learning_rate: Optional[float] = option("override the preset's Adam learning rate")
+    learning_rate: Optional[float] = option("override the preset's learning rate (of its optimizer)")
     dropout: Optional[float] = option("override the preset's dropout")
     hidden_size: Optional[int] = option("override the preset's biLSTM hidden size per direction")
     case_dim: int = option("width of an embedding of each token's casing as written (tagger_case_dim; the word "
@@ -152,15 +152,19 @@ def load_hyperparameters(settings: TaggerSettings) -> dict:
 
     from ..common.presets import check_preset_keys
 
-    extra = json.loads(settings.hyperparameters) if settings.hyperparameters else {}
+    try:
+        extra = json.loads(settings.hyperparameters) if settings.hyperparameters else {}
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--hyperparameters is not valid JSON ({err}): {settings.hyperparameters!r}") from None
     if not isinstance(extra, dict):
         raise ValueError(f"--hyperparameters must be a JSON object, got {settings.hyperparameters!r}")
     check_preset_keys(extra, HYPERPARAMETER_DEFAULTS, "--hyperparameters")
     overrides = {key: getattr(settings, key) for key in ("epochs", "batch_size", "learning_rate", "dropout",
                                                          "hidden_size", "label_scheme")}
-    hp, source, _ = load_settings(HYPERPARAMETER_DEFAULTS, settings.preset or settings.task[0], "tagging",
-                                  {**extra, **overrides}, extra_keys=("task", "description"),
-                                  optional=not settings.preset)
+    given = {key: value for key, value in overrides.items() if value is not None}  # a flag beats the JSON
+    hp, source, _ = load_settings(HYPERPARAMETER_DEFAULTS, settings.preset or settings.task[0], "tagging", {},
+                                  extra_keys=("task", "description"), optional=not settings.preset)
+    hp.update({**extra, **given})  # over the preset: the JSON's values (null included), then the flags
     check_hyperparameters(hp, source)
     hp["source"] = source
     return hp
@@ -174,7 +178,7 @@ def check_hyperparameters(hp: dict, where: str) -> None:
     for key, choices in HYPERPARAMETER_CHOICES.items():
         if hp[key] not in choices:
             bad(key, f"one of {choices}")
-    for key in ("ema_decay", "label_smoothing", "dropout") + (("unlabeled_dropout",) if hp["unlabeled_dropout"]
+    for key in ("ema_decay", "label_smoothing", "dropout", "momentum") + (("unlabeled_dropout",) if hp["unlabeled_dropout"]
                                                               is not None else ()):
         if not 0 <= hp[key] < 1:
             bad(key, "in [0, 1)")
@@ -486,7 +490,7 @@ class TaggerLoop(AccelerateLoop):
             group["lr"] = rate
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        if self.average is not None:
+        if self.average is not None and phase == "labelled":  # counted in labelled steps, as the rate is
             self.average.update()
         figures = accelerator.reduce(torch.tensor([float(loss.detach()), float(mask.sum())],
                                                   device=accelerator.device), "sum")
@@ -513,10 +517,13 @@ class TaggerLoop(AccelerateLoop):
         from safetensors.torch import save_file
 
         state, sums = self.state, self.state.epoch_sums
+        best = max([h["validation_main"] for h in state.history if h["complete"]] or [-1.0])
         with self.evaluation_weights():
             validation = self.validation_scores()
-            weights = {k: v.detach().cpu().contiguous() for k, v in self.unwrapped.state_dict().items()}
-        mean = float(np.mean([main_metric(validation[t.name], t.kind) for t in self.tasks]))
+            mean = float(np.mean([main_metric(validation[t.name], t.kind) for t in self.tasks]))
+            if stopped is None and mean > best and self.accelerator.is_main_process:  # complete epochs only
+                weights = {k: v.detach().cpu().contiguous() for k, v in self.unwrapped.state_dict().items()}
+                save_file(weights, str(self.output_dir / "best_state.safetensors"))
         record = {"epoch": epoch, "global_step": state.global_step, "steps": state.step_in_epoch,
                   "labelled_steps": state.schedule.get("labelled_steps"),
                   "complete": stopped is None, "seconds": round(time.time() - epoch_start, 1),
@@ -525,9 +532,6 @@ class TaggerLoop(AccelerateLoop):
                   "validation": {name: {k: v for k, v in result.items() if k != "per_type"}
                                  for name, result in validation.items()},
                   "validation_main": mean}
-        best = max([h["validation_main"] for h in state.history if h["complete"]] or [-1.0])
-        if stopped is None and mean > best and self.accelerator.is_main_process:  # complete epochs only
-            save_file(weights, str(self.output_dir / "best_state.safetensors"))
         self.accelerator.wait_for_everyone()
         self.accelerator.print({k: v for k, v in record.items() if k != "validation"} |
                                {"validation": {n: round(main_metric(r, t.kind), 4) for (n, r), t in
@@ -686,7 +690,8 @@ def load_tokenizer(encoder: str):
 
 
 def build_training(settings: TaggerSettings, hp: dict, tasks: list, tokenizer) -> TaggerTraining:
-    """The tagger on `settings.encoder` (word vectors and encoder loaded, frozen; the biLSTM and modules freshly
+    """The tagger on `settings.encoder` (word vectors and encoder loaded, frozen, the vectors trained with
+    `train_word_vectors`; the biLSTM and modules freshly
     initialised from the seed) with the first task's labels, and the other tasks' and CVT's modules, in a
     `cvt.TaggerTraining`. `tokenizer` (the encoder's) must be the checkpoint's vocabulary."""
     from transformers import set_seed

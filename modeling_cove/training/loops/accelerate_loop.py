@@ -180,11 +180,15 @@ def end_run(accelerator):
     reference to a collective whose tensors were made in Python (e.g. an object gather) and free it only after the
     main thread has started tearing the process group down; freeing it needs the interpreter lock that the tearing-down
     thread holds while it waits for them, and the process never exits (docs/transformers_notes.md, "Ending a gloo run"). The gloo barrier holds
-    every collective still pending when it starts; one started earlier has been freed by then."""
-    if accelerator.num_processes > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
+    every collective still pending when it starts; one started earlier has been freed by then. Other backends: a plain
+    `wait_for_everyone()`."""
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    if accelerator.num_processes > 1 and distributed and torch.distributed.get_backend() == "gloo":
         work = torch.distributed.barrier(async_op=True)
         work.wait()
         _FINAL_BARRIERS.append(work)
+    else:
+        accelerator.wait_for_everyone()
     accelerator.end_training()
 
 

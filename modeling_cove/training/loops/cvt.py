@@ -24,7 +24,8 @@ first token's future view is the START state and the last token's past view the 
 views.
 
 Both phases run inside one `forward` of one module, so DistributedDataParallel sees one graph per step; each phase
-leaves some parameters unused (the auxiliaries in a labelled step, the primaries and layer 2 in an unlabelled one),
+leaves some parameters unused (the auxiliaries in a labelled step, the primaries, and layer 2 unless the `full`
+module reads it, in an unlabelled one),
 which the loop declares with `find_unused_parameters=True`. The auxiliary modules are training-only: the exported
 tagger is `model` alone (`export_task_model`), a resume checkpoint keeps the whole module.
 """
@@ -218,8 +219,10 @@ class TaggerTraining(nn.Module):
 
     def export_task_model(self, task: str, labels: list) -> CoveForTokenClassification:
         """The tagger of `task` as a plain `CoveForTokenClassification` (a copy): the shared encoder with that task's
-        primary module and labels; no auxiliary modules."""
+        primary module and labels; no auxiliary modules. Its word vectors are frozen again in the config (trained
+        or not here), as every saved model's are: a later fine-tuning trains them only when asked."""
         model = copy.deepcopy(self.model)
+        model.config.freeze_embeddings = True
         if task != self.task_names[0]:
             model.classifier = copy.deepcopy(self.primary[task])
             model.config.num_labels = len(labels)

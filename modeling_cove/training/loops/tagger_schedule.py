@@ -6,7 +6,8 @@
   sentences are read in seeded passes, each sentence once per pass.
 - `lr_factor`: the CVT authors' learning-rate schedule, linear warm-up and then 1 / (1 + d·√t).
 - `WeightAverage`: an exponential moving average of the trainable weights, which validation, test and the saved
-  tagger use (the CVT authors' evaluation weights).
+  tagger use (the CVT authors' evaluation weights); the tagger updates it after each labelled step (the authors:
+  after every step), so that a supervised and a CVT run average over the same labelled steps.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class StepBudgetBatches:
         self.seed, self.stride = seed, seed_stride
         self.num_unlabeled, self.ratio, self.batch_size = num_unlabeled, unlabeled_ratio, batch_size
         self.cache = {}  # (task, data epoch) -> that pass's batches
+        self.reading = (None, None)  # (pass, its permutation) of the unlabelled sentences last read
 
     @property
     def periods(self) -> int:
@@ -74,22 +76,23 @@ class StepBudgetBatches:
         per_epoch = len(self.cache[(task, 1)])
         data_epoch = index // per_epoch + 1
         if (task, data_epoch) not in self.cache:
-            self.cache = {key: value for key, value in self.cache.items() if key[1] in (1, data_epoch - 1)}
+            self.cache = {key: value for key, value in self.cache.items()  # this task's older passes go
+                          if key[0] != task or key[1] in (1, data_epoch - 1)}
             self.cache[(task, data_epoch)] = self.task_batches[task](data_epoch)
         return self.cache[(task, data_epoch)][index % per_epoch]
 
     def unlabelled_rows(self, first_batch: int, count: int) -> list:
         """`count` unlabelled batches from global unlabelled batch `first_batch`: sentence positions read in
         passes, each pass a seeded permutation of all the sentences."""
-        size, total, batches, order, current = self.batch_size, self.num_unlabeled, [], None, None
+        size, total, batches = self.batch_size, self.num_unlabeled, []
         for b in range(first_batch, first_batch + count):
             rows = []
             for position in range(b * size, (b + 1) * size):
                 read = position // total
-                if read != current:
+                if read != self.reading[0]:
                     generator = torch.Generator().manual_seed(self.seed * self.stride + read + UNLABELLED_OFFSET)
-                    order, current = torch.randperm(total, generator=generator).tolist(), read
-                rows.append(order[position % total])
+                    self.reading = (read, torch.randperm(total, generator=generator).tolist())
+                rows.append(self.reading[1][position % total])
             batches.append(rows)
         return batches
 
