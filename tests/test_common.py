@@ -933,7 +933,7 @@ class TestCoveConfig:
                        bilm_residual=False, bilm_softmax_cutoffs=[10, 100], bilm_tie_softmax=False,
                        lstm_implementation="reference", tagger_input="vectors", tagger_hidden_size=13,
                        tagger_num_layers=3, tagger_module_dim=15, tagger_dropout=0.2, tagger_max_length=None,
-                       tagger_case_dim=3)
+                       tagger_case_dim=3, tagger_boundary_tokens=True)
         missing = [param.name for param in config_parameters() if param.name not in changed]
         assert not missing, f"fields without a value in this test: {missing}"
         for param in config_parameters():
