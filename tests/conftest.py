@@ -121,3 +121,24 @@ def no_leaked_accelerate_precision():
         os.environ.pop("ACCELERATE_MIXED_PRECISION", None)
     else:
         os.environ["ACCELERATE_MIXED_PRECISION"] = before
+
+
+def tiny_tagging_setup(root: Path, task: str, sentences: int, preset_lines: str = "") -> tuple:
+    """(data folder, a tiny encoder checkpoint, a tiny tagging preset) in `root` for training runs on `task`: the
+    encoder's vocabulary is the lower-cased words of the task's first `sentences` training sentences."""
+    import torch
+
+    from modeling_cove import CoveConfig, CoveModel
+    from modeling_cove.tokenization_cove import build_cove_tokenizer
+    from modeling_cove.training.data.tagging import load_tagging_splits
+
+    data_dir = require_data(task).parent
+    train = load_tagging_splits(task, data_dir)["train"]
+    tokenizer = build_cove_tokenizer(sorted({w.lower() for s in train["words"][:sentences] for w in s}))
+    torch.manual_seed(0)
+    CoveModel(CoveConfig(vocab_size=len(tokenizer), word_vector_dim=8, hidden_size=8)).save_pretrained(root / "enc")
+    tokenizer.save_pretrained(root / "enc")
+    preset = root / "tiny.yaml"
+    preset.write_text(f"task: {task}\nepochs: 2\nbatch_size: 8\nhidden_size: 6\nmodule_dim: 6\n{preset_lines}"
+                      "eval_batch_size: 32\n")
+    return data_dir, root / "enc", preset

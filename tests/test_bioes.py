@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from transformers.modeling_outputs import TokenClassifierOutput
 
-from conftest import require_data
-from modeling_cove import CoveConfig, CoveForTokenClassification, CoveModel, CoveTokenClassificationPipeline
+from conftest import require_data, tiny_tagging_setup
+from modeling_cove import CoveTokenClassificationPipeline
 from modeling_cove.modeling_cove_tagger import bioes_label_to_bio, has_bioes_labels
-from modeling_cove.tokenization_cove import build_cove_tokenizer, vocabulary_fingerprint
+from modeling_cove.tokenization_cove import build_cove_tokenizer
 from modeling_cove.training.commands import train_tagger as tg
 from modeling_cove.training.data.tagging import (TAGGING_TASKS, load_tagging_splits, score_tagging, to_bio, to_bioes,
                                                  uses_chunk_tags, word_predictions)
 from modeling_cove.training.loops.accelerate_loop import RUN_SETTINGS_FILE, check_run_folder
+from test_token_classification_pipeline import fixed_logits_pipeline, tiny_tagger
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -206,17 +206,7 @@ def test_a_run_recorded_before_the_option_resumes_with_the_presets_scheme(tmp_pa
 
 @pytest.fixture(scope="module")
 def tiny_encoder(tmp_path_factory):
-    data_dir = require_data("wnut17").parent
-    words = sorted({w.lower() for s in load_tagging_splits("wnut17", data_dir)["train"]["words"][:300] for w in s})
-    tokenizer = build_cove_tokenizer(words)
-    torch.manual_seed(0)
-    root = tmp_path_factory.mktemp("bioes")
-    CoveModel(CoveConfig(vocab_size=len(tokenizer), word_vector_dim=8, hidden_size=8)).save_pretrained(root / "enc")
-    tokenizer.save_pretrained(root / "enc")
-    preset = root / "tiny.yaml"
-    preset.write_text("task: wnut17\nepochs: 2\nbatch_size: 8\nhidden_size: 6\nmodule_dim: 6\nlearning_rate: 0.01\n"
-                      "eval_batch_size: 32\n")
-    return data_dir, root / "enc", preset
+    return tiny_tagging_setup(tmp_path_factory.mktemp("bioes"), "wnut17", 300, "learning_rate: 0.01\n")
 
 
 def hand_predictions(model, tokenizer, split) -> list:
@@ -293,26 +283,13 @@ def tokenizer():
 def fixed_pipeline(tokenizer, labels: list, monkeypatch) -> CoveTokenClassificationPipeline:
     """A tagger with `labels` whose logits per token id are fixed: each word of LOGITS strongly its label's index
     in BIOES (with some mass elsewhere, so that average / max have something to weigh), "'t" leaning O."""
-    torch.manual_seed(0)
-    config = CoveConfig(vocab_size=len(tokenizer), word_vector_dim=8, hidden_size=8, tagger_hidden_size=6,
-                        tagger_module_dim=5, num_labels=len(labels), id2label=dict(enumerate(labels)),
-                        label2id={label: i for i, label in enumerate(labels)},
-                        vocabulary_fingerprint=vocabulary_fingerprint(tokenizer))
-    model = CoveForTokenClassification(config).eval()
     table = torch.zeros(len(tokenizer), len(labels))
     table[:, 0] = 2.0
     for word, label in LOGITS.items():
         table[tokenizer.convert_tokens_to_ids(word)] = torch.linspace(0.0, 1.0, len(labels))
         table[tokenizer.convert_tokens_to_ids(word), BIOES.index(label)] = 4.0
     table[tokenizer.convert_tokens_to_ids("'t"), 0] = 6.0
-    real_forward = model.forward
-
-    def forward(input_ids=None, attention_mask=None, **kwargs):
-        real = real_forward(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
-        return TokenClassifierOutput(logits=table[input_ids] + 0 * real.logits)
-
-    monkeypatch.setattr(model, "forward", forward)
-    return CoveTokenClassificationPipeline(model=model, tokenizer=tokenizer)
+    return fixed_logits_pipeline(tiny_tagger(tokenizer, labels), tokenizer, table, monkeypatch)
 
 
 def plain(results) -> list:

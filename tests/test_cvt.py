@@ -14,8 +14,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import require_data
-from modeling_cove import CoveConfig, CoveForTokenClassification, CoveModel
+from conftest import require_data, tiny_tagging_setup
+from modeling_cove import CoveConfig, CoveForTokenClassification
 from modeling_cove.tokenization_cove import build_cove_tokenizer
 from modeling_cove.training.commands import train_tagger as tg
 from modeling_cove.training.loops.cvt import VIEWS, TaggerTraining, restricted_views
@@ -189,19 +189,7 @@ def test_a_sentence_over_the_maximum_length_is_an_error_naming_its_row():
 
 @pytest.fixture(scope="module")
 def tiny_setup(tmp_path_factory):
-    data_dir = require_data("conll2000").parent
-    from modeling_cove.training.data.tagging import load_tagging_splits
-
-    words = sorted({w.lower() for s in load_tagging_splits("conll2000", data_dir)["train"]["words"][:200] for w in s})
-    tokenizer = build_cove_tokenizer(words)
-    torch.manual_seed(0)
-    root = tmp_path_factory.mktemp("tagger")
-    CoveModel(CoveConfig(vocab_size=len(tokenizer), word_vector_dim=8, hidden_size=8)).save_pretrained(root / "enc")
-    tokenizer.save_pretrained(root / "enc")
-    preset = root / "tiny.yaml"
-    preset.write_text("task: conll2000\nepochs: 2\nbatch_size: 8\nhidden_size: 6\nmodule_dim: 6\n"
-                      "eval_batch_size: 32\n")
-    return data_dir, root / "enc", preset
+    return tiny_tagging_setup(tmp_path_factory.mktemp("tagger"), "conll2000", 200)
 
 
 def settings(setup, output_dir, **overrides):

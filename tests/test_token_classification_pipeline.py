@@ -48,11 +48,11 @@ def tokenizer():
     return build_cove_tokenizer(WORDS)
 
 
-def tiny_tagger(tokenizer) -> CoveForTokenClassification:
+def tiny_tagger(tokenizer, labels: tuple = TAGS) -> CoveForTokenClassification:
     torch.manual_seed(0)
     config = CoveConfig(vocab_size=len(tokenizer), word_vector_dim=8, hidden_size=8, tagger_hidden_size=6,
-                        tagger_module_dim=5, num_labels=len(TAGS), id2label=dict(enumerate(TAGS)),
-                        label2id={tag: i for i, tag in enumerate(TAGS)},
+                        tagger_module_dim=5, num_labels=len(labels), id2label=dict(enumerate(labels)),
+                        label2id={tag: i for i, tag in enumerate(labels)},
                         vocabulary_fingerprint=vocabulary_fingerprint(tokenizer))
     return CoveForTokenClassification(config).eval()
 
@@ -66,11 +66,9 @@ def table(tokenizer) -> torch.Tensor:
     return rows
 
 
-@pytest.fixture
-def fixed(tokenizer, table, monkeypatch):
-    """A pipeline whose model gives each token the logits of `table` (the real forward still runs on the same
-    inputs and its checks apply)."""
-    model = tiny_tagger(tokenizer)
+def fixed_logits_pipeline(model, tokenizer, table, monkeypatch) -> CoveTokenClassificationPipeline:
+    """A pipeline whose `model` gives each token the logits of `table` by token id (the real forward still runs on
+    the same inputs and its checks apply)."""
     real_forward = model.forward
 
     def forward(input_ids=None, attention_mask=None, **kwargs):
@@ -79,6 +77,12 @@ def fixed(tokenizer, table, monkeypatch):
 
     monkeypatch.setattr(model, "forward", forward)
     return CoveTokenClassificationPipeline(model=model, tokenizer=tokenizer)
+
+
+@pytest.fixture
+def fixed(tokenizer, table, monkeypatch):
+    """`tiny_tagger`'s pipeline with the logits of `table`."""
+    return fixed_logits_pipeline(tiny_tagger(tokenizer), tokenizer, table, monkeypatch)
 
 
 def token_scores(token: str) -> np.ndarray:

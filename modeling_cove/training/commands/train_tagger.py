@@ -38,7 +38,7 @@ import torch
 
 from ...modeling_cove_tagger import IGNORE_INDEX
 from ..common.cli import REQUIRED, option, run_training_command
-from ..common.presets import load_settings
+from ..common.presets import load_settings, resolve_settings
 from ..loops import stopping
 from ..loops.cvt import CrossViewOptions, TaggerTraining
 from ..loops.tagger_schedule import TASK_SAMPLING, StepBudgetBatches, WeightAverage, lr_factor
@@ -147,10 +147,9 @@ ADDED_SETTINGS = {"label_scheme": None, "hyperparameters": None}
 
 def load_hyperparameters(settings: TaggerSettings) -> dict:
     """HYPERPARAMETER_DEFAULTS < the preset (`--preset`, else configuration/tagging/<first task>.yaml when there is
-    one: a task read from the Hub may have none) < the command line's overrides."""
+    one: a task read from the Hub may have none) < `--hyperparameters` (a null there unsets the preset's value) <
+    the command line's overrides."""
     import json
-
-    from ..common.presets import check_preset_keys
 
     try:
         extra = json.loads(settings.hyperparameters) if settings.hyperparameters else {}
@@ -158,13 +157,11 @@ def load_hyperparameters(settings: TaggerSettings) -> dict:
         raise ValueError(f"--hyperparameters is not valid JSON ({err}): {settings.hyperparameters!r}") from None
     if not isinstance(extra, dict):
         raise ValueError(f"--hyperparameters must be a JSON object, got {settings.hyperparameters!r}")
-    check_preset_keys(extra, HYPERPARAMETER_DEFAULTS, "--hyperparameters")
     overrides = {key: getattr(settings, key) for key in ("epochs", "batch_size", "learning_rate", "dropout",
                                                          "hidden_size", "label_scheme")}
-    given = {key: value for key, value in overrides.items() if value is not None}  # a flag beats the JSON
-    hp, source, _ = load_settings(HYPERPARAMETER_DEFAULTS, settings.preset or settings.task[0], "tagging", {},
+    hp, source, _ = load_settings(HYPERPARAMETER_DEFAULTS, settings.preset or settings.task[0], "tagging",
                                   extra_keys=("task", "description"), optional=not settings.preset)
-    hp.update({**extra, **given})  # over the preset: the JSON's values (null included), then the flags
+    hp = resolve_settings(hp, extra, overrides, where="--hyperparameters")  # the JSON as one more preset layer
     check_hyperparameters(hp, source)
     hp["source"] = source
     return hp
@@ -178,11 +175,13 @@ def check_hyperparameters(hp: dict, where: str) -> None:
     for key, choices in HYPERPARAMETER_CHOICES.items():
         if hp[key] not in choices:
             bad(key, f"one of {choices}")
-    for key in ("ema_decay", "label_smoothing", "dropout", "momentum") + (("unlabeled_dropout",) if hp["unlabeled_dropout"]
-                                                              is not None else ()):
+    rates, counts = ["ema_decay", "label_smoothing", "dropout", "momentum"], ["eval_every", "batch_size"]
+    rates += ["unlabeled_dropout"] if hp["unlabeled_dropout"] is not None else []  # None: the model's dropout
+    counts += ["labelled_steps"] if hp["labelled_steps"] is not None else []  # None: the run counts epochs
+    for key in rates:
         if not 0 <= hp[key] < 1:
             bad(key, "in [0, 1)")
-    for key in ("eval_every", "batch_size") + (("labelled_steps",) if hp["labelled_steps"] is not None else ()):
+    for key in counts:
         if not isinstance(hp[key], int) or hp[key] < 1:
             bad(key, "an int >= 1")
     if hp["warmup_steps"] < 0 or hp["lr_decay"] < 0:
@@ -590,9 +589,7 @@ class TaggerLoop(AccelerateLoop):
         if best.is_file():
             self.unwrapped.load_state_dict(load_file(str(best)))
         elif self.average is not None:  # no complete epoch: the averaged weights as they stand
-            with self.average.swapped_in():
-                averaged = {k: v.detach().clone() for k, v in self.unwrapped.state_dict().items()}
-            self.unwrapped.load_state_dict(averaged)
+            self.average.apply()
         results = {}
         for task in self.tasks:
             results[task.name] = {split: score(self.unwrapped, task.name, getattr(task, split), task.labels,

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ...layers import head_init_, valid_steps
 from ...modeling_cove_tagger import IGNORE_INDEX, CoveForTokenClassification, CoveTaggerPredictionModule, TaggerStates
 
 __all__ = ["CrossViewModules", "CrossViewOptions", "LinearViewModule", "restricted_views", "smooth",
@@ -113,8 +114,8 @@ class CrossViewModules(nn.Module):
     def forward(self, student: TaggerStates, targets: torch.Tensor) -> torch.Tensor:
         """Σ over the views of `soft_target_loss` against the primary module's `targets` (B, T', C), the positions
         of the `student`'s states."""
-        present = torch.arange(student.mask.shape[1], device=student.mask.device)[None, :] < (
-            student.lengths + 2 if student.framed else student.lengths)[:, None]  # tokens and boundary states
+        steps = student.lengths + 2 if student.framed else student.lengths
+        present = valid_steps(steps, student.mask.shape[1])  # (B, T'): the tokens and any boundary states
         views = restricted_views(student.layers[0], student.mask, present)
         loss = sum(soft_target_loss(self.views[view], states, targets, valid) for view, (states, valid) in
                    views.items())
@@ -144,8 +145,6 @@ class TaggerTraining(nn.Module):
         self.auxiliary = nn.ModuleDict({
             task: CrossViewModules(config.tagger_hidden_size, config.tagger_module_dim, len(labels), full_dim)
             for task, labels in tasks.items()}) if cvt else None
-        from ...layers import head_init_
-
         self.primary.apply(head_init_)
         if self.auxiliary is not None:
             self.auxiliary.apply(head_init_)

@@ -116,7 +116,8 @@ class StepBudgetBatches:
 class WeightAverage:
     """An exponential moving average of `parameters` (the trainable ones): after each optimizer step
     a ← decay · a + (1 − decay) · w, starting from the weights after the first step. `swapped_in()` puts the
-    averages into the parameters for a while (validation, test, saving) and the trained weights back after.
+    averages into the parameters for a while (validation, test, saving) and the trained weights back after;
+    `apply()` puts them in for good.
     Ours, not `torch.optim.swa_utils.AveragedModel`: that keeps a second copy of the whole module, frozen word
     vectors included, and checkpoints through pickle; this one keeps the trainable tensors and saves safetensors."""
 
@@ -136,21 +137,21 @@ class WeightAverage:
         for average, parameter in zip(self.average, self.parameters):
             average.lerp_(parameter.detach(), 1.0 - self.decay)
 
+    @torch.no_grad()
+    def apply(self, values: list | None = None):
+        """Copy the averages (or `values`) into the parameters; nothing before the first update."""
+        values = self.average if values is None else values
+        for parameter, value in zip(self.parameters, values or []):
+            parameter.copy_(value)
+
     @contextmanager
     def swapped_in(self):
-        if self.average is None:
-            yield
-            return
-        with torch.no_grad():
-            trained = [p.detach().clone() for p in self.parameters]
-            for parameter, average in zip(self.parameters, self.average):
-                parameter.copy_(average)
+        trained = [p.detach().clone() for p in self.parameters] if self.average is not None else None
+        self.apply()
         try:
             yield
         finally:
-            with torch.no_grad():
-                for parameter, weights in zip(self.parameters, trained):
-                    parameter.copy_(weights)
+            self.apply(trained)
 
     def save(self, folder: Path):
         from safetensors.torch import save_file
