@@ -207,6 +207,10 @@ def test_xz_text_files_are_read_as_unlabelled_text(tmp_path):
     with lzma.open(path, "wt", encoding="utf-8") as stream:
         stream.write("Stocks rose .\n\nBonds fell .\n")
     assert corpus_texts(str(path)) == ["Stocks rose .", "Bonds fell ."]
+    broken = tmp_path / "broken.txt.xz"
+    broken.write_bytes(b"not xz at all")
+    with pytest.raises(ValueError, match="broken.txt.xz: not a readable UTF-8 text file"):
+        corpus_texts(str(broken))
 
 
 def recipe(setup, output_dir, **overrides):

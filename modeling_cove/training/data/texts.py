@@ -125,11 +125,17 @@ def corpus_texts(source: str, data_dir=None, text_column: str = "text") -> list:
 
 
 def read_text_file(path: Path) -> str:
-    """A UTF-8 text file, decompressed when its name ends in .xz, .gz or .bz2."""
-    openers = {".xz": "lzma", ".gz": "gzip", ".bz2": "bz2"}
-    if path.suffix in openers:
-        import importlib
+    """A UTF-8 text file, decompressed when its name ends in .xz, .gz or .bz2; a file that does not decompress or
+    decode is a ValueError naming it."""
+    import bz2
+    import gzip
+    import lzma
 
-        with importlib.import_module(openers[path.suffix]).open(path, "rt", encoding="utf-8") as stream:
-            return stream.read()
-    return path.read_text(encoding="utf-8")
+    openers = {".xz": lzma.open, ".gz": gzip.open, ".bz2": bz2.open}
+    try:
+        if path.suffix in openers:
+            with openers[path.suffix](path, "rt", encoding="utf-8") as stream:
+                return stream.read()
+        return path.read_text(encoding="utf-8")
+    except (OSError, EOFError, lzma.LZMAError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not a readable UTF-8 text file ({type(err).__name__}: {err})") from None
