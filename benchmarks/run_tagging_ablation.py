@@ -2,7 +2,8 @@
 """The cumulative ablation of Cross-View Training's recipe on CoNLL-2000 chunking, validation only (docs/tagging.md,
 "The CVT authors' recipe"): supervised vs CVT as the table ran them, then one change of the authors' recipe at a time
 on top of the previous ones, one seed each. Runs what has not finished (resuming a run cut short), then writes
-`benchmarks/results/tagging_ablation.json` (command, commit, machine per run) from the runs found.
+`benchmarks/results/tagging_ablation.json` (command, commit, machine per run) from the runs found, and the validation
+curves beside it (`tagging_ablation.png`).
 
     python benchmarks/run_tagging_ablation.py --data-dir DATA --dry-run          # the commands still to run
     python benchmarks/run_tagging_ablation.py --data-dir DATA --parallel 2 --deadline-minutes 150
@@ -128,6 +129,19 @@ def collect(args: AblationArguments, runs: list) -> dict:
             "seed": args.seed, "steps": steps}
 
 
+def plot_validation_curves(result: dict, path: Path) -> Path:
+    """Validation F1 against labelled steps, a line per step: supervised runs on the left, CVT runs on the right."""
+    from modeling_cove.training.common.run_info import plot_curves
+
+    panels = []
+    for column in ("supervised", "cvt"):
+        series = {step["step"]: tuple(zip(*step["runs"][column]["validation_curve"]))
+                  for step in result["steps"] if "validation_curve" in step["runs"].get(column, {})}
+        panels.append({"title": f"{column}: CoNLL-2000 validation", "xlabel": "labelled steps",
+                       "ylabel": "F1 (%)", "series": series})
+    return plot_curves(panels, path, title="CVT recipe ablation (cumulative), seed 1")
+
+
 def main(argv=None):
     args = parse_options(AblationArguments, argv, description=__doc__)
     runs = plan(args)
@@ -138,8 +152,10 @@ def main(argv=None):
         print({key: len(folders) for key, folders in outcome.items()})
         if args.dry_run:
             return
-    write_json(RESULTS / "tagging_ablation.json", collect(args, runs))
-    print(f"wrote {RESULTS / 'tagging_ablation.json'}")
+    result = collect(args, runs)
+    write_json(RESULTS / "tagging_ablation.json", result)
+    plot_validation_curves(result, RESULTS / "tagging_ablation.png")
+    print(f"wrote {RESULTS / 'tagging_ablation.json'} and {RESULTS / 'tagging_ablation.png'}")
 
 
 if __name__ == "__main__":

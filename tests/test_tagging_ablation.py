@@ -58,3 +58,13 @@ def test_collect_takes_gaps_against_the_latest_supervised_run(tmp_path):
     assert steps["news-text"]["supervised_from"] == "the previous step"
     assert steps["news-text"]["runs"]["cvt"]["validation_curve"] == [[250, 87.0], [500, 91.0]]
     assert steps["boundaries"]["gap"] is None and steps["boundaries"]["runs"] == {}
+
+
+def test_the_validation_curves_are_drawn(tmp_path):
+    args = arguments(tmp_path)
+    runs = ablation.plan(args)
+    folder = {(s, c): tmp_path / run.folder for s, c, run in runs}
+    write_run(folder[("equal-steps", "supervised")], 0.9, [[250, 0.85], [500, 0.9]])
+    write_run(folder[("equal-steps", "cvt")], 0.905, [[250, 0.86], [500, 0.905]])
+    path = ablation.plot_validation_curves(ablation.collect(args, runs), tmp_path / "curves.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
