@@ -626,6 +626,8 @@ def test_bf16_autocast_matches_fp32_with_the_lstm_fallback_forced_or_as_this_cpu
 
     if forced:
         monkeypatch.setattr(modeling_cove.lstm_kernels, "_LSTM_KERNEL_SUPPORT", {("cpu", torch.bfloat16): False})
+    has_kernel = modeling_cove.lstm_kernels.bf16_lstm_kernel_available()  # probed now: its own torch.lstm call is
+    # not one of the model's (run first in a process, the probe used to land in `seen` below)
     model = tiny_model(seed=1, initializer_range=0.5, dcn_max_iterations=1)  # O(1) scores; one iteration: no
     ids, types, mask = pair_batch([(3, 9), (2, 6), (4, 5)], seed=1)  # argmax near a tie can change the path
     seen = []  # (input dtype, autocast on) of each LSTM run: packed (`nn.LSTM`) or by a strategy (`torch.lstm`)
@@ -640,7 +642,7 @@ def test_bf16_autocast_matches_fp32_with_the_lstm_fallback_forced_or_as_this_cpu
     seen.clear()
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         out = model(input_ids=ids, token_type_ids=types, attention_mask=mask, output_hidden_states=True)
-    if forced or not modeling_cove.lstm_kernels.bf16_lstm_kernel_available():
+    if forced or not has_kernel:
         assert len(seen) >= 3 and set(seen) == {(torch.float32, False)}  # question, context, fusion (+ MT-LSTM)
         assert out.hidden_states[2].dtype == torch.bfloat16
     assert out.start_logits.dtype == torch.bfloat16
