@@ -68,7 +68,7 @@ def plan(args: AblationArguments) -> list:
         hyperparameters = {**hyperparameters, **added}
         if step == "news-text":
             unlabeled = tuple(str(Path(args.data_dir) / "english_unlabelled" / f"{name}.txt.xz") for name in NEWS)
-        flags = ("--task", "conll2000", "--hyperparameters", json.dumps(hyperparameters, sort_keys=True))
+        flags = ("--task", "conll2000", "--no-test", "--hyperparameters", json.dumps(hyperparameters, sort_keys=True))
         columns = (("supervised", ()),) if supervised_changes else ()
         for column, extra in columns + (("cvt", ("--cvt", "--unlabeled", *unlabeled)),):
             runs.append((step, column, TableRun("ablation", f"{step}-{column}", args.seed, args.vocab,

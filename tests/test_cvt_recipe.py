@@ -233,3 +233,11 @@ def test_the_cvt_paper_recipe_runs_its_budget_and_resumes_exactly(tiny_setup, tm
     a, b = (load_file(tmp_path / name / "best_state.safetensors") for name in ("a", "b"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert math.isfinite(straight["results"]["conll2000"]["validation"]["f1"])
+
+
+def test_no_test_leaves_the_test_split_unscored(tiny_setup, tmp_path):
+    with pytest.raises(ValueError, match="--no-test writes no tagger"):
+        settings(tiny_setup, tmp_path / "a", no_test=True)
+    metrics = tg.train_tagger(settings(tiny_setup, tmp_path / "b", no_test=True, no_save_model=True, max_steps=2),
+                              cpu=True)
+    assert set(metrics["results"]["conll2000"]) == {"validation"}

@@ -110,6 +110,8 @@ class TaggerSettings:
     resume: bool = option("continue from the latest checkpoint in output_dir", False)
     overwrite: bool = option("delete an existing output_dir first", False)
     no_save_model: bool = option("do not write best/ (the table's runs: metrics only)", False)
+    no_test: bool = option("score the validation split only, leaving the test split unread (while a recipe is "
+                           "chosen); needs --no-save-model", False)
     hyperparameters: Optional[str] = option("a JSON object of hyperparameters over the preset's, e.g. "
                                             "'{\"ema_decay\": 0.998}' (keys: HYPERPARAMETER_DEFAULTS)")
 
@@ -125,6 +127,9 @@ class TaggerSettings:
             raise ValueError(f"--train-fraction must be in (0, 1], got {self.train_fraction}")
         if "train-rest" in self.unlabeled and self.train_fraction is None and self.cvt:
             raise ValueError("--unlabeled train-rest needs --train-fraction (the rest of the training sentences)")
+        if self.no_test and not self.no_save_model:
+            raise ValueError("--no-test writes no tagger (its evaluation record needs test figures): add "
+                             "--no-save-model")
         if len(set(self.task)) != len(self.task):
             raise ValueError(f"--task names a task twice: {self.task}")
 
@@ -579,8 +584,9 @@ class TaggerLoop(AccelerateLoop):
         }
 
     def finish(self) -> dict:
-        """The best epoch's weights back, validation and test scores per task, best/ (each task's tagger, no
-        auxiliary modules) and eval_results.json, metrics.json and curves.png; returns the metrics."""
+        """The best epoch's weights back, validation and test scores per task (validation only with --no-test),
+        best/ (each task's tagger, no auxiliary modules) and eval_results.json, metrics.json and curves.png; returns
+        the metrics."""
         from safetensors.torch import load_file
 
         accelerator = self.accelerator
@@ -590,21 +596,21 @@ class TaggerLoop(AccelerateLoop):
             self.unwrapped.load_state_dict(load_file(str(best)))
         elif self.average is not None:  # no complete epoch: the averaged weights as they stand
             self.average.apply()
-        results = {}
+        results, splits = {}, ("validation",) if self.settings.no_test else ("validation", "test")
         for task in self.tasks:
             results[task.name] = {split: score(self.unwrapped, task.name, getattr(task, split), task.labels,
                                                task.kind, self.hp["eval_batch_size"], accelerator.device,
                                                task.label_scheme)
-                                  for split in ("validation", "test")}
+                                  for split in splits}
         complete = [h for h in self.state.history if h["complete"]]
         final = {"best_epoch": max(complete, key=lambda h: h["validation_main"])["epoch"] if complete else None,
                  "results": results}
         metrics = self.record(final)
         if accelerator.is_main_process:
             for task in self.tasks:
-                result = results[task.name]["test"]
-                accelerator.print(f"{task.name}: test {task.kind} {100 * main_metric(result, task.kind):.2f}, "
-                                  f"validation {100 * main_metric(results[task.name]['validation'], task.kind):.2f}")
+                figures = {split: f"{100 * main_metric(result, task.kind):.2f}"
+                           for split, result in results[task.name].items()}
+                accelerator.print(f"{task.name} {task.kind}: {figures}")
             write_json(self.output_dir / "metrics.json", metrics)
             plot_run_curves(self.state, self.tasks, self.output_dir / "curves.png")
             if not self.settings.no_save_model:
