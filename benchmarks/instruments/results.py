@@ -18,12 +18,10 @@ runs/main-cove-small/ and runs/main/ report.json + REPORT.md (`main.py`, full si
 import json
 import logging
 import shutil
-import statistics
 from pathlib import Path
 
-from scipy.stats import t as student_t  # scipy comes with scikit-learn
-
 from modeling_cove.training.common import papers
+from modeling_cove.training.common.stats import mean_std, paired_difference
 from modeling_cove.training.publishing.cards_record import weights_fingerprint
 from modeling_cove.training.common.run_info import git_commit, plot_curves
 from modeling_cove.training.common.files import write_json
@@ -46,33 +44,6 @@ BILM_KEYS = ("command", "commit", "settings", "machine", "data", "epochs", "glob
              "train_tokens", "train_tokens_per_second", "wall_seconds")  # metrics.json less the per-step loss log
 MT_KEYS = ("command", "commit", "preset", "machine", "config", "trainable_parameters", "data", "epochs",
            "train_seconds", "train_target_tokens_per_second", "wall_seconds", "test")
-
-
-def mean_std(values, digits: int = 2):
-    if not values:
-        return None
-    return {"mean": round(statistics.mean(values), digits),
-            "std": round(statistics.stdev(values), digits) if len(values) > 1 else 0.0, "n": len(values)}
-
-
-def paired_difference(runs_a: list, runs_b: list, key: str) -> dict:
-    """Column a minus column b on the seeds both ran (the splits are fixed; a seed gives every column the same batch
-    order): mean and std of the per-seed differences, a 95% t interval of the mean, and on how many seeds a is
-    higher or lower. None when no seed is shared."""
-    a, b = {r["seed"]: r[key] for r in runs_a}, {r["seed"]: r[key] for r in runs_b}
-    seeds = sorted(set(a) & set(b))
-    if not seeds:
-        return None
-    diffs = [a[s] - b[s] for s in seeds]
-    mean = statistics.mean(diffs)
-    entry = {"seeds": seeds, "mean": round(mean, 2), "higher_on": sum(d > 0 for d in diffs),
-             "lower_on": sum(d < 0 for d in diffs)}
-    if len(diffs) > 1:
-        std = statistics.stdev(diffs)
-        df = len(diffs) - 1
-        half = student_t.ppf(0.975, df) * std / len(diffs) ** 0.5
-        entry.update(std=round(std, 2), ci95=[round(mean - half, 2), round(mean + half, 2)])
-    return entry
 
 
 def paired_entry(runs_a: list, runs_b: list):

@@ -12,7 +12,7 @@ Reads <runs>/<row>/<column>-seed<N>/metrics.json, <runs> being runs/tag:
 Columns: supervised (the input vectors only), vectors+cove, vectors+bilm, cvt. A cell holds, in percent with two
 decimals, mean ± std over seeds and the values (`test_f1` / `validation_f1`, `test_accuracy` / ... for an accuracy
 task such as ewt_upos), the runs, and `versus_supervised`: the column minus the supervised one on the seeds both ran,
-with a 95% t interval (`instruments.results.paired_difference`, the one home of that interval). Smoke runs
+with a 95% t interval (`modeling_cove.training.common.stats.paired_difference`, the one home of that interval). Smoke runs
 (--limit-sentences, --max-steps) and unfinished ones are left out and listed.
 """
 
@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 
 from modeling_cove.training.common import papers
-from instruments.results import mean_std, paired_difference
+from modeling_cove.training.common.stats import mean_std, paired_difference
 from modeling_cove.training.common.run_info import git_commit
 from modeling_cove.training.common.files import write_json
 

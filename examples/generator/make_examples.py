@@ -26,7 +26,8 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 SEED = 2017
 DEFAULT_OUTPUT_DIR = Path(__file__).resolve().parents[1]  # examples/, beside this folder
 SPLITS = ("train", "validation", "test")
-EN_DE_COUNTS = {"train": 600, "validation": 100, "test": 100}
+EN_DE_COUNTS = {"train": 4800, "validation": 200, "test": 200}  # 8x the labelled sentiment sentences
+REVIEW_SHARE = 0.5  # of the translation pairs: review sentences (the sentiment grammar, unlabelled); the rest scenes
 SENTIMENT_COUNTS = {"train": 600, "validation": 100, "test": 200}  # each split exactly half negative, half positive
 LABELS = ("negative", "positive")
 
@@ -486,17 +487,15 @@ class PairGenerator:
         return capitalize(en) + ".", capitalize(de) + "."
 
 
-def generate_en_de(seed: int = SEED, counts: Dict[str, int] = EN_DE_COUNTS) -> Dict[str, List[Tuple[str, str]]]:
-    """Unique (English, German) pairs per split: no English and no German sentence occurs twice anywhere."""
+def scene_pairs(seed: int, count: int, seen_en: set, seen_de: set) -> List[Tuple[str, str]]:
+    """`count` distinct (English, German) scene sentences (people, animals and things doing things)."""
     rng = random.Random(f"en_de-{seed}")
     generator = PairGenerator(rng)
-    total = sum(counts.values())
     pairs: List[Tuple[str, str]] = []
-    seen_en, seen_de = set(), set()
     attempts = 0
-    while len(pairs) < total:
+    while len(pairs) < count:
         attempts += 1
-        if attempts > 100 * total:
+        if attempts > 100 * count:
             raise RuntimeError("the grammar does not produce enough distinct sentences")
         en, de = generator.sentence()
         if en in seen_en or de in seen_de:
@@ -504,10 +503,47 @@ def generate_en_de(seed: int = SEED, counts: Dict[str, int] = EN_DE_COUNTS) -> D
         seen_en.add(en)
         seen_de.add(de)
         pairs.append((en, de))
-    out, start = {}, 0
+    return pairs
+
+
+def review_pairs(seed: int, count: int, seen_en: set, seen_de: set) -> List[Tuple[str, str]]:
+    """`count` distinct (English, German) review sentences of the sentiment grammar, without their labels. `seen_en`
+    holds every sentiment text, so no labelled sentence is ever translated."""
+    rng = random.Random(f"reviews-{seed}")
+    generator = SentimentGenerator(rng)
+    pairs: List[Tuple[str, str]] = []
+    attempts = 0
+    while len(pairs) < count:
+        attempts += 1
+        if attempts > 100 * count:
+            raise RuntimeError("the sentiment grammar does not produce enough distinct sentences")
+        en, de = generator.sentence_pair(rng.choice(LABELS))
+        if en in seen_en or de in seen_de:
+            continue
+        seen_en.add(en)
+        seen_de.add(de)
+        pairs.append((en, de))
+    return pairs
+
+
+def generate_en_de(seed: int = SEED, counts: Dict[str, int] = EN_DE_COUNTS,
+                   exclude: FrozenSet[str] = frozenset()) -> Dict[str, List[Tuple[str, str]]]:
+    """Unique (English, German) pairs per split, half scene sentences and half review sentences (shuffled together):
+    no English and no German sentence occurs twice anywhere, and no English sentence is in `exclude` (the sentiment
+    texts, `render_all`)."""
+    seen_en, seen_de = set(exclude), set()
+    total = sum(counts.values())
+    reviews = round(REVIEW_SHARE * total)
+    scenes = scene_pairs(seed, total - reviews, seen_en, seen_de)
+    pool = review_pairs(seed, reviews, seen_en, seen_de)
+    rng = random.Random(f"en_de-mix-{seed}")
+    out, s, r = {}, 0, 0
     for split in SPLITS:
-        out[split] = pairs[start : start + counts[split]]
-        start += counts[split]
+        n_reviews = round(REVIEW_SHARE * counts[split])
+        rows = scenes[s : s + counts[split] - n_reviews] + pool[r : r + n_reviews]
+        s, r = s + counts[split] - n_reviews, r + n_reviews
+        rng.shuffle(rows)
+        out[split] = rows
     return out
 
 
@@ -522,27 +558,34 @@ class Target:
     plural: Optional[str]
     domain: str  # work, food, place, people
     context: Tuple[str, ...]  # neutral past-tense events: "we {} the film" -> "watched", "saw"
+    gender: str  # of the German noun
+    de: str
+    de_pl: Optional[str]
+
+    def noun(self) -> Noun:
+        """The German noun (for the inflection helpers above)."""
+        return Noun(self.en, self.plural, self.gender, self.de, self.de_pl, frozenset(), self.domain)
 
 
 TARGETS: List[Target] = [
-    Target("film", "films", "work", ("watched", "saw")),
-    Target("book", "books", "work", ("read", "bought")),
-    Target("story", "stories", "work", ("read", "heard")),
-    Target("song", "songs", "work", ("heard", "sang")),
-    Target("picture", "pictures", "work", ("saw", "bought")),
-    Target("soup", None, "food", ("ate", "cooked")),
-    Target("bread", None, "food", ("ate", "bought")),
-    Target("cake", "cakes", "food", ("ate", "bought")),
-    Target("pizza", "pizzas", "food", ("ate", "ordered")),
-    Target("apple", "apples", "food", ("ate", "bought")),
-    Target("food", None, "food", ("ate", "ordered")),
-    Target("restaurant", "restaurants", "place", ("visited", "found")),
-    Target("park", "parks", "place", ("visited", "saw")),
-    Target("garden", "gardens", "place", ("visited", "saw")),
-    Target("market", "markets", "place", ("visited", "found")),
-    Target("waiter", "waiters", "people", ("met", "saw")),
-    Target("cook", "cooks", "people", ("met", "saw")),
-    Target("teacher", "teachers", "people", ("met", "saw")),
+    Target("film", "films", "work", ("watched", "saw"), "m", "Film", "Filme"),
+    Target("book", "books", "work", ("read", "bought"), "n", "Buch", "Bücher"),
+    Target("story", "stories", "work", ("read", "heard"), "f", "Geschichte", "Geschichten"),
+    Target("song", "songs", "work", ("heard", "sang"), "n", "Lied", "Lieder"),
+    Target("picture", "pictures", "work", ("saw", "bought"), "n", "Bild", "Bilder"),
+    Target("soup", None, "food", ("ate", "cooked"), "f", "Suppe", None),
+    Target("bread", None, "food", ("ate", "bought"), "n", "Brot", None),
+    Target("cake", "cakes", "food", ("ate", "bought"), "m", "Kuchen", "Kuchen"),
+    Target("pizza", "pizzas", "food", ("ate", "ordered"), "f", "Pizza", "Pizzen"),
+    Target("apple", "apples", "food", ("ate", "bought"), "m", "Apfel", "Äpfel"),
+    Target("food", None, "food", ("ate", "ordered"), "n", "Essen", None),
+    Target("restaurant", "restaurants", "place", ("visited", "found"), "n", "Restaurant", "Restaurants"),
+    Target("park", "parks", "place", ("visited", "saw"), "m", "Park", "Parks"),
+    Target("garden", "gardens", "place", ("visited", "saw"), "m", "Garten", "Gärten"),
+    Target("market", "markets", "place", ("visited", "found"), "m", "Markt", "Märkte"),
+    Target("waiter", "waiters", "people", ("met", "saw"), "m", "Kellner", "Kellner"),
+    Target("cook", "cooks", "people", ("met", "saw"), "m", "Koch", "Köche"),
+    Target("teacher", "teachers", "people", ("met", "saw"), "m", "Lehrer", "Lehrer"),
 ]
 # modifiers that never clash with an evaluation ("the new film was boring")
 TARGET_MODIFIERS = {"work": ["new", "old"], "food": [], "place": ["new", "old"], "people": ["new"]}
@@ -550,16 +593,20 @@ TARGET_PLACES = {"work": [], "food": ["in the restaurant", "at the market"],
                  "place": ["in the city", "by the river", "next to the station", "behind the church"],
                  "people": ["in the restaurant", "in the school"]}
 
+# Words whose polarity depends on what they describe, as their translation does: "funny" is "lustig" (amusing,
+# positive) for a film or a waiter but "komisch" (strange, negative) for a soup or a park; "cheap" is "günstig"
+# (good value, positive) for food or a place but "billig" (shoddy, negative) for a film or a picture. The English
+# word alone does not tell the label; its context does, and translating it needs the same context.
 POSITIVE = {
     "work": ["good", "great", "wonderful", "excellent", "interesting", "exciting", "funny", "beautiful"],
-    "food": ["good", "great", "wonderful", "excellent", "delicious", "fresh", "tasty"],
-    "place": ["good", "great", "wonderful", "excellent", "beautiful", "clean", "quiet"],
-    "people": ["good", "great", "wonderful", "friendly", "helpful", "kind", "polite"],
+    "food": ["good", "great", "wonderful", "excellent", "delicious", "fresh", "tasty", "cheap"],
+    "place": ["good", "great", "wonderful", "excellent", "beautiful", "clean", "quiet", "cheap"],
+    "people": ["good", "great", "wonderful", "friendly", "helpful", "kind", "polite", "funny"],
 }
 NEGATIVE = {
-    "work": ["bad", "terrible", "awful", "boring", "dull", "silly"],
-    "food": ["bad", "terrible", "awful", "cold", "stale", "dry", "salty"],
-    "place": ["bad", "terrible", "awful", "dirty", "noisy", "ugly"],
+    "work": ["bad", "terrible", "awful", "boring", "dull", "silly", "cheap"],
+    "food": ["bad", "terrible", "awful", "cold", "stale", "dry", "salty", "funny"],
+    "place": ["bad", "terrible", "awful", "dirty", "noisy", "ugly", "funny"],
     "people": ["bad", "terrible", "rude", "unfriendly", "slow", "lazy"],
 }
 NEUTRAL = {  # only used after "too", which makes them negative
@@ -568,6 +615,7 @@ NEUTRAL = {  # only used after "too", which makes them negative
     "place": ["big", "small", "expensive", "busy"],
     "people": ["busy", "young"],
 }
+CONTEXT_DEPENDENT = {"funny", "cheap"}  # in POSITIVE for some domains and NEGATIVE for others (see above)
 EXTREME = {"great", "wonderful", "excellent", "terrible", "awful"}  # no "very"/"not very" before these
 INTENSIFIERS = ["very", "really", "so", "quite", "extremely"]
 EXTREME_INTENSIFIERS = ["really", "so"]
@@ -578,8 +626,88 @@ NEGATIVE_VERBS = ["hated", "did not like", "did not enjoy", "would not recommend
 EXPERIENCERS = ["I", "we", "my friend", "my friends", "the children", "the students", "the man", "the woman"]
 POLARITY = {"negative": -1, "positive": 1}
 
+# --- the German side of the review sentences (the translation pairs' second kind, `generate_en_de`) ---------------
+# predicative adjectives do not inflect in German; a word whose translation depends on the domain maps per domain
+ADJECTIVES_DE = {
+    "good": "gut", "great": "toll", "wonderful": "wunderbar", "excellent": "ausgezeichnet",
+    "interesting": "interessant", "exciting": "spannend", "beautiful": "schön", "delicious": "lecker",
+    "fresh": "frisch", "tasty": "schmackhaft", "clean": "sauber", "quiet": "ruhig", "friendly": "freundlich",
+    "helpful": "hilfsbereit", "kind": "nett", "polite": "höflich", "bad": "schlecht", "terrible": "schrecklich",
+    "awful": "furchtbar", "boring": "langweilig", "dull": "öde", "silly": "albern", "cold": "kalt",
+    "stale": "altbacken", "dry": "trocken", "salty": "salzig", "dirty": "schmutzig", "noisy": "laut",
+    "ugly": "hässlich", "rude": "unhöflich", "unfriendly": "unfreundlich", "slow": "langsam", "lazy": "faul",
+    "long": "lang", "short": "kurz", "loud": "laut", "sad": "traurig", "sweet": "süß", "big": "groß",
+    "small": "klein", "expensive": "teuer", "young": "jung",
+    "funny": {"work": "lustig", "people": "lustig", "food": "komisch", "place": "komisch"},
+    "cheap": {"food": "günstig", "place": "günstig", "work": "billig"},
+    "busy": {"place": "voll", "people": "beschäftigt"},
+}
+ADVERBS_DE = {"very": "sehr", "really": "wirklich", "so": "so", "quite": "ziemlich", "extremely": "äußerst",
+              "too": "zu", "not": "nicht", "never": "nie"}
+MODIFIERS_DE = {"new": "neu", "old": "alt"}  # attributive: weak endings after der/dieser
+PLACES_DE = {"in the restaurant": "im Restaurant", "at the market": "auf dem Markt", "in the city": "in der Stadt",
+             "by the river": "am Fluss", "next to the station": "neben dem Bahnhof",
+             "behind the church": "hinter der Kirche", "in the school": "in der Schule"}
+# experiencer -> (German nominative, plural verb?)
+EXPERIENCERS_DE = {"I": ("ich", False), "we": ("wir", True), "my friend": ("mein Freund", False),
+                   "my friends": ("meine Freunde", True), "the children": ("die Kinder", True),
+                   "the students": ("die Studenten", True), "the man": ("der Mann", False),
+                   "the woman": ("die Frau", False)}
+# English verb phrase -> (German finite verb singular, plural, the words at the clause's end: negation, adverb or
+# infinitive). German puts "nicht" and the infinitive last: "we did not like the film" = "wir mochten den Film
+# nicht", "I would not recommend it" = "ich würde ... nicht empfehlen"; in a subordinate clause the finite verb
+# goes after them ("obwohl wir den Film nicht mochten").
+VERBS_DE = {
+    "liked": ("mochte", "mochten", ""), "loved": ("liebte", "liebten", ""), "enjoyed": ("genoss", "genossen", ""),
+    "would recommend": ("würde", "würden", "empfehlen"), "really liked": ("mochte", "mochten", "wirklich"),
+    "hated": ("hasste", "hassten", ""), "did not like": ("mochte", "mochten", "nicht"),
+    "did not enjoy": ("genoss", "genossen", "nicht"), "would not recommend": ("würde", "würden", "nicht empfehlen"),
+    "really hated": ("hasste", "hassten", "wirklich"),
+}
+EVENTS_DE = {"watched": ("sah", "sahen"), "saw": ("sah", "sahen"), "read": ("las", "lasen"),
+             "bought": ("kaufte", "kauften"), "heard": ("hörte", "hörten"), "sang": ("sang", "sangen"),
+             "ate": ("aß", "aßen"), "cooked": ("kochte", "kochten"), "ordered": ("bestellte", "bestellten"),
+             "visited": ("besuchte", "besuchten"), "found": ("fand", "fanden")}
+EVENT_TAILS_DE = {"yesterday": "gestern", "today": "heute", "with a friend": "mit einem Freund",
+                  "in the city": "in der Stadt"}
+PRONOUNS_DE = {"m": "er", "f": "sie", "n": "es"}
+COPULA_DE = {"is": "ist", "are": "sind", "was": "war", "were": "waren"}
+
+
+def german_evaluation(evaluation: str, domain: str) -> str:
+    """"not very interesting" (work) -> "nicht sehr interessant"; "funny" (food) -> "komisch"."""
+    *adverbs, adjective = evaluation.split()
+    de = ADJECTIVES_DE[adjective]
+    return " ".join([ADVERBS_DE[a] for a in adverbs] + [de[domain] if isinstance(de, dict) else de])
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One review clause in both languages. German is kept in parts, for the three word orders a clause takes:
+    main ("der Film war gut"), inverted after a fronted subordinate clause ("war der Film gut") and subordinate
+    ("der Film gut war")."""
+
+    en: str
+    subject: str  # German
+    verb: str  # German finite verb
+    middle: str  # German: object and adverbs between the finite verb and the end ("" if none)
+    end: str  # German: the clause's last words (predicate adjective, "nicht", infinitive; "" if none)
+
+    def main(self) -> str:
+        return " ".join(p for p in (self.subject, self.verb, self.middle, self.end) if p)
+
+    def inverted(self) -> str:
+        return " ".join(p for p in (self.verb, self.subject, self.middle, self.end) if p)
+
+    def subordinate(self) -> str:
+        return " ".join(p for p in (self.subject, self.middle, self.end, self.verb) if p)
+
 
 class SentimentGenerator:
+    """English review sentences with a polarity (the sentiment data), each with its German translation (the review
+    half of the translation pairs). The German side consumes no random numbers: the English sentences are the same
+    whether or not it is used."""
+
     def __init__(self, rng: random.Random):
         self.rng = rng
         self.past = True  # tense of "is/was", chosen once per sentence
@@ -587,17 +715,24 @@ class SentimentGenerator:
     def choice(self, items):
         return self.rng.choice(list(items))
 
-    def target_np(self, target: Target, allow_place: bool = True) -> Tuple[str, bool]:
+    def target_np(self, target: Target, case: str = "nom", allow_place: bool = True) -> Tuple[str, str, bool]:
         rng = self.rng
         plural = target.plural is not None and rng.random() < 0.25
         det = self.choice(["the", "these"] if plural else ["the", "the", "this"])
         words = [det]
+        modifier = None
         if TARGET_MODIFIERS[target.domain] and rng.random() < 0.2:
-            words.append(self.choice(TARGET_MODIFIERS[target.domain]))
+            modifier = self.choice(TARGET_MODIFIERS[target.domain])
+            words.append(modifier)
         words.append(target.plural if plural else target.en)
+        place = None
         if allow_place and TARGET_PLACES[target.domain] and rng.random() < 0.2:
-            words.append(self.choice(TARGET_PLACES[target.domain]))
-        return " ".join(words), plural
+            place = self.choice(TARGET_PLACES[target.domain])
+            words.append(place)
+        kind = {"the": "defpl" if plural else "def", "this": "this", "these": "these"}[det]
+        adjective = Adjective(modifier, MODIFIERS_DE[modifier], frozenset(), False) if modifier else None
+        de = german_np(target.noun(), kind, case, adjective)
+        return " ".join(words), de + (" " + PLACES_DE[place] if place else ""), plural
 
     def evaluation(self, domain: str, polarity: int) -> str:
         """An adjective phrase with the given polarity (+1/-1), e.g. "not very interesting" (-1)."""
@@ -615,43 +750,63 @@ class SentimentGenerator:
             return self.choice(EXTREME_INTENSIFIERS if adjective in EXTREME else INTENSIFIERS) + " " + adjective
         return adjective
 
-    def copula_clause(self, polarity: int, target: Target) -> str:
-        np, plural = self.target_np(target)
+    def copula_clause(self, polarity: int, target: Target) -> Clause:
+        np_en, np_de, plural = self.target_np(target)
         be = ("were" if plural else "was") if self.past else ("are" if plural else "is")
-        return f"{np} {be} {self.evaluation(target.domain, polarity)}"
+        evaluation = self.evaluation(target.domain, polarity)
+        return Clause(f"{np_en} {be} {evaluation}", np_de, COPULA_DE[be], "",
+                      german_evaluation(evaluation, target.domain))
 
-    def verb_clause(self, polarity: int, target: Target) -> str:
-        np, _ = self.target_np(target)
+    def verb_clause(self, polarity: int, target: Target) -> Clause:
+        np_en, np_de, _ = self.target_np(target, case="acc")
         verb = self.choice(POSITIVE_VERBS if polarity > 0 else NEGATIVE_VERBS)  # rule 4
-        return f"{self.choice(EXPERIENCERS)} {verb} {np}"
+        experiencer = self.choice(EXPERIENCERS)
+        subject, plural = EXPERIENCERS_DE[experiencer]
+        singular_de, plural_de, end = VERBS_DE[verb]
+        return Clause(f"{experiencer} {verb} {np_en}", subject, plural_de if plural else singular_de, np_de, end)
 
-    def clause(self, polarity: int, target: Target) -> str:
+    def clause(self, polarity: int, target: Target) -> Clause:
         if self.rng.random() < 0.7:
             return self.copula_clause(polarity, target)
         return self.verb_clause(polarity, target)
 
     def sentence(self, label: str) -> str:
+        return self.sentence_pair(label)[0]
+
+    def sentence_pair(self, label: str) -> Tuple[str, str]:
+        """An English review sentence with this label, and its German translation."""
         polarity = POLARITY[label]
         self.past = self.rng.random() < 0.6
         first, second = self.rng.sample(TARGETS, 2)  # two clauses talk about two different things
         r = self.rng.random()
         if r < 0.3:
-            text = self.clause(polarity, first)
+            a = self.clause(polarity, first)
+            en, de = a.en, a.main()
         elif r < 0.55:  # rule 5: "A, but B" -- B decides
-            text = f"{self.clause(-polarity, first)}, but {self.clause(polarity, second)}"
-        elif r < 0.65:  # rule 5: "although A, B" -- B decides
-            text = f"although {self.clause(-polarity, first)}, {self.clause(polarity, second)}"
+            a, b = self.clause(-polarity, first), self.clause(polarity, second)
+            en, de = f"{a.en}, but {b.en}", f"{a.main()}, aber {b.main()}"
+        elif r < 0.65:  # rule 5: "although A, B" -- B decides; German: "obwohl" + verb-final, then verb first
+            a, b = self.clause(-polarity, first), self.clause(polarity, second)
+            en, de = f"although {a.en}, {b.en}", f"obwohl {a.subordinate()}, {b.inverted()}"
         elif r < 0.8:  # rule 5: "A and B" -- same polarity
-            text = f"{self.clause(polarity, first)} and {self.clause(polarity, second)}"
-        else:  # rule 6: neutral event, then the evaluation
+            a, b = self.clause(polarity, first), self.clause(polarity, second)
+            en, de = f"{a.en} and {b.en}", f"{a.main()} und {b.main()}"
+        else:  # rule 6: neutral event, then the evaluation ("it" takes the German noun's gender: er, sie, es)
             target = self.choice(t for t in TARGETS if t.domain != "people")  # "it"/"they" fits no person
-            np, plural = self.target_np(target, allow_place=False)
-            event = f"{self.choice(EXPERIENCERS)} {self.choice(target.context)} {np}"
+            np_en, np_de, plural = self.target_np(target, case="acc", allow_place=False)
+            experiencer, event = self.choice(EXPERIENCERS), self.choice(target.context)
+            subject, plural_subject = EXPERIENCERS_DE[experiencer]
+            en = f"{experiencer} {event} {np_en}"
+            de = f"{subject} {EVENTS_DE[event][plural_subject]} {np_de}"
             if self.rng.random() < 0.5:
-                event += " " + self.choice(["yesterday", "today", "with a friend", "in the city"])
+                tail = self.choice(["yesterday", "today", "with a friend", "in the city"])
+                en, de = f"{en} {tail}", f"{de} {EVENT_TAILS_DE[tail]}"
             pronoun = "they were" if plural else "it was"
-            text = f"{event}, and {pronoun} {self.evaluation(target.domain, polarity)}"
-        return capitalize(text) + "."
+            evaluation = self.evaluation(target.domain, polarity)
+            pronoun_de = "sie waren" if plural else f"{PRONOUNS_DE[target.gender]} war"
+            en = f"{en}, and {pronoun} {evaluation}"
+            de = f"{de}, und {pronoun_de} {german_evaluation(evaluation, target.domain)}"
+        return capitalize(en) + ".", capitalize(de) + "."
 
 
 def generate_sentiment(seed: int = SEED, counts: Dict[str, int] = SENTIMENT_COUNTS) -> Dict[str, List[Tuple[str, str]]]:
@@ -700,7 +855,9 @@ def render_tsv(name: str, rows: Sequence[Tuple[str, str]]) -> str:
 def render_all(seed: int = SEED) -> Dict[str, str]:
     """Relative path (e.g. "en_de/train.tsv") -> file content."""
     files = {}
-    for name, data in (("en_de", generate_en_de(seed)), ("sentiment", generate_sentiment(seed))):
+    sentiment = generate_sentiment(seed)
+    texts = frozenset(text for rows in sentiment.values() for text, _ in rows)
+    for name, data in (("en_de", generate_en_de(seed, exclude=texts)), ("sentiment", sentiment)):
         for split in SPLITS:
             files[f"{name}/{split}.tsv"] = render_tsv(name, data[split])
     return files

@@ -71,7 +71,7 @@ TASK_CONFIG_DIR = CONFIGURATION / "tasks"
 TASKS = ("sst2", "sst5", "trec6", "trec50", "imdb", "snli", "tsv")
 COLUMNS = ("random", "vectors", "vectors+cove", "cove", "scalar_mix", "vectors+scalar_mix")
 PAPER_COLUMN = papers.TABLE2_COLUMN_OF_INPUT  # --bcn-input -> Table 2's column names
-SUBSAMPLE_SEED = 13  # --max-*-examples subsets: fixed, so every column and seed sees the same examples
+SUBSAMPLE_SEED = 13  # --max-*-examples subsets: fixed by default, so every column and seed sees the same examples
 RUN_OUTPUTS = ("best", "checkpoints", "eval_results.json", "metrics.json", "curve.png")  # what a run writes
 
 # defaults for every key a task yaml may set (a yaml key not listed here is an error: catches typos)
@@ -135,6 +135,8 @@ class ClassifierOptions:
         "fraction's examples are part of a larger one's): the sample-efficiency curve")
     max_eval_examples: Optional[int] = option("validate and test on a random N of each of those splits (as "
                                               "--max-train-examples)")
+    subsample_seed: int = option("seed of those random subsets (default: one fixed subset for every column and "
+                                 "seed; a learning curve gives each of its seeds its own subset)", SUBSAMPLE_SEED)
     cache_dir: Optional[str] = option("CoVe feature cache", str(Path("runs") / "cove-features"))
     no_feature_cache: bool = option("run the MT-LSTM every step instead", False)
     max_cache_gb: float = option("skip the feature cache when all splits' states would exceed this size (IMDb: "
@@ -373,10 +375,10 @@ def prepare_splits(options: ClassifierOptions, hp: dict, tokenizer, training_arg
     with training_args.main_process_first(desc="loading and tokenising the data"):
         raw = load_classification(options.task, options.data_dir)
         raw, subsample = subsample_splits(raw, options.max_train_examples, options.max_eval_examples,
-                                          train_fraction=options.train_fraction)
+                                          seed=options.subsample_seed, train_fraction=options.train_fraction)
         splits, dropped = tokenize_splits(raw, tokenizer, hp["max_length"], options.limit)
     if subsample:
-        log(f"random subsets (seed {SUBSAMPLE_SEED}): {subsample}", training_args)
+        log(f"random subsets (seed {options.subsample_seed}): {subsample}", training_args)
     for split, count in dropped.items():
         if count:
             log(f"warning: dropped {count} {split} rows with an empty text or an empty pair side", training_args)
@@ -438,7 +440,7 @@ def write_eval_results(best_dir: Path, path: Path, options: ClassifierOptions, r
     from modeling_cove.training.publishing.cards import describe_encoder, make_eval_record, write_eval_json
 
     hp, test, subsample = run["hyperparameters"], run["test"], run["subsample"]
-    notes = [f"random subsets (seed {SUBSAMPLE_SEED}), not the full splits: " + ", ".join(
+    notes = [f"random subsets (seed {options.subsample_seed}), not the full splits: " + ", ".join(
         f"{split} {kept}" for split, kept in subsample.items())] if subsample else []
     record = make_eval_record(
         best_dir,

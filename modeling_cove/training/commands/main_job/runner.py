@@ -17,7 +17,7 @@ from typing import Callable
 
 from ...common.files import write_json
 
-STAGES = ("vectors", "vocab", "pretrain", "classifier", "publish", "predict")
+STAGES = ("vectors", "vocab", "pretrain", "classifier", "curves", "publish", "predict")
 DONE = ".done.json"
 
 

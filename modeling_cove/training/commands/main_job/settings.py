@@ -17,7 +17,7 @@ CLASSIFICATION_TASKS = ("sst2", "sst5", "trec6", "trec50", "imdb", "snli")
 # the folder of a local data folder (docs/data.md, modeling_cove/data.py) that each named source reads
 DATA_SUBFOLDER = {"multi30k": "multi30k", "sst2": "sst", "sst5": "sst", "trec6": "trec", "trec50": "trec",
                   "imdb": "imdb", "snli": "snli", "squad": "squad"}
-PRESET_KEYS = {"name", "description", "vectors", "vocab", "pretrain", "classifier", "publish", "predict"}
+PRESET_KEYS = {"name", "description", "vectors", "vocab", "pretrain", "classifier", "curves", "publish", "predict"}
 REQUIRED_PRESET_KEYS = ("name", "vectors", "vocab", "pretrain", "classifier", "publish")
 
 
@@ -42,6 +42,9 @@ class JobOptions:
                                         "with train/validation/test.tsv (text, label)")
     repo_id: Optional[str] = option("Hub repo id for the card / dry-run folder (default: the preset's)")
     quick: bool = option("reduced sizes (the preset's quick_args): a smoke run", False)
+    full_curves: bool = option("the full learning curves (the preset's curves.full: more seeds, and encoders "
+                               "pretrained on fewer translation pairs); about an hour on 2 CPU cores for the "
+                               "embedded default, in a run folder of its own (--run-dir)", False)
     threads: Optional[int] = option("torch/OpenMP threads per stage")
     accelerate_config: Optional[str] = option("run pretraining with `accelerate launch --config_file FILE` (GPU, "
                                               "multi-GPU, DDP): a file, or a shipped one by name (cpu, cpu_ddp, "
@@ -158,6 +161,28 @@ def resolve_accelerate_config(given: str | None) -> Path | None:
         raise InputError(f"--accelerate-config {given} not found") from None
 
 
+def check_curves(preset: dict, tasks: list):
+    """The preset's `curves` block (main_job.curves): known keys, one of the job's tasks, sizes and seeds given."""
+    spec = preset.get("curves")
+    if not spec:
+        return
+    from .curves import CURVE_KEYS
+
+    unknown = set(spec) - CURVE_KEYS
+    if unknown:
+        raise InputError(f"preset {preset['name']}: curves has unknown keys {sorted(unknown)}; known: "
+                         f"{sorted(CURVE_KEYS)}")
+    if spec.get("task") not in {t["name"] for t in tasks}:
+        raise InputError(f"preset {preset['name']}: curves.task {spec.get('task')!r} is not one of the job's tasks "
+                         f"({', '.join(t['name'] for t in tasks)})")
+    for block in (spec, spec.get("full") or {}, spec.get("quick") or {}):
+        for key in ("sizes", "seeds", "translation_pairs"):
+            values = block.get(key, [1])
+            if not isinstance(values, list) or not values or not all(isinstance(v, int) and v > 0 for v in values):
+                raise InputError(f"preset {preset['name']}: curves {key} must be a list of positive integers, got "
+                                 f"{values!r}")
+
+
 def resolve(options: JobOptions) -> dict:
     """Every setting of the run, checked: raises InputError on bad input (before any work)."""
     preset = load_main_preset(options.preset)
@@ -168,10 +193,13 @@ def resolve(options: JobOptions) -> dict:
             raise InputError(f"--data-dir {options.data_dir} does not exist or is not a folder")
     if options.threads is not None and options.threads < 1:
         raise InputError("--threads must be >= 1")
+    if options.full_curves and options.quick:
+        raise InputError("--full-curves and --quick exclude each other")
     tasks = resolve_tasks(options.tasks, preset)
     check_data_dir(data_dir, options.data_dir, preset, tasks)
     vectors_file, dim = resolve_vectors(options, preset, data_dir)
     accelerate_config = resolve_accelerate_config(options.accelerate_config)
+    check_curves(preset, tasks)
     return {
         "preset": preset["name"],
         "preset_file": preset["path"],
@@ -183,5 +211,7 @@ def resolve(options: JobOptions) -> dict:
         "tasks": tasks,
         "repo_id": options.repo_id or preset["publish"]["repo_id"],
         "quick": bool(options.quick),
+        "full_curves": bool(options.full_curves),
+        "run_dir": str(Path(options.run_dir).resolve()),
         "accelerate_config": str(accelerate_config) if accelerate_config else None,
     }

@@ -1,4 +1,4 @@
-"""The main job's six stages, each a function of the run's settings (`settings.resolve`) and its folder that returns
+"""The main job's seven stages, each a function of the run's settings (`settings.resolve`) and its folder that returns
 the stage's metrics: vectors and vocab run in-process (seconds), pretraining, the classifiers and the Hub-ready folder
 run the package's own command lines as subprocesses (`runner.library_command`), predict loads the result back."""
 
@@ -14,6 +14,7 @@ from ...common.presets import preset_path
 from ...common.files import write_json
 from ...common.files import commit_tmp, fresh_tmp
 from .runner import Command, StageError, StageRunner, flags, library_command, run_commands
+from .curves import stage_curves
 from .settings import CLASSIFICATION_TASKS
 
 
@@ -98,18 +99,19 @@ def stage_vocab(cfg: dict, folder: Path, vectors: dict) -> dict:
     return info
 
 
-def stage_pretrain(cfg: dict, folder: Path, threads) -> dict:
-    """Stage 3: MT pretraining (`modeling_cove.training.commands.train_mt`, a subprocess); a killed run resumes from its latest
-    complete checkpoint."""
+def pretrain_command(cfg: dict, folder: Path, threads, extra: dict | None = None) -> list:
+    """The argv of the preset's MT pretraining (`modeling_cove.training.commands.train_mt`) into `folder`, with
+    `extra` flags over the preset's; `--resume` when `folder` holds an unfinished run."""
     pre = cfg["preset_content"]["pretrain"]
     options = dict(pre.get("args") or {})
     if cfg["quick"]:
         options.update(pre.get("quick_args") or {})
+    options.update(extra or {})
     cmd = library_command("train_mt")
     if cfg["accelerate_config"]:
         cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", cfg["accelerate_config"],
                *library_command("train_mt")[1:]]
-    cmd += ["--output-dir", folder, "--init-from", folder.parent / "vocab" / "checkpoint"]
+    cmd += ["--output-dir", folder, "--init-from", Path(cfg["run_dir"]) / "vocab" / "checkpoint"]
     if pre.get("preset"):
         cmd += ["--preset", shipped(cfg, pre["preset"])]
     if pre.get("dataset") == "tsv":
@@ -125,7 +127,14 @@ def stage_pretrain(cfg: dict, folder: Path, threads) -> dict:
         print(f"{folder} holds an unfinished run: resuming from its latest complete checkpoint", flush=True)
     else:
         cmd.append("--overwrite")  # leftovers of a run killed before it wrote its settings
-    run_commands([Command(cmd, "pretrain (modeling_cove.training.commands.train_mt)", threads)], folder)
+    return cmd
+
+
+def stage_pretrain(cfg: dict, folder: Path, threads) -> dict:
+    """Stage 3: MT pretraining (`modeling_cove.training.commands.train_mt`, a subprocess); a killed run resumes from its latest
+    complete checkpoint."""
+    run_commands([Command(pretrain_command(cfg, folder, threads), "pretrain (modeling_cove.training.commands.train_mt)",
+                          threads)], folder)
     metrics = json.loads((folder / "metrics.json").read_text())
     if not (folder / "encoder" / "config.json").exists():
         raise StageError(f"pretraining finished without exporting {folder / 'encoder'}")
@@ -348,6 +357,9 @@ def run_stages(cfg: dict, do: StageRunner, threads):
        lambda f: stage_pretrain(cfg, f, threads))
     do("classifier", "BCN on " + ", ".join(t["name"] for t in cfg["tasks"]) + " (modeling_cove.training.commands.train_classifier)",
        lambda f: stage_classifier(cfg, f, threads))
+    do("curves", "learning curves: vectors vs vectors + CoVe by labelled sentences"
+       + (" and translation pairs (--full-curves)" if cfg["full_curves"] else ""),
+       lambda f: stage_curves(cfg, f, threads, results, cfg["full_curves"]))
     do("publish", f"evaluation JSON, model card, Hub-ready folder for {cfg['repo_id']} (dry run)",
        lambda f: stage_publish(cfg, f, threads, results["classifier"]))
     do("predict", "load the Hub-ready folder with AutoModel / pipeline and predict",

@@ -1,0 +1,241 @@
+"""The main job's learning curves (stage `curves`): what pretraining is for, measured. The same BCN reads the same
+frozen word vectors, alone (`vectors`) or with the states of the MT-LSTM pretrained by translation (`vectors+cove`),
+trained on 50, 100, 200, ... labelled sentences; with `--full-curves` also over encoders pretrained on fewer
+translation pairs (the paper's Figure 4 in small) and on more seeds.
+
+Pairing: seed s draws the labelled subset (the first n of one permutation of the training split, so a smaller set is
+part of a larger one) and the BCN's initialisation and batch order, the same for both columns; a difference is taken
+per seed (`stats.paired_difference`). Every run selects its best epoch on the full validation split and is scored on
+the full test split. A small training set is seen for at least `min_steps` updates (the task's epochs, or more).
+
+The runs go to worker processes (`python -m modeling_cove.training.commands.main_job.curves SPEC.json`), each
+running its share one after the other in one interpreter (no import per run); a finished run (its `metrics.json`)
+is kept when the stage is rerun."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+from ...common.files import commit_tmp, fresh_tmp, write_json
+from ...common.run_info import plot_curves
+from ...common.stats import mean_std, paired_difference
+from .runner import Command, StageError, flags, library_command, run_commands
+
+CURVE_KEYS = {"task", "sizes", "columns", "seeds", "epochs", "min_steps", "concurrent_runs", "translation_pairs", "full", "quick"}
+CURVE_MODULE = "main_job.curves"  # the worker, run as `python -m modeling_cove.training.commands.main_job.curves`
+BASELINE = "vectors"  # the column every other one is compared with
+
+
+def curve_settings(cfg: dict, full: bool) -> dict | None:
+    """The run's curve settings: the preset's `curves` (checked by `settings.check_curves`), updated by its `quick`
+    or `full` block; None when the preset has no curves."""
+    spec = cfg["preset_content"].get("curves")
+    if not spec:
+        return None
+    settings = {k: v for k, v in spec.items() if k not in ("full", "quick")}
+    settings.setdefault("translation_pairs", [])
+    if cfg["quick"]:
+        settings.update(spec.get("quick") or {})
+    elif full:
+        settings.update(spec.get("full") or {})
+    return settings
+
+
+def curve_epochs(size: int, batch_size: int, epochs: float, min_steps: int) -> int:
+    """The task's epochs, or as many more as make `min_steps` updates on `size` sentences."""
+    steps_per_epoch = math.ceil(size / batch_size)
+    return max(math.ceil(epochs), math.ceil(min_steps / steps_per_epoch))
+
+
+def pretrain_extra_encoders(cfg: dict, folder: Path, threads, pairs: list, main_pairs: int, main_epochs: int) -> dict:
+    """Encoders pretrained on the first N translation pairs (the training file is shuffled) for as many updates as
+    the main encoder: `{N: encoder folder}`; each run resumes when the stage is rerun."""
+    from .stages import pretrain_command, summarize_pretrain
+
+    out = {}
+    for n in pairs:
+        run_dir = folder / "encoders" / f"pairs-{n}"
+        if not (run_dir / "encoder" / "config.json").exists():
+            epochs = math.ceil(main_epochs * main_pairs / n)
+            cmd = pretrain_command(cfg, run_dir, threads, {"limit-train": n, "max-epochs": epochs})
+            run_commands([Command(cmd, f"pretrain on {n} pairs (modeling_cove.training.commands.train_mt)", threads)],
+                         folder)
+        out[n] = summarize_pretrain(json.loads((run_dir / "metrics.json").read_text()), run_dir)
+    return out
+
+
+def plan_runs(cfg: dict, settings: dict, folder: Path, encoders: dict, classifier: dict) -> list:
+    """Every run of the curves: `{"encoder", "column", "size", "seed", "out", "options"}`; the baseline column reads
+    only the word vectors, which every encoder shares, so it runs once per size and seed. A run the classifier stage
+    has made already (`classifier`: its metrics; the whole training split, seed 1, the same epochs, the main
+    encoder) is taken from there (`"out"` its folder, no `"options"`)."""
+    from ..train_classifier import load_hyperparameters
+
+    task = next((t for t in cfg["tasks"] if t["name"] == settings["task"]), None)
+    if task is None:
+        raise StageError(f"curves: task {settings['task']!r} is not one of the job's tasks")
+    hp = load_hyperparameters(task["task"], None, None)
+    runs = []
+    for size in settings["sizes"]:
+        epochs = curve_epochs(size, hp["batch_size"], settings.get("epochs") or hp["epochs"], settings["min_steps"])
+        for seed in settings["seeds"]:
+            for column in settings["columns"]:
+                for name, encoder in encoders.items():
+                    if column == BASELINE and name != "main":
+                        continue
+                    out = folder / "runs" / (name if column != BASELINE else "vectors") / f"n{size}" / \
+                        f"{column}-seed{seed}"
+                    done = (classifier.get(task["name"]) or {}).get(column)
+                    if done and name == "main" and seed == 1 and size >= done["splits"]["train"] and \
+                            done["epochs"] == epochs:
+                        runs.append({"encoder": name if column != BASELINE else None, "column": column,
+                                     "size": done["splits"]["train"], "seed": seed,
+                                     "out": str(Path(done["model_dir"]).parent)})
+                        continue
+                    options = {"task": task["task"], "encoder": str(encoder["encoder"]), "bcn_input": column,
+                               "data_dir": task.get("data") or cfg["data_dir"], "seed": seed, "epochs": epochs,
+                               "max_train_examples": size, "subsample_seed": seed,
+                               "cache_dir": str(folder / "feature_cache" / name), "no_save_model": True}
+                    runs.append({"encoder": name if column != BASELINE else None, "column": column, "size": size,
+                                 "seed": seed, "out": str(out), "options": options})
+    return runs
+
+
+def run_worker(spec_file: str | Path):
+    """Run the spec's BCN runs one after the other in this interpreter, each into `<out>.tmp`, renamed when it
+    finished; a run whose `metrics.json` exists is skipped."""
+    from ..train_classifier import ClassifierOptions, train_classifier
+
+    spec = json.loads(Path(spec_file).read_text())
+    for i, run in enumerate(spec["runs"], start=1):
+        out = Path(run["out"])
+        if (out / "metrics.json").exists():
+            continue
+        print(f"[curve run {i}/{len(spec['runs'])}] {run['column']}, {run['size']} sentences, seed {run['seed']}"
+              + (f", encoder {run['encoder']}" if run["encoder"] else ""), flush=True)
+        tmp = fresh_tmp(out)
+        options = ClassifierOptions(**run["options"], output_dir=str(tmp), threads=spec.get("threads"),
+                                    overwrite=True)
+        train_classifier(options, command=f"cove-train-classifier {' '.join(flags(run['options']))}")
+        commit_tmp(tmp, out)
+
+
+def run_record(run: dict) -> dict:
+    m = json.loads((Path(run["out"]) / "metrics.json").read_text())
+    return {k: run[k] for k in ("encoder", "column", "size", "seed")} | {
+        "test_accuracy": round(100 * m["test"]["accuracy"], 2),
+        "validation_accuracy": round(100 * m["validation"]["accuracy"], 2),
+        "epochs": m.get("epochs_run"), "steps": m.get("global_steps"), "train_seconds": m.get("train_seconds"),
+        "run": run["out"]}
+
+
+def summarize(records: list, settings: dict, encoders: dict) -> dict:
+    """Per size: each line's mean ± std of test (and validation) accuracy over its seeds, and each CoVe line minus
+    the vectors line, paired by seed."""
+    lines = {BASELINE: [r for r in records if r["column"] == BASELINE]}
+    for name in encoders:
+        for column in settings["columns"]:
+            if column != BASELINE:
+                lines[f"{column} ({name})"] = [r for r in records if r["column"] == column and r["encoder"] == name]
+    table = {}
+    for size in settings["sizes"]:
+        row = {}
+        for line, runs in lines.items():
+            at = [r for r in runs if r["size"] == size]
+            row[line] = {"test_accuracy": mean_std([r["test_accuracy"] for r in at]),
+                         "validation_accuracy": mean_std([r["validation_accuracy"] for r in at])}
+            if line != BASELINE:
+                row[line]["minus_vectors"] = {
+                    "test_accuracy": paired_difference(at, lines[BASELINE], "test_accuracy") if at else None,
+                    "validation_accuracy": paired_difference(at, lines[BASELINE], "validation_accuracy")
+                    if at else None}
+        table[str(size)] = row
+    return {"lines": list(lines), "table": table}
+
+
+def line_label(line: str, encoders: dict) -> str:
+    for name, encoder in encoders.items():
+        if line.endswith(f"({name})"):
+            return line.replace(f"({name})", f"(MT on {encoder['pairs']:,} pairs)")
+    return line
+
+
+def plot(summary: dict, settings: dict, encoders: dict, path: Path):
+    sizes = settings["sizes"]
+    series, errors, diffs, diff_errors = {}, {}, {}, {}
+    for line in summary["lines"]:
+        cells = [summary["table"][str(n)][line] for n in sizes]
+        points = [(n, c["test_accuracy"]) for n, c in zip(sizes, cells) if c["test_accuracy"]]
+        label = line_label(line, encoders)
+        series[label] = ([n for n, _ in points], [s["mean"] for _, s in points])
+        errors[label] = [s["std"] for _, s in points]
+        if line != BASELINE:
+            d = [(n, c["minus_vectors"]["test_accuracy"]) for n, c in zip(sizes, cells)
+                 if c.get("minus_vectors", {}).get("test_accuracy")]
+            diffs[label] = ([n for n, _ in d], [x["mean"] for _, x in d])
+            if all("ci95" in x for _, x in d):
+                diff_errors[label] = [[x["mean"] - x["ci95"][0] for _, x in d], [x["ci95"][1] - x["mean"] for _, x in d]]
+    seeds = len(settings["seeds"])
+    panels = [{"title": f"test accuracy (mean ± std over {seeds} seed{'s' * (seeds > 1)})",
+               "xlabel": "labelled sentences", "ylabel": "accuracy %", "series": series,
+               "errors": errors if seeds > 1 else {}, "log_x": True},
+              {"title": "CoVe minus vectors, paired by seed" + (" (95% interval)" if diff_errors else ""),
+               "xlabel": "labelled sentences", "ylabel": "accuracy points", "series": diffs,
+               "errors": {k: v for k, v in diff_errors.items()}, "log_x": True, "hlines": {"no difference": 0.0}}]
+    plot_curves(panels, path, "vectors vs vectors + CoVe, by labelled sentences")
+
+
+def stage_curves(cfg: dict, folder: Path, threads, results: dict, full: bool) -> dict:
+    """Stage 5: the learning curves (see the module's docstring); `results` holds the earlier stages' metrics."""
+    from .stages import classifier_slots
+
+    settings = curve_settings(cfg, full)
+    if settings is None:
+        return {"skipped": f"preset {cfg['preset']} has no curves"}
+    pretrain = results["pretrain"]
+    pairs = pretrain["data"]["train_pairs"] if isinstance(pretrain.get("data"), dict) and \
+        pretrain["data"].get("train_pairs") else None
+    encoders = {"main": {"encoder": pretrain["encoder"], "pairs": pairs, "test_bleu": pretrain.get("test_bleu")}}
+    extra = [n for n in settings["translation_pairs"] if pairs is None or n < pairs]
+    folder.mkdir(parents=True, exist_ok=True)
+    for n, summary in pretrain_extra_encoders(cfg, folder, threads, extra, pairs or 0, pretrain["epochs"]).items():
+        encoders[f"pairs-{n}"] = {"encoder": summary["encoder"], "pairs": n, "test_bleu": summary.get("test_bleu")}
+    runs = plan_runs(cfg, settings, folder, encoders, results.get("classifier") or {})
+    pending = [r for r in runs if "options" in r and not (Path(r["out"]) / "metrics.json").exists()]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    slots, per_run = classifier_slots(settings, threads, cores)
+    lanes = [pending[i::slots] for i in range(min(slots, len(pending)))]
+    commands = []
+    for i, lane in enumerate(lanes):
+        spec = folder / f"worker-{i}.json"
+        write_json(spec, {"threads": per_run, "runs": lane})
+        log = folder / f"worker-{i}.log" if i else None  # the first one prints to the terminal
+        commands.append(Command([*library_command(CURVE_MODULE), spec], f"curve worker {i + 1}/{len(lanes)}",
+                                per_run, log))
+    run_commands(commands, folder, max(1, len(commands)))
+    records = [run_record(r) for r in runs]
+    summary = summarize(records, settings, encoders)
+    plot(summary, settings, encoders, folder / "curves.png")
+    info = {"task": settings["task"], "sizes": settings["sizes"], "seeds": settings["seeds"],
+            "columns": settings["columns"], "min_steps": settings["min_steps"], "full": bool(full),
+            "encoders": {k: {**v, "encoder": str(v["encoder"])} for k, v in encoders.items()},
+            **summary, "runs": records, "curve": str(folder / "curves.png")}
+    write_json(folder / "curves.json", info)
+    return info
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if len(argv) != 1:
+        print("usage: python -m modeling_cove.training.commands.main_job.curves SPEC.json (written by cove-main's "
+              "curves stage)", file=sys.stderr)
+        sys.exit(2)
+    run_worker(argv[0])
+
+
+if __name__ == "__main__":
+    main()
