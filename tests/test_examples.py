@@ -40,7 +40,7 @@ def rows(name, split):
 
 @pytest.mark.parametrize(
     "name, counts",
-    [("en_de", {"train": 600, "validation": 100, "test": 100}),
+    [("en_de", {"train": 4800, "validation": 200, "test": 200}),
      ("sentiment", {"train": 600, "validation": 100, "test": 200})],
 )
 def test_files_parse_with_documented_counts(name, counts):
@@ -114,10 +114,9 @@ def test_vocabulary_sizes_are_small_and_shared():
     tok = ppmi.default_tokenize
     en = {w for s in mk.SPLITS for r in rows("en_de", s) for w in tok(r[0])}
     de = {w for s in mk.SPLITS for r in rows("en_de", s) for w in tok(r[1])}
-    assert 150 <= len(en) <= 250 and 150 <= len(de) <= 300, (len(en), len(de))
+    assert 200 <= len(en) <= 300 and 300 <= len(de) <= 450, (len(en), len(de))
     sentiment = Counter(w for s in mk.SPLITS for r in rows("sentiment", s) for w in tok(r[0]))
-    shared = sum(c for w, c in sentiment.items() if w in en) / sum(sentiment.values())
-    assert shared > 0.6, shared  # most sentiment tokens are en_de English words (the encoder has seen them)
+    assert set(sentiment) <= en  # every sentiment word occurs in the translation pairs (the encoder has seen them)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -227,7 +226,8 @@ def article_kind(word):
 
 def noun_features():
     features = {}  # German noun form -> set of (gender-or-pl, case)
-    for noun in list(mk.NOUNS) + [mk.Noun(l.en, None, l.gender, l.de, None, frozenset(), "") for l in mk.LOCATIONS]:
+    places = [mk.Noun(l.en, None, l.gender, l.de, None, frozenset(), "") for l in mk.LOCATIONS]
+    for noun in list(mk.NOUNS) + places + [t.noun() for t in mk.TARGETS]:
         for case in ("nom", "acc", "dat"):
             features.setdefault(noun.german(case, False), set()).add((noun.gender, case))
             if noun.de_pl:
@@ -270,7 +270,9 @@ def test_every_german_sentence_has_capitalised_nouns_and_a_finite_verb():
     nouns = noun_features()
     adjective_forms = {a.german(e) for a in mk.ADJECTIVES for e in ("e", "en", "er", "es")}
     finite = {v.de_3sg for v in mk.INTRANSITIVE_VERBS + mk.TRANSITIVE_VERBS} | {
-        v.de_3pl for v in mk.INTRANSITIVE_VERBS + mk.TRANSITIVE_VERBS}
+        v.de_3pl for v in mk.INTRANSITIVE_VERBS + mk.TRANSITIVE_VERBS} | set(mk.COPULA_DE.values()) | {
+        form for forms in mk.VERBS_DE.values() for form in forms[:2]} | {
+        form for forms in mk.EVENTS_DE.values() for form in forms}
     for split in mk.SPLITS:
         for en, de in rows("en_de", split):
             words = de.rstrip(".").replace(",", "").split()
@@ -279,8 +281,8 @@ def test_every_german_sentence_has_capitalised_nouns_and_a_finite_verb():
             for w in words[1:]:
                 if w[0].isupper():
                     assert w in nouns, (de, w)
-                else:  # a lower-cased noun would be an error, unless it is also an adjective ("jungen")
-                    assert w.capitalize() not in nouns or w in adjective_forms, (de, w)
+                else:  # a lower-cased noun would be an error, unless it is also an adjective or a verb ("jungen",
+                    assert w.capitalize() not in nouns or w in adjective_forms | finite, (de, w)  # "essen")
             clauses = re.split(r" und |, aber ", de.rstrip("."))
             for clause in clauses:  # V2: the finite verb is the 2nd constituent, so it is never the first word
                 assert clause.split()[0] not in finite, de
@@ -293,24 +295,41 @@ def test_every_german_sentence_has_capitalised_nouns_and_a_finite_verb():
 POS = {w for ws in mk.POSITIVE.values() for w in ws}
 NEG = {w for ws in mk.NEGATIVE.values() for w in ws}
 NEUTRAL = {w for ws in mk.NEUTRAL.values() for w in ws}
+# written here, not taken from the script: what each target noun is, and the words whose polarity depends on it
+DOMAIN = {**dict.fromkeys("film films book books story stories song songs picture pictures".split(), "work"),
+          **dict.fromkeys("soup bread cake cakes pizza pizzas apple apples food".split(), "food"),
+          **dict.fromkeys("restaurant restaurants park parks garden gardens market markets".split(), "place"),
+          **dict.fromkeys("waiter waiters cook cooks teacher teachers".split(), "people")}
+BY_DOMAIN = {"funny": {"work": 1, "people": 1, "food": -1, "place": -1},
+             "cheap": {"food": 1, "place": 1, "work": -1}}
 
 
-def test_polarity_lexicons_are_disjoint():
-    assert not (POS & NEG) and not (POS & NEUTRAL) and not (NEG & NEUTRAL)
+def test_polarity_lexicons_are_disjoint_but_for_the_context_dependent_words():
+    for domain in mk.POSITIVE:
+        pos, neg, neutral = set(mk.POSITIVE[domain]), set(mk.NEGATIVE[domain]), set(mk.NEUTRAL[domain])
+        assert not (pos & neg) and not (pos & neutral) and not (neg & neutral), domain
+    assert (POS & NEG) == set(BY_DOMAIN) == mk.CONTEXT_DEPENDENT and not (POS & NEUTRAL) and not (NEG & NEUTRAL)
+    for word, signs in BY_DOMAIN.items():
+        for domain, sign in signs.items():
+            assert word in (mk.POSITIVE if sign > 0 else mk.NEGATIVE)[domain], (word, domain)
 
 
-def clause_polarity(clause):
+def clause_polarity(clause, domain=None):
     words = clause.split()
     for phrase, sign in (("did not like", -1), ("did not enjoy", -1), ("would not recommend", -1),
                          ("hated", -1), ("liked", 1), ("loved", 1), ("enjoyed", 1), ("would recommend", 1)):
         if f" {phrase} " in f" {clause} ":
             return sign
     be = max(i for i, w in enumerate(words) if w in ("is", "was", "are", "were"))
+    domain = domain or next(DOMAIN[w] for w in words[:be] if w in DOMAIN)  # the subject's head noun
     modifiers, adjective = words[be + 1 : -1], words[-1]
     if adjective in NEUTRAL:
         assert modifiers == ["too"], clause
         return -1
-    sign = 1 if adjective in POS else -1 if adjective in NEG else None
+    if adjective in BY_DOMAIN:
+        sign = BY_DOMAIN[adjective][domain]
+    else:
+        sign = 1 if adjective in POS else -1 if adjective in NEG else None
     assert sign is not None and "too" not in modifiers, clause
     if modifiers[:1] in (["not"], ["never"]):
         if modifiers[1:]:  # "not very X" / "not really X": only positive X
@@ -330,7 +349,10 @@ def rule_label(text):
         assert clause_polarity(first) == -clause_polarity(second), text
         return clause_polarity(second)
     if ", and it was " in text or ", and they were " in text:
-        return clause_polarity("it was " + text.split(" was " if " was " in text else " were ")[-1])
+        event, evaluation = text.split(", and ")
+        domain = next(DOMAIN[w] for w in event.split() if w in DOMAIN)
+        return clause_polarity("it was " + evaluation.split(" was " if " was " in evaluation else " were ")[-1],
+                               domain)
     parts = text.split(" and ")
     assert len(parts) <= 2 and len({clause_polarity(p) for p in parts}) == 1, text
     return clause_polarity(parts[0])
@@ -488,7 +510,7 @@ def test_cli_on_tsv_files(tmp_path):
                         "--tsv-column", "en", "--text-file", EXAMPLES / "sentiment" / "validation.tsv",
                         "--tsv-column", "text", "--dim", "8", "--output", out, "--show", "dog", "nonexistentword")
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "200 texts" in result.stdout and "dog:" in result.stdout and "not in the vocabulary" in result.stdout
+    assert "300 texts" in result.stdout and "dog:" in result.stdout and "not in the vocabulary" in result.stdout
     assert len(out.read_text(encoding="utf-8").splitlines()[0].split(" ")) == 9
     mismatch = run_script("train_ppmi_vectors.py", "--text-file", EXAMPLES / "en_de" / "validation.tsv",
                           "--tsv-column", "en", "--tsv-column", "de", "--output", out)
@@ -497,3 +519,82 @@ def test_cli_on_tsv_files(tmp_path):
         read_texts(EXAMPLES / "sentiment" / "test.tsv", "de")
     with pytest.raises(FileNotFoundError):
         read_texts(tmp_path / "missing.txt")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the review half of the translation pairs: German word order and the words whose translation needs context
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def review_rows():
+    """The translation pairs whose English side is a review sentence (it holds a verb or a copula of the sentiment
+    grammar's past or present: "was", "liked", ...) and not a scene sentence (present progressive or stative)."""
+    marks = (" was ", " were ", " liked ", " loved ", " hated ", " enjoyed ", " did not ", " would ")
+    return [(en, de) for split in mk.SPLITS for en, de in rows("en_de", split)
+            if any(m in f" {en[0].lower() + en[1:]} " for m in marks)]
+
+
+def test_translation_pairs_hold_no_labelled_sentence_and_half_are_reviews():
+    labelled = {text for split in mk.SPLITS for text, _ in rows("sentiment", split)}
+    english = [en for split in mk.SPLITS for en, _ in rows("en_de", split)]
+    assert not labelled & set(english)
+    reviews = review_rows()
+    assert 0.4 < len(reviews) / len(english) < 0.6, len(reviews)  # REVIEW_SHARE, with scene sentences that match
+
+
+@pytest.mark.parametrize("evaluation, domain, expected", [
+    ("not very interesting", "work", "nicht sehr interessant"), ("too busy", "place", "zu voll"),
+    ("too busy", "people", "zu beschäftigt"), ("funny", "work", "lustig"), ("funny", "food", "komisch"),
+    ("never cheap", "place", "nie günstig"), ("really cheap", "work", "wirklich billig"),
+    ("extremely stale", "food", "äußerst altbacken")])
+def test_german_evaluations(evaluation, domain, expected):
+    assert mk.german_evaluation(evaluation, domain) == expected
+
+
+def test_german_review_clauses_in_their_three_orders():
+    clause = mk.Clause("we did not like the film", "wir", "mochten", "den Film", "nicht")
+    assert (clause.main(), clause.inverted(), clause.subordinate()) == (
+        "wir mochten den Film nicht", "mochten wir den Film nicht", "wir den Film nicht mochten")
+    copula = mk.Clause("the soup was cold", "die Suppe", "war", "", "kalt")
+    assert (copula.main(), copula.inverted(), copula.subordinate()) == (
+        "die Suppe war kalt", "war die Suppe kalt", "die Suppe kalt war")
+
+
+def test_review_translations_follow_german_word_order():
+    finite = set(mk.COPULA_DE.values()) | {f for forms in mk.VERBS_DE.values() for f in forms[:2]}
+    seen = Counter()
+    for en, de in review_rows():
+        lower = en[0].lower() + en[1:-1]
+        if lower.startswith("although "):  # "obwohl" + verb last, then the main clause's verb first
+            first, second = de[:-1].split(", ", 1)
+            assert first.split()[0] == "Obwohl" and first.split()[-1] in finite, de
+            assert second.split()[0] in finite, de
+            seen["obwohl"] += 1
+        if ", " not in lower and " and " not in lower:  # one clause: "nicht" and the infinitive go last
+            if " did not " in f" {lower} ":
+                assert de.endswith(" nicht."), de
+                seen["nicht last"] += 1
+            if " would not recommend " in f" {lower} ":
+                assert de.endswith(" nicht empfehlen."), de
+                seen["infinitive last"] += 1
+        if ", and it was " in lower:  # "it" takes the gender of the German noun it stands for
+            noun = next(t for t in mk.TARGETS if f" {t.en} " in f" {lower.split(', and ')[0]} ")
+            assert f", und {mk.PRONOUNS_DE[noun.gender]} war " in de, de
+            seen["pronoun"] += 1
+    assert min(seen.values()) > 10 and len(seen) == 4, seen
+
+
+def test_context_dependent_words_are_translated_by_their_context():
+    seen = Counter()
+    for en, de in review_rows():
+        lower = en[0].lower() + en[1:-1]
+        for clause, german in zip(re.split(r", but |, | and ", lower), re.split(r", aber |, | und ", de[:-1])):
+            words = clause.split()
+            if words[-1] not in BY_DOMAIN or not any(w in DOMAIN for w in words):
+                continue
+            domain = next(DOMAIN[w] for w in words if w in DOMAIN)
+            expected = {("funny", 1): "lustig", ("funny", -1): "komisch", ("cheap", 1): "günstig",
+                        ("cheap", -1): "billig"}[words[-1], BY_DOMAIN[words[-1]][domain]]
+            assert german.split()[-1] == expected or german.split()[-2] == expected, (en, de)  # -2: "...war" (obwohl)
+            seen[words[-1], domain] += 1
+    assert len(seen) == 7, seen  # every word in every domain it takes

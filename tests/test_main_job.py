@@ -28,7 +28,7 @@ from modeling_cove.training.common.presets import shipped_path
 
 REPO = Path(__file__).resolve().parents[1]
 MAIN = REPO / "scripts" / "main.py"
-STAGES = ("vectors", "vocab", "pretrain", "classifier", "publish", "predict")
+STAGES = ("vectors", "vocab", "pretrain", "classifier", "curves", "publish", "predict")
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "main_quick"
 SENTENCES = ["The soup in the restaurant was really delicious.", "We loved the book."]
 
@@ -87,7 +87,7 @@ def test_killed_pretraining_fails_cleanly(job):
     assert "pretrain (modeling_cove.training.commands.train_mt) failed (killed by signal 9)" in first["log"]
     assert not first["pretrain_done_after_kill"]  # a killed stage never looks complete
     assert not first["classifier_after_kill"]  # and nothing after it ran
-    assert "[stage 1/6] vectors: done" in first["log"] and "[stage 2/6] vocab: done" in first["log"]
+    assert "[stage 1/7] vectors: done" in first["log"] and "[stage 2/7] vocab: done" in first["log"]
 
 
 @pytest.mark.slow
@@ -95,7 +95,7 @@ def test_rerun_resumes_pretraining_and_completes(job):
     second = job["second"]
     out = second.stdout + second.stderr
     assert second.returncode == 0, out[-4000:]
-    assert "[stage 1/6] vectors: skipped" in out and "[stage 2/6] vocab: skipped" in out
+    assert "[stage 1/7] vectors: skipped" in out and "[stage 2/7] vocab: skipped" in out
     assert "resuming from its latest complete checkpoint" in out
     assert "resumed from" in out and "/checkpoints/step-" in out  # pretraining continued from the killed run
     metrics = json.loads((job["dir"] / "pretrain" / "metrics.json").read_text())
@@ -127,13 +127,25 @@ def test_report_holds_real_metrics(job):
     assert report["paper"]["mt_bleu"] == 38.5  # CoVe-S: configuration/papers/mccann2017.yaml
     for curve in report["curves"]:
         assert (run_dir / curve).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "curves/pretrain_mt.png" in report["curves"]
+    assert "curves/pretrain_mt.png" in report["curves"] and "curves/learning_curve.png" in report["curves"]
+    learning = report["stages"]["curves"]["metrics"]
+    assert learning["sizes"] == [20] and learning["seeds"] == [1] and learning["lines"] == ["vectors",
+                                                                                          "vectors+cove (main)"]
+    for run in learning["runs"]:  # every point is the figure its own BCN run wrote
+        bcn = json.loads((Path(run["run"]) / "metrics.json").read_text())
+        assert run["test_accuracy"] == round(100 * bcn["test"]["accuracy"], 2) and bcn["splits"]["train"] == 20
+        assert bcn["subsample"] == {"train": "20 of 600"} and bcn["seed"] == 1
+    cell = learning["table"]["20"]["vectors+cove (main)"]
+    runs = {r["column"]: r["test_accuracy"] for r in learning["runs"]}
+    assert cell["minus_vectors"]["test_accuracy"]["mean"] == round(runs["vectors+cove"] - runs["vectors"], 2)
 
     md = (run_dir / "REPORT.md").read_text()
     assert "# Main job report: preset `embedded` (--quick)" in md
     assert f"| test BLEU | {pre['test_bleu']:.2f} | 38.50" in md
     assert f"| sentiment | vectors+cove | {cls['validation_accuracy']:.2f} | {cls['test_accuracy']:.2f} |" in md
     assert "Columns (the BCN's input): `vectors+cove` = [word vectors; CoVe], CoVe = the pretrained MT-LSTM's" in md
+    assert "## What pretraining is for: the learning curve (test accuracy %)" in md
+    assert f"| 20 | {runs['vectors']:.2f} | {runs['vectors+cove']:.2f} | " in md
 
 
 def load_figures_module():
@@ -238,7 +250,7 @@ def test_rerun_skips_every_stage(job):
     out = third.stdout + third.stderr
     assert third.returncode == 0, out[-3000:]
     for number, stage in enumerate(STAGES, 1):
-        assert f"[stage {number}/6] {stage}: skipped" in out
+        assert f"[stage {number}/7] {stage}: skipped" in out
     assert "\n$ " not in third.stdout  # no stage subprocess ran (each is printed as "$ command")
     assert job["third_seconds"] < 60
 

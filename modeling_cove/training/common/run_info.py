@@ -139,7 +139,7 @@ def machine_info() -> dict:
 def plot_curves(panels: list, path: Path | str, title: str | None = None) -> Path:
     """One PNG with a panel per entry of `panels`, each a dict:
     `{"title": str, "xlabel": str, "ylabel": str, "series": {label: (xs, ys)}, "errors": {label: y_errors},
-    "log_x": bool, "log_y": bool, "hlines": {label: y}}` (all keys but "series" optional; a series with no points is
+    "log_x": bool, "log_y": bool, "hlines": {label: y}, "xticks": [x, ...]}` (all keys but "series" optional; a series with no points is
     skipped, a panel with none says "no data"; a series with errors gets error bars)."""
     import matplotlib
 
@@ -170,6 +170,9 @@ def plot_curves(panels: list, path: Path | str, title: str | None = None) -> Pat
                 ax.set_yscale("log")
             if panel.get("log_x"):
                 ax.set_xscale("log")
+            if panel.get("xticks"):  # plain numbers where the points are (a log axis would print 6x10^1)
+                ax.set_xticks(panel["xticks"], labels=[str(x) for x in panel["xticks"]])
+                ax.minorticks_off()
         ax.set(title=panel.get("title", ""), xlabel=panel.get("xlabel", ""), ylabel=panel.get("ylabel", ""))
         if drawn:
             ax.legend()

@@ -8,7 +8,7 @@ part of a larger one) and the BCN's initialisation and batch order, the same for
 per seed (`stats.paired_difference`). Every run selects its best epoch on the full validation split and is scored on
 the full test split. A small training set is seen for at least `min_steps` updates (the task's epochs, or more).
 
-The runs go to worker processes (`python -m modeling_cove.training.commands.main_job.curves SPEC.json`), each
+The runs go to worker processes (`main_job/curve_worker.py`, given a SPEC.json this stage writes), each
 running its share one after the other in one interpreter (no import per run); a finished run (its `metrics.json`)
 is kept when the stage is rerun."""
 
@@ -17,16 +17,15 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 from pathlib import Path
 
-from ...common.files import commit_tmp, fresh_tmp, write_json
+from ...common.files import write_json
 from ...common.run_info import plot_curves
 from ...common.stats import mean_std, paired_difference
-from .runner import Command, StageError, flags, library_command, run_commands
+from .runner import Command, StageError, library_command, run_commands
 
 CURVE_KEYS = {"task", "sizes", "columns", "seeds", "epochs", "min_steps", "concurrent_runs", "translation_pairs", "full", "quick"}
-CURVE_MODULE = "main_job.curves"  # the worker, run as `python -m modeling_cove.training.commands.main_job.curves`
+CURVE_MODULE = "main_job.curve_worker"  # `python -m modeling_cove.training.commands.main_job.curve_worker`
 BASELINE = "vectors"  # the column every other one is compared with
 
 
@@ -80,9 +79,9 @@ def plan_runs(cfg: dict, settings: dict, folder: Path, encoders: dict, classifie
         raise StageError(f"curves: task {settings['task']!r} is not one of the job's tasks")
     hp = load_hyperparameters(task["task"], None, None)
     runs = []
-    for size in settings["sizes"]:
-        epochs = curve_epochs(size, hp["batch_size"], settings.get("epochs") or hp["epochs"], settings["min_steps"])
-        for seed in settings["seeds"]:
+    for seed in settings["seeds"]:  # seed by seed: a run cut short leaves whole seeds done
+        for size in settings["sizes"]:
+            epochs = curve_epochs(size, hp["batch_size"], settings.get("epochs") or hp["epochs"], settings["min_steps"])
             for column in settings["columns"]:
                 for name, encoder in encoders.items():
                     if column == BASELINE and name != "main":
@@ -103,25 +102,6 @@ def plan_runs(cfg: dict, settings: dict, folder: Path, encoders: dict, classifie
                     runs.append({"encoder": name if column != BASELINE else None, "column": column, "size": size,
                                  "seed": seed, "out": str(out), "options": options})
     return runs
-
-
-def run_worker(spec_file: str | Path):
-    """Run the spec's BCN runs one after the other in this interpreter, each into `<out>.tmp`, renamed when it
-    finished; a run whose `metrics.json` exists is skipped."""
-    from ..train_classifier import ClassifierOptions, train_classifier
-
-    spec = json.loads(Path(spec_file).read_text())
-    for i, run in enumerate(spec["runs"], start=1):
-        out = Path(run["out"])
-        if (out / "metrics.json").exists():
-            continue
-        print(f"[curve run {i}/{len(spec['runs'])}] {run['column']}, {run['size']} sentences, seed {run['seed']}"
-              + (f", encoder {run['encoder']}" if run["encoder"] else ""), flush=True)
-        tmp = fresh_tmp(out)
-        options = ClassifierOptions(**run["options"], output_dir=str(tmp), threads=spec.get("threads"),
-                                    overwrite=True)
-        train_classifier(options, command=f"cove-train-classifier {' '.join(flags(run['options']))}")
-        commit_tmp(tmp, out)
 
 
 def run_record(run: dict) -> dict:
@@ -149,10 +129,9 @@ def summarize(records: list, settings: dict, encoders: dict) -> dict:
             row[line] = {"test_accuracy": mean_std([r["test_accuracy"] for r in at]),
                          "validation_accuracy": mean_std([r["validation_accuracy"] for r in at])}
             if line != BASELINE:
-                row[line]["minus_vectors"] = {
-                    "test_accuracy": paired_difference(at, lines[BASELINE], "test_accuracy") if at else None,
-                    "validation_accuracy": paired_difference(at, lines[BASELINE], "validation_accuracy")
-                    if at else None}
+                baseline = [r for r in lines[BASELINE] if r["size"] == size]
+                row[line]["minus_vectors"] = {key: paired_difference(at, baseline, key) if at else None
+                                              for key in ("test_accuracy", "validation_accuracy")}
         table[str(size)] = row
     return {"lines": list(lines), "table": table}
 
@@ -180,12 +159,12 @@ def plot(summary: dict, settings: dict, encoders: dict, path: Path):
             if all("ci95" in x for _, x in d):
                 diff_errors[label] = [[x["mean"] - x["ci95"][0] for _, x in d], [x["ci95"][1] - x["mean"] for _, x in d]]
     seeds = len(settings["seeds"])
-    panels = [{"title": f"test accuracy (mean ± std over {seeds} seed{'s' * (seeds > 1)})",
+    panels = [{"title": f"test accuracy (mean ± std over {seeds} seeds)" if seeds > 1 else "test accuracy (1 seed)",
                "xlabel": "labelled sentences", "ylabel": "accuracy %", "series": series,
-               "errors": errors if seeds > 1 else {}, "log_x": True},
+               "errors": errors if seeds > 1 else {}, "log_x": True, "xticks": sizes},
               {"title": "CoVe minus vectors, paired by seed" + (" (95% interval)" if diff_errors else ""),
                "xlabel": "labelled sentences", "ylabel": "accuracy points", "series": diffs,
-               "errors": {k: v for k, v in diff_errors.items()}, "log_x": True, "hlines": {"no difference": 0.0}}]
+               "errors": diff_errors, "log_x": True, "xticks": sizes, "hlines": {"no difference": 0.0}}]
     plot_curves(panels, path, "vectors vs vectors + CoVe, by labelled sentences")
 
 
@@ -226,16 +205,3 @@ def stage_curves(cfg: dict, folder: Path, threads, results: dict, full: bool) ->
             **summary, "runs": records, "curve": str(folder / "curves.png")}
     write_json(folder / "curves.json", info)
     return info
-
-
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if len(argv) != 1:
-        print("usage: python -m modeling_cove.training.commands.main_job.curves SPEC.json (written by cove-main's "
-              "curves stage)", file=sys.stderr)
-        sys.exit(2)
-    run_worker(argv[0])
-
-
-if __name__ == "__main__":
-    main()

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from ...common.presets import load_preset, preset_path
+from .curves import line_label
 from .runner import STAGES
 from .settings import CLASSIFICATION_TASKS
 
@@ -19,6 +20,10 @@ def collect_curves(run_dir: Path, report: dict) -> list:
     if pre.get("curve") and Path(pre["curve"]).exists():
         shutil.copyfile(pre["curve"], curves / "pretrain_mt.png")
         out.append("curves/pretrain_mt.png")
+    learning = report["stages"].get("curves", {}).get("metrics") or {}
+    if learning.get("curve") and Path(learning["curve"]).exists():
+        shutil.copyfile(learning["curve"], curves / "learning_curve.png")
+        out.append("curves/learning_curve.png")
     for task, columns in (report["stages"].get("classifier", {}).get("metrics") or {}).items():
         for column, m in columns.items():
             if Path(m["curve"]).exists():
@@ -108,6 +113,71 @@ def _markdown_classifier(st: dict, paper: dict) -> list:
     return lines
 
 
+def difference_text(d: dict | None) -> str:
+    """"+2.50 [+0.40, +4.60] (10 seeds: higher on 8, lower on 2)" from a `stats.paired_difference` entry."""
+    if not d:
+        return "–"
+    ci = f" [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}]" if "ci95" in d else ""
+    n = len(d["seeds"])
+    return f"{d['mean']:+.2f}{ci} ({n} seed{'s' * (n > 1)}: higher on {d['higher_on']}, lower on {d['lower_on']})"
+
+
+def curve_verdict(learning: dict) -> list:
+    """What the curve shows, in words, from its own figures: per CoVe line, the sizes where the paired difference
+    is above zero, below it, or undecided (with one seed, only its sign: no interval)."""
+    lines = []
+    for line in learning["lines"][1:]:
+        above, below, undecided = [], [], []
+        for size in learning["sizes"]:
+            d = learning["table"][str(size)][line].get("minus_vectors", {}).get("test_accuracy")
+            if not d:
+                continue
+            if "ci95" in d:
+                (above if d["ci95"][0] > 0 else below if d["ci95"][1] < 0 else undecided).append(size)
+            else:
+                (above if d["mean"] > 0 else below if d["mean"] < 0 else undecided).append(size)
+        name = line_label(line, learning["encoders"])
+        interval = any("ci95" in (learning["table"][str(n)][line].get("minus_vectors", {}).get("test_accuracy") or {})
+                       for n in learning["sizes"])
+        how = "the 95% interval of the paired difference" if interval else "one seed (no interval: a difference of " \
+              "one seed may be noise; `cove-main --full-curves` runs ten)"
+        parts = [f"above the vectors alone at {', '.join(map(str, above))} labelled sentences" if above else "",
+                 f"below at {', '.join(map(str, below))}" if below else "",
+                 f"not distinguishable at {', '.join(map(str, undecided))}" if undecided else ""]
+        lines.append(f"- `{name}`: " + "; ".join(p for p in parts if p) + f" (by {how}).")
+    return lines
+
+
+def _markdown_curves(st: dict) -> list:
+    learning = st.get("curves", {}).get("metrics") or {}
+    if not learning.get("table"):
+        return []
+    encoders = learning["encoders"]
+    lines = ["", "## What pretraining is for: the learning curve (test accuracy %)", "",
+             "The same BCN reads the same frozen word vectors, alone (`vectors`) or with the states of the MT-LSTM that "
+             "translation pretrained (`vectors+cove`); both are trained on the same labelled sentences with the same "
+             "seed. Where the CoVe line is above the vectors line, what the encoder learned from translation pairs "
+             "(which carry no sentiment labels) helps the task; the paper's claim is that this help is largest when "
+             "labels are few and grows with the translation data.", "",
+             f"Seeds {', '.join(map(str, learning['seeds']))}; every run keeps its best epoch on the full validation "
+             f"split and sees at least {learning['min_steps']} updates. Encoders: " + "; ".join(
+                 f"{k}: MT on {v['pairs']:,} pairs, test BLEU {fmt(v.get('test_bleu'))}" for k, v in encoders.items()
+                 if v.get("pairs")) + ".", ""]
+    header = ["labelled sentences"] + [line_label(l, encoders) for l in learning["lines"]] + [
+        f"{line_label(l, encoders)} − vectors" for l in learning["lines"][1:]]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for size in learning["sizes"]:
+        row = learning["table"][str(size)]
+        cells = [str(size)]
+        for l in learning["lines"]:
+            acc = row[l]["test_accuracy"]
+            cells.append("–" if not acc else f"{acc['mean']:.2f}" + (f" ± {acc['std']:.2f}" if acc["n"] > 1 else ""))
+        cells += [difference_text(row[l].get("minus_vectors", {}).get("test_accuracy")) for l in learning["lines"][1:]]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "What it shows:"] + curve_verdict(learning) + ["", "![learning curve](curves/learning_curve.png)"]
+    return lines
+
+
 def _markdown_publish(st: dict, cfg: dict, run_dir: Path) -> list:
     lines = []
     pub = st.get("publish", {}).get("metrics") or {}
@@ -141,7 +211,8 @@ def write_markdown(run_dir: Path, report: dict, cfg: dict):
         lines.append(f"| {stage} | {s.get('status', 'not run')} | {fmt(s.get('seconds'), 1)} |")
     lines += _markdown_data(st, report["paper"], cfg)
     lines += _markdown_classifier(st, report["paper"])
+    lines += _markdown_curves(st)
     lines += _markdown_publish(st, cfg, run_dir)
     if report.get("curves"):
-        lines += ["", "## Curves", ""] + [f"![{c}]({c})" for c in report["curves"]]
+        lines += ["", "## Curves", ""] + [f"![{c}]({c})" for c in report["curves"] if "learning_curve" not in c]
     (run_dir / "REPORT.md").write_text("\n".join(lines) + "\n")
