@@ -144,7 +144,7 @@ def draw_maps(maps: list):
                                 squeeze=False)
     for axis, (title, matrix, rows, columns) in zip(axes[0], maps):
         values = matrix[: len(rows), : len(columns)].float().numpy()
-        image = axis.imshow(values, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+        image = axis.imshow(values, cmap="viridis", vmin=0.0, vmax=max(float(values.max()), 1e-6), aspect="auto")
         axis.set_xticks(range(len(columns)), columns, rotation=60, ha="right", fontsize=8)
         axis.set_yticks(range(len(rows)), rows, fontsize=8)
         axis.set_title(title, fontsize=9)
