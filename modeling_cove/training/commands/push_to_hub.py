@@ -42,7 +42,7 @@ from ..demo.space import upload_space, write_space
 from ..publishing.cards import DEFAULT_LICENSE
 from ..publishing.publish import PublishError, UploadError, publish, resolve_token, validate_repo_id
 
-__all__ = ["main", "PublishArguments"]
+__all__ = ["main", "PublishArguments", "publish_space"]
 
 
 @dataclass
