@@ -323,3 +323,53 @@ def test_the_space_folder_holds_the_demo_module_as_it_is(tmp_path, folders):
     assert (tmp_path / "space" / "corpus.txt").read_text(encoding="utf-8").splitlines() == CORPUS
     requirements = (tmp_path / "space" / "requirements.txt").read_text().split()
     assert f"transformers=={__import__('transformers').__version__}" in requirements
+
+
+def test_the_space_app_runs_without_the_package(served, folders, tmp_path):
+    """The Space's app.py in a fresh interpreter that cannot import modeling_cove (`python -I -S`, only the
+    site-packages folders added, as tests/test_qa_pipeline.py does): the models (local folders standing for Hub ids)
+    load with their own code, the app builds, and every tab answers as the app served here does."""
+    import json
+    import site
+    import textwrap
+
+    _, demos = served
+    ids = {"classifier": folders / "run" / "publish" / "sentiment" / "hub", "qa": folders / "dcn",
+           "tagger": folders / "tagger", "encoder": folders / "run" / "pretrain" / "encoder"}
+    (tmp_path / "app.py").write_text(space.space_app_source({k: str(v) for k, v in ids.items()}, "four sentences"))
+    paths = [p for p in site.getsitepackages() if os.path.isdir(p)]
+    code = textwrap.dedent(f"""
+        import importlib.util, json, sys
+        sys.path.extend({paths!r})
+        assert importlib.util.find_spec("modeling_cove") is None, "modeling_cove must not be importable here"
+        spec = importlib.util.spec_from_file_location("space_app", "app.py")
+        app = sys.modules["space_app"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(app)
+        app.SPACE_MODELS.corpus = {CORPUS!r}
+        demos = app.load_demos(app.SPACE_MODELS)
+        app.build_app(demos)
+        assert not any(m == "modeling_cove" or m.startswith("modeling_cove.") for m in sys.modules)
+        print("RESULT" + json.dumps({{
+            "classes": sorted(type(d.pipe if hasattr(d, "pipe") else d.model).__module__ for d in demos.values()),
+            "classify": demos["classifier"]({TEXT!r}, "")[:2],
+            "answer": demos["qa"]({QUESTION!r}, {CONTEXT!r})[1],
+            "tag": demos["tagger"]({TAGGED!r})[1],
+            "neighbours": demos["encoder"]("cat", {CORPUS[0]!r}, {CORPUS[3]!r})}}))
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env.update(HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1",
+               GRADIO_ANALYTICS_ENABLED="False")
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.split("RESULT", 1)[1])
+    assert any(name.startswith("transformers_modules.") for name in result["classes"])  # the checkpoints' code
+    label, scores = result["classify"]
+    expected_label, expected_scores, _ = demos["classifier"](TEXT, "")
+    assert label == expected_label and scores == pytest.approx(expected_scores, abs=1e-6)
+    assert result["answer"] == demos["qa"](QUESTION, CONTEXT)[1]
+    assert [row[:2] for row in result["tag"]] == [row[:2] for row in demos["tagger"](TAGGED)[1]]
+    expected = demos["encoder"]("cat", CORPUS[0], CORPUS[3])
+    for table, reference in zip(result["neighbours"], expected):
+        assert [row[1:] for row in table] == [row[1:] for row in reference]
+        assert [row[0] for row in table] == pytest.approx([row[0] for row in reference], abs=2e-4)
