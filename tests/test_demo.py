@@ -176,6 +176,10 @@ def test_every_endpoint_through_gradio_client(served, folders):
     assert {c["label"]: c["confidence"] for c in scores["confidences"]} == pytest.approx(
         {id2label[i]: float(p) for i, p in enumerate(probabilities)}, abs=1e-6)
     assert np.asarray(Image.open(heat_map)).min() < 128  # drawn, not blank
+    pair = "a man plays ."
+    pair_label, _, pair_map = client.predict(TEXT, pair, api_name="/classify")  # a pair: A_x and A_y side by side
+    assert pair_label == id2label[int(logits_of(demos["classifier"].pipe, TEXT, pair).argmax())]
+    assert Image.open(pair_map).size[0] > 1.5 * Image.open(heat_map).size[0]
 
     highlighted, record, distributions = client.predict(QUESTION, CONTEXT, api_name="/answer")
     answer = demos["qa"].pipe(question=QUESTION, context=CONTEXT)

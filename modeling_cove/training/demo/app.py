@@ -140,8 +140,8 @@ def draw_maps(maps: list):
     """One heat map per `(title, matrix (rows, columns), row words, column words)`; each column sums to 1."""
     plt = pyplot()
     size = max(len(m[2]) for m in maps) + max(len(m[3]) for m in maps)
-    figure, axes = plt.subplots(1, len(maps), figsize=(min(4 + 0.35 * size, 16) * len(maps) / 1.3, 4 + 0.15 * size),
-                                squeeze=False)
+    width, height = min(4 + 0.35 * size, 16) * len(maps) / 1.3, min(4 + 0.15 * size, 16)
+    figure, axes = plt.subplots(1, len(maps), figsize=(width, height), squeeze=False)
     for axis, (title, matrix, rows, columns) in zip(axes[0], maps):
         values = matrix[: len(rows), : len(columns)].float().numpy()
         image = axis.imshow(values, cmap="viridis", vmin=0.0, vmax=max(float(values.max()), 1e-6), aspect="auto")
