@@ -329,6 +329,7 @@ def test_the_space_folder_holds_the_demo_module_as_it_is(tmp_path, folders):
     assert f"transformers=={__import__('transformers').__version__}" in requirements
 
 
+@pytest.mark.slow
 def test_the_space_app_runs_without_the_package(served, folders, tmp_path):
     """The Space's app.py in a fresh interpreter that cannot import modeling_cove (`python -I -S`, only the
     site-packages folders added, as tests/test_qa_pipeline.py does): the models (local folders standing for Hub ids)

@@ -36,14 +36,14 @@ except ImportError:  # pragma: no cover - only where the package is not installe
 __all__ = ["ClassifierDemo", "CorpusNeighbours", "DemoInputError", "DemoModels", "MAKES", "QuestionAnsweringDemo",
            "TaggerDemo", "build_app", "load_demos"]
 
-# per model kind: the tab's title and what makes such a model (named on a tab without one)
+# per model kind: the tab's title, the model's name and what makes such a model (named on a tab without one)
 MAKES = {
-    "classifier": ("Classifier (BCN)", "`cove-main` (its BCN: runs/main/publish/sentiment/hub) or "
-                                       "`cove-train-classifier`"),
-    "qa": ("Question answering (DCN)", "`cove-train-qa`"),
-    "tagger": ("Tagger", "`cove-train-tagger`"),
-    "encoder": ("Words in context", "`cove-main` (its encoder: runs/main/pretrain/encoder) or "
-                                    "`cove-export-encoder`"),
+    "classifier": ("Classifier (BCN)", "BCN classifier", "`cove-main` (its BCN: runs/main/publish/sentiment/hub) or "
+                                                         "`cove-train-classifier`"),
+    "qa": ("Question answering (DCN)", "DCN question-answering", "`cove-train-qa`"),
+    "tagger": ("Tagger", "tagger", "`cove-train-tagger`"),
+    "encoder": ("Words in context", "CoVe encoder", "`cove-main` (its encoder: runs/main/pretrain/encoder) or "
+                                                    "`cove-export-encoder`"),
 }
 FLAGS = {"classifier": "--classifier", "qa": "--qa", "tagger": "--tagger", "encoder": "--encoder"}
 NEIGHBOURS = 8  # rows per neighbour table
@@ -361,8 +361,8 @@ def shown(call):
 def missing_tab(kind: str):
     import gradio as gr
 
-    title, command = MAKES[kind]
-    gr.Markdown(f"No {title.lower()} model was given. Make one with {command}, then start the demo with "
+    _, name, command = MAKES[kind]
+    gr.Markdown(f"No {name} model was given. Make one with {command}, then start the demo with "
                 f"`cove-demo {FLAGS[kind]} FOLDER`.", elem_id=f"{kind}-missing")
 
 
@@ -372,8 +372,9 @@ def classifier_tab(demo: ClassifierDemo):
     gr.Markdown("The BCN's label and scores, and its biattention (eqs. 9-10): for a single text, the text attends "
                 "to itself" + (" (this model reads pairs: give both texts)." if demo.pair else "; give a second "
                                                                                             "text for a pair."))
-    text = gr.Textbox(label="Text", elem_id="classifier-text")
-    pair = gr.Textbox(label="Second text (pair)", elem_id="classifier-pair")
+    text = gr.Textbox(label="Text", elem_id="classifier-text", placeholder="The soup was really delicious .")
+    pair = gr.Textbox(label="Second text (pair)", elem_id="classifier-pair",
+                      placeholder="(a pair model: the hypothesis) Someone enjoyed the meal .")
     button = gr.Button("Classify", elem_id="classifier-submit")
     label = gr.Textbox(label="Label", elem_id="classifier-label", interactive=False)
     scores = gr.Label(label="Scores", elem_id="classifier-scores")
@@ -384,8 +385,8 @@ def classifier_tab(demo: ClassifierDemo):
 def qa_tab(demo: QuestionAnsweringDemo):
     import gradio as gr
 
-    question = gr.Textbox(label="Question", elem_id="qa-question")
-    context = gr.Textbox(label="Context", lines=4, elem_id="qa-context")
+    question = gr.Textbox(label="Question", elem_id="qa-question", placeholder="Who won the game?")
+    context = gr.Textbox(label="Context", lines=4, elem_id="qa-context", placeholder="The Broncos won the game.")
     button = gr.Button("Answer", elem_id="qa-submit")
     highlighted = gr.HighlightedText(label="Answer in its context", elem_id="qa-answer",
                                      color_map={"answer": "orange"})
@@ -397,7 +398,7 @@ def qa_tab(demo: QuestionAnsweringDemo):
 def tagger_tab(demo: TaggerDemo):
     import gradio as gr
 
-    text = gr.Textbox(label="Text", elem_id="tagger-text")
+    text = gr.Textbox(label="Text", elem_id="tagger-text", placeholder="Paris, France is nice.")
     button = gr.Button("Tag", elem_id="tagger-submit")
     highlighted = gr.HighlightedText(label="Spans", elem_id="tagger-spans")
     table = gr.Dataframe(headers=["label", "words", "score", "start", "end"], label="Entities",
@@ -411,9 +412,11 @@ def neighbours_tab(demo: CorpusNeighbours):
     gr.Markdown(f"The word's CoVe vector in each sentence against every word of the corpus **{demo.corpus_name}** "
                 f"({len(demo.corpus)} texts), and its word vector against the vocabulary's: the word vector is the "
                 "same in both sentences, CoVe's neighbours follow the context.", elem_id="encoder-corpus")
-    word = gr.Textbox(label="Word", elem_id="encoder-word")
-    sentence_a = gr.Textbox(label="Sentence A", elem_id="encoder-sentence-a")
-    sentence_b = gr.Textbox(label="Sentence B", elem_id="encoder-sentence-b")
+    word = gr.Textbox(label="Word", elem_id="encoder-word", placeholder="bank")
+    sentence_a = gr.Textbox(label="Sentence A", elem_id="encoder-sentence-a",
+                            placeholder="She sat on the bank of the river .")
+    sentence_b = gr.Textbox(label="Sentence B", elem_id="encoder-sentence-b",
+                            placeholder="The bank raised its rates .")
     button = gr.Button("Find neighbours", elem_id="encoder-submit")
     cove_a = gr.Dataframe(headers=["cosine", "word", "in its sentence"], label="CoVe, in sentence A",
                           elem_id="encoder-cove-a", interactive=False)
