@@ -234,6 +234,15 @@ def chromium_driver():
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
 
 
+@pytest.mark.parametrize("required", ["", "1"])
+def test_a_missing_browser_skips_or_fails_under_cove_require_browser(monkeypatch, required):
+    monkeypatch.setattr(sys.modules[__name__], "CHROMIUM", "/nonexistent/chromium")
+    monkeypatch.setenv("COVE_REQUIRE_BROWSER", required)
+    expected = pytest.fail.Exception if required else pytest.skip.Exception
+    with pytest.raises(expected, match="no browser for the demo's browser test"):
+        chromium_driver()
+
+
 def fill(driver, element_id: str, text: str):
     from selenium.webdriver.common.by import By
 
