@@ -128,10 +128,11 @@ class ClassifierDemo:
         sequence = encoded.sequence_ids(0)
         x_tokens = [t for t, s in zip(tokens, sequence) if s == 0]
         y_tokens = [t for t, s in zip(tokens, sequence) if s == 1] or x_tokens
-        maps = [("A_x (eq. 9): over the first text's words, per word of the second", attentions[0][0],
-                 x_tokens, y_tokens)]
+        title = ("A_x (eq. 9): over the first text's words (rows), per word of the second" if text_pair else
+                 "A_x (eq. 9), y = x: over the text's words (rows), per word (columns)")
+        maps = [(title, attentions[0][0], x_tokens, y_tokens)]
         if text_pair:
-            maps.append(("A_y (eq. 10): over the second text's words, per word of the first", attentions[1][0],
+            maps.append(("A_y (eq. 10): over the second text's words (rows), per word of the first", attentions[1][0],
                          y_tokens, x_tokens))
         return draw_maps(maps)
 
