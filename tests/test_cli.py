@@ -16,6 +16,7 @@ import pytest
 from modeling_cove.training.commands import build_vocab as vocab
 from modeling_cove.training.commands import convert_salesforce as convert
 from modeling_cove.training.commands import export_encoder as export
+from modeling_cove.training.commands import demo
 from modeling_cove.training.commands import push_to_hub as publish
 from modeling_cove.training.commands import train_bilm as bilm
 from modeling_cove.training.commands import train_classifier as classifier
@@ -40,6 +41,7 @@ OPTIONS = {
     "cove-train-qa": qa.QAOptions,
     "cove-train-tagger": (tagger.TaggerSettings, cli.RunArguments),
     "cove-push-to-hub": publish.PublishArguments,
+    "cove-demo": demo.DemoArguments,
 }
 
 # the flags each command line took before it moved onto the options dataclasses (its argparse declarations)

@@ -280,16 +280,20 @@ CONTEXT = "The cat sat on the mat. It was a sunny day in Paris, and the dog slep
 QUESTIONS = ["Where did the cat sit?", "Where did the dog sleep?"]
 
 
-@pytest.fixture(scope="module")
-def qa_checkpoint(tmp_path_factory):
-    path = tmp_path_factory.mktemp("dcn-qa")
-    tokenizer = build_cove_tokenizer(vocabulary([CONTEXT] + QUESTIONS))
+def save_tiny_qa(path, texts=(CONTEXT, *QUESTIONS)):
+    """A tiny DCN over the words of `texts` and its tokenizer, saved in `path`; returns the path."""
+    tokenizer = build_cove_tokenizer(vocabulary(texts))
     torch.manual_seed(0)
     config = CoveConfig(vocab_size=len(tokenizer), word_vector_dim=8, hidden_size=4, dcn_hidden_size=8,
                         dcn_pool_size=2)
     CoveForQuestionAnswering(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+@pytest.fixture(scope="module")
+def qa_checkpoint(tmp_path_factory):
+    return save_tiny_qa(tmp_path_factory.mktemp("dcn-qa"))
 
 
 @pytest.fixture(scope="module")
