@@ -7,6 +7,8 @@ import statistics
 
 from scipy.stats import t as student_t  # scipy comes with scikit-learn
 
+__all__ = ["mean_std", "paired_difference"]
+
 
 def mean_std(values, digits: int = 2):
     """`{"mean", "std", "n"}` of `values` (std 0.0 for one value); None for none."""

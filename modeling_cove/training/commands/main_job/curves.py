@@ -23,8 +23,8 @@ from ...common.files import write_json
 from ...common.run_info import plot_curves
 from ...common.stats import mean_std, paired_difference
 from .runner import Command, StageError, library_command, run_commands
+from .stages import classifier_slots, pretrain_command, summarize_pretrain
 
-CURVE_KEYS = {"task", "sizes", "columns", "seeds", "epochs", "min_steps", "concurrent_runs", "translation_pairs", "full", "quick"}
 CURVE_MODULE = "main_job.curve_worker"  # `python -m modeling_cove.training.commands.main_job.curve_worker`
 BASELINE = "vectors"  # the column every other one is compared with
 
@@ -53,8 +53,6 @@ def curve_epochs(size: int, batch_size: int, epochs: float, min_steps: int) -> i
 def pretrain_extra_encoders(cfg: dict, folder: Path, threads, pairs: list, main_pairs: int, main_epochs: int) -> dict:
     """Encoders pretrained on the first N translation pairs (the training file is shuffled) for as many updates as
     the main encoder: `{N: encoder folder}`; each run resumes when the stage is rerun."""
-    from .stages import pretrain_command, summarize_pretrain
-
     out = {}
     for n in pairs:
         run_dir = folder / "encoders" / f"pairs-{n}"
@@ -170,8 +168,6 @@ def plot(summary: dict, settings: dict, encoders: dict, path: Path):
 
 def stage_curves(cfg: dict, folder: Path, threads, results: dict, full: bool) -> dict:
     """Stage 5: the learning curves (see the module's docstring); `results` holds the earlier stages' metrics."""
-    from .stages import classifier_slots
-
     settings = curve_settings(cfg, full)
     if settings is None:
         return {"skipped": f"preset {cfg['preset']} has no curves"}

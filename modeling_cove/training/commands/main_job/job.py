@@ -1,8 +1,12 @@
 """The main job in one command, `cove-main`: text data -> word vectors -> vocabulary -> pretrained CoVe (MT-LSTM) ->
-BCN classifier -> evaluation, model card and Hub-ready folder -> loaded back and used for predictions.
+BCN classifier -> learning curves -> evaluation, model card and Hub-ready folder -> loaded back and used for
+predictions.
 
     cove-main                                       # embedded default (shipped examples), minutes on 2 CPUs
     cove-main --quick                               # the same, reduced (the test suite uses it)
+    cove-main --full-curves --run-dir runs/main-full
+                                                    # the learning curves with 10 seeds and 3 amounts of translation
+                                                    # data (about an hour on 2 CPU cores)
     cove-main --preset cove-small --data-dir DATA --run-dir runs/main-cove-small
     cove-main --preset cove-small --data-dir DATA --vectors glove.840B.300d.txt --vectors-lowercase
                                                     # real GloVe 840B (cased file, looked up lower-cased)
@@ -19,9 +23,11 @@ Stages, each in its own folder under --run-dir (default runs/main, in the curren
     2 vocab/       vocabulary + fixed word-vector matrix + a fresh MT-LSTM of the preset's size (CoVe checkpoint)
     3 pretrain/    MT pretraining from vocab/checkpoint (python -m modeling_cove.training.commands.train_mt), BLEU, encoder export
     4 classifier/  the BCN per task on the pretrained encoder (+ baseline columns; modeling_cove.training.commands.train_classifier)
-    5 publish/     evaluation JSON, model card and Hub-ready folder (modeling_cove.training.commands.push_to_hub --dry-run) of
+    5 curves/      the same BCN on the word vectors alone and with CoVe, trained on 50, 100, 200, 600 labelled
+                   sentences (paired seeds): what pretraining is for (the preset's `curves`; docs/demo.md)
+    6 publish/     evaluation JSON, model card and Hub-ready folder (modeling_cove.training.commands.push_to_hub --dry-run) of
                    the column with the best validation accuracy
-    6 predict/     the Hub-ready folder loaded with AutoModel and pipeline("text-classification"); predictions
+    7 predict/     the Hub-ready folder loaded with AutoModel and pipeline("text-classification"); predictions
 Then <run-dir>/report.json (every stage's metrics), <run-dir>/curves/*.png and <run-dir>/REPORT.md (ours beside
 the paper's numbers).
 
@@ -53,7 +59,9 @@ from ...common.files import write_json
 from .report import collect_curves, paper_numbers, write_markdown
 from .runner import StageError, StageRunner
 from .settings import InputError, JobOptions, resolve
-from .stages import run_stages
+from .curves import stage_curves
+from .stages import (stage_classifier, stage_predict, stage_publish, stage_pretrain, stage_vectors,
+                     stage_vocab)
 
 
 def settings_fingerprint(cfg: dict) -> str:
@@ -103,6 +111,25 @@ def run_main_job(options: JobOptions, command: str | None = None) -> dict:
     write_markdown(run_dir, report, cfg)
     print(f"\nreport: {report_path}\nsummary: {run_dir / 'REPORT.md'}", flush=True)
     return report
+
+
+def run_stages(cfg: dict, do: StageRunner, threads):
+    results = do.results
+    do("vectors", f"check {cfg['vectors_file']}" if cfg["vectors_file"] else
+       f"PPMI {cfg['dim']}-d vectors from the shipped text (modeling_cove.training.commands.train_ppmi_vectors)",
+       lambda f: stage_vectors(cfg, f))
+    do("vocab", "vocabulary, word-vector matrix, fresh MT-LSTM", lambda f: stage_vocab(cfg, f, results["vectors"]))
+    do("pretrain", "MT pretraining of the CoVe encoder (modeling_cove.training.commands.train_mt)",
+       lambda f: stage_pretrain(cfg, f, threads))
+    do("classifier", "BCN on " + ", ".join(t["name"] for t in cfg["tasks"]) + " (modeling_cove.training.commands.train_classifier)",
+       lambda f: stage_classifier(cfg, f, threads))
+    do("curves", "learning curves: vectors vs vectors + CoVe by labelled sentences"
+       + (" and translation pairs (--full-curves)" if cfg["full_curves"] else ""),
+       lambda f: stage_curves(cfg, f, threads, results, cfg["full_curves"]))
+    do("publish", f"evaluation JSON, model card, Hub-ready folder for {cfg['repo_id']} (dry run)",
+       lambda f: stage_publish(cfg, f, threads, results["classifier"]))
+    do("predict", "load the Hub-ready folder with AutoModel / pipeline and predict",
+       lambda f: stage_predict(cfg, f, results["publish"], threads))
 
 
 def _terminate(signum, frame):

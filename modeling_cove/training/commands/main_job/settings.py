@@ -19,6 +19,8 @@ DATA_SUBFOLDER = {"multi30k": "multi30k", "sst2": "sst", "sst5": "sst", "trec6":
                   "imdb": "imdb", "snli": "snli", "squad": "squad"}
 PRESET_KEYS = {"name", "description", "vectors", "vocab", "pretrain", "classifier", "curves", "publish", "predict"}
 REQUIRED_PRESET_KEYS = ("name", "vectors", "vocab", "pretrain", "classifier", "publish")
+CURVE_KEYS = {"task", "sizes", "columns", "seeds", "epochs", "min_steps", "concurrent_runs", "translation_pairs",
+              "full", "quick"}  # the preset's `curves` block (main_job/curves.py)
 
 
 class InputError(ValueError):
@@ -166,8 +168,6 @@ def check_curves(preset: dict, tasks: list):
     spec = preset.get("curves")
     if not spec:
         return
-    from .curves import CURVE_KEYS
-
     unknown = set(spec) - CURVE_KEYS
     if unknown:
         raise InputError(f"preset {preset['name']}: curves has unknown keys {sorted(unknown)}; known: "

@@ -13,8 +13,7 @@ from pathlib import Path
 from ...common.presets import preset_path
 from ...common.files import write_json
 from ...common.files import commit_tmp, fresh_tmp
-from .runner import Command, StageError, StageRunner, flags, library_command, run_commands
-from .curves import stage_curves
+from .runner import Command, StageError, flags, library_command, run_commands
 from .settings import CLASSIFICATION_TASKS
 
 
@@ -345,22 +344,3 @@ def stage_predict(cfg: dict, folder: Path, publish: dict, threads) -> dict:
     write_json(tmp / "predictions.json", results)
     commit_tmp(tmp, folder)
     return results
-
-
-def run_stages(cfg: dict, do: StageRunner, threads):
-    results = do.results
-    do("vectors", f"check {cfg['vectors_file']}" if cfg["vectors_file"] else
-       f"PPMI {cfg['dim']}-d vectors from the shipped text (modeling_cove.training.commands.train_ppmi_vectors)",
-       lambda f: stage_vectors(cfg, f))
-    do("vocab", "vocabulary, word-vector matrix, fresh MT-LSTM", lambda f: stage_vocab(cfg, f, results["vectors"]))
-    do("pretrain", "MT pretraining of the CoVe encoder (modeling_cove.training.commands.train_mt)",
-       lambda f: stage_pretrain(cfg, f, threads))
-    do("classifier", "BCN on " + ", ".join(t["name"] for t in cfg["tasks"]) + " (modeling_cove.training.commands.train_classifier)",
-       lambda f: stage_classifier(cfg, f, threads))
-    do("curves", "learning curves: vectors vs vectors + CoVe by labelled sentences"
-       + (" and translation pairs (--full-curves)" if cfg["full_curves"] else ""),
-       lambda f: stage_curves(cfg, f, threads, results, cfg["full_curves"]))
-    do("publish", f"evaluation JSON, model card, Hub-ready folder for {cfg['repo_id']} (dry run)",
-       lambda f: stage_publish(cfg, f, threads, results["classifier"]))
-    do("predict", "load the Hub-ready folder with AutoModel / pipeline and predict",
-       lambda f: stage_predict(cfg, f, results["publish"], threads))
