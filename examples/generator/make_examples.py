@@ -487,23 +487,27 @@ class PairGenerator:
         return capitalize(en) + ".", capitalize(de) + "."
 
 
-def scene_pairs(seed: int, count: int, seen_en: set, seen_de: set) -> List[Tuple[str, str]]:
-    """`count` distinct (English, German) scene sentences (people, animals and things doing things)."""
-    rng = random.Random(f"en_de-{seed}")
-    generator = PairGenerator(rng)
+def distinct_pairs(make, count: int, seen_en: set, seen_de: set, what: str) -> List[Tuple[str, str]]:
+    """`count` pairs from `make()` whose English and German sides are not in `seen_en` / `seen_de` (both updated)."""
     pairs: List[Tuple[str, str]] = []
     attempts = 0
     while len(pairs) < count:
         attempts += 1
         if attempts > 100 * count:
-            raise RuntimeError("the grammar does not produce enough distinct sentences")
-        en, de = generator.sentence()
+            raise RuntimeError(f"the {what} grammar does not produce enough distinct sentences")
+        en, de = make()
         if en in seen_en or de in seen_de:
             continue
         seen_en.add(en)
         seen_de.add(de)
         pairs.append((en, de))
     return pairs
+
+
+def scene_pairs(seed: int, count: int, seen_en: set, seen_de: set) -> List[Tuple[str, str]]:
+    """`count` distinct (English, German) scene sentences (people, animals and things doing things)."""
+    generator = PairGenerator(random.Random(f"en_de-{seed}"))
+    return distinct_pairs(generator.sentence, count, seen_en, seen_de, "scene")
 
 
 def review_pairs(seed: int, count: int, seen_en: set, seen_de: set) -> List[Tuple[str, str]]:
@@ -511,19 +515,7 @@ def review_pairs(seed: int, count: int, seen_en: set, seen_de: set) -> List[Tupl
     holds every sentiment text, so no labelled sentence is ever translated."""
     rng = random.Random(f"reviews-{seed}")
     generator = SentimentGenerator(rng)
-    pairs: List[Tuple[str, str]] = []
-    attempts = 0
-    while len(pairs) < count:
-        attempts += 1
-        if attempts > 100 * count:
-            raise RuntimeError("the sentiment grammar does not produce enough distinct sentences")
-        en, de = generator.sentence_pair(rng.choice(LABELS))
-        if en in seen_en or de in seen_de:
-            continue
-        seen_en.add(en)
-        seen_de.add(de)
-        pairs.append((en, de))
-    return pairs
+    return distinct_pairs(lambda: generator.sentence_pair(rng.choice(LABELS)), count, seen_en, seen_de, "review")
 
 
 def generate_en_de(seed: int = SEED, counts: Dict[str, int] = EN_DE_COUNTS,
