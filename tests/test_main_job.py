@@ -14,6 +14,7 @@ on their own, through the library.
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -424,3 +425,61 @@ def test_vocabulary_checkpoint_from_text_and_vectors(tmp_path):
     assert cli.returncode == 0, cli.stderr[-2000:]
     built = json.loads((tmp_path / "cli" / "build_info.json").read_text())
     assert built["vocab_size"] == 8 and built["words_with_vector"] == 3 and built["token_coverage_vectors"] == 60.0
+
+
+def test_curve_runs_see_the_task_epochs_or_at_least_min_steps():
+    from modeling_cove.training.commands.main_job.curves import curve_epochs
+
+    # batch 16: 50 sentences make 4 steps an epoch -> 100 epochs for 400 steps; 600 make 38 -> the task's 40 epochs
+    assert [curve_epochs(n, 16, 40, 400) for n in (50, 100, 200, 600)] == [100, 58, 40, 40]
+    assert curve_epochs(20, 16, 1, 4) == 2 and curve_epochs(600, 16, 2.5, 0) == 3
+
+
+def test_curve_summary_pairs_each_size_with_its_own_baseline():
+    """Each CoVe point minus the vectors point of the same size and seed (a run of another size never pairs)."""
+    from modeling_cove.training.commands.main_job.curves import summarize
+
+    accuracy = {("vectors", 50, 1): 60.0, ("vectors", 50, 2): 64.0, ("vectors", 600, 1): 96.0,
+                ("vectors", 600, 2): 95.0, ("vectors+cove", 50, 1): 70.0, ("vectors+cove", 50, 2): 71.0,
+                ("vectors+cove", 600, 1): 95.0, ("vectors+cove", 600, 2): 97.0}
+    records = [{"column": c, "size": n, "seed": s, "encoder": None if c == "vectors" else "main", "test_accuracy": a,
+                "validation_accuracy": a} for (c, n, s), a in accuracy.items()]
+    summary = summarize(records, {"sizes": [50, 600], "columns": ["vectors", "vectors+cove"]}, {"main": {}})
+    assert summary["lines"] == ["vectors", "vectors+cove (main)"]
+    at50 = summary["table"]["50"]["vectors+cove (main)"]
+    assert at50["test_accuracy"] == {"mean": 70.5, "std": 0.71, "n": 2}
+    assert at50["minus_vectors"]["test_accuracy"]["mean"] == 8.5  # (10 + 7) / 2
+    assert at50["minus_vectors"]["test_accuracy"]["higher_on"] == 2
+    at600 = summary["table"]["600"]["vectors+cove (main)"]["minus_vectors"]["test_accuracy"]
+    assert at600["mean"] == 0.5 and at600["higher_on"] == 1 and at600["lower_on"] == 1
+    assert at600["ci95"][0] < 0 < at600["ci95"][1]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"speed": 1}, "curves has unknown keys ['speed']"), ({"task": "trec6"}, "curves.task 'trec6' is not one"),
+    ({"sizes": []}, "curves sizes must be a list of positive integers"),
+    ({"full": {"seeds": [0]}}, "curves seeds must be a list of positive integers")])
+def test_a_bad_curves_block_is_refused_before_any_work(tmp_path, change, message):
+    import yaml
+
+    preset = yaml.safe_load(shipped_path("configuration/main/embedded.yaml").read_text())
+    preset["curves"].update(change)
+    for key in ("vectors", "vocab"):  # the shipped data, found from a preset file of one's own
+        preset[key]["texts"] = [[str(shipped_path(p)), c] for p, c in preset[key]["texts"]]
+    preset["pretrain"]["data"] = str(shipped_path(preset["pretrain"]["data"]))
+    preset["classifier"]["tasks"][0]["data"] = str(shipped_path("examples/sentiment"))
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(preset))
+    with pytest.raises(InputError, match=re.escape(message)):
+        settings.resolve(JobOptions(preset=str(tmp_path / "mine.yaml")))
+
+
+def test_tasks_replacing_the_preset_s_leave_the_curves_out(tmp_path):
+    from modeling_cove.training.commands.main_job.curves import stage_curves
+
+    cfg = settings.resolve(JobOptions(quick=True, tasks=[str(shipped_path("examples/sentiment"))]))
+    cfg["tasks"][0]["name"] = "mine"
+    assert stage_curves(cfg, tmp_path / "curves", 1, {}, False) == {
+        "skipped": "the curves are drawn on the preset's task 'sentiment', which --tasks replaced"}
+    assert settings.resolve(JobOptions(quick=True, full_curves=False))["full_curves"] is False
+    with pytest.raises(InputError, match="--full-curves and --quick exclude each other"):
+        settings.resolve(JobOptions(quick=True, full_curves=True))

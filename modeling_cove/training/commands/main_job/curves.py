@@ -22,7 +22,7 @@ from pathlib import Path
 from ...common.files import write_json
 from ...common.run_info import plot_curves
 from ...common.stats import mean_std, paired_difference
-from .runner import Command, StageError, library_command, run_commands
+from .runner import Command, library_command, run_commands
 from .stages import classifier_slots, pretrain_command, summarize_pretrain
 
 CURVE_MODULE = "main_job.curve_worker"  # `python -m modeling_cove.training.commands.main_job.curve_worker`
@@ -72,9 +72,7 @@ def plan_runs(cfg: dict, settings: dict, folder: Path, encoders: dict, classifie
     encoder) is taken from there (`"out"` its folder, no `"options"`)."""
     from ..train_classifier import load_hyperparameters
 
-    task = next((t for t in cfg["tasks"] if t["name"] == settings["task"]), None)
-    if task is None:
-        raise StageError(f"curves: task {settings['task']!r} is not one of the job's tasks")
+    task = next(t for t in cfg["tasks"] if t["name"] == settings["task"])  # stage_curves checked it is there
     hp = load_hyperparameters(task["task"], None, None)
     runs = []
     for seed in settings["seeds"]:  # seed by seed: a run cut short leaves whole seeds done
@@ -171,6 +169,8 @@ def stage_curves(cfg: dict, folder: Path, threads, results: dict, full: bool) ->
     settings = curve_settings(cfg, full)
     if settings is None:
         return {"skipped": f"preset {cfg['preset']} has no curves"}
+    if settings["task"] not in {t["name"] for t in cfg["tasks"]}:
+        return {"skipped": f"the curves are drawn on the preset's task {settings['task']!r}, which --tasks replaced"}
     pretrain = results["pretrain"]
     pairs = pretrain["data"]["train_pairs"] if isinstance(pretrain.get("data"), dict) and \
         pretrain["data"].get("train_pairs") else None

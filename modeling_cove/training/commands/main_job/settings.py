@@ -164,7 +164,8 @@ def resolve_accelerate_config(given: str | None) -> Path | None:
 
 
 def check_curves(preset: dict, tasks: list):
-    """The preset's `curves` block (main_job.curves): known keys, one of the job's tasks, sizes and seeds given."""
+    """The preset's `curves` block (main_job.curves): known keys, one of the preset's classifier tasks (tasks given by
+    --tasks replace them: the curves stage then says it has nothing to run), sizes and seeds given."""
     spec = preset.get("curves")
     if not spec:
         return
@@ -172,9 +173,10 @@ def check_curves(preset: dict, tasks: list):
     if unknown:
         raise InputError(f"preset {preset['name']}: curves has unknown keys {sorted(unknown)}; known: "
                          f"{sorted(CURVE_KEYS)}")
-    if spec.get("task") not in {t["name"] for t in tasks}:
-        raise InputError(f"preset {preset['name']}: curves.task {spec.get('task')!r} is not one of the job's tasks "
-                         f"({', '.join(t['name'] for t in tasks)})")
+    preset_tasks = {t["name"] for t in preset["classifier"]["tasks"]}
+    if spec.get("task") not in preset_tasks:
+        raise InputError(f"preset {preset['name']}: curves.task {spec.get('task')!r} is not one of its classifier "
+                         f"tasks ({', '.join(sorted(preset_tasks))})")
     for block in (spec, spec.get("full") or {}, spec.get("quick") or {}):
         for key in ("sizes", "seeds", "translation_pairs"):
             values = block.get(key, [1])
