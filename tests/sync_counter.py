@@ -3,10 +3,11 @@ GPU, found without one (`HostSyncCounter`, a `TorchFunctionMode`; tests/test_syn
 its budget, docs/lstm_kernels.md gives the counts).
 
 On a CPU every tensor is on the host, so the counter keeps track of which tensors *would* be on the device: the
-tensors it is told about (`on_device`: a batch's inputs, a model's parameters and buffers) and every result of a
-call that reads one of them, or that a factory made with a `torch.device` (`torch.zeros(..., device=x.device)`, as
-code makes tensors next to its inputs); a factory without one (`torch.tensor(python_list)`, `torch.arange(n)`, a
-`device="cpu"` string) makes a host tensor, as it would in a GPU process. A call is counted when it makes the host
+tensors it is told about (`on_device`: a batch's inputs, a model's parameters and buffers), every result of a call
+that reads one of them, and what a factory makes on the `.device` of one of them (`torch.zeros(...,
+device=x.device)`; the counter follows the `torch.device` objects that device tensors hand out). A factory given no
+device, a host tensor's device or a `"cpu"` string (`torch.tensor(python_list)`, `torch.arange(n)`) makes a host
+tensor, as it would in a GPU process. A call is counted when it makes the host
 and the device wait for each other there:
 
 - a device tensor's value read on the host: `READS` (`.item()`, `.tolist()`, `bool()`, `int()`, `float()`,
@@ -75,6 +76,7 @@ class HostSyncCounter(TorchFunctionMode):
     def __init__(self):
         super().__init__()
         self._device = {}  # id(tensor) -> weak reference to it: the tensors that would be on the device
+        self._device_objects = {}  # id -> the `torch.device` objects device tensors handed out (kept alive here)
         self.calls = []
 
     @property
@@ -96,6 +98,9 @@ class HostSyncCounter(TorchFunctionMode):
         ref = self._device.get(id(tensor))
         return ref is not None and ref() is tensor
 
+    def is_device_object(self, device) -> bool:
+        return isinstance(device, torch.device) and self._device_objects.get(id(device)) is device
+
     def reset(self) -> None:
         self.calls = []
 
@@ -115,30 +120,33 @@ class HostSyncCounter(TorchFunctionMode):
             if destination != source and (not destination or not kwargs.get("non_blocking", False)):
                 self._record("copy_ " + ("host -> device" if destination else "device -> host"))
             return func(*args, **kwargs)
-        target = self._copy_target(name, args, kwargs)
-        counted = self._sync_of(name, args, kwargs, inputs, reads_device, target)
+        target = self._copy_target(name, args, kwargs, reads_device)
+        counted = self._sync_of(name, kwargs, args, inputs, reads_device, target)
         if counted is not None:
             self._record(counted)
         result = func(*args, **kwargs)
+        if isinstance(result, torch.device):  # `x.device`: a factory given it makes a tensor on x's side
+            if reads_device:
+                self._device_objects[id(result)] = result
+            return result
         copied = any(result is t for t in inputs)  # on CPU `.cpu()` or `.to(device)` may return the tensor itself
         if target == "host" or name in READS:
             return result.clone() if reads_device and copied else result  # a host copy, apart from the original
         if target == "device" and not reads_device and copied:
             result = result.clone()  # the host tensor stays on the host; its device copy is another tensor
-        if reads_device or target == "device" or (not inputs and isinstance(kwargs.get("device"), torch.device)):
+        if reads_device or target == "device" or (not inputs and self.is_device_object(kwargs.get("device"))):
             self.on_device(result)
             for position in HOST_RESULTS.get(name, ()):
                 self._device.pop(id(result[position]), None)
         return result
 
-    @staticmethod
-    def _sync_of(name: str, args, kwargs, inputs: list, reads_device: bool, target):
+    def _sync_of(self, name: str, kwargs, args, inputs: list, reads_device: bool, target):
         """What to record for this call (not `copy_`), or None when it makes nobody wait."""
         if target == "host" and reads_device:
             return f"{name} device -> host"
         if target == "device" and not reads_device and inputs and not kwargs.get("non_blocking", False):
             return f"{name} host -> device"
-        if name in COPYING_FACTORIES and isinstance(kwargs.get("device"), torch.device) and not reads_device:
+        if name in COPYING_FACTORIES and self.is_device_object(kwargs.get("device")) and not reads_device:
             return f"{name}(data, device=...) host -> device"
         if not reads_device:
             return None
@@ -153,19 +161,21 @@ class HostSyncCounter(TorchFunctionMode):
             return "repeat_interleave without output_size"
         return None
 
-    @staticmethod
-    def _copy_target(name: str, args, kwargs):
-        """For a copy between host and device: "host" (`.cpu()`, `.to("cpu")`), "device" (`.to(device)` with a
-        `torch.device` or a tensor, `.cuda()`), else None."""
+    def _copy_target(self, name: str, args, kwargs, reads_device: bool):
+        """For a copy between host and device: "host" (`.cpu()`, `.to("cpu")`, `.to(d)` with a host tensor's device
+        or a host tensor `d`), "device" (`.cuda()`, `.to(d)` with a device tensor's device or a device tensor),
+        else None (no device named, or the tensor's own side)."""
         if name == "cpu":
             return "host"
         if name == "cuda":
             return "device"
         if name != "to":
             return None
-        targets = list(args[1:]) + [kwargs.get("device")]
-        if any(isinstance(t, str) and t.startswith("cpu") for t in targets):
-            return "host"
-        if any(isinstance(t, (torch.device, torch.Tensor)) for t in targets):
-            return "device"
+        for target in list(args[1:]) + [kwargs.get("device")]:
+            if isinstance(target, str) and target.startswith("cpu"):
+                return "host"
+            if isinstance(target, torch.Tensor):
+                return "device" if self.is_on_device(target) else "host"
+            if isinstance(target, torch.device):
+                return "device" if self.is_device_object(target) else "host"
         return None

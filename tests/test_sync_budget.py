@@ -2,12 +2,16 @@
 GPU process wait for, counted on CPU by `sync_counter.HostSyncCounter` (its docstring lists the exact calls it
 counts: `READS`, `VALUE_SHAPED`, boolean-mask indexing, blocking host -> device copies).
 
-Each entry point runs under `lstm_implementation="single_call"` (what "auto" picks on CUDA) on a batch of 8 ragged
-sentences whose inputs, parameters and buffers count as device tensors. A training step is the forward with labels,
+Each entry point runs as it would on CUDA: under `lstm_implementation="single_call"` (what "auto" picks there), and
+the DCN's decoder without its per-iteration early-stop read (`EARLY_STOP_READ_DEVICE_TYPES` without "cpu": on CPU
+that read costs nothing, and the outputs are the same, tests/test_dcn.py), on a batch of 8 ragged sentences whose
+inputs, parameters and buffers count as device tensors. A training step is the forward with labels,
 `loss.backward()` and an AdamW step. Budgets: at most 2 per forward, 3 per training step; `BUDGETS` holds each one.
 The input checks keep their errors (the heads' own tests), but read the device once for all of them, together with
 the lengths the LSTMs are planned from.
 """
+
+from unittest import mock
 
 import pytest
 import torch
@@ -15,6 +19,7 @@ from sync_counter import HostSyncCounter
 
 from modeling_cove import (CoveConfig, CoveForMachineTranslation, CoveForQuestionAnswering,
                            CoveForSequenceClassification, CoveForTokenClassification, CoveModel)
+from modeling_cove import modeling_cove_dcn
 from modeling_cove.training.loops.cvt import TaggerTraining
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -24,7 +29,7 @@ PAIRS = [(3, 5), (2, 7), (4, 2), (1, 6), (3, 3), (5, 4), (2, 2), (4, 6)]  # (fir
 VOCAB = 30
 LABELS = ["B-NP", "I-NP", "O"]
 
-# entry point -> (what it is, its budget)
+# entry point -> its budget
 BUDGETS = {
     "encoder forward": 2,
     "encoder encode": 2,
@@ -170,11 +175,14 @@ def bcn_pair_training_step():
     return count_step(model, batch, lambda: model(**batch).loss)
 
 
-def dcn_forward():
+def dcn_forward(early_stop_reads=()):
+    """The DCN in eval mode; `early_stop_reads`: the device types whose decoder reads back when to stop (CUDA's
+    path by default: none)."""
     model = dcn().eval()
     ids, types, mask = pair_texts()
     batch = {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
-    return count(model, batch, lambda: model(**batch))
+    with mock.patch.object(modeling_cove_dcn, "EARLY_STOP_READ_DEVICE_TYPES", early_stop_reads):
+        return count(model, batch, lambda: model(**batch))
 
 
 def dcn_training_step():
@@ -256,3 +264,35 @@ ENTRY_POINTS = {
 def test_entry_point_within_its_sync_budget(entry_point):
     counter = ENTRY_POINTS[entry_point]()
     assert counter.count <= BUDGETS[entry_point], "\n".join([f"{entry_point}: {counter.count} syncs"] + counter.calls)
+
+
+def test_counter_sees_what_makes_a_gpu_wait():
+    """The counter on a plain computation: reads of device values, value-shaped ops, boolean masks and blocking
+    host -> device copies count; host tensors (a factory's, a `.cpu()` copy's) and non-blocking copies do not."""
+    weights = torch.arange(6.0)
+    counter = HostSyncCounter()
+    counter.on_device(weights)
+    with counter:
+        lengths = (weights > 1).sum().cpu()  # 1: a device value to the host
+        assert int(lengths) == 4 and bool(torch.tensor([1, 2]).sum() == 3)  # host values: free
+        weights[weights > 2].sum()  # 2: a boolean mask
+        weights.nonzero()  # 3: a value-shaped op
+        host = torch.arange(3)
+        host.to(weights.device)  # 4: a blocking copy to the device
+        host.to(weights.device, non_blocking=True)  # free
+        near = torch.zeros(2, device=weights.device)  # made on the device, free
+        float(near.sum())  # 5
+    assert counter.count == 5, counter.calls
+    assert [call.split(" at ")[0] for call in counter.calls] == [
+        "cpu device -> host", "__getitem__ with a boolean mask", "nonzero", "to host -> device", "__float__"]
+
+
+def test_dcn_early_stop_reads_once_per_iteration_where_it_reads_back():
+    """On CPU (`EARLY_STOP_READ_DEVICE_TYPES`) the eval decoder reads back which rows converged: once per iteration
+    it ran, besides the forward's one read of its checks and lengths."""
+    counter = dcn_forward(early_stop_reads=("cpu",))
+    model = dcn().eval()
+    ids, types, mask = pair_texts()
+    iterations = int(model(input_ids=ids, token_type_ids=types, attention_mask=mask).num_iterations.max())
+    assert iterations < model.config.dcn_max_iterations  # the batch stops early
+    assert counter.count == 1 + iterations, counter.calls
