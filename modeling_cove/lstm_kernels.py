@@ -591,7 +591,7 @@ def unpacked_row_order(vectors: torch.Tensor, lengths: torch.Tensor, call_rows: 
         segments = plan_time_segments(lengths.tolist(), time, call_rows=call_rows)
     steps = torch.arange(time, device=device).unsqueeze(1)  # (T, 1)
     rows = torch.arange(batch, device=device).unsqueeze(0)  # (1, B)
-    row_lengths = lengths.to(device).unsqueeze(0)  # (1, B), in running order
+    row_lengths = to_device_async(lengths, device).unsqueeze(0)  # (1, B), in running order; no wait
     reverse_steps = torch.where(steps < row_lengths, row_lengths - 1 - steps, steps)  # (T, B); padding stays
     reversed_steps = (reverse_steps * batch + rows).reshape(-1)  # (T*B,): step t of row j <- its reversed step
     if order is None:
@@ -787,8 +787,8 @@ def run_on_cpu_workers(fn, items: list, workers: int, progress=None):
 
 def to_device_async(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A host tensor on `device`; to a GPU through pinned memory without waiting for the copy (the copy is queued
-    before any kernel that reads it). A no-op on CPU."""
-    if device.type == "cuda":
+    before any kernel that reads it). A no-op on CPU, and for a tensor already on `device`."""
+    if device.type == "cuda" and tensor.device.type == "cpu" and not torch.compiler.is_exporting():
         tensor = tensor.pin_memory()
     return tensor.to(device, non_blocking=True)
 

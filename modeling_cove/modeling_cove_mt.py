@@ -455,18 +455,12 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
                 raise ValueError("give the decoder state as cache or as past_key_values (its older name), not both")
             cache = past_key_values
 
-        with HostRead() as host:  # every check, and the sources' lengths when the encoder runs: one read
-            attention_mask, lengths = self.checked_source(input_ids, inputs_embeds, attention_mask, encoder_outputs)
-            if cache is None and lengths is None:
-                self.check_source(attention_mask)
-            batch = (attention_mask if encoder_outputs is None else encoder_outputs.last_hidden_state).shape[0]
-            decoder_input_ids, decoder_inputs_embeds = self.checked_decoder_inputs(labels, decoder_input_ids,
-                                                                                   decoder_inputs_embeds, batch)
-            if lengths is not None:
-                host.read(lengths)
+        attention_mask, decoder_input_ids, decoder_inputs_embeds, lengths = self.checked_inputs(
+            input_ids, inputs_embeds, attention_mask, encoder_outputs, cache, labels, decoder_input_ids,
+            decoder_inputs_embeds)
         if encoder_outputs is None:
             encoder_outputs = self.cove.forward_checked(  # the decoder starts from the final states
-                input_ids, attention_mask, host.values[0], output_hidden_states, True, True, inputs_embeds=inputs_embeds)
+                input_ids, attention_mask, lengths, output_hidden_states, True, True, inputs_embeds=inputs_embeds)
         context = self.context_from_encoder(encoder_outputs.last_hidden_state)  # H, (B, S, 2h)
         context_mask = attention_mask.bool()  # (B, S)
         state = self.decoder_state(cache, encoder_outputs, context)
@@ -489,6 +483,21 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
             **{CACHE_FIELD: new_state if use_cache else None},
         )
         return output if return_dict else output.to_tuple()
+
+    def checked_inputs(self, input_ids, inputs_embeds, attention_mask, encoder_outputs, cache, labels,
+                       decoder_input_ids, decoder_inputs_embeds) -> tuple:
+        """`forward`'s checks, read from the device at once with the sources' lengths when the encoder is to run
+        (`HostRead`). Returns (the (B, S) source mask, the decoder inputs as `checked_decoder_inputs` gives them,
+        the sources' lengths on the host or None)."""
+        with HostRead() as host:
+            attention_mask, lengths = self.checked_source(input_ids, inputs_embeds, attention_mask, encoder_outputs)
+            if cache is None and lengths is None:
+                self.check_source(attention_mask)
+            batch = (attention_mask if encoder_outputs is None else encoder_outputs.last_hidden_state).shape[0]
+            decoder_inputs = self.checked_decoder_inputs(labels, decoder_input_ids, decoder_inputs_embeds, batch)
+            if lengths is not None:
+                host.read(lengths)
+        return (attention_mask, *decoder_inputs, host.values[0] if lengths is not None else None)
 
     def checked_source(self, input_ids, inputs_embeds, attention_mask, encoder_outputs) -> tuple:
         """The source checked (ids or word vectors, its mask, `check_source`) when the encoder is to run on it, else
