@@ -36,7 +36,7 @@ def require(ok: torch.Tensor, summary: str, detail: Optional[Callable[[], str]] 
         return
     pending = _PENDING_CHECKS.get()
     if pending is not None:
-        pending.checks.append((ok, summary, detail))
+        pending.checks.append((ok.all(), summary, detail))
     elif not bool(ok.all()):
         raise ValueError(detail() if detail is not None else summary)
 
@@ -50,8 +50,9 @@ class HostRead:
     """The up-front checks of one forward and the integer tensors it needs on the host (`read`), brought back in
     one copy: within `with HostRead() as host:` every `require` waits; on leaving, the verdicts and the `read`
     tensors come to the host together, the first failed check (in the order they were made) raises its
-    `ValueError`, and `host.values[i]` is the i-th `read` tensor on the host (int64, its shape). While
-    `torch.export` traces, the checks are assertions in the graph and each value is the tensor's `.cpu()`."""
+    `ValueError`, and `host.values[i]` is the i-th `read` tensor on the host (int64, its shape). Checks that need no
+    values (shapes, dtypes) still raise at once, before the waiting ones. While `torch.export` traces, the checks
+    are assertions in the graph and each value is the tensor's `.cpu()`."""
 
     def __init__(self):
         self.checks, self.reads, self.values = [], [], None
@@ -73,20 +74,21 @@ class HostRead:
         return False
 
     def resolve(self) -> None:
+        """The one read (on leaving the `with`): each check's verdict (its `ok.all()`) and the `read` tensors."""
         if torch.compiler.is_exporting():
             self.values = [values.cpu() for values in self.reads]
             return
-        parts = [ok.reshape(-1) for ok, _, _ in self.checks] + [values.reshape(-1) for values in self.reads]
+        parts = [ok.reshape(1) for ok, _, _ in self.checks] + [values.reshape(-1) for values in self.reads]
         if not parts:
             self.values = []
             return
         device = parts[0].device
         host = torch.cat([part.to(device=device, dtype=torch.long) for part in parts]).cpu()  # the one read
-        offset = 0
-        for ok, summary, detail in self.checks:
-            if not bool(host[offset:offset + ok.numel()].all()):
+        verdicts = host[:len(self.checks)].tolist()  # (a host tensor: no further read)
+        for passed, (_, summary, detail) in zip(verdicts, self.checks):
+            if not passed:
                 raise ValueError(detail() if detail is not None else summary)
-            offset += ok.numel()
+        offset = len(self.checks)
         self.values = []
         for values in self.reads:
             self.values.append(host[offset:offset + values.numel()].view(values.shape))
