@@ -1,11 +1,17 @@
 """The source side of a CoVe model: the word-vector table (eq. 1's GloVe(w)), its resizing with zero rows, and the
 up-front checks of what a forward is given (token ids, word-vector rows, attention masks).
 
+The checks of values (`require`) read the device once per forward for all of them: inside `HostRead` each check
+waits, and on leaving it one copy to the host brings back every check's verdict with the lengths the forward plans
+its LSTMs from; the first failed check then raises its error (naming the rows). On a GPU a forward so makes the host
+wait once, not once per check (docs/lstm_kernels.md, "Host reads").
+
 `CoveModel` holds the table and inherits the checks (`CoveInputChecks`); the heads call the same checks through
 `self.cove`. Everything here is also importable from `modeling_cove.modeling_cove`, as before.
 """
 
-from typing import Optional
+import contextvars
+from typing import Callable, Optional
 
 import torch
 from torch import nn
@@ -13,27 +19,92 @@ from transformers.utils import logging
 
 from .tokenization_cove import parse_vocabulary_fingerprint
 
-__all__ = ["CoveInputChecks", "CoveWordEmbeddings", "lengths_from_mask", "resize_rows_with_zeros",
-           "resize_source_vocabulary"]
+__all__ = ["CoveInputChecks", "CoveWordEmbeddings", "HostRead", "lengths_from_mask", "require",
+           "resize_rows_with_zeros", "resize_source_vocabulary", "rows_where"]
 
 logger = logging.get_logger(__name__)
 
+_PENDING_CHECKS = contextvars.ContextVar("cove_pending_checks", default=None)  # the `HostRead` the checks wait in
+
+
+def require(ok: torch.Tensor, summary: str, detail: Optional[Callable[[], str]] = None) -> None:
+    """A `ValueError` unless every entry of the bool tensor `ok` is True; its message is `detail()` (built only then,
+    e.g. naming rows) or `summary`. Inside a `HostRead` the check waits for its one read; while `torch.export`
+    traces, a runtime assertion in the graph with the `summary` instead: no Python branch on tensor values."""
+    if torch.compiler.is_exporting():
+        torch._assert_async(ok.all(), summary)
+        return
+    pending = _PENDING_CHECKS.get()
+    if pending is not None:
+        pending.checks.append((ok.all(), summary, detail))
+    elif not bool(ok.all()):
+        raise ValueError(detail() if detail is not None else summary)
+
+
+def rows_where(condition: torch.Tensor) -> list:
+    """The indices of the True entries of a (B,) bool tensor, for error messages."""
+    return condition.nonzero().flatten().tolist()
+
+
+class HostRead:
+    """The up-front checks of one forward and the integer tensors it needs on the host (`read`), brought back in
+    one copy: within `with HostRead() as host:` every `require` waits; on leaving, the verdicts and the `read`
+    tensors come to the host together, the first failed check (in the order they were made) raises its
+    `ValueError`, and `host.values[i]` is the i-th `read` tensor on the host (int64, its shape). Checks that need no
+    values (shapes, dtypes) still raise at once, before the waiting ones. While `torch.export` traces, the checks
+    are assertions in the graph and each value is the tensor's `.cpu()`."""
+
+    def __init__(self):
+        self.checks, self.reads, self.values = [], [], None
+        self._token = None
+
+    def read(self, values: torch.Tensor) -> int:
+        """Ask for `values` on the host; returns its index in `self.values`."""
+        self.reads.append(values)
+        return len(self.reads) - 1
+
+    def __enter__(self) -> "HostRead":
+        self._token = _PENDING_CHECKS.set(self)
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        _PENDING_CHECKS.reset(self._token)
+        if kind is None:
+            self.resolve()
+        return False
+
+    def resolve(self) -> None:
+        """The one read (on leaving the `with`): each check's verdict (its `ok.all()`) and the `read` tensors."""
+        if torch.compiler.is_exporting():
+            self.values = [values.cpu() for values in self.reads]
+            return
+        parts = [ok.reshape(1) for ok, _, _ in self.checks] + [values.reshape(-1) for values in self.reads]
+        if not parts:
+            self.values = []
+            return
+        device = parts[0].device
+        host = torch.cat([part.to(device=device, dtype=torch.long) for part in parts]).cpu()  # the one read
+        verdicts = host[:len(self.checks)].tolist()  # (a host tensor: no further read)
+        for passed, (_, summary, detail) in zip(verdicts, self.checks):
+            if not passed:
+                raise ValueError(detail() if detail is not None else summary)
+        offset = len(self.checks)
+        self.values = []
+        for values in self.reads:
+            self.values.append(host[offset:offset + values.numel()].view(values.shape))
+            offset += values.numel()
+
 
 def lengths_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Number of tokens per row of a right-padded `(B, T)` mask. Raises on left padding or holes (while
-    `torch.export` traces, a runtime assertion in the graph instead of a Python branch on values)."""
+    """Number of tokens per row of a right-padded `(B, T)` mask. Raises on left padding or holes (a `require`: inside
+    a `HostRead` at its read; while `torch.export` traces, a runtime assertion in the graph)."""
     mask = attention_mask.bool()
     lengths = mask.sum(dim=1)
     positions = torch.arange(mask.shape[1], device=mask.device)
     right_padded = positions.unsqueeze(0) < lengths.unsqueeze(1)  # (B, T)
-    if torch.compiler.is_exporting():
-        torch._assert_async((right_padded == mask).all(), "attention_mask must be right-padded")
-        return lengths
-    if not torch.equal(right_padded, mask):
-        raise ValueError(
-            "attention_mask must be right-padded (a run of 1s followed by 0s in every row); got left padding or "
-            "holes. Use a tokenizer with padding_side='right'."
-        )
+    require((right_padded == mask).all(), "attention_mask must be right-padded",
+            lambda: "attention_mask must be right-padded (a run of 1s followed by 0s in every row); got left padding "
+            "or holes. Use a tokenizer with padding_side='right'.")
     return lengths
 
 
@@ -158,12 +229,7 @@ class CoveInputChecks:
         """Every id in `ids` must index the vocabulary (a clear error instead of one deep in the embedding). While
         `torch.export` traces the model, the check is a runtime assertion in the graph (no Python branch on values)."""
         vocab_size = self.config.vocab_size
-        if torch.compiler.is_exporting():
-            torch._assert_async(((ids >= 0) & (ids < vocab_size)).all(), f"input_ids contain ids outside "
-                                f"[0, {vocab_size}): tokenizer and checkpoint do not match")
-            return
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
-            raise ValueError(
-                f"input_ids contain ids outside [0, {vocab_size}) (min {int(ids.min())}, "
-                f"max {int(ids.max())}): tokenizer and checkpoint do not match"
-            )
+        require(((ids >= 0) & (ids < vocab_size)).all(),
+                f"input_ids contain ids outside [0, {vocab_size}): tokenizer and checkpoint do not match",
+                lambda: f"input_ids contain ids outside [0, {vocab_size}) (min {int(ids.min())}, "
+                f"max {int(ids.max())}): tokenizer and checkpoint do not match")

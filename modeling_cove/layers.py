@@ -9,7 +9,8 @@ each defined once.
   as ONE sequence told apart by `token_type_ids`; each segment is cut out left-aligned, run on its own and put back;
 - `run_encoder_checked`: the head's CoVe encoder on inputs the head has checked already (each input checked once);
 - `maxout`: the max over groups of units (the BCN's maxout network, the DCN's highway maxout network);
-- `require`: an up-front check that is a `ValueError` in eager mode and a runtime assertion while exporting;
+- `require` (from `embeddings`): an up-front check that is a `ValueError` in eager mode (read with the forward's
+  other checks inside a `HostRead`) and a runtime assertion while exporting;
 - `CoveScalarMix`: ELMo's scalar mix over the encoder's layers (the BCN's and the tagger's `*scalar_mix` inputs);
 - `encoder_needs_grad`, `head_init_`: whether a head runs its encoder under autograd, and a head layer's init.
 
@@ -21,35 +22,16 @@ from typing import Callable, Optional, Sequence
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .lstm_kernels import LSTM_IMPLEMENTATIONS, BiLSTMStack, choose_lstm_implementation, lstm_autocast_fallback
+from .embeddings import require, rows_where
+from .lstm_kernels import (LSTM_IMPLEMENTATIONS, BiLSTMStack, choose_lstm_implementation, lstm_autocast_fallback, pack,
+                           unpack)
 from .modeling_cove import CoveModel, CoveModelOutput, assemble_features
 
 __all__ = ["assemble_head_inputs", "choose_lstm_implementation", "CoveScalarMix", "encoder_needs_grad", "head_init_",
            "masked_softmax", "maxout", "pair_segments", "require", "rows_where", "run_bilstm", "run_bilstm_packed",
            "run_encoder_checked", "scalar_mix_for", "segment_gather", "segment_scatter", "SentenceBoundaries",
            "valid_steps"]
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# checks
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def require(ok: torch.Tensor, summary: str, detail: Optional[Callable[[], str]] = None) -> None:
-    """A `ValueError` unless every entry of the bool tensor `ok` is True; its message is `detail()` (built only then,
-    e.g. naming rows) or `summary`. While `torch.export` traces, a runtime assertion in the graph with the `summary`
-    instead: no Python branch on tensor values."""
-    if torch.compiler.is_exporting():
-        torch._assert_async(ok.all(), summary)
-    elif not bool(ok.all()):
-        raise ValueError(detail() if detail is not None else summary)
-
-
-def rows_where(condition: torch.Tensor) -> list:
-    """The indices of the True entries of a (B,) bool tensor, for error messages."""
-    return condition.nonzero().flatten().tolist()
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -104,11 +86,12 @@ class SentenceBoundaries(nn.Module):
         return values[:, 1:-1]
 
 
-def run_bilstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor,
-               implementation: str = "auto") -> torch.Tensor:
+def run_bilstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor, implementation: str = "auto",
+               host_lengths: Optional[torch.Tensor] = None) -> torch.Tensor:
     """A one-layer, batch-first biLSTM over right-padded `inputs` (B, T, C) whose row b holds `lengths[b]` >= 1 steps.
     Returns (B, T, 2H), zero at padding; a row's values and gradients do not depend on the padding (each row as if
-    alone).
+    alone). `host_lengths`: the same lengths on the host, where the forward has them (else read here: on a GPU a
+    wait for the device).
 
     Run by the strategy `lstm_kernels.choose_lstm_implementation` picks for `implementation` (the model's
     `config.lstm_implementation`), the same ones as the MT-LSTM's: "reference" is `run_bilstm_packed`, the oracle;
@@ -116,29 +99,34 @@ def run_bilstm(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor,
     "traceable". Under autocast in a dtype whose LSTM kernel this machine lacks (bf16 on CPUs without AVX-512 bf16),
     the LSTM runs in fp32 with autocast off and its output comes in that dtype (`lstm_autocast_fallback`)."""
     stack = BiLSTMStack(lstm, implementation)
-    exporting = torch.compiler.is_exporting()
-    host_lengths = lengths if exporting else lengths.cpu()  # (the strategies plan on the host; export reads none)
+    if torch.compiler.is_exporting():
+        host_lengths = lengths  # (the strategies plan on the host; export reads none)
+    elif host_lengths is None:
+        host_lengths = lengths.cpu()
     chosen = choose_lstm_implementation(stack, inputs, host_lengths, False, True, None)
     if chosen == "reference":
-        return run_bilstm_packed(lstm, inputs, lengths)
+        return run_bilstm_packed(lstm, inputs, lengths, host_lengths)
     output = LSTM_IMPLEMENTATIONS[chosen](stack, inputs, host_lengths, False, True, None)[0][-1]  # garbage at padding
     return output * valid_steps(lengths, inputs.shape[1]).unsqueeze(-1).to(output.dtype)
 
 
-def run_bilstm_packed(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """`run_bilstm`'s reference, as `nn.LSTM` runs it: on packed rows, or on the padded tensor when every row fills it
-    (nothing to pack); with `lstm_autocast_fallback`. (B, T, C) -> (B, T, 2H), zero at padding."""
+def run_bilstm_packed(lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor,
+                      host_lengths: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """`run_bilstm`'s reference, as `nn.LSTM` runs it: on packed rows (`pack_padded_sequence(...,
+    enforce_sorted=False)`, made by `lstm_kernels.pack` without a wait for the device), or on the padded tensor when
+    every row fills it (nothing to pack); with `lstm_autocast_fallback`. (B, T, C) -> (B, T, 2H), zero at padding.
+    `host_lengths`: `lengths` on the host (read here when not given)."""
+    host_lengths = lengths.cpu() if host_lengths is None else host_lengths
     fallback = lstm_autocast_fallback(inputs.device.type)
     if fallback is not None:
         with torch.autocast(inputs.device.type, enabled=False):
-            return run_bilstm_packed(lstm, inputs.float(), lengths).to(fallback)
+            return run_bilstm_packed(lstm, inputs.float(), lengths, host_lengths).to(fallback)
     time = inputs.shape[1]
-    if bool((lengths == time).all()):  # no padding
+    if bool((host_lengths == time).all()):  # no padding
         output, _ = lstm(inputs)
     else:
-        packed = pack_padded_sequence(inputs, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        output, _ = lstm(packed)
-        output, _ = pad_packed_sequence(output, batch_first=True, total_length=time)
+        output, _ = lstm(pack(inputs, host_lengths, keep_sorted_rows=False))
+        output = unpack(output, time)
     return output * valid_steps(lengths, time).unsqueeze(-1).to(output.dtype)
 
 
@@ -161,16 +149,21 @@ def pair_segments(attention_mask: torch.Tensor, token_type_ids: Optional[torch.T
     return tokens & (token_type_ids == 0), tokens & (token_type_ids == 1)
 
 
-def segment_gather(x: torch.Tensor, segment: torch.Tensor):
+def segment_gather(x: torch.Tensor, segment: torch.Tensor, host_lengths: Optional[torch.Tensor] = None):
     """Cut one segment out of each row and left-align it, keeping the tokens' order.
 
-    x (B, T, ...) (ids (B, T) or features (B, T, C)); segment (B, T) bool. Returns (gathered (B, L, ...), zero past
-    each row's segment; positions (B, L), the segment's indices into T, arbitrary past its end; mask (B, L) bool),
-    L = the longest segment in the batch, at least 1 (T while `torch.export` traces: no width from tensor values).
+    x (B, T, ...) (ids (B, T) or features (B, T, C)); segment (B, T) bool; `host_lengths` (B,): its row sums on the
+    host, where the caller has them (else read here: on a GPU a wait for the device). Returns (gathered (B, L, ...),
+    zero past each row's segment; positions (B, L), the segment's indices into T, arbitrary past its end; mask (B, L)
+    bool), L = the longest segment in the batch, at least 1 (T while `torch.export` traces: no width from tensor
+    values).
     """
     batch, time = segment.shape
     lengths = segment.sum(dim=1)  # (B,)
-    width = time if torch.compiler.is_exporting() else max(int(lengths.max()), 1)
+    if torch.compiler.is_exporting():
+        width = time
+    else:
+        width = max(int((lengths.cpu() if host_lengths is None else host_lengths).max()), 1)
     # a stable sort on "not in the segment" puts the segment's positions first, in their original order
     positions = torch.sort((~segment).to(torch.int8), dim=1, stable=True).indices[:, :width]  # (B, L)
     mask = valid_steps(lengths, width)  # (B, L)
@@ -193,13 +186,14 @@ def segment_scatter(values: torch.Tensor, positions: torch.Tensor, mask: torch.T
 
 
 def run_encoder_checked(cove: CoveModel, inputs: torch.Tensor, attention_mask: torch.Tensor,
-                        output_hidden_states: bool) -> CoveModelOutput:
+                        output_hidden_states: bool, host_lengths: Optional[torch.Tensor] = None) -> CoveModelOutput:
     """`cove(...)` (the head's `CoveModel`) on inputs the head's forward has checked already (ids in the vocabulary,
     word-vector shape, right padding), e.g. one segment of a checked pair: the encoder's forward without its own
     checks, so each input is checked once per forward. `inputs`: token ids (B, T) or word vectors (B, T, D);
-    `attention_mask` (B, T) right-padded. No final states; returns the `CoveModelOutput` (return_dict)."""
+    `attention_mask` (B, T) right-padded; `host_lengths` (B,): its row sums on the host, where the forward has them
+    (else read here). No final states; returns the `CoveModelOutput` (return_dict)."""
     ids, vectors = (None, inputs) if inputs.is_floating_point() else (inputs, None)
-    lengths = attention_mask.sum(dim=1).cpu()  # (B,) on the host, as the encoder's forward passes them
+    lengths = attention_mask.sum(dim=1).cpu() if host_lengths is None else host_lengths  # (B,) on the host
     return cove.forward_checked(ids, attention_mask, lengths, output_hidden_states, False, True, inputs_embeds=vectors)
 
 

@@ -25,7 +25,7 @@ from typing import ClassVar, Optional, Union
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 from transformers.utils import logging
 
 from .configuration_cove import LSTM_IMPLEMENTATION_CHOICES  # noqa: F401  (the values of the dispatch key)
@@ -33,9 +33,9 @@ from .configuration_cove import LSTM_IMPLEMENTATION_CHOICES  # noqa: F401  (the 
 __all__ = ["autocast_lstm", "bf16_lstm_kernel_available", "BiLSTMStack", "choose_lstm_implementation",
            "cpu_worker_count", "DirectionStacks", "encode_in_batches", "is_longest_first", "length_bucketed_batches",
            "lstm_autocast_fallback", "LSTM_IMPLEMENTATIONS", "lstm_kernel_supports", "onednn_direction",
-           "order_longest_first", "plan_time_segments", "prepack_direction", "PREPACKED_SEGMENT_CALL_ROWS",
+           "order_longest_first", "pack", "plan_time_segments", "prepack_direction", "PREPACKED_SEGMENT_CALL_ROWS",
            "prepacking_works", "run_on_cpu_workers", "run_single_call", "run_traceable", "run_unpacked",
-           "SEGMENT_CALL_ROWS", "STEP_OVERHEAD_ROWS", "unpacked_row_order"]
+           "SEGMENT_CALL_ROWS", "STEP_OVERHEAD_ROWS", "to_device_async", "unpack", "unpacked_row_order"]
 
 logger = logging.get_logger(__name__)
 
@@ -352,12 +352,27 @@ def order_longest_first(keys: list) -> list:
     return sorted(range(len(keys)), key=lambda i: -keys[i])
 
 
-def pack(vectors: torch.Tensor, lengths: torch.Tensor):
-    """`pack_padded_sequence` of right-padded `(B, T, C)` rows with host-side `lengths` (B,). Rows already sorted
-    longest first (as `CoveModel.encode` batches them) are packed as they are: no sort, and on a GPU no index copy
-    to the device and no wait for it."""
+def pack(vectors: torch.Tensor, lengths: torch.Tensor, keep_sorted_rows: bool = True) -> PackedSequence:
+    """`pack_padded_sequence` of right-padded `(B, T, C)` rows with host-side `lengths` (B,), without a wait for the
+    device: rows already sorted longest first (as `CoveModel.encode` batches them) are packed as they are (unless
+    `keep_sorted_rows=False`: `enforce_sorted=False` sorts them all the same); others are sorted on the host (the
+    sort `pack_padded_sequence` makes) and the order goes to the device without a wait (`to_device_async`;
+    `pack_padded_sequence` copies it there and waits). The same `PackedSequence` as `pack_padded_sequence`."""
     lengths = lengths.cpu()
-    return pack_padded_sequence(vectors, lengths, batch_first=True, enforce_sorted=is_longest_first(lengths))
+    if keep_sorted_rows and is_longest_first(lengths):
+        return pack_padded_sequence(vectors, lengths, batch_first=True, enforce_sorted=True)
+    lengths, order = torch.sort(lengths.to(torch.int64), descending=True)
+    order = to_device_async(order, vectors.device)
+    packed = pack_padded_sequence(vectors.index_select(0, order), lengths, batch_first=True, enforce_sorted=True)
+    return PackedSequence(packed.data, packed.batch_sizes, order)
+
+
+def unpack(packed: PackedSequence, total_length: int) -> torch.Tensor:
+    """`pad_packed_sequence(packed, batch_first=True, total_length=...)[0]`, the rows back in batch order, without
+    the host read of the order that `pad_packed_sequence` makes for the lengths it also returns."""
+    output = pad_packed_sequence(packed._replace(sorted_indices=None, unsorted_indices=None), batch_first=True,
+                                 total_length=total_length)[0]
+    return output if packed.unsorted_indices is None else output.index_select(0, packed.unsorted_indices)
 
 
 def top_layer_into(outputs: list, out: Optional[torch.Tensor]) -> list:
@@ -432,7 +447,7 @@ def run_single_call(stack: BiLSTMStack, vectors: torch.Tensor, lengths: torch.Te
         output, (h_n, c_n) = stack.rnn(vectors)
     else:
         packed_output, (h_n, c_n) = stack.rnn(pack(vectors, lengths))  # h_n, c_n (2L, B, H) in batch order
-        output = pad_packed_sequence(packed_output, batch_first=True, total_length=time)[0]
+        output = unpack(packed_output, time)
     if not final_states:
         return top_layer_into([output], out), None, None
 
@@ -576,7 +591,7 @@ def unpacked_row_order(vectors: torch.Tensor, lengths: torch.Tensor, call_rows: 
         segments = plan_time_segments(lengths.tolist(), time, call_rows=call_rows)
     steps = torch.arange(time, device=device).unsqueeze(1)  # (T, 1)
     rows = torch.arange(batch, device=device).unsqueeze(0)  # (1, B)
-    row_lengths = lengths.to(device).unsqueeze(0)  # (1, B), in running order
+    row_lengths = to_device_async(lengths, device).unsqueeze(0)  # (1, B), in running order; no wait
     reverse_steps = torch.where(steps < row_lengths, row_lengths - 1 - steps, steps)  # (T, B); padding stays
     reversed_steps = (reverse_steps * batch + rows).reshape(-1)  # (T*B,): step t of row j <- its reversed step
     if order is None:
@@ -772,10 +787,10 @@ def run_on_cpu_workers(fn, items: list, workers: int, progress=None):
 
 def to_device_async(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A host tensor on `device`; to a GPU through pinned memory without waiting for the copy (the copy is queued
-    before any kernel that reads it). A no-op on CPU."""
-    if device.type != "cuda":
-        return tensor.to(device)
-    return tensor.pin_memory().to(device, non_blocking=True)
+    before any kernel that reads it). A no-op on CPU, and for a tensor already on `device`."""
+    if device.type == "cuda" and tensor.device.type == "cpu" and not torch.compiler.is_exporting():
+        tensor = tensor.pin_memory()
+    return tensor.to(device, non_blocking=True)
 
 
 def encode_in_batches(model: nn.Module, ids: list, batch_size: int, workers: int, progress: bool) -> list:

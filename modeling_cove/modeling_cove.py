@@ -11,14 +11,13 @@ from typing import Optional
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pad_packed_sequence
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput
 
 from . import lstm_kernels  # as a module: its device-type constants are switched at run time (tests, users)
 from .lstm_kernels import LSTM_IMPLEMENTATION_CHOICES  # `from .x import` is what the remote-code loader follows
 from .configuration_cove import CoveConfig, FeatureLayout
-from .embeddings import CoveInputChecks, CoveWordEmbeddings, lengths_from_mask, resize_source_vocabulary
+from .embeddings import CoveInputChecks, CoveWordEmbeddings, HostRead, lengths_from_mask, resize_source_vocabulary
 from .hub import checkpoint_code, raise_for_unreadable_weights
 from .modeling_cove_bilm_encoder import CoveBiLMEncoder
 from .tokenization_cove import check_tokenizer_matches
@@ -124,8 +123,7 @@ class CoveEncoder(nn.Module):
             if packed is None:
                 outputs.append(layer_output)
             else:
-                unpacked_output = packed._replace(data=layer_output)
-                outputs.append(pad_packed_sequence(unpacked_output, batch_first=True, total_length=time)[0])
+                outputs.append(lstm_kernels.unpack(packed._replace(data=layer_output), time))
                 if packed.unsorted_indices is not None:  # h_n and c_n come in sorted order: back to batch order
                     h_n = h_n.index_select(1, packed.unsorted_indices)
                     c_n = c_n.index_select(1, packed.unsorted_indices)
@@ -375,11 +373,13 @@ class CoveModel(CoveInputChecks, CovePreTrainedModel):
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         if output_final_states is None:
             output_final_states = self.config.output_final_states
-        if inputs_embeds is not None:
-            attention_mask = self.check_inputs_embeds(inputs_embeds, attention_mask)
-        else:
-            attention_mask = self.check_inputs(input_ids, attention_mask)
-        lengths = lengths_from_mask(attention_mask).cpu()  # (B,) on the host: packing and the checks below read it
+        with HostRead() as host:  # the checks and the lengths: one read from the device
+            if inputs_embeds is not None:
+                attention_mask = self.check_inputs_embeds(inputs_embeds, attention_mask)
+            else:
+                attention_mask = self.check_inputs(input_ids, attention_mask)
+            host.read(lengths_from_mask(attention_mask))
+        lengths = host.values[0]  # (B,) on the host: packing and the checks below read it
         return self.forward_checked(input_ids, attention_mask, lengths, output_hidden_states, output_final_states,
                                     return_dict, inputs_embeds=inputs_embeds)
 

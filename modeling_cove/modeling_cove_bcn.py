@@ -34,7 +34,7 @@ from .configuration_cove import CoveConfig
 from .layers import (assemble_head_inputs, encoder_needs_grad, head_init_, masked_softmax, maxout, pair_segments,
                      require, rows_where, run_bilstm, run_encoder_checked, scalar_mix_for, segment_gather,
                      segment_scatter)
-from .embeddings import lengths_from_mask
+from .embeddings import HostRead, lengths_from_mask
 from .modeling_cove import CoveModel, CovePreTrainedModel
 
 
@@ -50,6 +50,18 @@ class TextPair(NamedTuple):
     second: torch.Tensor  # (B, T) bool: the second text (all False in a row with a single text, then y = x)
     lx: torch.Tensor  # (B,) long: the first text's length
     ly: torch.Tensor  # (B,) long: the second text's length (0: a single text)
+    host_lx: Optional[torch.Tensor] = None  # lx on the host, read with the forward's checks (`on_host`)
+    host_ly: Optional[torch.Tensor] = None
+
+    def on_host(self) -> "TextPair":
+        """This pair with `host_lx` and `host_ly` (read here where missing: on a GPU a wait for the device)."""
+        if self.host_lx is not None:
+            return self
+        return self._replace(host_lx=self.lx.cpu(), host_ly=self.ly.cpu())
+
+    def has_pairs(self) -> bool:
+        """Whether any row holds a second text (from the host lengths)."""
+        return bool((self.on_host().host_ly > 0).any())
 
 
 def split_pair(attention_mask: torch.Tensor, token_type_ids: Optional[torch.Tensor]) -> TextPair:
@@ -94,6 +106,7 @@ class TextStates(NamedTuple):
     mask: torch.Tensor  # (B, L) bool: the text's tokens
     lengths: torch.Tensor  # (B,) long
     positions: torch.Tensor  # (B, L) long: each token's index in the input sequence (arbitrary past the text)
+    host_lengths: Optional[torch.Tensor] = None  # `lengths` on the host (planning the biLSTMs)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -337,17 +350,19 @@ class CoveForSequenceClassification(CovePreTrainedModel):
     # CoVe features
     # ------------------------------------------------------------------------------------------------------------
 
-    def cove_layers(self, inputs: torch.Tensor, attention_mask: torch.Tensor, layer_indices: list) -> tuple:
+    def cove_layers(self, inputs: torch.Tensor, attention_mask: torch.Tensor, layer_indices: list,
+                    host_lengths: Optional[torch.Tensor] = None) -> tuple:
         """`self.cove(...).hidden_states` for the layers `layer_indices`, of checked `inputs`: token ids (B, T) or
         word vectors (B, T, 300) (`inputs_embeds`). When that is the top layer alone and the
         encoder's `last_hidden_state` is exactly that layer (no word vectors, no layer 1, no char n-grams in it), it
         is read from there: a top-layer-only request, which on a GPU runs the MT-LSTM as one cuDNN call
-        (`lstm_kernels.run_single_call`) instead of per layer and direction. Same values either way (tested)."""
+        (`lstm_kernels.run_single_call`) instead of per layer and direction. Same values either way (tested).
+        `host_lengths`: the mask's row sums on the host, where the forward has them."""
         top = self.config.num_hidden_layers
         if list(layer_indices) == [top] and self.cove.output_is_top_layer():
-            output = run_encoder_checked(self.cove, inputs, attention_mask, output_hidden_states=False)
+            output = run_encoder_checked(self.cove, inputs, attention_mask, False, host_lengths)
             return (None,) * top + (output.last_hidden_state,)
-        return run_encoder_checked(self.cove, inputs, attention_mask, output_hidden_states=True).hidden_states
+        return run_encoder_checked(self.cove, inputs, attention_mask, True, host_lengths).hidden_states
 
     def compute_cove_hidden_states(
         self,
@@ -366,9 +381,12 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         `inputs_embeds` (B, T, 300): word vectors instead of `input_ids` (exactly one of the two), as in `forward`.
         """
         layer_indices = self.layer_indices if layer_indices is None else list(layer_indices)
-        inputs, attention_mask = self.check_inputs(input_ids, inputs_embeds, attention_mask)
-        return self.cove_hidden_states(inputs, attention_mask, split_pair(attention_mask, token_type_ids),
-                                       layer_indices)
+        with HostRead() as host:  # the checks and the texts' lengths: one read from the device
+            inputs, attention_mask = self.check_inputs(input_ids, inputs_embeds, attention_mask)
+            pair = split_pair(attention_mask, token_type_ids)
+            host.read(pair.lx), host.read(pair.ly)
+        pair = pair._replace(host_lx=host.values[0], host_ly=host.values[1])
+        return self.cove_hidden_states(inputs, attention_mask, pair, layer_indices)
 
     def cove_hidden_states(self, inputs: torch.Tensor, attention_mask: torch.Tensor, pair: TextPair,
                            layer_indices: list) -> tuple:
@@ -379,16 +397,18 @@ class CoveForSequenceClassification(CovePreTrainedModel):
             return tuple(states)
         with torch.set_grad_enabled(encoder_needs_grad(self.cove, inputs)):
             # single texts: one encoder pass (while exporting, the pair path below serves every batch)
-            if not torch.compiler.is_exporting() and not bool((pair.ly > 0).any()):
-                hidden = self.cove_layers(inputs, attention_mask, layer_indices)
+            if not torch.compiler.is_exporting() and not pair.has_pairs():
+                hidden = self.cove_layers(inputs, attention_mask, layer_indices, pair.on_host().host_lx)
                 for k in layer_indices:
                     states[k] = hidden[k]
                 return tuple(states)
             # pairs: encode the first and the second text separately (rows without a second text give zeros)
             time = attention_mask.shape[1]
-            for side in (pair.first, pair.second):
-                segment, positions, mask = segment_gather(inputs, side)  # ids (B, L) or word vectors (B, L, 300)
-                hidden = self.cove_layers(segment, mask.long(), layer_indices)
+            exporting = torch.compiler.is_exporting()
+            pair = pair if exporting else pair.on_host()
+            for side, host_lengths in ((pair.first, pair.host_lx), (pair.second, pair.host_ly)):
+                segment, positions, mask = segment_gather(inputs, side, host_lengths)  # ids (B, L) or vectors
+                hidden = self.cove_layers(segment, mask.long(), layer_indices, host_lengths)
                 for k in layer_indices:  # back at the text's positions, (B, T, 2h)
                     placed = segment_scatter(hidden[k], positions, mask, time)
                     states[k] = placed if states[k] is None else states[k] + placed
@@ -478,7 +498,8 @@ class CoveForSequenceClassification(CovePreTrainedModel):
     def check_labels(self, labels: torch.Tensor, batch: int) -> str:
         """Checks `labels` against the problem type and returns it: `config.problem_type`, or when that is None
         inferred as transformers' sequence-classification heads do (num_labels == 1: "regression"; integer labels:
-        "single_label_classification"; else "multi_label_classification") and then stored in the config."""
+        "single_label_classification"; else "multi_label_classification"); `forward` stores it in the config once
+        the checks passed."""
         problem_type = self.config.problem_type
         if problem_type is None:
             if self.num_labels == 1:
@@ -520,7 +541,6 @@ class CoveForSequenceClassification(CovePreTrainedModel):
                     lambda: "multi_label_classification labels must be multi-hot (or probabilities) in [0, 1], got "
                     f"min {float(values.min())}, max {float(values.max())}",
                 )
-        self.config.problem_type = problem_type
         return problem_type
 
     # ------------------------------------------------------------------------------------------------------------
@@ -546,12 +566,17 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else config.output_hidden_states
         )
-        # up-front checks, once per input: nothing below checks them again
-        inputs, attention_mask = self.check_inputs(input_ids, inputs_embeds, attention_mask)  # ids or vectors
-        pair = split_pair(attention_mask, token_type_ids)
-        self.check_pair_input(pair.ly)
-        self.check_length(pair.lx, pair.ly)
-        problem_type = self.check_labels(labels, inputs.shape[0]) if labels is not None else None
+        # up-front checks, once per input: nothing below checks them again; with the texts' lengths, one read
+        with HostRead() as host:
+            inputs, attention_mask = self.check_inputs(input_ids, inputs_embeds, attention_mask)  # ids or vectors
+            pair = split_pair(attention_mask, token_type_ids)
+            self.check_pair_input(pair.ly)
+            self.check_length(pair.lx, pair.ly)
+            problem_type = self.check_labels(labels, inputs.shape[0]) if labels is not None else None
+            host.read(pair.lx), host.read(pair.ly)
+        pair = pair._replace(host_lx=host.values[0], host_ly=host.values[1])
+        if problem_type is not None:
+            self.config.problem_type = problem_type
 
         # eqs. 5–6: CoVe(w), then w~ = [GloVe(w); CoVe(w)] (or the `bcn_input` variant), (B, T, D_in)
         cove_hidden_states = self.encoder_states(inputs, attention_mask, pair, cove_hidden_states, output_hidden_states)
@@ -608,35 +633,45 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         own_mask = self.config.bcn_independent_dropout and self.training and self.input_dropout.p > 0
         features_y = torch.relu(self.feedforward(self.input_dropout(inputs))) if own_mask else features
         # single texts only: y = x, one biLSTM run (while exporting, the pair path serves every batch: no value branch)
-        if not torch.compiler.is_exporting() and not bool((pair.ly > 0).any()):
-            width = int(pair.lx.max())
+        exporting = torch.compiler.is_exporting()
+        pair = pair if exporting else pair.on_host()
+        if not exporting and not pair.has_pairs():
+            width = int(pair.host_lx.max())
             positions = torch.arange(width, device=features.device).expand(features.shape[0], width)  # (B, Tx)
             mask = positions < pair.lx[:, None]  # (B, Tx)
-            x = TextStates(self.bilstm(self.encoder, features[:, :width], pair.lx), mask, pair.lx, positions)
+            x = TextStates(self.bilstm(self.encoder, features[:, :width], pair.lx, pair.host_lx), mask, pair.lx,
+                           positions, pair.host_lx)
             if features_y is features:
                 return x, x  # x = y: the same sequence through the same biLSTM, one run
-            return x, x._replace(states=self.bilstm(self.encoder, features_y[:, :width], pair.lx))
+            return x, x._replace(states=self.bilstm(self.encoder, features_y[:, :width], pair.lx, pair.host_lx))
         has_second = (pair.ly > 0)[:, None]  # (B, 1)
+        host_y = None if exporting else torch.where(pair.host_ly > 0, pair.host_ly, pair.host_lx)
         sides = []
         # rows without a second text: y = x
-        for values, side in ((features, pair.first), (features_y, torch.where(has_second, pair.second, pair.first))):
-            segment, positions, mask = segment_gather(values, side)  # (B, T*, F)
+        for values, side, host_lengths in ((features, pair.first, pair.host_lx),
+                                           (features_y, torch.where(has_second, pair.second, pair.first), host_y)):
+            segment, positions, mask = segment_gather(values, side, host_lengths)  # (B, T*, F)
             lengths = mask.sum(dim=1)
-            sides.append(TextStates(self.bilstm(self.encoder, segment, lengths), mask, lengths, positions))
+            sides.append(TextStates(self.bilstm(self.encoder, segment, lengths, host_lengths), mask, lengths,
+                                    positions, host_lengths))
         return sides[0], sides[1]
 
-    def bilstm(self, lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """`layers.run_bilstm` by the strategy `config.lstm_implementation` picks: (B, T, C) -> (B, T, 2H)."""
-        return run_bilstm(lstm, inputs, lengths, self.config.lstm_implementation)
+    def bilstm(self, lstm: nn.LSTM, inputs: torch.Tensor, lengths: torch.Tensor,
+               host_lengths: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """`layers.run_bilstm` by the strategy `config.lstm_implementation` picks: (B, T, C) -> (B, T, 2H);
+        `host_lengths`: `lengths` on the host."""
+        return run_bilstm(lstm, inputs, lengths, self.config.lstm_implementation, host_lengths)
 
     def integrate(self, x: TextStates, y: TextStates, context_x: torch.Tensor, context_y: torch.Tensor):
         """eqs. 11–12: X|y = biLSTM([X; X - C_y; X * C_y]) and Y|x = biLSTM([Y; Y - C_x; Y * C_x]), two separate
         one-layer biLSTMs; (B, Tx, 2H) and (B, Ty, 2H)."""
         x_given_y = self.bilstm(
-            self.integrator_x, torch.cat([x.states, x.states - context_y, x.states * context_y], dim=-1), x.lengths
+            self.integrator_x, torch.cat([x.states, x.states - context_y, x.states * context_y], dim=-1), x.lengths,
+            x.host_lengths,
         )
         y_given_x = self.bilstm(
-            self.integrator_y, torch.cat([y.states, y.states - context_x, y.states * context_x], dim=-1), y.lengths
+            self.integrator_y, torch.cat([y.states, y.states - context_x, y.states * context_x], dim=-1), y.lengths,
+            y.host_lengths,
         )
         return x_given_y, y_given_x
 

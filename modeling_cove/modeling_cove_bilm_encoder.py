@@ -14,7 +14,6 @@ from typing import Optional
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pad_packed_sequence
 
 from . import lstm_kernels
 from .configuration_cove import CoveConfig
@@ -26,7 +25,7 @@ def reversal_index(lengths: torch.Tensor, time: int, device: torch.device) -> to
     """(B, T) time index that reverses each row within its length and leaves its padding where it is: position t
     of row b reads `L_b - 1 - t` for t < L_b and t after. Applying it twice gives the identity."""
     steps = torch.arange(time, device=device).unsqueeze(0)  # (1, T)
-    lengths = lengths.to(device).unsqueeze(1)  # (B, 1)
+    lengths = lstm_kernels.to_device_async(lengths, device).unsqueeze(1)  # (B, 1); host lengths: no wait
     return torch.where(steps < lengths, lengths - 1 - steps, steps)
 
 
@@ -105,7 +104,7 @@ class CoveBiLMEncoder(nn.Module):
             # call_lstm_module: fp32 under autocast where this CPU lacks the dtype's LSTM kernel (bf16 on AVX2)
             if pack:
                 packed_output, (h_n, c_n) = lstm_kernels.call_lstm_module(lstm, lstm_kernels.pack(layer_input, lengths))
-                output = pad_packed_sequence(packed_output, batch_first=True, total_length=time)[0]
+                output = lstm_kernels.unpack(packed_output, time)
             else:
                 output, (h_n, c_n) = lstm_kernels.call_lstm_module(lstm, layer_input)
             if k > 0 and self.residual:

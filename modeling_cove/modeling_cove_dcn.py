@@ -51,12 +51,17 @@ from transformers.modeling_outputs import QuestionAnsweringModelOutput
 
 from .configuration_cove import DCN_INPUT_CHOICES, CoveConfig
 from .layers import (assemble_head_inputs, masked_softmax, maxout, pair_segments, require, rows_where, run_bilstm,
-                     run_encoder_checked, segment_gather, segment_scatter)
-from .embeddings import lengths_from_mask
+                     run_encoder_checked, segment_gather, segment_scatter, valid_steps)
+from .embeddings import HostRead, lengths_from_mask
+from .lstm_kernels import to_device_async
 from .modeling_cove import CoveModel, CovePreTrainedModel
 
 QUESTION_SEGMENT, CONTEXT_SEGMENT = 0, 1
 IGNORE_INDEX = -100  # start/end position that is ignored by the loss (as in nn.CrossEntropyLoss)
+# Device types on which the decoder stops early (eval): it reads back which rows converged once per iteration, and
+# then scores only the rows still running and stops when none is. Elsewhere (a GPU) it runs every iteration with
+# stopped rows frozen and reads nothing back: the same outputs (tests/test_dcn.py). Switched by tests.
+EARLY_STOP_READ_DEVICE_TYPES = ("cpu",)
 
 
 @dataclass
@@ -200,10 +205,13 @@ class CoattentionEncoder(nn.Module):
         self.question_projection = nn.Linear(hidden, hidden)  # Q = tanh(W_Q Q' + b_Q)
         self.fusion_lstm = nn.LSTM(3 * hidden, hidden, batch_first=True, bidirectional=True)
 
-    def encode(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """eqs. 7-8: biLSTM(tanh(W w~ + b)); (B, L, input) -> (B, L, l), zero at padding."""
+    def encode(self, features: torch.Tensor, mask: torch.Tensor,
+               host_lengths: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """eqs. 7-8: biLSTM(tanh(W w~ + b)); (B, L, input) -> (B, L, l), zero at padding. `host_lengths`: the mask's
+        row sums on the host, where the forward has them."""
         projected = torch.tanh(self.feedforward(self.input_dropout(features)))  # g(w~), (B, L, l)
-        return self.dropout(run_bilstm(self.encoder_lstm, projected, mask.sum(dim=1), self.config.lstm_implementation))
+        return self.dropout(run_bilstm(self.encoder_lstm, projected, mask.sum(dim=1), self.config.lstm_implementation,
+                                       host_lengths))
 
     @staticmethod
     def with_sentinel(x: torch.Tensor, mask: torch.Tensor, sentinel: torch.Tensor):
@@ -223,19 +231,21 @@ class CoattentionEncoder(nn.Module):
         context_d = attention_d @ torch.cat([question, summary_q], dim=-1)  # C^D = [Q; C^Q] A^D, (B, m+1, 2l)
         return context_d, attention_q, attention_d
 
-    def forward(self, document_features, document_mask, question_features, question_mask):
-        """Features (B, m, input) / (B, n, input) with bool masks. Returns U (B, m, 2l), D' (B, m, l), Q' (B, n, l)
-        (zero at padding), A^Q and A^D (B, m+1, n+1) with sentinels at index 0 and zero rows/columns of padding."""
-        encoded_document = self.encode(document_features, document_mask)  # D' (B, m, l)
-        encoded_question = self.encode(question_features, question_mask)  # Q' (B, n, l)
+    def forward(self, document_features, document_mask, question_features, question_mask, document_lengths=None,
+                question_lengths=None):
+        """Features (B, m, input) / (B, n, input) with bool masks (and their row sums on the host, where the forward
+        has them). Returns U (B, m, 2l), D' (B, m, l), Q' (B, n, l) (zero at padding), A^Q and A^D (B, m+1, n+1)
+        with sentinels at index 0 and zero rows/columns of padding."""
+        encoded_document = self.encode(document_features, document_mask, document_lengths)  # D' (B, m, l)
+        encoded_question = self.encode(question_features, question_mask, question_lengths)  # Q' (B, n, l)
         document, document_mask_s = self.with_sentinel(encoded_document, document_mask, self.document_sentinel)
         question, question_mask_s = self.with_sentinel(encoded_question, question_mask, self.question_sentinel)
         question = torch.tanh(self.question_projection(question))  # Q = tanh(W_Q Q' + b_Q), sentinel included
         context_d, attention_q, attention_d = self.coattention(document, document_mask_s, question, question_mask_s)
         fusion_input = torch.cat([document, context_d], dim=-1)[:, 1:]  # [D; C^D] without the sentinel column
         lengths = document_mask.sum(dim=1)
-        fused = self.dropout(run_bilstm(self.fusion_lstm, fusion_input, lengths,
-                                        self.config.lstm_implementation))  # U, (B, m, 2l)
+        fused = self.dropout(run_bilstm(self.fusion_lstm, fusion_input, lengths, self.config.lstm_implementation,
+                                        document_lengths))  # U, (B, m, 2l)
         pairs = (document_mask_s.unsqueeze(2) & question_mask_s.unsqueeze(1)).to(attention_q.dtype)  # (B, m+1, n+1)
         return fused, encoded_document, encoded_question, attention_q * pairs, attention_d * pairs
 
@@ -257,15 +267,24 @@ class DynamicPointingDecoder(nn.Module):
         self.hmn_start = HighwayMaxoutNetwork(hidden, config.dcn_pool_size, hmn_dropout)
         self.hmn_end = HighwayMaxoutNetwork(hidden, config.dcn_pool_size, hmn_dropout)
 
-    def forward(self, document: torch.Tensor, mask: torch.Tensor, early_stop: bool):
-        """document U (B, m, 2l), mask (B, m) bool. Returns per-iteration start/end scores (I, B, m) (masked with
-        finfo.min), spans (B, I, 2) doc-local, and `active` (I, B) bool: whether each example ran iteration i."""
+    def forward(self, document: torch.Tensor, mask: torch.Tensor, early_stop: bool,
+                host_mask: Optional[torch.Tensor] = None):
+        """document U (B, m, 2l), mask (B, m) bool (`host_mask`: the same on the host, where the forward has it).
+        Returns per-iteration start/end scores (I, B, m) (masked with finfo.min), spans (B, I, 2) doc-local, and
+        `active` (I, B) bool: whether each example ran iteration i. Stopping early (`early_stop`) on
+        EARLY_STOP_READ_DEVICE_TYPES, I is the iterations the last row ran; elsewhere every iteration runs (stopped
+        rows frozen, the same outputs) and nothing is read back."""
         batch, _, _ = document.shape
         rows = torch.arange(batch, device=document.device)
+        exporting = torch.compiler.is_exporting()
         # the HMNs score the real positions only (padding is masked out anyway; windows of a batch differ in length)
         # and, stopping early, only the rows still running; under torch.export every position (no data-dependent
-        # shapes), the plain form and the oracle of the other (tests/test_dcn.py)
-        positions = None if torch.compiler.is_exporting() else mask.nonzero(as_tuple=True)  # rows (N,), columns (N,)
+        # shapes), the plain form and the oracle of the other (tests/test_dcn.py). The positions are found on the
+        # host and go to the device without a wait.
+        positions = host_positions = None
+        if not exporting:
+            host_positions = (mask.cpu() if host_mask is None else host_mask).nonzero(as_tuple=True)  # (N,), (N,)
+            positions = tuple(to_device_async(index, document.device) for index in host_positions)
         scored = document if positions is None else document[positions]  # (B, m, 2l) or (N, 2l)
         proj_start = self.hmn_start.project_document(scored)  # (B, m, l*p) or (N, l*p), shared by all iterations
         proj_end = self.hmn_end.project_document(scored)
@@ -274,13 +293,16 @@ class DynamicPointingDecoder(nn.Module):
         h = document.new_zeros(batch, self.cell.hidden_size)
         c = document.new_zeros(batch, self.cell.hidden_size)
         done = torch.zeros(batch, dtype=torch.bool, device=document.device)
+        reads_back = early_stop and not exporting and document.device.type in EARLY_STOP_READ_DEVICE_TYPES
+        done_on_host = torch.zeros(batch, dtype=torch.bool)  # `done` as last read back (reads_back)
         start_scores, end_scores, spans, active = [], [], [], []
         alpha = beta = None
         for _ in range(self.max_iterations):
             u_start, u_end = document[rows, start], document[rows, end]  # (B, 2l)
             h_new, c_new = self.cell(torch.cat([u_start, u_end], dim=-1), (h, c))
-            stopped = early_stop and positions is not None and bool(done.any())  # (done only changes then)
-            live = (~done)[positions[0]] if stopped else None  # (N,) bool
+            live = None  # (N',) the indices among the positions of the rows still running, once a row stopped
+            if reads_back and bool(done_on_host.any()):  # (done only changes then)
+                live = to_device_async((~done_on_host)[host_positions[0]].nonzero().flatten(), document.device)
             # (B, m), finfo.min off the context; autocast's dtype under autocast
             alpha_new = self.scores(self.hmn_start, proj_start, positions, live, mask, h_new, u_start, u_end)
             start_new = alpha_new.argmax(dim=1)
@@ -299,9 +321,12 @@ class DynamicPointingDecoder(nn.Module):
             spans.append(torch.stack([start, end], dim=1))
             if early_stop:
                 done = done | converged
-                # stopped rows are frozen, so running on changes nothing: while exporting, no data-dependent break
-                if not torch.compiler.is_exporting() and bool(done.all()):
-                    break
+                # stopped rows are frozen, so running on changes nothing: while exporting and off
+                # EARLY_STOP_READ_DEVICE_TYPES, no data-dependent break; else one read of `done` per iteration
+                if reads_back:
+                    done_on_host = done.cpu()
+                    if bool(done_on_host.all()):
+                        break
         while len(spans) < self.max_iterations:  # pad the record of stopped batches with the final span
             spans.append(spans[-1])
         return torch.stack(start_scores), torch.stack(end_scores), torch.stack(spans, dim=1), torch.stack(active)
@@ -312,14 +337,15 @@ class DynamicPointingDecoder(nn.Module):
                u_end: torch.Tensor) -> torch.Tensor:
         """`hmn`'s scores (B, m), finfo.min where `mask` is False: over every position (`positions` None, projection
         (B, m, l*p)) or over the real ones (`positions`: their rows and columns (N,), projection (N, l*p)), where
-        `live` (N,) is given only over those of rows still running (the others: finfo.min, which the caller
-        replaces by the scores those rows stopped with)."""
+        `live` (N',), the indices of those of rows still running, is given only over them (the others: finfo.min,
+        which the caller replaces by the scores those rows stopped with)."""
         if positions is None:
             scores = hmn(projection, state, u_start, u_end)
             return scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
         position_rows, position_columns = positions
-        if live is not None:
-            projection, position_rows, position_columns = projection[live], position_rows[live], position_columns[live]
+        if live is not None:  # the gather a boolean mask makes, from indices found on the host
+            projection = projection.index_select(0, live)
+            position_rows, position_columns = position_rows.index_select(0, live), position_columns.index_select(0, live)
         values = hmn(projection, state, u_start, u_end, position_rows)  # (N',)
         return values.new_full(mask.shape, torch.finfo(values.dtype).min).index_put(
             (position_rows, position_columns), values)
@@ -367,7 +393,8 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         for name, segment in (("question", question), ("context", context)):
             missing = ~segment.any(dim=1)  # (B,)
             require(~missing, f"a row has no {name} tokens",
-                    lambda: f"rows {rows_where(missing)} have no {name} tokens (empty {name} after tokenization?)")
+                    lambda missing=missing, name=name: f"rows {rows_where(missing)} have no {name} tokens (empty "
+                    f"{name} after tokenization?)")  # (bound now: the check is read after the loop)
         return question, context
 
     def encoder_is_frozen(self) -> bool:
@@ -381,15 +408,19 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         if not self.cove_size:
             raise ValueError("run_cove: this model reads no CoVe (config.dcn_input='vectors'), so it has no MT-LSTM "
                              "features to compute")
-        self.checked_tokens(None if tokens.is_floating_point() else tokens,
-                            tokens if tokens.is_floating_point() else None, mask)
-        return self.segment_cove(tokens, mask)
+        with HostRead() as host:  # the checks and the lengths: one read
+            self.checked_tokens(None if tokens.is_floating_point() else tokens,
+                                tokens if tokens.is_floating_point() else None, mask)
+            host.read(mask.sum(dim=1))
+        return self.segment_cove(tokens, mask, host.values[0])
 
-    def segment_cove(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def segment_cove(self, tokens: torch.Tensor, mask: torch.Tensor,
+                     host_lengths: Optional[torch.Tensor] = None) -> torch.Tensor:
         """`run_cove` of a segment cut from inputs `forward` has checked already: the encoder does not check it
-        again. eq. 5: CoVe(w) = MT-LSTM(GloVe(w)), (B, L, cove_size)."""
+        again. eq. 5: CoVe(w) = MT-LSTM(GloVe(w)), (B, L, cove_size). `host_lengths`: the mask's row sums on the
+        host, where the caller has them."""
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.encoder_is_frozen()):
-            hidden = run_encoder_checked(self.cove, tokens, mask.long(), output_hidden_states=True).hidden_states
+            hidden = run_encoder_checked(self.cove, tokens, mask.long(), True, host_lengths).hidden_states
             # the MT-LSTM parts of `config.feature_layout("dcn")`, in its order: [layer 1;] top layer
             layout = self.config.feature_layout("dcn")
             layers = [hidden[k] for k in layout.mt_lstm_layers(self.config.num_hidden_layers)]
@@ -435,11 +466,15 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         `input_ids`."""
         if self.cove_size == 0:
             return None
-        tokens, attention_mask = self.checked_tokens(input_ids, inputs_embeds, attention_mask)
+        with HostRead() as host:  # the checks and the segments' lengths: one read
+            tokens, attention_mask = self.checked_tokens(input_ids, inputs_embeds, attention_mask)
+            segments = self.segment_masks(attention_mask, token_type_ids)
+            for seg in segments:
+                host.read(seg.sum(dim=1))
         features = None
-        for seg in self.segment_masks(attention_mask, token_type_ids):
-            segment, positions, mask = segment_gather(tokens, seg)
-            seg_features = self.segment_cove(segment, mask)  # (B, L, C), zero at padding
+        for seg, host_lengths in zip(segments, host.values):
+            segment, positions, mask = segment_gather(tokens, seg, host_lengths)
+            seg_features = self.segment_cove(segment, mask, host_lengths)  # (B, L, C), zero at padding
             if features is None:
                 features = seg_features.new_zeros(*attention_mask.shape, seg_features.shape[-1])
             index = positions.unsqueeze(-1).expand(-1, -1, seg_features.shape[-1])
@@ -473,15 +508,16 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
             )
 
     def segment_features(self, tokens: torch.Tensor, mask: torch.Tensor, cove_features: Optional[torch.Tensor],
-                         segment: torch.Tensor) -> torch.Tensor:
+                         segment: torch.Tensor, host_lengths: Optional[torch.Tensor] = None) -> torch.Tensor:
         """eq. 6, w~ of one segment (question or context) of the pair: its tokens left-aligned, ids (B, L) or word
-        vectors (B, L, D), with `mask` (B, L); CoVe from `cove_features` (B, T, cove_size) at the `segment` (B, T)
-        when given, else the MT-LSTM run on the segment alone. Returns (B, L, input_size)."""
+        vectors (B, L, D), with `mask` (B, L) (`host_lengths`: its row sums on the host); CoVe from `cove_features`
+        (B, T, cove_size) at the `segment` (B, T) when given, else the MT-LSTM run on the segment alone. Returns
+        (B, L, input_size)."""
         cove = None
         if cove_features is not None:
-            cove = segment_gather(cove_features, segment)[0]  # (B, L, cove_size)
+            cove = segment_gather(cove_features, segment, host_lengths)[0]  # (B, L, cove_size)
         elif self.cove_size:
-            cove = self.segment_cove(tokens, mask)  # eq. 5: CoVe(w) = MT-LSTM(GloVe(w)), (B, L, cove_size)
+            cove = self.segment_cove(tokens, mask, host_lengths)  # eq. 5: CoVe(w) = MT-LSTM(GloVe(w)), (B, L, C)
         return self.word_inputs(tokens, mask, cove)
 
     @staticmethod
@@ -557,25 +593,34 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
-        # up-front checks, once per input: nothing below checks them again
-        tokens, attention_mask = self.checked_tokens(input_ids, inputs_embeds, attention_mask)  # (B, T[, D])
-        if (start_positions is None) != (end_positions is None):
-            raise ValueError("pass both start_positions and end_positions, or neither")
-        question_seg, context_seg = self.segment_masks(attention_mask, token_type_ids)  # (B, T) bool each
-        self.check_cove_features(cove_features, attention_mask.shape)
-        question_tokens, question_positions, question_mask = segment_gather(tokens, question_seg)  # (B, n[, D])
-        context_tokens, context_positions, context_mask = segment_gather(tokens, context_seg)  # (B, m[, D])
+        # up-front checks, once per input: nothing below checks them again; with the segments' lengths, one read
+        with HostRead() as host:
+            tokens, attention_mask = self.checked_tokens(input_ids, inputs_embeds, attention_mask)  # (B, T[, D])
+            if (start_positions is None) != (end_positions is None):
+                raise ValueError("pass both start_positions and end_positions, or neither")
+            question_seg, context_seg = self.segment_masks(attention_mask, token_type_ids)  # (B, T) bool each
+            self.check_cove_features(cove_features, attention_mask.shape)
+            host.read(question_seg.sum(dim=1)), host.read(context_seg.sum(dim=1))
+        question_lengths, context_lengths = host.values  # (B,) each, on the host
+        question_tokens, question_positions, question_mask = segment_gather(tokens, question_seg,
+                                                                            question_lengths)  # (B, n[, D])
+        context_tokens, context_positions, context_mask = segment_gather(tokens, context_seg,
+                                                                         context_lengths)  # (B, m[, D])
         start_labels = self.context_labels(start_positions, context_positions, context_mask, "start_positions")
         end_labels = self.context_labels(end_positions, context_positions, context_mask, "end_positions")
 
         # eq. 6: w~ per segment, the MT-LSTM run on the question and on the context apart; (B, n, C), (B, m, C)
-        question_features = self.segment_features(question_tokens, question_mask, cove_features, question_seg)
-        context_features = self.segment_features(context_tokens, context_mask, cove_features, context_seg)
+        question_features = self.segment_features(question_tokens, question_mask, cove_features, question_seg,
+                                                  question_lengths)
+        context_features = self.segment_features(context_tokens, context_mask, cove_features, context_seg,
+                                                 context_lengths)
         # eqs. 7-8, coattention and fusion: U (B, m, 2l), D' (B, m, l), Q' (B, n, l), A^Q and A^D (B, m+1, n+1)
         document, encoded_document, encoded_question, attention_q, attention_d = self.coattention_encoder(
-            context_features, context_mask, question_features, question_mask)
+            context_features, context_mask, question_features, question_mask, context_lengths, question_lengths)
         # dynamic pointing decoder: scores (I, B, m) per iteration, spans (B, I, 2), `active` (I, B)
-        start_scores, end_scores, spans, active = self.decoder(document, context_mask, early_stop=not self.training)
+        start_scores, end_scores, spans, active = self.decoder(
+            document, context_mask, early_stop=not self.training,
+            host_mask=valid_steps(context_lengths, context_mask.shape[1]))
 
         hidden_states = None
         if output_hidden_states:  # each over the full input sequence, zero where it does not apply

@@ -43,7 +43,7 @@ from transformers import GenerationMixin
 from transformers.modeling_outputs import Seq2SeqLMOutput
 
 from .configuration_cove import CoveConfig
-from .embeddings import lengths_from_mask
+from .embeddings import HostRead, lengths_from_mask, require, rows_where
 from .modeling_cove import CoveModel, CoveModelOutput, CovePreTrainedModel
 
 TARGET_TOKENIZER_SUBFOLDER = "target_tokenizer"
@@ -372,49 +372,39 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
             )
         return layout.select(encoder_last_hidden_state, "top_layer")
 
-    def check_source(self, attention_mask: torch.Tensor):
-        """Clear errors for empty sources and sources longer than `config.max_source_length`. While `torch.export`
-        traces the model, a runtime assertion in the graph instead (no Python branch on tensor values)."""
+    def check_source(self, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Clear errors for empty sources and sources longer than `config.max_source_length` (`require`s: inside a
+        `HostRead` read with the forward's other checks; while `torch.export` traces the model, runtime assertions
+        in the graph). Returns the sources' lengths (B,)."""
         lengths = lengths_from_mask(attention_mask)
-        if torch.compiler.is_exporting():
-            torch._assert_async(
-                ((lengths > 0) & (lengths <= self.config.max_source_length)).all(),
-                f"source sentences must have 1 to max_source_length={self.config.max_source_length} tokens",
-            )
-            return
-        empty = (lengths == 0).nonzero().flatten().tolist()
-        if empty:
-            raise ValueError(f"source sentence(s) at batch index {empty} are empty: there is nothing to translate")
-        too_long = (lengths > self.config.max_source_length).nonzero().flatten().tolist()
-        if too_long:
-            raise ValueError(
-                f"source sentence(s) at batch index {too_long} have {[int(lengths[i]) for i in too_long]} tokens, "
-                f"more than config.max_source_length={self.config.max_source_length}; shorten them (e.g. tokenizer "
-                f"truncation=True, max_length={self.config.max_source_length}) or raise max_source_length"
-            )
+        limit = self.config.max_source_length
+        summary = f"source sentences must have 1 to max_source_length={limit} tokens"
+
+        def too_long():
+            rows = rows_where(lengths > limit)
+            return (f"source sentence(s) at batch index {rows} have {[int(lengths[i]) for i in rows]} tokens, more "
+                    f"than config.max_source_length={limit}; shorten them (e.g. tokenizer truncation=True, "
+                    f"max_length={limit}) or raise max_source_length")
+
+        require(lengths > 0, summary, lambda: f"source sentence(s) at batch index {rows_where(lengths == 0)} are "
+                "empty: there is nothing to translate")
+        require(lengths <= limit, summary, too_long)
+        return lengths
 
     def check_target_ids(self, ids: torch.Tensor, name: str, allow_ignore_index: bool = False):
         """Clear errors for target ids outside the target vocabulary. -100 (the loss's ignore index) is accepted
         only with `allow_ignore_index=True` (labels): decoder inputs are embedded, so they must be real ids. While
         `torch.export` traces the model, a runtime assertion in the graph instead (no Python branch on values)."""
-        valid = ((ids >= 0) & (ids < self.config.target_vocab_size)) | ((ids == -100) & allow_ignore_index)
-        if torch.compiler.is_exporting():
-            torch._assert_async(
-                valid.all(), f"{name} contain ids outside [0, {self.config.target_vocab_size}) (-100 only in labels)"
-            )
-            return
-        if not allow_ignore_index and bool((ids == -100).any()):
-            raise ValueError(
-                f"{name} contain -100: -100 marks ignored positions in labels only; decoder inputs must be target "
-                f"token ids (pad with pad_token_id={self.config.pad_token_id}, or pass labels and let the model build "
-                f"decoder_input_ids)"
-            )
-        if not bool(valid.all()):
-            bad = ids[~valid]
-            raise ValueError(
-                f"{name} contain ids outside [0, {self.config.target_vocab_size}) (e.g. {bad[:5].tolist()}): the "
-                f"target tokenizer does not match this checkpoint (target_vocab_size={self.config.target_vocab_size})"
-            )
+        vocab = self.config.target_vocab_size
+        valid = ((ids >= 0) & (ids < vocab)) | ((ids == -100) & allow_ignore_index)
+        if not allow_ignore_index and not torch.compiler.is_exporting():  # (exporting: `valid` refuses -100 too)
+            require(~(ids == -100).any(),
+                    f"{name} contain -100: -100 marks ignored positions in labels only; decoder inputs must be target "
+                    f"token ids (pad with pad_token_id={self.config.pad_token_id}, or pass labels and let the model "
+                    f"build decoder_input_ids)")
+        require(valid.all(), f"{name} contain ids outside [0, {vocab}) (-100 only in labels)",
+                lambda: f"{name} contain ids outside [0, {vocab}) (e.g. {ids[~valid][:5].tolist()}): the target "
+                f"tokenizer does not match this checkpoint (target_vocab_size={vocab})")
 
     def forward(
         self,
@@ -465,14 +455,14 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
                 raise ValueError("give the decoder state as cache or as past_key_values (its older name), not both")
             cache = past_key_values
 
-        encoder_outputs, attention_mask = self.encode_source(input_ids, inputs_embeds, attention_mask, encoder_outputs,
-                                                             output_hidden_states)
-        if cache is None:
-            self.check_source(attention_mask)
+        attention_mask, decoder_input_ids, decoder_inputs_embeds, lengths = self.checked_inputs(
+            input_ids, inputs_embeds, attention_mask, encoder_outputs, cache, labels, decoder_input_ids,
+            decoder_inputs_embeds)
+        if encoder_outputs is None:
+            encoder_outputs = self.cove.forward_checked(  # the decoder starts from the final states
+                input_ids, attention_mask, lengths, output_hidden_states, True, True, inputs_embeds=inputs_embeds)
         context = self.context_from_encoder(encoder_outputs.last_hidden_state)  # H, (B, S, 2h)
         context_mask = attention_mask.bool()  # (B, S)
-        decoder_input_ids, decoder_inputs_embeds = self.checked_decoder_inputs(labels, decoder_input_ids,
-                                                                               decoder_inputs_embeds, context.shape[0])
         state = self.decoder_state(cache, encoder_outputs, context)
         h_tilde, new_state, alphas, decoder_hidden_states = self.decoder(
             decoder_input_ids, context, context_mask, state,
@@ -494,8 +484,25 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
         )
         return output if return_dict else output.to_tuple()
 
-    def encode_source(self, input_ids, inputs_embeds, attention_mask, encoder_outputs, output_hidden_states: bool):
-        """The encoder's output for the checked source (or the given `encoder_outputs`), with its (B, S) mask."""
+    def checked_inputs(self, input_ids, inputs_embeds, attention_mask, encoder_outputs, cache, labels,
+                       decoder_input_ids, decoder_inputs_embeds) -> tuple:
+        """`forward`'s checks, read from the device at once with the sources' lengths when the encoder is to run
+        (`HostRead`). Returns (the (B, S) source mask, the decoder inputs as `checked_decoder_inputs` gives them,
+        the sources' lengths on the host or None)."""
+        with HostRead() as host:
+            attention_mask, lengths = self.checked_source(input_ids, inputs_embeds, attention_mask, encoder_outputs)
+            if cache is None and lengths is None:
+                self.check_source(attention_mask)
+            batch = (attention_mask if encoder_outputs is None else encoder_outputs.last_hidden_state).shape[0]
+            decoder_inputs = self.checked_decoder_inputs(labels, decoder_input_ids, decoder_inputs_embeds, batch)
+            if lengths is not None:
+                host.read(lengths)
+        return (attention_mask, *decoder_inputs, host.values[0] if lengths is not None else None)
+
+    def checked_source(self, input_ids, inputs_embeds, attention_mask, encoder_outputs) -> tuple:
+        """The source checked (ids or word vectors, its mask, `check_source`) when the encoder is to run on it, else
+        the given `encoder_outputs` checked. Returns ((B, S) mask, the sources' lengths (B,) or None when
+        `encoder_outputs` are given)."""
         if encoder_outputs is None:
             if (input_ids is None) == (inputs_embeds is None):
                 raise ValueError(
@@ -506,17 +513,10 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
                 attention_mask = self.cove.check_inputs_embeds(inputs_embeds, attention_mask)
             else:
                 attention_mask = self.cove.check_inputs(input_ids, attention_mask)
-            self.check_source(attention_mask)
-            encoder_outputs = self.cove(
-                input_ids=input_ids, inputs_embeds=inputs_embeds, attention_mask=attention_mask,
-                output_hidden_states=output_hidden_states, return_dict=True,
-                output_final_states=True,  # the decoder starts from the final states
-            )
-        elif not isinstance(encoder_outputs, CoveModelOutput):
+            return attention_mask, self.check_source(attention_mask)
+        if not isinstance(encoder_outputs, CoveModelOutput):
             raise TypeError("encoder_outputs must be the CoveModelOutput returned by model.get_encoder()(...)")
-        if attention_mask is None:
-            attention_mask = encoder_outputs.attention_mask
-        return encoder_outputs, attention_mask
+        return (encoder_outputs.attention_mask if attention_mask is None else attention_mask), None
 
     def checked_decoder_inputs(self, labels: Optional[torch.Tensor], decoder_input_ids: Optional[torch.Tensor],
                                decoder_inputs_embeds: Optional[torch.Tensor], batch: int) -> tuple:

@@ -23,7 +23,7 @@ from transformers.modeling_outputs import TokenClassifierOutput
 from transformers.utils import add_start_docstrings_to_model_forward
 
 from .configuration_cove import CoveConfig
-from .embeddings import lengths_from_mask
+from .embeddings import HostRead, lengths_from_mask
 from .layers import (SentenceBoundaries, assemble_head_inputs, encoder_needs_grad, head_init_, require, rows_where,
                      run_bilstm, run_encoder_checked, scalar_mix_for, valid_steps)
 from .modeling_cove import CoveModel, CovePreTrainedModel
@@ -80,6 +80,7 @@ class TaggerStates(NamedTuple):
     lengths: torch.Tensor
     mask: torch.Tensor
     framed: bool = False
+    host_lengths: Optional[torch.Tensor] = None  # `lengths` on the host, where the forward read them
 
     def tokens(self, values: torch.Tensor) -> torch.Tensor:
         """(B, T', ...) values over the states' positions -> (B, T, ...) at the token positions."""
@@ -99,7 +100,8 @@ class CoveTaggerPredictionModule(nn.Module):
         """(..., input_dim) -> (..., num_labels). With `mask` (the leading dims of `states`, bool, True at tokens) on
         CPU, the module runs at the tokens and at one zero state, whose value (b) every other position gets, as on the
         zero states padding holds: the same logits and gradients for less work on ragged batches. Every position on a
-        GPU (where the boolean gather would make the host wait) and while `torch.export` traces."""
+        GPU (where the boolean gather would make the host wait) and while `torch.export` traces. (The tagger's mask
+        on CPU comes from the lengths read on the host: the gather reads nothing back.)"""
         if mask is None or states.device.type != "cpu" or torch.compiler.is_exporting():
             return self.output(torch.relu(self.hidden(states)))
         positions = mask.nonzero(as_tuple=True)
@@ -173,7 +175,8 @@ class CoveForTokenClassification(CovePreTrainedModel):
 
     def check_inputs(self, input_ids, inputs_embeds, attention_mask, token_type_ids) -> tuple:
         """Exactly one of `input_ids` (B, T) / `inputs_embeds` (B, T, D), checked by the encoder's own checks; every
-        row one sentence of 1..`tagger_max_length` tokens. Returns (inputs, attention mask, lengths (B,))."""
+        row one sentence of 1..`tagger_max_length` tokens. Returns (inputs, attention mask, lengths (B,)). Inside a
+        `HostRead` the value checks wait for its one read (`forward` reads the lengths with them)."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("CoveForTokenClassification needs exactly one of input_ids and inputs_embeds, got "
                              f"{'both' if input_ids is not None else 'neither'}")
@@ -233,14 +236,15 @@ class CoveForTokenClassification(CovePreTrainedModel):
                 lambda: f"row(s) {rows_where(~known.all(dim=1))} have case_ids outside [0, {len(CASE_CLASSES)})")
 
     def tagger_inputs(self, inputs: torch.Tensor, attention_mask: torch.Tensor,
-                      case_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+                      case_ids: Optional[torch.Tensor] = None,
+                      host_lengths: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Eq. 6 (or the `tagger_input` variant; `layers.assemble_head_inputs`): w~ (B, T, D_in), zero at padding,
         then the casing embedding when the model has one. `inputs`: checked ids (B, T) or word vectors (B, T, D);
-        `case_ids` checked (B, T)."""
+        `case_ids` checked (B, T); `host_lengths` (B,): the rows' lengths on the host, where the forward has them."""
         hidden = None
         if self.layer_indices:  # eq. 5, CoVe(w) (or the biLM's layers)
             with torch.set_grad_enabled(encoder_needs_grad(self.cove, inputs)):
-                hidden = run_encoder_checked(self.cove, inputs, attention_mask, output_hidden_states=True)
+                hidden = run_encoder_checked(self.cove, inputs, attention_mask, True, host_lengths)
             hidden = hidden.hidden_states
         features = assemble_head_inputs(self.config, "tagger", self.cove, inputs, attention_mask, hidden,
                                         self.scalar_mix, self.layer_indices)
@@ -249,20 +253,29 @@ class CoveForTokenClassification(CovePreTrainedModel):
         mask = attention_mask.unsqueeze(-1).to(features.dtype)
         return torch.cat([features, self.case_embeddings(case_ids) * mask], dim=-1)  # (B, T, D_in + case dim)
 
-    def encode(self, features: torch.Tensor, lengths: torch.Tensor, num_layers: Optional[int] = None) -> TaggerStates:
+    def encode(self, features: torch.Tensor, lengths: torch.Tensor, num_layers: Optional[int] = None,
+               host_lengths: Optional[torch.Tensor] = None) -> TaggerStates:
         """The tagger's biLSTM over w~ (B, T, D_in): dropout on its input and on each layer's output (training mode),
         the first `num_layers` layers (all by default; Cross-View Training's student pass needs layer 1 only). With
-        `config.tagger_boundary_tokens` the biLSTM reads START, w~_1..n, END: the states are framed (T + 2 wide)."""
-        mask = valid_steps(lengths, features.shape[1])  # (B, T)
-        steps = lengths
+        `config.tagger_boundary_tokens` the biLSTM reads START, w~_1..n, END: the states are framed (T + 2 wide).
+        `host_lengths`: `lengths` on the host (read here when not given, unless exporting); on CPU the mask is
+        made from them (the same tensor there), so that the prediction module's gather reads nothing back."""
+        exporting = torch.compiler.is_exporting()
+        if host_lengths is None and not exporting:
+            host_lengths = lengths.cpu()
+        on_cpu = features.device.type == "cpu" and not exporting
+        mask = valid_steps(host_lengths if on_cpu else lengths, features.shape[1])  # (B, T)
+        steps, host_steps = lengths, host_lengths
         if self.boundaries is not None:
             features, steps = self.boundaries(features, lengths)  # (B, T + 2, D_in)
+            host_steps = None if exporting else host_lengths + 2
             mask = nn.functional.pad(mask, (1, 1))  # tokens at 1..n
         states, layers = self.dropout(features), []
         for lstm in self.encoder[:num_layers]:
-            states = self.dropout(run_bilstm(lstm, states, steps, self.config.lstm_implementation))  # (B, T', 2H)
+            states = self.dropout(run_bilstm(lstm, states, steps, self.config.lstm_implementation,
+                                             host_steps))  # (B, T', 2H)
             layers.append(states)
-        return TaggerStates(layers, lengths, mask, framed=self.boundaries is not None)
+        return TaggerStates(layers, lengths, mask, framed=self.boundaries is not None, host_lengths=host_lengths)
 
     @add_start_docstrings_to_model_forward(TAGGER_INPUTS_DOCSTRING)
     def forward(
@@ -285,13 +298,17 @@ class CoveForTokenClassification(CovePreTrainedModel):
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else config.output_hidden_states
         )
-        inputs, attention_mask, lengths = self.check_inputs(input_ids, inputs_embeds, attention_mask, token_type_ids)
-        if labels is not None:
-            self.check_labels(labels, attention_mask)
-        self.check_case_ids(case_ids, attention_mask)
+        with HostRead() as host:  # the checks and the lengths: one read from the device
+            inputs, attention_mask, lengths = self.check_inputs(input_ids, inputs_embeds, attention_mask,
+                                                                token_type_ids)
+            if labels is not None:
+                self.check_labels(labels, attention_mask)
+            self.check_case_ids(case_ids, attention_mask)
+            host.read(lengths)
+        host_lengths = host.values[0]
 
-        features = self.tagger_inputs(inputs, attention_mask, case_ids)  # w~, (B, T, D_in)
-        states = self.encode(features, lengths)  # h1, ..., hL, each (B, T, 2H)
+        features = self.tagger_inputs(inputs, attention_mask, case_ids, host_lengths)  # w~, (B, T, D_in)
+        states = self.encode(features, lengths, host_lengths=host_lengths)  # h1, ..., hL, each (B, T, 2H)
         logits = self.classifier(torch.cat(states.layers, dim=-1), states.mask)  # primary module, (B, T', labels)
         logits = states.tokens(logits)  # (B, T, labels)
 

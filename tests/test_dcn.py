@@ -350,6 +350,27 @@ def test_early_stopped_scores_equal_a_shorter_loop():
         assert torch.equal(out.iteration_spans[i, -1], ref.iteration_spans[0, -1])
 
 
+def test_decoder_without_early_stop_reads_gives_the_outputs_of_the_read_back_loop(monkeypatch):
+    """Off EARLY_STOP_READ_DEVICE_TYPES (a GPU) the eval decoder reads nothing back: it runs every iteration with
+    the stopped rows frozen and scores every row's real positions. Its outputs are those of the CPU loop, which
+    stops when every row has and scores only the rows still running: the same loss, logits, spans and iteration
+    counts, on a batch whose rows stop at different iterations, all before the last."""
+    from modeling_cove import modeling_cove_dcn
+
+    model = tiny_model(seed=3, dcn_max_iterations=6)
+    ids, types, mask = pair_batch([(3, 9), (2, 7), (4, 4), (1, 6)], seed=3)
+    labels = dict(start_positions=torch.tensor([4, 3, 5, 2]), end_positions=torch.tensor([6, 8, 7, 5]))
+    read_back = model(input_ids=ids, token_type_ids=types, attention_mask=mask, **labels)
+    iterations = read_back.num_iterations.tolist()
+    assert len(set(iterations)) > 1 and max(iterations) < 6, iterations  # stopped early, at different iterations
+    monkeypatch.setattr(modeling_cove_dcn, "EARLY_STOP_READ_DEVICE_TYPES", ())
+    every_iteration = model(input_ids=ids, token_type_ids=types, attention_mask=mask, **labels)
+    assert every_iteration.num_iterations.tolist() == iterations
+    assert torch.equal(every_iteration.iteration_spans, read_back.iteration_spans)
+    for name in ("loss", "start_logits", "end_logits"):  # the HMNs ran on other row subsets: float rounding
+        torch.testing.assert_close(getattr(every_iteration, name), getattr(read_back, name), rtol=0, atol=1e-6)
+
+
 def test_cumulative_loss_over_iterations():
     start_scores, end_scores = [0.0, 1.0, 2.0, 0.5], [0.0, 0.0, 1.0, 3.0]
     ids, types, mask = pair_batch([(2, 4)])

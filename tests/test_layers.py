@@ -67,6 +67,33 @@ def test_require_names_the_rows_only_when_it_fails():
         require(ok, "short", lambda: f"rows {layers.rows_where(~ok)}")
 
 
+def test_host_read_raises_the_first_failed_check_after_one_read_and_returns_the_values():
+    """Inside a HostRead the checks wait: leaving it reads every verdict and the asked-for values in one copy, raises
+    the first failed check in the order they were made (its detail built then), or returns the values on the host."""
+    from sync_counter import HostSyncCounter
+
+    from modeling_cove.embeddings import HostRead
+
+    lengths = torch.tensor([3, 0, 2])
+    counter = HostSyncCounter()
+    counter.on_device(lengths)
+    with counter, pytest.raises(ValueError, match=r"^rows \[1\] are empty$"):
+        with HostRead() as host:
+            require(lengths >= 0, "never")
+            require(lengths > 0, "empty", lambda: f"rows {layers.rows_where(lengths == 0)} are empty")
+            require(lengths < 2, "long")  # fails too, but is not the first
+            host.read(lengths)
+    assert [call.split(" at ")[0] for call in counter.calls][0] == "cpu device -> host"  # the one read, then the
+    counter.reset()  # message's own reads
+    with counter:
+        with HostRead() as host:
+            require(lengths >= 0, "never", lambda: 1 / 0)
+            host.read(lengths), host.read(lengths.view(1, 3) * 2)
+    assert counter.count == 1, counter.calls
+    assert host.values[0].tolist() == [3, 0, 2] and host.values[1].tolist() == [[6, 0, 4]]
+    assert host.values[0].device.type == "cpu" and host.values[0].dtype == torch.long
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # biLSTM over right-padded rows
 # ----------------------------------------------------------------------------------------------------------------

@@ -203,3 +203,23 @@ def test_the_key_from_config_from_pretrained_and_at_run_time(tmp_path):
                 inputs_embeds=embeds, attention_mask=mask).last_hidden_state)
     for output in outputs[1:]:
         assert (output - outputs[0]).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("lengths", [[5, 3, 3, 1], [2, 5, 3, 5, 1], [4, 4, 4]])
+@pytest.mark.parametrize("keep_sorted_rows", [True, False])
+def test_pack_and_unpack_equal_torchs_without_reading_the_order_back(lengths, keep_sorted_rows):
+    """`pack` gives `pack_padded_sequence`'s PackedSequence (enforce_sorted=False, or as it is for rows already
+    longest first), `unpack` `pad_packed_sequence`'s padded rows: bit for bit, ties included."""
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    torch.manual_seed(0)
+    vectors = torch.randn(len(lengths), max(lengths), 3)
+    host = torch.tensor(lengths)
+    packed = lstm_kernels.pack(vectors, host, keep_sorted_rows)
+    sorted_as_is = keep_sorted_rows and lstm_kernels.is_longest_first(host)
+    expected = pack_padded_sequence(vectors, host, batch_first=True, enforce_sorted=sorted_as_is)
+    for got, want in zip(packed, expected):
+        assert (got is None and want is None) or torch.equal(got, want)
+    output, _ = torch.nn.LSTM(3, 2, batch_first=True)(packed)
+    assert torch.equal(lstm_kernels.unpack(output, max(lengths) + 1),
+                       pad_packed_sequence(output, batch_first=True, total_length=max(lengths) + 1)[0])

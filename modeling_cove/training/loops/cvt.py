@@ -39,7 +39,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ...embeddings import HostRead
 from ...layers import head_init_, valid_steps
+from ...lstm_kernels import to_device_async
 from ...modeling_cove_tagger import IGNORE_INDEX, CoveForTokenClassification, CoveTaggerPredictionModule, TaggerStates
 
 __all__ = ["CrossViewModules", "CrossViewOptions", "LinearViewModule", "restricted_views", "smooth",
@@ -86,11 +88,15 @@ def soft_target_loss(module: nn.Module, states: torch.Tensor, targets: torch.Ten
     """mean over the `valid` (B, T) positions of KL(targets ‖ softmax(module(states))), states (B, T, H) and targets
     (B, T, C): the cross-entropy with soft targets up to the targets' entropy (a constant here). The module runs at
     the valid positions alone. `kl_div(input, target)` takes log q first and p second and computes
-    Σ p (log p − log q). Zero (with a gradient path to the module) when no position is valid."""
-    if not bool(valid.any()):
+    Σ p (log p − log q). Zero (with a gradient path to the module) when no position is valid. `valid` is read on the
+    host (pass it there: `CrossViewModules` makes it from the lengths read with the checks); the positions go to
+    the device without a wait, and the gather is the boolean mask's, without its wait."""
+    positions = valid.cpu().nonzero(as_tuple=True)  # (rows, steps) of the valid positions, as `states[valid]` takes
+    if positions[0].numel() == 0:
         return module(states[:, :0]).sum() * 0.0
-    log_q = torch.log_softmax(module(states[valid]).float(), dim=-1)  # (N, C)
-    return nn.functional.kl_div(log_q, targets[valid].float(), reduction="batchmean")
+    positions = tuple(to_device_async(index, states.device) for index in positions)
+    log_q = torch.log_softmax(module(states[positions]).float(), dim=-1)  # (N, C)
+    return nn.functional.kl_div(log_q, targets[positions].float(), reduction="batchmean")
 
 
 class LinearViewModule(CoveTaggerPredictionModule):
@@ -113,14 +119,19 @@ class CrossViewModules(nn.Module):
 
     def forward(self, student: TaggerStates, targets: torch.Tensor) -> torch.Tensor:
         """Σ over the views of `soft_target_loss` against the primary module's `targets` (B, T', C), the positions
-        of the `student`'s states."""
-        steps = student.lengths + 2 if student.framed else student.lengths
-        present = valid_steps(steps, student.mask.shape[1])  # (B, T'): the tokens and any boundary states
-        views = restricted_views(student.layers[0], student.mask, present)
+        of the `student`'s states. The views' positions are made on the host, from the student's host lengths."""
+        width = student.mask.shape[1]
+        lengths = student.host_lengths if student.host_lengths is not None else student.lengths.cpu()
+        mask = student.mask  # on CPU made from the host lengths already (`CoveForTokenClassification.encode`)
+        if mask.device.type != "cpu":
+            mask = valid_steps(lengths, width - 2 if student.framed else width)  # (B, T) on the host
+            mask = nn.functional.pad(mask, (1, 1)) if student.framed else mask  # tokens at 1..n
+        present = valid_steps(lengths + 2 if student.framed else lengths, width)  # the tokens and boundary states
+        views = restricted_views(student.layers[0], mask, present)
         loss = sum(soft_target_loss(self.views[view], states, targets, valid) for view, (states, valid) in
                    views.items())
         if self.full is not None:
-            loss = loss + soft_target_loss(self.full, torch.cat(student.layers, dim=-1), targets, student.mask)
+            loss = loss + soft_target_loss(self.full, torch.cat(student.layers, dim=-1), targets, mask)
         return loss
 
 
@@ -152,19 +163,27 @@ class TaggerTraining(nn.Module):
     def primary_module(self, task: str) -> nn.Module:
         return self.model.classifier if task == self.task_names[0] else self.primary[task]
 
-    def features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                 case_ids: torch.Tensor | None = None) -> tuple:
-        """(w~ (B, T, D_in), lengths (B,)) of a checked batch (`case_ids`: read by a model with a casing feature)."""
-        inputs, attention_mask, lengths = self.model.check_inputs(input_ids, None, attention_mask, None)
-        self.model.check_case_ids(case_ids, attention_mask)
-        return self.model.tagger_inputs(inputs, attention_mask, case_ids), lengths
+    def checked(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                case_ids: torch.Tensor | None = None) -> tuple:
+        """(input_ids, attention mask, lengths (B,), the lengths on the host) of a batch, checked by the tagger's
+        checks (`case_ids`: read by a model with a casing feature); the checks and the lengths in one host read."""
+        with HostRead() as host:
+            inputs, attention_mask, lengths = self.model.check_inputs(input_ids, None, attention_mask, None)
+            self.model.check_case_ids(case_ids, attention_mask)
+            host.read(lengths)
+        return inputs, attention_mask, lengths, host.values[0]
+
+    def features(self, batch: tuple, case_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """w~ (B, T, D_in) of a `checked` batch."""
+        inputs, attention_mask, _, host_lengths = batch
+        return self.model.tagger_inputs(inputs, attention_mask, case_ids, host_lengths)
 
     def primary_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, case_ids: torch.Tensor | None,
-                       tasks: list) -> tuple:
+                       tasks: list, batch: tuple | None = None) -> tuple:
         """({task: logits (B, T', C)} of the primary modules of `tasks` over [h1; ...; hL] (dropout as the mode
-        says), the full `TaggerStates`) of a checked batch."""
-        features, lengths = self.features(input_ids, attention_mask, case_ids)
-        states = self.model.encode(features, lengths)
+        says), the full `TaggerStates`) of a batch (`batch`: it `checked` already)."""
+        batch = self.checked(input_ids, attention_mask, case_ids) if batch is None else batch
+        states = self.model.encode(self.features(batch, case_ids), batch[2], host_lengths=batch[3])
         reads = torch.cat(states.layers, dim=-1)
         return {task: self.primary_module(task)(reads, states.mask) for task in tasks}, states
 
@@ -185,10 +204,12 @@ class TaggerTraining(nn.Module):
                                                label_smoothing=self.options.label_smoothing)
         if phase != "unlabelled" or self.auxiliary is None:
             raise ValueError(f"unknown phase {phase!r} (unlabelled steps need cvt=True)")
-        targets = self.soft_targets(input_ids, attention_mask, case_ids)  # task -> (B, T', C)
-        features, lengths = self.features(input_ids, attention_mask, case_ids)
+        batch = self.checked(input_ids, attention_mask, case_ids)  # once for the teacher and the student
+        targets = self.soft_targets(input_ids, attention_mask, case_ids, batch)  # task -> (B, T', C)
+        features = self.features(batch, case_ids)
         with self.student_dropout():  # layer 1 only unless the full module reads both
-            student = self.model.encode(features, lengths, num_layers=None if self.options.full_module else 1)
+            student = self.model.encode(features, batch[2], num_layers=None if self.options.full_module else 1,
+                                        host_lengths=batch[3])
         return sum(self.auxiliary[task](student, targets[task]) for task in self.task_names)
 
     @contextmanager
@@ -204,13 +225,14 @@ class TaggerTraining(nn.Module):
 
     @torch.no_grad()
     def soft_targets(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                     case_ids: torch.Tensor | None = None) -> dict:
+                     case_ids: torch.Tensor | None = None, batch: tuple | None = None) -> dict:
         """Each task's p_primary(y_i | x) (B, T', C) from the full tagger in eval mode (no dropout), no gradient,
-        smoothed by `options.label_smoothing`; the module's training mode is restored after."""
+        smoothed by `options.label_smoothing`; the module's training mode is restored after. `batch`: the batch
+        `checked` already."""
         was_training = self.training
         self.eval()
         try:
-            logits, _ = self.primary_logits(input_ids, attention_mask, case_ids, self.task_names)
+            logits, _ = self.primary_logits(input_ids, attention_mask, case_ids, self.task_names, batch)
             return {task: smooth(torch.softmax(values.float(), dim=-1), self.options.label_smoothing)
                     for task, values in logits.items()}
         finally:
