@@ -164,6 +164,52 @@ def plot(summary: dict, settings: dict, encoders: dict, path: Path):
     plot_curves(panels, path, "vectors vs vectors + CoVe, by labelled sentences")
 
 
+def encoders_of(pretrain: dict) -> dict:
+    """The main encoder of a run (its pretraining stage's metrics): `{"main": {"encoder", "pairs", "test_bleu"}}`."""
+    data = pretrain.get("data") if isinstance(pretrain.get("data"), dict) else {}
+    return {"main": {"encoder": pretrain["encoder"], "pairs": data.get("train_pairs"),
+                     "test_bleu": pretrain.get("test_bleu")}}
+
+
+def curves_info(settings: dict, encoders: dict, runs: list, folder: Path, full: bool) -> dict:
+    """The curves' figures from the runs that finished (`metrics.json`): the table, the plot (`folder/curves.png`),
+    which seeds are complete (every run of the seed finished)."""
+    finished = [r for r in runs if (Path(r["out"]) / "metrics.json").exists()]
+    records = [run_record(r) for r in finished]
+    complete = [seed for seed in settings["seeds"] if all(r in finished for r in runs if r["seed"] == seed)]
+    summary = summarize(records, settings, encoders)
+    plot(summary, settings, encoders, folder / "curves.png")
+    return {"task": settings["task"], "sizes": settings["sizes"], "seeds": settings["seeds"],
+            "complete_seeds": complete, "runs_finished": f"{len(finished)} of {len(runs)}",
+            "columns": settings["columns"], "min_steps": settings["min_steps"], "full": bool(full),
+            "encoders": {k: {**v, "encoder": str(v["encoder"])} for k, v in encoders.items()},
+            **summary, "runs": records, "curve": str(folder / "curves.png")}
+
+
+def collect_curve_runs(run_dir) -> dict:
+    """The learning curves of a main-job run folder as far as they got (a `--full-curves` run takes about an hour:
+    this reads one that is running or was stopped; rerunning its command continues it). Writes and returns what the
+    curves stage would (`curves/curves.json`, `curves/curves.png`) from the runs finished so far."""
+    run_dir = Path(run_dir)
+    cfg = json.loads((run_dir / "run.json").read_text())["settings"]
+    results = {stage: json.loads((run_dir / stage / ".done.json").read_text())["metrics"]
+               for stage in ("pretrain", "classifier") if (run_dir / stage / ".done.json").exists()}
+    if "pretrain" not in results:
+        raise FileNotFoundError(f"{run_dir} has no finished pretraining stage: no curves yet")
+    settings = curve_settings(cfg, cfg["full_curves"])
+    folder = run_dir / "curves"
+    encoders = encoders_of(results["pretrain"])
+    for n in settings["translation_pairs"]:
+        metrics = folder / "encoders" / f"pairs-{n}" / "metrics.json"
+        if n < (encoders["main"]["pairs"] or 0) and metrics.exists():
+            summary = summarize_pretrain(json.loads(metrics.read_text()), metrics.parent)
+            encoders[f"pairs-{n}"] = {"encoder": summary["encoder"], "pairs": n, "test_bleu": summary.get("test_bleu")}
+    runs = plan_runs(cfg, settings, folder, encoders, results.get("classifier") or {})
+    info = curves_info(settings, encoders, runs, folder, cfg["full_curves"])
+    write_json(folder / "curves.json", info)
+    return info
+
+
 def stage_curves(cfg: dict, folder: Path, threads, results: dict, full: bool) -> dict:
     """Stage 5: the learning curves (see the module's docstring); `results` holds the earlier stages' metrics."""
     settings = curve_settings(cfg, full)
@@ -171,13 +217,12 @@ def stage_curves(cfg: dict, folder: Path, threads, results: dict, full: bool) ->
         return {"skipped": f"preset {cfg['preset']} has no curves"}
     if settings["task"] not in {t["name"] for t in cfg["tasks"]}:
         return {"skipped": f"the curves are drawn on the preset's task {settings['task']!r}, which --tasks replaced"}
-    pretrain = results["pretrain"]
-    pairs = pretrain["data"]["train_pairs"] if isinstance(pretrain.get("data"), dict) and \
-        pretrain["data"].get("train_pairs") else None
-    encoders = {"main": {"encoder": pretrain["encoder"], "pairs": pairs, "test_bleu": pretrain.get("test_bleu")}}
+    encoders = encoders_of(results["pretrain"])
+    pairs = encoders["main"]["pairs"]
     extra = [n for n in settings["translation_pairs"] if pairs is None or n < pairs]
     folder.mkdir(parents=True, exist_ok=True)
-    for n, summary in pretrain_extra_encoders(cfg, folder, threads, extra, pairs or 0, pretrain["epochs"]).items():
+    for n, summary in pretrain_extra_encoders(cfg, folder, threads, extra, pairs or 0,
+                                              results["pretrain"]["epochs"]).items():
         encoders[f"pairs-{n}"] = {"encoder": summary["encoder"], "pairs": n, "test_bleu": summary.get("test_bleu")}
     runs = plan_runs(cfg, settings, folder, encoders, results.get("classifier") or {})
     pending = [r for r in runs if "options" in r and not (Path(r["out"]) / "metrics.json").exists()]
@@ -192,12 +237,9 @@ def stage_curves(cfg: dict, folder: Path, threads, results: dict, full: bool) ->
         commands.append(Command([*library_command(CURVE_MODULE), spec], f"curve worker {i + 1}/{len(lanes)}",
                                 per_run, log))
     run_commands(commands, folder, max(1, len(commands)))
-    records = [run_record(r) for r in runs]
-    summary = summarize(records, settings, encoders)
-    plot(summary, settings, encoders, folder / "curves.png")
-    info = {"task": settings["task"], "sizes": settings["sizes"], "seeds": settings["seeds"],
-            "columns": settings["columns"], "min_steps": settings["min_steps"], "full": bool(full),
-            "encoders": {k: {**v, "encoder": str(v["encoder"])} for k, v in encoders.items()},
-            **summary, "runs": records, "curve": str(folder / "curves.png")}
+    info = curves_info(settings, encoders, runs, folder, full)
     write_json(folder / "curves.json", info)
     return info
+
+
+__all__ = ["collect_curve_runs", "curve_epochs", "stage_curves", "summarize"]
