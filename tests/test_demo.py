@@ -136,7 +136,8 @@ def cosine_neighbours(query: np.ndarray, rows: list) -> list:
 
 
 def reference_neighbours(encoder_dir, word: str, sentence: str) -> tuple:
-    """CoVe neighbours (each corpus sentence run alone) and word-vector neighbours of `word` in `sentence`."""
+    """CoVe neighbours (each corpus sentence run alone; vectors centred on the corpus's mean) and word-vector neighbours
+    of `word` in `sentence`."""
     from transformers import AutoModel, AutoTokenizer
 
     tokenizer, model = AutoTokenizer.from_pretrained(encoder_dir), AutoModel.from_pretrained(encoder_dir).eval()
@@ -149,15 +150,18 @@ def reference_neighbours(encoder_dir, word: str, sentence: str) -> tuple:
 
     tokens, vectors, top = states(sentence)
     at = tokens.index(word)
-    occurrences = []
+    occurrences, every = [], []
     for text in CORPUS:
         corpus_tokens, _, corpus_top = states(text)
+        every += list(corpus_top)
         occurrences += [(top_j, (token, text)) for token, top_j in zip(corpus_tokens, corpus_top)
                         if not (text == sentence and token == word)]
+    mean = np.mean(every, axis=0)
+    occurrences = [(v - mean, what) for v, what in occurrences]
     table = model.get_input_embeddings().weight.detach().numpy()
     words = [(table[i], tokenizer.convert_ids_to_tokens(i)) for i in range(len(table))
              if i not in tokenizer.all_special_ids and table[i].any() and tokenizer.convert_ids_to_tokens(i) != word]
-    return (cosine_neighbours(top[at], occurrences)[:NEIGHBOURS],
+    return (cosine_neighbours(top[at] - mean, occurrences)[:NEIGHBOURS],
             cosine_neighbours(vectors[at], words)[:NEIGHBOURS])
 
 

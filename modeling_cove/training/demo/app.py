@@ -232,7 +232,9 @@ class TaggerDemo:
 
 class CorpusNeighbours:
     """A word's nearest neighbours in context: its CoVe vector (the encoder's top layer at the word, in a sentence)
-    against every word occurrence of a corpus (cosine), beside its word vector against the vocabulary's."""
+    against every word occurrence of a corpus, beside its word vector against the vocabulary's. CoVe vectors are
+    compared after subtracting the corpus's mean CoVe vector (cosine of the centred vectors): the LSTM's states share a
+    large common component, under which every raw cosine is close to 1 and the order says little."""
 
     def __init__(self, path: str, corpus: list, corpus_name: str, trust_remote_code: bool = False,
                  batch_size: int = 64):
@@ -243,7 +245,7 @@ class CorpusNeighbours:
         self.corpus = [text for text in corpus if text.strip()]
         self.corpus_name = corpus_name
         self.batch_size = batch_size
-        self.index = None  # (unit vectors (N, D), [(sentence, start, end)]), built on the first question
+        self.index = None  # (centred unit vectors (N, D), [(sentence, start, end)], mean (D,)), on the first question
 
     def states(self, texts: list) -> tuple:
         """`(word vectors, top CoVe layer, offsets)` of a batch: (B, T, ·) each, and the tokenizer's encoding."""
@@ -265,8 +267,11 @@ class CorpusNeighbours:
                     for position in range(int(mask[row].sum())):
                         vectors.append(top[row, position])
                         places.append((first + row, *map(int, offsets[row, position])))
-            matrix = torch.stack(vectors).float() if vectors else torch.zeros(0, 1)
-            self.index = (torch.nn.functional.normalize(matrix, dim=-1), places)
+            if not vectors:
+                raise DemoInputError("The corpus's texts hold no words: start the demo with --corpus FILE.")
+            matrix = torch.stack(vectors).float()
+            mean = matrix.mean(dim=0)
+            self.index = (torch.nn.functional.normalize(matrix - mean, dim=-1), places, mean)
         return self.index
 
     def word_in(self, word: str, sentence: str, which: str) -> tuple:
@@ -281,8 +286,8 @@ class CorpusNeighbours:
     def cove_neighbours(self, vector: torch.Tensor, sentence: str) -> list:
         """The corpus occurrences nearest to `vector`: `[cosine, word, sentence with the word in [brackets]]`
         (the occurrence at the same place of the same sentence left out)."""
-        matrix, places = self.corpus_index()
-        similarities = matrix @ torch.nn.functional.normalize(vector.float(), dim=-1)
+        matrix, places, mean = self.corpus_index()
+        similarities = matrix @ torch.nn.functional.normalize(vector.float() - mean, dim=-1)
         rows = []
         for i in torch.argsort(similarities, descending=True).tolist():
             number, start, end = places[i]
