@@ -786,11 +786,13 @@ def run_on_cpu_workers(fn, items: list, workers: int, progress=None):
 
 
 def to_device_async(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A host tensor on `device`; to a GPU through pinned memory without waiting for the copy (the copy is queued
-    before any kernel that reads it). A no-op on CPU, and for a tensor already on `device`."""
+    """A host tensor on `device`; to a CUDA GPU through pinned memory without waiting for the copy (the copy is queued
+    before any kernel that reads it, and the pinned buffer is held until it is done). Other devices get a blocking
+    copy: a non-blocking copy from pageable memory can read the host tensor after it was freed. A no-op on CPU, and
+    for a tensor already on `device`."""
     if device.type == "cuda" and tensor.device.type == "cpu" and not torch.compiler.is_exporting():
-        tensor = tensor.pin_memory()
-    return tensor.to(device, non_blocking=True)
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
 
 
 def encode_in_batches(model: nn.Module, ids: list, batch_size: int, workers: int, progress: bool) -> list:

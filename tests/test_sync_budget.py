@@ -6,7 +6,8 @@ Each entry point runs as it would on CUDA: under `lstm_implementation="single_ca
 the DCN's decoder without its per-iteration early-stop read (`EARLY_STOP_READ_DEVICE_TYPES` without "cpu": on CPU
 that read costs nothing, and the outputs are the same, tests/test_dcn.py), on a batch of 8 ragged sentences whose
 inputs, parameters and buffers count as device tensors. A training step is the forward with labels,
-`loss.backward()` and an AdamW step. Budgets: at most 2 per forward, 3 per training step; `BUDGETS` holds each one.
+`loss.backward()` and an AdamW step. Budgets: at most 2 per forward, 3 per training step; `BUDGETS` holds each one
+and the count each makes today, which the test requires exactly (a new sync fails it even within the budget).
 The input checks keep their errors (the heads' own tests), but read the device once for all of them, together with
 the lengths the LSTMs are planned from.
 """
@@ -29,22 +30,23 @@ PAIRS = [(3, 5), (2, 7), (4, 2), (1, 6), (3, 3), (5, 4), (2, 2), (4, 6)]  # (fir
 VOCAB = 30
 LABELS = ["B-NP", "I-NP", "O"]
 
-# entry point -> its budget
+# entry point -> (its budget: the issue's at most 2 per forward, 3 per training step; what it makes today). The test
+# holds both: a new sync inside the budget still fails until its count is written here, with its reason.
 BUDGETS = {
-    "encoder forward": 2,
-    "encoder encode": 2,
-    "bcn forward": 2,
-    "bcn training step": 3,
-    "bcn pair forward": 2,
-    "bcn pair training step": 3,
-    "dcn forward": 2,
-    "dcn training step": 3,
-    "tagger forward": 2,
-    "tagger training step": 3,
-    "cvt labelled step": 3,
-    "cvt unlabelled step": 3,
-    "mt generate step forward": 2,
-    "mt training step": 3,
+    "encoder forward": (2, 1),
+    "encoder encode": (2, 0),
+    "bcn forward": (2, 1),
+    "bcn training step": (3, 1),
+    "bcn pair forward": (2, 1),
+    "bcn pair training step": (3, 1),
+    "dcn forward": (2, 1),
+    "dcn training step": (3, 1),
+    "tagger forward": (2, 1),
+    "tagger training step": (3, 1),
+    "cvt labelled step": (3, 1),
+    "cvt unlabelled step": (3, 1),
+    "mt generate step forward": (2, 1),
+    "mt training step": (3, 1),
 }
 
 
@@ -263,7 +265,9 @@ ENTRY_POINTS = {
 @pytest.mark.parametrize("entry_point", list(BUDGETS))
 def test_entry_point_within_its_sync_budget(entry_point):
     counter = ENTRY_POINTS[entry_point]()
-    assert counter.count <= BUDGETS[entry_point], "\n".join([f"{entry_point}: {counter.count} syncs"] + counter.calls)
+    budget, today = BUDGETS[entry_point]
+    report = "\n".join([f"{entry_point}: {counter.count} syncs (budget {budget}, {today} recorded)"] + counter.calls)
+    assert today <= budget and counter.count == today, report
 
 
 def test_counter_sees_what_makes_a_gpu_wait():
