@@ -791,8 +791,8 @@ def to_device_async(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     copy: a non-blocking copy from pageable memory can read the host tensor after it was freed. A no-op on CPU, and
     for a tensor already on `device`."""
     if device.type == "cuda" and tensor.device.type == "cpu" and not torch.compiler.is_exporting():
-        return tensor.pin_memory().to(device, non_blocking=True)
-    return tensor.to(device)
+        tensor = tensor.pin_memory()
+    return tensor.to(device, non_blocking=device.type in ("cuda", "cpu"))  # to CPU: no copy at all
 
 
 def encode_in_batches(model: nn.Module, ids: list, batch_size: int, workers: int, progress: bool) -> list:
