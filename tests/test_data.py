@@ -49,7 +49,7 @@ def test_translation_and_squad():
 
 def test_tsv_layout_of_the_embedded_examples(tmp_path):
     mt = load_translation(REPO / "examples" / "en_de", "tsv")
-    assert {k: len(v) for k, v in mt.items()} == {"train": 600, "validation": 100, "test": 100}
+    assert {k: len(v) for k, v in mt.items()} == {"train": 4800, "validation": 200, "test": 200}
     clf = load_classification("tsv", REPO / "examples" / "sentiment")
     assert clf["train"].features["label"].names == ["negative", "positive"]
     # bad TSV files: clear errors with the file and line
