@@ -77,7 +77,7 @@ def test_unlabelled_loss_equals_a_hand_computation():
                     q = torch.softmax(module(state), dim=-1)
                     terms.append(float((p[b, i] * (p[b, i].log() - q.log())).sum()))
             expected += sum(terms) / len(terms)
-    assert float(loss) == pytest.approx(expected, abs=1e-7, rel=0)
+    assert float(loss) == pytest.approx(expected, abs=1e-6, rel=0)  # measured 1.6e-7 with MKL's AVX2 kernels
 
 
 def test_soft_target_loss_with_no_valid_position_is_zero_with_a_gradient_path():

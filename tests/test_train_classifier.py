@@ -102,7 +102,8 @@ def test_gradient_accumulation_does_not_scale_the_loss(tmp_path):
     trap_1, _ = train_toy(tmp_path / "trap", 1, 8, model_class=TrapModel)
     trap_2, _ = train_toy(tmp_path / "trap", 2, 4, model_class=TrapModel)
     assert trap_1 == pytest.approx(losses_1, abs=0, rel=0)
-    assert trap_2 == pytest.approx([2 * x for x in losses_1], abs=0, rel=0)  # summed, not averaged
+    # summed, not averaged: equal here, 2.4e-7 apart with MKL's AVX2 kernels (MKL_ENABLE_INSTRUCTIONS=AVX2)
+    assert trap_2 == pytest.approx([2 * x for x in losses_1], abs=2e-6, rel=0)
     changed = [n for n in weights_1 if not n.startswith("cove.") and not torch.equal(weights_1[n], tiny_bcn().state_dict()[n])]
     assert changed  # training did update the BCN
 
