@@ -2,11 +2,15 @@
 `torch.allclose`, `numpy.allclose`, `numpy.testing.assert_allclose`, `math.isclose` and scalar `pytest.approx`,
 element by element for sequences), the tolerance given and the largest difference measured, with the test file's line:
 how the suite's tolerances were set (each at most 10x the largest difference measured as the machine is and on the
-AVX2-only path, exact where both measured 0). Not loaded by default:
+AVX2-only path, exact where every run measured 0). Not loaded by default:
 
     TOL_OUT=/tmp/native.jsonl PYTHONPATH=tests/plugins python -m pytest -p tolerance_record -m "not slow"
     TOL_OUT=/tmp/avx2.jsonl ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 PYTHONPATH=tests/plugins \
         python -m pytest -p tolerance_record -m "not slow"
+
+The two variables hold ATen's and oneDNN's kernels to AVX2; MKL (matrix products) and numpy's OpenBLAS pick theirs
+apart, so an AVX2-only CPU is nearer with `MKL_ENABLE_INSTRUCTIONS=AVX2 NPY_DISABLE_CPU_FEATURES="X86_V4 AVX512_ICL"
+OPENBLAS_CORETYPE=Haswell` added (a third run: some comparisons equal in the first two differed there by a few ulps).
 
 Each line of TOL_OUT is one comparison: the test, "file:line", the function, the tolerance keywords given (absent:
 the function's default), the dtype, max_abs / max_rel and, for the boolean functions, their result (a site that
