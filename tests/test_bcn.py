@@ -77,18 +77,18 @@ def test_biattention_matches_hand_computation():
         weights = [math.exp(A[i][j]) for i in range(2)]
         total = sum(weights)
         expected = [sum(weights[i] / total * X[i][k] for i in range(2)) for k in range(2)]
-        assert torch.allclose(context_x[0, j], torch.tensor(expected), atol=1e-6)
+        assert torch.allclose(context_x[0, j], torch.tensor(expected), rtol=0, atol=5e-7)
     # C_y[i] = sum_j softmax_j(A[i][j]) Y[j]
     for i in range(2):
         weights = [math.exp(A[i][j]) for j in range(3)]
         total = sum(weights)
         expected = [sum(weights[j] / total * Y[j][k] for j in range(3)) for k in range(2)]
-        assert torch.allclose(context_y[0, i], torch.tensor(expected), atol=1e-6)
+        assert torch.allclose(context_y[0, i], torch.tensor(expected), rtol=0, atol=1e-6)
     assert torch.equal(context_y[0, 2], torch.zeros(2))  # padded x position: zero context
     # e.g. C_y[0] by hand: weights e^1, e^2, e^0 over Y rows
     e = math.e
     expected0 = [(e * 1 + e**2 * 2 + 1 * 0) / (e + e**2 + 1), (e * 1 + e**2 * 0 + 1 * -1) / (e + e**2 + 1)]
-    assert torch.allclose(context_y[0, 0], torch.tensor(expected0), atol=1e-6)
+    assert torch.equal(context_y[0, 0], torch.tensor(expected0))
 
 
 def test_biattention_ignores_padding_values():
@@ -101,8 +101,8 @@ def test_biattention_ignores_padding_values():
     x2[0, 3] = 100.0  # garbage at padded positions
     y2[0, 2:] = -50.0
     cx2, cy2 = biattention(x2, x_mask, y2, y_mask)
-    assert torch.allclose(cx[0, :2], cx2[0, :2], atol=1e-6)
-    assert torch.allclose(cy[0, :3], cy2[0, :3], atol=1e-6)
+    assert torch.equal(cx[0, :2], cx2[0, :2])
+    assert torch.equal(cy[0, :3], cy2[0, :3])
 
 
 def test_pooling_matches_hand_computation():
@@ -115,17 +115,17 @@ def test_pooling_matches_hand_computation():
     out = pool(states, mask)[0]
     # scores v·h + d: 1 + 2 + .5 = 3.5 and 3 - 0 + .5 = 3.5 -> beta = (1/2, 1/2)
     expected = [3.0, 0.0] + [2.0, -1.0] + [1.0, -2.0] + [2.0, -1.0]
-    assert torch.allclose(out, torch.tensor(expected), atol=1e-6)
+    assert torch.equal(out, torch.tensor(expected))
     # unequal attention: v = (1, 0): scores 1.5, 3.5 -> beta = (1, e^2) / (1 + e^2)
     with torch.no_grad():
         pool.self_attention.weight.copy_(torch.tensor([[1.0, 0.0]]))
     b0, b1 = 1 / (1 + math.e**2), math.e**2 / (1 + math.e**2)
     self_pooled = pool(states, mask)[0, 6:]
-    assert torch.allclose(self_pooled, torch.tensor([b0 * 1 + b1 * 3, b0 * -2 + b1 * 0]), atol=1e-6)
+    assert torch.allclose(self_pooled, torch.tensor([b0 * 1 + b1 * 3, b0 * -2 + b1 * 0]), rtol=0, atol=1e-7)
     # negative values at padding must not win the max; positive values must not win the min
     states_bad = states.clone()
     states_bad[0, 2] = torch.tensor([10.0, -10.0])
-    assert torch.allclose(pool(states_bad, mask), pool(states, mask))
+    assert torch.equal(pool(states_bad, mask), pool(states, mask))
 
 
 def test_maxout_layer_with_batch_norm_by_hand():
@@ -139,12 +139,12 @@ def test_maxout_layer_with_batch_norm_by_hand():
         layer.norm.bias.copy_(torch.tensor([0.0, 0.0, 0.0, -10.0]))
     out = layer(torch.tensor([[2.0, 5.0, 1.0]]))
     # channels: 2, (5-1)/2 = 2, 2*1 = 2, 8 - 10 = -2 -> units max(2, 2) = 2, max(2, -2) = 2
-    assert torch.allclose(out, torch.tensor([[2.0, 2.0]]))
+    assert torch.equal(out, torch.tensor([[2.0, 2.0]]))
     out = layer(torch.tensor([[3.0, 1.0, 4.0]]))  # 3, 0, 8, -2 -> 3, 8
-    assert torch.allclose(out, torch.tensor([[3.0, 8.0]]))
+    assert torch.equal(out, torch.tensor([[3.0, 8.0]]))
     # a training batch of one example uses the running statistics instead of failing
     layer.train()
-    assert torch.allclose(layer(torch.tensor([[3.0, 1.0, 4.0]])), torch.tensor([[3.0, 8.0]]))
+    assert torch.equal(layer(torch.tensor([[3.0, 1.0, 4.0]])), torch.tensor([[3.0, 8.0]]))
 
 
 def test_split_pair_layouts():
@@ -191,7 +191,7 @@ def reference_bcn(model, x_ids, y_ids=None):
         hidden = model.cove(ids.unsqueeze(0), output_hidden_states=True).hidden_states  # each text on its own
         g = model.cove.embeddings.weight[ids]
         layers = [h[0] for h in hidden[1:]]
-        assert torch.allclose(hidden[0][0], g)
+        assert torch.equal(hidden[0][0], g)
         if cfg.bcn_input == "vectors":
             return g
         if cfg.bcn_input == "cove":
@@ -255,7 +255,7 @@ def test_forward_matches_reference_single_sentences(mode):
     logits = model(input_ids=ids, attention_mask=mask, token_type_ids=tt).logits
     for i, row in enumerate(SENTENCES):
         expected = reference_logits(model, torch.tensor(row))
-        assert torch.allclose(logits[i], expected, atol=1e-5), (mode, i, logits[i], expected)
+        assert torch.allclose(logits[i], expected, rtol=0, atol=4e-7), (mode, i, logits[i], expected)
     assert (logits - logits[0]).abs().max() > 1e-3  # rows really differ: a value check, not a coincidence
 
 
@@ -266,7 +266,7 @@ def test_forward_matches_reference_pairs(mode):
     logits = model(input_ids=ids, attention_mask=mask, token_type_ids=tt).logits
     for i, (x, y) in enumerate(zip(SENTENCES, SECONDS)):
         expected = reference_logits(model, torch.tensor(x), torch.tensor(y))
-        assert torch.allclose(logits[i], expected, atol=1e-5), (mode, i)
+        assert torch.allclose(logits[i], expected, rtol=0, atol=5e-7), (mode, i)
 
 
 def test_single_sentence_is_duplicated():
@@ -275,9 +275,9 @@ def test_single_sentence_is_duplicated():
     ids, mask, tt = batch(SENTENCES)
     single = model(input_ids=ids, attention_mask=mask, token_type_ids=tt).logits
     pair = model(*batch(SENTENCES, SENTENCES)).logits
-    assert torch.allclose(single, pair, atol=1e-6)
+    assert torch.equal(single, pair)
     no_types = model(input_ids=ids, attention_mask=mask).logits  # token_type_ids optional for single texts
-    assert torch.allclose(single, no_types, atol=1e-6)
+    assert torch.equal(single, no_types)
     # a pair really differs from its first text alone
     other = model(*batch(SENTENCES, SECONDS)).logits
     assert (other - single).abs().max() > 1e-3
@@ -291,8 +291,8 @@ def test_pair_order_matters_and_mixed_batch():
     # a batch mixing pairs and single texts: each row as if alone
     ids, mask, tt = batch(SENTENCES, [SECONDS[0], [], SECONDS[2], []])
     mixed = model(input_ids=ids, attention_mask=mask, token_type_ids=tt).logits
-    assert torch.allclose(mixed[0], model(*batch([SENTENCES[0]], [SECONDS[0]])).logits[0], atol=1e-5)
-    assert torch.allclose(mixed[1], model(*batch([SENTENCES[1]])).logits[0], atol=1e-5)
+    assert torch.allclose(mixed[0], model(*batch([SENTENCES[0]], [SECONDS[0]])).logits[0], rtol=0, atol=1e-7)
+    assert torch.allclose(mixed[1], model(*batch([SENTENCES[1]])).logits[0], rtol=0, atol=2e-7)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -328,10 +328,10 @@ def test_precomputed_cove_features_give_identical_logits(mode):
         last = model.config.num_hidden_layers
         for i, row in enumerate(SENTENCES):
             alone = model.cove(torch.tensor([row]), output_hidden_states=True).hidden_states[last][0]
-            assert torch.allclose(states[last][i, : len(row)], alone, atol=1e-6)
+            assert torch.allclose(states[last][i, : len(row)], alone, rtol=0, atol=4e-7)
             if pairs is not None:
                 second = model.cove(torch.tensor([pairs[i]]), output_hidden_states=True).hidden_states[last][0]
-                assert torch.allclose(states[last][i, len(row) : len(row) + len(pairs[i])], second, atol=1e-6)
+                assert torch.allclose(states[last][i, len(row) : len(row) + len(pairs[i])], second, rtol=0, atol=5e-7)
     # single texts: the base model's own hidden_states work as cove_hidden_states too
     ids, mask, tt = batch(SENTENCES)
     with torch.no_grad():  # as the frozen encoder runs inside the model (grad mode picks another LSTM kernel)
@@ -386,7 +386,7 @@ def test_bcn_input_widths_and_scalar_mix_initial_value():
     hidden = model.cove(ids, mask, output_hidden_states=True).hidden_states
     mixed = model.bcn_inputs(ids, mask, hidden)
     g = hidden[0]
-    assert torch.allclose(mixed, (torch.cat([g, g], -1) + hidden[1] + hidden[2]) / 3, atol=1e-6)
+    assert torch.allclose(mixed, (torch.cat([g, g], -1) + hidden[1] + hidden[2]) / 3, rtol=0, atol=5e-7)
     with pytest.raises(ValueError, match="scalar_mix"):
         CoveForSequenceClassification(tiny_config(bcn_input="scalar_mix", word_vector_dim=4))
 
@@ -413,9 +413,9 @@ def test_loss_is_mean_cross_entropy_and_labels_are_checked():
     out = model(input_ids=ids, attention_mask=mask, token_type_ids=tt, labels=labels)
     log_probs = torch.log_softmax(out.logits, -1)
     expected = -sum(log_probs[i, labels[i]] for i in range(4)) / 4
-    assert torch.allclose(out.loss, expected, atol=1e-6)
+    assert torch.equal(out.loss, expected)
     loss, logits = model(ids, mask, tt, labels=labels, return_dict=False)
-    assert torch.allclose(loss, out.loss) and torch.equal(logits, out.logits)
+    assert torch.equal(loss, out.loss) and torch.equal(logits, out.logits)
     with pytest.raises(ValueError, match=r"labels must be class ids in \[0, 3\)"):
         model(ids, mask, tt, labels=torch.tensor([0, 3, 1, 2]))
     with pytest.raises(ValueError, match=r"labels must be class ids"):
@@ -485,9 +485,9 @@ def test_all_oov_text_is_classified_from_zero_vectors():
     unk = model.config.unk_token_id
     logits = model(input_ids=torch.tensor([[unk, unk, unk]])).logits
     assert torch.isfinite(logits).all()
-    assert torch.allclose(model.cove.embeddings.weight[unk], torch.zeros(6))
+    assert torch.equal(model.cove.embeddings.weight[unk], torch.zeros(6))
     probs = torch.softmax(logits, -1)
-    assert torch.allclose(probs.sum(), torch.tensor(1.0))
+    assert torch.equal(probs.sum(), torch.tensor(1.0))
 
 
 def test_long_input_up_to_bcn_max_length_is_read_in_full():
@@ -713,8 +713,8 @@ def test_output_attentions_are_the_biattention_maps(pairs):
     _, _, a_x, a_y = biattention(x, torch.ones(1, 2, dtype=torch.bool), y, torch.ones(1, 3, dtype=torch.bool),
                                  return_attention=True)
     e = math.e  # A = [[1, 2, 0], [2, 0, -2]]
-    assert torch.allclose(a_x[0, :, 0], torch.tensor([e / (e + e**2), e**2 / (e + e**2)]))
-    assert torch.allclose(a_y[0, :, 1], torch.tensor([1, e**-2, e**-4]) / (1 + e**-2 + e**-4))
+    assert torch.equal(a_x[0, :, 0], torch.tensor([e / (e + e**2), e**2 / (e + e**2)]))
+    assert torch.allclose(a_y[0, :, 1], torch.tensor([1, e**-2, e**-4]) / (1 + e**-2 + e**-4), rtol=0, atol=5e-7)
 
 
 @pytest.mark.parametrize("mode", ["vectors+cove", "vectors"])
@@ -764,7 +764,7 @@ def test_regression_problem_type_mse_loss_by_hand():
     expected = sum((float(out.logits.detach()[i, 0]) - float(labels[i])) ** 2 for i in range(4)) / 4
     assert out.loss.item() == pytest.approx(expected, abs=8e-8, rel=0)
     assert model.config.problem_type == "regression"
-    assert torch.allclose(model(ids, mask, tt, labels=labels[:, None]).loss, out.loss)  # (B, 1) labels too
+    assert torch.equal(model(ids, mask, tt, labels=labels[:, None]).loss, out.loss)  # (B, 1) labels too
     with pytest.raises(ValueError, match=r"labels must have shape \(4, 1\) or \(4,\) for regression"):
         model(ids, mask, tt, labels=torch.zeros(4, 2))
     with pytest.raises(ValueError, match="finite"):

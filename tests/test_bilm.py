@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForPreTraining
 
-from conftest import simulate_cpu_without_bf16_lstm
+from conftest import assert_reproduces, simulate_cpu_without_bf16_lstm
 from modeling_cove import CoveConfig, CoveForQuestionAnswering, CoveForSequenceClassification, CoveModel, lstm_kernels
 from modeling_cove.build import create_cove_checkpoint
 from modeling_cove.modeling_cove_bilm import (
@@ -72,8 +72,8 @@ def test_forward_states_do_not_see_the_future_nor_backward_states_the_past(resid
             after_later, after_earlier = encoder_layers(encoder, later, lengths), encoder_layers(encoder, earlier,
                                                                                                   lengths)
             for layer, changed_later, changed_earlier in zip(before, after_later, after_earlier):
-                torch.testing.assert_close(changed_later[row, :t + 1, :DIM], layer[row, :t + 1, :DIM])  # forward
-                torch.testing.assert_close(changed_earlier[row, t:length, DIM:], layer[row, t:length, DIM:])  # back
+                assert torch.equal(changed_later[row, :t + 1, :DIM], layer[row, :t + 1, :DIM])  # forward
+                assert torch.equal(changed_earlier[row, t:length, DIM:], layer[row, t:length, DIM:])  # back
                 if t + 1 < length:  # and each direction does read the side it should
                     assert not torch.allclose(changed_later[row, t + 1, :DIM], layer[row, t + 1, :DIM])
                 if t > 0:
@@ -90,11 +90,11 @@ def test_padding_never_reaches_a_token_and_final_states_are_each_rows_ends():
         for row, length in enumerate(lengths.tolist()):
             alone, alone_h, alone_c = encoder(vectors[row:row + 1, :length], lengths[row:row + 1])
             for layer, single in zip(layers, alone):
-                torch.testing.assert_close(layer[row, :length], single[0])
-            torch.testing.assert_close(final_h[row], alone_h[0])
+                torch.testing.assert_close(layer[row, :length], single[0], rtol=0, atol=5e-7)
+            torch.testing.assert_close(final_h[row], alone_h[0], rtol=0, atol=5e-7)
             for k, layer in enumerate(layers):  # h_n: the forward state at the last token, the backward at the first
-                torch.testing.assert_close(final_h[row, k, :DIM], layer[row, length - 1, :DIM])
-                torch.testing.assert_close(final_h[row, k, DIM:], layer[row, 0, DIM:])
+                torch.testing.assert_close(final_h[row, k, :DIM], layer[row, length - 1, :DIM], rtol=0, atol=0)
+                torch.testing.assert_close(final_h[row, k, DIM:], layer[row, 0, DIM:], rtol=0, atol=0)
     assert final_h.shape == (3, 3, 2 * DIM) and alone_c.shape == (1, 3, 2 * DIM)
 
 
@@ -105,7 +105,7 @@ def test_residual_adds_layer_one_to_layer_two():
             torch.nn.init.zeros_(parameter)  # a zero LSTM outputs zeros: layer 2 is then layer 1 itself
     vectors, lengths = ragged_batch()
     first, second = encoder_layers(encoder, vectors, lengths)
-    torch.testing.assert_close(second, first)
+    torch.testing.assert_close(second, first, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("auto_single_call", [False, True], ids=["auto_as_on_cpu", "auto_as_on_cuda"])
@@ -174,11 +174,12 @@ def test_cove_model_runs_the_bilm_encoder_and_batch_equals_single(checkpoint):
         for row, text in enumerate(texts):
             single = encoder(**tokenizer([text], return_tensors="pt"))
             length = single.last_hidden_state.shape[1]
-            torch.testing.assert_close(out.last_hidden_state[row, :length], single.last_hidden_state[0])
+            torch.testing.assert_close(out.last_hidden_state[row, :length], single.last_hidden_state[0], rtol=0,
+                                       atol=7e-8)
             assert out.last_hidden_state[row, length:].abs().sum() == 0
         encoded = encoder.encode(texts, tokenizer=tokenizer)
     for row, features in enumerate(encoded):
-        torch.testing.assert_close(features, out.last_hidden_state[row, :features.shape[0]])
+        torch.testing.assert_close(features, out.last_hidden_state[row, :features.shape[0]], rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("final_states", [False, True])  # padded rows on the fused kernel; packed rows
@@ -220,7 +221,7 @@ def test_save_and_auto_load_round_trip(checkpoint, tmp_path):
     assert type(plain) is CoveModel and isinstance(plain.encoder, CoveBiLMEncoder)
     batch = tokenizer(["the film is good", "bad"], padding=True, return_tensors="pt")
     with torch.no_grad():
-        torch.testing.assert_close(plain(**batch).last_hidden_state, encoder(**batch).last_hidden_state)
+        assert_reproduces(plain(**batch).last_hidden_state, encoder(**batch).last_hidden_state, "AutoModel")
 
 
 def test_remote_code_load_without_the_package(checkpoint, tmp_path):
@@ -249,7 +250,7 @@ def test_remote_code_load_without_the_package(checkpoint, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     info = json.loads(result.stdout.strip().splitlines()[-1])
     assert info["module"].startswith("transformers_modules.") and info["encoder"] == "CoveBiLMEncoder"
-    torch.testing.assert_close(torch.tensor(info["out"]), expected)
+    assert_reproduces(torch.tensor(info["out"]), expected, "remote code")
 
 
 def test_bcn_and_dcn_read_the_bilm_layers(checkpoint, tmp_path):
@@ -264,14 +265,14 @@ def test_bcn_and_dcn_read_the_bilm_layers(checkpoint, tmp_path):
             assert isinstance(bcn.cove.encoder, CoveBiLMEncoder)
             read = bcn.compute_cove_hidden_states(**batch)
             for k in bcn.layer_indices:
-                torch.testing.assert_close(read[k], states[k])
+                torch.testing.assert_close(read[k], states[k], rtol=0, atol=0)
             assert bcn(**batch).logits.shape == (2, 2)
         pair = tokenizer(["is the film good ?"], ["the film is very good ."], return_tensors="pt")
         dcn = CoveForQuestionAnswering.from_pretrained(tmp_path / "enc", dcn_input="vectors+cove").eval()
         features = dcn.compute_cove_features(**pair)
         question = tokenizer(["is the film good ?"], return_tensors="pt")
         length = question["input_ids"].shape[1]
-        torch.testing.assert_close(features[0, :length], encoder(**question).last_hidden_state[0])
+        torch.testing.assert_close(features[0, :length], encoder(**question).last_hidden_state[0], rtol=0, atol=0)
         assert dcn(**pair).start_logits.shape == pair["input_ids"].shape
 
 
@@ -288,7 +289,7 @@ def test_feature_cache_holds_the_bilm_layers(checkpoint, tmp_path):
     with torch.no_grad():
         for i, text in enumerate(texts):
             states = encoder(**tokenizer([text], return_tensors="pt"), output_hidden_states=True).hidden_states
-            torch.testing.assert_close(cached[i], torch.cat([states[1][0], states[2][0]], dim=-1))
+            torch.testing.assert_close(cached[i], torch.cat([states[1][0], states[2][0]], dim=-1), rtol=0, atol=7e-8)
     other = CoveForSequenceClassification.from_pretrained(tmp_path / "enc", num_labels=2, cove_output="both")
     torch.nn.init.zeros_(other.cove.encoder.backward_layers[0].weight_hh_l0)
     assert feature_cache_key(bcn, rows) != feature_cache_key(other, rows)  # the biLM's weights key the cache
@@ -353,7 +354,8 @@ def test_loss_equals_a_hand_computation(checkpoint, tie):
     assert (lm.backward_softmax is None) == tie
     with torch.no_grad():
         torch.testing.assert_close(lm.log_probs(out.forward_hidden_state[:1, :2]),
-                                   full_log_softmax(lm.softmax, out.forward_hidden_state[0, :2]).unsqueeze(0))
+                                   full_log_softmax(lm.softmax, out.forward_hidden_state[0, :2]).unsqueeze(0),
+                                   rtol=0, atol=0)
 
 
 def test_loss_trains_the_encoder_and_keeps_the_vectors(checkpoint):
@@ -402,5 +404,5 @@ def test_elmo_input_is_the_vectors_then_the_mix(checkpoint, tmp_path):
         weights = torch.softmax(bcn.scalar_mix.scalar_weights, 0)
         mix = bcn.scalar_mix.gamma * sum(w * h for w, h in zip(weights, [torch.cat([states[0]] * 2, -1),
                                                                          *states[1:]]))
-        torch.testing.assert_close(inputs, torch.cat([states[0], mix], dim=-1))
+        torch.testing.assert_close(inputs, torch.cat([states[0], mix], dim=-1), rtol=0, atol=0)
         assert bcn(**batch).logits.shape == (2, 2)

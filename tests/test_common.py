@@ -645,8 +645,8 @@ class TestCoveForSequenceClassification(CoveModelTesterMixin):
             y = encoder_states[row, spans[-1][0] : spans[-1][1]]
             affinity = x @ y.T  # eq. 9, (n, m)
             n, m = affinity.shape
-            torch.testing.assert_close(attention_x[row, :n, :m], torch.softmax(affinity, dim=0))
-            torch.testing.assert_close(attention_y[row, :m, :n], torch.softmax(affinity.T, dim=0))
+            torch.testing.assert_close(attention_x[row, :n, :m], torch.softmax(affinity, dim=0), rtol=0, atol=2e-7)
+            torch.testing.assert_close(attention_y[row, :m, :n], torch.softmax(affinity.T, dim=0), rtol=0, atol=2e-7)
 
     def test_load_with_other_label_count(self, tmp_path):
         """Fine-tuning a checkpoint on a task with other labels: refused unless `ignore_mismatched_sizes=True`, which
@@ -681,7 +681,7 @@ class TestCoveForSequenceClassification(CoveModelTesterMixin):
             expected = F.mse_loss(output.logits.squeeze(-1), labels)
         else:
             expected = F.binary_cross_entropy_with_logits(output.logits, labels)
-        torch.testing.assert_close(output.loss, expected)
+        torch.testing.assert_close(output.loss, expected, rtol=0, atol=0)
 
 
 class TestCoveForQuestionAnswering(CoveModelTesterMixin):
@@ -738,7 +738,7 @@ class TestCoveForQuestionAnswering(CoveModelTesterMixin):
         others = {name: value[keep] for name, value in inputs.items()}
         time = int(others["attention_mask"].sum(dim=1).max())
         others = {name: value[:, :time] if value.dim() == 2 else value for name, value in others.items()}
-        torch.testing.assert_close(loss, self.forward(model, others).loss)
+        torch.testing.assert_close(loss, self.forward(model, others).loss, rtol=0, atol=0)
 
 
 class TestCoveForMachineTranslation(CoveModelTesterMixin):
@@ -793,7 +793,7 @@ class TestCoveForMachineTranslation(CoveModelTesterMixin):
         targets = labels.masked_fill(labels == model.config.pad_token_id, -100)
         expected = F.cross_entropy(output.logits.reshape(-1, output.logits.shape[-1]), targets.reshape(-1),
                                    ignore_index=-100)
-        torch.testing.assert_close(output.loss, expected)
+        torch.testing.assert_close(output.loss, expected, rtol=0, atol=0)
 
     def test_get_encoder_of_another_modality_is_the_model(self):
         model = self.build_model()
@@ -849,7 +849,7 @@ class TestCoveForTokenClassification(CoveModelTesterMixin):
         output = self.forward(model, inputs)
         labelled = inputs["labels"] != -100
         expected = F.cross_entropy(output.logits[labelled], inputs["labels"][labelled])
-        torch.testing.assert_close(output.loss, expected)
+        torch.testing.assert_close(output.loss, expected, rtol=0, atol=0)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import require_data, tiny_tagging_setup
+from conftest import assert_reproduces, require_data, tiny_tagging_setup
 from modeling_cove import CoveConfig, CoveForTokenClassification
 from modeling_cove.tokenization_cove import build_cove_tokenizer
 from modeling_cove.training.commands import train_tagger as tg
@@ -77,7 +77,7 @@ def test_unlabelled_loss_equals_a_hand_computation():
                     q = torch.softmax(module(state), dim=-1)
                     terms.append(float((p[b, i] * (p[b, i].log() - q.log())).sum()))
             expected += sum(terms) / len(terms)
-    assert float(loss) == pytest.approx(expected, abs=1e-7, rel=0)
+    assert float(loss) == pytest.approx(expected, abs=1e-6, rel=0)  # measured 1.6e-7 with MKL's AVX2 kernels
 
 
 def test_soft_target_loss_with_no_valid_position_is_zero_with_a_gradient_path():
@@ -127,7 +127,7 @@ def test_the_teacher_pass_runs_without_dropout_and_restores_training_mode():
     model.eval()
     expected = torch.softmax(model(input_ids=ids, attention_mask=mask).logits, dim=-1)
     assert torch.equal(first, second)
-    assert torch.allclose(first, expected, atol=1e-7)
+    assert torch.allclose(first, expected, rtol=0, atol=2e-7)
 
 
 def test_the_labelled_loss_is_the_models_own():
@@ -154,7 +154,7 @@ def test_the_exported_tagger_of_each_task_has_no_auxiliary_modules(tmp_path):
     with torch.no_grad():
         features = model.tagger_inputs(ids, mask)
         expected = training.primary["pos"](torch.cat(model.encode(features, mask.sum(1)).layers, dim=-1))
-        assert torch.allclose(loaded(input_ids=ids, attention_mask=mask).logits, expected, atol=1e-6)
+        assert_reproduces(loaded(input_ids=ids, attention_mask=mask).logits, expected, "reloaded pos tagger")
 
 
 def test_cvt_refuses_contextual_inputs_and_train_rest_needs_a_fraction():
@@ -231,7 +231,7 @@ def test_cli_resumes_exactly(tiny_setup, tmp_path):
     assert [h["train_loss"] for h in resumed["epochs"]] == pytest.approx([h["train_loss"] for h in straight["epochs"]],
                                                                         abs=0, rel=0)
     a, b = (load_file(tmp_path / name / "best_state.safetensors") for name in ("a", "b"))
-    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 @pytest.mark.slow
@@ -279,7 +279,7 @@ def test_a_tagger_with_a_casing_feature_needs_case_ids_and_reads_them():
     b = model(input_ids=ids, attention_mask=mask, case_ids=upper).logits
     assert not torch.allclose(a, b)  # the casing changes the prediction
     alone = model(input_ids=ids[1:2, :4], attention_mask=mask[1:2, :4], case_ids=upper[1:2, :4]).logits
-    assert torch.allclose(alone, b[1:2, :4], atol=1e-6)
+    assert torch.allclose(alone, b[1:2, :4], rtol=0, atol=2e-7)
 
 
 def test_the_pipeline_gives_a_casing_tagger_the_case_of_the_raw_text(tmp_path):

@@ -168,7 +168,7 @@ def test_hmn_dropout_placement_matches_the_reference():
     want = hmn_with_dropout_reference(hmn, 0.4, projection, h, u_s, u_e)
     torch.testing.assert_close(got, want, rtol=0, atol=0)
     torch.testing.assert_close(hmn.eval()(projection, h, u_s, u_e), hmn_with_dropout_reference(
-        hmn, 0.0, projection, h, u_s, u_e))
+        hmn, 0.0, projection, h, u_s, u_e), rtol=0, atol=0)
 
 
 def test_dcn_drops_the_input_of_g_only_in_the_paper_form():
@@ -228,7 +228,7 @@ def test_pooling_scorer_input_is_dropped_in_the_paper_form():
     torch.manual_seed(2)
     beta = torch.softmax(pooling.self_attention(nn.functional.dropout(states, 0.5, training=True)).squeeze(-1), 1)
     want = torch.cat([states.mean(dim=1), (beta[..., None] * states).sum(dim=1)], dim=-1)
-    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
     assert bcn(bcn_pooling_dropout=False).pool_x.dropout.p == 0 and bcn().pool_y.dropout.p == 0.5
 
 
@@ -274,5 +274,5 @@ def test_mt_lstm_dropout_placement_matches_the_reference(all_layers):
     drop = lambda x: nn.functional.dropout(x, 0.5, training=True)  # noqa: E731
     first = layer1(drop(vectors) if all_layers else vectors)[0]
     top = layer2(drop(first))[0]
-    torch.testing.assert_close(outputs[0], first)
-    torch.testing.assert_close(outputs[-1], drop(top) if all_layers else top)
+    torch.testing.assert_close(outputs[0], first, rtol=0, atol=0)
+    torch.testing.assert_close(outputs[-1], drop(top) if all_layers else top, rtol=0, atol=0)

@@ -36,7 +36,7 @@ def test_masked_softmax_is_the_softmax_over_the_unmasked_entries_alone(dim):
     moved_scores, moved_mask, moved_probs = (t.movedim(dim, -1).reshape(-1, t.shape[dim])
                                              for t in (scores, mask, probs))
     for row_scores, row_mask, row_probs in zip(moved_scores, moved_mask, moved_probs):
-        torch.testing.assert_close(row_probs[row_mask], torch.softmax(row_scores[row_mask], dim=0))
+        torch.testing.assert_close(row_probs[row_mask], torch.softmax(row_scores[row_mask], dim=0), rtol=0, atol=2e-7)
         assert not row_probs[~row_mask].any()  # exactly zero
 
 
@@ -45,8 +45,9 @@ def test_masked_softmax_broadcasts_its_mask_and_keeps_the_dtype():
     mask = torch.tensor([[True, True, False]])[:, :, None]  # (B, T, 1): the third step is padding
     probs = masked_softmax(scores, mask, dim=1)
     e = torch.tensor(2.0).exp()
-    torch.testing.assert_close(probs[0, :, 0], torch.stack([1 / (1 + e), e / (1 + e), torch.tensor(0.0)]))
-    torch.testing.assert_close(probs[0, :, 1], probs[0, :, 0])
+    torch.testing.assert_close(probs[0, :, 0], torch.stack([1 / (1 + e), e / (1 + e), torch.tensor(0.0)]), rtol=0,
+                               atol=5e-7)
+    torch.testing.assert_close(probs[0, :, 1], probs[0, :, 0], rtol=0, atol=0)
     half = masked_softmax(scores.bfloat16(), mask, dim=1)  # masked with bf16's own minimum: no overflow
     assert half.dtype == torch.bfloat16 and half[0, 2].eq(0).all()
 
@@ -151,7 +152,7 @@ def test_bilstm_over_padded_rows_is_each_row_alone_in_values_and_gradients(strat
 def test_bilstm_without_padding_and_the_strategies_refuse_other_lstms():
     lstm, inputs, _ = ragged_batch([4, 4])
     full = torch.tensor([5, 5])  # every row fills the tensor: nothing to pack
-    torch.testing.assert_close(run_bilstm(lstm, inputs, full), lstm(inputs)[0])
+    torch.testing.assert_close(run_bilstm(lstm, inputs, full), lstm(inputs)[0], rtol=0, atol=0)
     for other in (nn.LSTM(3, 4, batch_first=True), nn.LSTM(3, 4, bidirectional=True)):
         with pytest.raises(ValueError, match="batch-first, bidirectional LSTMs with biases"):
             run_bilstm(other, inputs, full - 1, "unpacked")
@@ -164,7 +165,7 @@ def test_bilstm_under_bf16_autocast_without_a_bf16_lstm_kernel(cpu_without_bf16_
     with torch.autocast("cpu", dtype=torch.bfloat16):
         output = run_bilstm(lstm, inputs, lengths, strategy)
     assert output.dtype == torch.bfloat16
-    torch.testing.assert_close(output, run_bilstm(lstm, inputs, lengths, strategy).bfloat16())
+    torch.testing.assert_close(output, run_bilstm(lstm, inputs, lengths, strategy).bfloat16(), rtol=0, atol=0)
 
 
 # ----------------------------------------------------------------------------------------------------------------
