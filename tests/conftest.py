@@ -60,12 +60,12 @@ def assert_reproduces(actual, expected, what=""):
     outputs exactly, floats to within float rounding. Not bit-equal: on some CPUs (seen on AMD EPYC: 1.2e-7 on a BCN
     logit of 0.77) two models with bit-equal weights differ by an ulp inside the test session while the same comparison
     alone in a fresh process is bit-equal; most likely the loaded weights' memory alignment (safetensors places them
-    at other offsets) steers MKL to kernels that sum in another order."""
+    at other offsets) steers MKL to kernels that sum in another order. The tolerance is under 10x that difference."""
     import torch
 
     assert actual.dtype == expected.dtype and actual.shape == expected.shape, (what, actual.dtype, actual.shape)
     if actual.is_floating_point():
-        torch.testing.assert_close(actual, expected, rtol=0, atol=1e-8, msg=lambda m: f"{what}: {m}")
+        torch.testing.assert_close(actual, expected, rtol=0, atol=1e-6, msg=lambda m: f"{what}: {m}")
     else:
         assert torch.equal(actual, expected), what
 
