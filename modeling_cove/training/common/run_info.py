@@ -139,7 +139,8 @@ def machine_info() -> dict:
 def plot_curves(panels: list, path: Path | str, title: str | None = None) -> Path:
     """One PNG with a panel per entry of `panels`, each a dict:
     `{"title": str, "xlabel": str, "ylabel": str, "series": {label: (xs, ys)}, "errors": {label: y_errors},
-    "log_x": bool, "log_y": bool, "hlines": {label: y}, "xticks": [x, ...]}` (all keys but "series" optional; a series with no points is
+    "log_x": bool, "log_y": bool, "hlines": {label: y}, "xticks": [x, ...], "colors": {label: color}}` (all keys but
+    "series" optional; a series with no points is
     skipped, a panel with none says "no data"; a series with errors gets error bars)."""
     import matplotlib
 
@@ -154,11 +155,12 @@ def plot_curves(panels: list, path: Path | str, title: str | None = None) -> Pat
         for label, (xs, ys) in panel.get("series", {}).items():
             xs, ys = list(xs), list(ys)
             errors = (panel.get("errors") or {}).get(label)
+            style = {"color": panel["colors"][label]} if label in (panel.get("colors") or {}) else {}
             if xs and errors is not None:
-                ax.errorbar(xs, ys, yerr=list(errors), fmt="o-", markersize=3, lw=1, capsize=3, label=label)
+                ax.errorbar(xs, ys, yerr=list(errors), fmt="o-", markersize=3, lw=1, capsize=3, label=label, **style)
                 drawn = True
             elif xs:
-                ax.plot(xs, ys, "o-" if len(xs) <= 50 else "-", markersize=3, lw=1, label=label)
+                ax.plot(xs, ys, "o-" if len(xs) <= 50 else "-", markersize=3, lw=1, label=label, **style)
                 drawn = True
         for label, y in (panel.get("hlines") or {}).items():
             ax.axhline(y, color="gray", linestyle="--", label=label)

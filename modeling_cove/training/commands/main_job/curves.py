@@ -113,7 +113,7 @@ def summarize(records: list, settings: dict, encoders: dict) -> dict:
     """Per size: each line's mean ± std of test (and validation) accuracy over its seeds, and each CoVe line minus
     the vectors line, paired by seed."""
     lines = {BASELINE: [r for r in records if r["column"] == BASELINE]}
-    for name in encoders:
+    for name in sorted(encoders, key=lambda name: encoders[name].get("pairs") or 0):  # fewest pairs first
         for column in settings["columns"]:
             if column != BASELINE:
                 lines[f"{column} ({name})"] = [r for r in records if r["column"] == column and r["encoder"] == name]
@@ -154,13 +154,16 @@ def plot(summary: dict, settings: dict, encoders: dict, path: Path):
             diffs[label] = ([n for n, _ in d], [x["mean"] for _, x in d])
             if all("ci95" in x for _, x in d):
                 diff_errors[label] = [[x["mean"] - x["ci95"][0] for _, x in d], [x["ci95"][1] - x["mean"] for _, x in d]]
-    seeds = len(settings["seeds"])
+    seeds = max((c["test_accuracy"]["n"] for row in summary["table"].values() for c in row.values()
+                 if c["test_accuracy"]), default=0)
+    colors = {label: f"C{i}" for i, label in enumerate(series)}  # a line keeps its colour in both panels
     panels = [{"title": f"test accuracy (mean ± std over {seeds} seeds)" if seeds > 1 else "test accuracy (1 seed)",
                "xlabel": "labelled sentences", "ylabel": "accuracy %", "series": series,
-               "errors": errors if seeds > 1 else {}, "log_x": True, "xticks": sizes},
+               "errors": errors if seeds > 1 else {}, "log_x": True, "xticks": sizes, "colors": colors},
               {"title": "CoVe minus vectors, paired by seed" + (" (95% interval)" if diff_errors else ""),
                "xlabel": "labelled sentences", "ylabel": "accuracy points", "series": diffs,
-               "errors": diff_errors, "log_x": True, "xticks": sizes, "hlines": {"no difference": 0.0}}]
+               "errors": diff_errors, "log_x": True, "xticks": sizes, "hlines": {"no difference": 0.0},
+               "colors": colors}]
     plot_curves(panels, path, "vectors vs vectors + CoVe, by labelled sentences")
 
 
@@ -172,12 +175,13 @@ def encoders_of(pretrain: dict) -> dict:
 
 
 def curves_info(settings: dict, encoders: dict, runs: list, folder: Path, full: bool) -> dict:
-    """The curves' figures from the runs that finished (`metrics.json`): the table, the plot (`folder/curves.png`),
-    which seeds are complete (every run of the seed finished)."""
+    """The curves' figures from the runs that finished (`metrics.json`): the table and the plot (`folder/curves.png`)
+    over the complete seeds (every run of the seed finished), and every finished run."""
     finished = [r for r in runs if (Path(r["out"]) / "metrics.json").exists()]
     records = [run_record(r) for r in finished]
     complete = [seed for seed in settings["seeds"] if all(r in finished for r in runs if r["seed"] == seed)]
-    summary = summarize(records, settings, encoders)
+    # every point over the same seeds: the complete ones (all of them once the stage has run)
+    summary = summarize([r for r in records if r["seed"] in complete], settings, encoders)
     plot(summary, settings, encoders, folder / "curves.png")
     return {"task": settings["task"], "sizes": settings["sizes"], "seeds": settings["seeds"],
             "complete_seeds": complete, "runs_finished": f"{len(finished)} of {len(runs)}",
