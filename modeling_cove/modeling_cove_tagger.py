@@ -202,17 +202,21 @@ class CoveForTokenClassification(CovePreTrainedModel):
                     "tag each sentence on its own")
         return inputs, attention_mask, lengths
 
-    def check_labels(self, labels: torch.Tensor, attention_mask: torch.Tensor) -> None:
-        """`labels` (B, T) integer ids in [0, num_labels) at tokens or -100, and -100 at padding."""
+    def check_labels(self, labels: torch.Tensor, attention_mask: torch.Tensor, num_labels: int | None = None,
+                     task: str | None = None) -> None:
+        """`labels` (B, T) integer ids in [0, num_labels) at tokens or -100, and -100 at padding (`num_labels`,
+        `task`: another task's labels, a multi-task training's; default this model's)."""
+        num_labels = self.num_labels if num_labels is None else num_labels
+        names = f"the labels of task {task!r}" if task is not None else f"config.id2label: {self.config.id2label}"
         if tuple(labels.shape) != tuple(attention_mask.shape):
             raise ValueError(f"labels must have the shape of input_ids {tuple(attention_mask.shape)} (one label id or "
                              f"-100 per token), got {tuple(labels.shape)}")
         if labels.is_floating_point() or labels.dtype == torch.bool:
             raise TypeError(f"labels must be integer label ids, got dtype {labels.dtype}")
-        known = (labels == IGNORE_INDEX) | ((labels >= 0) & (labels < self.num_labels))
-        require(known.all(dim=1), f"labels must be ids in [0, {self.num_labels}) or -100",
-                lambda: f"row(s) {rows_where(~known.all(dim=1))} have labels outside [0, {self.num_labels}) and not "
-                f"-100 (config.id2label: {self.config.id2label})")
+        known = (labels == IGNORE_INDEX) | ((labels >= 0) & (labels < num_labels))
+        require(known.all(dim=1), f"labels must be ids in [0, {num_labels}) or -100",
+                lambda: f"row(s) {rows_where(~known.all(dim=1))} have labels outside [0, {num_labels}) and not "
+                f"-100 ({names})")
         on_padding = (labels != IGNORE_INDEX) & ~attention_mask.bool()
         require(~on_padding.any(dim=1), "a label lies on padding",
                 lambda: f"row(s) {rows_where(on_padding.any(dim=1))} have labels at padding positions "

@@ -118,6 +118,19 @@ def test_a_labelled_batch_trains_its_task_only():
     assert all(p.grad is not None for p in model.encoder.parameters())
 
 
+def test_a_labelled_batch_with_another_tasks_label_ids_is_an_error_naming_the_row_and_task():
+    training = TaggerTraining(tiny_tagger(), {"chunk": ["B-NP", "I-NP", "O"], "pos": ["N", "V"]}, cvt=True).train()
+    ids, mask = batch()
+    labels = torch.where(mask.bool(), ids % 2, torch.full_like(ids, -100))
+    labels[1, 0] = 2  # a chunk label id: "pos" has 2 labels
+    with pytest.raises(ValueError, match=r"row\(s\) \[1\] have labels outside \[0, 2\) .*the labels of task 'pos'"):
+        training("labelled", ids, mask, task="pos", labels=labels)
+    labels[1, 0] = 1
+    training("labelled", ids, mask, task="pos", labels=labels)  # in range: no error
+    with pytest.raises(ValueError, match="labels must have the shape of input_ids"):
+        training("labelled", ids, mask, task="chunk", labels=labels[:, :2])
+
+
 def test_the_teacher_pass_runs_without_dropout_and_restores_training_mode():
     model = tiny_tagger(dropout=0.5)
     training = TaggerTraining(model, {"chunk": ["B-NP", "I-NP", "O"]}, cvt=True).train()

@@ -164,12 +164,17 @@ class TaggerTraining(nn.Module):
         return self.model.classifier if task == self.task_names[0] else self.primary[task]
 
     def checked(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                case_ids: torch.Tensor | None = None) -> tuple:
+                case_ids: torch.Tensor | None = None, labels: tuple | None = None) -> tuple:
         """(input_ids, attention mask, lengths (B,), the lengths on the host) of a batch, checked by the tagger's
-        checks (`case_ids`: read by a model with a casing feature); the checks and the lengths in one host read."""
+        checks (`case_ids`: read by a model with a casing feature; `labels`: `(task, labels (B, T))` of a labelled
+        step, ids of that task's labels or -100); the checks and the lengths in one host read."""
         with HostRead() as host:
             inputs, attention_mask, lengths = self.model.check_inputs(input_ids, None, attention_mask, None)
             self.model.check_case_ids(case_ids, attention_mask)
+            if labels is not None:
+                task, values = labels
+                self.model.check_labels(values, attention_mask,
+                                        num_labels=self.primary_module(task).output.out_features, task=task)
             host.read(lengths)
         return inputs, attention_mask, lengths, host.values[0]
 
@@ -198,7 +203,9 @@ class TaggerTraining(nn.Module):
         """The loss of one step of `phase` ("labelled": `task`'s cross-entropy with `labels` (B, T), smoothed by
         `options.label_smoothing`; "unlabelled": the CVT loss over every task)."""
         if phase == "labelled":
-            logits = self.token_logits(task, input_ids, attention_mask, case_ids)  # (B, T, C)
+            batch = self.checked(input_ids, attention_mask, case_ids, labels=(task, labels))
+            logits, states = self.primary_logits(input_ids, attention_mask, case_ids, [task], batch)
+            logits = states.tokens(logits[task])  # (B, T, C)
             return nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten().long(),
                                                ignore_index=IGNORE_INDEX,
                                                label_smoothing=self.options.label_smoothing)
