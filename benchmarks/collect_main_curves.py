@@ -36,14 +36,12 @@ def main(argv=None):
     info = collect_curve_runs(run_dir)
     run = json.loads((run_dir / "run.json").read_text())
     report = json.loads((run_dir / "report.json").read_text()) if (run_dir / "report.json").exists() else {}
-    machines = sorted({json.dumps(json.loads((Path(r["run"]) / "metrics.json").read_text()).get("machine", {}).get(
-        "cpu_model")) for r in info["runs"]})
     output = Path(args.output)
     shutil.copyfile(info["curve"], output.with_suffix(".png"))
     record = {"command": command_line(), "commit": git_commit(),
               "machine": report.get("machine") or {"note": "the run folder has no report.json yet"},
               "run_command": run["command"], "run_commit": report.get("git"),
-              "run_cpu_models": [json.loads(m) for m in machines],
+              "run_cpu_models": sorted({r["cpu_model"] for r in info["runs"]}, key=str),
               **{k: v for k, v in info.items() if k not in ("runs", "curve")},
               "runs": [{k: v for k, v in r.items() if k != "run"} for r in info["runs"]],
               "curve": output.with_suffix(".png").name}  # beside this file

@@ -10,7 +10,8 @@ from typing import List, Optional
 
 from .tagging import TAGGING_TASKS, load_tagging_splits
 
-__all__ = ["corpus_texts", "iter_task_texts", "LOCAL_CORPORA", "local_texts", "read_text_file", "read_texts",
+__all__ = ["corpus_texts", "iter_task_texts", "LOCAL_CORPORA", "local_texts", "read_split_texts", "read_text_file",
+           "read_texts",
            "TEXT_SOURCES"]
 
 TAGGING_SOURCES = tuple(TAGGING_TASKS)  # sentences as words
@@ -80,6 +81,12 @@ LOCAL_CORPORA = {
     "snli": "SNLI premises and hypotheses of the 90% of dev the classifier trains on",
     "squad": "SQuAD contexts and questions of the training articles (~80% of dev's articles)",
 }
+
+
+def read_split_texts(folder, column: str) -> List[str]:
+    """One column of a folder's train.tsv, validation.tsv and test.tsv (`read_texts`), in that order."""
+    return [text for split in ("train", "validation", "test")
+            for text in read_texts(Path(folder) / f"{split}.tsv", column)]
 
 
 def local_texts(name: str, data_dir) -> list:

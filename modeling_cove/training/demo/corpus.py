@@ -14,11 +14,9 @@ from pathlib import Path
 from typing import Optional
 
 from ..common.presets import load_preset, preset_path
-from ..data.texts import read_texts
+from ..data.texts import read_split_texts, read_texts
 
 __all__ = ["main_job_corpus", "read_corpus"]
-
-SPLITS = ("train", "validation", "test")
 
 
 def read_corpus(path: Path, column: Optional[str] = None) -> tuple:
@@ -38,7 +36,6 @@ def main_job_corpus(run_dir: Path) -> tuple:
         preset, spec, where = loaded["path"], loaded["vocab"], "preset embedded"
     texts, sources = [], []
     for folder, column in spec.get("texts") or []:
-        for split in SPLITS:
-            texts += read_texts(preset_path(preset, folder) / f"{split}.tsv", column)
+        texts += read_split_texts(preset_path(preset, folder), column)
         sources.append(f"{folder} ({column})")
     return texts, f"the main job's texts ({where}: " + ", ".join(sources or ["none"]) + ")"

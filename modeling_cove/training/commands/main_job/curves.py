@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 from ...common.files import write_json
@@ -50,18 +49,36 @@ def curve_epochs(size: int, batch_size: int, epochs: float, min_steps: int) -> i
     return max(math.ceil(epochs), math.ceil(min_steps / steps_per_epoch))
 
 
-def pretrain_extra_encoders(cfg: dict, folder: Path, threads, pairs: list, main_pairs: int, main_epochs: int) -> dict:
-    """Encoders pretrained on the first N translation pairs (the training file is shuffled) for as many updates as
-    the main encoder: `{N: encoder folder}`; each run resumes when the stage is rerun."""
+def encoder_entry(pretrain: dict) -> dict:
+    """An encoder of the curves from its pretraining's summary (`stages.summarize_pretrain`): its folder, the pairs
+    it learned from, its test BLEU."""
+    data = pretrain.get("data") if isinstance(pretrain.get("data"), dict) else {}
+    return {"encoder": pretrain["encoder"], "pairs": data.get("train_pairs"), "test_bleu": pretrain.get("test_bleu")}
+
+
+def extra_encoder_dir(folder: Path, pairs: int) -> Path:
+    """The pretraining run of the encoder on the first `pairs` pairs, inside the curves stage's folder."""
+    return folder / "encoders" / f"pairs-{pairs}"
+
+
+def extra_encoders(cfg: dict, settings: dict, folder: Path, main: dict, main_epochs: int, threads=None,
+                   pretrain: bool = True) -> dict:
+    """`{"pairs-N": encoder_entry}` of the encoders pretrained on the first N translation pairs (the training file is
+    shuffled; N below the main encoder's) for as many updates as the main encoder. `pretrain`: run (or resume) the
+    ones not finished; else only those finished."""
     out = {}
-    for n in pairs:
-        run_dir = folder / "encoders" / f"pairs-{n}"
-        if not (run_dir / "encoder" / "config.json").exists():
-            epochs = math.ceil(main_epochs * main_pairs / n)
+    for n in settings["translation_pairs"]:
+        if main["pairs"] is not None and n >= main["pairs"]:
+            continue
+        run_dir = extra_encoder_dir(folder, n)
+        if pretrain and not (run_dir / "encoder" / "config.json").exists():
+            epochs = math.ceil(main_epochs * (main["pairs"] or 0) / n)
             cmd = pretrain_command(cfg, run_dir, threads, {"limit-train": n, "max-epochs": epochs})
             run_commands([Command(cmd, f"pretrain on {n} pairs (modeling_cove.training.commands.train_mt)", threads)],
                          folder)
-        out[n] = summarize_pretrain(json.loads((run_dir / "metrics.json").read_text()), run_dir)
+        if (run_dir / "metrics.json").exists():
+            out[f"pairs-{n}"] = encoder_entry(summarize_pretrain(json.loads((run_dir / "metrics.json").read_text()),
+                                                                 run_dir))
     return out
 
 
@@ -82,21 +99,19 @@ def plan_runs(cfg: dict, settings: dict, folder: Path, encoders: dict, classifie
                 for name, encoder in encoders.items():
                     if column == BASELINE and name != "main":
                         continue
-                    out = folder / "runs" / (name if column != BASELINE else "vectors") / f"n{size}" / \
-                        f"{column}-seed{seed}"
+                    run = {"encoder": name if column != BASELINE else None, "column": column, "size": size,
+                           "seed": seed}
                     done = (classifier.get(task["name"]) or {}).get(column)
                     if done and name == "main" and seed == 1 and size >= done["splits"]["train"] and \
                             done["epochs"] == epochs:
-                        runs.append({"encoder": name if column != BASELINE else None, "column": column,
-                                     "size": done["splits"]["train"], "seed": seed,
-                                     "out": str(Path(done["model_dir"]).parent)})
+                        runs.append({**run, "size": done["splits"]["train"], "out": str(Path(done["model_dir"]).parent)})
                         continue
+                    out = folder / "runs" / (run["encoder"] or BASELINE) / f"n{size}" / f"{column}-seed{seed}"
                     options = {"task": task["task"], "encoder": str(encoder["encoder"]), "bcn_input": column,
                                "data_dir": task.get("data") or cfg["data_dir"], "seed": seed, "epochs": epochs,
                                "max_train_examples": size, "subsample_seed": seed,
                                "cache_dir": str(folder / "feature_cache" / name), "no_save_model": True}
-                    runs.append({"encoder": name if column != BASELINE else None, "column": column, "size": size,
-                                 "seed": seed, "out": str(out), "options": options})
+                    runs.append({**run, "out": str(out), "options": options})
     return runs
 
 
@@ -106,7 +121,7 @@ def run_record(run: dict) -> dict:
         "test_accuracy": round(100 * m["test"]["accuracy"], 2),
         "validation_accuracy": round(100 * m["validation"]["accuracy"], 2),
         "epochs": m.get("epochs_run"), "steps": m.get("global_steps"), "train_seconds": m.get("train_seconds"),
-        "run": run["out"]}
+        "cpu_model": (m.get("machine") or {}).get("cpu_model"), "run": run["out"]}
 
 
 def summarize(records: list, settings: dict, encoders: dict) -> dict:
@@ -167,13 +182,6 @@ def plot(summary: dict, settings: dict, encoders: dict, path: Path):
     plot_curves(panels, path, "vectors vs vectors + CoVe, by labelled sentences")
 
 
-def encoders_of(pretrain: dict) -> dict:
-    """The main encoder of a run (its pretraining stage's metrics): `{"main": {"encoder", "pairs", "test_bleu"}}`."""
-    data = pretrain.get("data") if isinstance(pretrain.get("data"), dict) else {}
-    return {"main": {"encoder": pretrain["encoder"], "pairs": data.get("train_pairs"),
-                     "test_bleu": pretrain.get("test_bleu")}}
-
-
 def curves_info(settings: dict, encoders: dict, runs: list, folder: Path, full: bool) -> dict:
     """The curves' figures from the runs that finished (`metrics.json`): the table and the plot (`folder/curves.png`)
     over the complete seeds (every run of the seed finished), and every finished run."""
@@ -202,12 +210,9 @@ def collect_curve_runs(run_dir) -> dict:
         raise FileNotFoundError(f"{run_dir} has no finished pretraining stage: no curves yet")
     settings = curve_settings(cfg, cfg["full_curves"])
     folder = run_dir / "curves"
-    encoders = encoders_of(results["pretrain"])
-    for n in settings["translation_pairs"]:
-        metrics = folder / "encoders" / f"pairs-{n}" / "metrics.json"
-        if n < (encoders["main"]["pairs"] or 0) and metrics.exists():
-            summary = summarize_pretrain(json.loads(metrics.read_text()), metrics.parent)
-            encoders[f"pairs-{n}"] = {"encoder": summary["encoder"], "pairs": n, "test_bleu": summary.get("test_bleu")}
+    encoders = {"main": encoder_entry(results["pretrain"])}
+    encoders.update(extra_encoders(cfg, settings, folder, encoders["main"], results["pretrain"]["epochs"],
+                                   pretrain=False))
     runs = plan_runs(cfg, settings, folder, encoders, results.get("classifier") or {})
     info = curves_info(settings, encoders, runs, folder, cfg["full_curves"])
     write_json(folder / "curves.json", info)
@@ -221,17 +226,12 @@ def stage_curves(cfg: dict, folder: Path, threads, results: dict, full: bool) ->
         return {"skipped": f"preset {cfg['preset']} has no curves"}
     if settings["task"] not in {t["name"] for t in cfg["tasks"]}:
         return {"skipped": f"the curves are drawn on the preset's task {settings['task']!r}, which --tasks replaced"}
-    encoders = encoders_of(results["pretrain"])
-    pairs = encoders["main"]["pairs"]
-    extra = [n for n in settings["translation_pairs"] if pairs is None or n < pairs]
     folder.mkdir(parents=True, exist_ok=True)
-    for n, summary in pretrain_extra_encoders(cfg, folder, threads, extra, pairs or 0,
-                                              results["pretrain"]["epochs"]).items():
-        encoders[f"pairs-{n}"] = {"encoder": summary["encoder"], "pairs": n, "test_bleu": summary.get("test_bleu")}
+    encoders = {"main": encoder_entry(results["pretrain"])}
+    encoders.update(extra_encoders(cfg, settings, folder, encoders["main"], results["pretrain"]["epochs"], threads))
     runs = plan_runs(cfg, settings, folder, encoders, results.get("classifier") or {})
     pending = [r for r in runs if "options" in r and not (Path(r["out"]) / "metrics.json").exists()]
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    slots, per_run = classifier_slots(settings, threads, cores)
+    slots, per_run = classifier_slots(settings, threads)
     lanes = [pending[i::slots] for i in range(min(slots, len(pending)))]
     commands = []
     for i, lane in enumerate(lanes):

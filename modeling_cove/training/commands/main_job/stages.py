@@ -48,20 +48,18 @@ def stage_vectors(cfg: dict, folder: Path) -> dict:
 def vocab_texts(cfg: dict) -> tuple:
     """`(texts, sources)`: the English text of every split the job reads (the preset's TSV columns and named
     sources, and every classification task's text)."""
-    from ...data.texts import iter_task_texts, read_texts
+    from ...data.texts import iter_task_texts, read_split_texts
 
     spec = cfg["preset_content"]["vocab"]
     preset_folders = [shipped(cfg, p).resolve() for p, _ in spec.get("texts") or []]
     texts, sources = [], []
     for path, column in spec.get("texts") or []:
-        for split in ("train", "validation", "test"):
-            texts += read_texts(shipped(cfg, path) / f"{split}.tsv", column)
+        texts += read_split_texts(shipped(cfg, path), column)
         sources.append(f"{path} ({column})")
     named = list(spec.get("tasks") or [])
     for t in cfg["tasks"]:  # every classification task's text (also --tasks)
         if t["task"] == "tsv" and Path(t["data"]).resolve() not in preset_folders:
-            for split in ("train", "validation", "test"):
-                texts += read_texts(Path(t["data"]) / f"{split}.tsv", "text")
+            texts += read_split_texts(t["data"], "text")
             sources.append(t["data"])
         elif t["task"] != "tsv" and t["task"] not in named:
             named.append(t["task"])
@@ -159,10 +157,13 @@ def summarize_pretrain(metrics: dict, folder: Path) -> dict:
     }
 
 
-def classifier_slots(spec: dict, threads, cores: int) -> tuple:
+def classifier_slots(spec: dict, threads, cores: int | None = None) -> tuple:
     """`(runs at once, threads per run)`. The BCN of the embedded default is small: one thread per run is as fast as
     two, so two runs side by side on 2 cores take about half the time of one after the other. `threads` (--threads)
-    fixes the threads per run; the runs at once are then what the cores hold, at most `concurrent_runs`."""
+    fixes the threads per run; the runs at once are then what the cores hold (`cores`: default, those this process
+    may use), at most `concurrent_runs`."""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     wanted = max(1, int(spec.get("concurrent_runs", 1)))
     per_run = threads or max(1, cores // wanted)
     return max(1, min(wanted, cores // per_run)), per_run
@@ -183,8 +184,7 @@ def stage_classifier(cfg: dict, folder: Path, threads) -> dict:
     where `classifier_slots` allows); each run goes to `<column>.tmp`, renamed when it succeeded, so a finished run
     is kept when another one is killed."""
     columns, options = classifier_columns(cfg)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    slots, per_run = classifier_slots(cfg["preset_content"]["classifier"], threads, cores)
+    slots, per_run = classifier_slots(cfg["preset_content"]["classifier"], threads)
     encoder = folder.parent / "pretrain" / "encoder"
     folder.mkdir(parents=True, exist_ok=True)
     commands = []
