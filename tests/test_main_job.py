@@ -158,9 +158,28 @@ def load_figures_module():
     return module
 
 
+# Across CPUs (measured: the AMD EPYC 25/17/1 and Intel Xeon 6/207/2 fixtures of 907edf1, of the earlier data; this
+# Xeon's own run with ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 against its fixture):
+# - pretraining's figures differ by at most 3.34e-4 relative (test perplexity, AMD vs Intel; 2.2e-7 on the AVX2
+#   path), BLEU not at all: checked within 3e-3 (9x the larger);
+# - the 38-step classifier's figures do not follow the fixture at all. AMD vs Intel: validation accuracy 50.0 vs
+#   54.0, macro-F1 35.03 vs 38.08, scores up to 0.23 apart, and all five predicted labels flipped (the barely trained
+#   BCN gives one class to every sentence: negative on one CPU, positive on the other); the AVX2 path: test accuracy
+#   52.5 vs 50.0, macro-F1 45.65 vs 34.20, scores up to 0.19 apart. A label there is set by rounding, so on another
+#   CPU the trained figures are checked for what holds anywhere: the range, the label set, and
+#   (test_report_holds_real_metrics) that each is the figure its own run wrote.
+PRETRAINING_REL = 3e-3
+CLASSIFIER_STAGES = ("/stages/classifier/", "/stages/publish/", "/stages/predict/", "/stages/curves/table/")
+# the figures there that training sets (the rest: counts, names, settings, exact on any CPU)
+TRAINED = {"validation_accuracy": (0, 100), "test_accuracy": (0, 100), "test_macro_f1": (0, 100),
+           "vectors+cove": (0, 100), "score": (0.5, 1), "mean": (-100, 100), "std": (0, 100),
+           "higher_on": (0, 1), "lower_on": (0, 1)}  # score: the predicted class's probability, of two
+LABELS = ("negative", "positive")  # examples/sentiment's label set
+
+
 def assert_figures(actual, expected, same_machine: bool, where=""):
     """On the fixture's machine every figure to float rounding; on another CPU the counts, names and settings exactly,
-    the trained figures (perplexity, BLEU, accuracy, scores) within 5% or 1.0, and the predicted labels not at all."""
+    pretraining's figures within PRETRAINING_REL, and the classifier's trained figures within their range only."""
     if isinstance(expected, dict):
         assert isinstance(actual, dict) and sorted(actual) == sorted(expected), where
         for key in expected:
@@ -169,10 +188,19 @@ def assert_figures(actual, expected, same_machine: bool, where=""):
         assert isinstance(actual, list) and len(actual) == len(expected), where
         for i, (a, e) in enumerate(zip(actual, expected)):
             assert_figures(a, e, same_machine, f"{where}[{i}]")
-    elif isinstance(expected, float) and not isinstance(expected, bool):
-        tolerance = dict(rel=1e-6, abs=1e-9) if same_machine else dict(rel=0.05, abs=1.0)
-        assert actual == pytest.approx(expected, **tolerance), where
-    elif same_machine or not (where.startswith("/stages/predict") and where.endswith("/label")):
+    elif same_machine:
+        if isinstance(expected, float):
+            assert actual == pytest.approx(expected, rel=1e-6, abs=1e-9), where
+        else:
+            assert actual == expected, where
+    elif where.startswith(CLASSIFIER_STAGES) and where.rsplit("/", 1)[1] in TRAINED:
+        low, high = TRAINED[where.rsplit("/", 1)[1]]
+        assert type(actual) is type(expected) and low <= actual <= high, where
+    elif where.startswith("/stages/predict/") and where.endswith("/label"):
+        assert actual in LABELS, where
+    elif isinstance(expected, float):
+        assert actual == pytest.approx(expected, rel=PRETRAINING_REL), where
+    else:
         assert actual == expected, where
 
 
