@@ -82,16 +82,15 @@ def test_another_seed_gives_other_data():
     assert other["train"] != rows("en_de", "train")[:20]
 
 
-@pytest.mark.slow
-def test_check_reports_a_changed_file(tmp_path):
-    written = run_script("make_examples.py", "--output-dir", tmp_path)
-    assert written.returncode == 0 and written.stdout.count("wrote ") == 6
+def test_check_reports_a_changed_file(tmp_path, capsys):
+    """The generator's main(argv) in this process (test_regenerating_gives_byte_identical_files runs its script)."""
+    assert mk.main(["--output-dir", str(tmp_path)]) == 0 and capsys.readouterr().out.count("wrote ") == 6
     path = tmp_path / "en_de" / "test.tsv"
     assert path.read_bytes() == (EXAMPLES / "en_de" / "test.tsv").read_bytes()
     path.write_text(path.read_text(encoding="utf-8").replace("Der ", "Die ", 1), encoding="utf-8")
-    check = run_script("make_examples.py", "--check", "--output-dir", tmp_path)
-    assert check.returncode == 1
-    assert f"DIFFERS: {path}" in check.stdout and "5/6 files identical" in check.stdout
+    assert mk.main(["--check", "--output-dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert f"DIFFERS: {path}" in out and "5/6 files identical" in out
     (tmp_path / "sentiment" / "train.tsv").unlink()
     assert "(missing)" in mk.compare_files(mk.render_all(mk.SEED), tmp_path)[-1]
 
@@ -505,7 +504,7 @@ def test_written_file_is_glove_format_and_readable(tmp_path):
         ppmi.write_vectors(path, ["a b"], vectors[:1])
 
 
-def test_cli_on_tsv_files(tmp_path):
+def test_cli_on_tsv_files(tmp_path, capsys):
     out = tmp_path / "v.txt"
     result = run_script("train_ppmi_vectors.py", "--text-file", EXAMPLES / "en_de" / "validation.tsv",
                         "--tsv-column", "en", "--text-file", EXAMPLES / "sentiment" / "validation.tsv",
@@ -513,9 +512,10 @@ def test_cli_on_tsv_files(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "300 texts" in result.stdout and "dog:" in result.stdout and "not in the vocabulary" in result.stdout
     assert len(out.read_text(encoding="utf-8").splitlines()[0].split(" ")) == 9
-    mismatch = run_script("train_ppmi_vectors.py", "--text-file", EXAMPLES / "en_de" / "validation.tsv",
-                          "--tsv-column", "en", "--tsv-column", "de", "--output", out)
-    assert mismatch.returncode == 2 and "1 --text-file but 2 --tsv-column" in mismatch.stderr
+    with pytest.raises(SystemExit) as mismatch:  # the command's main, in this process
+        ppmi.main(["--text-file", str(EXAMPLES / "en_de" / "validation.tsv"), "--tsv-column", "en", "--tsv-column",
+                   "de", "--output", str(out)])
+    assert mismatch.value.code == 2 and "1 --text-file but 2 --tsv-column" in capsys.readouterr().err
     with pytest.raises(ValueError, match="no column 'de'"):
         read_texts(EXAMPLES / "sentiment" / "test.tsv", "de")
     with pytest.raises(FileNotFoundError):

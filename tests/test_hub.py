@@ -1240,25 +1240,26 @@ def test_wrong_token_is_reported_by_the_hub(built, hub):
 
 
 @pytest.mark.slow
-def test_command_line_dry_run_bad_input_and_refused_upload(built, hub, tmp_path):
-    """scripts/push_to_hub.py as a user runs it: exit 0 (dry run, offline), 2 (bad input), 1 (the Hub refuses)."""
+def test_command_line_dry_run_bad_input_and_refused_upload(built, hub, tmp_path, capsys):
+    """scripts/push_to_hub.py as a user runs it: exit 0 (dry run, offline, in its own process); its main(argv), in this
+    process against the local Hub: 2 (bad input), 1 (the Hub refuses)."""
+    from modeling_cove.training.commands import push_to_hub
+
     ckpt = built["base_ckpt"]
     offline = offline_env(tmp_path / "hf_home")  # a dry run needs no network
     offline.pop("HF_TOKEN", None)
-    online = {**offline, "HF_HUB_OFFLINE": "0", "NO_PROXY": "127.0.0.1"}
-
-    def run(env, *args):
-        return subprocess.run([sys.executable, str(REPO / "scripts" / "push_to_hub.py"), str(ckpt),
-                               "--eval-json", str(ckpt / "eval_results.json"), *args], capture_output=True, text=True,
-                              env=env, cwd=tmp_path, timeout=300)
-
-    dry = run(offline, "--repo-id", BASE_REPO, "--dry-run", "--output-dir", str(tmp_path / "stage"))
+    common = [str(ckpt), "--eval-json", str(ckpt / "eval_results.json")]
+    dry = subprocess.run([sys.executable, str(REPO / "scripts" / "push_to_hub.py"), *common, "--repo-id", BASE_REPO,
+                          "--dry-run", "--output-dir", str(tmp_path / "stage")], capture_output=True, text=True,
+                         env=offline, cwd=tmp_path, timeout=300)
     assert dry.returncode == 0, dry.stderr
     assert "dry run: nothing uploaded" in dry.stdout and (tmp_path / "stage" / "README.md").is_file()
-    bad = run(online, "--repo-id", "org/co--ve", "--token", TOKEN, "--endpoint", hub.url)
-    assert bad.returncode == 2 and bad.stderr.startswith("error: malformed repo id 'org/co--ve'")
-    refused = run(online, "--repo-id", BASE_REPO, "--token", "hf_wrong", "--endpoint", hub.url)
-    assert refused.returncode == 1 and "error: the Hub refused the upload" in refused.stderr
+    with pytest.raises(SystemExit) as bad:
+        push_to_hub.main([*common, "--repo-id", "org/co--ve", "--token", TOKEN, "--endpoint", hub.url])
+    assert bad.value.code == 2 and capsys.readouterr().err.startswith("error: malformed repo id 'org/co--ve'")
+    with pytest.raises(SystemExit) as refused:
+        push_to_hub.main([*common, "--repo-id", BASE_REPO, "--token", "hf_wrong", "--endpoint", hub.url])
+    assert refused.value.code == 1 and "error: the Hub refused the upload" in capsys.readouterr().err
     assert not hub.commits
 
 

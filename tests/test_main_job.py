@@ -288,11 +288,25 @@ def test_rerun_skips_every_stage(job):
     assert job["third_seconds"] < 60
 
 
+def main_in_process(monkeypatch, capsys, argv) -> tuple:
+    """(exit status, stderr) of the command line's own `main(argv)`, run in this process as scripts/main.py."""
+    from modeling_cove.training.commands.main_job import main
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(sys, "argv", [str(MAIN)])
+    sigterm = signal.getsignal(signal.SIGTERM)  # main() installs its own handler
+    try:
+        with pytest.raises(SystemExit) as stop:
+            main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, sigterm)
+    return stop.value.code, capsys.readouterr().err
+
+
 @pytest.mark.slow
-def test_other_settings_in_the_same_run_dir_are_refused(job):
-    result = run_main([sys.executable, str(MAIN), "--threads", "1", "--run-dir", str(job["dir"])])  # no --quick
-    assert result.returncode == 2
-    assert "holds a run with other settings" in result.stderr
+def test_other_settings_in_the_same_run_dir_are_refused(job, monkeypatch, capsys):
+    status, stderr = main_in_process(monkeypatch, capsys, ["--threads", "1", "--run-dir", str(job["dir"])])
+    assert status == 2 and "holds a run with other settings" in stderr  # (the run there is --quick)
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -307,20 +321,10 @@ def test_other_settings_in_the_same_run_dir_are_refused(job):
 def test_bad_input_exits_2(tmp_path, monkeypatch, capsys, extra, message):
     """Each bad input ends in one line naming it and exit status 2, before anything is written: through the command
     line's own `main(argv)` in this process (the subprocess below runs one of them as a user does)."""
-    from modeling_cove.training.commands.main_job import main
-
     run_dir = tmp_path / "run"
-    monkeypatch.chdir(REPO)
-    monkeypatch.setattr(sys, "argv", [str(MAIN)])
-    sigterm = signal.getsignal(signal.SIGTERM)  # main() installs its own handler
-    try:
-        with pytest.raises(SystemExit) as stop:
-            main(["--quick", "--threads", "1", "--run-dir", str(run_dir), *extra])
-    finally:
-        signal.signal(signal.SIGTERM, sigterm)
-    assert stop.value.code == 2
-    stderr = capsys.readouterr().err
-    assert stderr.startswith("main.py: error: ") and message in stderr
+    status, stderr = main_in_process(monkeypatch, capsys, ["--quick", "--threads", "1", "--run-dir", str(run_dir),
+                                                            *extra])
+    assert status == 2 and stderr.startswith("main.py: error: ") and message in stderr
     assert not run_dir.exists()  # nothing written
 
 
@@ -333,12 +337,14 @@ def test_bad_input_exits_2_from_the_command_line(tmp_path):
     assert not run_dir.exists()  # nothing written
 
 
-def test_wrong_vector_dimension_exits_2(tmp_path):
+def test_wrong_vector_dimension_exits_2(tmp_path, monkeypatch, capsys):
     vectors = tmp_path / "small.txt"
     vectors.write_text("the 0.1 0.2 0.3\ndog 0.4 0.5 0.6\n")
-    result = run_main(main_cmd(tmp_path / "run", "--preset", "cove-small", "--vectors", str(vectors)), timeout=60)
-    assert result.returncode == 2
-    assert "has 3-dimensional vectors; preset cove-small needs 300" in result.stderr
+    status, stderr = main_in_process(monkeypatch, capsys, ["--quick", "--threads", "1", "--run-dir",
+                                                            str(tmp_path / "run"), "--preset", "cove-small",
+                                                            "--vectors", str(vectors)])
+    assert status == 2 and "has 3-dimensional vectors; preset cove-small needs 300" in stderr
+    assert not (tmp_path / "run").exists()
 
 
 def test_the_published_column_is_chosen_on_validation():

@@ -22,6 +22,7 @@ from safetensors.torch import load_file
 from modeling_cove.training.publishing.cards import encoder_export_card
 from modeling_cove.training.common.cli import parse_options
 from modeling_cove.training.publishing.export import export_encoder
+from modeling_cove.training.commands import train_mt as train_mt_command
 from modeling_cove.training.commands.train_mt import MTArguments, MTSetupError, load_model_preset, resolve_mt_settings, train_mt
 from modeling_cove.training.data.translation import encode_split, select_target_words, target_tokenize
 from modeling_cove.training.loops.mt_schedule import PerplexitySchedule, resolve_min_lr
@@ -391,15 +392,18 @@ def test_init_from_checkpoint_keeps_word_vectors_fixed(toy, tmp_path):
     assert stats["source_vocab_size"] == len(tokenizer) and stats["source_vocab_from"] == str(tmp_path / "vocab")
 
 
-def test_init_from_that_is_no_checkpoint_is_named(toy, tmp_path):
-    """A wrong --init-from (a missing folder, read by transformers as a Hub id) stops with one line naming it."""
-    result = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "train_mt.py"), "--output-dir", str(tmp_path / "run"), "--data-dir",
-         str(toy / "data"), "--init-from", str(tmp_path / "missing"), "--max-steps", "1", "--num-threads", "1"],
-        capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    assert result.returncode == 2
-    assert f"error: --init-from '{tmp_path / 'missing'}' is not a loadable CoVe checkpoint" in result.stderr
-    assert "Traceback" not in result.stderr and not (tmp_path / "run" / "metrics.json").exists()
+def test_init_from_that_is_no_checkpoint_is_named(toy, tmp_path, capsys):
+    """A wrong --init-from (a missing folder, read by transformers as a Hub id) stops with one line naming it: the
+    command's main in this process, exit status 2."""
+    threads = torch.get_num_threads()
+    with pytest.raises(SystemExit) as stopped:
+        train_mt_command.main(["--output-dir", str(tmp_path / "run"), "--data-dir", str(toy / "data"), "--init-from",
+                               str(tmp_path / "missing"), "--max-steps", "1", "--num-threads", "1"])
+    torch.set_num_threads(threads)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2
+    assert f"error: --init-from '{tmp_path / 'missing'}' is not a loadable CoVe checkpoint" in err
+    assert "Traceback" not in err and not (tmp_path / "run" / "metrics.json").exists()
 
 
 def trainer_state(out: Path) -> dict:

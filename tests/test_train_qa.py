@@ -14,6 +14,7 @@ from conftest import REPO, require_data
 from modeling_cove import CoveConfig, CoveModel
 from modeling_cove.tokenization_cove import build_cove_tokenizer, moses_tokenize
 from modeling_cove.training.publishing.cards import check_record_matches_checkpoint, load_eval_json
+from modeling_cove.training.commands import train_qa as train_qa_command
 from modeling_cove.training.commands.train_qa import QAConfigError, QAOptions, model_overrides, train_qa
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -71,7 +72,7 @@ def test_train_qa_smoke(tiny_squad, tmp_path):
     assert qa(question=row["question"], context=row["context"])["answer"] == predictions[row["id"]]
 
 
-def test_train_qa_rejects_unknown_model_override_before_any_work(tmp_path):
+def test_train_qa_rejects_unknown_model_override_before_any_work(tmp_path, capsys):
     """A typo in --model-override (dcn_hiden_size) is refused with the close match named; nothing is written."""
     out = tmp_path / "run"
     with pytest.raises(QAConfigError, match=r"'dcn_hiden_size' is not a CoveConfig field \(did you mean "
@@ -82,10 +83,10 @@ def test_train_qa_rejects_unknown_model_override_before_any_work(tmp_path):
     overrides = model_overrides(QAOptions(checkpoint="x", output_dir="y",
                                           model_override=["dcn_hidden_size=20", "dcn_pool_size=2"]))
     assert overrides["dcn_hidden_size"] == 20 and overrides["dcn_pool_size"] == 2 and overrides["dcn_dropout"] == 0.2
-    cli = subprocess.run([sys.executable, str(REPO / "scripts" / "train_qa.py"), "--checkpoint", "x", "--output-dir",
-                          str(out), "--model-override", "dcn_hidden_size"], capture_output=True, text=True,
-                         timeout=300, cwd=REPO)
-    assert cli.returncode == 2 and "error: --model-override expects KEY=VALUE" in cli.stderr and not out.exists()
+    with pytest.raises(SystemExit) as cli:  # the command's main, in this process
+        train_qa_command.main(["--checkpoint", "x", "--output-dir", str(out), "--model-override", "dcn_hidden_size"])
+    assert cli.value.code == 2 and "error: --model-override expects KEY=VALUE" in capsys.readouterr().err
+    assert not out.exists()
 
 
 @pytest.mark.slow
