@@ -164,7 +164,7 @@ def test_tokenize_splits_drops_and_counts_empty_rows():
     assert dropped == {"train": 1} and out["train"]["input_ids"][:] == [[4], [6]]
 
 
-def test_subsample_splits_draws_the_same_random_subsets_every_time():
+def test_subsample_splits_draws_the_same_random_subsets_every_time(capsys):
     features = Features({"text": Value("string"), "label": ClassLabel(names=["neg", "pos"])})
     sorted_by_label = Dataset.from_dict({"text": [f"t{i}" for i in range(40)], "label": [0] * 20 + [1] * 20},
                                         features=features)  # like IMDb's test file: all negatives first
@@ -181,11 +181,11 @@ def test_subsample_splits_draws_the_same_random_subsets_every_time():
     with pytest.raises(ValueError, match="--max-eval-examples must be >= 1"):
         tc.subsample_splits(raw(), max_eval=0)
     # on the command line: a usage error before any work
-    cli = run_cli(["--task", "imdb", "--encoder", "enc", "--max-train-examples", "0"])
-    assert cli.returncode == 2 and "must be >= 1, got 0" in cli.stderr
+    status, err = main_in_process(["--task", "imdb", "--encoder", "enc", "--max-train-examples", "0"], capsys)
+    assert status == 2 and "must be >= 1, got 0" in err
 
 
-def test_train_fraction_takes_nested_subsets_of_the_training_split():
+def test_train_fraction_takes_nested_subsets_of_the_training_split(capsys):
     """--train-fraction (the sample-efficiency curve): that share of the training split, rounded, from the same fixed
     permutation as --max-train-examples, so 10% lies inside 25%; validation and test stay whole."""
     features = Features({"text": Value("string"), "label": ClassLabel(names=["neg", "pos"])})
@@ -201,10 +201,11 @@ def test_train_fraction_takes_nested_subsets_of_the_training_split():
         tc.ClassifierOptions(task="trec6", encoder="enc", train_fraction=1.5)
     with pytest.raises(ValueError, match="not both"):
         tc.ClassifierOptions(task="trec6", encoder="enc", train_fraction=0.5, max_train_examples=3)
-    cli = run_cli(["--task", "trec6", "--encoder", "enc", "--train-fraction", "0"])
-    assert cli.returncode == 2 and "must be in (0, 1], got 0.0" in cli.stderr
-    cli = run_cli(["--task", "trec6", "--encoder", "enc", "--train-fraction", "0.5", "--max-train-examples", "3"])
-    assert cli.returncode == 2 and "give train_fraction or max_train_examples, not both" in cli.stderr
+    status, err = main_in_process(["--task", "trec6", "--encoder", "enc", "--train-fraction", "0"], capsys)
+    assert status == 2 and "must be in (0, 1], got 0.0" in err
+    status, err = main_in_process(["--task", "trec6", "--encoder", "enc", "--train-fraction", "0.5",
+                                   "--max-train-examples", "3"], capsys)
+    assert status == 2 and "give train_fraction or max_train_examples, not both" in err
 
 
 def test_task_configs_load_and_are_checked(tmp_path):
@@ -262,6 +263,14 @@ def test_build_model_columns(tiny_encoder_dir):
 
 def train(**options) -> dict:
     return tc.train_classifier(tc.ClassifierOptions(**options))
+
+
+def main_in_process(argv, capsys) -> tuple:
+    """(exit status, stderr) of cove-train-classifier's main(argv) in this process, for inputs refused before any
+    work (the script itself runs in a fresh interpreter in the tests below)."""
+    with pytest.raises(SystemExit) as stop:
+        tc.main(argv)
+    return stop.value.code, capsys.readouterr().err
 
 
 def run_cli(argv, launcher=(sys.executable,), timeout=300):
