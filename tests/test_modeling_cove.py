@@ -111,8 +111,13 @@ def test_conversion_matches_reference_encoder(tmp_path, mode):
         args += ["--cove-output", "both"]
     if mode == "with_word_vectors":
         args += ["--include-word-vectors"]
-    script = Path(__file__).resolve().parents[1] / "scripts" / "convert_salesforce_cove.py"
-    subprocess.run([sys.executable, str(script), *args], check=True, capture_output=True)  # as a user runs it
+    if mode == "top":  # as a user runs it
+        script = Path(__file__).resolve().parents[1] / "scripts" / "convert_salesforce_cove.py"
+        subprocess.run([sys.executable, str(script), *args], check=True, capture_output=True)
+    else:  # the same command's main(argv), in this process
+        from modeling_cove.training.commands.convert_salesforce import main
+
+        main(args)
 
     from transformers import AutoModel, AutoTokenizer
 
