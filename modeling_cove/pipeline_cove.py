@@ -360,6 +360,8 @@ class CoveTokenClassificationPipeline(CheckedTokenizer, TokenClassificationPipel
             offsets = model_inputs.get("offset_mapping")
             if isinstance(offsets, torch.Tensor) and offsets.numel() == 0:
                 model_inputs["offset_mapping"] = offsets.reshape(1, 0, 2)
+            # read here, on the host copy: `_forward` then needs no read of the device mask to find empty texts
+            model_inputs["has_tokens"] = bool(model_inputs["attention_mask"].any())
             if reads_case:
                 word_ids, word_chars = model_inputs.get("word_ids"), model_inputs.get("word_to_chars_map")
                 cases = []
@@ -373,19 +375,24 @@ class CoveTokenClassificationPipeline(CheckedTokenizer, TokenClassificationPipel
     def _forward(self, model_inputs):
         """The stock forward, except that rows without tokens (texts without tokens) never reach the model, which
         refuses them: the model runs on the other rows, if any, and the empty rows' logits are zeros at positions
-        that are all padding (special tokens for `postprocess`), so their results are `[]`."""
-        mask = model_inputs.get("attention_mask")
-        rows = mask.bool().any(dim=-1) if mask is not None else None  # (B,): rows with at least one token
-        if rows is None or bool(rows.all()):
+        that are all padding (special tokens for `postprocess`), so their results are `[]`. Which rows are empty
+        comes from `preprocess` (`has_tokens`, read on the host), so a batch costs the device no read beyond the
+        model's own."""
+        has_tokens = model_inputs.pop("has_tokens")
+        rows = has_tokens if isinstance(has_tokens, list) else [has_tokens]  # a batch's flags, or one text's
+        if all(rows):
             return super()._forward(model_inputs)
         outputs = {key: model_inputs.pop(key, None) for key in BOOKKEEPING}
-        logits = torch.zeros(*rows.shape, mask.shape[1], self.model.config.num_labels, device=mask.device,
+        mask = model_inputs["attention_mask"]  # (B, T)
+        logits = torch.zeros(len(rows), mask.shape[1], self.model.config.num_labels, device=mask.device,
                              dtype=self.model.dtype)  # (B, T, labels)
-        if bool(rows.any()):
-            output = self.model(**{key: value[rows] if isinstance(value, torch.Tensor) else value
-                                    for key, value in model_inputs.items()})
+        kept = [i for i, row in enumerate(rows) if row]
+        if kept:
+            kept = torch.tensor(kept, device=mask.device)  # a batch mixing empty texts with others: one copy
+            output = self.model(**{key: value.index_select(0, kept) if isinstance(value, torch.Tensor) else value
+                                   for key, value in model_inputs.items()})
             tagged = output["logits"] if isinstance(output, dict) else output[0]
-            logits[rows] = tagged.to(logits.dtype)
+            logits.index_copy_(0, kept, tagged.to(logits.dtype))
         return {"logits": logits, **outputs, **model_inputs}
 
     def gather_pre_entities(self, sentence, input_ids, scores, offset_mapping, special_tokens_mask,
