@@ -74,7 +74,7 @@ FULL_AUTO_MAP = {entry.auto_class: entry.reference(name) for name, entry in MANI
                  if "mt_lstm" in entry.encoder_types}  # a CoVe checkpoint; a biLM one also names its LM head
 EVERY_CLASS_FILES = set().union(*(entry.files for entry in MANIFEST.values()))
 QA_PIPELINE = PIPELINES["question-answering"]
-TAGGER_PIPELINE = PIPELINES.get("token-classification")
+TAGGER_PIPELINE = PIPELINES["token-classification"]
 # training-side modules of the package: vocabulary and checkpoint building, data, word vectors, the feature cache
 NOT_MODEL_CODE = {"build.py", "data.py", "feature_cache.py", "vectors.py"}
 
@@ -163,25 +163,22 @@ def built(tmp_path_factory):
     out = {"root": root, "tokenizer": tokenizer, "curve": tiny_png(root / "curve.png"), "heads": []}
     torch.manual_seed(0)
     models = {"base": (CoveModel(tiny_config(vocab_size=len(tokenizer))), BASE_REPO, "AutoModel", None)}
-    if CoveForSequenceClassification is not None:
-        config = tiny_config(vocab_size=len(tokenizer), num_labels=2, id2label=dict(enumerate(LABELS)),
-                             label2id={name: i for i, name in enumerate(LABELS)})
-        bcn = CoveForSequenceClassification(config)
-        with torch.no_grad():  # non-trivial batch-norm statistics, so that buffers must round-trip too
-            for module in bcn.modules():
-                if isinstance(module, torch.nn.BatchNorm1d):
-                    module.running_mean.uniform_(-0.5, 0.5)
-                    module.running_var.uniform_(0.5, 1.5)
-        models["bcn"] = (bcn, BCN_REPO, "AutoModelForSequenceClassification", None)
-    if CoveForQuestionAnswering is not None:
-        models["dcn"] = (CoveForQuestionAnswering(tiny_config(vocab_size=len(tokenizer))), DCN_REPO,
-                         "AutoModelForQuestionAnswering", None)
-    if CoveForMachineTranslation is not None:
-        target = build_cove_tokenizer(TARGET_WORDS, add_eos=True)
-        out["target_tokenizer"] = target
-        models["mt"] = (CoveForMachineTranslation(tiny_config(vocab_size=len(tokenizer),
-                                                              target_vocab_size=len(target))),
-                        MT_REPO, "AutoModelForSeq2SeqLM", target)
+    config = tiny_config(vocab_size=len(tokenizer), num_labels=2, id2label=dict(enumerate(LABELS)),
+                         label2id={name: i for i, name in enumerate(LABELS)})
+    bcn = CoveForSequenceClassification(config)
+    with torch.no_grad():  # non-trivial batch-norm statistics, so that buffers must round-trip too
+        for module in bcn.modules():
+            if isinstance(module, torch.nn.BatchNorm1d):
+                module.running_mean.uniform_(-0.5, 0.5)
+                module.running_var.uniform_(0.5, 1.5)
+    models["bcn"] = (bcn, BCN_REPO, "AutoModelForSequenceClassification", None)
+    models["dcn"] = (CoveForQuestionAnswering(tiny_config(vocab_size=len(tokenizer))), DCN_REPO,
+                     "AutoModelForQuestionAnswering", None)
+    target = build_cove_tokenizer(TARGET_WORDS, add_eos=True)
+    out["target_tokenizer"] = target
+    models["mt"] = (CoveForMachineTranslation(tiny_config(vocab_size=len(tokenizer),
+                                                          target_vocab_size=len(target))),
+                    MT_REPO, "AutoModelForSeq2SeqLM", target)
     for key, (model, repo, auto, target) in models.items():
         model.eval()
         out[key] = model
@@ -189,14 +186,14 @@ def built(tmp_path_factory):
         out[f"{key}_stage"] = publish.assemble(out[f"{key}_ckpt"], out[f"{key}_ckpt"] / "eval_results.json", repo,
                                                    output_dir=root / f"{key}_stage", curve=out["curve"])
         out["heads"].append((key, repo, auto))
-    if CoveForTokenClassification is not None:  # a tagger's folder as save_pretrained writes it (no Hub staging)
-        config = tiny_config(vocab_size=len(tokenizer), num_labels=len(TAGS), id2label=dict(enumerate(TAGS)),
-                             label2id={name: i for i, name in enumerate(TAGS)}, tagger_hidden_size=4,
-                             tagger_module_dim=5)
-        out["tagger"] = CoveForTokenClassification(config).eval()
-        out["tagger"].save_pretrained(root / "tagger_ckpt")
-        tokenizer.save_pretrained(root / "tagger_ckpt")
-        out["tagger_ckpt"] = root / "tagger_ckpt"
+    # a tagger's folder as save_pretrained writes it (no Hub staging)
+    config = tiny_config(vocab_size=len(tokenizer), num_labels=len(TAGS), id2label=dict(enumerate(TAGS)),
+                         label2id={name: i for i, name in enumerate(TAGS)}, tagger_hidden_size=4,
+                         tagger_module_dim=5)
+    out["tagger"] = CoveForTokenClassification(config).eval()
+    out["tagger"].save_pretrained(root / "tagger_ckpt")
+    tokenizer.save_pretrained(root / "tagger_ckpt")
+    out["tagger_ckpt"] = root / "tagger_ckpt"
     return out
 
 
@@ -211,24 +208,18 @@ def original_outputs(built) -> dict:
             model = built[key]
             encoder = getattr(model, "cove", model)
             expected[f"{key}.encoder"] = encoder(**inputs, output_final_states=False).last_hidden_state
-        if "bcn" in built:
-            expected["bcn.logits"] = built["bcn"](**batch).logits
-            expected["bcn.pair_logits"] = built["bcn"](**tokenizer(*PAIR, return_tensors="pt")).logits
-        if "dcn" in built:
-            qa = built["dcn"](**tokenizer(QUESTION, CONTEXT, return_tensors="pt"))
-            expected["dcn.start_logits"], expected["dcn.end_logits"] = qa.start_logits, qa.end_logits
-            if CoveQuestionAnsweringPipeline is not None:
-                pipe = CoveQuestionAnsweringPipeline(model=built["dcn"], tokenizer=tokenizer)
-                expected["dcn.pipeline"] = pipe(question=QUESTION, context=CONTEXT)
-        if "mt" in built:
-            expected["mt.generated"] = built["mt"].generate(**inputs, num_beams=1, do_sample=False, max_new_tokens=6)
-        if "tagger" in built:
-            expected["tagger.logits"] = built["tagger"](**inputs).logits
-            if CoveTokenClassificationPipeline is not None:
-                pipe = CoveTokenClassificationPipeline(model=built["tagger"], tokenizer=tokenizer)
-                expected["tagger.pipeline"] = {
-                    strategy: [pipe(x, aggregation_strategy=strategy, ignore_labels=[], batch_size=2)
-                               for x in (TAG_TEXT, TAG_BATCH)] for strategy in STRATEGIES}
+        expected["bcn.logits"] = built["bcn"](**batch).logits
+        expected["bcn.pair_logits"] = built["bcn"](**tokenizer(*PAIR, return_tensors="pt")).logits
+        qa = built["dcn"](**tokenizer(QUESTION, CONTEXT, return_tensors="pt"))
+        expected["dcn.start_logits"], expected["dcn.end_logits"] = qa.start_logits, qa.end_logits
+        pipe = CoveQuestionAnsweringPipeline(model=built["dcn"], tokenizer=tokenizer)
+        expected["dcn.pipeline"] = pipe(question=QUESTION, context=CONTEXT)
+        expected["mt.generated"] = built["mt"].generate(**inputs, num_beams=1, do_sample=False, max_new_tokens=6)
+        expected["tagger.logits"] = built["tagger"](**inputs).logits
+        pipe = CoveTokenClassificationPipeline(model=built["tagger"], tokenizer=tokenizer)
+        expected["tagger.pipeline"] = {
+            strategy: [pipe(x, aggregation_strategy=strategy, ignore_labels=[], batch_size=2)
+                       for x in (TAG_TEXT, TAG_BATCH)] for strategy in STRATEGIES}
     return expected
 
 
@@ -284,8 +275,6 @@ def test_mt_folder_carries_its_target_tokenizer(built):
 
 @pytest.mark.parametrize("key", ["bcn", "dcn", "mt"])
 def test_verify_staging_loads_each_head(built, key):
-    if f"{key}_stage" not in built:
-        pytest.skip(f"head {key} not available")
     check = publish.verify_staging(built[f"{key}_stage"])
     assert check["auto_class"] == dict((k, auto) for k, _, auto in built["heads"])[key]
     assert check["encoder_output_shape"] == (1, 7, built[key].config.output_size)
@@ -406,17 +395,14 @@ def loaded(built):
               "env": offline_env(hf_home), "cwd": root}  # cwd: the repo is not on sys.path there
     hub_jobs = [{"name": f"hub.{key}", "source": repo, "auto": auto, "full": True}
                 for key, repo, auto in built["heads"]]
-    pipelines = []
-    if "bcn" in built:
-        pipelines.append({"task": "text-classification", "source": BCN_REPO, "name": "bcn.pipeline",
-                          "inputs": [SENTENCES[1], {"text": PAIR[0], "text_pair": PAIR[1]}]})
-    qa = "dcn" in built and CoveQuestionAnsweringPipeline is not None
+    pipelines = [{"task": "text-classification", "source": BCN_REPO, "name": "bcn.pipeline",
+                  "inputs": [SENTENCES[1], {"text": PAIR[0], "text_pair": PAIR[1]}]}]
     qa_job = {"source": DCN_REPO, "name": "dcn.pipeline", "kwargs": True,
               "inputs": [{"question": QUESTION, "context": CONTEXT}]}
     with_package = {**common, "block_package": False, "out": str(root / "with_package"),
                     "jobs": [{**job, "trust": False} for job in hub_jobs],
                     "pipelines": [{**p, "trust": False} for p in pipelines]
-                    + ([{**qa_job, "task": "cove-question-answering", "trust": False}] if qa else [])}
+                    + [{**qa_job, "task": "cove-question-answering", "trust": False}]}
     folder_jobs = []
     for key, _, own in built["heads"]:  # each assembled folder, through every Auto class it advertises
         folder = built[f"{key}_stage"].folder
@@ -427,20 +413,20 @@ def loaded(built):
     auto_map = json.loads((built["base_ckpt"] / "config.json").read_text())["auto_map"]
     folder_jobs += [{"name": f"ckpt.base.{auto}", "source": str(built["base_ckpt"]), "auto": auto,
                      "full": auto == "AutoModel", "trust": True} for auto in auto_map if auto != "AutoConfig"]
-    hub_pipelines = [{**p, "trust": True} for p in pipelines] + (
-        [{**qa_job, "task": "question-answering", "trust": True}] if qa else [])
+    hub_pipelines = [{**p, "trust": True} for p in pipelines] + [{**qa_job, "task": "question-answering",
+                                                                 "trust": True}]
     ckpt_pipelines = [{**qa_job, "task": "question-answering", "trust": True, "source": str(built["dcn_ckpt"]),
-                       "name": "dcn.ckpt_pipeline"}] if qa else []  # and the DCN's question-answering pipeline
-    if "tagger" in built:  # the tagger's folder: its own class, and its token-classification pipeline
-        folder_jobs.append({"name": "ckpt.tagger", "source": str(built["tagger_ckpt"]),
-                            "auto": "AutoModelForTokenClassification", "full": True, "trust": True})
-        if CoveTokenClassificationPipeline is not None:  # with trust_remote_code=True here, with none (package)
-            tagger_jobs = [{"task": "token-classification", "source": str(built["tagger_ckpt"]),
-                            "name": f"tagger.ckpt_pipeline.{strategy}", "inputs": [TAG_TEXT, TAG_BATCH],
-                            "call_kwargs": {"aggregation_strategy": strategy, "ignore_labels": [], "batch_size": 2}}
-                           for strategy in STRATEGIES]
-            ckpt_pipelines += [{**job, "trust": True} for job in tagger_jobs]
-            with_package["pipelines"] += [{**job, "trust": None} for job in tagger_jobs]
+                       "name": "dcn.ckpt_pipeline"}]  # and the DCN's question-answering pipeline
+    # the tagger's folder: its own class, and its token-classification pipeline
+    folder_jobs.append({"name": "ckpt.tagger", "source": str(built["tagger_ckpt"]),
+                        "auto": "AutoModelForTokenClassification", "full": True, "trust": True})
+    # with trust_remote_code=True here, with none (package)
+    tagger_jobs = [{"task": "token-classification", "source": str(built["tagger_ckpt"]),
+                    "name": f"tagger.ckpt_pipeline.{strategy}", "inputs": [TAG_TEXT, TAG_BATCH],
+                    "call_kwargs": {"aggregation_strategy": strategy, "ignore_labels": [], "batch_size": 2}}
+                   for strategy in STRATEGIES]
+    ckpt_pipelines += [{**job, "trust": True} for job in tagger_jobs]
+    with_package["pipelines"] += [{**job, "trust": None} for job in tagger_jobs]
     without_package = {**common, "block_package": True, "out": str(root / "without_package"),
                        "jobs": [{**job, "trust": True} for job in hub_jobs] + folder_jobs,
                        "pipelines": hub_pipelines + ckpt_pipelines}
@@ -482,14 +468,11 @@ def check_hub_outputs(built, tensors: dict, expected: dict):
     for key, _, _ in built["heads"]:
         assert_reproduces(tensors[f"hub.{key}.input_ids"], expected["input_ids"], key)
         assert_reproduces(tensors[f"hub.{key}.encoder"], expected[f"{key}.encoder"], key)
-    if "bcn" in built:
-        assert_reproduces(tensors["hub.bcn.logits"], expected["bcn.logits"], "bcn.logits")
-        assert_reproduces(tensors["hub.bcn.pair_logits"], expected["bcn.pair_logits"], "bcn.pair_logits")
-    if "dcn" in built:
-        assert_reproduces(tensors["hub.dcn.start_logits"], expected["dcn.start_logits"], "dcn.start_logits")
-        assert_reproduces(tensors["hub.dcn.end_logits"], expected["dcn.end_logits"], "dcn.end_logits")
-    if "mt" in built:
-        assert_reproduces(tensors["hub.mt.generated"], expected["mt.generated"], "mt.generated")
+    assert_reproduces(tensors["hub.bcn.logits"], expected["bcn.logits"], "bcn.logits")
+    assert_reproduces(tensors["hub.bcn.pair_logits"], expected["bcn.pair_logits"], "bcn.pair_logits")
+    assert_reproduces(tensors["hub.dcn.start_logits"], expected["dcn.start_logits"], "dcn.start_logits")
+    assert_reproduces(tensors["hub.dcn.end_logits"], expected["dcn.end_logits"], "dcn.end_logits")
+    assert_reproduces(tensors["hub.mt.generated"], expected["mt.generated"], "mt.generated")
 
 
 def test_hub_id_loads_with_the_package_and_reproduces_outputs(loaded, built):
@@ -652,8 +635,6 @@ def test_saved_checkpoints_ship_exactly_the_manifests_files(built):
 def test_a_head_built_from_a_qa_checkpoint_does_not_keep_its_pipeline(built, tmp_path):
     """A BCN started from a DCN checkpoint inherits its config, `custom_pipelines` included: saved, it must not
     advertise the question-answering pipeline (nor ship its files), which is not its own."""
-    if "dcn" not in built:
-        pytest.skip("no DCN head in this install")
     bcn = CoveForSequenceClassification.from_pretrained(built["dcn_ckpt"])
     assert "question-answering" in bcn.config.custom_pipelines  # inherited
     bcn.save_pretrained(tmp_path)
@@ -712,12 +693,11 @@ def test_package_registers_each_class_with_the_auto_class_its_checkpoints_name()
     assert task["impl"] is CoveQuestionAnsweringPipeline
     assert [cls.__name__ for cls in task["pt"]] == list(QA_PIPELINE.pt)
     assert QA_PIPELINE.impl == f"pipeline_cove.{CoveQuestionAnsweringPipeline.__name__}"
-    if TAGGER_PIPELINE is not None and CoveTokenClassificationPipeline is not None:
-        for name in ("cove-token-classification", "token-classification"):
-            _, task, _ = PIPELINE_REGISTRY.check_task(name)
-            assert task["impl"] is CoveTokenClassificationPipeline
-            assert [cls.__name__ for cls in task["pt"]] == list(TAGGER_PIPELINE.pt)
-        assert TAGGER_PIPELINE.impl == f"pipeline_cove.{CoveTokenClassificationPipeline.__name__}"
+    for name in ("cove-token-classification", "token-classification"):
+        _, task, _ = PIPELINE_REGISTRY.check_task(name)
+        assert task["impl"] is CoveTokenClassificationPipeline
+        assert [cls.__name__ for cls in task["pt"]] == list(TAGGER_PIPELINE.pt)
+    assert TAGGER_PIPELINE.impl == f"pipeline_cove.{CoveTokenClassificationPipeline.__name__}"
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -818,8 +798,6 @@ def test_a_model_resaved_without_the_package_names_only_the_code_it_ships(built,
     are beside it, so saving it again ships only those. Its config must then name only their classes and no
     pipeline whose file is missing (it used to keep every Auto class and the QA pipeline, which then failed to load
     in a fresh process), and everything it names must load there."""
-    if "dcn" not in built:
-        pytest.skip("no DCN head in this install")
     env, resaved = offline_env(tmp_path / "hf_home"), tmp_path / "resaved"
     for script, args in ((RESAVE, [str(built["dcn_stage"].folder), str(resaved)]), (LOAD_NAMED, [str(resaved)])):
         result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env,
@@ -883,9 +861,9 @@ def test_round_trip_upload_then_download_online(loaded, built):
     downloaded = {re.sub(r".*/resolve/[^/]+/", "", path) for method, path, _ in calls
                   if method == "GET" and "/resolve/" in path}
     assert {"config.json", "model.safetensors", "tokenizer.json", "modeling_cove.py"} <= downloaded
-    if "mt" in built:  # the probe answered 404 (EntryNotFound) and the subfolder tokenizer still loaded
-        assert any(re.search(r"/cove-mt/resolve/[^/]+/target_tokenizer/config\.json$", path) for _, path, _ in calls)
-        assert loaded["online"][1]["hub.mt"]["target_vocab"] == len(built["target_tokenizer"])
+    # the probe answered 404 (EntryNotFound) and the subfolder tokenizer still loaded
+    assert any(re.search(r"/cove-mt/resolve/[^/]+/target_tokenizer/config\.json$", path) for _, path, _ in calls)
+    assert loaded["online"][1]["hub.mt"]["target_vocab"] == len(built["target_tokenizer"])
 
 
 def test_text_classification_pipeline_from_hub_id(loaded):
@@ -1320,9 +1298,9 @@ def test_evaluation_json_of_another_model(built, hub, tmp_path):
     ckpt = built["base_ckpt"]
     err = run_bad(hub, ckpt, other_dir / "eval_results.json")
     assert "describes another model" in err and "weights sha256" in err and "config sha256" not in err
-    if "bcn_ckpt" in built:  # a head's JSON for the encoder: architecture and config differ too
-        err = run_bad(hub, ckpt, built["bcn_ckpt"] / "eval_results.json")
-        assert "architecture 'CoveForSequenceClassification' != checkpoint's 'CoveModel'" in err
+    # a head's JSON for the encoder: architecture and config differ too
+    err = run_bad(hub, ckpt, built["bcn_ckpt"] / "eval_results.json")
+    assert "architecture 'CoveForSequenceClassification' != checkpoint's 'CoveModel'" in err
 
 
 def test_malformed_evaluation_json(built, hub, tmp_path):
