@@ -256,3 +256,23 @@ def test_tokenizer_agreement_cli_smoke(data_dir, tmp_path):
                                       "imdb_test"}
     assert saved["command"].startswith("python benchmarks/tokenizer_agreement.py") and saved["commit"]
     assert saved["machine"]["cpu"] and saved["overall"]["percent_identical"] >= 97.0
+
+
+def test_old_new_comparison_reads_each_report_and_takes_medians():
+    """compare_heads_old_new: each side's figures come from its report's own threads, and the summary holds the
+    medians over rounds and new / old as the quotient of the two medians."""
+    import compare_heads_old_new as compare
+
+    def report(speed, ratio):
+        timed = {"auto": {"tokens_per_s": speed}, "ratio_auto_to_roofline": ratio}
+        return {"results": {"tagger": {"threads_1": {"sorted": timed}, "threads_2": {"sorted": {
+            "auto": {"tokens_per_s": -1.0}, "ratio_auto_to_roofline": -1.0}}}}}
+
+    assert compare.side_figures(report(100.0, 0.9), threads=1) == {"tagger": {"sorted": (100.0, 0.9)}}
+    rounds = {side: [{"figures": compare.side_figures(report(speed, ratio), 1)} for speed, ratio in values]
+              for side, values in (("old", [(100.0, 0.90), (120.0, 0.80), (90.0, 0.85)]),
+                                   ("new", [(110.0, 0.95), (130.0, 0.93), (125.0, 0.97)]))}
+    row = compare.summarize(rounds)["tagger"]["sorted"]
+    assert row == {"old_tokens_per_s_median": 100.0, "old_ratio_to_roofline_median": 0.85,
+                   "new_tokens_per_s_median": 125.0, "new_ratio_to_roofline_median": 0.95,
+                   "new_over_old": 1.25}

@@ -1,0 +1,115 @@
+#!/usr/bin/env python
+"""The heads' CPU speed before and after a change: `benchmark_heads.py` run on an earlier commit's package and on this
+checkout's, in alternating processes (old, new, old, new, ...), each process timing ours against the plain-PyTorch
+roofline of the same layers. Writes benchmarks/results/heads_old_new.json: per section and column (pipeline, sorted,
+train) the median over rounds of ours' tokens/s and of ours/roofline, old and new, and new/old.
+
+    python benchmarks/compare_heads_old_new.py --old-commit 9f6ddba --data-dir DATA --rounds 3
+
+The earlier commit is checked out into a temporary git worktree; both sides run this checkout's benchmark_heads.py
+(the same instrument), with PYTHONPATH naming the side's package. Run it on an idle machine: the two sides share it
+in turn, and what is compared is each process's own ratio to the roofline and, next to it, the medians of
+tokens/s.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import instruments  # noqa: F401  (the package first, as every benchmark: docs/benchmarks.md)
+from instruments.common import DEFAULT_DATA_DIR, report_header
+from modeling_cove.training.common.cli import REQUIRED, option, parse_options
+from modeling_cove.training.common.files import write_json
+
+REPO = Path(__file__).resolve().parents[1]
+COLUMNS = ("pipeline", "sorted", "train")
+
+
+@dataclass
+class CompareArguments:
+    """The flags of compare_heads_old_new.py."""
+
+    old_commit: str = option("the commit to compare with (any git revision)", REQUIRED)
+    data_dir: str = option("local data folder laid out as docs/data.md describes (default: $COVE_DATA_DIR)",
+                           DEFAULT_DATA_DIR)
+    sections: str = option("benchmark_heads' sections, comma-separated", "bcn_single,bcn_pair,dcn,tagger")
+    threads: int = option("torch intra-op threads of every process", 1)
+    texts: int = option("benchmark_heads --texts", 256)
+    rounds: int = option("processes per side, alternating", 3)
+    output: str = option("the record's path", str(REPO / "benchmarks" / "results" / "heads_old_new.json"))
+
+
+def side_figures(report: dict, threads: int) -> dict:
+    """{section: {column: (ours tokens/s, ours / roofline)}} of one benchmark_heads report."""
+    figures = {}
+    for section, result in report["results"].items():
+        timed = result[f"threads_{threads}"]
+        figures[section] = {column: (timed[column]["auto"]["tokens_per_s"], timed[column]["ratio_auto_to_roofline"])
+                            for column in COLUMNS if column in timed}
+    return figures
+
+
+def summarize(rounds: dict) -> dict:
+    """Per section and column: the medians over rounds, old and new, and new / old."""
+    summary = {}
+    for section in rounds["new"][0]["figures"]:
+        summary[section] = {}
+        for column in rounds["new"][0]["figures"][section]:
+            row = {}
+            for side in ("old", "new"):
+                speeds = [r["figures"][section][column][0] for r in rounds[side]]
+                ratios = [r["figures"][section][column][1] for r in rounds[side]]
+                row[f"{side}_tokens_per_s_median"] = round(statistics.median(speeds), 1)
+                row[f"{side}_ratio_to_roofline_median"] = round(statistics.median(ratios), 3)
+            row["new_over_old"] = round(row["new_tokens_per_s_median"] / row["old_tokens_per_s_median"], 3)
+            summary[section][column] = row
+    return summary
+
+
+def run_side(root: Path, args: CompareArguments, output: Path) -> dict:
+    """One benchmark_heads process over the package in `root`; its report."""
+    command = [sys.executable, str(REPO / "benchmarks" / "benchmark_heads.py"), "--data-dir",
+               str(Path(args.data_dir).resolve()),
+               "--sections", args.sections, "--threads", str(args.threads), "--repeats", "1", "--texts",
+               str(args.texts), "--output", str(output)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(REPO / "benchmarks")])}
+    subprocess.run(command, check=True, env=env, cwd=root)
+    return json.loads(output.read_text())
+
+
+def main(argv=None):
+    args = parse_options(CompareArguments, argv, description=__doc__)
+    if not args.data_dir:
+        sys.exit("error: give --data-dir (or set COVE_DATA_DIR)")
+    old = subprocess.run(["git", "rev-parse", args.old_commit], cwd=REPO, check=True, capture_output=True,
+                         text=True).stdout.strip()
+    header = report_header(argv)
+    with tempfile.TemporaryDirectory(prefix="heads-old-") as scratch:
+        worktree = Path(scratch) / "old"
+        subprocess.run(["git", "worktree", "add", "--detach", str(worktree), old], cwd=REPO, check=True,
+                       capture_output=True)
+        try:
+            rounds = {"old": [], "new": []}
+            for index in range(args.rounds):
+                for side, root in (("old", worktree), ("new", REPO)):
+                    print(f"round {index + 1}/{args.rounds}: {side}", flush=True)
+                    report = run_side(root, args, Path(scratch) / f"{side}-{index}.json")
+                    rounds[side].append({"commit": report["commit"], "date": report["date"],
+                                         "figures": side_figures(report, args.threads)})
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=REPO, check=True)
+    record = {**header, "old_commit": old, "settings": {k: v for k, v in vars(args).items() if k != "output"},
+              "what": "benchmark_heads.py on the old commit's package and on this checkout's, in alternating "
+                      "processes; medians over rounds; ratio = roofline time / ours in the same process",
+              "summary": summarize(rounds), "rounds": rounds}
+    write_json(args.output, record)
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
