@@ -71,38 +71,65 @@ def summarize(rounds: dict) -> dict:
     return summary
 
 
-def run_side(root: Path, args: CompareArguments, output: Path) -> dict:
-    """One benchmark_heads process over the package in `root`; its report."""
+# the package's subpackages that the wheel maps from top-level folders (pyproject's package-dir); an editable install
+# serves them from the checkout it was made from, whatever PYTHONPATH says
+MAPPED = {"configuration": "configuration", "examples": "examples"}
+WHERE = "import modeling_cove, modeling_cove.configuration as c; print(modeling_cove.__file__); print(*c.__path__)"
+
+
+def side_env(root: Path) -> dict:
+    """The environment of a process that imports the package from `root`, checked: the package and its presets
+    both from there (else the comparison would time one side's code with the other side's settings)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(REPO / "benchmarks")])}
+    found = subprocess.run([sys.executable, "-c", WHERE], env=env, cwd=root, capture_output=True, text=True,
+                           check=True).stdout.split()
+    if not all(Path(path).resolve().is_relative_to(root.resolve()) for path in found):
+        sys.exit(f"error: the package for {root} imports from {found}: install this checkout (pip install -e .)")
+    return env
+
+
+def run_side(root: Path, env: dict, args: CompareArguments, output: Path, commit: str) -> dict:
+    """One benchmark_heads process over the package in `root`; its report, checked to come from `commit`."""
     command = [sys.executable, str(REPO / "benchmarks" / "benchmark_heads.py"), "--data-dir",
                str(Path(args.data_dir).resolve()),
                "--sections", args.sections, "--threads", str(args.threads), "--repeats", "1", "--texts",
                str(args.texts), "--output", str(output)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(REPO / "benchmarks")])}
     subprocess.run(command, check=True, env=env, cwd=root)
-    return json.loads(output.read_text())
+    report = json.loads(output.read_text())
+    if not report["commit"].startswith(commit):
+        sys.exit(f"error: the run over {root} reports commit {report['commit']}, not {commit}")
+    return report
 
 
 def main(argv=None):
     args = parse_options(CompareArguments, argv, description=__doc__)
     if not args.data_dir:
         sys.exit("error: give --data-dir (or set COVE_DATA_DIR)")
-    old = subprocess.run(["git", "rev-parse", args.old_commit], cwd=REPO, check=True, capture_output=True,
-                         text=True).stdout.strip()
+    def rev_parse(revision: str) -> str:
+        return subprocess.run(["git", "rev-parse", revision], cwd=REPO, check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    old, new = rev_parse(args.old_commit), rev_parse("HEAD")
     header = report_header(argv)
     with tempfile.TemporaryDirectory(prefix="heads-old-") as scratch:
         worktree = Path(scratch) / "old"
         subprocess.run(["git", "worktree", "add", "--detach", str(worktree), old], cwd=REPO, check=True,
                        capture_output=True)
         try:
+            for name, folder in MAPPED.items():  # the old side's presets and examples, as its wheel would map them
+                (worktree / "modeling_cove" / name).symlink_to(worktree / folder, target_is_directory=True)
+            sides = (("old", worktree, old), ("new", REPO, new))
+            envs = {side: side_env(root) for side, root, _ in sides}
             rounds = {"old": [], "new": []}
             for index in range(args.rounds):
-                for side, root in (("old", worktree), ("new", REPO)):
+                for side, root, commit in sides:
                     print(f"round {index + 1}/{args.rounds}: {side}", flush=True)
-                    report = run_side(root, args, Path(scratch) / f"{side}-{index}.json")
+                    report = run_side(root, envs[side], args, Path(scratch) / f"{side}-{index}.json", commit)
                     rounds[side].append({"commit": report["commit"], "date": report["date"],
                                          "figures": side_figures(report, args.threads)})
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=REPO, check=True)
+        finally:  # never hide what stopped the rounds; a worktree left by a killed run goes with `git worktree prune`
+            subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=REPO)
+            subprocess.run(["git", "worktree", "prune"], cwd=REPO)
     record = {**header, "old_commit": old, "settings": {k: v for k, v in vars(args).items() if k != "output"},
               "what": "benchmark_heads.py on the old commit's package and on this checkout's, in alternating "
                       "processes; medians over rounds; ratio = roofline time / ours in the same process",

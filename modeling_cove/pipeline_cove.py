@@ -84,7 +84,7 @@ from transformers.pipelines.feature_extraction import FeatureExtractionPipeline
 from transformers.pipelines.token_classification import AggregationStrategy, TokenClassificationPipeline
 from transformers.utils import logging
 
-from .lstm_kernels import order_longest_first
+from .lstm_kernels import order_longest_first, to_device_async
 from .modeling_cove_tagger import bioes_label_to_bio, casing_class, has_bioes_labels
 from .squad_preprocessing import (
     DEFAULT_DOC_STRIDE,
@@ -361,7 +361,8 @@ class CoveTokenClassificationPipeline(CheckedTokenizer, TokenClassificationPipel
             if isinstance(offsets, torch.Tensor) and offsets.numel() == 0:
                 model_inputs["offset_mapping"] = offsets.reshape(1, 0, 2)
             # read here, on the host copy: `_forward` then needs no read of the device mask to find empty texts
-            model_inputs["has_tokens"] = bool(model_inputs["attention_mask"].any())
+            mask = model_inputs.get("attention_mask")  # absent if the tokenizer was asked for none
+            model_inputs["has_tokens"] = bool(mask.any()) if mask is not None else model_inputs["input_ids"].numel() > 0
             if reads_case:
                 word_ids, word_chars = model_inputs.get("word_ids"), model_inputs.get("word_to_chars_map")
                 cases = []
@@ -383,12 +384,12 @@ class CoveTokenClassificationPipeline(CheckedTokenizer, TokenClassificationPipel
         if all(rows):
             return super()._forward(model_inputs)
         outputs = {key: model_inputs.pop(key, None) for key in BOOKKEEPING}
-        mask = model_inputs["attention_mask"]  # (B, T)
-        logits = torch.zeros(len(rows), mask.shape[1], self.model.config.num_labels, device=mask.device,
+        ids = model_inputs["input_ids"]  # (B, T)
+        logits = torch.zeros(len(rows), ids.shape[1], self.model.config.num_labels, device=ids.device,
                              dtype=self.model.dtype)  # (B, T, labels)
         kept = [i for i, row in enumerate(rows) if row]
         if kept:
-            kept = torch.tensor(kept, device=mask.device)  # a batch mixing empty texts with others: one copy
+            kept = to_device_async(torch.tensor(kept), ids.device)  # the rows with tokens, sent without a wait
             output = self.model(**{key: value.index_select(0, kept) if isinstance(value, torch.Tensor) else value
                                    for key, value in model_inputs.items()})
             tagged = output["logits"] if isinstance(output, dict) else output[0]

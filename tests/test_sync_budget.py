@@ -44,6 +44,7 @@ BUDGETS = {
     "tagger forward": (2, 1),
     "tagger training step": (3, 1),
     "tagger pipeline batch forward": (2, 1),  # before: 2 (the empty-text check read the device mask)
+    "tagger pipeline batch forward, an empty text in it": (2, 1),  # before: 7 (two reads, boolean masks)
     "cvt labelled step": (3, 1),
     "cvt unlabelled step": (3, 1),
     "mt generate step forward": (2, 1),
@@ -278,6 +279,8 @@ ENTRY_POINTS = {
     "tagger forward": tagger_forward,
     "tagger training step": tagger_training_step,
     "tagger pipeline batch forward": tagger_pipeline_batch_forward,
+    "tagger pipeline batch forward, an empty text in it": lambda: tagger_pipeline_batch_forward(
+        ("the film was good", "", "the actors", "good", "  ", "bad", "a film", "the good actors")),
     "cvt labelled step": lambda: cvt_step("labelled"),
     "cvt unlabelled step": lambda: cvt_step("unlabelled"),
     "mt generate step forward": mt_generate_step_forward,

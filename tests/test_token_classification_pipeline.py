@@ -417,6 +417,23 @@ def test_a_text_without_tokens_gives_an_empty_result_and_never_reaches_the_model
     assert streamed[0] == [] and streamed[2] == [] and strip(streamed[1]) == strip(alone)
 
 
+def test_without_an_attention_mask_a_text_without_tokens_is_still_found(tokenizer):
+    """A tokenizer that gives no attention mask (its `model_input_names` without one): which texts have tokens is
+    then read from their ids; one text at a time the results are those with the mask."""
+    import copy
+
+    unmasked = copy.deepcopy(tokenizer)
+    unmasked.model_input_names = ["input_ids"]
+    model = tiny_tagger(tokenizer)
+    masked = CoveTokenClassificationPipeline(model=model, tokenizer=tokenizer)
+    pipe = CoveTokenClassificationPipeline(model=model, tokenizer=unmasked)
+    assert "attention_mask" not in unmasked("the cat sat")
+    assert run_quietly(pipe, "the cat sat", aggregation_strategy="none") == run_quietly(
+        masked, "the cat sat", aggregation_strategy="none")
+    assert run_quietly(pipe, "", aggregation_strategy="none") == []
+    assert run_quietly(pipe, "  ", aggregation_strategy="none") == []
+
+
 def test_a_tagger_reading_case_skips_texts_without_tokens_too(tokenizer):
     """The casing feature's `case_ids` (1, 0) of an empty text pad into a batch like its other inputs."""
     model = tiny_tagger(tokenizer)
