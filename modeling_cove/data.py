@@ -16,7 +16,8 @@ documented where they are made:
 Your own data: a folder with `train.tsv`, `validation.tsv`, `test.tsv` (header line; tab-separated) loads with
 `load_translation(folder, "tsv")` (columns `en`, `de`) or `load_classification("tsv", folder)` (columns `text`,
 optional `text_pair`, `label` as label names; the label set is taken from all three files, sorted). The embedded
-default data in `examples/` uses this layout.
+default data in `examples/` uses this layout. A parallel text file (`English<TAB>German` per line, no header,
+no splits; docs/data.md) loads with `read_parallel_file`.
 """
 
 import gzip
@@ -30,7 +31,7 @@ from typing import Optional
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
 
 __all__ = ["first_words", "HUB_IDS", "load_classification", "load_squad", "load_translation", "open_text",
-           "ptb_tree_leaves", "read_tsv_splits", "squad_article_split", "squad_rows", "TASKS"]
+           "ptb_tree_leaves", "read_parallel_file", "read_tsv_splits", "squad_article_split", "squad_rows", "TASKS"]
 
 VALIDATION_SEED = 13
 VALIDATION_FRACTION = 0.1
@@ -58,6 +59,7 @@ HUB_IDS = {
     "wmt17": "wmt/wmt17",
     "squad": "rajpurkar/squad",
 }
+TRANSLATION_FEATURES = Features({"src": Value("string"), "tgt": Value("string")})
 PTB_UNESCAPE = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}",
                 "``": '"', "''": '"', "`": "'"}
 
@@ -146,13 +148,39 @@ def read_tsv_splits(folder, required: tuple) -> dict:
 # translation
 
 
+def read_parallel_file(path) -> Dataset:
+    """The English->German pairs of a parallel text file as a Dataset with columns `src`, `tgt` (raw text), in the
+    file's order: one pair per line, `English<TAB>German`, no header, UTF-8 (a byte-order mark is ignored), plain or
+    compressed (.gz, .xz); blank lines are skipped. FileNotFoundError naming a missing file; ValueError naming the
+    file and the line for a line that is not two tab-separated fields or is no UTF-8 text."""
+    path = Path(path)
+    src, tgt = [], []
+    line_no = 0
+    try:
+        with open_text(path, encoding="utf-8-sig") as f:
+            for line_no, line in enumerate(f, start=1):
+                line = line.rstrip("\n").rstrip("\r")
+                if not line.strip():
+                    continue
+                fields = line.split("\t")
+                if len(fields) != 2:
+                    what = "no tab" if len(fields) == 1 else f"{len(fields)} tab-separated fields"
+                    raise ValueError(f"{path}, line {line_no}: {what}; a parallel file has one pair per line, "
+                                     "English<TAB>German")
+                src.append(fields[0])
+                tgt.append(fields[1])
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}, line {line_no + 1}: not UTF-8 text ({err.reason})") from None
+    return Dataset.from_dict({"src": src, "tgt": tgt}, features=TRANSLATION_FEATURES)
+
+
 def load_translation(data_dir: Optional[str] = None, name: str = "multi30k") -> DatasetDict:
     """English->German pairs as DatasetDict(train, validation, test) with columns `src`, `tgt` (raw text).
 
     Local: `data_dir/multi30k/{train,val,test_2016_flickr}.{en,de}.gz`. Hub: `bentrevett/multi30k`,
     `IWSLT/iwslt2017` (iwslt2017-en-de), `wmt/wmt17` (de-en).
     """
-    features = Features({"src": Value("string"), "tgt": Value("string")})
+    features = TRANSLATION_FEATURES
     if name == "tsv":
         if data_dir is None:
             raise ValueError("load_translation(name='tsv') needs data_dir: a folder with train/validation/test.tsv")
