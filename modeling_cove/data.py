@@ -25,6 +25,7 @@ import json
 import lzma
 import random
 import re
+import zlib
 from pathlib import Path
 from typing import Optional
 
@@ -64,16 +65,17 @@ PTB_UNESCAPE = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-":
                 "``": '"', "''": '"', "`": "'"}
 
 
-def open_text(path: Path, encoding: str = "utf-8", errors: str = "strict"):
-    """A text file for reading, decompressed by suffix (.gz, .xz); FileNotFoundError naming it when absent."""
+def _open_by_suffix(path: Path, mode: str, **kwargs):
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"data file not found: {path}")
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding=encoding, errors=errors)
-    if path.suffix == ".xz":
-        return lzma.open(path, "rt", encoding=encoding, errors=errors)
-    return open(path, encoding=encoding, errors=errors)
+    opener = {".gz": gzip.open, ".xz": lzma.open}.get(path.suffix, open)
+    return opener(path, mode, **kwargs)
+
+
+def open_text(path: Path, encoding: str = "utf-8", errors: str = "strict"):
+    """A text file for reading, decompressed by suffix (.gz, .xz); FileNotFoundError naming it when absent."""
+    return _open_by_suffix(path, "rt", encoding=encoding, errors=errors)
 
 
 def _read_lines(path: Path, encoding: str = "utf-8") -> list:
@@ -155,11 +157,13 @@ def read_parallel_file(path) -> Dataset:
     file and the line for a line that is not two tab-separated fields or is no UTF-8 text."""
     path = Path(path)
     src, tgt = [], []
-    line_no = 0
     try:
-        with open_text(path, encoding="utf-8-sig") as f:
-            for line_no, line in enumerate(f, start=1):
-                line = line.rstrip("\n").rstrip("\r")
+        with _open_by_suffix(path, "rb") as f:  # bytes, decoded line by line: an error names its line
+            for line_no, raw in enumerate(f, start=1):
+                try:
+                    line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8").rstrip("\n").rstrip("\r")
+                except UnicodeDecodeError as err:
+                    raise ValueError(f"{path}, line {line_no}: not UTF-8 text ({err.reason})") from None
                 if not line.strip():
                     continue
                 fields = line.split("\t")
@@ -169,8 +173,8 @@ def read_parallel_file(path) -> Dataset:
                                      "English<TAB>German")
                 src.append(fields[0])
                 tgt.append(fields[1])
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path}, line {line_no + 1}: not UTF-8 text ({err.reason})") from None
+    except (EOFError, lzma.LZMAError, gzip.BadGzipFile, zlib.error) as err:
+        raise ValueError(f"{path}: does not decompress ({type(err).__name__}: {err})") from None
     return Dataset.from_dict({"src": src, "tgt": tgt}, features=TRANSLATION_FEATURES)
 
 
