@@ -112,8 +112,9 @@ class MTArguments:
     heldout_pairs: Optional[int] = option("validation and test pairs carved from each parallel file, by English "
                                           f"sentence with --seed (default {DEFAULT_HELDOUT_PAIRS} each)")
     exclude_test_sentences: Optional[list[str]] = option(
-        f"drop every pair whose English side is a test sentence of these tasks ({', '.join(EXCLUDABLE_TASKS)}; "
-        "read from --data-dir), compared lower-cased without punctuation (alone: none)", nargs="*")
+        f"drop every training pair (and held-out pair of a parallel file) whose English side is a test sentence of "
+        f"these tasks ({', '.join(EXCLUDABLE_TASKS)}; read from --data-dir), compared lower-cased without "
+        "punctuation (the flag alone: none)", nargs="*")
     exclude_sentences: Optional[list[str]] = option("the same for the lines of these text files (one sentence per "
                                                     "line)", nargs="*")
     vectors: Optional[str] = option("GloVe-format word vectors (.txt/.gz/.xz) for the source side")
