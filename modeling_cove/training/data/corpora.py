@@ -10,10 +10,11 @@ key of its figures in metrics.json and data_stats.json, is the dataset's name or
   the groups shuffled with the run's seed, and whole groups go to validation until it holds `heldout_pairs` pairs,
   then to test likewise (the last group may take a split a few pairs past that); every other group trains. So no
   English sentence is on two sides of a split, and the file's order (often sorted by length) plays no part.
-- Deduplication (`ExcludedSentences`): every pair of every corpus and split whose English side normalises to an
-  excluded sentence (one of a named task's test split, or a line of a sentence file) is dropped and counted per
-  corpus, split and source. The test split of a named corpus is not checked against the test sentences of the task
-  of the same name: it is that test split.
+- Deduplication (`ExcludedSentences`): every training pair of every corpus, and every held-out pair carved from a
+  file, whose English side normalises to an excluded sentence (one of a named task's test split, or a line of a
+  sentence file) is dropped and counted per corpus, split and source. A named dataset keeps its own validation and
+  test splits whole, so that its figures stay those of the published splits (Multi30k's captions, for one, share
+  sentences with SNLI's test premises).
 - The mixture (`load_corpora`): every corpus's training pairs, concatenated in the order of the corpora and, when
   there are several, shuffled with the run's seed (a single corpus keeps its order, as a run on it alone always
   did); `limit_train` then keeps its first pairs. Its column `corpus` holds each pair's corpus index.
@@ -136,16 +137,15 @@ class ExcludedSentences:
         """{source: number of distinct normalised sentences}."""
         return {source: len(sentences) for source, sentences in self.sources.items()}
 
-    def matches(self, english: list, skip=()) -> tuple:
-        """(indices of the sentences of `english` to keep, {source: how many of `english` it matches}), sources in
-        `skip` not consulted; a sentence matched by several sources counts for each."""
-        active = {source: sentences for source, sentences in self.sources.items() if source not in skip}
-        if not active:
+    def matches(self, english: list) -> tuple:
+        """(indices of the sentences of `english` to keep, {source: how many of `english` it matches}); a sentence
+        matched by several sources counts for each."""
+        if not self.sources:
             return list(range(len(english))), {}
-        keep, by_source = [], {source: 0 for source in active}
+        keep, by_source = [], {source: 0 for source in self.sources}
         for index, text in enumerate(english):
             key = normalize_sentence(text)
-            hits = [source for source, sentences in active.items() if key in sentences]
+            hits = [source for source, sentences in self.sources.items() if key in sentences]
             for source in hits:
                 by_source[source] += 1
             if not hits:
@@ -199,11 +199,12 @@ def _corpus_splits(spec: str, settings: dict) -> tuple:
     return splits, {"read_from": f"{spec} ({settings['data_dir'] or 'Hub'})"}
 
 
-def _drop_excluded(splits, excluded: ExcludedSentences, own_task) -> dict:
-    """Drop the excluded pairs from every split (in place in `splits`); returns what went, for the record."""
+def _drop_excluded(splits, excluded: ExcludedSentences, checked) -> dict:
+    """Drop the excluded pairs from the splits `checked` (in place in `splits`); returns what went, for the
+    record."""
     dropped, by_source = {}, {}
-    for split in SPLITS:
-        keep, hits = excluded.matches(splits[split]["src"], skip={own_task} if split == "test" else ())
+    for split in checked:
+        keep, hits = excluded.matches(splits[split]["src"])
         dropped[split] = len(splits[split]) - len(keep)
         if dropped[split]:
             splits[split] = splits[split].select(keep)
@@ -225,7 +226,7 @@ def load_corpora(settings: dict) -> MTCorpora:
     trains, evaluation, stats = [], {}, {}
     for index, (spec, name) in enumerate(zip(settings["corpora"], names)):
         splits, info = _corpus_splits(spec, settings)
-        info.update(_drop_excluded(splits, excluded, spec if spec in NAMED_CORPORA else None))
+        info.update(_drop_excluded(splits, excluded, ("train",) if spec in NAMED_CORPORA else SPLITS))
         for split in EVAL_SPLITS:
             if settings["limit_eval"]:
                 splits[split] = splits[split].select(range(min(settings["limit_eval"], len(splits[split]))))
