@@ -31,11 +31,26 @@ tokenizer, word vectors and MT-LSTM initialisation; otherwise --vectors FILE bui
 source side (every word with a vector, plus words without one seen >= --source-min-freq times, at most --max-vocab
 entries) with the vectors fixed. Target side: lower-cased sacremoses German tokens.
 
+Several corpora (`--corpora`, or a preset's data.corpora; --dataset NAME is the list of one): named datasets
+(multi30k, iwslt, wmt17, tsv: read as --dataset reads them, with their own splits) and parallel text files
+(`English<TAB>German` per line, no header, plain/.gz/.xz; docs/data.md), trained on as one mixture shuffled with
+--seed (`training/data/corpora.py`). A file has no splits: validation and test are carved from it with --seed by
+English sentence (lower-cased, without punctuation), --heldout-pairs (default 2,000) each. The first corpus's
+validation split drives the lr schedule; metrics.json has every corpus's validation figures per epoch
+(`val_by_corpus`) and test figures (`test_by_corpus`), the first corpus's also at the keys a single-corpus run uses.
+--exclude-test-sentences TASK... / --exclude-sentences FILE... drop every training pair (and a file's held-out
+pairs) whose English side is one of those sentences, compared the same way; data_stats.json counts them per corpus
+and reports the <unk> rates of both sides on the mixture and on each corpus's splits. CoVe-T (preset cove-t):
+    cove-train-mt --preset cove-t --data-dir DATA --init-from runs/vocab-all --output-dir runs/cove-t
+    cove-train-mt --corpora multi30k pairs.tsv.xz --exclude-test-sentences trec6 sst2 snli ...   # the same by flags
+
 Outputs in --output-dir:
     mt/                  final MT checkpoint (AutoModelForSeq2SeqLM; source tokenizer; target_tokenizer/)
     encoder/             the trained encoder alone: a CoVe checkpoint for AutoModel/AutoTokenizer + README.md card
     checkpoints/step-N/  accelerate save_state + pretraining_state.json (every epoch, and every --save-steps)
     metrics.json         data statistics, per-epoch train/val perplexity and BLEU, test BLEU, speed, stop reason
+    data_stats.json      vocabularies, pairs read / excluded / dropped per corpus and split, <unk> rates
+    test_hypotheses.txt  the first corpus's test translations (test_hypotheses.<corpus>.txt: the others')
     curves.png           loss / perplexity / BLEU curves
 """
 
