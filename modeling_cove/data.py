@@ -16,7 +16,8 @@ documented where they are made:
 Your own data: a folder with `train.tsv`, `validation.tsv`, `test.tsv` (header line; tab-separated) loads with
 `load_translation(folder, "tsv")` (columns `en`, `de`) or `load_classification("tsv", folder)` (columns `text`,
 optional `text_pair`, `label` as label names; the label set is taken from all three files, sorted). The embedded
-default data in `examples/` uses this layout.
+default data in `examples/` uses this layout. A parallel text file (`English<TAB>German` per line, no header,
+no splits; docs/data.md) loads with `read_parallel_file`.
 """
 
 import gzip
@@ -24,13 +25,14 @@ import json
 import lzma
 import random
 import re
+import zlib
 from pathlib import Path
 from typing import Optional
 
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
 
 __all__ = ["first_words", "HUB_IDS", "load_classification", "load_squad", "load_translation", "open_text",
-           "ptb_tree_leaves", "read_tsv_splits", "squad_article_split", "squad_rows", "TASKS"]
+           "ptb_tree_leaves", "read_parallel_file", "read_tsv_splits", "squad_article_split", "squad_rows", "TASKS"]
 
 VALIDATION_SEED = 13
 VALIDATION_FRACTION = 0.1
@@ -58,20 +60,22 @@ HUB_IDS = {
     "wmt17": "wmt/wmt17",
     "squad": "rajpurkar/squad",
 }
+TRANSLATION_FEATURES = Features({"src": Value("string"), "tgt": Value("string")})
 PTB_UNESCAPE = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}",
                 "``": '"', "''": '"', "`": "'"}
 
 
-def open_text(path: Path, encoding: str = "utf-8", errors: str = "strict"):
-    """A text file for reading, decompressed by suffix (.gz, .xz); FileNotFoundError naming it when absent."""
+def _open_by_suffix(path: Path, mode: str, **kwargs):
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"data file not found: {path}")
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding=encoding, errors=errors)
-    if path.suffix == ".xz":
-        return lzma.open(path, "rt", encoding=encoding, errors=errors)
-    return open(path, encoding=encoding, errors=errors)
+    opener = {".gz": gzip.open, ".xz": lzma.open}.get(path.suffix, open)
+    return opener(path, mode, **kwargs)
+
+
+def open_text(path: Path, encoding: str = "utf-8", errors: str = "strict"):
+    """A text file for reading, decompressed by suffix (.gz, .xz); FileNotFoundError naming it when absent."""
+    return _open_by_suffix(path, "rt", encoding=encoding, errors=errors)
 
 
 def _read_lines(path: Path, encoding: str = "utf-8") -> list:
@@ -146,13 +150,41 @@ def read_tsv_splits(folder, required: tuple) -> dict:
 # translation
 
 
+def read_parallel_file(path) -> Dataset:
+    """The English->German pairs of a parallel text file as a Dataset with columns `src`, `tgt` (raw text), in the
+    file's order: one pair per line, `English<TAB>German`, no header, UTF-8 (a byte-order mark is ignored), plain or
+    compressed (.gz, .xz); blank lines are skipped. FileNotFoundError naming a missing file; ValueError naming the
+    file and the line for a line that is not two tab-separated fields or is no UTF-8 text."""
+    path = Path(path)
+    src, tgt = [], []
+    try:
+        with _open_by_suffix(path, "rb") as f:  # bytes, decoded line by line: an error names its line
+            for line_no, raw in enumerate(f, start=1):
+                try:
+                    line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8").rstrip("\n").rstrip("\r")
+                except UnicodeDecodeError as err:
+                    raise ValueError(f"{path}, line {line_no}: not UTF-8 text ({err.reason})") from None
+                if not line.strip():
+                    continue
+                fields = line.split("\t")
+                if len(fields) != 2:
+                    what = "no tab" if len(fields) == 1 else f"{len(fields)} tab-separated fields"
+                    raise ValueError(f"{path}, line {line_no}: {what}; a parallel file has one pair per line, "
+                                     "English<TAB>German")
+                src.append(fields[0])
+                tgt.append(fields[1])
+    except (EOFError, lzma.LZMAError, gzip.BadGzipFile, zlib.error) as err:
+        raise ValueError(f"{path}: does not decompress ({type(err).__name__}: {err})") from None
+    return Dataset.from_dict({"src": src, "tgt": tgt}, features=TRANSLATION_FEATURES)
+
+
 def load_translation(data_dir: Optional[str] = None, name: str = "multi30k") -> DatasetDict:
     """English->German pairs as DatasetDict(train, validation, test) with columns `src`, `tgt` (raw text).
 
     Local: `data_dir/multi30k/{train,val,test_2016_flickr}.{en,de}.gz`. Hub: `bentrevett/multi30k`,
     `IWSLT/iwslt2017` (iwslt2017-en-de), `wmt/wmt17` (de-en).
     """
-    features = Features({"src": Value("string"), "tgt": Value("string")})
+    features = TRANSLATION_FEATURES
     if name == "tsv":
         if data_dir is None:
             raise ValueError("load_translation(name='tsv') needs data_dir: a folder with train/validation/test.tsv")

@@ -31,11 +31,26 @@ tokenizer, word vectors and MT-LSTM initialisation; otherwise --vectors FILE bui
 source side (every word with a vector, plus words without one seen >= --source-min-freq times, at most --max-vocab
 entries) with the vectors fixed. Target side: lower-cased sacremoses German tokens.
 
+Several corpora (`--corpora`, or a preset's data.corpora; --dataset NAME is the list of one): named datasets
+(multi30k, iwslt, wmt17, tsv: read as --dataset reads them, with their own splits) and parallel text files
+(`English<TAB>German` per line, no header, plain/.gz/.xz; docs/data.md), trained on as one mixture shuffled with
+--seed (`training/data/corpora.py`). A file has no splits: validation and test are carved from it with --seed by
+English sentence (lower-cased, without punctuation), --heldout-pairs (default 2,000) each. The first corpus's
+validation split drives the lr schedule; metrics.json has every corpus's validation figures per epoch
+(`val_by_corpus`) and test figures (`test_by_corpus`), the first corpus's also at the keys a single-corpus run uses.
+--exclude-test-sentences TASK... / --exclude-sentences FILE... drop every training pair (and a file's held-out
+pairs) whose English side is one of those sentences, compared the same way; data_stats.json counts them per corpus
+and reports the <unk> rates of both sides on the mixture and on each corpus's splits. CoVe-T (preset cove-t):
+    cove-train-mt --preset cove-t --data-dir DATA --init-from runs/vocab-all --output-dir runs/cove-t
+    cove-train-mt --corpora multi30k pairs.tsv.xz --exclude-test-sentences trec6 sst2 snli ...   # the same by flags
+
 Outputs in --output-dir:
     mt/                  final MT checkpoint (AutoModelForSeq2SeqLM; source tokenizer; target_tokenizer/)
     encoder/             the trained encoder alone: a CoVe checkpoint for AutoModel/AutoTokenizer + README.md card
     checkpoints/step-N/  accelerate save_state + pretraining_state.json (every epoch, and every --save-steps)
     metrics.json         data statistics, per-epoch train/val perplexity and BLEU, test BLEU, speed, stop reason
+    data_stats.json      vocabularies, pairs read / excluded / dropped per corpus and split, <unk> rates
+    test_hypotheses.txt  the first corpus's test translations (test_hypotheses.<corpus>.txt: the others')
     curves.png           loss / perplexity / BLEU curves
 """
 
@@ -50,8 +65,11 @@ from typing import Callable, Optional
 import torch
 
 from ..common.cli import REQUIRED, fail, option, parse_options
-from ..data.translation import build_mt_checkpoint, load_raw_splits, prepare_splits, tokenize_batch
+from ..data.corpora import (DEFAULT_HELDOUT_PAIRS, EXCLUDABLE_TASKS, NAMED_CORPORA, CorpusError, check_corpora,
+                            corpus_names, load_corpora)
+from ..data.translation import build_mt_checkpoint, prepare_splits, tokenize_corpora
 from ..loops.mt_schedule import resolve_min_lr
+from ..common.files import write_json
 from ..common.presets import load_preset, resolve_settings
 from ..loops.accelerate_loop import check_run_folder, make_accelerator, start_run_folder
 
@@ -78,12 +96,14 @@ DEFAULTS = {
     "eval_num_beams": 1,
     "test_num_beams": 5,
     "seed": 1234,
+    "heldout_pairs": DEFAULT_HELDOUT_PAIRS,
 }
 # Settings fixed by the first run: the data order, the vocabularies and mt/config.json are built from them once and
 # the optimizer state is saved with every checkpoint, so resume refuses other values (they would be ignored).
-RESUME_KEYS = ("dataset", "data_dir", "limit_train", "limit_eval", "max_length", "batch_size", "chunk_batches",
-               "seed", "max_vocab", "source_min_freq", "target_min_freq", "init_from", "vectors", "vectors_lowercase",
-               "config_overrides", "optimizer")
+RESUME_KEYS = ("dataset", "corpora", "heldout_pairs", "exclude_test_sentences", "exclude_sentences", "data_dir",
+               "limit_train", "limit_eval", "max_length", "batch_size", "chunk_batches", "seed", "max_vocab",
+               "source_min_freq", "target_min_freq", "init_from", "vectors", "vectors_lowercase", "config_overrides",
+               "optimizer")
 PRESET_SECTIONS = ("name", "description", "data", "config", "training", "vectors", "paper")
 
 
@@ -99,8 +119,19 @@ class MTArguments:
     output_dir: str = option("run folder: mt/, encoder/, checkpoints/, metrics.json, curves.png", REQUIRED)
     preset: Optional[str] = option("configuration/models preset name or .json file: config + data + training")
     data_dir: Optional[str] = option("local data folder laid out as docs/data.md describes; default: Hub ids")
-    dataset: Optional[str] = option("tsv: data_dir holds {train,validation,test}.tsv (columns en, de)",
-                                     choices=["multi30k", "iwslt", "wmt17", "tsv"])
+    dataset: Optional[str] = option("one translation dataset (tsv: data_dir holds {train,validation,test}.tsv with "
+                                     "columns en, de); the same as --corpora DATASET", choices=list(NAMED_CORPORA))
+    corpora: Optional[list[str]] = option("translation corpora trained on together: dataset names (as --dataset) "
+                                          "and/or parallel files (English<TAB>German per line, plain/.gz/.xz; "
+                                          "docs/data.md); the first one's validation split drives the lr schedule")
+    heldout_pairs: Optional[int] = option("validation and test pairs carved from each parallel file, by English "
+                                          f"sentence with --seed (default {DEFAULT_HELDOUT_PAIRS} each)")
+    exclude_test_sentences: Optional[list[str]] = option(
+        f"drop every training pair (and held-out pair of a parallel file) whose English side is a test sentence of "
+        f"these tasks ({', '.join(EXCLUDABLE_TASKS)}; read from --data-dir), compared lower-cased without "
+        "punctuation (the flag alone: none)", nargs="*")
+    exclude_sentences: Optional[list[str]] = option("the same for the lines of these text files (one sentence per "
+                                                    "line)", nargs="*")
     vectors: Optional[str] = option("GloVe-format word vectors (.txt/.gz/.xz) for the source side")
     vectors_lowercase: bool = option("look words up lower-cased in a cased vectors file (GloVe 840B)", False)
     init_from: Optional[str] = option("CoVe checkpoint dir: source tokenizer, vectors, MT-LSTM init")
@@ -174,9 +205,51 @@ def _config_fields(args: MTArguments, preset: dict) -> dict:
     return config
 
 
+def _preset_corpora(preset: dict, data_dir) -> list:
+    """The preset's data.corpora: dataset names and absolute paths as written; a relative path names a file in the
+    data folder (the preset cannot know where a user keeps it)."""
+    corpora = []
+    for spec in preset["data"]["corpora"]:
+        if spec in NAMED_CORPORA or Path(spec).is_absolute():
+            corpora.append(spec)
+        elif data_dir is None:
+            raise MTSetupError(f"{preset.get('path', 'preset')}: the corpus {spec!r} is a file in the data folder: "
+                               "give --data-dir")
+        else:
+            corpora.append(str(Path(data_dir) / spec))
+    return corpora
+
+
+def _corpus_settings(args: MTArguments, preset: dict, dataset: str) -> dict:
+    """The corpora (--corpora; else --dataset; else the preset's data.corpora; else `dataset`, the preset's or the
+    default dataset), "dataset" (their names joined by "+": a single dataset's name as before) and the exclusions
+    (flags over the preset's data block)."""
+    data = preset.get("data", {})
+    if args.corpora and args.dataset:
+        raise MTSetupError("give --dataset or --corpora, not both (--dataset NAME is --corpora NAME)")
+    if args.corpora:
+        corpora = list(args.corpora)
+    elif args.dataset or "corpora" not in data:
+        corpora = [dataset]
+    else:
+        corpora = _preset_corpora(preset, args.data_dir)
+    tasks = args.exclude_test_sentences
+    tasks = list(data.get("exclude_test_sentences", []) if tasks is None else tasks)
+    unknown = [task for task in tasks if task not in EXCLUDABLE_TASKS]
+    if unknown:
+        raise MTSetupError(f"--exclude-test-sentences: unknown task(s) {', '.join(unknown)}; choose from "
+                           f"{', '.join(EXCLUDABLE_TASKS)}")
+    try:
+        names = corpus_names(corpora)
+    except CorpusError as err:
+        raise MTSetupError(str(err)) from None
+    return {"corpora": corpora, "dataset": "+".join(names), "exclude_test_sentences": tasks,
+            "exclude_sentences": list(args.exclude_sentences or [])}
+
+
 def resolve_mt_settings(args: MTArguments, preset: dict) -> dict:
-    """One flat dict of every setting: DEFAULTS < preset['training'] (and preset['data']) < arguments; min_lr
-    resolved (0.03 x lr when not given) and checked to lie below lr."""
+    """One flat dict of every setting: DEFAULTS < preset['training'] (and preset['data']) < arguments; the corpora
+    resolved (`_corpus_settings`); min_lr resolved (0.03 x lr when not given) and checked to lie below lr."""
     training = dict(preset.get("training", {}))
     if "dataset" in preset.get("data", {}):
         training["dataset"] = preset["data"]["dataset"]
@@ -186,8 +259,11 @@ def resolve_mt_settings(args: MTArguments, preset: dict) -> dict:
         settings[key] = getattr(args, key)
     settings["vectors_lowercase"] = bool(args.vectors_lowercase or preset.get("vectors", {}).get("lowercase", False))
     settings["config_overrides"] = _config_fields(args, preset)
+    settings.update(_corpus_settings(args, preset, settings["dataset"]))
     if settings["batch_size"] < 1 or settings["max_length"] < 1:
         raise MTSetupError("batch_size and max_length must be >= 1")
+    if settings["heldout_pairs"] < 1:
+        raise MTSetupError(f"heldout_pairs must be >= 1, got {settings['heldout_pairs']}")
     try:
         settings["min_lr"] = resolve_min_lr(settings["lr"], settings["min_lr"])
     except ValueError as err:
@@ -196,14 +272,21 @@ def resolve_mt_settings(args: MTArguments, preset: dict) -> dict:
 
 
 def check_output_dir(args: MTArguments, settings: dict):
-    """Before anything is loaded or written: resume needs the first run's settings (and the same ones), a new run an
-    empty folder (or overwrite), and the vectors file must exist."""
+    """Before anything is loaded or written: resume needs the first run's settings (and the same ones; a setting
+    added since the first run counts at the value that run had), a new run an empty folder (or overwrite); the
+    vectors file, the corpora's files and the sentence files must exist."""
+    added_since = {"corpora": [settings["dataset"]], "heldout_pairs": DEFAULTS["heldout_pairs"],
+                   "exclude_test_sentences": [], "exclude_sentences": []}
     try:
-        check_run_folder(args.output_dir, settings, RESUME_KEYS, args.resume, args.overwrite)
+        check_run_folder(args.output_dir, settings, RESUME_KEYS, args.resume, args.overwrite, defaults=added_since)
+        check_corpora(settings["corpora"])
     except ValueError as err:
         raise MTSetupError(str(err)) from None
     if settings["vectors"] and not Path(settings["vectors"]).is_file():
         raise MTSetupError(f"--vectors {settings['vectors']} is not a file")
+    for path in settings["exclude_sentences"]:
+        if not Path(path).is_file():
+            raise MTSetupError(f"--exclude-sentences {path} is not a file")
 
 
 @dataclass
@@ -218,34 +301,38 @@ class MTData:
     references: dict
     stats: dict
     target_tokens: list
+    corpora: list
 
 
-def prepare_data(accelerator, settings: dict, raw, output_dir: Path, preprocess_workers=None) -> MTData:
-    """Tokenize, build the vocabularies and the initial MT checkpoint once (main process; the others and resume read
-    the saved ones), then the id stores with the length filter."""
+def prepare_data(accelerator, settings: dict, corpora, output_dir: Path, preprocess_workers=None) -> MTData:
+    """Tokenize the corpora (a `corpora.MTCorpora`), build the vocabularies (from the training mixture) and the
+    initial MT checkpoint once (main process; the others and resume read the saved ones), then the id stores with
+    the length filter; data_stats.json gets the corpora's and the splits' statistics."""
     from transformers import AutoTokenizer
 
     from modeling_cove.modeling_cove_mt import CoveForMachineTranslation, load_target_tokenizer
 
     lowercase = bool(settings["config_overrides"].get("lowercase", True))
-    tokenized = raw.map(tokenize_batch, batched=True, fn_kwargs={"lowercase": lowercase},
-                        num_proc=preprocess_workers, desc="tokenizing")
+    train_tokens, eval_tokens = tokenize_corpora(corpora, lowercase, preprocess_workers)
     mt_dir, stats_file = output_dir / "mt", output_dir / "data_stats.json"
     with accelerator.main_process_first():
         if accelerator.is_main_process and not (mt_dir / "config.json").exists():
-            build_mt_checkpoint(settings, tokenized["train"], mt_dir, stats_file, lowercase)
+            build_mt_checkpoint(settings, train_tokens, mt_dir, stats_file, lowercase)
     source_tokenizer = AutoTokenizer.from_pretrained(mt_dir)
     target_tokenizer = load_target_tokenizer(str(mt_dir))
     model = CoveForMachineTranslation.from_pretrained(mt_dir)
     model.check_tokenizers(source_tokenizer, target_tokenizer)
-    stats = json.loads(stats_file.read_text())
-    train, eval_stores, references = prepare_splits(tokenized, source_tokenizer, target_tokenizer, model.config,
-                                                    settings["max_length"], stats)
+    stats = {**json.loads(stats_file.read_text()), **corpora.stats}
+    train, eval_stores, references = prepare_splits(train_tokens, eval_tokens, source_tokenizer, target_tokenizer,
+                                                    model.config, settings["max_length"], stats)
+    if accelerator.is_main_process:
+        write_json(stats_file, stats)
     if len(train) < accelerator.num_processes:
         raise MTSetupError(f"{len(train)} training pairs left after filtering, fewer than "
                            f"{accelerator.num_processes} processes")
     target_tokens = target_tokenizer.convert_ids_to_tokens(list(range(len(target_tokenizer))))
-    return MTData(model, source_tokenizer, target_tokenizer, train, eval_stores, references, stats, target_tokens)
+    return MTData(model, source_tokenizer, target_tokenizer, train, eval_stores, references, stats, target_tokens,
+                  corpora.names)
 
 
 def train_mt(args: MTArguments, on_step: Callable | None = None, command: str | None = None) -> dict | None:
@@ -271,10 +358,10 @@ def train_mt(args: MTArguments, on_step: Callable | None = None, command: str | 
         transformers.logging.set_verbosity_error()
     check_output_dir(args, settings)
     start_time = time.time()
-    raw = load_raw_splits(settings)  # a wrong data_dir or dataset fails here, before the output folder is touched
+    corpora = load_corpora(settings)  # a wrong data_dir or corpus fails here, before the output folder is touched
     start_run_folder(accelerator, args.output_dir, settings, args.resume)
     set_seed(settings["seed"])
-    data = prepare_data(accelerator, settings, raw, Path(args.output_dir), args.preprocess_workers)
+    data = prepare_data(accelerator, settings, corpora, Path(args.output_dir), args.preprocess_workers)
     trainer = MTPretraining(args, settings, accelerator, data, preset_name=preset.get("name"), on_step=on_step,
                             command=command, start_time=start_time)
     trainer.train()
@@ -290,7 +377,7 @@ def main(argv=None):
     args = parse_options(MTArguments, argv, description=__doc__)
     try:
         train_mt(args)
-    except (MTSetupError, CheckpointLoadError, PresetError) as err:
+    except (MTSetupError, CheckpointLoadError, PresetError, CorpusError) as err:
         fail(err)
 
 

@@ -20,9 +20,11 @@ TEXT_SOURCES = ("multi30k", "iwslt", "wmt17", "sst2", "sst5", "trec6", "trec50",
 TRANSLATION_SOURCES = ("multi30k", "iwslt", "wmt17")
 
 
-def iter_task_texts(task: str, data_dir=None):
-    """English texts of every split of a named source (the source side for translation; SQuAD's questions and each
-    distinct context once), read by `modeling_cove.data` from `data_dir` or the Hub."""
+def iter_task_texts(task: str, data_dir=None, splits=None, raw_tagging_text: bool = False):
+    """English texts of the splits `splits` (default: every split) of a named source (the source side for
+    translation; SQuAD's questions and each distinct context once), read by `modeling_cove.data` from `data_dir` or
+    the Hub. A tagging task's sentences are its words joined by spaces, or with `raw_tagging_text` the sentence as
+    the file writes it where it has one (CoNLL-U's `# text`). A split the source does not have is a ValueError."""
     from ... import data
 
     if task not in TEXT_SOURCES:
@@ -34,17 +36,20 @@ def iter_task_texts(task: str, data_dir=None):
     elif task in TAGGING_SOURCES:
         if data_dir is None:
             raise ValueError(f"the tagging task {task!r} is read from a local data folder: give --data-dir")
-        for split in load_tagging_splits(task, data_dir).values():
-            yield from (" ".join(words) for words in split["words"])
-        return
+        dd, columns = load_tagging_splits(task, data_dir), ["text" if raw_tagging_text else "words"]
     else:
         dd = data.load_classification(task, data_dir)
         columns = [c for c in ("text", "text_pair") if c in dd["train"].column_names]
-    for split in dd.values():
+    missing = [split for split in (splits or ()) if split not in dd]
+    if missing:
+        raise ValueError(f"{task} has no {', '.join(missing)} split (it has {', '.join(dd)})")
+    for split in (dd[name] for name in (splits or dd)):
         for column in columns:
             seen_contexts = set()
             for text in split[column]:
-                if column == "context":  # many questions share one context: count it once
+                if column == "words":
+                    text = " ".join(text)
+                elif column == "context":  # many questions share one context: count it once
                     if text in seen_contexts:
                         continue
                     seen_contexts.add(text)

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["build_mt_checkpoint", "build_source_side", "collate", "encode_split", "load_raw_splits", "prepare_splits",
-           "select_target_words", "target_tokenize", "to_ids", "tokenize_batch", "TokenStore"]
+__all__ = ["build_mt_checkpoint", "build_source_side", "collate", "encode_split", "prepare_splits", "select_target_words",
+           "target_tokenize", "to_ids", "tokenize_batch", "tokenize_corpora", "TokenStore", "unk_rate"]
 
 _GERMAN = {}
 
@@ -41,17 +41,14 @@ def tokenize_batch(batch: dict, lowercase: bool = True) -> dict:
     }
 
 
-def load_raw_splits(settings: dict):
-    """The translation splits (columns src, tgt), cut to --limit-train / --limit-eval pairs."""
-    from modeling_cove.data import load_translation
+def tokenize_corpora(corpora, lowercase: bool = True, num_proc=None) -> tuple:
+    """(the training mixture, {corpus: DatasetDict(validation, test)}) of a `corpora.MTCorpora` with the token
+    columns of `tokenize_batch` added."""
+    def tokenize(ds):
+        return ds.map(tokenize_batch, batched=True, fn_kwargs={"lowercase": lowercase}, num_proc=num_proc,
+                      desc="tokenizing")
 
-    raw = load_translation(settings["data_dir"], settings["dataset"])
-    if settings["limit_train"]:
-        raw["train"] = raw["train"].select(range(min(settings["limit_train"], len(raw["train"]))))
-    if settings["limit_eval"]:
-        for split in ("validation", "test"):
-            raw[split] = raw[split].select(range(min(settings["limit_eval"], len(raw[split]))))
-    return raw
+    return tokenize(corpora.train), {name: tokenize(splits) for name, splits in corpora.evaluation.items()}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -186,42 +183,92 @@ class TokenStore:
         return [(self.src[i], self.tgt[i]) for i in indices]
 
 
-def prepare_splits(tokenized, source_tokenizer, target_tokenizer, config, max_len: int, data_stats: dict):
-    """Token ids of every split; training pairs outside 1..max_len tokens dropped, evaluation sources truncated to
-    max_len. Returns (train TokenStore, {split: TokenStore}, {split: reference token lists}); `data_stats` gains the
-    counts of what was dropped, truncated and unknown."""
-    src_vocab, tgt_vocab = source_tokenizer.get_vocab(), target_tokenizer.get_vocab()
-    encoded = {split: encode_split(tokenized[split], src_vocab, tgt_vocab, config.eos_token_id, config.unk_token_id)
-               for split in ("train", "validation", "test")}
-    train = encoded["train"]
-    n_train = len(train)
-    empty = sum(1 for s, t in zip(train["src_tokens"], train["tgt_tokens"]) if not s or not t)
-    train = train.filter(lambda r: 0 < len(r["src_tokens"]) <= max_len and 0 < len(r["tgt_tokens"]) <= max_len,
-                         desc="length filter")
+def unk_rate(unknown: int, tokens: int) -> float:
+    """Percent of `tokens` that are <unk> (0 for no tokens), rounded to 3 decimals."""
+    return round(100.0 * unknown / max(tokens, 1), 3)
+
+
+def _train_store(ds, names: list, max_len: int, data_stats: dict) -> TokenStore:
+    """The training mixture's id store after the length filter; `data_stats` gains its counts, overall and (under
+    "corpora") per corpus."""
+    n_train = len(ds)
+    empty = sum(1 for s, t in zip(ds["src_tokens"], ds["tgt_tokens"]) if not s or not t)
+    train = ds.filter(lambda r: 0 < len(r["src_tokens"]) <= max_len and 0 < len(r["tgt_tokens"]) <= max_len,
+                      desc="length filter")
+    store = TokenStore(train)
+    source_tokens, target_tokens = int(store.src_lengths.sum()), int(store.tgt_lengths.sum())  # target: with </s>
     data_stats.update({
         "train_pairs": n_train,
         "train_pairs_kept": len(train),
         "train_pairs_dropped_empty": empty,
         "train_pairs_dropped_too_long": n_train - len(train) - empty,
-        "train_source_tokens": int(sum(len(r) for r in train["src_ids"])),
-        "train_target_tokens": int(sum(len(r) for r in train["tgt_ids"])),  # including </s>
+        "train_source_tokens": source_tokens,
+        "train_target_tokens": target_tokens,
         "train_source_unk": int(sum(train["src_unk"])),
         "train_target_unk": int(sum(train["tgt_unk"])),
     })
-    eval_stores, references = {}, {}
-    for split in ("validation", "test"):
-        ds = encoded[split]
-        truncated = sum(1 for r in ds["src_ids"] if len(r) > max_len)
-        ds = ds.map(lambda r: {"src_ids": r["src_ids"][:max_len]}, desc="truncate sources")
-        eval_stores[split] = TokenStore(ds)
-        references[split] = ds["tgt_tokens"]
-        data_stats.update({
-            f"{split}_pairs": len(ds),
-            f"{split}_sources_truncated": truncated,
-            f"{split}_empty_sources": int((eval_stores[split].src_lengths == 0).sum()),
-            f"{split}_target_unk": int(sum(ds["tgt_unk"])),
+    data_stats["train_source_unk_rate"] = unk_rate(data_stats["train_source_unk"], source_tokens)
+    data_stats["train_target_unk_rate"] = unk_rate(data_stats["train_target_unk"], target_tokens - len(train))
+    corpus = np.asarray(train["corpus"], dtype=np.int64)
+    src_unk, tgt_unk = np.asarray(train["src_unk"], dtype=np.int64), np.asarray(train["tgt_unk"], dtype=np.int64)
+    for index, name in enumerate(names):
+        rows = corpus == index
+        data_stats["corpora"][name].update({
+            "train_pairs_kept": int(rows.sum()),
+            "train_source_unk_rate": unk_rate(int(src_unk[rows].sum()), int(store.src_lengths[rows].sum())),
+            "train_target_unk_rate": unk_rate(int(tgt_unk[rows].sum()),
+                                              int(store.tgt_lengths[rows].sum() - rows.sum())),
         })
-    return TokenStore(train), eval_stores, references
+    return store
+
+
+def _eval_split(ds, max_len: int) -> tuple:
+    """(TokenStore with sources truncated to max_len, reference token lists, counts for the record)."""
+    truncated = sum(1 for r in ds["src_ids"] if len(r) > max_len)
+    source_tokens = sum(len(r) for r in ds["src_tokens"])
+    target_tokens = sum(len(r) for r in ds["tgt_tokens"])
+    ds = ds.map(lambda r: {"src_ids": r["src_ids"][:max_len]}, desc="truncate sources")
+    store = TokenStore(ds)
+    counts = {
+        "pairs": len(ds),
+        "sources_truncated": truncated,
+        "empty_sources": int((store.src_lengths == 0).sum()),
+        "source_unk": int(sum(ds["src_unk"])),
+        "target_unk": int(sum(ds["tgt_unk"])),
+    }
+    counts["source_unk_rate"] = unk_rate(counts["source_unk"], source_tokens)
+    counts["target_unk_rate"] = unk_rate(counts["target_unk"], target_tokens)
+    return store, ds["tgt_tokens"], counts
+
+
+def prepare_splits(train, evaluation: dict, source_tokenizer, target_tokenizer, config, max_len: int,
+                   data_stats: dict):
+    """Token ids of the tokenized training mixture `train` and of every corpus's splits in `evaluation`
+    ({corpus: DatasetDict(validation, test)}, the first corpus first); training pairs outside 1..max_len tokens
+    dropped, evaluation sources truncated to max_len. Returns (train TokenStore, {corpus: {split: TokenStore}},
+    {corpus: {split: reference token lists}}). `data_stats` (with a "corpora" entry per corpus) gains the counts of
+    what was dropped, truncated and unknown (<unk> rates in percent of the tokens, </s> not counted): the
+    mixture's and the first corpus's splits' under the keys a single-corpus run always had, each corpus's under
+    "corpora"."""
+    src_vocab, tgt_vocab = source_tokenizer.get_vocab(), target_tokenizer.get_vocab()
+
+    def encode(ds):
+        return encode_split(ds, src_vocab, tgt_vocab, config.eos_token_id, config.unk_token_id)
+
+    names = list(evaluation)
+    train_store = _train_store(encode(train), names, max_len, data_stats)
+    eval_stores, references = {}, {}
+    for name, splits in evaluation.items():
+        eval_stores[name], references[name] = {}, {}
+        for split in ("validation", "test"):
+            store, refs, counts = _eval_split(encode(splits[split]), max_len)
+            eval_stores[name][split], references[name][split] = store, refs
+            data_stats["corpora"][name].update({f"{split}_{key}": value for key, value in counts.items()
+                                                if key != "pairs"})  # its "pairs" entry has them
+            if name == names[0]:
+                data_stats.update({f"{split}_{key}": counts[key]
+                                   for key in ("pairs", "sources_truncated", "empty_sources", "target_unk")})
+    return train_store, eval_stores, references
 
 
 def collate(rows: list, pad_id: int, device) -> dict:

@@ -126,10 +126,25 @@ class MTPretraining(AccelerateLoop):
     def schedule(self, epoch: int, record: dict):
         self._set_lr(self.lr_schedule.after_epoch(self.state, epoch, record["val_perplexity"]))
 
+    def _validate(self, corpus: str) -> dict:
+        """Perplexity (and BLEU unless --no-bleu) of a corpus's validation split, under the epoch record's keys."""
+        settings, store = self.settings, self.data.eval_stores[corpus]["validation"]
+        val = evaluate_perplexity(self.unwrapped, store, settings["eval_batch_size"], self.accelerator, self.pad_id)
+        record = {"val_nll_per_token": val["nll_per_token"], "val_perplexity": val["perplexity"]}
+        if not self.args.no_bleu:
+            hyps = decode_split(self.unwrapped, store, settings["eval_batch_size"], self.accelerator,
+                                self.data.target_tokens, settings["eval_num_beams"], desc=f"validation BLEU {corpus}")
+            if self.accelerator.is_main_process:
+                bleu = compute_bleu(hyps, self.data.references[corpus]["validation"])
+                record["val_bleu"], record["val_sacrebleu"] = bleu["bleu"], bleu["sacrebleu"]
+        return record
+
     def evaluate(self, epoch: int, stopped: str | None, epoch_start: float) -> dict:
-        state, settings = self.state, self.settings
-        val = evaluate_perplexity(self.unwrapped, self.data.eval_stores["validation"], settings["eval_batch_size"],
-                                  self.accelerator, self.pad_id)
+        """The epoch's record: the training perplexity, every corpus's validation figures under "val_by_corpus", and
+        the first corpus's also at the top (they drive the lr schedule)."""
+        state = self.state
+        by_corpus = {corpus: self._validate(corpus) for corpus in self.data.corpora}
+        val = by_corpus[self.data.corpora[0]]
         nll_sum, tokens = state.epoch_sums
         train_nll = nll_sum / tokens if tokens else None
         record = {
@@ -138,19 +153,14 @@ class MTPretraining(AccelerateLoop):
             "global_step": state.global_step,
             "lr": state.lr,
             "train_nll_per_token": train_nll,
-            "val_nll_per_token": val["nll_per_token"],
-            "val_perplexity": val["perplexity"],
+            "val_nll_per_token": val["val_nll_per_token"],
+            "val_perplexity": val["val_perplexity"],
             "seconds": round(time.time() - epoch_start, 1),
             "complete": stopped is None,
             "train_perplexity": math.exp(min(train_nll, 50.0)) if train_nll is not None else None,
         }
-        if not self.args.no_bleu:
-            hyps = decode_split(self.unwrapped, self.data.eval_stores["validation"], settings["eval_batch_size"],
-                                self.accelerator, self.data.target_tokens, settings["eval_num_beams"],
-                                desc="validation BLEU")
-            if self.accelerator.is_main_process:
-                bleu = compute_bleu(hyps, self.data.references["validation"])
-                record["val_bleu"], record["val_sacrebleu"] = bleu["bleu"], bleu["sacrebleu"]
+        record.update({key: val[key] for key in ("val_bleu", "val_sacrebleu") if key in val})
+        record["val_by_corpus"] = by_corpus
         self.accelerator.print(json.dumps(record))
         return record
 
@@ -160,7 +170,9 @@ class MTPretraining(AccelerateLoop):
     # -----------------------------------------------------------------------------------------------------------
     # metrics, curves, the end of the run
 
-    def metrics_payload(self, test=None) -> dict:
+    def metrics_payload(self, test=None, test_by_corpus=None) -> dict:
+        """metrics.json: the run, its data, its epochs and the test figures (`test`: the first corpus's, as a
+        single-corpus run always recorded them; `test_by_corpus`: every corpus's)."""
         state, config = self.state, self.unwrapped.config
         return {
             **self.run_info,
@@ -176,7 +188,9 @@ class MTPretraining(AccelerateLoop):
             "train_seconds": round(state.train_seconds, 1),
             "train_target_tokens_per_second": round(state.train_tokens / max(state.train_seconds, 1e-9), 1),
             "wall_seconds": round(time.time() - self.start_time, 1),
+            "corpora": self.data.corpora,
             "test": test,
+            "test_by_corpus": test_by_corpus,
         }
 
     def _write_metrics(self, payload: dict | None = None):
@@ -191,23 +205,39 @@ class MTPretraining(AccelerateLoop):
              "series": {"train": ([r[0] for r in log], [r[1] for r in log])}},
             {"title": "perplexity", "xlabel": "epoch", "log_y": True,
              "series": {"train": (epochs, [h["train_perplexity"] for h in history]),
-                        "validation": (epochs, [h["val_perplexity"] for h in history])}},
+                        "validation": (epochs, [h["val_perplexity"] for h in history]),
+                        **self._other_corpora_series("val_perplexity")}},
             {"title": "validation BLEU (uncased, tokenized)", "xlabel": "epoch",
-             "series": {"validation": ([b[0] for b in bleu], [b[1] for b in bleu])}},
+             "series": {"validation": ([b[0] for b in bleu], [b[1] for b in bleu]),
+                        **self._other_corpora_series("val_bleu")}},
         ], self.output_dir / "curves.png", title=f"MT pretraining: {self.preset_name or self.output_dir.name}")
 
-    def _test(self) -> dict | None:
-        settings, test_store = self.settings, self.data.eval_stores["test"]
+    def _other_corpora_series(self, key: str) -> dict:
+        """{"validation <corpus>": (epochs, values)} of `key` for every corpus but the first (whose curve is
+        "validation"), from the epoch records that have it."""
+        series = {}
+        for corpus in self.data.corpora[1:]:
+            points = [(h["epoch"], h["val_by_corpus"][corpus][key]) for h in self.state.history
+                      if h.get("val_by_corpus", {}).get(corpus, {}).get(key) is not None]
+            series[f"validation {corpus}"] = ([p[0] for p in points], [p[1] for p in points])
+        return series
+
+    def _test(self, corpus: str) -> dict | None:
+        """A corpus's test perplexity and BLEU (main process; None on the others); its translations go to
+        test_hypotheses.txt (the first corpus) or test_hypotheses.<corpus>.txt."""
+        settings, test_store = self.settings, self.data.eval_stores[corpus]["test"]
         test_ppl = evaluate_perplexity(self.unwrapped, test_store, settings["eval_batch_size"], self.accelerator,
                                        self.pad_id)
         hyps = decode_split(self.unwrapped, test_store, settings["eval_batch_size"], self.accelerator,
-                            self.data.target_tokens, settings["test_num_beams"], desc="test BLEU")
+                            self.data.target_tokens, settings["test_num_beams"], desc=f"test BLEU {corpus}")
         if not self.accelerator.is_main_process:
             return None
-        bleu = compute_bleu(hyps, self.data.references["test"])
-        (self.output_dir / "test_hypotheses.txt").write_text("\n".join(" ".join(h) for h in hyps) + "\n")
-        self.accelerator.print(f"test: BLEU {bleu['bleu']:.2f} (uncased, tokenized), sacreBLEU "
-                               f"{bleu['sacrebleu']:.2f}, perplexity {test_ppl['perplexity']:.2f}")
+        bleu = compute_bleu(hyps, self.data.references[corpus]["test"])
+        first = corpus == self.data.corpora[0]
+        name = "test_hypotheses.txt" if first else f"test_hypotheses.{corpus}.txt"
+        (self.output_dir / name).write_text("\n".join(" ".join(h) for h in hyps) + "\n")
+        self.accelerator.print(f"test{'' if first else ' ' + corpus}: BLEU {bleu['bleu']:.2f} (uncased, tokenized), "
+                               f"sacreBLEU {bleu['sacrebleu']:.2f}, perplexity {test_ppl['perplexity']:.2f}")
         return {"perplexity": test_ppl["perplexity"], "num_beams": settings["test_num_beams"], **bleu}
 
     def finish(self) -> dict | None:
@@ -217,7 +247,8 @@ class MTPretraining(AccelerateLoop):
         from modeling_cove.modeling_cove_mt import TARGET_TOKENIZER_SUBFOLDER
 
         accelerator = self.accelerator
-        test = None if self.args.no_test else self._test()
+        test_by_corpus = None if self.args.no_test else {corpus: self._test(corpus) for corpus in self.data.corpora}
+        test = test_by_corpus[self.data.corpora[0]] if test_by_corpus else None
         fingerprint = [parameters_sha256(self.unwrapped)]
         fingerprints = gather_object(fingerprint) if self.world > 1 else fingerprint
         payload = None
@@ -226,7 +257,7 @@ class MTPretraining(AccelerateLoop):
             self.unwrapped.save_pretrained(mt_dir)
             self.data.source_tokenizer.save_pretrained(mt_dir)
             self.data.target_tokenizer.save_pretrained(mt_dir / TARGET_TOKENIZER_SUBFOLDER)
-            payload = {**self.metrics_payload(test), "replica_weight_sha256": fingerprints}
+            payload = {**self.metrics_payload(test, test_by_corpus), "replica_weight_sha256": fingerprints}
             self._write_metrics(payload)
             if not self.args.no_export:
                 export_encoder(mt_dir, self.output_dir / "encoder", metrics=payload,

@@ -1,0 +1,244 @@
+"""The corpora of MT pretraining (`cove-train-mt --corpora`): which corpora a run reads, the held-out splits carved
+from a parallel file, the deduplication against evaluation test sentences, and the training mixture.
+
+A corpus is a named translation dataset (`NAMED_CORPORA`: read by `modeling_cove.data.load_translation` from
+`--data-dir` or the Hub, with its own train / validation / test splits) or a parallel text file
+(`English<TAB>German` per line, no header, plain or .gz/.xz: `modeling_cove.data.read_parallel_file`). Its name, the
+key of its figures in metrics.json and data_stats.json, is the dataset's name or the file's stem (`corpus_name`).
+
+- A file has no splits (`carve_heldout`): its pairs are grouped by their English side after `normalize_sentence`,
+  the groups shuffled with the run's seed, and whole groups go to validation until it holds `heldout_pairs` pairs,
+  then to test likewise (the last group may take a split a few pairs past that); every other group trains. So no
+  English sentence is on two sides of a split, and the file's order (often sorted by length) plays no part.
+- Deduplication (`ExcludedSentences`): every training pair of every corpus, and every held-out pair carved from a
+  file, whose English side normalises to an excluded sentence (one of a named task's test split, or a line of a
+  sentence file) is dropped and counted per corpus, split and source. A named dataset keeps its own validation and
+  test splits whole, so that its figures stay those of the published splits (Multi30k's captions, for one, share
+  sentences with SNLI's test premises).
+- The mixture (`load_corpora`): every corpus's training pairs, concatenated in the order of the corpora and, when
+  there are several, shuffled with the run's seed (a single corpus keeps its order, as a run on it alone always
+  did); `limit_train` then keeps its first pairs. Its column `corpus` holds each pair's corpus index.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from .texts import TEXT_SOURCES, iter_task_texts, read_text_file
+
+__all__ = ["carve_heldout", "check_corpora", "corpus_name", "corpus_names", "CorpusError", "DEFAULT_HELDOUT_PAIRS",
+           "EXCLUDABLE_TASKS", "ExcludedSentences", "load_corpora", "MTCorpora", "NAMED_CORPORA",
+           "normalize_sentence"]
+
+NAMED_CORPORA = ("multi30k", "iwslt", "wmt17", "tsv")
+EXCLUDABLE_TASKS = tuple(task for task in TEXT_SOURCES if task != "squad")  # the named sources with a test split
+DEFAULT_HELDOUT_PAIRS = 2000
+EVAL_SPLITS = ("validation", "test")
+SPLITS = ("train", *EVAL_SPLITS)
+COMPRESSED_SUFFIXES = (".gz", ".xz")
+# streams of numpy's generator under the run's seed: the held-out carving of a file, the mixture's order
+CARVE_STREAM, MIX_STREAM = 1, 2
+
+
+class CorpusError(ValueError):
+    """A corpus, a parallel file or an exclusion source a run cannot read; the message names it."""
+
+
+def corpus_name(spec: str) -> str:
+    """The name of a corpus: a named dataset's name, else the file's stem (`pairs.tsv.xz` -> `pairs`)."""
+    if spec in NAMED_CORPORA:
+        return spec
+    name = Path(spec).name
+    for suffix in COMPRESSED_SUFFIXES:
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return Path(name).stem or name
+
+
+def corpus_names(specs) -> list:
+    """The names of the corpora `specs`; a CorpusError when there are none or two share a name."""
+    if not specs:
+        raise CorpusError("no translation corpus given (--corpora NAME_OR_FILE ...)")
+    names = {}
+    for spec in specs:
+        other = names.setdefault(corpus_name(spec), spec)
+        if other != spec or list(specs).count(spec) > 1:
+            raise CorpusError(f"corpora {other!r} and {spec!r} share the name {corpus_name(spec)!r}, which keys "
+                              "their figures in metrics.json: give each corpus once, files under different names")
+    return list(names)
+
+
+def check_corpora(specs) -> None:
+    """Each of `specs` is a named dataset or an existing file; else a CorpusError naming it."""
+    for spec in specs:
+        if spec not in NAMED_CORPORA and not Path(spec).is_file():
+            raise CorpusError(f"corpus {spec!r} is neither a translation dataset ({', '.join(NAMED_CORPORA)}) nor a "
+                              "file")
+
+
+@lru_cache(maxsize=None)
+def _is_punctuation(char: str) -> bool:
+    return unicodedata.category(char).startswith("P")
+
+
+def normalize_sentence(text: str) -> str:
+    """The form sentences are compared in: lower-cased, every punctuation character (Unicode category P*) removed,
+    runs of whitespace made one space, no space at either end. "Who discovered America?" and the tokenized
+    "who discovered america ?" both become "who discovered america"."""
+    kept = "".join(char for char in text.lower() if not _is_punctuation(char))
+    return " ".join(kept.split())
+
+
+def carve_heldout(english: list, pairs_per_split: int, seed: int) -> dict:
+    """{"train", "validation", "test": sorted row indices} of a parallel file's pairs (`english`: their English
+    sides), carved by English sentence as the module docstring says; the same for the same seed."""
+    groups = {}
+    for index, text in enumerate(english):
+        groups.setdefault(normalize_sentence(text), []).append(index)
+    keys = list(groups)
+    parts = {split: [] for split in SPLITS}
+    for position in np.random.default_rng([seed, CARVE_STREAM]).permutation(len(keys)):
+        split = next((s for s in EVAL_SPLITS if len(parts[s]) < pairs_per_split), "train")
+        parts[split].extend(groups[keys[position]])
+    return {split: sorted(indices) for split, indices in parts.items()}
+
+
+@dataclass
+class ExcludedSentences:
+    """Normalised sentences whose pairs a run drops, by source (a task's name, or a sentence file's path)."""
+
+    sources: dict = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, tasks=(), files=(), data_dir=None) -> "ExcludedSentences":
+        """The test sentences of `tasks` (read by `modeling_cove.data` from `data_dir`, or the Hub) and the lines of
+        `files` (plain text, one sentence per line, .gz/.xz read decompressed); a CorpusError names what failed."""
+        sources = {}
+        for task in tasks or ():
+            try:
+                texts = list(iter_task_texts(task, data_dir, splits=("test",), raw_tagging_text=True))
+            except (OSError, ValueError) as err:
+                raise CorpusError(f"--exclude-test-sentences {task}: {err}") from None
+            sources[task] = texts
+        for path in files or ():
+            try:
+                sources[str(path)] = read_text_file(Path(path)).splitlines()
+            except (OSError, ValueError) as err:
+                raise CorpusError(f"--exclude-sentences {path}: {err}") from None
+        normalised = {source: {normalize_sentence(t) for t in texts} - {""} for source, texts in sources.items()}
+        return cls(normalised)
+
+    def counts(self) -> dict:
+        """{source: number of distinct normalised sentences}."""
+        return {source: len(sentences) for source, sentences in self.sources.items()}
+
+    def matches(self, english: list) -> tuple:
+        """(indices of the sentences of `english` to keep, {source: how many of `english` it matches}); a sentence
+        matched by several sources counts for each."""
+        if not self.sources:
+            return list(range(len(english))), {}
+        keep, by_source = [], {source: 0 for source in self.sources}
+        for index, text in enumerate(english):
+            key = normalize_sentence(text)
+            hits = [source for source, sentences in self.sources.items() if key in sentences]
+            for source in hits:
+                by_source[source] += 1
+            if not hits:
+                keep.append(index)
+        return keep, by_source
+
+
+@dataclass
+class MTCorpora:
+    """What a run trains and evaluates on, before tokenization.
+
+    Attributes:
+        names: the corpora's names, in the order given (the first one's validation split drives the lr schedule).
+        train: the training mixture (columns `src`, `tgt`, `corpus`: the pair's index into `names`).
+        evaluation: {name: DatasetDict(validation, test)} (columns `src`, `tgt`).
+        stats: for data_stats.json: {"corpora": {name: its reading, pairs and excluded pairs},
+            "excluded_sentences": {source: distinct normalised sentences}}.
+    """
+
+    names: list
+    train: object
+    evaluation: dict
+    stats: dict
+
+
+def _file_splits(spec: str, settings: dict) -> tuple:
+    """A parallel file read and carved into splits, and what to record of it."""
+    from datasets import DatasetDict
+
+    from modeling_cove.data import read_parallel_file
+
+    try:
+        pairs = read_parallel_file(spec)
+    except (OSError, ValueError) as err:
+        raise CorpusError(str(err)) from None
+    size = settings["heldout_pairs"]
+    parts = carve_heldout(pairs["src"], size, settings["seed"])
+    if not parts["train"] or len(parts["test"]) < size:
+        raise CorpusError(f"{spec}: {len(pairs)} pairs are too few to carve {size} validation and {size} test pairs "
+                          "by English sentence and keep some to train on; lower --heldout-pairs")
+    splits = DatasetDict({split: pairs.select(indices) for split, indices in parts.items()})
+    return splits, {"read_from": spec, "pairs_in_file": len(pairs), "heldout_pairs_per_split": size}
+
+
+def _corpus_splits(spec: str, settings: dict) -> tuple:
+    from modeling_cove.data import load_translation
+
+    if spec not in NAMED_CORPORA:
+        return _file_splits(spec, settings)
+    splits = load_translation(settings["data_dir"], spec)
+    return splits, {"read_from": f"{spec} ({settings['data_dir'] or 'Hub'})"}
+
+
+def _drop_excluded(splits, excluded: ExcludedSentences, checked) -> dict:
+    """Drop the excluded pairs from the splits `checked` (in place in `splits`); returns what went, for the
+    record."""
+    dropped, by_source = {}, {}
+    for split in checked:
+        keep, hits = excluded.matches(splits[split]["src"])
+        dropped[split] = len(splits[split]) - len(keep)
+        if dropped[split]:
+            splits[split] = splits[split].select(keep)
+        for source, count in hits.items():
+            by_source[source] = by_source.get(source, 0) + count
+    return {"excluded_pairs": dropped, "excluded_pairs_by_source": by_source}
+
+
+def load_corpora(settings: dict) -> MTCorpora:
+    """The corpora of `settings["corpora"]` read, carved, deduplicated (`exclude_test_sentences`,
+    `exclude_sentences`), cut to `limit_eval` per evaluation split, and mixed (`limit_train`); see the module
+    docstring. Errors of a named dataset's files are raised as `load_translation` raises them; a parallel file, an
+    exclusion source or an empty evaluation split is a CorpusError."""
+    from datasets import DatasetDict, concatenate_datasets
+
+    names = corpus_names(settings["corpora"])
+    excluded = ExcludedSentences.read(settings["exclude_test_sentences"], settings["exclude_sentences"],
+                                      settings["data_dir"])
+    trains, evaluation, stats = [], {}, {}
+    for index, (spec, name) in enumerate(zip(settings["corpora"], names)):
+        splits, info = _corpus_splits(spec, settings)
+        info.update(_drop_excluded(splits, excluded, ("train",) if spec in NAMED_CORPORA else SPLITS))
+        for split in EVAL_SPLITS:
+            if settings["limit_eval"]:
+                splits[split] = splits[split].select(range(min(settings["limit_eval"], len(splits[split]))))
+            if not len(splits[split]):
+                raise CorpusError(f"corpus {name!r}: its {split} split is empty")
+        info["pairs"] = {split: len(splits[split]) for split in SPLITS}
+        trains.append(splits["train"].add_column("corpus", [index] * len(splits["train"])))
+        evaluation[name] = DatasetDict({split: splits[split] for split in EVAL_SPLITS})
+        stats[name] = info
+    train = concatenate_datasets(trains)
+    if len(trains) > 1:
+        train = train.select(np.random.default_rng([settings["seed"], MIX_STREAM]).permutation(len(train)))
+    if settings["limit_train"]:
+        train = train.select(range(min(settings["limit_train"], len(train))))
+    return MTCorpora(names, train, evaluation, {"corpora": stats, "excluded_sentences": excluded.counts()})

@@ -1,0 +1,406 @@
+"""MT pretraining on several corpora (modeling_cove.training.data.corpora, cove-train-mt --corpora): the parallel
+file reader, sentence normalisation, held-out splits carved from a file by English sentence, the test-sentence
+exclusion and its counts, the seeded training mixture (a resumed run equals an uninterrupted one), per-corpus <unk>
+rates and metrics, the cove-t preset, and bad input ending in one line, exit 2, before anything is written. Tiny
+configs on the toy Multi30k folder of test_train_mt plus small parallel TSV files written here."""
+
+import gzip
+import json
+import lzma
+import random
+import re
+
+import numpy as np
+import pytest
+import torch
+from datasets import Dataset, DatasetDict
+from test_train_mt import DE, EN, TINY, arguments, run, weights, write_toy_corpus
+
+from modeling_cove.data import load_translation, read_parallel_file
+from modeling_cove.training.commands import train_mt as train_mt_command
+from modeling_cove.training.commands.train_mt import (MTSetupError, check_output_dir, load_model_preset,
+                                                      resolve_mt_settings)
+from modeling_cove.training.data.corpora import (CorpusError, carve_heldout, check_corpora, corpus_names,
+                                                 load_corpora, normalize_sentence)
+from modeling_cove.training.data.translation import prepare_splits
+from modeling_cove.training.loops.accelerate_loop import checkpoint_dirs, read_state
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+# pairs of the parallel file whose English side a test below excludes: two TREC test questions, one sentence file
+TREC_TEST = ["HUM:ind Who discovered America ?", "NUM:dist How far is it from Denver to Aspen ?"]
+EXCLUDED_BY_TREC = ["Who discovered America?\tWer hat Amerika entdeckt?",
+                    "WHO  discovered America!\tWer entdeckte Amerika?"]
+EXCLUDED_BY_FILE = ["The dog is white.\tDer Hund ist weiß."]
+NOT_EXCLUDED = ["Who discovered Americas?\tWer entdeckte die Amerikas?"]
+
+
+def reference_normal_form(text: str) -> str:
+    """The comparison form for ASCII text, written independently of the library: lower-case, drop what is neither a
+    word character nor a space, single spaces."""
+    return " ".join(re.sub(r"[^\w\s]", "", text.lower()).split())
+
+
+def toy_pairs(seed: int, n: int) -> list:
+    """`n` lines `English<TAB>German` over the toy vocabulary, some English sentences repeated."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n):
+        words = [rng.choice(EN) for _ in range(rng.randint(2, 6))]
+        lines.append(" ".join(words).capitalize() + "!\t" + " ".join(DE[w] for w in words).capitalize() + "!")
+    return lines + lines[:5]  # the first five English sentences twice
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    """data/ (toy Multi30k + a tiny TREC), vectors.txt, pairs.tsv (60 pairs + the exclusion cases), exclude.txt."""
+    root = tmp_path_factory.mktemp("corpora")
+    write_toy_corpus(root / "data")
+    trec = root / "data" / "trec"
+    trec.mkdir()
+    (trec / "train_5500.label").write_text("".join(f"HUM:ind Who is person {i} ?\n" for i in range(20)),
+                                           encoding="latin-1")
+    (trec / "TREC_10.label").write_text("\n".join(TREC_TEST) + "\n", encoding="latin-1")
+    rng = np.random.default_rng(0)
+    with open(root / "vectors.txt", "w", encoding="utf-8") as f:
+        for word in EN[:-1] + ["."]:
+            f.write(word + " " + " ".join(f"{x:.4f}" for x in rng.normal(size=8)) + "\n")
+    lines = toy_pairs(5, 55) + EXCLUDED_BY_TREC + EXCLUDED_BY_FILE + NOT_EXCLUDED
+    (root / "pairs.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with gzip.open(root / "data" / "multi30k" / "train.en.gz", "rt", encoding="utf-8") as f:
+        first_train = f.readline().strip()
+    # the first Multi30k training sentence, written otherwise: its training pairs go too
+    (root / "exclude.txt").write_text(f"the dog -- is WHITE\n{first_train.upper().replace('.', ' ?')}\n",
+                                      encoding="utf-8")
+    return root
+
+
+def mt_args(toy, out, *extra):
+    return ["--output-dir", str(out), "--data-dir", str(toy / "data"), "--vectors", str(toy / "vectors.txt"),
+            "--config-overrides", json.dumps(TINY), "--batch-size", "16", "--max-length", "12", "--num-threads", "1",
+            "--source-min-freq", "1", "--corpora", "multi30k", str(toy / "pairs.tsv"), *extra]
+
+
+def settings_of(argv: list) -> dict:
+    return resolve_mt_settings(arguments(argv), {})
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# reading, names, normalisation
+
+
+def test_parallel_files_read_plain_and_compressed_and_bad_lines_are_named(tmp_path):
+    text = "\ufeffA dog.\tEin Hund.\n\nTwo men\tZwei Männer\r\n"  # a byte-order mark, a blank line, a CRLF end
+    (tmp_path / "p.tsv").write_text(text, encoding="utf-8")
+    with gzip.open(tmp_path / "p.tsv.gz", "wt", encoding="utf-8") as f:
+        f.write(text)
+    with lzma.open(tmp_path / "p.tsv.xz", "wt", encoding="utf-8") as f:
+        f.write(text)
+    for name in ("p.tsv", "p.tsv.gz", "p.tsv.xz"):
+        pairs = read_parallel_file(tmp_path / name)
+        assert pairs["src"] == ["A dog.", "Two men"] and pairs["tgt"] == ["Ein Hund.", "Zwei Männer"], name
+    (tmp_path / "bad.tsv").write_text("a\tb\nc\td\nno tab here\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"bad.tsv, line 3: no tab"):
+        read_parallel_file(tmp_path / "bad.tsv")
+    (tmp_path / "three.tsv").write_text("a\tb\tc\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"three.tsv, line 1: 3 tab-separated fields"):
+        read_parallel_file(tmp_path / "three.tsv")
+    (tmp_path / "latin.tsv").write_bytes("a\tb\nGr\u00fc\u00dfe\tx\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin.tsv, line 2: not UTF-8"):
+        read_parallel_file(tmp_path / "latin.tsv")
+    (tmp_path / "broken.tsv.xz").write_bytes(lzma.compress(text.encode())[:-8])
+    with pytest.raises(ValueError, match=r"broken.tsv.xz: does not decompress"):
+        read_parallel_file(tmp_path / "broken.tsv.xz")
+    with pytest.raises(FileNotFoundError, match="missing.tsv"):
+        read_parallel_file(tmp_path / "missing.tsv")
+
+
+def test_sentences_compare_lower_cased_without_punctuation():
+    assert normalize_sentence("Who discovered America?") == normalize_sentence("who discovered america ?") == (
+        "who discovered america")
+    assert normalize_sentence("  I  loved it ! ") == "i loved it"
+    assert normalize_sentence("„Äh“ – naïve, café…") == "äh naïve café"  # Unicode punctuation goes too
+    assert normalize_sentence("it's 5 $") == "its 5 $"  # apostrophes go; symbols are no punctuation
+    assert normalize_sentence("?!") == ""
+
+
+def test_corpus_names_and_checks(tmp_path):
+    (tmp_path / "pairs.tsv.xz").write_bytes(b"")
+    assert corpus_names(["multi30k", str(tmp_path / "pairs.tsv.xz"), "tsv"]) == ["multi30k", "pairs", "tsv"]
+    assert corpus_names(["a/b.txt.gz", "c/d"]) == ["b", "d"]
+    with pytest.raises(CorpusError, match="share the name 'pairs'"):
+        corpus_names(["x/pairs.tsv", "y/pairs.tsv.gz"])
+    with pytest.raises(CorpusError, match="share the name 'multi30k'"):
+        corpus_names(["multi30k", "multi30k"])
+    with pytest.raises(CorpusError, match="no translation corpus"):
+        corpus_names([])
+    check_corpora(["wmt17", str(tmp_path / "pairs.tsv.xz")])
+    with pytest.raises(CorpusError, match=r"corpus 'multi31k' is neither a translation dataset \(multi30k, iwslt, "
+                                          r"wmt17, tsv\) nor a file"):
+        check_corpora(["multi30k", "multi31k"])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# held-out carving, exclusion, mixture
+
+
+def test_carving_keeps_each_english_sentence_on_one_side_and_follows_the_seed():
+    # 13 English sentences, each 4-5 times in case / punctuation variants, in the file's (grouped) order
+    english = [f"Sentence number {i % 13}" + ("!" if i % 2 else ".") for i in range(60)]
+    english = [text.upper() if i % 3 == 0 else text for i, text in enumerate(english)]
+    parts = carve_heldout(english, 6, seed=1)
+    assert sorted(i for split in parts.values() for i in split) == list(range(60))  # each pair once
+    sides = {split: {reference_normal_form(english[i]) for i in indices} for split, indices in parts.items()}
+    assert not (sides["train"] & sides["validation"] or sides["train"] & sides["test"]
+                or sides["validation"] & sides["test"])
+    for split in ("validation", "test"):  # whole groups until the split holds 6 pairs: at most one group more
+        assert 6 <= len(parts[split]) < 6 + 5, (split, len(parts[split]))
+    assert parts == carve_heldout(english, 6, seed=1)
+    assert parts != carve_heldout(english, 6, seed=2)
+
+
+def test_file_splits_are_disjoint_by_english_sentence_and_deterministic(toy):
+    settings = settings_of(mt_args(toy, "x", "--heldout-pairs", "8"))
+    corpora = load_corpora(settings)
+    assert corpora.names == ["multi30k", "pairs"]
+    pairs = corpora.evaluation["pairs"]
+    train = [s for s, c in zip(corpora.train["src"], corpora.train["corpus"]) if c == 1]
+    sides = {"train": train, **{split: pairs[split]["src"] for split in ("validation", "test")}}
+    normal = {split: {reference_normal_form(s) for s in texts} for split, texts in sides.items()}
+    assert not (normal["train"] & normal["validation"] or normal["train"] & normal["test"]
+                or normal["validation"] & normal["test"])
+    assert all(len(sides[split]) >= 8 for split in ("validation", "test"))
+    assert sum(len(texts) for texts in sides.values()) == 60 + 4  # 60 + 4 lines, none excluded here
+    stats = corpora.stats["corpora"]["pairs"]
+    assert stats["pairs_in_file"] == 64 and stats["heldout_pairs_per_split"] == 8
+    again = load_corpora(settings)
+    assert again.evaluation["pairs"]["validation"]["src"] == pairs["validation"]["src"]
+    other = load_corpora(settings_of(mt_args(toy, "x", "--heldout-pairs", "8", "--seed", "99")))
+    assert other.evaluation["pairs"]["validation"]["src"] != pairs["validation"]["src"]
+    # Multi30k keeps its own splits
+    multi30k = load_translation(str(toy / "data"), "multi30k")
+    for split in ("validation", "test"):
+        assert corpora.evaluation["multi30k"][split]["src"] == multi30k[split]["src"]
+    with pytest.raises(CorpusError, match=r"pairs.tsv: 64 pairs are too few to carve 40 validation and 40 test"):
+        load_corpora(settings_of(mt_args(toy, "x", "--heldout-pairs", "40")))
+
+
+def test_the_mixture_is_every_training_pair_shuffled_by_the_seed(toy):
+    settings = settings_of(mt_args(toy, "x", "--heldout-pairs", "8"))
+    mixture = load_corpora(settings).train
+    corpora = load_corpora(settings)
+    assert corpora.train["src"] == mixture["src"] and corpora.train["corpus"] == mixture["corpus"]
+    multi30k = load_translation(str(toy / "data"), "multi30k")["train"]
+    pairs = read_parallel_file(toy / "pairs.tsv")
+    carved = [pairs[i] for i in range(len(pairs)) if pairs["src"][i] not in
+              set(corpora.evaluation["pairs"]["validation"]["src"]) | set(corpora.evaluation["pairs"]["test"]["src"])]
+    expected = sorted([(r["src"], r["tgt"], 0) for r in multi30k] + [(r["src"], r["tgt"], 1) for r in carved])
+    assert sorted(zip(mixture["src"], mixture["tgt"], mixture["corpus"])) == expected
+    assert mixture["corpus"][:20] != sorted(mixture["corpus"][:20])  # mixed, not one corpus after the other
+    other = load_corpora(settings_of(mt_args(toy, "x", "--heldout-pairs", "8", "--seed", "5"))).train
+    assert other["src"] != mixture["src"]
+    limited = load_corpora(settings_of(mt_args(toy, "x", "--heldout-pairs", "8", "--limit-train", "30"))).train
+    assert limited["src"] == mixture["src"][:30]
+    # one corpus: its training split in its own order (as a run on it alone always read it)
+    single = load_corpora(settings_of(mt_args(toy, "x")[:-3] + ["--dataset", "multi30k"])).train
+    assert single["src"] == multi30k["src"] and set(single["corpus"]) == {0}
+
+
+def test_exclusion_drops_exactly_the_matching_pairs_and_counts_them(toy):
+    settings = settings_of(mt_args(toy, "x", "--heldout-pairs", "8", "--exclude-test-sentences", "trec6",
+                                   "--exclude-sentences", str(toy / "exclude.txt")))
+    corpora = load_corpora(settings)
+    stats = corpora.stats
+    assert stats["excluded_sentences"] == {"trec6": 2, str(toy / "exclude.txt"): 2}
+    pairs = stats["corpora"]["pairs"]
+    assert sum(pairs["excluded_pairs"].values()) == 3
+    assert pairs["excluded_pairs_by_source"] == {"trec6": 2, str(toy / "exclude.txt"): 1}
+    kept_file = [s for s, c in zip(corpora.train["src"], corpora.train["corpus"]) if c == 1] + [
+        s for split in ("validation", "test") for s in corpora.evaluation["pairs"][split]["src"]]
+    assert len(kept_file) == 64 - 3 and "Who discovered Americas?" in kept_file
+    assert not {"Who discovered America?", "WHO  discovered America!", "The dog is white."} & set(kept_file)
+    # Multi30k: the training pairs whose English is the sentence file's second line (counted independently here);
+    # its own validation and test splits stay whole
+    with gzip.open(toy / "data" / "multi30k" / "train.en.gz", "rt", encoding="utf-8") as f:
+        train_en = [line.rstrip("\n") for line in f]
+    target = reference_normal_form(train_en[0])
+    expected = sum(reference_normal_form(s) == target for s in train_en)
+    assert expected >= 1
+    multi30k = stats["corpora"]["multi30k"]
+    assert multi30k["excluded_pairs"] == {"train": expected}
+    assert multi30k["pairs"] == {"train": len(train_en) - expected, "validation": 16, "test": 16}
+    kept_multi30k = [s for s, c in zip(corpora.train["src"], corpora.train["corpus"]) if c == 0]
+    assert len(kept_multi30k) == len(train_en) - expected
+    assert all(reference_normal_form(s) != target for s in kept_multi30k)
+
+
+def test_unk_rates_of_the_mixture_and_of_each_corpus():
+    """Rates in percent of the tokens (</s> not counted), per corpus and over the mixture, against a hand count."""
+    from modeling_cove import CoveConfig
+    from modeling_cove.tokenization_cove import build_cove_tokenizer
+
+    source = build_cove_tokenizer(["a", "dog", "runs"])
+    target = build_cove_tokenizer(["ein", "hund"], add_eos=True)
+    config = CoveConfig(vocab_size=len(source), target_vocab_size=len(target))
+    train = Dataset.from_dict({
+        "src_tokens": [["a", "dog"], ["zebra", "a"], ["cat"]],  # corpus 0: 1 unknown of 4; corpus 1: 1 of 1
+        "tgt_tokens": [["ein", "hund"], ["zebra"], ["katze", "ein", "x"]],  # corpus 0: 1 of 3; corpus 1: 2 of 3
+        "corpus": [0, 0, 1],
+    })
+
+    def split(src, tgt):
+        return Dataset.from_dict({"src_tokens": src, "tgt_tokens": tgt})
+
+    evaluation = {
+        "first": DatasetDict({"validation": split([["a", "bird"]], [["ein"]]), "test": split([["a"]], [["ein"]])}),
+        "second": DatasetDict({"validation": split([["x", "y", "z", "a"]], [["hund", "q"]]),
+                               "test": split([["runs"]], [["hund"]])}),
+    }
+    stats = {"corpora": {"first": {}, "second": {}}}
+    store, eval_stores, references = prepare_splits(train, evaluation, source, target, config, 12, stats)
+    assert len(store) == 3 and references["second"]["validation"] == [["hund", "q"]]
+    assert (stats["train_source_unk_rate"], stats["train_target_unk_rate"]) == (40.0, 50.0)  # 2/5, 3/6
+    assert (stats["corpora"]["first"]["train_source_unk_rate"], stats["corpora"]["first"]["train_target_unk_rate"]) \
+        == (25.0, round(100 / 3, 3))
+    assert stats["corpora"]["second"]["train_source_unk_rate"] == 100.0
+    assert stats["corpora"]["second"]["train_target_unk_rate"] == round(200 / 3, 3)
+    assert (stats["corpora"]["first"]["validation_source_unk_rate"],
+            stats["corpora"]["first"]["validation_target_unk_rate"]) == (50.0, 0.0)
+    assert (stats["corpora"]["second"]["validation_source_unk_rate"],
+            stats["corpora"]["second"]["validation_target_unk_rate"]) == (75.0, 50.0)
+    assert stats["validation_pairs"] == 1 and stats["validation_target_unk"] == 0  # the first corpus's, as before
+    assert eval_stores["second"]["validation"].src_lengths.tolist() == [4]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# runs
+
+
+class Killed(Exception):
+    """A kill at a given step: the run ends there without saving anything more."""
+
+
+@pytest.mark.slow
+def test_two_corpora_run_records_per_corpus_metrics_and_resumes_exactly(toy, tmp_path):
+    """Multi30k + a parallel file: the mixture trains, every epoch records each corpus's validation figures (the
+    first corpus's also at the old keys), the end each corpus's test BLEU; a run killed at step 5 and resumed gives
+    the uninterrupted run's losses and weights bit for bit."""
+    argv = ["--heldout-pairs", "8", "--max-epochs", "2", "--save-steps", "2", "--log-every", "1", "--seed", "3",
+            "--test-num-beams", "1", "--no-export", "--exclude-sentences", str(toy / "exclude.txt")]
+    reference, losses = tmp_path / "reference", {}
+    metrics = run(mt_args(toy, reference, *argv),
+                  on_step=lambda state, loss: losses.setdefault(state.global_step, loss))
+    steps = metrics["global_step"]
+    assert steps > 10 and sorted(losses) == list(range(1, steps + 1))
+    assert metrics["corpora"] == ["multi30k", "pairs"] and metrics["settings"]["dataset"] == "multi30k+pairs"
+    for epoch in metrics["epochs"]:
+        assert set(epoch["val_by_corpus"]) == {"multi30k", "pairs"}
+        first = epoch["val_by_corpus"]["multi30k"]
+        assert (epoch["val_perplexity"], epoch["val_bleu"]) == (first["val_perplexity"], first["val_bleu"])
+        assert epoch["val_by_corpus"]["pairs"]["val_perplexity"] != first["val_perplexity"]
+        assert 0 <= epoch["val_by_corpus"]["pairs"]["val_bleu"] <= 100
+    assert set(metrics["test_by_corpus"]) == {"multi30k", "pairs"}
+    assert metrics["test"] == metrics["test_by_corpus"]["multi30k"]
+    stats = json.loads((reference / "data_stats.json").read_text())
+    assert stats == metrics["data"]
+    pairs_stats = stats["corpora"]["pairs"]
+    assert pairs_stats["excluded_pairs_by_source"] == {str(toy / "exclude.txt"): 1}
+    test_pairs = pairs_stats["pairs"]["test"]
+    assert len((reference / "test_hypotheses.pairs.txt").read_text().splitlines()) == test_pairs
+    assert len((reference / "test_hypotheses.txt").read_text().splitlines()) == 16  # Multi30k's test split
+    for key in ("train_source_unk_rate", "train_target_unk_rate"):
+        assert 0 <= stats[key] <= 100 and key in stats["corpora"]["multi30k"]
+    assert "validation_source_unk_rate" in pairs_stats and "validation_target_unk_rate" in pairs_stats
+
+    def kill_at_5(state, loss):
+        if state.global_step == 5:
+            raise Killed
+
+    killed, resumed_losses = tmp_path / "killed", []
+    with pytest.raises(Killed):
+        run(mt_args(toy, killed, *argv), on_step=kill_at_5)
+    assert read_state(checkpoint_dirs(killed)[-1]).global_step == 4
+    resumed = run(mt_args(toy, killed, *argv, "--resume"), on_step=lambda state, loss: resumed_losses.append(loss))
+    assert resumed_losses == [losses[step] for step in range(5, steps + 1)]
+    for name, tensor in weights(reference).items():
+        assert torch.equal(weights(killed)[name], tensor), name
+    assert [e["val_by_corpus"] for e in resumed["epochs"]] == [e["val_by_corpus"] for e in metrics["epochs"]]
+    assert resumed["test_by_corpus"] == metrics["test_by_corpus"]
+
+
+def test_resume_refuses_other_corpora_and_held_out_sizes_and_reads_older_runs(toy, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    argv = mt_args(toy, out, "--heldout-pairs", "8")
+    first = settings_of(argv)
+    (out / "run_settings.json").write_text(json.dumps(first))
+    check_output_dir(arguments([*argv, "--resume"]), first)
+    for extra, changed in ((["--heldout-pairs", "9"], "heldout_pairs"),
+                           (["--exclude-test-sentences", "trec6"], "exclude_test_sentences")):
+        with pytest.raises(MTSetupError, match=f"different data/batching/model settings.*'{changed}'"):
+            check_output_dir(arguments([*argv, "--resume", *extra]), settings_of([*argv, *extra]))
+    reordered = [*argv[:-4], str(toy / "pairs.tsv"), "multi30k", "--heldout-pairs", "8"]
+    with pytest.raises(MTSetupError, match="'corpora'"):
+        check_output_dir(arguments([*reordered, "--resume"]), settings_of(reordered))
+    # a run folder from before --corpora: its settings lack the new keys, which count at the values it ran with
+    single = mt_args(toy, out)[:-3] + ["--dataset", "multi30k"]
+    older = {k: v for k, v in settings_of(single).items()
+             if k not in ("corpora", "heldout_pairs", "exclude_test_sentences", "exclude_sentences")}
+    (out / "run_settings.json").write_text(json.dumps(older))
+    check_output_dir(arguments([*single, "--resume"]), settings_of(single))
+
+
+def test_cove_t_preset_names_its_corpora_and_the_flags_win(toy):
+    preset, small = load_model_preset("cove-t"), load_model_preset("cove-small")
+    assert preset["config"] == small["config"]
+    assert {k: v for k, v in preset["training"].items() if k != "heldout_pairs"} == small["training"]
+    data = str(toy / "data")
+    settings = resolve_mt_settings(arguments(["--output-dir", "x", "--data-dir", data]), preset)
+    file_corpus = preset["data"]["corpora"][1]
+    assert settings["corpora"] == ["multi30k", str(toy / "data" / file_corpus)]
+    assert settings["dataset"] == "multi30k+" + corpus_names(settings["corpora"])[1]
+    assert settings["exclude_test_sentences"] == preset["data"]["exclude_test_sentences"]
+    assert {"trec6", "snli", "sst2"} <= set(settings["exclude_test_sentences"])
+    assert settings["heldout_pairs"] == 2000
+    with pytest.raises(MTSetupError, match=f"{file_corpus!r} is a file in the data folder: give --data-dir"):
+        resolve_mt_settings(arguments(["--output-dir", "x"]), preset)
+    flags = resolve_mt_settings(arguments(["--output-dir", "x", "--dataset", "multi30k",
+                                           "--exclude-test-sentences"]), preset)
+    assert (flags["corpora"], flags["dataset"], flags["exclude_test_sentences"]) == (["multi30k"], "multi30k", [])
+    own = resolve_mt_settings(arguments(["--output-dir", "x", "--corpora", "p.tsv", "multi30k"]), preset)
+    assert (own["corpora"], own["dataset"]) == (["p.tsv", "multi30k"], "p+multi30k")
+    # the presets without corpora: one dataset, as before
+    assert resolve_mt_settings(arguments(["--output-dir", "x"]), small)["corpora"] == ["multi30k"]
+
+
+@pytest.mark.parametrize("case", ["missing file", "unknown name", "line without a tab", "both flags",
+                                  "unknown task", "missing sentence file", "task without its data"])
+def test_bad_corpora_end_in_one_line_before_anything_is_written(toy, tmp_path, capsys, case):
+    (tmp_path / "bad.tsv").write_text("A dog.\tEin Hund.\nTwo men.\tZwei Männer.\nA man runs\n", encoding="utf-8")
+    out = tmp_path / "run"
+    base = ["--output-dir", str(out), "--data-dir", str(toy / "data"), "--vectors", str(toy / "vectors.txt"),
+            "--max-steps", "1", "--num-threads", "1"]
+    argv, message = {
+        "missing file": (["--corpora", "multi30k", str(tmp_path / "nothere.tsv")],
+                         f"error: corpus '{tmp_path / 'nothere.tsv'}' is neither a translation dataset (multi30k, "
+                         "iwslt, wmt17, tsv) nor a file"),
+        "unknown name": (["--corpora", "multi31k"], "error: corpus 'multi31k' is neither a translation dataset"),
+        "line without a tab": (["--corpora", "multi30k", str(tmp_path / "bad.tsv")],
+                               f"error: {tmp_path / 'bad.tsv'}, line 3: no tab; a parallel file has one pair per "
+                               "line, English<TAB>German"),
+        "both flags": (["--corpora", "multi30k", "--dataset", "multi30k"], "error: give --dataset or --corpora"),
+        "unknown task": (["--exclude-test-sentences", "trec7"],
+                         "error: --exclude-test-sentences: unknown task(s) trec7; choose from multi30k"),
+        "missing sentence file": (["--exclude-sentences", str(tmp_path / "none.txt")],
+                                  f"error: --exclude-sentences {tmp_path / 'none.txt'} is not a file"),
+        "task without its data": (["--exclude-test-sentences", "snli"],
+                                  f"error: --exclude-test-sentences snli: {toy / 'data' / 'snli'} not found"),
+    }[case]
+    threads = torch.get_num_threads()
+    with pytest.raises(SystemExit) as stopped:
+        train_mt_command.main([*base, *argv])
+    torch.set_num_threads(threads)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2
+    assert err.startswith(message) and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
