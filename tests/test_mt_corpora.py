@@ -24,6 +24,7 @@ from modeling_cove.training.data.corpora import (CorpusError, carve_heldout, che
                                                  load_corpora, normalize_sentence)
 from modeling_cove.training.data.translation import prepare_splits
 from modeling_cove.training.loops.accelerate_loop import checkpoint_dirs, read_state
+from modeling_cove.training.publishing.cards import mt_results_table
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -144,19 +145,30 @@ def test_corpus_names_and_checks(tmp_path):
 # held-out carving, exclusion, mixture
 
 
-def test_carving_keeps_each_english_sentence_on_one_side_and_follows_the_seed():
-    # 13 English sentences, each 4-5 times in case / punctuation variants, in the file's (grouped) order
+def test_carving_keeps_each_sentence_on_one_side_and_follows_the_seed_not_the_file_order():
+    # 13 English sentences, each 4-5 times in case / punctuation variants, in the file's (grouped) order; German
+    # sentences shared across English ones link their pairs: number i and i + 13 (< 26) share one translation
     english = [f"Sentence number {i % 13}" + ("!" if i % 2 else ".") for i in range(60)]
     english = [text.upper() if i % 3 == 0 else text for i, text in enumerate(english)]
-    parts = carve_heldout(english, 6, seed=1)
+    german = [f"Satz {i % 13 % 5}." for i in range(60)]  # 13 English groups, linked into 5 by their German
+    parts = carve_heldout(english, german, 6, seed=1)
     assert sorted(i for split in parts.values() for i in split) == list(range(60))  # each pair once
-    sides = {split: {reference_normal_form(english[i]) for i in indices} for split, indices in parts.items()}
-    assert not (sides["train"] & sides["validation"] or sides["train"] & sides["test"]
-                or sides["validation"] & sides["test"])
-    for split in ("validation", "test"):  # whole groups until the split holds 6 pairs: at most one group more
-        assert 6 <= len(parts[split]) < 6 + 5, (split, len(parts[split]))
-    assert parts == carve_heldout(english, 6, seed=1)
-    assert parts != carve_heldout(english, 6, seed=2)
+    for side in (english, german):
+        sides = {split: {reference_normal_form(side[i]) for i in indices} for split, indices in parts.items()}
+        assert not (sides["train"] & sides["validation"] or sides["train"] & sides["test"]
+                    or sides["validation"] & sides["test"])
+    groups = {g: [i for i in range(60) if i % 13 % 5 == g] for g in range(5)}  # the linked groups, by hand
+    for split in ("validation", "test"):  # whole groups until the split holds 6 pairs
+        assert any(set(parts[split]) == set(members) for members in groups.values()), split
+    assert parts == carve_heldout(english, german, 6, seed=1)
+    assert parts != carve_heldout(english, german, 6, seed=2)
+    # the same pairs in another order: the same pairs in each split, the held-out ones in the same order
+    order = list(reversed(range(60)))
+    shuffled = carve_heldout([english[i] for i in order], [german[i] for i in order], 6, seed=1)
+    for split in ("validation", "test"):
+        assert [(english[order[i]], german[order[i]]) for i in shuffled[split]] == [
+            (english[i], german[i]) for i in parts[split]]
+    assert sorted(order[i] for i in shuffled["train"]) == parts["train"]
 
 
 def test_file_splits_are_disjoint_by_english_sentence_and_deterministic(toy):
@@ -311,6 +323,10 @@ def test_two_corpora_run_records_per_corpus_metrics_and_resumes_exactly(toy, tmp
     for key in ("train_source_unk_rate", "train_target_unk_rate"):
         assert 0 <= stats[key] <= 100 and key in stats["corpora"]["multi30k"]
     assert "validation_source_unk_rate" in pairs_stats and "validation_target_unk_rate" in pairs_stats
+    table = mt_results_table(metrics)  # the exported encoder's card: each corpus's test figures, named
+    assert "Validation: multi30k's (the first corpus" in table
+    for corpus, figures in metrics["test_by_corpus"].items():
+        assert f"Test on {corpus}: BLEU {figures['bleu']:.2f} " in table
 
     def kill_at_5(state, loss):
         if state.global_step == 5:

@@ -34,8 +34,8 @@ entries) with the vectors fixed. Target side: lower-cased sacremoses German toke
 Several corpora (`--corpora`, or a preset's data.corpora; --dataset NAME is the list of one): named datasets
 (multi30k, iwslt, wmt17, tsv: read as --dataset reads them, with their own splits) and parallel text files
 (`English<TAB>German` per line, no header, plain/.gz/.xz; docs/data.md), trained on as one mixture shuffled with
---seed (`training/data/corpora.py`). A file has no splits: validation and test are carved from it with --seed by
-English sentence (lower-cased, without punctuation), --heldout-pairs (default 2,000) each. The first corpus's
+--seed (`training/data/corpora.py`). A file has no splits: validation and test are carved from it with --seed, no
+English or German sentence (lower-cased, without punctuation) on two sides, --heldout-pairs (default 2,000) each. The first corpus's
 validation split drives the lr schedule; metrics.json has every corpus's validation figures per epoch
 (`val_by_corpus`) and test figures (`test_by_corpus`), the first corpus's also at the keys a single-corpus run uses.
 --exclude-test-sentences TASK... / --exclude-sentences FILE... drop every training pair (and a file's held-out
@@ -124,8 +124,9 @@ class MTArguments:
     corpora: Optional[list[str]] = option("translation corpora trained on together: dataset names (as --dataset) "
                                           "and/or parallel files (English<TAB>German per line, plain/.gz/.xz; "
                                           "docs/data.md); the first one's validation split drives the lr schedule")
-    heldout_pairs: Optional[int] = option("validation and test pairs carved from each parallel file, by English "
-                                          f"sentence with --seed (default {DEFAULT_HELDOUT_PAIRS} each)")
+    heldout_pairs: Optional[int] = option("validation and test pairs carved from each parallel file with --seed, "
+                                          "no English or German sentence on two sides (default "
+                                          f"{DEFAULT_HELDOUT_PAIRS} each)")
     exclude_test_sentences: Optional[list[str]] = option(
         f"drop every training pair (and held-out pair of a parallel file) whose English side is a test sentence of "
         f"these tasks ({', '.join(EXCLUDABLE_TASKS)}; read from --data-dir), compared lower-cased without "

@@ -6,18 +6,21 @@ A corpus is a named translation dataset (`NAMED_CORPORA`: read by `modeling_cove
 (`English<TAB>German` per line, no header, plain or .gz/.xz: `modeling_cove.data.read_parallel_file`). Its name, the
 key of its figures in metrics.json and data_stats.json, is the dataset's name or the file's stem (`corpus_name`).
 
-- A file has no splits (`carve_heldout`): its pairs are grouped by their English side after `normalize_sentence`,
-  the groups shuffled with the run's seed, and whole groups go to validation until it holds `heldout_pairs` pairs,
-  then to test likewise (the last group may take a split a few pairs past that); every other group trains. So no
-  English sentence is on two sides of a split, and the file's order (often sorted by length) plays no part.
+- A file has no splits (`carve_heldout`): its pairs are grouped so that no English and no German sentence (after
+  `normalize_sentence`) is on two sides of a split — pairs that share either side are one group (a German sentence
+  often translates several English paraphrases) —, the groups shuffled with the run's seed, and whole groups go to
+  validation until it holds `heldout_pairs` pairs, then to test likewise (the last group may take a split a few pairs
+  past that); every other group trains. The groups are ordered by their content before the shuffle, so the file's
+  order (often sorted by length) plays no part, and the held-out splits keep the order they were drawn in
+  (`--limit-eval` then takes a random sample, not the shortest pairs).
 - Deduplication (`ExcludedSentences`): every training pair of every corpus, and every held-out pair carved from a
   file, whose English side normalises to an excluded sentence (one of a named task's test split, or a line of a
-  sentence file) is dropped and counted per corpus, split and source. A named dataset keeps its own validation and
-  test splits whole, so that its figures stay those of the published splits (Multi30k's captions, for one, share
-  sentences with SNLI's test premises).
-- The mixture (`load_corpora`): every corpus's training pairs, concatenated in the order of the corpora and, when
-  there are several, shuffled with the run's seed (a single corpus keeps its order, as a run on it alone always
-  did); `limit_train` then keeps its first pairs. Its column `corpus` holds each pair's corpus index.
+  sentence file) is dropped; data_stats.json counts them per corpus and split, and per source over the splits. A
+  named dataset keeps its own validation and test splits whole, so that its figures stay those of the published
+  splits (Multi30k's captions, for one, share sentences with SNLI's test premises).
+- The mixture (`load_corpora`): every corpus's training pairs, concatenated in the order of the corpora and shuffled
+  with the run's seed (a single named dataset keeps its order, as a run on it alone always did); `limit_train` then
+  keeps its first pairs. Its column `corpus` holds each pair's corpus index.
 """
 
 from __future__ import annotations
@@ -94,18 +97,36 @@ def normalize_sentence(text: str) -> str:
     return " ".join(kept.split())
 
 
-def carve_heldout(english: list, pairs_per_split: int, seed: int) -> dict:
-    """{"train", "validation", "test": sorted row indices} of a parallel file's pairs (`english`: their English
-    sides), carved by English sentence as the module docstring says; the same for the same seed."""
+def carve_heldout(english: list, german: list, pairs_per_split: int, seed: int) -> dict:
+    """{"train", "validation", "test": row indices} of a parallel file's pairs (`english`, `german`: their sides),
+    carved as the module docstring says: the same for the same seed and the same pairs, whatever their order in the
+    file. The held-out splits are in the order they were drawn in, the training split in the file's order."""
+    keys = {"en": [normalize_sentence(text) for text in english], "de": [normalize_sentence(text) for text in german]}
+    parent = list(range(len(english)))  # union-find over the pairs: one set per group of linked pairs
+
+    def root(index: int) -> int:
+        while parent[index] != index:
+            parent[index] = parent[parent[index]]
+            index = parent[index]
+        return index
+
+    for side in ("en", "de"):
+        first = {}
+        for index, key in enumerate(keys[side]):
+            a, b = root(index), root(first.setdefault(key, index))
+            parent[max(a, b)] = min(a, b)
     groups = {}
-    for index, text in enumerate(english):
-        groups.setdefault(normalize_sentence(text), []).append(index)
-    keys = list(groups)
+    for index in range(len(english)):
+        groups.setdefault(root(index), []).append(index)
+    # a group is named by its smallest normalised English sentence (no two groups share one): sorted by name, the
+    # groups' order, and so the draw, depends on the pairs and the seed, not on the file's line order
+    ordered = sorted(groups.values(), key=lambda members: min(keys["en"][i] for i in members))
     parts = {split: [] for split in SPLITS}
-    for position in np.random.default_rng([seed, CARVE_STREAM]).permutation(len(keys)):
+    for position in np.random.default_rng([seed, CARVE_STREAM]).permutation(len(ordered)):
         split = next((s for s in EVAL_SPLITS if len(parts[s]) < pairs_per_split), "train")
-        parts[split].extend(groups[keys[position]])
-    return {split: sorted(indices) for split, indices in parts.items()}
+        parts[split].extend(sorted(ordered[position], key=lambda i: (english[i], german[i])))
+    parts["train"].sort()
+    return parts
 
 
 @dataclass
@@ -182,7 +203,7 @@ def _file_splits(spec: str, settings: dict) -> tuple:
     except (OSError, ValueError) as err:
         raise CorpusError(str(err)) from None
     size = settings["heldout_pairs"]
-    parts = carve_heldout(pairs["src"], size, settings["seed"])
+    parts = carve_heldout(pairs["src"], pairs["tgt"], size, settings["seed"])
     if not parts["train"] or len(parts["test"]) < size:
         raise CorpusError(f"{spec}: {len(pairs)} pairs are too few to carve {size} validation and {size} test pairs "
                           "by English sentence and keep some to train on; lower --heldout-pairs")
@@ -237,7 +258,7 @@ def load_corpora(settings: dict) -> MTCorpora:
         evaluation[name] = DatasetDict({split: splits[split] for split in EVAL_SPLITS})
         stats[name] = info
     train = concatenate_datasets(trains)
-    if len(trains) > 1:
+    if len(trains) > 1 or any(spec not in NAMED_CORPORA for spec in settings["corpora"]):  # a file: often sorted
         train = train.select(np.random.default_rng([settings["seed"], MIX_STREAM]).permutation(len(train)))
     if settings["limit_train"]:
         train = train.select(range(min(settings["limit_train"], len(train))))

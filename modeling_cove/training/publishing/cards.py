@@ -509,12 +509,17 @@ def mt_results_table(metrics: dict) -> str:
         bleu = f"{h['val_bleu']:.2f}" if h.get("val_bleu") is not None else "-"
         train = f"{h['train_perplexity']:.2f}" if h.get("train_perplexity") is not None else "-"
         lines.append(f"| {h['epoch']} | {h['lr']:g} | {train} | {h['val_perplexity']:.2f} | {bleu} |")
-    test = metrics.get("test")
-    if test:
+    test, by_corpus = metrics.get("test"), metrics.get("test_by_corpus") or {}
+    names = list(by_corpus) if len(by_corpus) > 1 else []  # a run on several corpora: name each one's figures
+    if names:
         lines.append("")
-        lines.append(f"Test: BLEU {test['bleu']:.2f} (uncased, tokenized, as the paper reports; beam "
-                     f"{test['num_beams']}), detokenized sacreBLEU {test['sacrebleu']:.2f} "
-                     f"(`{test['sacrebleu_signature']}`), perplexity {test['perplexity']:.2f}.")
+        lines.append(f"Validation: {names[0]}'s (the first corpus; it drives the lr schedule).")
+    for index, figures in enumerate([by_corpus[name] for name in names] or ([test] if test else [])):
+        where = f" on {names[index]}" if names else ""
+        lines.append("")
+        lines.append(f"Test{where}: BLEU {figures['bleu']:.2f} (uncased, tokenized, as the paper reports; beam "
+                     f"{figures['num_beams']}), detokenized sacreBLEU {figures['sacrebleu']:.2f} "
+                     f"(`{figures['sacrebleu_signature']}`), perplexity {figures['perplexity']:.2f}.")
     return "\n".join(lines)
 
 
