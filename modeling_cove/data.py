@@ -61,6 +61,7 @@ HUB_IDS = {
     "squad": "rajpurkar/squad",
 }
 TRANSLATION_FEATURES = Features({"src": Value("string"), "tgt": Value("string")})
+COMPRESSED_OPENERS = {".gz": gzip.open, ".xz": lzma.open}  # the suffixes read decompressed, and how
 PTB_UNESCAPE = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}",
                 "``": '"', "''": '"', "`": "'"}
 
@@ -69,8 +70,7 @@ def _open_by_suffix(path: Path, mode: str, **kwargs):
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"data file not found: {path}")
-    opener = {".gz": gzip.open, ".xz": lzma.open}.get(path.suffix, open)
-    return opener(path, mode, **kwargs)
+    return COMPRESSED_OPENERS.get(path.suffix, open)(path, mode, **kwargs)
 
 
 def open_text(path: Path, encoding: str = "utf-8", errors: str = "strict"):

@@ -43,7 +43,6 @@ EXCLUDABLE_TASKS = tuple(task for task in TEXT_SOURCES if task != "squad")  # th
 DEFAULT_HELDOUT_PAIRS = 2000
 EVAL_SPLITS = ("validation", "test")
 SPLITS = ("train", *EVAL_SPLITS)
-COMPRESSED_SUFFIXES = (".gz", ".xz")
 # streams of numpy's generator under the run's seed: the held-out carving of a file, the mixture's order
 CARVE_STREAM, MIX_STREAM = 1, 2
 
@@ -54,10 +53,12 @@ class CorpusError(ValueError):
 
 def corpus_name(spec: str) -> str:
     """The name of a corpus: a named dataset's name, else the file's stem (`pairs.tsv.xz` -> `pairs`)."""
+    from modeling_cove.data import COMPRESSED_OPENERS
+
     if spec in NAMED_CORPORA:
         return spec
     name = Path(spec).name
-    for suffix in COMPRESSED_SUFFIXES:
+    for suffix in COMPRESSED_OPENERS:
         if name.endswith(suffix):
             name = name[: -len(suffix)]
     return Path(name).stem or name
