@@ -55,6 +55,21 @@ def single_thread():
     torch.set_num_threads(threads)
 
 
+def exit_of(main, argv: list, capsys) -> tuple:
+    """(exit status, stderr) of a command's `main(argv)` run in this process, on an input it refuses (SystemExit):
+    the bad-input checks of the command line without an interpreter of their own. A command sets torch's thread
+    count; it is put back."""
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        with pytest.raises(SystemExit) as stop:
+            main(argv)
+    finally:
+        torch.set_num_threads(threads)
+    return stop.value.code, capsys.readouterr().err
+
+
 def assert_reproduces(actual, expected, what=""):
     """A model rebuilt from saved weights (bit-equal) reproduces the original's outputs: token ids and other integer
     outputs exactly, floats to within float rounding. Not bit-equal: on some CPUs (seen on AMD EPYC: 1.2e-7 on a BCN

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import exit_of
 
 from modeling_cove.training.commands.main_job import Command, InputError, JobOptions, StageError
 from modeling_cove.training.commands.main_job import report, runner, settings, stages
@@ -300,11 +301,9 @@ def main_in_process(monkeypatch, capsys, argv) -> tuple:
     monkeypatch.setattr(sys, "argv", [str(MAIN)])
     sigterm = signal.getsignal(signal.SIGTERM)  # main() installs its own handler
     try:
-        with pytest.raises(SystemExit) as stop:
-            main(argv)
+        return exit_of(main, argv, capsys)
     finally:
         signal.signal(signal.SIGTERM, sigterm)
-    return stop.value.code, capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import re
 import numpy as np
 import pytest
 import torch
+from conftest import exit_of
 from datasets import Dataset, DatasetDict
 from test_train_mt import DE, EN, TINY, arguments, run, weights, write_toy_corpus
 
@@ -412,11 +413,7 @@ def test_bad_corpora_end_in_one_line_before_anything_is_written(toy, tmp_path, c
         "task without its data": (["--exclude-test-sentences", "snli"],
                                   f"error: --exclude-test-sentences snli: {toy / 'data' / 'snli'} not found"),
     }[case]
-    threads = torch.get_num_threads()
-    with pytest.raises(SystemExit) as stopped:
-        train_mt_command.main([*base, *argv])
-    torch.set_num_threads(threads)
-    err = capsys.readouterr().err
-    assert stopped.value.code == 2
+    status, err = exit_of(train_mt_command.main, [*base, *argv], capsys)
+    assert status == 2
     assert err.startswith(message) and len(err.strip().splitlines()) == 1, err
     assert not out.exists()

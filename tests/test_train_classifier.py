@@ -22,7 +22,7 @@ from modeling_cove.training.data.collators import BCNCollator
 from modeling_cove.training.loops.trainer import TimeBudget, stop_reason
 from modeling_cove.training.common.presets import PresetError
 
-from conftest import REPO, require_data
+from conftest import exit_of, REPO, require_data
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -181,7 +181,7 @@ def test_subsample_splits_draws_the_same_random_subsets_every_time(capsys):
     with pytest.raises(ValueError, match="--max-eval-examples must be >= 1"):
         tc.subsample_splits(raw(), max_eval=0)
     # on the command line: a usage error before any work
-    status, err = main_in_process(["--task", "imdb", "--encoder", "enc", "--max-train-examples", "0"], capsys)
+    status, err = exit_of(tc.main, ["--task", "imdb", "--encoder", "enc", "--max-train-examples", "0"], capsys)
     assert status == 2 and "must be >= 1, got 0" in err
 
 
@@ -201,10 +201,10 @@ def test_train_fraction_takes_nested_subsets_of_the_training_split(capsys):
         tc.ClassifierOptions(task="trec6", encoder="enc", train_fraction=1.5)
     with pytest.raises(ValueError, match="not both"):
         tc.ClassifierOptions(task="trec6", encoder="enc", train_fraction=0.5, max_train_examples=3)
-    status, err = main_in_process(["--task", "trec6", "--encoder", "enc", "--train-fraction", "0"], capsys)
+    status, err = exit_of(tc.main, ["--task", "trec6", "--encoder", "enc", "--train-fraction", "0"], capsys)
     assert status == 2 and "must be in (0, 1], got 0.0" in err
-    status, err = main_in_process(["--task", "trec6", "--encoder", "enc", "--train-fraction", "0.5",
-                                   "--max-train-examples", "3"], capsys)
+    status, err = exit_of(tc.main, ["--task", "trec6", "--encoder", "enc", "--train-fraction", "0.5",
+                                    "--max-train-examples", "3"], capsys)
     assert status == 2 and "give train_fraction or max_train_examples, not both" in err
 
 
@@ -263,14 +263,6 @@ def test_build_model_columns(tiny_encoder_dir):
 
 def train(**options) -> dict:
     return tc.train_classifier(tc.ClassifierOptions(**options))
-
-
-def main_in_process(argv, capsys) -> tuple:
-    """(exit status, stderr) of cove-train-classifier's main(argv) in this process, for inputs refused before any
-    work (the script itself runs in a fresh interpreter in the tests below)."""
-    with pytest.raises(SystemExit) as stop:
-        tc.main(argv)
-    return stop.value.code, capsys.readouterr().err
 
 
 def run_cli(argv, launcher=(sys.executable,), timeout=300):

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import exit_of
 from safetensors.torch import load_file
 
 from modeling_cove.training.publishing.cards import encoder_export_card
@@ -179,11 +180,8 @@ def test_min_lr_default_follows_the_lr_and_a_min_lr_above_it_is_refused(capsys):
     assert resolve_mt_settings(arguments(adam), load_model_preset("cove-small"))["min_lr"] == 3e-5
     with pytest.raises(MTSetupError, match=r"min_lr 0.03 >= lr 0.001"):
         resolve_mt_settings(arguments([*adam, "--min-lr", "0.03"]), {})
-    threads = torch.get_num_threads()
-    with pytest.raises(SystemExit) as cli:  # the command's main, in this process
-        train_mt_command.main([*adam, "--min-lr", "0.001"])
-    torch.set_num_threads(threads)
-    assert cli.value.code == 2 and "error: min_lr 0.001 >= lr 0.001" in capsys.readouterr().err
+    status, err = exit_of(train_mt_command.main, [*adam, "--min-lr", "0.001"], capsys)  # the command, in-process
+    assert status == 2 and "error: min_lr 0.001 >= lr 0.001" in err
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -397,13 +395,10 @@ def test_init_from_checkpoint_keeps_word_vectors_fixed(toy, tmp_path):
 def test_init_from_that_is_no_checkpoint_is_named(toy, tmp_path, capsys):
     """A wrong --init-from (a missing folder, read by transformers as a Hub id) stops with one line naming it: the
     command's main in this process, exit status 2."""
-    threads = torch.get_num_threads()
-    with pytest.raises(SystemExit) as stopped:
-        train_mt_command.main(["--output-dir", str(tmp_path / "run"), "--data-dir", str(toy / "data"), "--init-from",
-                               str(tmp_path / "missing"), "--max-steps", "1", "--num-threads", "1"])
-    torch.set_num_threads(threads)
-    err = capsys.readouterr().err
-    assert stopped.value.code == 2
+    status, err = exit_of(train_mt_command.main, ["--output-dir", str(tmp_path / "run"), "--data-dir",
+                                                  str(toy / "data"), "--init-from", str(tmp_path / "missing"),
+                                                  "--max-steps", "1", "--num-threads", "1"], capsys)
+    assert status == 2
     assert f"error: --init-from '{tmp_path / 'missing'}' is not a loadable CoVe checkpoint" in err
     assert "Traceback" not in err and not (tmp_path / "run" / "metrics.json").exists()
 

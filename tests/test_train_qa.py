@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from conftest import REPO, require_data
+from conftest import exit_of, REPO, require_data
 from modeling_cove import CoveConfig, CoveModel
 from modeling_cove.tokenization_cove import build_cove_tokenizer, moses_tokenize
 from modeling_cove.training.publishing.cards import check_record_matches_checkpoint, load_eval_json
@@ -83,9 +83,9 @@ def test_train_qa_rejects_unknown_model_override_before_any_work(tmp_path, capsy
     overrides = model_overrides(QAOptions(checkpoint="x", output_dir="y",
                                           model_override=["dcn_hidden_size=20", "dcn_pool_size=2"]))
     assert overrides["dcn_hidden_size"] == 20 and overrides["dcn_pool_size"] == 2 and overrides["dcn_dropout"] == 0.2
-    with pytest.raises(SystemExit) as cli:  # the command's main, in this process
-        train_qa_command.main(["--checkpoint", "x", "--output-dir", str(out), "--model-override", "dcn_hidden_size"])
-    assert cli.value.code == 2 and "error: --model-override expects KEY=VALUE" in capsys.readouterr().err
+    status, err = exit_of(train_qa_command.main, ["--checkpoint", "x", "--output-dir", str(out), "--model-override",
+                                                  "dcn_hidden_size"], capsys)  # the command's main, in this process
+    assert status == 2 and "error: --model-override expects KEY=VALUE" in err
     assert not out.exists()
 
 
