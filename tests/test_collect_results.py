@@ -332,6 +332,7 @@ def test_collected_files_name_the_machines_their_runs_ran_on(tmp_path):
                                  "not recorded by 1 runs"]
     assert [r.get("machine") for r in report["results"]["trec6"]["vectors"]["runs"]] == [
         "AMD EPYC (25/17/1)", "Intel(R) Xeon(R) Processor (6/207/2) + NVIDIA H200", None]
+    assert [r["device"] for r in report["results"]["trec6"]["vectors"]["runs"]] == ["cpu", "gpu", "cpu"]
     assert "reconstructed" not in report
     assert json.loads((out / "squad.json").read_text())["machine"] == ["not recorded by 1 runs"]
 
@@ -588,3 +589,95 @@ def test_sample_efficiency_paired_at_full_data_over_the_curves_full_runs(tmp_pat
     assert (cove["seeds"], cove["mean"], cove["lower_on"]) == ([1, 2], -2.5, 2)  # 88 - 90, 89 - 92
     head_to_head = paired["bilm_versus_cove"]["trec6"]["vectors+bilm - vectors+cove"]["test_accuracy"]
     assert (head_to_head["mean"], head_to_head["higher_on"]) == (4.5, 2)  # 91 - 88, 95 - 89
+
+
+def test_cove_t_columns_come_from_their_run_folders_and_are_paired_by_seed(tmp_path):
+    """CoVe-T's and the 5-epoch CoVe-S's runs share CoVe-S's --bcn-input: each lands in the column its folder names
+    (runs/bcn/<task>/<column>-seed<N>), paired by seed with the vectors (versus_vectors) and head to head with CoVe-S
+    (cove_t_versus_cove), each difference checked against a hand computation; a run of another input in such a
+    folder is refused."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    cpu = {"cpu": "Intel Xeon", "cpu_model": "6/207/2", "device": "cpu", "cuda": None}
+    columns = {  # column -> (--bcn-input, encoder, test accuracy of seeds 1-3)
+        "vectors": ("vectors", "runs/vocab-all", (0.90, 0.92, 0.91)),
+        "vectors+cove": ("vectors+cove", "runs/cove-small/encoder", (0.89, 0.93, 0.90)),
+        "vectors+cove-t": ("vectors+cove", "runs/cove-t/encoder", (0.91, 0.95, 0.90)),
+        "vectors+cove-s-5-epochs": ("vectors+cove", "runs/cove-small-5ep/encoder", (0.88, 0.93, 0.92)),
+        "cove": ("cove", "runs/cove-small/encoder", (0.84, 0.82, 0.86)),
+        "cove-t": ("cove", "runs/cove-t/encoder", (0.87, 0.83, 0.85)),
+    }
+    for column, (bcn_input, encoder, tests) in columns.items():
+        for seed, test in enumerate(tests, start=1):
+            write_run(runs, f"bcn/trec6/{column}-seed{seed}", "trec6", bcn_input, seed, 0.2, test, test - 0.02,
+                      encoder=encoder, machine=cpu)
+    collect_results(runs, out)
+    report = json.loads((out / "classification.json").read_text())
+
+    results = report["results"]["trec6"]
+    assert sorted(results) == sorted(columns)
+    for column, (_, encoder, tests) in columns.items():
+        assert [(r["encoder"], r["device"], r["test_accuracy"]) for r in results[column]["runs"]] == [
+            (encoder, "cpu", round(100 * test, 2)) for test in tests]
+    assert report["columns"]["vectors+cove-t"].startswith("[vectors; CoVe-T]")
+
+    def by_hand(a, b):  # column a minus column b, seed by seed, in percent, with its 95% t interval
+        diffs = [round(100 * x, 2) - round(100 * y, 2) for x, y in zip(columns[a][2], columns[b][2])]
+        mean, std = statistics.mean(diffs), statistics.stdev(diffs)
+        half = 4.302653 * std / 3 ** 0.5  # t(0.975, 2 degrees of freedom)
+        return mean, std, [mean - half, mean + half], sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+
+    def check(entry, a, b):
+        mean, std, ci95, higher, lower = by_hand(a, b)
+        for key in ("test_accuracy", "validation_accuracy"):  # validation = test - 2 on every run
+            found = entry[key]
+            assert found["seeds"] == [1, 2, 3] and (found["higher_on"], found["lower_on"]) == (higher, lower)
+            assert found["mean"] == pytest.approx(mean, abs=0.005) and found["std"] == pytest.approx(std, abs=0.005)
+            assert found["ci95"] == pytest.approx(ci95, abs=0.01)
+        assert "cross_device_seeds" not in entry  # every run on the CPU
+
+    versus = report["versus_vectors"]["trec6"]
+    assert sorted(versus) == sorted(f"{column} - vectors" for column in columns if column != "vectors")
+    for column in ("vectors+cove-t", "vectors+cove-s-5-epochs", "cove-t"):
+        check(versus[f"{column} - vectors"], column, "vectors")
+    head = report["cove_t_versus_cove"]["trec6"]
+    assert sorted(head) == ["cove-t - cove", "vectors+cove-t - vectors+cove"]
+    check(head["vectors+cove-t - vectors+cove"], "vectors+cove-t", "vectors+cove")
+    check(head["cove-t - cove"], "cove-t", "cove")
+    assert head["vectors+cove-t - vectors+cove"]["test_accuracy"]["mean"] == 1.33  # +2, +2, 0
+    assert report["bilm_versus_cove"] == {}
+
+    wrong = tmp_path / "wrong"
+    write_run(wrong, "bcn/trec6/vectors+cove-t-seed9", "trec6", "vectors", 9, 0.2, 0.9, 0.9)
+    with pytest.raises(ValueError, match=r"vectors\+cove-t-seed9: the folder names the column vectors\+cove-t "
+                                         r"\(--bcn-input vectors\+cove\) but its run is --bcn-input vectors"):
+        collect_results(wrong, tmp_path / "out2")
+
+
+def test_each_run_names_its_device_and_pairs_across_devices_are_marked(tmp_path):
+    """Every collected run records "device": from its machine, else (runs collected before) by its code commit, the
+    H200 sessions' commits being GPU runs. A baseline seed rerun on the CPU replaces its H200 run in a merge; a pair
+    whose two runs ran on different devices names its seed."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    h200 = {"commit": "e63d667ddaae229de8136628aef1d8b7120319a3", "dirty": False}
+    for seed, git in ((1, {"commit": "a" * 40, "dirty": False}), (4, h200)):
+        write_run(runs, f"bcn/trec6/vectors-seed{seed}", "trec6", "vectors", seed, 0.2, 0.90, 0.88, git=git)
+        write_run(runs, f"bcn/trec6/vectors+cove-seed{seed}", "trec6", "vectors+cove", seed, 0.2, 0.89, 0.87, git=git)
+    collect_results(runs, out)
+    report = json.loads((out / "classification.json").read_text())
+    assert [r["device"] for r in report["results"]["trec6"]["vectors"]["runs"]] == ["cpu", "gpu"]
+    for cell in report["results"]["trec6"].values():  # classification.json as collected before runs named a device
+        for run in cell["runs"]:
+            del run["device"]
+    (out / "classification.json").write_text(json.dumps(report))
+
+    rerun = tmp_path / "rerun"
+    write_run(rerun, "bcn/trec6/vectors-seed4", "trec6", "vectors", 4, 0.2, 0.93, 0.90,
+              machine={"cpu": "Intel Xeon", "cpu_model": "6/207/2", "device": "cpu", "cuda": None})
+    collect_results(rerun, out, merge=True)
+    merged = json.loads((out / "classification.json").read_text())
+    cells = merged["results"]["trec6"]
+    assert [(r["seed"], r["device"], r["test_accuracy"]) for r in cells["vectors"]["runs"]] == [
+        (1, "cpu", 90.0), (4, "cpu", 93.0)]
+    assert [(r["seed"], r["device"]) for r in cells["vectors+cove"]["runs"]] == [(1, "cpu"), (4, "gpu")]
+    entry = merged["versus_vectors"]["trec6"]["vectors+cove - vectors"]
+    assert entry["cross_device_seeds"] == [4] and entry["test_accuracy"]["seeds"] == [1, 4]

@@ -1,22 +1,25 @@
 """The result tables of `benchmarks/results/`, collected from the real runs under `runs/`: the BCN classification
-table (mean ± std over seeds; each column minus the vectors-only one, and the biLM minus CoVe-S, paired by seed with a
-95% t interval; the dropout search, other pretrainings of CoVe-S, runs on random subsets, the sample-efficiency
-curve and its PNG), the MT and biLM pretraining records, the DCN runs and the main job's reports. Every file written
-records the command and the commit that collected it; the tables (classification.json, squad.json) also the machines
-their runs ran on (`machine`), the MT, biLM and main-job records their run's own. A table cell holds runs over one
-encoder only (checked by the weights' sha256 the runs record).
+table (mean ± std over seeds; each column minus the vectors-only one, the biLM and CoVe-T minus CoVe-S, paired by seed
+with a 95% t interval; each run's device, CPU or GPU; the dropout search, other pretrainings of CoVe-S, runs on random
+subsets, the sample-efficiency curve and its PNG), the MT and biLM pretraining records, the DCN runs and the main
+job's reports. Every file written records the command and the commit that collected it; the tables
+(classification.json, squad.json) also the machines their runs ran on (`machine`), the MT, biLM and main-job records
+their run's own. A table cell holds runs over one encoder only (checked by the weights' sha256 the runs record).
 
 Reads runs/bcn/<task>/<column>-seed<N>/metrics.json (`train_classifier.py`; a biLM encoder's `vectors+scalar_mix`
-runs are the column `vectors+bilm`; the dropout search in runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N>; BCN
-runs over other pretrainings of CoVe-S or the biLM in the folders of ENCODER_VARIANTS, each paired by seed with the
-table's columns; --train-fraction runs in runs/bcn-fraction/<task>/<column>-f<fraction>-seed<N>; runs on random
-subsets, --max-train/eval-examples, in the other runs/bcn*/ folders, one cell per setup), runs/cove-small/metrics.json
-(`train_mt.py`), runs/bilm/metrics.json (`train_bilm.py`), runs/dcn-squad-*/metrics.json (`train_qa.py`),
-runs/main-cove-small/ and runs/main/ report.json + REPORT.md (`main.py`, full size only).
+runs are the column `vectors+bilm`; a run whose folder names a column of ENCODER_COLUMNS is that column, as CoVe-T's
+`--bcn-input vectors+cove` runs in vectors+cove-t-seed<N>; the dropout search in
+runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N>; BCN runs over other pretrainings of CoVe-S or the biLM in the
+folders of ENCODER_VARIANTS, each paired by seed with the table's columns; --train-fraction runs in
+runs/bcn-fraction/<task>/<column>-f<fraction>-seed<N>; runs on random subsets, --max-train/eval-examples, in the other
+runs/bcn*/ folders, one cell per setup), runs/cove-small/metrics.json (`train_mt.py`), runs/bilm/metrics.json
+(`train_bilm.py`), runs/dcn-squad-*/metrics.json (`train_qa.py`), runs/main-cove-small/ and runs/main/ report.json +
+REPORT.md (`main.py`, full size only).
 """
 
 import json
 import logging
+import re
 import shutil
 from pathlib import Path
 
@@ -39,6 +42,21 @@ ENCODER_VARIANTS = {
 # A run's table column when it is not its --bcn-input: (bcn_input, the encoder's config.encoder_type) -> column. ELMo's
 # [x; mix] over our biLM is the "vectors+bilm" column of the CoVe-versus-biLM comparison (docs/bilm.md).
 TABLE_COLUMNS = {("vectors+scalar_mix", "bilm"): "vectors+bilm"}
+# Columns of one --bcn-input over another encoder than the table's, told apart by the run folder's name
+# (runs/bcn/<task>/<column>-seed<N>): column -> the column its runs' --bcn-input makes (their encoders:
+# instruments.classification_table, whose runner writes them).
+ENCODER_COLUMNS = {"vectors+cove-t": "vectors+cove", "cove-t": "cove", "vectors+cove-s-5-epochs": "vectors+cove"}
+RUN_FOLDER = re.compile(r"(?P<column>.+?)(-[df][0-9.]+)?-seed(?P<seed>[0-9]+)")  # <column>[-d<x>|-f<x>]-seed<N>
+# Head-to-head blocks beside versus_vectors: output key -> (column a, column b) pairs, each paired as "a - b".
+HEAD_TO_HEAD = {"bilm_versus_cove": (("vectors+bilm", "vectors+cove"),),
+                "cove_t_versus_cove": (("vectors+cove-t", "vectors+cove"), ("cove-t", "cove"))}
+# The runs of classification.json that ran on the H200 but record no machine (collected before the records named
+# it), by the code commit they ran: the H200 sessions ran these commits and no CPU run did (the file's machine note,
+# reconstructed from RESULTS.md and the commits that added them: 6e893e9 / 861e914 seeds 4-10 of vectors and
+# vectors+cove and TREC-6 random, 701fab1 TREC-50 seeds 1-3, c72cd62 the cove-s-h200 IMDb runs). Every other run of
+# the file that records no machine ran on a CPU.
+H200_RUN_COMMITS = ("e63d667ddaae229de8136628aef1d8b7120319a3", "dccbe58013914003c972e10bc75f7252220a41d7",
+                    "0c64d53a0ca94634d67691d720bfd62d5ace4647")
 SAMPLE_EFFICIENCY_FOLDER = "bcn-fraction"  # runs/bcn-fraction/<task>/<column>-f<fraction>-seed<N> (--train-fraction)
 BILM_KEYS = ("command", "commit", "settings", "machine", "data", "epochs", "global_step", "train_seconds",
              "train_tokens", "train_tokens_per_second", "wall_seconds")  # metrics.json less the per-step loss log
@@ -46,14 +64,33 @@ MT_KEYS = ("command", "commit", "preset", "machine", "config", "trainable_parame
            "train_seconds", "train_target_tokens_per_second", "wall_seconds", "test")
 
 
+def run_device(machine, commit) -> str:
+    """Where a BCN run ran, "gpu" or "cpu": from the machine its metrics.json records (train_classifier's torch device
+    and machine_info's GPU), else, for a run that records none, from its code commit (H200_RUN_COMMITS). `commit`:
+    the run's "git" / "commit" entry ({"commit": sha, ...} or a sha)."""
+    if isinstance(machine, dict) and machine:
+        return "gpu" if machine.get("gpu") or str(machine.get("device") or "").startswith("cuda") else "cpu"
+    sha = commit.get("commit") if isinstance(commit, dict) else commit
+    return "gpu" if isinstance(sha, str) and sha[:40] in H200_RUN_COMMITS else "cpu"
+
+
+def record_device(record: dict) -> str:
+    """A collected run record's device: its "device", else run_device by its commit (records collected before)."""
+    return record.get("device") or run_device(None, record.get("commit"))
+
+
 def paired_entry(runs_a: list, runs_b: list):
     """Column a minus column b on test and best validation accuracy (paired_difference); None without a shared
-    seed."""
+    seed. "cross_device_seeds": the seeds whose two runs ran on different kinds of device (record_device), when
+    any."""
     test = paired_difference(runs_a, runs_b, "test_accuracy")
     if not test:
         return None
-    return {"test_accuracy": test,
-            "validation_accuracy": paired_difference(runs_a, runs_b, "best_validation_accuracy")}
+    entry = {"test_accuracy": test,
+             "validation_accuracy": paired_difference(runs_a, runs_b, "best_validation_accuracy")}
+    devices = {r["seed"]: record_device(r) for r in runs_b}
+    crossed = sorted(r["seed"] for r in runs_a if r["seed"] in devices and record_device(r) != devices[r["seed"]])
+    return dict(entry, cross_device_seeds=crossed) if crossed else entry
 
 
 def versus_vectors(results: dict) -> dict:
@@ -72,16 +109,22 @@ def versus_vectors(results: dict) -> dict:
     return table
 
 
-def bilm_versus_cove(results: dict) -> dict:
-    """Per task with both, the biLM column minus the CoVe-S column (`vectors+bilm - vectors+cove`), paired by seed as
-    versus_vectors: the two recipes for contextual vectors head to head."""
+def head_to_head(results: dict, pairs) -> dict:
+    """Per task, for each (a, b) of `pairs` (HEAD_TO_HEAD) whose columns it has both, a minus b ("a - b") paired by
+    seed as versus_vectors; tasks with none left out."""
     table = {}
     for task, columns in results.items():
-        if "vectors+bilm" in columns and "vectors+cove" in columns:
-            entry = paired_entry(columns["vectors+bilm"]["runs"], columns["vectors+cove"]["runs"])
+        for a, b in pairs:
+            entry = paired_entry(columns[a]["runs"], columns[b]["runs"]) if a in columns and b in columns else None
             if entry:
-                table[task] = {"vectors+bilm - vectors+cove": entry}
+                table.setdefault(task, {})[f"{a} - {b}"] = entry
     return table
+
+
+def bilm_versus_cove(results: dict) -> dict:
+    """Per task with both, the biLM column minus the CoVe-S column (`vectors+bilm - vectors+cove`): the two recipes
+    for contextual vectors head to head."""
+    return head_to_head(results, HEAD_TO_HEAD["bilm_versus_cove"])
 
 
 def variant_differences(variant: dict, results: dict) -> dict:
@@ -142,6 +185,25 @@ def provenance(machine: list, old: dict) -> dict:
     return {"machine": before + added, "reconstructed": True, "reconstructed_from": {"machine": reconstructed}}
 
 
+def smoke_run(m: dict) -> bool:
+    """Whether a BCN run's metrics are a smoke run's (--limit, --max-steps): never a table's figure."""
+    return bool(m.get("limit")) or (m.get("max_steps") or -1) > 0
+
+
+def run_column(m: dict, folder_name: str) -> str:
+    """A BCN run's table column: its folder's (RUN_FOLDER) when that names a column of ENCODER_COLUMNS made by the
+    run's --bcn-input, else its --bcn-input as TABLE_COLUMNS maps it. A folder naming such a column over another input
+    is refused (a run in the wrong folder)."""
+    column = TABLE_COLUMNS.get((m["column"], m.get("encoder_type")), m["column"])
+    named = RUN_FOLDER.fullmatch(folder_name)
+    if named and named["column"] in ENCODER_COLUMNS:
+        if ENCODER_COLUMNS[named["column"]] != column:
+            raise ValueError(f"{folder_name}: the folder names the column {named['column']} (--bcn-input "
+                             f"{ENCODER_COLUMNS[named['column']]}) but its run is --bcn-input {m['column']}")
+        return named["column"]
+    return column
+
+
 def full_runs(runs: Path, pattern: str, subsampled: bool | None = False):
     """(metrics, record) for each finished BCN run matching `pattern` under runs/; smoke runs (--limit,
     --max-steps) are left out, and so are runs on random subsets (--max-train/eval-examples) unless `subsampled`
@@ -149,11 +211,11 @@ def full_runs(runs: Path, pattern: str, subsampled: bool | None = False):
     for metrics_path in sorted(runs.glob(pattern)):
         m = json.loads(metrics_path.read_text())
         m["_folder"] = metrics_path.relative_to(runs).parts[0]  # the run family: runs/<folder>/<task>/<run>
-        if m.get("limit") or (m.get("max_steps") or -1) > 0:
+        if smoke_run(m):
             continue
         if subsampled is not None and bool(m.get("subsample")) != subsampled:
             continue
-        m["column"] = TABLE_COLUMNS.get((m["column"], m.get("encoder_type")), m["column"])
+        m["column"] = run_column(m, metrics_path.parent.name)
         yield m, {
             "seed": m["seed"],
             "test_accuracy": round(100 * m["test"]["accuracy"], 2),
@@ -165,6 +227,7 @@ def full_runs(runs: Path, pattern: str, subsampled: bool | None = False):
             "command": m["command"],
             "commit": m.get("git"),
             **({"machine": machine_label(m["machine"])} if machine_label(m.get("machine")) else {}),
+            "device": run_device(m.get("machine"), m.get("git")),
             "encoder": m["encoder"],
             **({"encoder_weights": m["encoder_weights"]} if m.get("encoder_weights") else {}),
             **({"scalar_mix": m["scalar_mix"]} if m.get("scalar_mix") else {}),
@@ -505,7 +568,12 @@ CLASSIFICATION_COLUMNS = {
     "scalar_mix": "ELMo-style gamma * sum_k softmax(w)_k h_k over {[vectors; vectors], CoVe-S layer 1, layer 2} "
                   "(docs/paper.md §6), w and gamma learned with the BCN",
     "vectors+bilm": "ELMo-style [vectors; gamma * sum_k softmax(w)_k h_k] over our biLM's layers (docs/bilm.md), "
-                    "biLM frozen, w and gamma learned with the BCN"}
+                    "biLM frozen, w and gamma learned with the BCN",
+    "vectors+cove-t": "[vectors; CoVe-T] (eq. 6), frozen; CoVe-T = the MT-LSTM of CoVe-S pretrained on Multi30k + "
+                      "Tatoeba pairs (configuration/models/cove-t.json)",
+    "cove-t": "CoVe-T alone (no word vectors), frozen",
+    "vectors+cove-s-5-epochs": "[vectors; CoVe-S pretrained 5 epochs] (eq. 6), frozen: CoVe-T's control for "
+                               "training length (encoder_variants.cove-s-5-epochs' MT-LSTM)"}
 
 
 def classification_report(runs: Path, out: Path) -> dict:
@@ -547,8 +615,11 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
         if merge and existing.exists():
             old = json.loads(existing.read_text())
             report = merge_classification(old, report)
+        for run in table_runs(report):  # old runs too: which seeds ran on a GPU, for a reader and the pairing
+            run["device"] = record_device(run)
         report["versus_vectors"] = versus_vectors(report["results"])
-        report["bilm_versus_cove"] = bilm_versus_cove(report["results"])
+        for key, pairs in HEAD_TO_HEAD.items():
+            report[key] = head_to_head(report["results"], pairs)
         for variant in report["encoder_variants"].values():
             variant.update(variant_differences(variant["results"], report["results"]))
         fractions = report["sample_efficiency"]["results"]
