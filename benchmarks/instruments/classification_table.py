@@ -1,0 +1,153 @@
+"""The BCN runs of the CoVe-T comparison in the classification table (`benchmarks/results/classification.json`),
+planned and run N at a time (`run_pool`). Command line: `benchmarks/run_classification_table.py`.
+
+The comparison: vectors, vectors + CoVe-S and vectors + CoVe-T paired by seed, on TREC-6 (10 seeds), SNLI (5) and
+SST-2 (3), TREC-50 (3) when asked; on TREC-6 also CoVe-T alone beside CoVe-S alone (3 seeds) and the 5-epoch CoVe-S
+(`vectors+cove-s-5-epochs`, 10 seeds), the control for training length. Each cell (task, column, seed) is one
+`cove-train-classifier` command writing `<runs>/<task>/<column>-seed<N>/`, the folder the collector reads its column
+from (`results.ENCODER_COLUMNS`); the epochs are the task yaml's (TREC-6 and TREC-50 15, SNLI 8, SST-2 2: those of the
+table's runs).
+
+Which cells run: every cell of the plan but
+- those classification.json holds already from a CPU run (same task, column and seed; `results.record_device`): not
+  run again ("in_table"). Its runs that ran on the H200 (seeds 4-10 of vectors and vectors + CoVe-S, every TREC-50
+  run) are run again on the CPU, so that every pair of the comparison ran on one kind of device; `collect_results.py
+  --merge` then replaces the H200 run of that seed;
+- those whose folder holds a finished CPU run of the cell (not a smoke run, same input, seed and encoder): done;
+- those whose encoder checkpoint is missing: skipped and named.
+cove-train-classifier cannot resume: a run stopped at the deadline starts afresh next time.
+
+Seeds go first: every cell gets seed 1 before any gets seed 2, so a plan cut short by its deadline has its columns
+evenly filled.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from modeling_cove.training.commands.train_classifier import load_hyperparameters
+
+from .results import ENCODER_COLUMNS, ENCODER_VARIANTS, TABLE_COLUMNS, record_device, run_device, smoke_run
+
+COMPARED = ("vectors", "vectors+cove", "vectors+cove-t")
+PLAN = {  # task -> column -> seeds
+    "trec6": {**{column: 10 for column in (*COMPARED, "vectors+cove-s-5-epochs")}, "cove": 3, "cove-t": 3},
+    "snli": {column: 5 for column in COMPARED},
+    "sst2": {column: 3 for column in COMPARED},
+}
+OPTIONAL = {"trec50": {column: 3 for column in COMPARED}}  # if time allows: every TREC-50 run so far ran on the H200
+COLUMN_ENCODERS = {"vectors": "vocab", "vectors+cove": "cove_s", "cove": "cove_s", "vectors+cove-t": "cove_t",
+                   "cove-t": "cove_t", "vectors+cove-s-5-epochs": "cove_s_5_epochs"}  # column -> its encoder
+DEFAULT_ENCODERS = {"vocab": "runs/vocab-all", "cove_s": "runs/cove-small/encoder", "cove_t": "runs/cove-t/encoder",
+                    # the MT-LSTM of encoder_variants.cove-s-5-epochs: runs/cove-small resumed to 5 epochs
+                    "cove_s_5_epochs": f"runs/{ENCODER_VARIANTS['cove-s-5-epochs'][1]}/encoder"}
+
+
+def bcn_input(column: str) -> str:
+    """The --bcn-input of a table column (ENCODER_COLUMNS, TABLE_COLUMNS; else the column's own name)."""
+    inputs = {**{column: bcn for (bcn, _), column in TABLE_COLUMNS.items()}, **ENCODER_COLUMNS}
+    return inputs.get(column, column)
+
+
+@dataclass(frozen=True)
+class BcnRun:
+    """One cell of the plan: a BCN run of `column` on `task` with `seed`, reading `encoder`."""
+
+    task: str
+    column: str
+    seed: int
+    encoder: str
+
+    @property
+    def folder(self) -> str:
+        return f"{self.task}/{self.column}-seed{self.seed}"
+
+    def command(self, data_dir: str, runs_dir: Path | str, threads: int, resume: bool = False) -> list:
+        if resume:
+            raise ValueError("cove-train-classifier cannot resume a run: it starts afresh (--overwrite)")
+        return [sys.executable, "-m", "modeling_cove.training.commands.train_classifier", "--task", self.task,
+                "--encoder", self.encoder, "--bcn-input", bcn_input(self.column), "--seed", str(self.seed),
+                "--data-dir", str(data_dir), "--threads", str(threads),
+                "--output-dir", str(Path(runs_dir) / self.folder), "--overwrite", "--no-save-model"]
+
+    def settings(self) -> dict:
+        """What the run's metrics.json records of this cell (train_classifier: task, column = --bcn-input, seed,
+        encoder)."""
+        return {"task": self.task, "column": bcn_input(self.column), "seed": self.seed, "encoder": self.encoder}
+
+
+def table_runs(encoders: dict | None = None, tasks=None, columns=None, trec50: bool = False) -> list:
+    """Every cell of the plan (PLAN, with OPTIONAL's when `trec50`), seed-major, restricted to `tasks` / `columns`
+    when given. `encoders`: role -> checkpoint folder, over DEFAULT_ENCODERS (roles: COLUMN_ENCODERS' values)."""
+    plan = {**PLAN, **(OPTIONAL if trec50 else {})}
+    encoders = {**DEFAULT_ENCODERS, **(encoders or {})}
+    unknown = sorted(set(tasks or ()) - set(plan)) + sorted(set(columns or ()) - set(COLUMN_ENCODERS)) + sorted(
+        set(encoders) - set(DEFAULT_ENCODERS))
+    if unknown:
+        raise ValueError(f"unknown tasks/columns/encoders {unknown}: tasks are {list(plan)}, columns "
+                         f"{list(COLUMN_ENCODERS)}, encoders {list(DEFAULT_ENCODERS)}")
+    runs = []
+    for seed in range(1, max(n for cells in plan.values() for n in cells.values()) + 1):
+        for task, cells in plan.items():
+            for column, seeds in cells.items():
+                if seed <= seeds and (not tasks or task in tasks) and (not columns or column in columns):
+                    runs.append(BcnRun(task, column, seed, encoders[COLUMN_ENCODERS[column]]))
+    return runs
+
+
+def in_table(report: dict) -> set:
+    """(task, column, seed) of every run of classification.json's table (`report`) that ran on a CPU."""
+    return {(task, column, run["seed"]) for task, columns in report.get("results", {}).items()
+            for column, cell in columns.items() for run in cell["runs"] if record_device(run) == "cpu"}
+
+
+def split_by_table(runs: list, report: dict) -> tuple[list, list]:
+    """(the runs still needed, the folders of those the table holds from a CPU run already): a cell of the table
+    that ran on a GPU is needed again."""
+    present = in_table(report)
+    kept = [run for run in runs if (run.task, run.column, run.seed) in present]
+    return [run for run in runs if run not in kept], [run.folder for run in kept]
+
+
+def run_finished(runs_dir: Path | str, run: BcnRun) -> bool:
+    """Whether `run`'s folder holds its finished CPU run: a metrics.json with test figures (train_classifier writes it
+    last) of a full run (not a smoke run, not on random subsets) with the cell's input, task, seed and encoder."""
+    path = Path(runs_dir) / run.folder / "metrics.json"
+    try:
+        metrics = json.loads(path.read_text()) if path.is_file() else None
+    except json.JSONDecodeError:  # being written right now, or cut off
+        metrics = None
+    if not metrics or "test" not in metrics or smoke_run(metrics) or metrics.get("subsample"):
+        return False
+    planned = run.settings()
+    if any(metrics.get(key) != planned[key] for key in ("task", "column", "seed")):
+        return False
+    return (metrics.get("encoder") is not None and Path(metrics["encoder"]).resolve() == Path(run.encoder).resolve()
+            and run_device(metrics.get("machine"), metrics.get("git")) == "cpu")
+
+
+def cpu_hours(runs: list, report: dict) -> tuple[float, list]:
+    """About how many CPU-hours `runs` take, at most (each to its yaml's last epoch; early stopping ends most
+    sooner): per run the mean seconds per epoch of the table's CPU runs (`report`: its results and encoder variants)
+    of the same task and --bcn-input, times the yaml's epochs. Returns (hours, the runs with no such CPU run)."""
+    tables = [report.get("results", {})] + [variant.get("results", {})
+                                             for variant in report.get("encoder_variants", {}).values()]
+    seconds = {}
+    for table in tables:
+        for task, columns in table.items():
+            for column, cell in columns.items():
+                seconds.setdefault((task, bcn_input(column)), []).extend(
+                    r["seconds_per_epoch_mean"] for r in cell["runs"]
+                    if record_device(r) == "cpu" and r.get("seconds_per_epoch_mean"))
+    total, unknown = 0.0, []
+    for run in runs:
+        found = seconds.get((run.task, bcn_input(run.column)))
+        if found:
+            total += statistics.mean(found) * load_hyperparameters(run.task)["epochs"]
+        else:
+            unknown.append(run.folder)
+    return total / 3600, unknown
