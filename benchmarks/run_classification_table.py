@@ -17,14 +17,13 @@ deadline starts afresh next time.
 """
 
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from instruments.classification_table import (COLUMN_ENCODERS, DEFAULT_ENCODERS, OPTIONAL, PLAN, cpu_hours,
                                               run_finished, split_by_table, table_runs)
-from instruments.run_pool import run_pool
+from instruments.run_pool import PoolArguments, report, run_pool
 from modeling_cove.training.common.cli import REQUIRED, option, parse_options
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,31 +44,22 @@ class RunClassificationTableArguments:
     trec50: bool = option(f"also TREC-50 ({', '.join(OPTIONAL['trec50'])}, 3 seeds each)", False)
     tasks: Optional[list[str]] = option("only these tasks", choices=[*PLAN, *OPTIONAL])
     columns: Optional[list[str]] = option("only these columns", choices=list(COLUMN_ENCODERS))
-    parallel: int = option("runs at a time", 2)
-    threads: int = option("torch intra-op threads per run", 1)
-    deadline_minutes: Optional[float] = option("stop the runs still going after this many minutes")
-    dry_run: bool = option("print the commands still to run and their CPU-hours, run nothing", False)
 
 
 def main(argv=None):
-    args = parse_options(RunClassificationTableArguments, argv, description=__doc__)
-    table = Path(args.table)
-    report = json.loads(table.read_text()) if table.is_file() else {}
+    args, pool = parse_options((RunClassificationTableArguments, PoolArguments), argv, description=__doc__)
+    table = json.loads(Path(args.table).read_text()) if Path(args.table).is_file() else {}
     encoders = {role: getattr(args, role) for role in DEFAULT_ENCODERS}
-    needed, in_table = split_by_table(table_runs(encoders, args.tasks, args.columns, args.trec50), report)
-    outcome = run_pool(needed, args.runs_dir, args.data_dir, run_finished, parallel=args.parallel,
-                       threads=args.threads, deadline_minutes=args.deadline_minutes, dry_run=args.dry_run)
+    needed, in_table = split_by_table(table_runs(encoders, args.tasks, args.columns, args.trec50), table)
+    outcome = run_pool(needed, args.runs_dir, args.data_dir, run_finished, parallel=pool.parallel,
+                       threads=pool.threads, deadline_minutes=pool.deadline_minutes, dry_run=pool.dry_run)
     outcome["in_table"] = in_table
-    if args.dry_run:
+    if pool.dry_run:  # and the CPU-hours of what is left
         left = [run for run in needed if run.folder in outcome["not_started"] + outcome["skipped"]]
-        hours, unknown = cpu_hours(left, report)
+        hours, unknown = cpu_hours(left, table)
         print(f"about {hours:.1f} CPU-hours at most for the {len(left) - len(unknown)} runs left with a CPU record of "
               f"their task and input" + (f"; no CPU record for {' '.join(unknown)}" if unknown else ""))
-    print({key: len(folders) for key, folders in outcome.items()})
-    print("then: python benchmarks/collect_results.py --merge")
-    if outcome["failed"]:
-        print("failed (see <folder>.log):", " ".join(outcome["failed"]))
-        sys.exit(1)
+    report(outcome, "python benchmarks/collect_results.py --merge")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from conftest import REPO
 from instruments import classification_table as plan
 from instruments.classification_table import BcnRun, cpu_hours, run_finished, split_by_table, table_runs
 from instruments.results import RUN_FOLDER, H200_RUN_COMMITS, run_column
-from instruments.run_pool import run_pool
+from instruments.run_pool import report, run_pool
 from modeling_cove.training.commands.train_classifier import ClassifierOptions, load_hyperparameters
 from modeling_cove.training.common.cli import parse_options
 
@@ -163,7 +163,7 @@ def encoder_folder(tmp_path, name="enc"):
     return str(encoder)
 
 
-def test_run_pool_runs_the_unfinished_skips_those_without_encoder_and_stops_at_the_deadline(tmp_path):
+def test_run_pool_runs_the_unfinished_skips_those_without_encoder_and_stops_at_the_deadline(tmp_path, capsys):
     encoder, runs_dir = encoder_folder(tmp_path), tmp_path / "bcn"
     done = FakeBcnRun("trec6", "vectors", 1, encoder)
     (runs_dir / done.folder).mkdir(parents=True)
@@ -177,8 +177,15 @@ def test_run_pool_runs_the_unfinished_skips_those_without_encoder_and_stops_at_t
     assert outcome["failed"] == ["snli/vectors+cove-t-seed1"] and outcome["skipped"] == ["sst2/vectors+cove-t-seed1"]
     assert "skip sst2/vectors+cove-t-seed1: no encoder checkpoint at " + str(tmp_path / "no-cove-t") in messages
     assert (runs_dir / "snli" / "vectors+cove-t-seed1.log").is_file()  # each run's output beside its folder
+    with pytest.raises(SystemExit) as exit_info:  # the script's last lines
+        report(outcome, "collect")
+    assert exit_info.value.code == 1 and capsys.readouterr().out.splitlines()[-2:] == [
+        "then: collect", "failed (see <folder>.log): snli/vectors+cove-t-seed1"]
     outcome = run_pool(runs, runs_dir, "DATA", run_finished, dry_run=True, log=messages.append)
     assert outcome["not_started"] == ["snli/vectors+cove-t-seed1"] and not outcome["finished"]
+    with pytest.raises(ValueError, match="cannot resume"):  # a resumable run's command is asked for its resume
+        run_pool([BcnRun("trec6", "vectors", 2, encoder)], runs_dir, "DATA", run_finished,
+                 resumable=lambda runs_dir, run: True, dry_run=True, log=messages.append)
 
     sleeping = [FakeBcnRun("trec6", "cove-t", seed, encoder, behaviour="sleep") for seed in (1, 2)]
     started, messages = time.monotonic(), []

@@ -10,11 +10,25 @@ when it can resume (`resumable(runs_dir, run)`); without `resumable` a run cut s
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from modeling_cove.training.common.cli import option
+
 OUTCOMES = ("done_before", "finished", "failed", "skipped", "stopped", "not_started")
+
+
+@dataclass
+class PoolArguments:
+    """The flags of a table runner script that go to run_pool (parsed beside the script's own)."""
+
+    parallel: int = option("runs at a time", 2)
+    threads: int = option("torch intra-op threads per run", 1)
+    deadline_minutes: Optional[float] = option("stop the runs still going after this many minutes")
+    dry_run: bool = option("print the commands still to run, run nothing", False)
 
 
 def stop(running: dict, outcome: dict, log, resumes: bool):
@@ -84,3 +98,13 @@ def run_pool(runs: list, runs_dir: Path | str, data_dir: str, finished: Callable
         stop(running, outcome, log, resumable is not None)
         outcome["not_started"] = [run.folder for run in queue]
     return outcome
+
+
+def report(outcome: dict, collect: str):
+    """A runner script's last lines: how many runs each outcome has, the command that collects them (`collect`), and
+    the failed runs, then exit status 1 when any failed."""
+    print({key: len(folders) for key, folders in outcome.items()})
+    print(f"then: {collect}")
+    if outcome["failed"]:
+        print("failed (see <folder>.log):", " ".join(outcome["failed"]))
+        sys.exit(1)
