@@ -7,8 +7,13 @@ column mean ± std over seeds, each column minus supervised paired by seed with 
     python benchmarks/collect_tagging.py --merge         # keep the runs of the file there whose folders are not here
     python benchmarks/collect_tagging.py --markdown      # also print the table for RESULTS.md
     python benchmarks/collect_tagging.py --data-dir DATA --encoder runs/vocab-tagging   # + tokenization mismatch rates
+    python benchmarks/collect_tagging.py --recipe --merge --markdown   # the CVT table on a chosen recipe (below)
 
-What is read where: `instruments.tagging`.
+--recipe collects the CVT table that `run_tagging_table.py --recipe` ran: runs/tag-recipe ->
+benchmarks/results/tagging_cvt.json (supervised vs CVT per row, paired by seed; the recipe the runs recorded) and its
+validation curves beside it (tagging_cvt_curves.png); --markdown then prints that table.
+
+What is read where: `instruments.tagging` (`instruments.tagging_recipe` with --recipe).
 """
 
 import logging
@@ -17,7 +22,8 @@ from pathlib import Path
 from typing import Optional
 
 from instruments.tagging import collect_tagging, markdown_table, tokenization_mismatches
-from modeling_cove.training.common.cli import option, parse_options
+from instruments.tagging_recipe import collect_recipe, curves_path, recipe_markdown
+from modeling_cove.training.common.cli import fail, option, parse_options
 from modeling_cove.training.common.run_info import command_line
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,10 +33,12 @@ REPO = Path(__file__).resolve().parents[1]
 class CollectTaggingArguments:
     """The flags of collect_tagging.py."""
 
-    runs_dir: str = option("the tagging runs folder to read (default: the repository's runs/tag)",
-                           str(REPO / "runs" / "tag"))
-    output: str = option("the JSON file to write (default: the repository's benchmarks/results/tagging.json)",
-                         str(REPO / "benchmarks" / "results" / "tagging.json"))
+    runs_dir: Optional[str] = option("the tagging runs folder to read (default: the repository's runs/tag, with "
+                                     "--recipe runs/tag-recipe)")
+    output: Optional[str] = option("the JSON file to write (default: the repository's benchmarks/results/"
+                                   "tagging.json, with --recipe tagging_cvt.json)")
+    recipe: bool = option("collect the CVT table on a chosen recipe (run_tagging_table.py --recipe) and draw its "
+                          "validation curves beside the JSON (<output stem>_curves.png)", False)
     merge: bool = option("keep the runs of the existing output file whose run folders were not collected now (runs of "
                          "an earlier session or another machine); a run collected now replaces its old entry", False)
     markdown: bool = option("print the Markdown table for RESULTS.md after writing", False)
@@ -42,6 +50,11 @@ class CollectTaggingArguments:
 def main(argv=None):
     args = parse_options(CollectTaggingArguments, argv, description=__doc__)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    if args.recipe:
+        collect_recipe_table(args)
+        return
+    args.runs_dir = args.runs_dir or str(REPO / "runs" / "tag")
+    args.output = args.output or str(REPO / "benchmarks" / "results" / "tagging.json")
     mismatch = tokenization_mismatches(args.data_dir, args.encoder) if args.data_dir and args.encoder else None
     report = collect_tagging(args.runs_dir, args.output, merge=args.merge, command=command_line(), mismatch=mismatch)
     if report is None:
@@ -50,6 +63,20 @@ def main(argv=None):
     print("wrote", args.output)
     if args.markdown:
         print(markdown_table(report))
+
+
+def collect_recipe_table(args: CollectTaggingArguments) -> None:
+    if args.data_dir or args.encoder:
+        fail("--data-dir/--encoder measure the first table's tokenization mismatch: not with --recipe")
+    runs_dir = args.runs_dir or str(REPO / "runs" / "tag-recipe")
+    output = args.output or str(REPO / "benchmarks" / "results" / "tagging_cvt.json")
+    report = collect_recipe(runs_dir, output, merge=args.merge, command=command_line())
+    if report is None:
+        print("no tagging runs found under", runs_dir)
+        return
+    print("wrote", output, "and", curves_path(output))
+    if args.markdown:
+        print(recipe_markdown(report))
 
 
 if __name__ == "__main__":

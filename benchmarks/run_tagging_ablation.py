@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from instruments.tagging import labelled_steps, validation_curve
+from instruments.tagging_recipe import unlabelled_text
 from instruments.tagging_table import TableRun, read_json, run_table
 from modeling_cove.training.common.cli import REQUIRED, option, parse_options
 from modeling_cove.training.common.files import write_json
 
 RESULTS = Path(__file__).parent / "results"
-NEWS = ("reuters", "abc", "brown")  # english_unlabelled/<name>.txt.xz: the text nearest to CoNLL-2000's WSJ
 EQUAL_STEPS = {"labelled_steps": 2500, "eval_every": 250, "early_stopping_patience": 0}
 # (step, what it adds, hyperparameters added, whether the supervised column changes); cumulative, in this order
 STEPS = (
@@ -67,7 +68,7 @@ def plan(args: AblationArguments) -> list:
     for step, _, added, supervised_changes in STEPS:
         hyperparameters = {**hyperparameters, **added}
         if step == "news-text":
-            unlabeled = tuple(str(Path(args.data_dir) / "english_unlabelled" / f"{name}.txt.xz") for name in NEWS)
+            unlabeled = unlabelled_text(args.data_dir, ("news",))  # the text nearest to CoNLL-2000's WSJ
         flags = ("--task", "conll2000", "--no-test", "--hyperparameters", json.dumps(hyperparameters, sort_keys=True))
         columns = (("supervised", ()),) if supervised_changes else ()
         for column, extra in columns + (("cvt", ("--cvt", "--unlabeled", *unlabeled)),):
@@ -81,14 +82,13 @@ def run_record(folder: Path) -> Optional[dict]:
     metrics = read_json(folder / "metrics.json")
     if not metrics or "results" not in metrics:
         return None
-    epochs = metrics["epochs"]
     return {
         "folder": str(folder), "command": metrics["command"], "commit": metrics["commit"],
         "machine": metrics["machine"], "hyperparameters": metrics["hyperparameters"],
         "validation_f1": round(100 * metrics["results"]["conll2000"]["validation"]["f1"], 2),
-        "best_period": metrics.get("best_epoch"), "labelled_steps": epochs[-1].get("labelled_steps") if epochs else 0,
+        "best_period": metrics.get("best_epoch"), "labelled_steps": labelled_steps(metrics),
         "optimizer_steps": metrics["global_step"], "train_seconds": metrics["train_seconds"],
-        "validation_curve": [[e.get("labelled_steps"), round(100 * e["validation_main"], 2)] for e in epochs],
+        "validation_curve": validation_curve(metrics),
         "stop_reason": metrics["stop_reason"],
     }
 

@@ -9,15 +9,26 @@ collect them with benchmarks/collect_tagging.py. Rows, columns and seeds: `instr
 Before: the word vectors (cove-build-vocab ... --output-dir runs/vocab-tagging, docs/tagging.md) and, for the
 contextual columns, CoVe-S (cove-train-mt) and the biLM (cove-train-bilm); runs whose encoder is missing are skipped.
 DATA: a local data folder laid out as docs/data.md describes. Each run writes runs/tag/<row>/<column>-seed<N>/ and its
-log beside it; a finished run is never run again, one cut short by the deadline starts afresh next time.
+log beside it; a finished run is never run again, one cut short by the deadline resumes next time.
+
+The CVT table on a chosen recipe (`benchmarks/results/tagging_cvt.json`; rows, seeds and the unlabelled text of each
+row: `instruments.tagging_recipe`): supervised vs CVT with the same tagging preset and hyperparameter overrides,
+runs in runs/tag-recipe, then `python benchmarks/collect_tagging.py --recipe --markdown`:
+
+    python benchmarks/run_tagging_table.py --data-dir DATA --recipe cvt-paper --dry-run
+    python benchmarks/run_tagging_table.py --data-dir DATA --recipe cvt-paper --parallel 14 \
+        --recipe-overrides '{"label_scheme": "bio"}'          # a recipe without one of cvt-paper's options
 """
 
+import json
+import shlex
 import sys
 from dataclasses import dataclass
 from typing import Optional
 
+from instruments.tagging_recipe import recipe_runs, resolved_recipes
 from instruments.tagging_table import COLUMN_FLAGS, ROW_COLUMNS, run_table, table_runs
-from modeling_cove.training.common.cli import REQUIRED, option, parse_options
+from modeling_cove.training.common.cli import REQUIRED, fail, option, parse_options
 
 
 @dataclass
@@ -25,7 +36,7 @@ class RunTaggingTableArguments:
     """The flags of run_tagging_table.py."""
 
     data_dir: str = option("a local data folder (docs/data.md)", REQUIRED)
-    runs_dir: str = option("where the runs go", "runs/tag")
+    runs_dir: Optional[str] = option("where the runs go (default: runs/tag, with --recipe runs/tag-recipe)")
     vocab: str = option("the word-vector checkpoint of the vectors-only columns", "runs/vocab-tagging")
     cove_encoder: str = option("the CoVe-S encoder of the vectors+cove column", "runs/cove-small/encoder")
     bilm_encoder: str = option("the biLM encoder of the vectors+bilm column", "runs/bilm/encoder")
@@ -35,15 +46,42 @@ class RunTaggingTableArguments:
     threads: int = option("torch intra-op threads per run", 1)
     deadline_minutes: Optional[float] = option("stop the runs still going after this many minutes")
     dry_run: bool = option("print the commands still to run, run nothing", False)
+    recipe: Optional[str] = option("run the CVT table on this tagging preset instead (cvt-paper, or a .yaml/.json "
+                                   "file): rows and columns of instruments.tagging_recipe, supervised and cvt only")
+    recipe_overrides: Optional[str] = option("with --recipe: a JSON object of hyperparameters over the preset, "
+                                             "given to every run as --hyperparameters, e.g. '{\"label_scheme\": "
+                                             "\"bio\"}'")
+
+
+def plan(args: RunTaggingTableArguments) -> tuple:
+    """(runs, runs folder, the collect command) of the table the flags ask for; with --recipe the recipe's
+    hyperparameters are resolved first (a bad preset or override fails here) and printed."""
+    if args.recipe is None:
+        if args.recipe_overrides is not None:
+            raise ValueError("--recipe-overrides goes with --recipe")
+        runs = table_runs(args.vocab, args.cove_encoder, args.bilm_encoder, args.rows, args.columns)
+        return runs, args.runs_dir or "runs/tag", "python benchmarks/collect_tagging.py --merge --markdown"
+    runs = recipe_runs(args.vocab, args.data_dir, args.recipe, args.recipe_overrides, args.rows, args.columns)
+    rows_of = {}  # the rows resolving to each recipe: one group when the preset holds for every task
+    for row, hp in resolved_recipes(runs).items():
+        rows_of.setdefault(json.dumps(hp, sort_keys=True), []).append(row)
+    for hp, rows in rows_of.items():
+        print(f"the hyperparameters of {', '.join(rows)}: {hp}")
+    runs_dir = args.runs_dir or "runs/tag-recipe"
+    collect = ["python", "benchmarks/collect_tagging.py", "--recipe", "--merge", "--markdown"]
+    return runs, runs_dir, shlex.join(collect + (["--runs-dir", runs_dir] if runs_dir != "runs/tag-recipe" else []))
 
 
 def main(argv=None):
     args = parse_options(RunTaggingTableArguments, argv, description=__doc__)
-    runs = table_runs(args.vocab, args.cove_encoder, args.bilm_encoder, args.rows, args.columns)
-    outcome = run_table(runs, args.runs_dir, args.data_dir, args.parallel, args.threads, args.deadline_minutes,
+    try:
+        runs, runs_dir, collect = plan(args)
+    except ValueError as err:  # a bad recipe, override, row or column: one line, exit 2
+        fail(err)
+    outcome = run_table(runs, runs_dir, args.data_dir, args.parallel, args.threads, args.deadline_minutes,
                         args.dry_run)
     print({key: len(folders) for key, folders in outcome.items()})
-    print("then: python benchmarks/collect_tagging.py --merge --markdown")
+    print("then:", collect)
     if outcome["failed"]:
         print("failed (see <folder>.log):", " ".join(outcome["failed"]))
         sys.exit(1)

@@ -63,11 +63,40 @@ def smoke_reason(settings: dict):
     return None
 
 
-def read_runs(runs_dir: Path | str) -> tuple[list, list]:
+def labelled_steps(metrics: dict):
+    """How many labelled steps a run took (its last validation period's count; None for a run older than that
+    count, 0 before its first period)."""
+    epochs = metrics.get("epochs") or []
+    return epochs[-1].get("labelled_steps") if epochs else 0
+
+
+def validation_curve(metrics: dict, task: str | None = None) -> list:
+    """[[labelled steps, validation score in %], ...], one point per validation period of a run's metrics.json:
+    its `validation_main` (the mean over its tasks), or with `task` that task's own main metric."""
+    kind = metric_of(metrics, task) if task else None
+    return [[e.get("labelled_steps"), percent(e["validation"][task][kind] if task else e["validation_main"])]
+            for e in metrics.get("epochs") or []]
+
+
+def run_detail(metrics: dict, task: str) -> dict:
+    """What the recipe table keeps of a run besides `read_runs`' record: labelled steps in all and at the best
+    validation period, the validation curve of `task`, and the recipe as the run recorded it (--preset,
+    --hyperparameters as given, the hyperparameters resolved, the unlabelled text of a CVT run)."""
+    settings, epochs = metrics.get("settings") or {}, metrics.get("epochs") or []
+    best = next((e for e in epochs if e.get("epoch") == metrics.get("best_epoch")), {})
+    several = len(metrics.get("results") or {}) > 1
+    return {"labelled_steps": labelled_steps(metrics), "best_labelled_steps": best.get("labelled_steps"),
+            "validation_curve": validation_curve(metrics, task if several else None),
+            "preset": settings.get("preset"), "overrides": settings.get("hyperparameters"),
+            "hyperparameters": {k: v for k, v in (metrics.get("hyperparameters") or {}).items() if k != "source"},
+            "unlabeled": settings.get("unlabeled") if settings.get("cvt") else None}
+
+
+def read_runs(runs_dir: Path | str, detail: bool = False) -> tuple[list, list]:
     """(records, left out) of the runs under `runs_dir`: one record per run and task with its row, task, column,
-    folder (relative to `runs_dir`), seed, test and validation scores in percent and where it ran; left out: the
-    smoke runs and the unfinished ones (a run in progress has a metrics.json without results), as {"folder",
-    "why"}."""
+    folder (relative to `runs_dir`), seed, test and validation scores in percent and where it ran (with `detail`,
+    also `run_detail`'s); left out: the smoke runs and the unfinished ones (a run in progress has a metrics.json
+    without results), as {"folder", "why"}."""
     runs_dir = Path(runs_dir)
     records, left_out = [], []
     for path in sorted(runs_dir.glob("*/*-seed*/metrics.json")):
@@ -92,7 +121,8 @@ def read_runs(runs_dir: Path | str) -> tuple[list, list]:
                 "best_epoch": metrics.get("best_epoch"), "epochs": len(metrics.get("epochs") or []),
                 "train_seconds": metrics.get("train_seconds"), "command": metrics.get("command"),
                 "commit": metrics.get("commit"), "cpu": machine.get("cpu"), "cpu_model": machine.get("cpu_model"),
-                "gpu": machine.get("gpu"), "train_fraction": settings.get("train_fraction")})
+                "gpu": machine.get("gpu"), "train_fraction": settings.get("train_fraction"),
+                **(run_detail(metrics, task) if detail else {})})
     return records, left_out
 
 
@@ -126,7 +156,9 @@ def versus(cell_a: dict, baseline: dict) -> dict | None:
 
 def build_table(records: list) -> dict:
     """results: <task row> -> column -> cell, conll2000-10pct -> column -> cell, multitask -> task -> column -> cell;
-    each non-supervised cell with its `versus_supervised` (the multi-task cells against the full task's row)."""
+    each non-supervised cell with its `versus_supervised`. A multi-task cell is paired with the multi-task row's own
+    supervised column of its task where the row has one (the recipe table's "without CVT"), else with the supervised
+    column of the task's own row (the first table's multi-task row is CVT only)."""
     grouped = {}
     for r in records:
         grouped.setdefault((r["row"], r["task"], r["column"]), []).append(r)
@@ -139,7 +171,10 @@ def build_table(records: list) -> dict:
     for row, columns in results.items():
         if row == MULTITASK:
             for task, cells in columns.items():
-                add_versus(cells, results.get(task, {}).get("supervised"), f"{task}/supervised")
+                if "supervised" in cells:
+                    add_versus(cells, cells["supervised"], f"{MULTITASK}/{task}/supervised")
+                else:
+                    add_versus(cells, results.get(task, {}).get("supervised"), f"{task}/supervised")
         else:
             add_versus(columns, columns.get("supervised"), f"{row}/supervised")
     return {row: order_columns(columns) if row != MULTITASK else
@@ -221,18 +256,27 @@ def tokenization_mismatches(data_dir, encoder) -> dict:
     return result
 
 
-def collect_tagging(runs_dir: Path | str, output: Path | str, merge: bool = False, command: str = "",
-                    mismatch: dict | None = None):
-    """Write `output` (tagging.json) from the runs under `runs_dir`; with `merge`, the runs of the `output` already
-    there whose folders were not collected now are kept (and its tokenization mismatch figures unless `mismatch`
-    gives new ones). Returns the report, or None when there is no run at all (nothing is written)."""
+def gather_records(runs_dir: Path | str, output: Path | str, merge: bool = False, detail: bool = False) -> tuple:
+    """(records, left out, the report at `output` as it was) for a collector writing `output` from the runs under
+    `runs_dir` (`read_runs`, with `detail`); with `merge`, the records of the report already at `output` whose run
+    folders were not read now are kept (its old report is {} without `merge`). No record at all is logged."""
     output = Path(output)
-    records, left_out = read_runs(runs_dir)
+    records, left_out = read_runs(runs_dir, detail)
     old = json.loads(output.read_text()) if merge and output.exists() else {}
     if old:
         records = merge_records(records_of(old), records)
     if not records:
         logger.warning("no tagging runs under %s: %s not written", runs_dir, output)
+    return records, left_out, old
+
+
+def collect_tagging(runs_dir: Path | str, output: Path | str, merge: bool = False, command: str = "",
+                    mismatch: dict | None = None):
+    """Write `output` (tagging.json) from the runs under `runs_dir`; with `merge`, the runs of the `output` already
+    there whose folders were not collected now are kept (and its tokenization mismatch figures unless `mismatch`
+    gives new ones). Returns the report, or None when there is no run at all (nothing is written)."""
+    records, left_out, old = gather_records(runs_dir, output, merge)
+    if not records:
         return None
     report = tagging_report(records, left_out, command)
     mismatch = mismatch or old.get("tokenization_mismatch")
@@ -242,28 +286,44 @@ def collect_tagging(runs_dir: Path | str, output: Path | str, merge: bool = Fals
     return report
 
 
+def score_text(entry: dict) -> str:
+    """A cell's test score as the tables print it: mean ± std (n)."""
+    score = entry[f"test_{entry['metric']}"]
+    return f"{score['mean']:.2f} ± {score['std']:.2f} ({score['n']})"
+
+
+def gap_text(diff: dict) -> str:
+    """A paired difference (`versus`' "test") as the tables print it: mean [95% interval], the interval left out
+    on one seed."""
+    interval = f" [{diff['low']:+.2f}, {diff['high']:+.2f}]" if diff["low"] is not None else ""
+    return f"{diff['mean']:+.2f}{interval}"
+
+
 def format_cell(entry: dict) -> str:
-    kind = entry["metric"]
-    score = entry[f"test_{kind}"]
-    text = f"{score['mean']:.2f} ± {score['std']:.2f} ({score['n']})"
+    text = score_text(entry)
     diff = (entry.get("versus_supervised") or {}).get("test")
     if diff:
-        interval = f" [{diff['low']:+.2f}, {diff['high']:+.2f}]" if diff["low"] is not None else ""
-        text += f"<br>Δ {diff['mean']:+.2f}{interval} (n={diff['n']})"
+        text += f"<br>Δ {gap_text(diff)} (n={diff['n']})"
     return text
+
+
+def table_lines(results: dict) -> list:
+    """[(label, {column: cell})] of a report's results, a line per row and the multi-task row once per task
+    ("multitask: <task>")."""
+    lines = []
+    for row, columns in results.items():
+        if row == MULTITASK:
+            lines += [(f"{MULTITASK}: {task}", cells) for task, cells in columns.items()]
+        else:
+            lines.append((row, columns))
+    return lines
 
 
 def markdown_table(report: dict) -> str:
     """The table for RESULTS.md: one line per task row (the multi-task row once per task), a column per input, test
     score mean ± std (n) and, under it, the column minus supervised paired by seed with its 95% t interval; then
     the published figures beside each task."""
-    results = report["results"]
-    lines = []
-    for row, columns in results.items():
-        if row == MULTITASK:
-            lines += [(f"multitask: {task}", cells) for task, cells in columns.items()]
-        else:
-            lines.append((row, columns))
+    lines = table_lines(report["results"])
     present = [c for c in COLUMNS if any(c in cells for _, cells in lines)]
     present += sorted({c for _, cells in lines for c in cells} - set(present))
     out = ["| task (test) | " + " | ".join(present) + " |", "|---" * (len(present) + 1) + "|"]

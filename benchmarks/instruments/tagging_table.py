@@ -16,6 +16,7 @@ evenly filled.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -66,14 +67,25 @@ class TableRun:
                 "--encoder", self.encoder, "--seed", str(self.seed), "--output-dir", str(Path(runs_dir) / self.folder),
                 "--resume" if resume else "--overwrite", "--threads", str(threads), "--no-save-model", *self.flags]
 
-    def settings(self) -> dict:
-        """The settings the run will record (metrics.json's "settings"), those that make it this cell's run:
-        cove-train-tagger's resume keys but the data folder (a copy of the data elsewhere is the same data)."""
+    def parsed(self):
+        """The `TaggerSettings` cove-train-tagger makes of this run's command line."""
         from modeling_cove.training.common.cli import RunArguments, parse_options
         from modeling_cove.training.commands.train_tagger import TaggerSettings
 
         settings, _ = parse_options((TaggerSettings, RunArguments), self.command("DATA", "runs", 1)[3:])
-        return {key: value for key, value in settings.resume_settings().items() if key != "data_dir"}
+        return settings
+
+    def settings(self) -> dict:
+        """The settings the run will record (metrics.json's "settings"), those that make it this cell's run:
+        cove-train-tagger's resume keys but the data folder (a copy of the data elsewhere is the same data)."""
+        return {key: value for key, value in self.parsed().resume_settings().items() if key != "data_dir"}
+
+    def hyperparameters(self) -> dict:
+        """The hyperparameters the run will train with (metrics.json's "hyperparameters"), resolved as
+        cove-train-tagger resolves them: defaults < the preset < --hyperparameters < the command line's overrides."""
+        from modeling_cove.training.commands.train_tagger import load_hyperparameters
+
+        return load_hyperparameters(self.parsed())
 
 
 def same_settings(recorded: dict, planned: dict) -> bool:
@@ -100,21 +112,30 @@ def table_runs(vocab: str, cove_encoder: str, bilm_encoder: str, rows=None, colu
     `cove_encoder`, `bilm_encoder`: the encoders of the contextual columns."""
     encoders = {"supervised": vocab, "cvt": vocab, "supervised+case": vocab, "vectors+cove": cove_encoder,
                 "vectors+bilm": bilm_encoder}
-    unknown = sorted(set(rows or ()) - set(ROW_COLUMNS)) + sorted(set(columns or ()) - set(COLUMN_FLAGS))
+
+    def make(row, column, seed):
+        flags = ROW_FLAGS[row] + COLUMN_FLAGS[column]
+        if row == SMALL_DATA and column == "cvt":
+            flags += ("--unlabeled", "train-rest")  # the unlabelled text: the other 90% of train
+        return TableRun(row, column, seed, encoders[column], flags)
+
+    return seed_major(SEEDS, ROW_COLUMNS, make, rows, columns)
+
+
+def seed_major(seeds: dict, row_columns: dict, make, rows=None, columns=None) -> list:
+    """The runs of a table whose rows have `seeds[row]` seeds and the columns `row_columns[row]`, each made by
+    `make(row, column, seed)`, seed-major (every cell's seed 1 before any seed 2), restricted to `rows` / `columns`
+    when given (a name the table does not have is a ValueError listing the ones it has)."""
+    known_columns = list(dict.fromkeys(c for names in row_columns.values() for c in names))
+    unknown = sorted(set(rows or ()) - set(row_columns)) + sorted(set(columns or ()) - set(known_columns))
     if unknown:
-        raise ValueError(f"unknown rows/columns {unknown}: rows are {list(ROW_COLUMNS)}, columns {list(COLUMN_FLAGS)}")
+        raise ValueError(f"unknown rows/columns {unknown}: rows are {list(row_columns)}, columns {known_columns}")
     runs = []
-    for seed in range(1, max(SEEDS.values()) + 1):
-        for row, row_columns in ROW_COLUMNS.items():
-            if seed > SEEDS[row] or (rows and row not in rows):
+    for seed in range(1, max(seeds.values()) + 1):
+        for row, row_column_names in row_columns.items():
+            if seed > seeds[row] or (rows and row not in rows):
                 continue
-            for column in row_columns:
-                if columns and column not in columns:
-                    continue
-                flags = ROW_FLAGS[row] + COLUMN_FLAGS[column]
-                if row == SMALL_DATA and column == "cvt":
-                    flags += ("--unlabeled", "train-rest")  # the unlabelled text: the other 90% of train
-                runs.append(TableRun(row, column, seed, encoders[column], flags))
+            runs += [make(row, column, seed) for column in row_column_names if not columns or column in columns]
     return runs
 
 
@@ -163,7 +184,7 @@ def run_table(runs: list, runs_dir: Path | str, data_dir: str, parallel: int = 2
             queue.append(run)
     if dry_run:
         for run in queue:
-            log(" ".join(run.command(data_dir, runs_dir, threads, can_resume(runs_dir, run))))
+            log(shlex.join(run.command(data_dir, runs_dir, threads, can_resume(runs_dir, run))))
         outcome["not_started"] = [run.folder for run in queue]
         return outcome
     deadline = None if deadline_minutes is None else time.monotonic() + 60 * deadline_minutes
