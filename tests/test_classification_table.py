@@ -12,8 +12,9 @@ import pytest
 
 from conftest import REPO
 from instruments import classification_table as plan
-from instruments.classification_table import BcnRun, cpu_hours, run_finished, split_by_table, table_runs
-from instruments.results import RUN_FOLDER, H200_RUN_COMMITS, run_column
+from instruments.classification_table import H200_RUN_COMMITS, BcnRun, cpu_hours, run_finished, table_runs
+from instruments.results import COVE_T_FOLDER, RUN_FOLDER, run_column
+from modeling_cove.training.publishing.cards_record import weights_fingerprint
 from instruments.run_pool import report, run_pool
 from modeling_cove.training.commands.train_classifier import ClassifierOptions, load_hyperparameters
 from modeling_cove.training.common.cli import parse_options
@@ -60,10 +61,10 @@ def test_the_plan_has_every_cell_with_its_seeds_seed_major_as_the_collector_read
                         "cove-t": "runs/cove-t/encoder", "vectors+cove-s-5-epochs": "runs/cove-small-5ep/encoder"}
     # each command parses as cove-train-classifier's own flags, into the folder whose name is the run's column
     for run in runs:
-        options = parse_options(ClassifierOptions, run.command("DATA", "runs/bcn", 1)[3:])
+        options = parse_options(ClassifierOptions, run.command("DATA", "runs/bcn-cove-t", 1)[3:])
         assert (options.task, options.seed, options.encoder, options.bcn_input) == (
             run.task, run.seed, run.encoder, plan.bcn_input(run.column))
-        assert options.output_dir == str(Path("runs/bcn") / run.folder) and options.epochs is None  # the yaml's
+        assert options.output_dir == str(Path("runs/bcn-cove-t") / run.folder) and options.epochs is None  # yaml's
         assert (options.overwrite, options.no_save_model, options.threads) == (True, True, 1)
         assert run_column(metrics(run), Path(run.folder).name) == run.column
         assert RUN_FOLDER.fullmatch(Path(run.folder).name)["column"] == run.column
@@ -73,7 +74,7 @@ def test_the_plan_has_every_cell_with_its_seeds_seed_major_as_the_collector_read
     with pytest.raises(ValueError, match="unknown tasks/columns/encoders"):
         table_runs(tasks=["imdb"])
     with pytest.raises(ValueError, match="cannot resume"):
-        runs[0].command("DATA", "runs/bcn", 1, resume=True)
+        runs[0].command("DATA", "runs/bcn-cove-t", 1, resume=True)
 
 
 def test_the_yaml_epochs_are_those_of_the_tables_runs():
@@ -85,56 +86,58 @@ def test_the_yaml_epochs_are_those_of_the_tables_runs():
         assert epochs == {load_hyperparameters(task)["epochs"]}, task
 
 
-def test_cpu_cells_of_the_table_are_not_run_again_and_gpu_ones_are():
-    """A cell classification.json holds from a CPU run is left out; one that ran on the H200 (by its device, or by
-    its commit where it records none) is run again, as is every cell the table lacks."""
-    report = {"results": {"trec6": {
-        "vectors": {"runs": [record(1), record(2, device="cpu"), record(4, commit=H200), record(5, device="gpu")]},
-        "vectors+cove": {"runs": [record(1, encoder="runs/cove-small/encoder")]},
-        "cove": {"runs": [record(3, encoder="runs/cove-small/encoder")]}}}}
-    needed, kept = split_by_table(table_runs(tasks=["trec6"]), report)
-    assert kept == ["trec6/vectors-seed1", "trec6/vectors+cove-seed1", "trec6/vectors-seed2", "trec6/cove-seed3"]
-    folders = {run.folder for run in needed}
-    assert {"trec6/vectors-seed4", "trec6/vectors-seed5", "trec6/vectors+cove-seed2", "trec6/cove-t-seed1"} <= folders
-    assert len(needed) + len(kept) == 46
-
-    # the repository's table: seeds 1-3 of the baselines ran on the CPU, seeds 4-10 on the H200
-    needed, kept = split_by_table(table_runs(), json.loads(TABLE.read_text()))
-    assert sorted(kept) == sorted(f"{task}/{column}-seed{seed}" for task, columns in (
-        ("trec6", ("vectors", "vectors+cove", "cove")), ("snli", ("vectors", "vectors+cove")),
-        ("sst2", ("vectors", "vectors+cove"))) for column in columns for seed in (1, 2, 3))
-    baselines = sorted((r.task, r.column, r.seed) for r in needed if r.column in ("vectors", "vectors+cove"))
-    assert baselines == sorted([("trec6", c, s) for c in ("vectors", "vectors+cove") for s in range(4, 11)]
-                               + [("snli", c, s) for c in ("vectors", "vectors+cove") for s in (4, 5)])
-
-
-def test_a_cell_is_finished_by_a_full_cpu_run_of_its_input_seed_and_encoder(tmp_path):
+def test_a_cell_is_finished_by_a_full_run_of_its_input_seed_and_encoder_checkpoint(tmp_path):
     run = BcnRun("trec6", "vectors+cove-t", 2, "runs/cove-t/encoder")
     path = tmp_path / run.folder / "metrics.json"
     assert not run_finished(tmp_path, run)
     path.parent.mkdir(parents=True)
     for wrong in ({"test": None}, {"limit": 200}, {"max_steps": 5}, {"subsample": {"train": "10 of 20"}},
-                  {"encoder": "runs/cove-small/encoder"}, {"column": "cove"}, {"seed": 3},
-                  {"machine": {**CPU, "device": "cuda:0", "gpu": "NVIDIA H200"}}):
+                  {"encoder": "runs/cove-small/encoder"}, {"column": "cove"}, {"seed": 3}, {"task": "snli"}):
         path.write_text(json.dumps({key: value for key, value in {**metrics(run), **wrong}.items()
                                     if value is not None or key != "test"}))
         assert not run_finished(tmp_path, run), wrong
     path.write_text(json.dumps(metrics(run))[:50])  # being written
     assert not run_finished(tmp_path, run)
     path.write_text(json.dumps(metrics(run, encoder=str(Path("runs/cove-t/encoder").resolve()))))
-    assert run_finished(tmp_path, run)
+    assert run_finished(tmp_path, run)  # no checkpoint there to compare with: its folder decides
 
 
-def test_cpu_hours_from_the_tables_cpu_runs_of_the_same_task_and_input():
+def test_a_run_over_a_checkpoint_pretrained_again_since_is_not_finished(tmp_path):
+    """The CoVe-S checkpoint is pretrained again to other weights: a run that recorded the old weights' sha256 is
+    run again, one that recorded the checkpoint's own is done."""
+    encoder = tmp_path / "cove-small" / "encoder"
+    encoder.mkdir(parents=True)
+    (encoder / "config.json").write_text("{}")
+    (encoder / "model.safetensors").write_bytes(b"the first pretraining")
+    old = weights_fingerprint(encoder)
+    run = BcnRun("snli", "vectors+cove", 1, str(encoder))
+    (tmp_path / "runs" / run.folder).mkdir(parents=True)
+    (tmp_path / "runs" / run.folder / "metrics.json").write_text(json.dumps(metrics(run, encoder_weights=old)))
+    assert run_finished(tmp_path / "runs", run)
+    (encoder / "model.safetensors").write_bytes(b"pretrained again")
+    plan.checkpoint_weights.cache_clear()  # a new runner process: the checkpoint read afresh
+    assert weights_fingerprint(encoder) != old and not run_finished(tmp_path / "runs", run)
+    (tmp_path / "runs" / run.folder / "metrics.json").write_text(json.dumps(
+        metrics(run, encoder_weights=weights_fingerprint(encoder))))
+    assert run_finished(tmp_path / "runs", run)
+    plan.checkpoint_weights.cache_clear()
+
+
+def test_cpu_hours_from_the_cpu_runs_of_the_same_task_and_input():
+    """Seconds per epoch of classification.json's CPU runs (the H200's left out: by the GPU its machine names, or by
+    its commit) of the run's task and --bcn-input, times the yaml's epochs."""
     report = {"results": {"trec6": {"vectors": {"runs": [record(1, seconds=60.0), record(2, seconds=80.0),
-                                                         record(4, seconds=10.0, commit=H200)]},
-                                    "vectors+cove": {"runs": [record(1, seconds=100.0, device="cpu")]}}},
+                                                         record(4, seconds=10.0, commit=H200),
+                                                         record(5, seconds=5.0,
+                                                                machine="Xeon (6/207/2) + NVIDIA H200")]},
+                                    "vectors+cove": {"runs": [record(1, seconds=100.0, machine="Xeon (6/207/2)")]}}},
               "encoder_variants": {"cove-s-5-epochs": {"results": {"trec6": {"vectors+cove": {
-                  "runs": [record(2, seconds=200.0)]}}}}}}
+                  "runs": [record(2, seconds=200.0)]}}}}},
+              "cove_t_comparison": {"results": {"trec6": {"vectors+cove-t": {"runs": [record(1, seconds=300.0)]}}}}}
     runs = [BcnRun("trec6", "vectors", 4, "v"), BcnRun("trec6", "vectors", 5, "v"),
             BcnRun("trec6", "vectors+cove-t", 1, "t"), BcnRun("snli", "vectors", 4, "v")]
     hours, unknown = cpu_hours(runs, report)
-    assert hours == pytest.approx((2 * 70.0 * 15 + 150.0 * 15) / 3600)  # TREC-6's yaml: 15 epochs
+    assert hours == pytest.approx((2 * 70.0 * 15 + 200.0 * 15) / 3600)  # TREC-6's yaml: 15 epochs; (100+200+300)/3
     assert unknown == ["snli/vectors-seed4"]
 
 
@@ -198,19 +201,26 @@ def test_run_pool_runs_the_unfinished_skips_those_without_encoder_and_stops_at_t
         run_pool(sleeping, runs_dir, "DATA", run_finished, parallel=0)
 
 
-def test_the_script_lists_what_is_left_with_its_cpu_hours(tmp_path, capsys):
+def test_the_script_runs_every_cell_into_its_own_family_with_its_cpu_hours(tmp_path, capsys):
+    """Every cell of the plan is run (none is taken from classification.json), into runs/bcn-cove-t; a missing
+    encoder is skipped and named; the dry run adds the CPU-hours of what is left and the collect command."""
     script = runpy.run_path(str(REPO / "benchmarks" / "run_classification_table.py"))
     table = tmp_path / "classification.json"
     table.write_text(json.dumps({"results": {"trec6": {"cove": {"runs": [record(1, seconds=100.0)]}}}}))
-    cove_t = encoder_folder(tmp_path, "cove-t")
-    script["main"](["--data-dir", "DATA", "--runs-dir", str(tmp_path / "bcn"), "--table", str(table), "--cove-t",
-                    cove_t, "--tasks", "trec6", "--columns", "cove", "cove-t", "--dry-run"])
+    cove_t, runs_dir = encoder_folder(tmp_path, "cove-t"), tmp_path / "runs" / COVE_T_FOLDER
+    script["main"](["--data-dir", "DATA", "--runs-dir", str(runs_dir), "--table", str(table), "--cove-t", cove_t,
+                    "--cove-s", str(tmp_path / "no-cove-s"), "--tasks", "trec6", "--columns", "cove", "cove-t",
+                    "--dry-run"])
     out = capsys.readouterr().out
     assert out.count("modeling_cove.training.commands.train_classifier") == 3  # cove-t seeds 1-3
     assert "--bcn-input cove --seed 2" in out and f"--encoder {cove_t}" in out
-    assert "skip trec6/cove-seed2: no encoder checkpoint at runs/cove-small/encoder" in out  # cove seed 1: in_table
-    assert f"about {5 * 100 * 15 / 3600:.1f} CPU-hours" in out  # 5 runs left, each 15 epochs of 100 s
-    assert "'not_started': 3" in out and "'skipped': 2" in out and "'in_table': 1" in out
-    with pytest.raises(SystemExit) as exit_info:
-        script["main"](["--data-dir", "DATA", "--tasks", "imdb"])
-    assert exit_info.value.code == 2
+    assert f"--output-dir {runs_dir / 'trec6' / 'cove-t-seed3'}" in out
+    for seed in (1, 2, 3):  # the table's CPU run of cove seed 1 does not count
+        assert f"skip trec6/cove-seed{seed}: no encoder checkpoint at {tmp_path / 'no-cove-s'}" in out
+    assert f"about {6 * 100 * 15 / 3600:.1f} CPU-hours" in out  # 6 runs left, each 15 epochs of 100 s
+    assert "'not_started': 3" in out and "'skipped': 3" in out
+    assert f"then: python benchmarks/collect_results.py --merge --runs {tmp_path / 'runs'}" in out
+    for wrong in (["--tasks", "imdb"], ["--runs-dir", str(tmp_path / "bcn")]):  # not a task; not the family's folder
+        with pytest.raises(SystemExit) as exit_info:
+            script["main"](["--data-dir", "DATA", *wrong])
+        assert exit_info.value.code == 2
