@@ -9,6 +9,7 @@ when it can resume (`resumable(runs_dir, run)`); without `resumable` a run cut s
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 import time
@@ -51,7 +52,7 @@ def run_pool(runs: list, runs_dir: Path | str, data_dir: str, finished: Callable
     `<runs_dir>/<folder>.log`), until all are done or `deadline_minutes` pass (then the running ones are stopped).
     Returns the folders by outcome (OUTCOMES): "done_before" (finished already), "finished", "failed" (exit status not
     0, or not finished after it), "skipped" (no encoder), "stopped" (at the deadline), "not_started"; `dry_run` only
-    logs the commands."""
+    logs the commands (shell-quoted)."""
     log = log or (lambda message: print(message, flush=True))
     if parallel < 1 or threads < 1:
         raise ValueError(f"parallel and threads must be at least 1, got {parallel} and {threads}")
@@ -68,7 +69,7 @@ def run_pool(runs: list, runs_dir: Path | str, data_dir: str, finished: Callable
             queue.append(run)
     if dry_run:
         for run in queue:
-            log(" ".join(run.command(data_dir, runs_dir, threads, can_resume(runs_dir, run))))
+            log(shlex.join(run.command(data_dir, runs_dir, threads, can_resume(runs_dir, run))))
         outcome["not_started"] = [run.folder for run in queue]
         return outcome
     deadline = None if deadline_minutes is None else time.monotonic() + 60 * deadline_minutes
