@@ -8,6 +8,10 @@ and commit that collected it; each run keeps its own). benchmarks/RESULTS.md is 
                                                # bilm_pretraining.json (+ .png), sample_efficiency.png
     python benchmarks/collect_results.py --merge  # add runs/' BCN runs to the classification.json there is
 
+The CoVe-T comparison's runs (runs/bcn-cove-t, `run_classification_table.py`) go to classification.json's own section
+`cove_t_comparison` (with --merge: a run found replaces that section's run of the same task, column and seed, the
+others stay), never into the table's `results`.
+
 What is read where: `instruments.results`.
 """
 

@@ -9,6 +9,12 @@ column mean ± std over seeds, each column minus supervised paired by seed with 
     python benchmarks/collect_tagging.py --data-dir DATA --encoder runs/vocab-tagging   # + tokenization mismatch rates
     python benchmarks/collect_tagging.py --recipe --merge --markdown   # the CVT table on a chosen recipe (below)
 
+--cove-t collects the CoVe-T comparison that `run_tagging_table.py --cove-t-encoder` ran: runs/tag-cove-t ->
+tagging.json's own section `cove_t_comparison` (CoNLL-2000 supervised, vectors+cove and vectors+cove-t; vectors+cove-t
+- supervised, vectors+cove - supervised and vectors+cove-t - vectors+cove paired by seed), the rest of the file kept:
+
+    python benchmarks/collect_tagging.py --cove-t --merge
+
 --recipe collects the CVT table that `run_tagging_table.py --recipe` ran: runs/tag-recipe ->
 benchmarks/results/tagging_cvt.json (supervised vs CVT per row, paired by seed; the recipe the runs recorded) and its
 validation curves beside it (tagging_cvt_curves.png); --markdown then prints that table.
@@ -21,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from instruments.tagging import collect_tagging, markdown_table, tokenization_mismatches
+from instruments.tagging import collect_cove_t, collect_tagging, markdown_table, tokenization_mismatches
 from instruments.tagging_recipe import collect_recipe, curves_path, recipe_markdown
 from modeling_cove.training.common.cli import fail, option, parse_options
 from modeling_cove.training.common.run_info import command_line
@@ -34,11 +40,13 @@ class CollectTaggingArguments:
     """The flags of collect_tagging.py."""
 
     runs_dir: Optional[str] = option("the tagging runs folder to read (default: the repository's runs/tag, with "
-                                     "--recipe runs/tag-recipe)")
+                                     "--recipe runs/tag-recipe, with --cove-t runs/tag-cove-t)")
     output: Optional[str] = option("the JSON file to write (default: the repository's benchmarks/results/"
                                    "tagging.json, with --recipe tagging_cvt.json)")
     recipe: bool = option("collect the CVT table on a chosen recipe (run_tagging_table.py --recipe) and draw its "
                           "validation curves beside the JSON (<output stem>_curves.png)", False)
+    cove_t: bool = option("collect the CoVe-T comparison (run_tagging_table.py --cove-t-encoder) into the output's "
+                          "section cove_t_comparison, the rest of the file kept", False)
     merge: bool = option("keep the runs of the existing output file whose run folders were not collected now (runs of "
                          "an earlier session or another machine); a run collected now replaces its old entry", False)
     markdown: bool = option("print the Markdown table for RESULTS.md after writing", False)
@@ -50,8 +58,13 @@ class CollectTaggingArguments:
 def main(argv=None):
     args = parse_options(CollectTaggingArguments, argv, description=__doc__)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    if args.recipe and args.cove_t:
+        fail("--recipe and --cove-t each collect a table of their own: give one")
     if args.recipe:
         collect_recipe_table(args)
+        return
+    if args.cove_t:
+        collect_cove_t_table(args)
         return
     args.runs_dir = args.runs_dir or str(REPO / "runs" / "tag")
     args.output = args.output or str(REPO / "benchmarks" / "results" / "tagging.json")
@@ -63,6 +76,17 @@ def main(argv=None):
     print("wrote", args.output)
     if args.markdown:
         print(markdown_table(report))
+
+
+def collect_cove_t_table(args: CollectTaggingArguments) -> None:
+    if args.data_dir or args.encoder or args.markdown:
+        fail("--data-dir/--encoder/--markdown are the first table's: not with --cove-t")
+    runs_dir = args.runs_dir or str(REPO / "runs" / "tag-cove-t")
+    output = args.output or str(REPO / "benchmarks" / "results" / "tagging.json")
+    if collect_cove_t(runs_dir, output, merge=args.merge, command=command_line()) is None:
+        print("no tagging runs found under", runs_dir)
+        return
+    print("wrote the section cove_t_comparison of", output)
 
 
 def collect_recipe_table(args: CollectTaggingArguments) -> None:

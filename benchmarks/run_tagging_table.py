@@ -18,17 +18,26 @@ runs in runs/tag-recipe, then `python benchmarks/collect_tagging.py --recipe --m
     python benchmarks/run_tagging_table.py --data-dir DATA --recipe cvt-paper --dry-run
     python benchmarks/run_tagging_table.py --data-dir DATA --recipe cvt-paper --parallel 14 \
         --recipe-overrides '{"label_scheme": "bio"}'          # a recipe without one of cvt-paper's options
+
+The CoVe-T comparison (tagging.json's section `cove_t_comparison`; plan: `instruments.tagging_table.cove_t_runs`):
+CoNLL-2000 supervised, vectors+cove over CoVe-S and vectors+cove-t over CoVe-T, seeds 1-5, the table's flags, both
+CoVe checkpoints pretrained again for it; runs in runs/tag-cove-t, then `python benchmarks/collect_tagging.py --cove-t
+--merge`:
+
+    python benchmarks/run_tagging_table.py --data-dir DATA --cove-t-encoder runs/cove-t/encoder --dry-run
 """
 
 import json
 import shlex
-import sys
 from dataclasses import dataclass
 from typing import Optional
 
+from instruments.run_pool import PoolArguments, report
 from instruments.tagging_recipe import recipe_runs, resolved_recipes
-from instruments.tagging_table import COLUMN_FLAGS, ROW_COLUMNS, run_table, table_runs
+from instruments.tagging_table import COLUMN_FLAGS, COVE_T_ROW_COLUMNS, ROW_COLUMNS, cove_t_runs, run_table, table_runs
 from modeling_cove.training.common.cli import REQUIRED, fail, option, parse_options
+
+COLUMNS = list(dict.fromkeys([*COLUMN_FLAGS, *(c for names in COVE_T_ROW_COLUMNS.values() for c in names)]))
 
 
 @dataclass
@@ -36,29 +45,42 @@ class RunTaggingTableArguments:
     """The flags of run_tagging_table.py."""
 
     data_dir: str = option("a local data folder (docs/data.md)", REQUIRED)
-    runs_dir: Optional[str] = option("where the runs go (default: runs/tag, with --recipe runs/tag-recipe)")
+    runs_dir: Optional[str] = option("where the runs go (default: runs/tag, with --recipe runs/tag-recipe, with "
+                                     "--cove-t-encoder runs/tag-cove-t)")
     vocab: str = option("the word-vector checkpoint of the vectors-only columns", "runs/vocab-tagging")
     cove_encoder: str = option("the CoVe-S encoder of the vectors+cove column", "runs/cove-small/encoder")
     bilm_encoder: str = option("the biLM encoder of the vectors+bilm column", "runs/bilm/encoder")
     rows: Optional[list[str]] = option("only these rows", choices=list(ROW_COLUMNS))
-    columns: Optional[list[str]] = option("only these columns", choices=list(COLUMN_FLAGS))
-    parallel: int = option("runs at a time", 2)
-    threads: int = option("torch intra-op threads per run", 1)
-    deadline_minutes: Optional[float] = option("stop the runs still going after this many minutes")
-    dry_run: bool = option("print the commands still to run, run nothing", False)
+    columns: Optional[list[str]] = option("only these columns", choices=COLUMNS)
     recipe: Optional[str] = option("run the CVT table on this tagging preset instead (cvt-paper, or a .yaml/.json "
                                    "file): rows and columns of instruments.tagging_recipe, supervised and cvt only")
     recipe_overrides: Optional[str] = option("with --recipe: a JSON object of hyperparameters over the preset, "
                                              "given to every run as --hyperparameters, e.g. '{\"label_scheme\": "
                                              "\"bio\"}'")
+    cove_t_encoder: Optional[str] = option("run the CoVe-T comparison instead (instruments.tagging_table.cove_t_runs):"
+                                           " CoNLL-2000 supervised, vectors+cove over --cove-encoder and "
+                                           "vectors+cove-t over this CoVe-T encoder")
+
+
+def collect_command(flag: str, runs_dir: str, default: str) -> str:
+    """The collect_tagging.py command of a table selected by `flag` (--recipe, --cove-t) whose runs went to
+    `runs_dir` (its own --runs-dir when not the `default` folder)."""
+    collect = ["python", "benchmarks/collect_tagging.py", flag, "--merge"]
+    return shlex.join(collect + (["--runs-dir", runs_dir] if runs_dir != default else []))
 
 
 def plan(args: RunTaggingTableArguments) -> tuple:
     """(runs, runs folder, the collect command) of the table the flags ask for; with --recipe the recipe's
     hyperparameters are resolved first (a bad preset or override fails here) and printed."""
+    if args.recipe is None and args.recipe_overrides is not None:
+        raise ValueError("--recipe-overrides goes with --recipe")
+    if args.recipe is not None and args.cove_t_encoder is not None:
+        raise ValueError("--recipe and --cove-t-encoder each select a table of their own: give one")
+    if args.cove_t_encoder is not None:
+        runs = cove_t_runs(args.vocab, args.cove_encoder, args.cove_t_encoder, args.rows, args.columns)
+        runs_dir = args.runs_dir or "runs/tag-cove-t"
+        return runs, runs_dir, collect_command("--cove-t", runs_dir, "runs/tag-cove-t")
     if args.recipe is None:
-        if args.recipe_overrides is not None:
-            raise ValueError("--recipe-overrides goes with --recipe")
         runs = table_runs(args.vocab, args.cove_encoder, args.bilm_encoder, args.rows, args.columns)
         return runs, args.runs_dir or "runs/tag", "python benchmarks/collect_tagging.py --merge --markdown"
     runs = recipe_runs(args.vocab, args.data_dir, args.recipe, args.recipe_overrides, args.rows, args.columns)
@@ -68,23 +90,18 @@ def plan(args: RunTaggingTableArguments) -> tuple:
     for hp, rows in rows_of.items():
         print(f"the hyperparameters of {', '.join(rows)}: {hp}")
     runs_dir = args.runs_dir or "runs/tag-recipe"
-    collect = ["python", "benchmarks/collect_tagging.py", "--recipe", "--merge", "--markdown"]
-    return runs, runs_dir, shlex.join(collect + (["--runs-dir", runs_dir] if runs_dir != "runs/tag-recipe" else []))
+    return runs, runs_dir, collect_command("--recipe", runs_dir, "runs/tag-recipe") + " --markdown"
 
 
 def main(argv=None):
-    args = parse_options(RunTaggingTableArguments, argv, description=__doc__)
+    args, pool = parse_options((RunTaggingTableArguments, PoolArguments), argv, description=__doc__)
     try:
         runs, runs_dir, collect = plan(args)
     except ValueError as err:  # a bad recipe, override, row or column: one line, exit 2
         fail(err)
-    outcome = run_table(runs, runs_dir, args.data_dir, args.parallel, args.threads, args.deadline_minutes,
-                        args.dry_run)
-    print({key: len(folders) for key, folders in outcome.items()})
-    print("then:", collect)
-    if outcome["failed"]:
-        print("failed (see <folder>.log):", " ".join(outcome["failed"]))
-        sys.exit(1)
+    outcome = run_table(runs, runs_dir, args.data_dir, pool.parallel, pool.threads, pool.deadline_minutes,
+                        pool.dry_run)
+    report(outcome, collect)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from instruments.results import collect_results, encoder_mismatch
+from modeling_cove.training.common.files import write_json
 
 
 def write_run(runs, folder, task, column, seed, dropout, test, validation, **extra):
@@ -588,3 +589,136 @@ def test_sample_efficiency_paired_at_full_data_over_the_curves_full_runs(tmp_pat
     assert (cove["seeds"], cove["mean"], cove["lower_on"]) == ([1, 2], -2.5, 2)  # 88 - 90, 89 - 92
     head_to_head = paired["bilm_versus_cove"]["trec6"]["vectors+bilm - vectors+cove"]["test_accuracy"]
     assert (head_to_head["mean"], head_to_head["higher_on"]) == (4.5, 2)  # 91 - 88, 95 - 89
+
+
+CPU = {"cpu": "Intel Xeon", "cpu_model": "6/207/2", "device": "cpu", "cuda": None}
+COVE_T_RUNS = {  # the CoVe-T comparison's columns: (--bcn-input, encoder, its weights' sha256, test of seeds 1-3)
+    "vectors": ("vectors", "runs/vocab-all", "a1" * 32, (0.90, 0.92, 0.91)),
+    "vectors+cove": ("vectors+cove", "runs/cove-small/encoder", "b2" * 32, (0.89, 0.93, 0.90)),
+    "vectors+cove-t": ("vectors+cove", "runs/cove-t/encoder", "c3" * 32, (0.91, 0.95, 0.90)),
+    "vectors+cove-s-5-epochs": ("vectors+cove", "runs/cove-small-5ep/encoder", "d4" * 32, (0.88, 0.93, 0.92)),
+    "cove": ("cove", "runs/cove-small/encoder", "b2" * 32, (0.84, 0.82, 0.86)),
+    "cove-t": ("cove", "runs/cove-t/encoder", "c3" * 32, (0.87, 0.83, 0.85)),
+}
+
+
+def write_cove_t_family(runs, task="trec6", columns=COVE_T_RUNS, seeds=(1, 2, 3)):
+    for column, (bcn_input, encoder, weights, tests) in columns.items():
+        for seed, test in zip(seeds, tests):
+            write_run(runs, f"bcn-cove-t/{task}/{column}-seed{seed}", task, bcn_input, seed, 0.2, test, test - 0.02,
+                      encoder=encoder, encoder_weights=weights, machine=CPU)
+
+
+def write_main_table(runs):
+    """A table as today's runs/ lays it out: runs/bcn, a dropout search, an encoder variant, runs on subsets."""
+    for seed, (vectors, cove) in enumerate(((0.90, 0.89), (0.92, 0.93)), start=1):
+        write_run(runs, f"bcn/trec6/vectors-seed{seed}", "trec6", "vectors", seed, 0.2, vectors, 0.88)
+        write_run(runs, f"bcn/trec6/vectors+cove-seed{seed}", "trec6", "vectors+cove", seed, 0.2, cove, 0.87)
+    write_run(runs, "bcn/trec6/cove-seed1", "trec6", "cove", 1, 0.2, 0.80, 0.79)
+    write_run(runs, "bcn-dropout/trec6/vectors-d0.3-seed1", "trec6", "vectors", 1, 0.3, 0.93, 0.90)
+    write_run(runs, "bcn-cove5/trec6/vectors+cove-seed1", "trec6", "vectors+cove", 1, 0.2, 0.91, 0.9)
+    write_run(runs, "bcn-imdb/imdb/vectors-seed1", "imdb", "vectors", 1, 0.2, 0.8, 0.8,
+              subsample={"train": "100 of 25000"})
+
+
+def by_hand(a, b):
+    """Column a minus column b of COVE_T_RUNS seed by seed, in percent: mean, std, 95% t interval, higher, lower."""
+    diffs = [round(100 * x, 2) - round(100 * y, 2) for x, y in zip(COVE_T_RUNS[a][3], COVE_T_RUNS[b][3])]
+    mean, std = statistics.mean(diffs), statistics.stdev(diffs)
+    half = 4.302653 * std / 3 ** 0.5  # t(0.975, 2 degrees of freedom)
+    return mean, std, [mean - half, mean + half], sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+
+
+def test_the_cove_t_comparison_is_a_section_of_its_own_paired_by_seed(tmp_path):
+    """runs/bcn-cove-t goes to classification.json's cove_t_comparison: each run's column from its folder, the
+    encoder of each column with the sha256 its runs recorded, the machines, and the pairs the issue names, each
+    checked against a hand computation; the table's results and pairs hold none of it."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    write_main_table(runs)
+    write_cove_t_family(runs)
+    collect_results(runs, out, command="collect")
+    report = json.loads((out / "classification.json").read_text())
+    section = report["cove_t_comparison"]
+    assert list(section) == ["what", "command", "commit", "machine", "columns", "encoders", "results",
+                             "versus_vectors"]
+    assert section["command"] == "collect" and section["machine"] == ["Intel Xeon (6/207/2)"]
+    assert section["encoders"] == {column: {"encoder": encoder, "encoder_weights": weights}
+                                   for column, (_, encoder, weights, _) in COVE_T_RUNS.items()}
+    assert section["columns"]["vectors+cove-t"].startswith("[vectors; CoVe-T]")
+    results = section["results"]["trec6"]
+    assert sorted(results) == sorted(COVE_T_RUNS)
+    for column, (_, encoder, _, tests) in COVE_T_RUNS.items():
+        assert [(r["encoder"], r["test_accuracy"]) for r in results[column]["runs"]] == [
+            (encoder, round(100 * test, 2)) for test in tests]
+    pairs = section["versus_vectors"]["trec6"]
+    assert list(pairs) == ["vectors+cove - vectors", "vectors+cove-t - vectors", "vectors+cove-s-5-epochs - vectors",
+                           "vectors+cove-t - vectors+cove", "cove-t - cove"]
+    for name, entry in pairs.items():
+        mean, std, ci95, higher, lower = by_hand(*name.split(" - "))
+        for key in ("test_accuracy", "validation_accuracy"):  # validation = test - 2 on every run
+            found = entry[key]
+            assert found["seeds"] == [1, 2, 3] and (found["higher_on"], found["lower_on"]) == (higher, lower)
+            assert found["mean"] == pytest.approx(mean, abs=0.005) and found["std"] == pytest.approx(std, abs=0.005)
+            assert found["ci95"] == pytest.approx(ci95, abs=0.01)
+    assert pairs["vectors+cove-t - vectors+cove"]["test_accuracy"]["mean"] == 1.33  # +2, +2, 0
+    assert pairs["cove-t - cove"]["test_accuracy"]["mean"] == 1.0  # +3, +1, -1
+
+    # the table: its own runs only (the family's CoVe-S runs never join its vectors+cove cell)
+    assert [r["seed"] for r in report["results"]["trec6"]["vectors+cove"]["runs"]] == [1, 2]
+    assert sorted(report["results"]["trec6"]) == ["cove", "vectors", "vectors+cove"]
+    assert "vectors+cove-t - vectors" not in report["versus_vectors"]["trec6"]
+    assert list(report["subsampled"]["results"]) == ["imdb"]
+
+
+def test_the_tables_collection_is_the_same_with_and_without_the_cove_t_family(tmp_path):
+    """classification.json less the section cove_t_comparison is the same, byte for byte, whether runs/ holds the
+    family or not; without it the file has no such section."""
+    without, with_family = tmp_path / "without", tmp_path / "with"
+    for runs in (without, with_family):
+        write_main_table(runs)
+    write_cove_t_family(with_family)
+    for runs in (without, with_family):
+        collect_results(runs, tmp_path / f"out-{runs.name}", command="collect")
+    alone = (tmp_path / "out-without" / "classification.json").read_bytes()
+    report = json.loads((tmp_path / "out-with" / "classification.json").read_text())
+    assert "cove_t_comparison" not in json.loads(alone) and list(report)[-1] == "cove_t_comparison"
+    table = write_json(tmp_path / "table.json", {k: v for k, v in report.items() if k != "cove_t_comparison"})
+    assert table.read_bytes() == alone
+
+
+def test_merge_replaces_the_sections_runs_by_task_column_and_seed(tmp_path):
+    """--merge: a run found replaces the section's run of the same task, column and seed, the others stay, the
+    pairs are computed again; the table is merged apart. A run over other CoVe-S weights in a cell is refused."""
+    first, later, out = tmp_path / "first", tmp_path / "later", tmp_path / "out"
+    write_main_table(first)
+    write_cove_t_family(first)
+    collect_results(first, out)
+    columns = {column: COVE_T_RUNS[column] for column in ("vectors", "vectors+cove-t")}
+    write_cove_t_family(later, columns={"vectors": (*columns["vectors"][:3], (0.80,)),  # seed 3 again
+                                        "vectors+cove-t": (*columns["vectors+cove-t"][:3], (0.96,))}, seeds=(3,))
+    write_cove_t_family(later, task="snli", columns=columns, seeds=(1, 2))
+    collect_results(later, out, merge=True)
+    report = json.loads((out / "classification.json").read_text())
+    section = report["cove_t_comparison"]
+    trec6 = section["results"]["trec6"]
+    assert [r["test_accuracy"] for r in trec6["vectors"]["runs"]] == [90.0, 92.0, 80.0]
+    assert [r["test_accuracy"] for r in trec6["vectors+cove-t"]["runs"]] == [91.0, 95.0, 96.0]
+    assert [r["test_accuracy"] for r in trec6["vectors+cove"]["runs"]] == [89.0, 93.0, 90.0]  # kept
+    assert section["versus_vectors"]["trec6"]["vectors+cove-t - vectors"]["test_accuracy"]["mean"] == 6.67  # 1, 3, 16
+    assert list(section["versus_vectors"]["snli"]) == ["vectors+cove-t - vectors"]
+    assert [r["seed"] for r in section["results"]["snli"]["vectors"]["runs"]] == [1, 2]
+    assert [r["seed"] for r in report["results"]["trec6"]["vectors"]["runs"]] == [1, 2]  # the table as it was
+
+    stale = tmp_path / "stale"  # a run over the CoVe-S of before: other weights, same folder name
+    write_cove_t_family(stale, columns={"vectors+cove": ("vectors+cove", "runs/cove-small/encoder", "e5" * 32,
+                                                         (0.5,))}, seeds=(4,))
+    with pytest.raises(ValueError, match=r"trec6 / vectors\+cove: the runs read different encoders"):
+        collect_results(stale, out, merge=True)
+
+
+def test_a_run_folder_naming_a_column_of_another_input_is_refused(tmp_path):
+    wrong = tmp_path / "wrong"
+    write_run(wrong, "bcn-cove-t/trec6/vectors+cove-t-seed9", "trec6", "vectors", 9, 0.2, 0.9, 0.9)
+    with pytest.raises(ValueError, match=r"vectors\+cove-t-seed9: the folder names the column vectors\+cove-t "
+                                         r"\(--bcn-input vectors\+cove\) but its run is --bcn-input vectors"):
+        collect_results(wrong, tmp_path / "out")

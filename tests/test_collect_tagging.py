@@ -131,3 +131,55 @@ def test_merge_keeps_runs_whose_folders_are_absent(tmp_path, capsys):
     assert "wrote" in printed and "| conll2000 (F1) | 95.12 ± 0.17 (4) |" in printed
     script.main(["--runs-dir", str(second), "--output", str(out)])  # without --merge: only what is here
     assert list(json.loads(out.read_text())["results"]) == ["conll2000"]
+
+
+def cove_t_runs(runs, seeds=(1, 2, 3), tests=None):
+    """The CoVe-T comparison's run folders (runs/tag-cove-t/conll2000/<column>-seed<N>), test F1 as fractions."""
+    tests = tests or {"supervised": (0.950, 0.952, 0.949), "vectors+cove": (0.954, 0.955, 0.956),
+                      "vectors+cove-t": (0.957, 0.954, 0.958)}
+    for column, values in tests.items():
+        for seed, test in zip(seeds, values):
+            write_run(runs, f"conll2000/{column}-seed{seed}", seed, {"conll2000": (test, test + 0.01)})
+
+
+def test_the_cove_t_comparison_is_a_section_of_tagging_json_paired_by_seed(tmp_path, capsys):
+    """collect_tagging.py --cove-t writes tagging.json's section cove_t_comparison from runs/tag-cove-t, the table
+    kept as it is; its pairs by seed checked against a hand computation; the table's own collection keeps the
+    section; --merge replaces the section's runs by folder and keeps the others."""
+    table_runs, runs, out = tmp_path / "tag", tmp_path / "tag-cove-t", tmp_path / "tagging.json"
+    fake_runs(table_runs)
+    collect_tagging(table_runs, out)
+    table = json.loads(out.read_text())
+    cove_t_runs(runs)
+    spec = importlib.util.spec_from_file_location("collect_tagging", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    script.main(["--cove-t", "--runs-dir", str(runs), "--output", str(out)])
+    assert "wrote the section cove_t_comparison of" in capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert {k: v for k, v in report.items() if k != "cove_t_comparison"} == table
+    section = report["cove_t_comparison"]
+    assert list(section["columns"]) == ["supervised", "vectors+cove", "vectors+cove-t"]
+    assert section["machine"] == ["AMD EPYC (25/17/1)"] and section["left_out"] == []
+    cells = section["results"]["conll2000"]
+    assert cells["vectors+cove-t"]["test_f1"]["values"] == [95.7, 95.4, 95.8]
+    paired = section["paired"]["conll2000"]
+    assert list(paired) == ["vectors+cove-t - supervised", "vectors+cove - supervised", "vectors+cove-t - vectors+cove"]
+    for name, diffs in (("vectors+cove-t - supervised", [0.7, 0.2, 0.9]),
+                        ("vectors+cove - supervised", [0.4, 0.3, 0.7]),
+                        ("vectors+cove-t - vectors+cove", [0.3, -0.1, 0.2])):
+        mean, low, high = t_interval(diffs)
+        found = paired[name]["test"]
+        assert {k: found[k] for k in ("mean", "low", "high", "n", "seeds")} == {
+            "mean": mean, "low": low, "high": high, "n": 3, "seeds": [1, 2, 3]}, name
+    assert paired["vectors+cove-t - vectors+cove"]["test"]["mean"] == 0.13  # (0.3 - 0.1 + 0.2) / 3
+
+    collect_tagging(table_runs, out)  # the table collected again: the section stays
+    assert json.loads(out.read_text())["cove_t_comparison"] == section
+    later = tmp_path / "later"  # seed 3 of vectors+cove-t again, seed 4 of every column
+    cove_t_runs(later, seeds=(3,), tests={"vectors+cove-t": (0.960,)})
+    cove_t_runs(later, seeds=(4,), tests={c: (0.95,) for c in ("supervised", "vectors+cove", "vectors+cove-t")})
+    script.main(["--cove-t", "--runs-dir", str(later), "--output", str(out), "--merge"])
+    merged = json.loads(out.read_text())["cove_t_comparison"]
+    assert merged["results"]["conll2000"]["vectors+cove-t"]["test_f1"]["values"] == [95.7, 95.4, 96.0, 95.0]
+    assert merged["paired"]["conll2000"]["vectors+cove-t - vectors+cove"]["test"]["seeds"] == [1, 2, 3, 4]

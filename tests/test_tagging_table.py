@@ -174,3 +174,41 @@ def test_the_script_lists_what_is_left_and_refuses_unknown_rows(tmp_path, capsys
     with pytest.raises(SystemExit) as exit_info:
         script["main"](["--data-dir", "DATA", "--rows", "conll2003"])
     assert exit_info.value.code == 2
+
+
+def test_the_cove_t_comparison_plan_is_conll2000_three_columns_five_seeds_with_the_tables_flags():
+    runs = tagging_table.cove_t_runs("vocab", "cove-s", "cove-t")
+    assert [run.folder for run in runs[:3]] == [f"conll2000/{c}-seed1"
+                                                for c in ("supervised", "vectors+cove", "vectors+cove-t")]
+    assert len(runs) == 15 and [run.seed for run in runs] == sorted(run.seed for run in runs)
+    table = {run.folder: run for run in table_runs("vocab", "cove-s", "bilm", rows=["conll2000"])}
+    for run in runs:  # the table's own commands (ROW_FLAGS, COLUMN_FLAGS), vectors+cove-t's over CoVe-T
+        assert tagging.RUN_FOLDER.match(Path(run.folder).name)
+        if run.column != "vectors+cove-t":
+            assert run == table[run.folder]
+        else:
+            same = table[run.folder.replace("vectors+cove-t", "vectors+cove")]
+            assert (run.encoder, run.flags) == ("cove-t", same.flags)
+            settings = run.parsed()
+            assert (settings.input, settings.encoder, settings.task) == ("vectors+cove", "cove-t", ["conll2000"])
+    assert [r.folder for r in tagging_table.cove_t_runs("v", "s", "t", columns=["vectors+cove-t"])] == [
+        f"conll2000/vectors+cove-t-seed{seed}" for seed in range(1, 6)]
+    with pytest.raises(ValueError, match="unknown rows/columns"):
+        tagging_table.cove_t_runs("v", "s", "t", rows=["wnut17"])
+
+
+def test_the_script_runs_the_cove_t_comparison_into_its_own_folder(tmp_path, capsys):
+    script = runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks" / "run_tagging_table.py"))
+    vocab, cove_t = encoder_folder(tmp_path), tmp_path / "no-cove-t"
+    script["main"](["--data-dir", "DATA", "--vocab", vocab, "--cove-encoder", vocab, "--cove-t-encoder", str(cove_t),
+                    "--dry-run"])
+    out = capsys.readouterr().out
+    assert out.count("modeling_cove.training.commands.train_tagger") == 10  # supervised and vectors+cove, 5 seeds
+    assert f"--output-dir {Path('runs/tag-cove-t/conll2000/vectors+cove-seed5')}" in out
+    assert f"skip conll2000/vectors+cove-t-seed1: no encoder checkpoint at {cove_t}" in out
+    assert "'not_started': 10" in out and "'skipped': 5" in out
+    assert "then: python benchmarks/collect_tagging.py --cove-t --merge\n" in out
+    for wrong in (["--recipe", "cvt-paper"], ["--rows", "wnut17"], ["--columns", "cvt"]):
+        with pytest.raises(SystemExit) as exit_info:
+            script["main"](["--data-dir", "DATA", "--cove-t-encoder", str(cove_t), *wrong])
+        assert exit_info.value.code == 2, wrong

@@ -1,22 +1,27 @@
 """The result tables of `benchmarks/results/`, collected from the real runs under `runs/`: the BCN classification
 table (mean ± std over seeds; each column minus the vectors-only one, and the biLM minus CoVe-S, paired by seed with a
 95% t interval; the dropout search, other pretrainings of CoVe-S, runs on random subsets, the sample-efficiency
-curve and its PNG), the MT and biLM pretraining records, the DCN runs and the main job's reports. Every file written
-records the command and the commit that collected it; the tables (classification.json, squad.json) also the machines
-their runs ran on (`machine`), the MT, biLM and main-job records their run's own. A table cell holds runs over one
-encoder only (checked by the weights' sha256 the runs record).
+curve and its PNG), the CoVe-T comparison (its own family of runs, its own section), the MT and biLM pretraining
+records, the DCN runs and the main job's reports. Every file written records the command and the commit that
+collected it; the tables (classification.json, squad.json) also the machines their runs ran on (`machine`), the MT,
+biLM and main-job records their run's own. A table cell holds runs over one encoder only (checked by the weights'
+sha256 the runs record).
 
 Reads runs/bcn/<task>/<column>-seed<N>/metrics.json (`train_classifier.py`; a biLM encoder's `vectors+scalar_mix`
-runs are the column `vectors+bilm`; the dropout search in runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N>; BCN
-runs over other pretrainings of CoVe-S or the biLM in the folders of ENCODER_VARIANTS, each paired by seed with the
-table's columns; --train-fraction runs in runs/bcn-fraction/<task>/<column>-f<fraction>-seed<N>; runs on random
-subsets, --max-train/eval-examples, in the other runs/bcn*/ folders, one cell per setup), runs/cove-small/metrics.json
-(`train_mt.py`), runs/bilm/metrics.json (`train_bilm.py`), runs/dcn-squad-*/metrics.json (`train_qa.py`),
-runs/main-cove-small/ and runs/main/ report.json + REPORT.md (`main.py`, full size only).
+runs are the column `vectors+bilm`; a run whose folder names a column of ENCODER_COLUMNS is that column); the dropout
+search in runs/bcn-dropout/<task>/<column>-d<dropout>-seed<N>; BCN runs over other pretrainings of CoVe-S or the biLM
+in the folders of ENCODER_VARIANTS, each paired by seed with the table's columns; --train-fraction runs in
+runs/bcn-fraction/<task>/<column>-f<fraction>-seed<N>; runs on random subsets, --max-train/eval-examples, in the other
+runs/bcn*/ folders, one cell per setup; the CoVe-T comparison in runs/bcn-cove-t/<task>/<column>-seed<N>
+(`instruments.classification_table` plans it: vectors, CoVe-S and CoVe-T runs made afresh together, never mixed with
+the table's), classification.json's section `cove_t_comparison`; runs/cove-small/metrics.json (`train_mt.py`),
+runs/bilm/metrics.json (`train_bilm.py`), runs/dcn-squad-*/metrics.json (`train_qa.py`), runs/main-cove-small/ and
+runs/main/ report.json + REPORT.md (`main.py`, full size only).
 """
 
 import json
 import logging
+import re
 import shutil
 from pathlib import Path
 
@@ -39,6 +44,16 @@ ENCODER_VARIANTS = {
 # A run's table column when it is not its --bcn-input: (bcn_input, the encoder's config.encoder_type) -> column. ELMo's
 # [x; mix] over our biLM is the "vectors+bilm" column of the CoVe-versus-biLM comparison (docs/bilm.md).
 TABLE_COLUMNS = {("vectors+scalar_mix", "bilm"): "vectors+bilm"}
+# Columns of one --bcn-input over another encoder than the table's, told apart by the run folder's name
+# (runs/<family>/<task>/<column>-seed<N>): column -> the column its runs' --bcn-input makes (their encoders:
+# instruments.classification_table, whose runner writes them).
+ENCODER_COLUMNS = {"vectors+cove-t": "vectors+cove", "cove-t": "cove", "vectors+cove-s-5-epochs": "vectors+cove"}
+RUN_FOLDER = re.compile(r"(?P<column>.+?)(-[df][0-9.]+)?-seed(?P<seed>[0-9]+)")  # <column>[-d<x>|-f<x>]-seed<N>
+COVE_T_FOLDER = "bcn-cove-t"  # runs/bcn-cove-t/<task>/<column>-seed<N>: the CoVe-T comparison's own family
+COVE_T_SECTION = "cove_t_comparison"  # its section of classification.json
+# The CoVe-T comparison's paired blocks (classification.json's cove_t_comparison.versus_vectors): each (a, b) as "a - b"
+COVE_T_PAIRS = (("vectors+cove", "vectors"), ("vectors+cove-t", "vectors"), ("vectors+cove-s-5-epochs", "vectors"),
+                ("vectors+cove-t", "vectors+cove"), ("cove-t", "cove"))
 SAMPLE_EFFICIENCY_FOLDER = "bcn-fraction"  # runs/bcn-fraction/<task>/<column>-f<fraction>-seed<N> (--train-fraction)
 BILM_KEYS = ("command", "commit", "settings", "machine", "data", "epochs", "global_step", "train_seconds",
              "train_tokens", "train_tokens_per_second", "wall_seconds")  # metrics.json less the per-step loss log
@@ -72,16 +87,22 @@ def versus_vectors(results: dict) -> dict:
     return table
 
 
-def bilm_versus_cove(results: dict) -> dict:
-    """Per task with both, the biLM column minus the CoVe-S column (`vectors+bilm - vectors+cove`), paired by seed as
-    versus_vectors: the two recipes for contextual vectors head to head."""
+def head_to_head(results: dict, pairs) -> dict:
+    """Per task, for each (a, b) of `pairs` whose columns it has both, a minus b ("a - b") paired by
+    seed as versus_vectors; tasks with none left out."""
     table = {}
     for task, columns in results.items():
-        if "vectors+bilm" in columns and "vectors+cove" in columns:
-            entry = paired_entry(columns["vectors+bilm"]["runs"], columns["vectors+cove"]["runs"])
+        for a, b in pairs:
+            entry = paired_entry(columns[a]["runs"], columns[b]["runs"]) if a in columns and b in columns else None
             if entry:
-                table[task] = {"vectors+bilm - vectors+cove": entry}
+                table.setdefault(task, {})[f"{a} - {b}"] = entry
     return table
+
+
+def bilm_versus_cove(results: dict) -> dict:
+    """Per task with both, the biLM column minus the CoVe-S column (`vectors+bilm - vectors+cove`): the two recipes
+    for contextual vectors head to head."""
+    return head_to_head(results, (("vectors+bilm", "vectors+cove"),))
 
 
 def variant_differences(variant: dict, results: dict) -> dict:
@@ -142,6 +163,25 @@ def provenance(machine: list, old: dict) -> dict:
     return {"machine": before + added, "reconstructed": True, "reconstructed_from": {"machine": reconstructed}}
 
 
+def smoke_run(m: dict) -> bool:
+    """Whether a BCN run's metrics are a smoke run's (--limit, --max-steps): never a table's figure."""
+    return bool(m.get("limit")) or (m.get("max_steps") or -1) > 0
+
+
+def run_column(m: dict, folder_name: str) -> str:
+    """A BCN run's table column: its folder's (RUN_FOLDER) when that names a column of ENCODER_COLUMNS made by the
+    run's --bcn-input, else its --bcn-input as TABLE_COLUMNS maps it. A folder naming such a column over another input
+    is refused (a run in the wrong folder)."""
+    column = TABLE_COLUMNS.get((m["column"], m.get("encoder_type")), m["column"])
+    named = RUN_FOLDER.fullmatch(folder_name)
+    if named and named["column"] in ENCODER_COLUMNS:
+        if ENCODER_COLUMNS[named["column"]] != column:
+            raise ValueError(f"{folder_name}: the folder names the column {named['column']} (--bcn-input "
+                             f"{ENCODER_COLUMNS[named['column']]}) but its run is --bcn-input {m['column']}")
+        return named["column"]
+    return column
+
+
 def full_runs(runs: Path, pattern: str, subsampled: bool | None = False):
     """(metrics, record) for each finished BCN run matching `pattern` under runs/; smoke runs (--limit,
     --max-steps) are left out, and so are runs on random subsets (--max-train/eval-examples) unless `subsampled`
@@ -149,11 +189,11 @@ def full_runs(runs: Path, pattern: str, subsampled: bool | None = False):
     for metrics_path in sorted(runs.glob(pattern)):
         m = json.loads(metrics_path.read_text())
         m["_folder"] = metrics_path.relative_to(runs).parts[0]  # the run family: runs/<folder>/<task>/<run>
-        if m.get("limit") or (m.get("max_steps") or -1) > 0:
+        if smoke_run(m):
             continue
         if subsampled is not None and bool(m.get("subsample")) != subsampled:
             continue
-        m["column"] = TABLE_COLUMNS.get((m["column"], m.get("encoder_type")), m["column"])
+        m["column"] = run_column(m, metrics_path.parent.name)
         yield m, {
             "seed": m["seed"],
             "test_accuracy": round(100 * m["test"]["accuracy"], 2),
@@ -223,9 +263,11 @@ def collect_classification(runs: Path, pattern: str = "bcn/*/*-seed*/metrics.jso
 
 def collect_subsampled(runs: Path) -> dict:
     """The runs on random subsets in runs/bcn*/ with the CoVe-S of runs/cove-small: the encoder variants' folders
-    (ENCODER_VARIANTS, another MT-LSTM), the dropout search (runs/bcn-dropout) and the sample-efficiency runs
-    (collect_sample_efficiency) are left out; what remains is still split by setup (collect_classification)."""
-    other = {folder for folder, _ in ENCODER_VARIANTS.values()} | {"bcn-dropout", SAMPLE_EFFICIENCY_FOLDER}
+    (ENCODER_VARIANTS, another MT-LSTM), the dropout search (runs/bcn-dropout), the sample-efficiency runs
+    (collect_sample_efficiency) and the CoVe-T comparison's (COVE_T_FOLDER) are left out; what remains is still
+    split by setup (collect_classification)."""
+    other = {folder for folder, _ in ENCODER_VARIANTS.values()} | {"bcn-dropout", SAMPLE_EFFICIENCY_FOLDER,
+                                                                  COVE_T_FOLDER}
     return collect_classification(runs, "bcn*/*/*-seed*/metrics.json", subsampled=True, exclude=other)
 
 
@@ -440,32 +482,38 @@ def collect_encoder_variants(runs: Path, out: Path) -> dict:
     return variants
 
 
+def union_runs(before: dict, after: dict, runs_of, key) -> dict:
+    """task -> column -> {key(run): run} over the cells of two tables (task -> column -> cell, `runs_of(cell)` its
+    runs); `after`'s run wins on the same key."""
+    merged = {}
+    for table in (before, after):
+        for task, columns in table.items():
+            for column, cell in columns.items():
+                merged.setdefault(task, {}).setdefault(column, {}).update({key(r): r for r in runs_of(cell)})
+    return merged
+
+
+def merge_runs_table(before: dict, after: dict) -> dict:
+    """Two tables of cells (task -> column -> summarize's cell) as one, run by run: a run of `after` replaces the run
+    of the same task, column and seed in `before`, the others stay, and each cell is summarized again (one encoder a
+    cell)."""
+    cells = union_runs(before, after, lambda cell: cell["runs"], lambda r: r["seed"])
+    return {task: {column: summarize(task, column, list(found.values())) for column, found in columns.items()}
+            for task, columns in cells.items()}
+
+
 def merge_classification(old: dict, new: dict) -> dict:
     """classification.json `old` updated with the freshly collected `new`, run by run: a run of `new` replaces the
     run of the same task, column and seed (and dropout, in the dropout search) in `old`, the other runs of `old` are
     kept, and each cell's mean ± std is computed again over the result; an encoder variant's MT record comes from
     `new` when it has one."""
 
-    def union(before: dict, after: dict, runs_of, key) -> dict:
-        """task -> column -> {key(run): run} over the cells of both tables; `after`'s run wins on the same key."""
-        merged = {}
-        for table in (before, after):
-            for task, columns in table.items():
-                for column, cell in columns.items():
-                    merged.setdefault(task, {}).setdefault(column, {}).update({key(r): r for r in runs_of(cell)})
-        return merged
-
-    def runs_table(before: dict, after: dict) -> dict:
-        cells = union(before, after, lambda cell: cell["runs"], lambda r: r["seed"])
-        return {task: {column: summarize(task, column, list(found.values())) for column, found in columns.items()}
-                for task, columns in cells.items()}
-
     def sweep(before: dict, after: dict) -> dict:
-        cells = union(before, after, lambda cell: cell, lambda r: (r["dropout"], r["seed"]))
+        cells = union_runs(before, after, lambda cell: cell, lambda r: (r["dropout"], r["seed"]))
         return {task: {column: [found[key] for key in sorted(found)] for column, found in columns.items()}
                 for task, columns in cells.items()}
 
-    def fractions(before: dict, after: dict) -> dict:  # task -> column -> fraction -> cell, run by run as runs_table
+    def fractions(before: dict, after: dict) -> dict:  # task -> column -> fraction -> cell, run by run as the tables
         merged = {}
         for table in (before, after):
             for task, columns in table.items():
@@ -482,13 +530,13 @@ def merge_classification(old: dict, new: dict) -> dict:
         before = variants.get(name, {})
         pretraining = "bilm" if "bilm" in variant else "mt"
         variants[name] = {pretraining: variant[pretraining] or before.get(pretraining),
-                          "results": runs_table(before.get("results", {}), variant["results"])}
+                          "results": merge_runs_table(before.get("results", {}), variant["results"])}
     return dict(old, what=new["what"], columns=new["columns"],
-                results=runs_table(old.get("results", {}), new["results"]),
+                results=merge_runs_table(old.get("results", {}), new["results"]),
                 dropout_sweep=sweep(old.get("dropout_sweep", {}), new["dropout_sweep"]),
                 encoder_variants=variants,
-                subsampled=dict(new["subsampled"], results=runs_table(old.get("subsampled", {}).get("results", {}),
-                                                                      new["subsampled"]["results"])),
+                subsampled=dict(new["subsampled"], results=merge_runs_table(
+                    old.get("subsampled", {}).get("results", {}), new["subsampled"]["results"])),
                 sample_efficiency=dict(new["sample_efficiency"], results=fractions(
                     old.get("sample_efficiency", {}).get("results", {}), new["sample_efficiency"]["results"]),
                     pretraining={**old.get("sample_efficiency", {}).get("pretraining", {}),
@@ -506,6 +554,47 @@ CLASSIFICATION_COLUMNS = {
                   "(docs/paper.md §6), w and gamma learned with the BCN",
     "vectors+bilm": "ELMo-style [vectors; gamma * sum_k softmax(w)_k h_k] over our biLM's layers (docs/bilm.md), "
                     "biLM frozen, w and gamma learned with the BCN"}
+
+
+COVE_T_WHAT = ("The CoVe-T comparison: BCN test accuracy (%) per task and input column, mean ± std over seeds, over "
+               "vectors, CoVe-S and CoVe-T checkpoints all made afresh for it (the table's CoVe-S checkpoint is gone: "
+               "CoVe-S is pretrained again by the same command, other weights), every run of it new; its pairs by "
+               "seed with a 95% t interval; never merged with the table's runs (results)")
+COVE_T_COLUMNS = {
+    "vectors": "stand-in vectors, frozen",
+    "vectors+cove": "[vectors; CoVe-S] (eq. 6), frozen; CoVe-S pretrained again (encoders names its checkpoint)",
+    "cove": "CoVe-S alone (no word vectors), frozen",
+    "vectors+cove-t": "[vectors; CoVe-T] (eq. 6), frozen; CoVe-T = the MT-LSTM of CoVe-S pretrained on Multi30k + "
+                      "Tatoeba pairs (configuration/models/cove-t.json)",
+    "cove-t": "CoVe-T alone (no word vectors), frozen",
+    "vectors+cove-s-5-epochs": "[vectors; CoVe-S pretrained 5 epochs] (eq. 6), frozen: CoVe-T's control for "
+                               "training length"}
+
+
+def collect_cove_t(runs: Path) -> dict:
+    """The CoVe-T comparison's cells (task -> column -> summarize's cell) from runs/bcn-cove-t (COVE_T_FOLDER)."""
+    return collect_classification(runs, f"{COVE_T_FOLDER}/*/*-seed*/metrics.json")
+
+
+def cove_t_comparison(results: dict, stamp: dict) -> dict:
+    """classification.json's section of the CoVe-T comparison (COVE_T_SECTION) over its cells (`results`, task ->
+    column -> cell): what it is, the collection's command and commit (`stamp`), the machines its runs ran on, its
+    columns, per column the encoder its runs read (folder and the weights' sha256 they recorded; one encoder a column
+    over every task, else ValueError), the cells, and per task its pairs by seed (COVE_T_PAIRS, "a - b")."""
+    by_column = {}
+    for columns in results.values():
+        for column, cell in columns.items():
+            by_column.setdefault(column, []).extend(cell["runs"])
+    encoders = {}
+    for column, records in by_column.items():
+        check_one_encoder(f"cove_t_comparison / {column}", records)
+        encoders[column] = {"encoder": records[0]["encoder"],
+                            "encoder_weights": next((r["encoder_weights"] for r in records if r.get("encoder_weights")),
+                                                    None)}
+    return {"what": COVE_T_WHAT, **stamp,
+            "machine": run_machines([r.get("machine") for records in by_column.values() for r in records]),
+            "columns": {column: COVE_T_COLUMNS.get(column) for column in encoders}, "encoders": encoders,
+            "results": results, "versus_vectors": head_to_head(results, COVE_T_PAIRS)}
 
 
 def classification_report(runs: Path, out: Path) -> dict:
@@ -535,13 +624,16 @@ def classification_report(runs: Path, out: Path) -> dict:
 def collect_results(runs: Path | str, out: Path | str, merge: bool = False, command: str = "") -> list:
     """Write the result files of `out` from the runs under `runs`; returns the paths written. `merge` adds the BCN
     runs to the classification.json already in `out` (a run replaces the one of the same task, column and seed; the
-    others stay and every mean is computed again) instead of replacing it. `command` is recorded in every file."""
+    others stay and every mean is computed again) instead of replacing it; the CoVe-T comparison's runs
+    (runs/bcn-cove-t) go to the file's section COVE_T_SECTION (cove_t_comparison), with `merge` over that section's
+    runs alike, never into the table. `command` is recorded in every file."""
     runs, out = Path(runs), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     stamp = {"command": command, "commit": git_commit()}
     written = []
     existing = out / "classification.json"
     report = classification_report(runs, out)
+    cove_t = collect_cove_t(runs)
     old = {}
     if report["results"] or (merge and existing.exists()):
         if merge and existing.exists():
@@ -558,12 +650,16 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
             png = plot_sample_efficiency(curve, out / "sample_efficiency.png")
             report["sample_efficiency"].update(curve=curve, png=png.name,
                                                paired=sample_efficiency_differences(fractions, tables))
+        report.pop(COVE_T_SECTION, None)  # the old file's: a family of its own, never merged with the table
         found = provenance(run_machines([run.get("machine") for run in table_runs(report)]), old)
-        written.append(write_json(existing, {**stamp, **found, **{k: v for k, v in report.items()
-                                                                   if k not in (*stamp, *PROVENANCE)}}))
-    elif report["encoder_variants"]:
-        logger.warning("%s/bcn holds no runs: merge=True (--merge) adds the encoder variants' runs to %s",
-                       runs, existing)
+        body = {**stamp, **found, **{k: v for k, v in report.items() if k not in (*stamp, *PROVENANCE)}}
+        cove_t = merge_runs_table(old.get(COVE_T_SECTION, {}).get("results", {}), cove_t)  # old: {} without merge
+        if cove_t:
+            body[COVE_T_SECTION] = cove_t_comparison(cove_t, stamp)
+        written.append(write_json(existing, body))
+    elif report["encoder_variants"] or cove_t:
+        logger.warning("%s/bcn holds no runs: merge=True (--merge) adds the encoder variants' and the CoVe-T "
+                       "comparison's runs to %s", runs, existing)
     mt = runs / "cove-small" / "metrics.json"
     if mt.exists():
         record = dict(mt_record(mt), paper_test_bleu=papers.mt_bleu("multi30k")["bleu"], bar_test_bleu=30.0,

@@ -9,6 +9,9 @@ Reads <runs>/<row>/<column>-seed<N>/metrics.json, <runs> being runs/tag:
 - <row> multitask: runs trained on several tasks at once; metrics.json holds a result per task, each paired with the
   supervised column of that task's own row.
 
+The CoVe-T comparison (`collect_cove_t`) reads <runs>/conll2000/<column>-seed<N>/metrics.json, <runs> being
+runs/tag-cove-t, into the section `cove_t_comparison` of the same file: its own runs, never merged with the table's.
+
 Columns: supervised (the input vectors only), vectors+cove, vectors+bilm, cvt. A cell holds, in percent with two
 decimals, mean ± std over seeds and the values (`test_f1` / `validation_f1`, `test_accuracy` / ... for an accuracy
 task such as ewt_upos), the runs, and `versus_supervised`: the column minus the supervised one on the seeds both ran,
@@ -40,6 +43,17 @@ SMALL_DATA = "conll2000-10pct"
 MULTITASK = "multitask"
 ACCURACY_TASKS = ("ewt_upos",)  # the metric of a run that does not record it
 RUN_FOLDER = re.compile(r"^(?P<column>.+)-seed(?P<seed>\d+)$")
+COVE_T_SECTION = "cove_t_comparison"  # tagging.json's section of the CoVe-T comparison (collect_cove_t)
+COVE_T_COLUMNS = {
+    "supervised": COLUMNS["supervised"],
+    "vectors+cove": "[vectors; CoVe-S] read by the tagger, CoVe-S pretrained again for this comparison",
+    "vectors+cove-t": "[vectors; CoVe-T] read by the tagger (--input vectors+cove over CoVe-T)",
+}
+COVE_T_PAIRS = (("vectors+cove-t", "supervised"), ("vectors+cove", "supervised"), ("vectors+cove-t", "vectors+cove"))
+COVE_T_WHAT = ("The CoVe-T comparison on CoNLL-2000: tagger test (and validation) F1 (%) of supervised, vectors+cove "
+               "and vectors+cove-t, mean ± std over seeds, all its runs made afresh for it (the table's CoVe-S "
+               "checkpoint is gone: CoVe-S is pretrained again, other weights); its pairs by seed with a 95% t "
+               "interval; never merged with the table's runs (results)")
 WHAT = ("Tagger test (and validation) F1 or accuracy (%) per task and column, mean ± std over seeds; each column "
         "minus supervised paired by seed with a 95% t interval; the published figures of Clark et al. (2018) and "
         "ELMo in `papers` (docs/paper.md: only chunking is on the same data as ours)")
@@ -256,15 +270,18 @@ def tokenization_mismatches(data_dir, encoder) -> dict:
     return result
 
 
-def gather_records(runs_dir: Path | str, output: Path | str, merge: bool = False, detail: bool = False) -> tuple:
-    """(records, left out, the report at `output` as it was) for a collector writing `output` from the runs under
-    `runs_dir` (`read_runs`, with `detail`); with `merge`, the records of the report already at `output` whose run
-    folders were not read now are kept (its old report is {} without `merge`). No record at all is logged."""
+def gather_records(runs_dir: Path | str, output: Path | str, merge: bool = False, detail: bool = False,
+                   section: str | None = None) -> tuple:
+    """(records, left out, the report at `output` as it was) for a collector writing `output` (or its `section`)
+    from the runs under `runs_dir` (`read_runs`, with `detail`); with `merge`, the records of the report (its
+    `section`) already at `output` whose run folders were not read now are kept (the old report is {} without `merge`
+    unless a `section` is written, for the file's other parts stay). No record at all is logged."""
     output = Path(output)
     records, left_out = read_runs(runs_dir, detail)
-    old = json.loads(output.read_text()) if merge and output.exists() else {}
-    if old:
-        records = merge_records(records_of(old), records)
+    old = json.loads(output.read_text()) if (merge or section) and output.exists() else {}
+    before = old.get(section, {}) if section else old
+    if merge and before:
+        records = merge_records(records_of(before), records)
     if not records:
         logger.warning("no tagging runs under %s: %s not written", runs_dir, output)
     return records, left_out, old
@@ -282,8 +299,41 @@ def collect_tagging(runs_dir: Path | str, output: Path | str, merge: bool = Fals
     mismatch = mismatch or old.get("tokenization_mismatch")
     if mismatch:
         report["tokenization_mismatch"] = mismatch
+    previous = old or (json.loads(Path(output).read_text()) if Path(output).exists() else {})
+    if COVE_T_SECTION in previous:  # collected apart (collect_cove_t): kept as it is
+        report[COVE_T_SECTION] = previous[COVE_T_SECTION]
     write_json(output, report)
     return report
+
+
+def paired_blocks(results: dict, pairs) -> dict:
+    """Per row of `results` (build_table's, rows of one task), for each (a, b) of `pairs` whose cells it has both,
+    a minus b paired by seed (`versus`) as "a - b"; rows with none left out."""
+    found = {}
+    for row, cells in results.items():
+        for a, b in pairs:
+            diff = versus(cells[a], cells[b]) if a in cells and b in cells else None
+            if diff:
+                found.setdefault(row, {})[f"{a} - {b}"] = diff
+    return found
+
+
+def collect_cove_t(runs_dir: Path | str, output: Path | str, merge: bool = False, command: str = ""):
+    """Write the CoVe-T comparison (the runs under `runs_dir`, runs/tag-cove-t: `tagging_table.cove_t_runs`) into
+    the section COVE_T_SECTION of `output` (tagging.json), the file's other parts kept: what it is, the collection's
+    command and commit, the machines, the cells (build_table) and per row the pairs of COVE_T_PAIRS by seed; with
+    `merge`, the section's runs whose folders were not collected now are kept. Returns the section, or None when
+    there is no run (nothing is written)."""
+    records, left_out, old = gather_records(runs_dir, output, merge, section=COVE_T_SECTION)
+    if not records:
+        return None
+    results = build_table(records)
+    section = {"what": COVE_T_WHAT, "command": command, "commit": git_commit(), "machine": machines(records),
+               "columns": {column: COVE_T_COLUMNS[column] for column in COVE_T_COLUMNS
+                           if any(column in cells for cells in results.values())},
+               "results": results, "paired": paired_blocks(results, COVE_T_PAIRS), "left_out": left_out}
+    write_json(output, {**old, COVE_T_SECTION: section})
+    return section
 
 
 def score_text(entry: dict) -> str:

@@ -2,12 +2,16 @@
 
 `table_runs` lists every run the table asks for: per row (a task, the small-data row, the multi-task row) its columns
 and seeds (`SEEDS`), each as a `cove-train-tagger` command line writing `<runs>/<row>/<column>-seed<N>/`, the folders
-`tagging.read_runs` collects. `run_table` runs those not finished yet (a finished run's metrics.json has its results),
-`parallel` at a time, each on `threads` intra-op threads, until they are done or a deadline passes. A run counts as
-finished when its metrics.json holds results of the settings planned (not a smoke run, not other flags); a run cut
-short resumes from its last checkpoint next time (`--resume` where its run_settings.json matches the plan, else
-`--overwrite`). Runs whose encoder checkpoint is missing (CoVe-S from `cove-train-mt`, the biLM from
-`cove-train-bilm`) are skipped and named. Command line: `benchmarks/run_tagging_table.py`.
+`tagging.read_runs` collects. `run_table` runs those not finished yet (a finished run's metrics.json has its results)
+with `run_pool`, `parallel` at a time, each on `threads` intra-op threads, until they are done or a deadline passes. A
+run counts as finished when its metrics.json holds results of the settings planned (not a smoke run, not other flags); a
+run cut short resumes from its last checkpoint next time (`--resume` where its run_settings.json matches the plan, else
+`--overwrite`). Runs whose encoder checkpoint is missing (CoVe-S from `cove-train-mt`, the biLM from `cove-train-bilm`)
+are skipped and named. Command line: `benchmarks/run_tagging_table.py`.
+
+`cove_t_runs` plans the table's CoVe-T comparison beside it: CoNLL-2000, supervised, vectors+cove over CoVe-S and
+vectors+cove-t over CoVe-T (both pretrained again for it), seeds 1-5, into their own folder (runs/tag-cove-t), which
+`tagging.collect_cove_t` collects into tagging.json's section cove_t_comparison; `run_table` runs it alike.
 
 Seeds go first: every cell gets seed 1 before any gets seed 2, so a table cut short by its deadline has its columns
 evenly filled.
@@ -16,13 +20,11 @@ evenly filled.
 from __future__ import annotations
 
 import json
-import shlex
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .run_pool import run_pool
 from .tagging import MULTITASK, SMALL_DATA, TASKS, smoke_reason
 
 SEEDS = {"conll2000": 5, "wnut17": 5, "ewt_upos": 3, SMALL_DATA: 3, MULTITASK: 3}  # the fewest seeds each row needs
@@ -122,6 +124,26 @@ def table_runs(vocab: str, cove_encoder: str, bilm_encoder: str, rows=None, colu
     return seed_major(SEEDS, ROW_COLUMNS, make, rows, columns)
 
 
+# The tagging table's CoVe-T comparison (tagging.json's section cove_t_comparison; runs in runs/tag-cove-t): CoNLL-2000
+# with the table's supervised and vectors+cove columns and vectors+cove-t, the vectors+cove column's flags over CoVe-T
+COVE_T_SEEDS = {"conll2000": 5}
+COVE_T_ROW_COLUMNS = {"conll2000": ("supervised", "vectors+cove", "vectors+cove-t")}
+
+
+def cove_t_runs(vocab: str, cove_encoder: str, cove_t_encoder: str, rows=None, columns=None) -> list:
+    """Every run of the CoVe-T comparison (COVE_T_SEEDS, COVE_T_ROW_COLUMNS), seed-major, with the table's flags
+    (ROW_FLAGS, COLUMN_FLAGS; vectors+cove-t takes vectors+cove's `--input vectors+cove`), restricted to `rows` /
+    `columns` when given. `vocab`: the word vectors of supervised; `cove_encoder`, `cove_t_encoder`: CoVe-S and
+    CoVe-T, pretrained for this comparison (the table's CoVe-S checkpoint is gone)."""
+    encoders = {"supervised": vocab, "vectors+cove": cove_encoder, "vectors+cove-t": cove_t_encoder}
+    flags = {**COLUMN_FLAGS, "vectors+cove-t": COLUMN_FLAGS["vectors+cove"]}
+
+    def make(row, column, seed):
+        return TableRun(row, column, seed, encoders[column], ROW_FLAGS[row] + flags[column])
+
+    return seed_major(COVE_T_SEEDS, COVE_T_ROW_COLUMNS, make, rows, columns)
+
+
 def seed_major(seeds: dict, row_columns: dict, make, rows=None, columns=None) -> list:
     """The runs of a table whose rows have `seeds[row]` seeds and the columns `row_columns[row]`, each made by
     `make(row, column, seed)`, seed-major (every cell's seed 1 before any seed 2), restricted to `rows` / `columns`
@@ -164,61 +186,10 @@ def can_resume(runs_dir: Path | str, run: TableRun) -> bool:
 
 def run_table(runs: list, runs_dir: Path | str, data_dir: str, parallel: int = 2, threads: int = 1,
               deadline_minutes: float | None = None, dry_run: bool = False, log=None) -> dict:
-    """Run the unfinished `runs`, `parallel` at a time (each `cove-train-tagger` process on `threads` threads, its
-    output in `<runs_dir>/<folder>.log`), until all are done or `deadline_minutes` pass (then the running ones are
-    stopped; they resume next time). Returns the folders by outcome: "done_before" (finished already), "finished",
-    "failed" (exit status not 0, or no results), "skipped" (no encoder), "stopped" (at the deadline),
-    "not_started"; `dry_run` only logs the commands."""
-    log = log or (lambda message: print(message, flush=True))
-    if parallel < 1 or threads < 1:
-        raise ValueError(f"parallel and threads must be at least 1, got {parallel} and {threads}")
-    outcome = {key: [] for key in ("done_before", "finished", "failed", "skipped", "stopped", "not_started")}
-    queue = []
-    for run in runs:
-        if run_finished(runs_dir, run):
-            outcome["done_before"].append(run.folder)
-        elif not (Path(run.encoder) / "config.json").is_file():
-            outcome["skipped"].append(run.folder)
-            log(f"skip {run.folder}: no encoder checkpoint at {run.encoder}")
-        else:
-            queue.append(run)
-    if dry_run:
-        for run in queue:
-            log(shlex.join(run.command(data_dir, runs_dir, threads, can_resume(runs_dir, run))))
-        outcome["not_started"] = [run.folder for run in queue]
-        return outcome
-    deadline = None if deadline_minutes is None else time.monotonic() + 60 * deadline_minutes
-    running = {}  # folder -> (run, process)
-    try:
-        while queue or running:
-            for name, (run, process) in list(running.items()):  # first collect what has ended
-                if process.poll() is not None:
-                    del running[name]
-                    ok = process.returncode == 0 and run_finished(runs_dir, run)
-                    outcome["finished" if ok else "failed"].append(name)
-                    log(f"{'end' if ok else 'FAILED'} {name} (exit {process.returncode})")
-            if deadline is not None and time.monotonic() > deadline:
-                break
-            while queue and len(running) < parallel:
-                run = queue.pop(0)
-                folder = Path(runs_dir) / run.folder
-                folder.parent.mkdir(parents=True, exist_ok=True)
-                resume = can_resume(runs_dir, run)
-                with open(f"{folder}.log", "a" if resume else "w") as log_file:  # the child keeps its own handle
-                    process = subprocess.Popen(run.command(data_dir, runs_dir, threads, resume), stdout=log_file,
-                                               stderr=subprocess.STDOUT)
-                running[run.folder] = (run, process)
-                log(f"{'resume' if resume else 'start'} {run.folder}")
-            time.sleep(1)
-    finally:  # the deadline, an error or an interrupt: no run outlives the runner
-        for name, (run, process) in running.items():
-            process.terminate()
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            outcome["stopped"].append(name)
-            log(f"stopped {name}; it resumes next time")
-        outcome["not_started"] = [run.folder for run in queue]
-    return outcome
+    """Run the unfinished `runs` (`run_finished`) with `run_pool`, `parallel` at a time (each `cove-train-tagger`
+    process on `threads` threads, its output in `<runs_dir>/<folder>.log`), until all are done or `deadline_minutes`
+    pass (then the running ones are stopped; they resume next time: `can_resume`). Returns the folders by outcome:
+    "done_before" (finished already), "finished", "failed" (exit status not 0, or no results), "skipped" (no
+    encoder), "stopped" (at the deadline), "not_started"; `dry_run` only logs the commands."""
+    return run_pool(runs, runs_dir, data_dir, run_finished, can_resume, parallel, threads, deadline_minutes, dry_run,
+                    log)

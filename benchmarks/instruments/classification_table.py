@@ -1,0 +1,173 @@
+"""The CoVe-T comparison's BCN runs (classification.json's section `cove_t_comparison`), planned and run N at a time
+(`run_pool`). Command line: `benchmarks/run_classification_table.py`.
+
+The comparison: vectors, vectors + CoVe-S and vectors + CoVe-T paired by seed, on TREC-6 (10 seeds), SNLI (5) and
+SST-2 (3), TREC-50 (3) when asked; on TREC-6 also CoVe-T alone beside CoVe-S alone (3 seeds) and the 5-epoch CoVe-S
+(`vectors+cove-s-5-epochs`, 10 seeds), the control for training length. Each cell (task, column, seed) is one
+`cove-train-classifier` command writing `<runs>/<task>/<column>-seed<N>/` (<runs>: runs/bcn-cove-t, the family
+`results.COVE_T_FOLDER` the collector reads, each run's column from its folder: `results.ENCODER_COLUMNS`); the epochs
+are the task yaml's (TREC-6 and TREC-50 15, SNLI 8, SST-2 2: those of the table's runs).
+
+A family of its own: the checkpoints the table's runs read (CoVe-S in runs/cove-small/encoder, the 5-epoch CoVe-S)
+are gone and are pretrained again, by the same commands but to other weights, so no run of the table joins a cell or
+a pair here. Every cell of the plan is run, on one kind of machine, over the same checkpoints (one per role:
+DEFAULT_ENCODERS), but
+- those whose folder holds a finished run of the cell (not a smoke run, not on random subsets, same task, input, seed
+  and encoder folder, and the weights' sha256 that checkpoint has now): done;
+- those whose encoder checkpoint is missing: skipped and named.
+cove-train-classifier cannot resume: a run stopped at the deadline starts afresh next time.
+
+Seeds go first: every cell gets seed 1 before any gets seed 2, so a plan cut short by its deadline has its columns
+evenly filled.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from modeling_cove.training.commands.train_classifier import load_hyperparameters
+from modeling_cove.training.publishing.cards_record import CheckpointError, weights_fingerprint
+
+from .results import COVE_T_SECTION, ENCODER_COLUMNS, ENCODER_VARIANTS, TABLE_COLUMNS, smoke_run
+
+COMPARED = ("vectors", "vectors+cove", "vectors+cove-t")
+PLAN = {  # task -> column -> seeds
+    "trec6": {**{column: 10 for column in (*COMPARED, "vectors+cove-s-5-epochs")}, "cove": 3, "cove-t": 3},
+    "snli": {column: 5 for column in COMPARED},
+    "sst2": {column: 3 for column in COMPARED},
+}
+OPTIONAL = {"trec50": {column: 3 for column in COMPARED}}  # if time allows
+COLUMN_ENCODERS = {"vectors": "vocab", "vectors+cove": "cove_s", "cove": "cove_s", "vectors+cove-t": "cove_t",
+                   "cove-t": "cove_t", "vectors+cove-s-5-epochs": "cove_s_5_epochs"}  # column -> its encoder
+DEFAULT_ENCODERS = {"vocab": "runs/vocab-all", "cove_s": "runs/cove-small/encoder", "cove_t": "runs/cove-t/encoder",
+                    # the MT-LSTM of encoder_variants.cove-s-5-epochs: runs/cove-small resumed to 5 epochs
+                    "cove_s_5_epochs": f"runs/{ENCODER_VARIANTS['cove-s-5-epochs'][1]}/encoder"}
+
+
+def bcn_input(column: str) -> str:
+    """The --bcn-input of a table column (ENCODER_COLUMNS, TABLE_COLUMNS; else the column's own name)."""
+    inputs = {**{column: bcn for (bcn, _), column in TABLE_COLUMNS.items()}, **ENCODER_COLUMNS}
+    return inputs.get(column, column)
+
+
+@dataclass(frozen=True)
+class BcnRun:
+    """One cell of the plan: a BCN run of `column` on `task` with `seed`, reading `encoder`."""
+
+    task: str
+    column: str
+    seed: int
+    encoder: str
+
+    @property
+    def folder(self) -> str:
+        return f"{self.task}/{self.column}-seed{self.seed}"
+
+    def command(self, data_dir: str, runs_dir: Path | str, threads: int, resume: bool = False) -> list:
+        if resume:
+            raise ValueError("cove-train-classifier cannot resume a run: it starts afresh (--overwrite)")
+        return [sys.executable, "-m", "modeling_cove.training.commands.train_classifier", "--task", self.task,
+                "--encoder", self.encoder, "--bcn-input", bcn_input(self.column), "--seed", str(self.seed),
+                "--data-dir", str(data_dir), "--threads", str(threads),
+                "--output-dir", str(Path(runs_dir) / self.folder), "--overwrite", "--no-save-model"]
+
+    def settings(self) -> dict:
+        """What the run's metrics.json records of this cell (train_classifier: task, column = --bcn-input, seed,
+        encoder)."""
+        return {"task": self.task, "column": bcn_input(self.column), "seed": self.seed, "encoder": self.encoder}
+
+
+def table_runs(encoders: dict | None = None, tasks=None, columns=None, trec50: bool = False) -> list:
+    """Every cell of the plan (PLAN, with OPTIONAL's when `trec50`), seed-major, restricted to `tasks` / `columns`
+    when given. `encoders`: role -> checkpoint folder, over DEFAULT_ENCODERS (roles: COLUMN_ENCODERS' values)."""
+    plan = {**PLAN, **(OPTIONAL if trec50 else {})}
+    encoders = {**DEFAULT_ENCODERS, **(encoders or {})}
+    unknown = sorted(set(tasks or ()) - set(plan)) + sorted(set(columns or ()) - set(COLUMN_ENCODERS)) + sorted(
+        set(encoders) - set(DEFAULT_ENCODERS))
+    if unknown:
+        raise ValueError(f"unknown tasks/columns/encoders {unknown}: tasks are {list(plan)}, columns "
+                         f"{list(COLUMN_ENCODERS)}, encoders {list(DEFAULT_ENCODERS)}")
+    runs = []
+    for seed in range(1, max(n for cells in plan.values() for n in cells.values()) + 1):
+        for task, cells in plan.items():
+            for column, seeds in cells.items():
+                if seed <= seeds and (not tasks or task in tasks) and (not columns or column in columns):
+                    runs.append(BcnRun(task, column, seed, encoders[COLUMN_ENCODERS[column]]))
+    return runs
+
+
+@functools.lru_cache(maxsize=None)
+def checkpoint_weights(encoder: Path) -> str | None:
+    """The sha256 of the weights of the checkpoint at `encoder` (a resolved path) as the runs record it
+    (`weights_fingerprint`), None where it has none; read once a checkpoint."""
+    try:
+        return weights_fingerprint(encoder)
+    except CheckpointError:  # no checkpoint there, or one without safetensors weights
+        return None
+
+
+def run_finished(runs_dir: Path | str, run: BcnRun) -> bool:
+    """Whether `run`'s folder holds its finished run: a metrics.json with test figures (train_classifier writes it
+    last) of a full run (not a smoke run, not on random subsets) with the cell's input, task, seed and encoder folder,
+    and, where that checkpoint is there, the sha256 of its weights now (a checkpoint pretrained again since makes the
+    run stale)."""
+    path = Path(runs_dir) / run.folder / "metrics.json"
+    try:
+        metrics = json.loads(path.read_text()) if path.is_file() else None
+    except json.JSONDecodeError:  # being written right now, or cut off
+        metrics = None
+    if not metrics or "test" not in metrics or smoke_run(metrics) or metrics.get("subsample"):
+        return False
+    planned = run.settings()
+    if any(metrics.get(key) != planned[key] for key in ("task", "column", "seed")):
+        return False
+    if metrics.get("encoder") is None or Path(metrics["encoder"]).resolve() != Path(run.encoder).resolve():
+        return False
+    weights = checkpoint_weights(Path(run.encoder).resolve())
+    return weights is None or metrics.get("encoder_weights") == weights
+
+
+# The runs of the table (classification.json's results) that ran on the H200 record no machine; the code commits the
+# H200 sessions ran tell them (no CPU run ran these: seeds 4-10 of vectors, vectors+cove and TREC-6 random, TREC-50
+# seeds 1-3, the cove-s-h200 IMDb runs). The CPU-hours estimate leaves them out.
+H200_RUN_COMMITS = ("e63d667ddaae229de8136628aef1d8b7120319a3", "dccbe58013914003c972e10bc75f7252220a41d7",
+                    "0c64d53a0ca94634d67691d720bfd62d5ace4647")
+
+
+def cpu_record(record: dict) -> bool:
+    """Whether a run record of classification.json ran on a CPU: by the machine it names (`results.machine_label`
+    adds " + <GPU>" for a GPU), else by its code commit (H200_RUN_COMMITS)."""
+    if record.get("machine"):
+        return " + " not in record["machine"]
+    commit = record.get("commit")
+    sha = commit.get("commit") if isinstance(commit, dict) else commit
+    return not (isinstance(sha, str) and sha[:40] in H200_RUN_COMMITS)
+
+
+def cpu_hours(runs: list, report: dict) -> tuple[float, list]:
+    """About how many CPU-hours `runs` take, at most (each to its yaml's last epoch; early stopping ends most
+    sooner): per run the mean seconds per epoch of classification.json's CPU runs (`report`: its table, its encoder
+    variants and the comparison's own section) of the same task and --bcn-input, times the yaml's epochs. Returns
+    (hours, the runs with no such CPU run)."""
+    tables = ([report.get("results", {}), report.get(COVE_T_SECTION, {}).get("results", {})]
+              + [variant.get("results", {}) for variant in report.get("encoder_variants", {}).values()])
+    seconds = {}
+    for table in tables:
+        for task, columns in table.items():
+            for column, cell in columns.items():
+                seconds.setdefault((task, bcn_input(column)), []).extend(
+                    r["seconds_per_epoch_mean"] for r in cell["runs"]
+                    if cpu_record(r) and r.get("seconds_per_epoch_mean"))
+    total, unknown = 0.0, []
+    for run in runs:
+        found = seconds.get((run.task, bcn_input(run.column)))
+        if found:
+            total += statistics.mean(found) * load_hyperparameters(run.task)["epochs"]
+        else:
+            unknown.append(run.folder)
+    return total / 3600, unknown
