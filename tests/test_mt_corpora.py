@@ -25,7 +25,7 @@ from modeling_cove.training.data.corpora import (CorpusError, carve_heldout, che
                                                  load_corpora, normalize_sentence)
 from modeling_cove.training.data.translation import prepare_splits
 from modeling_cove.training.loops.accelerate_loop import checkpoint_dirs, read_state
-from modeling_cove.training.publishing.cards import mt_results_table
+from modeling_cove.training.publishing.cards import mt_corpora_text, mt_results_table
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -328,6 +328,13 @@ def test_two_corpora_run_records_per_corpus_metrics_and_resumes_exactly(toy, tmp
     assert "Validation: multi30k's (the first corpus" in table
     for corpus, figures in metrics["test_by_corpus"].items():
         assert f"Test on {corpus}: BLEU {figures['bleu']:.2f} " in table
+    data = mt_corpora_text(metrics["settings"], stats)  # and each corpus's pairs and exclusions
+    kept, in_file = pairs_stats["train_pairs_kept"], pairs_stats["pairs_in_file"]
+    assert f"`pairs`: {kept:,} training pairs of {in_file:,} in the file" in data
+    for name, corpus in stats["corpora"].items():
+        dropped = sum(corpus["excluded_pairs"].values())
+        assert dropped >= 1 and f"{dropped:,} pair{'s' if dropped != 1 else ''} dropped" in data, name
+    assert "Licence" not in data  # no preset gave one
 
     def kill_at_5(state, loss):
         if state.global_step == 5:
@@ -384,11 +391,19 @@ def test_cove_t_preset_names_its_corpora_and_the_flags_win(toy):
     assert settings["exclude_test_sentences"] == preset["data"]["exclude_test_sentences"]
     assert {"trec6", "snli", "sst2"} <= set(settings["exclude_test_sentences"])
     assert settings["heldout_pairs"] == 2000
+    # the file's licence and attribution reach the card by corpus name; only for the corpora the run reads
+    licence = preset["data"]["licences"][file_corpus]
+    assert "CC BY 2.0" in licence and "tatoeba.org" in licence
+    assert settings["corpus_licences"] == {corpus_names(settings["corpora"])[1]: licence}
+    typo = {**preset, "data": {**preset["data"], "licences": {"tatoeba/deu-eng.tsv": licence}}}
+    with pytest.raises(MTSetupError, match=r"data.licences names \['tatoeba/deu-eng.tsv'\]"):
+        resolve_mt_settings(arguments(["--output-dir", "x", "--data-dir", data]), typo)
     with pytest.raises(MTSetupError, match=f"{file_corpus!r} is a file in the data folder: give --data-dir"):
         resolve_mt_settings(arguments(["--output-dir", "x"]), preset)
     flags = resolve_mt_settings(arguments(["--output-dir", "x", "--dataset", "multi30k",
                                            "--exclude-test-sentences"]), preset)
     assert (flags["corpora"], flags["dataset"], flags["exclude_test_sentences"]) == (["multi30k"], "multi30k", [])
+    assert flags["corpus_licences"] == {}
     own = resolve_mt_settings(arguments(["--output-dir", "x", "--corpora", "p.tsv", "multi30k"]), preset)
     assert (own["corpora"], own["dataset"]) == (["p.tsv", "multi30k"], "p+multi30k")
     # the presets without corpora: one dataset, as before

@@ -66,7 +66,7 @@ import torch
 
 from ..common.cli import REQUIRED, fail, option, parse_options
 from ..data.corpora import (DEFAULT_HELDOUT_PAIRS, EXCLUDABLE_TASKS, NAMED_CORPORA, CorpusError, check_corpora,
-                            corpus_names, load_corpora)
+                            corpus_name, corpus_names, load_corpora)
 from ..data.translation import build_mt_checkpoint, prepare_splits, tokenize_corpora
 from ..loops.mt_schedule import resolve_min_lr
 from ..common.files import write_json
@@ -245,7 +245,22 @@ def _corpus_settings(args: MTArguments, preset: dict, dataset: str) -> dict:
     except CorpusError as err:
         raise MTSetupError(str(err)) from None
     return {"corpora": corpora, "dataset": "+".join(names), "exclude_test_sentences": tasks,
-            "exclude_sentences": list(args.exclude_sentences or [])}
+            "exclude_sentences": list(args.exclude_sentences or []),
+            "corpus_licences": _corpus_licences(preset, names)}
+
+
+def _corpus_licences(preset: dict, names: list) -> dict:
+    """The preset's data.licences ({corpus as data.corpora writes it: its licence and attribution}) of the corpora
+    this run reads, by corpus name: what the encoder's card states of its data. A key that names none of the
+    preset's corpora is an error (a typo would drop an attribution silently)."""
+    data = preset.get("data", {})
+    licences = data.get("licences", {})
+    unknown = sorted(set(licences) - set(data.get("corpora", [])))
+    if unknown:
+        raise MTSetupError(f"{preset.get('path', 'preset')}: data.licences names {unknown}, which data.corpora "
+                           f"{data.get('corpora', [])} does not")
+    by_name = {corpus_name(spec): text for spec, text in licences.items()}
+    return {name: by_name[name] for name in names if name in by_name}
 
 
 def resolve_mt_settings(args: MTArguments, preset: dict) -> dict:

@@ -497,7 +497,41 @@ def _mt_export_sections(config, metrics: dict, path: Path, name: str) -> dict:
         name=name, path=str(path), config=config, settings=settings, run_data=metrics.get("data", {}),
         vectors=vectors, stand_in="w2v-lower" in str(vectors), optimisation=optimisation_text(settings),
         progress=pretraining_progress_text(metrics), results=mt_results_table(metrics), citation=papers.citation(),
+        corpora=mt_corpora_text(settings, metrics.get("data", {})),
     )
+
+
+def mt_corpora_text(settings: dict, run_data: dict) -> str:
+    """A run on several translation corpora (data_stats.json's "corpora"): per corpus, its training pairs, the pairs
+    dropped because their English side is a test sentence of an evaluation task (by task), its held-out splits and
+    the licence the preset gave it, as Markdown list items; "" for a run on one corpus."""
+    corpora = run_data.get("corpora") or {}
+    if len(corpora) < 2:
+        return ""
+    licences = settings.get("corpus_licences") or {}
+    lines = [f"- Corpora, shuffled into one mixture (seed {settings.get('seed', '?')}):"]
+    for name, stats in corpora.items():
+        pairs = stats.get("pairs", {})
+        text = f"  - `{name}`: {stats.get('train_pairs_kept', pairs.get('train', '?')):,} training pairs"
+        if "pairs_in_file" in stats:
+            text += (f" of {stats['pairs_in_file']:,} in the file; validation and test carved from it "
+                     f"({pairs.get('validation', '?'):,} and {pairs.get('test', '?'):,} pairs; no English or German "
+                     "sentence on two sides)")
+        else:
+            text += f"; its own validation and test splits ({pairs.get('validation', '?'):,} and " \
+                    f"{pairs.get('test', '?'):,} pairs)"
+        dropped = stats.get("excluded_pairs") or {}
+        if dropped:
+            by_task = ", ".join(f"{task} {count:,}" for task, count in (stats.get("excluded_pairs_by_source") or {})
+                                .items() if count)
+            total = sum(dropped.values())
+            text += (f"; {total:,} pair{'s' if total != 1 else ''} dropped whose English side is a test sentence "
+                     f"of an evaluation task (" + ", ".join(f"{split} {n:,}" for split, n in dropped.items()) +
+                     (f"; matches by task, a pair may match several: {by_task}" if by_task else "") + ")")
+        if name in licences:
+            text += f". Licence: {licences[name]}"
+        lines.append(text + ".")
+    return "\n".join(lines)
 
 
 def mt_results_table(metrics: dict) -> str:
