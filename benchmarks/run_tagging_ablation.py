@@ -1,20 +1,23 @@
 #!/usr/bin/env python
 """The cumulative ablation of Cross-View Training's recipe on CoNLL-2000 chunking, validation only (docs/tagging.md,
 "The CVT authors' recipe"): supervised vs CVT as the table ran them, then one change of the authors' recipe at a time
-on top of the previous ones, one seed each. Runs what has not finished (resuming a run cut short), then writes
-`benchmarks/results/tagging_ablation.json` (command, commit, machine per run) from the runs found, and the validation
-curves beside it (`tagging_ablation.png`).
+on top of the previous ones, one seed each; a second seed (`--seed 2 --steps STEP PREVIOUS_STEP ...`) for a step
+whose first seed moved the gap by more than the table's seed-to-seed spread of it (the JSON marks it `second_seed`).
+Runs what has not finished (resuming a run cut short), then writes `benchmarks/results/tagging_ablation.json`
+(command, commit, machine per run; every seed found) from the runs found, and the validation curves beside it
+(`tagging_ablation.png`).
 
     python benchmarks/run_tagging_ablation.py --data-dir DATA --dry-run          # the commands still to run
     python benchmarks/run_tagging_ablation.py --data-dir DATA --parallel 2 --deadline-minutes 150
     python benchmarks/run_tagging_ablation.py --data-dir DATA --collect-only      # the JSON from the runs so far
 
 A change that only the unlabelled phase reads (text, student dropout, the full module) is a CVT run alone; its
-supervised reference is the previous step's. The first step ("as the table ran them") is the table's seed-1 runs,
-read from benchmarks/results/tagging.json, not run again. DATA: a local data folder (docs/data.md) whose
+supervised reference is the previous step's. The first step ("as the table ran them") is the table's runs of the
+seed, read from benchmarks/results/tagging.json, not run again. DATA: a local data folder (docs/data.md) whose
 `english_unlabelled/` holds the news text as plain or .xz text files.
 """
 
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass
@@ -104,42 +107,96 @@ def table_seed_runs(seed: int) -> dict:
     return found
 
 
-def collect(args: AblationArguments, runs: list) -> dict:
-    """The results JSON: per step its runs and the CVT − supervised gap in validation F1 (one seed)."""
+def table_spread() -> dict:
+    """How far CVT − supervised moves from seed to seed alone: the std over seeds of the table's paired CoNLL-2000
+    validation gap. A step that moves the gap by more than this gets a second seed."""
+    paired = json.loads((RESULTS / "tagging.json").read_text())["results"]["conll2000"]["cvt"]["versus_supervised"]
+    return {"std": paired["validation"]["std"], "seeds": paired["validation"]["n"],
+            "source": "benchmarks/results/tagging.json: conll2000 cvt versus_supervised, validation"}
+
+
+def seeds_found(args: AblationArguments, most: int = 10) -> list:
+    """`args.seed` and every other seed of which a planned ablation run has finished."""
+    found = {args.seed}
+    for seed in range(1, most + 1):
+        runs = plan(dataclasses.replace(args, seed=seed))
+        if any(run_record(Path(args.runs_dir) / run.folder) for _, _, run in runs):
+            found.add(seed)
+    return sorted(found)
+
+
+def collect(args: AblationArguments) -> dict:
+    """The results JSON: per step and seed its runs, the CVT − supervised gap in validation F1 (against the latest
+    supervised run of that seed) and how much the step moved it (`gap_change`, against the previous step's gap of
+    the same seed); `second_seed` marks the steps whose seed-1 change exceeds the table's seed-to-seed spread."""
     from modeling_cove.training.common.run_info import command_line, git_commit
 
-    first = table_seed_runs(args.seed)
-    steps = [{"step": "as-the-table", "adds": "the table's recipe: 10 epochs, early stopping (patience 3), "
-              "IMDb + SST text", "runs": first,
-              "gap": round(first["cvt"]["validation_f1"] - first["supervised"]["validation_f1"], 2)
-              if len(first) == 2 else None}]
-    supervised = first.get("supervised")
-    for step, adds, _, _ in STEPS:
-        found = {column: run_record(Path(args.runs_dir) / run.folder) for s, column, run in runs if s == step}
-        supervised = found.get("supervised") or supervised
-        cvt = found.get("cvt")
-        steps.append({"step": step, "adds": adds, "runs": {k: v for k, v in found.items() if v},
-                      "supervised_from": None if found.get("supervised") else "the previous step",
-                      "gap": round(cvt["validation_f1"] - supervised["validation_f1"], 2)
-                      if cvt and supervised else None})
+    spread, seeds = table_spread(), seeds_found(args)
+    steps, supervised, previous_gap = [], {}, {}
+    for seed in seeds:
+        first = table_seed_runs(seed)
+        supervised[seed] = first.get("supervised")
+        gap = round(first["cvt"]["validation_f1"] - first["supervised"]["validation_f1"], 2) if len(first) == 2 \
+            else None
+        record_step(steps, "as-the-table", "the table's recipe: 10 epochs, early stopping (patience 3), IMDb + SST "
+                    "text", seed, first, None, gap, None)
+        previous_gap[seed] = gap
+        for step, adds, _, _ in STEPS:
+            runs = plan(dataclasses.replace(args, seed=seed))
+            found = {column: run_record(Path(args.runs_dir) / run.folder) for s, column, run in runs if s == step}
+            found = {column: record for column, record in found.items() if record}
+            supervised[seed] = found.get("supervised") or supervised[seed]
+            cvt = found.get("cvt")
+            gap = round(cvt["validation_f1"] - supervised[seed]["validation_f1"], 2) \
+                if cvt and supervised[seed] else None
+            change = round(gap - previous_gap[seed], 2) if gap is not None and previous_gap[seed] is not None \
+                else None
+            record_step(steps, step, adds, seed, found, None if "supervised" in found else "the previous step", gap,
+                        change)
+            previous_gap[seed] = gap
+    for step in steps:
+        change = step["gap_change"].get(str(seeds[0]))
+        step["second_seed"] = None if change is None else abs(change) > spread["std"]
+        gaps = [g for g in step["gap"].values() if g is not None]
+        step["mean_gap"] = round(sum(gaps) / len(gaps), 2) if gaps else None
     return {"command": command_line([sys.argv[0], *sys.argv[1:]]), "commit": git_commit(),
             "machine": "per run (each run's record)",
-            "what": "CoNLL-2000 chunking validation F1 (%) of one seed, supervised vs Cross-View Training, the "
-                    "authors' recipe added one change at a time (cumulative); gap = CVT - supervised",
-            "seed": args.seed, "steps": steps}
+            "what": "CoNLL-2000 chunking validation F1 (%), supervised vs Cross-View Training, the authors' recipe "
+                    "added one change at a time (cumulative); per seed: gap = CVT - supervised, gap_change = this "
+                    "step's gap - the previous step's; second_seed: the first seed's gap_change exceeds the "
+                    "table's seed-to-seed spread of the gap",
+            "seeds": seeds, "spread": spread, "steps": steps}
+
+
+def record_step(steps: list, step: str, adds: str, seed: int, runs: dict, supervised_from, gap, change) -> None:
+    """Add one seed's figures to the step's entry of `steps` (made on its first seed)."""
+    if not any(s["step"] == step for s in steps):
+        steps.append({"step": step, "adds": adds, "runs": {}, "supervised_from": {}, "gap": {}, "gap_change": {}})
+    entry = next(s for s in steps if s["step"] == step)
+    key = str(seed)
+    entry["runs"][key] = runs
+    entry["supervised_from"][key] = supervised_from
+    entry["gap"][key] = gap
+    entry["gap_change"][key] = change
 
 
 def plot_validation_curves(result: dict, path: Path) -> Path:
-    """Validation F1 against labelled steps, a line per step: supervised runs on the left, CVT runs on the right."""
+    """Validation F1 against labelled steps, a line per step and seed: supervised runs on the left, CVT runs on the
+    right."""
     from modeling_cove.training.common.run_info import plot_curves
 
     panels = []
     for column in ("supervised", "cvt"):
-        series = {step["step"]: tuple(zip(*step["runs"][column]["validation_curve"]))
-                  for step in result["steps"] if "validation_curve" in step["runs"].get(column, {})}
+        series = {}
+        for step in result["steps"]:
+            for seed, runs in step["runs"].items():
+                if "validation_curve" in runs.get(column, {}):
+                    label = step["step"] + ("" if seed == str(result["seeds"][0]) else f" (seed {seed})")
+                    series[label] = tuple(zip(*runs[column]["validation_curve"]))
         panels.append({"title": f"{column}: CoNLL-2000 validation", "xlabel": "labelled steps",
                        "ylabel": "F1 (%)", "series": series})
-    return plot_curves(panels, path, title="CVT recipe ablation (cumulative), seed 1")
+    seeds = ", ".join(str(seed) for seed in result["seeds"])
+    return plot_curves(panels, path, title=f"CVT recipe ablation (cumulative), seeds {seeds}")
 
 
 def main(argv=None):
@@ -152,7 +209,7 @@ def main(argv=None):
         print({key: len(folders) for key, folders in outcome.items()})
         if args.dry_run:
             return
-    result = collect(args, runs)
+    result = collect(args)
     write_json(RESULTS / "tagging_ablation.json", result)
     plot_validation_curves(result, RESULTS / "tagging_ablation.png")
     print(f"wrote {RESULTS / 'tagging_ablation.json'} and {RESULTS / 'tagging_ablation.png'}")

@@ -44,27 +44,42 @@ def write_run(folder: Path, f1: float, curve: list):
         "train_seconds": 10.0, "stop_reason": "max epochs"}))
 
 
-def test_collect_takes_gaps_against_the_latest_supervised_run(tmp_path):
+def test_collect_takes_gaps_against_the_latest_supervised_run_of_each_seed(tmp_path):
     args = arguments(tmp_path)
-    runs = ablation.plan(args)
-    folder = {(s, c): tmp_path / run.folder for s, c, run in runs}
+    folder = {(s, c): tmp_path / run.folder for s, c, run in ablation.plan(args)}
     write_run(folder[("equal-steps", "supervised")], 0.9, [[250, 0.85], [500, 0.9]])
     write_run(folder[("equal-steps", "cvt")], 0.905, [[250, 0.86], [500, 0.905]])
     write_run(folder[("news-text", "cvt")], 0.91, [[250, 0.87], [500, 0.91]])
-    result = ablation.collect(args, runs)
+    second = {(s, c): tmp_path / run.folder for s, c, run in ablation.plan(arguments(tmp_path, seed=2))}
+    write_run(second[("equal-steps", "supervised")], 0.91, [[250, 0.85], [500, 0.91]])
+    write_run(second[("equal-steps", "cvt")], 0.912, [[250, 0.86], [500, 0.912]])
+    result = ablation.collect(args)
+    assert result["seeds"] == [1, 2]
+    table = json.loads((ablation.RESULTS / "tagging.json").read_text())["results"]["conll2000"]
+    spread = table["cvt"]["versus_supervised"]["validation"]["std"]
+    assert result["spread"]["std"] == spread
     steps = {s["step"]: s for s in result["steps"]}
-    assert steps["as-the-table"]["runs"]["supervised"]["source"] == "benchmarks/results/tagging.json"
-    assert steps["equal-steps"]["gap"] == 0.5 and steps["news-text"]["gap"] == 1.0
-    assert steps["news-text"]["supervised_from"] == "the previous step"
-    assert steps["news-text"]["runs"]["cvt"]["validation_curve"] == [[250, 87.0], [500, 91.0]]
-    assert steps["boundaries"]["gap"] is None and steps["boundaries"]["runs"] == {}
+    first = {seed: {c: next(r["validation_f1"] for r in table[c]["runs"] if r["seed"] == seed)
+                    for c in ("supervised", "cvt")} for seed in (1, 2)}
+    table_gap = {seed: round(first[seed]["cvt"] - first[seed]["supervised"], 2) for seed in (1, 2)}
+    assert steps["as-the-table"]["runs"]["1"]["supervised"]["source"] == "benchmarks/results/tagging.json"
+    assert steps["as-the-table"]["gap"] == {"1": table_gap[1], "2": table_gap[2]}
+    assert steps["equal-steps"]["gap"] == {"1": 0.5, "2": 0.2}
+    assert steps["equal-steps"]["gap_change"] == {"1": round(0.5 - table_gap[1], 2), "2": round(0.2 - table_gap[2], 2)}
+    assert steps["equal-steps"]["mean_gap"] == 0.35
+    assert steps["equal-steps"]["second_seed"] == (abs(round(0.5 - table_gap[1], 2)) > spread)
+    assert steps["news-text"]["gap"] == {"1": 1.0, "2": None} and steps["news-text"]["gap_change"]["1"] == 0.5
+    assert steps["news-text"]["second_seed"] == (0.5 > spread)
+    assert steps["news-text"]["supervised_from"]["1"] == "the previous step"
+    assert steps["news-text"]["runs"]["1"]["cvt"]["validation_curve"] == [[250, 87.0], [500, 91.0]]
+    assert steps["boundaries"]["gap"] == {"1": None, "2": None} and steps["boundaries"]["runs"]["1"] == {}
+    assert steps["boundaries"]["second_seed"] is None
 
 
 def test_the_validation_curves_are_drawn(tmp_path):
     args = arguments(tmp_path)
-    runs = ablation.plan(args)
-    folder = {(s, c): tmp_path / run.folder for s, c, run in runs}
+    folder = {(s, c): tmp_path / run.folder for s, c, run in ablation.plan(args)}
     write_run(folder[("equal-steps", "supervised")], 0.9, [[250, 0.85], [500, 0.9]])
     write_run(folder[("equal-steps", "cvt")], 0.905, [[250, 0.86], [500, 0.905]])
-    path = ablation.plot_validation_curves(ablation.collect(args, runs), tmp_path / "curves.png")
+    path = ablation.plot_validation_curves(ablation.collect(args), tmp_path / "curves.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
