@@ -9,6 +9,7 @@ import json
 import lzma
 import random
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -404,6 +405,13 @@ def test_cove_t_preset_names_its_corpora_and_the_flags_win(toy):
                                            "--exclude-test-sentences"]), preset)
     assert (flags["corpora"], flags["dataset"], flags["exclude_test_sentences"]) == (["multi30k"], "multi30k", [])
     assert flags["corpus_licences"] == {}
+    # a file of the same name given by flags is not the preset's corpus: it gets no licence
+    same_stem = resolve_mt_settings(arguments(["--output-dir", "x", "--data-dir", data, "--corpora", "multi30k",
+                                               str(toy / Path(file_corpus).name)]), preset)
+    assert same_stem["corpus_licences"] == {}
+    given = resolve_mt_settings(arguments(["--output-dir", "x", "--data-dir", data, "--corpora", "multi30k",
+                                           str(toy / "data" / file_corpus)]), preset)
+    assert given["corpus_licences"] == {corpus_names(given["corpora"])[1]: licence}
     own = resolve_mt_settings(arguments(["--output-dir", "x", "--corpora", "p.tsv", "multi30k"]), preset)
     assert (own["corpora"], own["dataset"]) == (["p.tsv", "multi30k"], "p+multi30k")
     # the presets without corpora: one dataset, as before
@@ -437,3 +445,25 @@ def test_bad_corpora_end_in_one_line_before_anything_is_written(toy, tmp_path, c
     assert status == 2
     assert err.startswith(message) and len(err.strip().splitlines()) == 1, err
     assert not out.exists()
+
+
+def test_the_card_lists_corpora_with_their_licence_and_only_real_exclusions():
+    licence = "CC BY 2.0; the makers of the pairs"
+    stats = {"pairs": {"train": 10, "validation": 2, "test": 3}, "train_pairs_kept": 9, "pairs_in_file": 1500,
+             "excluded_pairs": {"train": 0, "validation": 0, "test": 0}, "excluded_pairs_by_source": {"trec6": 0}}
+    named = {"pairs": {"validation": 1014}, "train_pairs_kept": 2000, "excluded_pairs": {"train": 2},
+             "excluded_pairs_by_source": {"snli": 2, "trec6": 0}}
+    text = mt_corpora_text({"seed": 7, "corpus_licences": {"pairs": licence}},
+                           {"corpora": {"multi30k": named, "pairs": stats}})
+    assert text.splitlines() == [
+        "- Corpora, shuffled into one mixture (seed 7):",
+        "  - `multi30k`: 2,000 training pairs; its own validation and test splits (1,014 and ? pairs); 2 pairs "
+        "dropped whose English side is a test sentence of an evaluation task (train 2; matches by task, a pair may "
+        "match several: snli 2).",
+        "  - `pairs`: 9 training pairs of 1,500 in the file; validation and test carved from it (2 and 3 pairs; no "
+        f"English or German sentence on two sides). Licence: {licence}."]
+    # one corpus: only its licence, when it has one
+    assert mt_corpora_text({"corpus_licences": {"pairs": licence}}, {"corpora": {"pairs": stats}}) == \
+        f"- Licence of the `pairs` data: {licence}."
+    assert mt_corpora_text({}, {"corpora": {"pairs": stats}}) == "" == mt_corpora_text({}, {})
+

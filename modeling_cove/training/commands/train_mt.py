@@ -66,7 +66,7 @@ import torch
 
 from ..common.cli import REQUIRED, fail, option, parse_options
 from ..data.corpora import (DEFAULT_HELDOUT_PAIRS, EXCLUDABLE_TASKS, NAMED_CORPORA, CorpusError, check_corpora,
-                            corpus_name, corpus_names, load_corpora)
+                            corpus_names, load_corpora)
 from ..data.translation import build_mt_checkpoint, prepare_splits, tokenize_corpora
 from ..loops.mt_schedule import resolve_min_lr
 from ..common.files import write_json
@@ -246,21 +246,35 @@ def _corpus_settings(args: MTArguments, preset: dict, dataset: str) -> dict:
         raise MTSetupError(str(err)) from None
     return {"corpora": corpora, "dataset": "+".join(names), "exclude_test_sentences": tasks,
             "exclude_sentences": list(args.exclude_sentences or []),
-            "corpus_licences": _corpus_licences(preset, names)}
+            "corpus_licences": _corpus_licences(preset, corpora, names, args.data_dir)}
 
 
-def _corpus_licences(preset: dict, names: list) -> dict:
+def _corpus_licences(preset: dict, corpora: list, names: list, data_dir) -> dict:
     """The preset's data.licences ({corpus as data.corpora writes it: its licence and attribution}) of the corpora
-    this run reads, by corpus name: what the encoder's card states of its data. A key that names none of the
-    preset's corpora is an error (a typo would drop an attribution silently)."""
+    this run reads, by corpus name: what the encoder's card states of its data. A licence goes with the corpus the
+    preset names (the same dataset, or the same file once resolved against the data folder), never with another
+    file of the same name given by flags. A key that names none of the preset's corpora is an error (a typo would
+    drop an attribution silently)."""
     data = preset.get("data", {})
     licences = data.get("licences", {})
     unknown = sorted(set(licences) - set(data.get("corpora", [])))
     if unknown:
         raise MTSetupError(f"{preset.get('path', 'preset')}: data.licences names {unknown}, which data.corpora "
                            f"{data.get('corpora', [])} does not")
-    by_name = {corpus_name(spec): text for spec, text in licences.items()}
-    return {name: by_name[name] for name in names if name in by_name}
+
+    def preset_place(spec: str):  # a preset's file is relative to the data folder
+        if spec in NAMED_CORPORA:
+            return spec
+        if not Path(spec).is_absolute() and data_dir is None:
+            return None
+        return Path(data_dir or "", spec).resolve()
+
+    def run_place(spec: str):  # the run's corpora: resolved already, or given by flags relative to the current folder
+        return spec if spec in NAMED_CORPORA else Path(spec).resolve()
+
+    by_place = {preset_place(spec): text for spec, text in licences.items()}
+    by_place.pop(None, None)
+    return {name: by_place[run_place(spec)] for spec, name in zip(corpora, names) if run_place(spec) in by_place}
 
 
 def resolve_mt_settings(args: MTArguments, preset: dict) -> dict:

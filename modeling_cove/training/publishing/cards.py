@@ -502,31 +502,35 @@ def _mt_export_sections(config, metrics: dict, path: Path, name: str) -> dict:
 
 
 def mt_corpora_text(settings: dict, run_data: dict) -> str:
-    """A run on several translation corpora (data_stats.json's "corpora"): per corpus, its training pairs, the pairs
-    dropped because their English side is a test sentence of an evaluation task (by task), its held-out splits and
-    the licence the preset gave it, as Markdown list items; "" for a run on one corpus."""
+    """The translation corpora of a run (data_stats.json's "corpora") as Markdown list items: for a run on several,
+    per corpus its training pairs, its held-out splits, the pairs dropped because their English side is a test
+    sentence of an evaluation task (by split and task) and the licence the preset gave it; for a run on one, only
+    its licence when one was given ("" otherwise)."""
     corpora = run_data.get("corpora") or {}
-    if len(corpora) < 2:
-        return ""
     licences = settings.get("corpus_licences") or {}
+    if len(corpora) < 2:
+        return "\n".join(f"- Licence of the `{name}` data: {licences[name]}." for name in corpora if name in licences)
+
+    def count(value) -> str:
+        return f"{value:,}" if isinstance(value, int) else "?"
+
     lines = [f"- Corpora, shuffled into one mixture (seed {settings.get('seed', '?')}):"]
     for name, stats in corpora.items():
         pairs = stats.get("pairs", {})
-        text = f"  - `{name}`: {stats.get('train_pairs_kept', pairs.get('train', '?')):,} training pairs"
+        text = f"  - `{name}`: {count(stats.get('train_pairs_kept', pairs.get('train')))} training pairs"
+        held_out = f"{count(pairs.get('validation'))} and {count(pairs.get('test'))} pairs"
         if "pairs_in_file" in stats:
-            text += (f" of {stats['pairs_in_file']:,} in the file; validation and test carved from it "
-                     f"({pairs.get('validation', '?'):,} and {pairs.get('test', '?'):,} pairs; no English or German "
-                     "sentence on two sides)")
+            text += (f" of {count(stats['pairs_in_file'])} in the file; validation and test carved from it "
+                     f"({held_out}; no English or German sentence on two sides)")
         else:
-            text += f"; its own validation and test splits ({pairs.get('validation', '?'):,} and " \
-                    f"{pairs.get('test', '?'):,} pairs)"
+            text += f"; its own validation and test splits ({held_out})"
         dropped = stats.get("excluded_pairs") or {}
-        if dropped:
-            by_task = ", ".join(f"{task} {count:,}" for task, count in (stats.get("excluded_pairs_by_source") or {})
-                                .items() if count)
-            total = sum(dropped.values())
-            text += (f"; {total:,} pair{'s' if total != 1 else ''} dropped whose English side is a test sentence "
-                     f"of an evaluation task (" + ", ".join(f"{split} {n:,}" for split, n in dropped.items()) +
+        total = sum(dropped.values())
+        if total:
+            by_task = ", ".join(f"{task} {count(n)}" for task, n in (stats.get("excluded_pairs_by_source") or {})
+                                .items() if n)
+            text += (f"; {count(total)} pair{'s' if total != 1 else ''} dropped whose English side is a test sentence "
+                     f"of an evaluation task (" + ", ".join(f"{split} {count(n)}" for split, n in dropped.items()) +
                      (f"; matches by task, a pair may match several: {by_task}" if by_task else "") + ")")
         if name in licences:
             text += f". Licence: {licences[name]}"
