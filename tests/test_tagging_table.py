@@ -252,3 +252,37 @@ def test_a_cvt_run_is_finished_and_resumable_whatever_the_spelling_of_its_data_f
     assert tagging_table.same_unlabeled(["imdb", "sst"], "../data", ["imdb", "sst"], "/elsewhere")
     assert not tagging_table.same_unlabeled(["imdb"], "../data", ["sst"], "../data")
     assert not tagging_table.same_unlabeled(["imdb", "sst"], None, ["imdb"], None)
+
+
+def test_a_run_over_weights_other_than_the_checkpoints_now_is_not_finished(tmp_path):
+    """A run that recorded the sha256 of its encoder's weights is finished (and resumable) only while the checkpoint
+    at its encoder folder still has those weights; a run older than that record compares by the folder alone."""
+    import hashlib
+
+    from instruments import results
+
+    encoder = Path(encoder_folder(tmp_path))
+    (encoder / "model.safetensors").write_bytes(b"CoVe-T, first pretraining")
+    run = tagging_table.cove_t_runs("vocab", "cove-s", str(encoder), columns=["vectors+cove-t"])[0]
+    assert run.folder == "conll2000/vectors+cove-t-seed1"
+    first = hashlib.sha256(b"CoVe-T, first pretraining").hexdigest()
+    runs_dir = tmp_path / "runs"
+    write_metrics(runs_dir, run, settings=run.settings(), results={}, encoder_weights=first)
+    results.checkpoint_weights.cache_clear()
+    assert run_finished(runs_dir, run)
+    write_metrics(runs_dir, run, settings=run.settings(), results={})  # older than the record: by folder
+    assert run_finished(runs_dir, run)
+    (encoder / "model.safetensors").write_bytes(b"CoVe-T, pretrained again")
+    results.checkpoint_weights.cache_clear()  # a new runner process reads the checkpoint afresh
+    assert run_finished(runs_dir, run)
+    write_metrics(runs_dir, run, settings=run.settings(), results={}, encoder_weights=first)
+    assert not run_finished(runs_dir, run)
+    # cut short over the first weights: started afresh, not resumed over the new ones
+    write_metrics(runs_dir, run, settings=run.settings(), encoder_weights=first)
+    (runs_dir / run.folder / "run_settings.json").write_text(json.dumps(run.settings()))
+    assert not tagging_table.can_resume(runs_dir, run)
+    now = hashlib.sha256(b"CoVe-T, pretrained again").hexdigest()
+    write_metrics(runs_dir, run, settings=run.settings(), encoder_weights=now)
+    assert tagging_table.can_resume(runs_dir, run)
+    write_metrics(runs_dir, run, settings=run.settings(), results={}, encoder_weights=now)
+    assert run_finished(runs_dir, run)

@@ -19,6 +19,7 @@ runs/bilm/metrics.json (`train_bilm.py`), runs/dcn-squad-*/metrics.json (`train_
 runs/main/ report.json + REPORT.md (`main.py`, full size only).
 """
 
+import functools
 import json
 import logging
 import re
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from modeling_cove.training.common import papers
 from modeling_cove.training.common.stats import mean_std, paired_difference
-from modeling_cove.training.publishing.cards_record import weights_fingerprint
+from modeling_cove.training.publishing.cards_record import CheckpointError, weights_fingerprint
 from modeling_cove.training.common.run_info import git_commit, plot_curves
 from modeling_cove.training.common.files import write_json
 
@@ -411,6 +412,17 @@ def encoder_mismatch(records: list) -> str | None:
             return f"the runs read different encoders (seeds by {what}: " + "; ".join(
                 f"{name}: {sorted(set(found))}" for name, found in seeds.items()) + ")"
     return None
+
+
+@functools.lru_cache(maxsize=None)
+def checkpoint_weights(encoder: Path) -> str | None:
+    """The sha256 of the weights of the checkpoint at `encoder` (a resolved path) as the runs record it
+    (`weights_fingerprint`), None where it has none; read once a checkpoint (a runner asking whether a run over it
+    is stale)."""
+    try:
+        return weights_fingerprint(encoder)
+    except CheckpointError:  # no checkpoint there, or one without safetensors weights
+        return None
 
 
 def check_one_encoder(label: str, records: list) -> None:

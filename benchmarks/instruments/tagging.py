@@ -16,7 +16,8 @@ Columns: supervised (the input vectors only), vectors+cove, vectors+bilm, cvt. A
 decimals, mean ± std over seeds and the values (`test_f1` / `validation_f1`, `test_accuracy` / ... for an accuracy
 task such as ewt_upos), the runs, and `versus_supervised`: the column minus the supervised one on the seeds both ran,
 with a 95% t interval (`modeling_cove.training.common.stats.paired_difference`, the one home of that interval). Smoke runs
-(--limit-sentences, --max-steps) and unfinished ones are left out and listed.
+(--limit-sentences, --max-steps) and unfinished ones are left out and listed. A cell holds runs over one encoder's
+weights (the sha256 a run records, `encoder_weights`; `results.check_one_encoder`).
 """
 
 import json
@@ -28,6 +29,8 @@ from modeling_cove.training.common import papers
 from modeling_cove.training.common.stats import mean_std, paired_difference
 from modeling_cove.training.common.run_info import git_commit
 from modeling_cove.training.common.files import write_json
+
+from .results import check_one_encoder
 
 logger = logging.getLogger(__name__)
 
@@ -136,13 +139,18 @@ def read_runs(runs_dir: Path | str, detail: bool = False) -> tuple[list, list]:
                 "train_seconds": metrics.get("train_seconds"), "command": metrics.get("command"),
                 "commit": metrics.get("commit"), "cpu": machine.get("cpu"), "cpu_model": machine.get("cpu_model"),
                 "gpu": machine.get("gpu"), "train_fraction": settings.get("train_fraction"),
+                **({"encoder_weights": metrics["encoder_weights"]} if metrics.get("encoder_weights") else {}),
                 **(run_detail(metrics, task) if detail else {})})
     return records, left_out
 
 
 def cell(records: list) -> dict:
-    """A table cell over one row, task and column: its runs sorted by seed and mean ± std (n) with the values."""
+    """A table cell over one row, task and column: its runs sorted by seed and mean ± std (n) with the values; runs
+    that recorded the sha256 of different encoder weights are refused (`results.check_one_encoder`)."""
     records = sorted(records, key=lambda r: r["seed"])
+    first = records[0]
+    check_one_encoder(f"{first['row']}/{first['task'] + '/' if first['row'] == MULTITASK else ''}{first['column']}",
+                      records)
     kind = records[0]["metric"]
     entry = {"task": records[0]["task"], "metric": kind}
     for split in ("test", "validation"):

@@ -27,6 +27,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .results import checkpoint_weights
 from .run_pool import run_pool
 from .tagging import MULTITASK, SMALL_DATA, TASKS, smoke_reason
 
@@ -211,21 +212,34 @@ def read_json(path: Path) -> dict | None:
         return None
 
 
+def other_weights(metrics: dict | None, run: TableRun) -> bool:
+    """Whether a run's metrics.json (`metrics`) records the sha256 of other weights than `run`'s encoder checkpoint
+    has now (`results.checkpoint_weights`: a checkpoint pretrained again since); a run older than that record, or a
+    checkpoint not there, compares by the encoder's path alone (`same_settings`)."""
+    recorded = (metrics or {}).get("encoder_weights")
+    now = checkpoint_weights(Path(run.encoder).resolve()) if recorded else None
+    return now is not None and recorded != now
+
+
 def run_finished(runs_dir: Path | str, run: TableRun, data_dir=None) -> bool:
     """Whether `run` (planned over the data folder `data_dir`) has finished as planned: its metrics.json holds
-    results (a run in progress writes one without them), of a full run (not a smoke run) with the planned settings."""
+    results (a run in progress writes one without them), of a full run (not a smoke run) with the planned settings,
+    over the encoder's weights as they are now (`other_weights`)."""
     metrics = read_json(Path(runs_dir) / run.folder / "metrics.json")
     if not metrics or "results" not in metrics:
         return False
     recorded = metrics.get("settings") or {}
-    return smoke_reason(recorded) is None and same_settings(recorded, run.settings(), data_dir)
+    return (smoke_reason(recorded) is None and same_settings(recorded, run.settings(), data_dir)
+            and not other_weights(metrics, run))
 
 
 def can_resume(runs_dir: Path | str, run: TableRun, data_dir=None) -> bool:
     """Whether an unfinished `run` (planned over `data_dir`) can continue from its checkpoint: it started with the
-    planned settings."""
-    started = read_json(Path(runs_dir) / run.folder / "run_settings.json")
-    return started is not None and same_settings(started, run.settings(), data_dir)
+    planned settings, over the encoder's weights as they are now (as far as its metrics.json so far records them)."""
+    folder = Path(runs_dir) / run.folder
+    started = read_json(folder / "run_settings.json")
+    return (started is not None and same_settings(started, run.settings(), data_dir)
+            and not other_weights(read_json(folder / "metrics.json"), run))
 
 
 def run_table(runs: list, runs_dir: Path | str, data_dir: str, parallel: int = 2, threads: int = 1,
