@@ -218,3 +218,43 @@ def test_a_cell_over_two_encoder_weights_is_refused(tmp_path, capsys):
               encoder_weights="d" * 64)
     with pytest.raises(ValueError, match="multitask/conll2000/cvt: the runs read different encoders"):
         collect_tagging(again, out, merge=True)
+
+
+def test_an_output_of_another_kind_is_refused_not_written_over(tmp_path, capsys):
+    """collect_tagging.py --recipe --merge --output tagging.json would rewrite tagging.json as a recipe report (its
+    papers, tokenization mismatch and CoVe-T section lost): each collector refuses a file of the other's kind, and
+    a file that is no JSON object, in one line (exit 2), leaving it as it was."""
+    from conftest import exit_of
+    from instruments import tagging, tagging_recipe
+
+    from test_tagging_recipe import fake_recipe_runs
+
+    table_runs, recipe_runs, cove_t = tmp_path / "tag", tmp_path / "tag-recipe", tmp_path / "tag-cove-t"
+    fake_runs(table_runs)
+    fake_recipe_runs(recipe_runs)
+    cove_t_runs(cove_t)
+    table, recipe = tmp_path / "tagging.json", tmp_path / "tagging_cvt.json"
+    report = collect_tagging(table_runs, table, mismatch={"encoder": "vocab"})
+    collect_cove_t(cove_t, table)
+    assert set(json.loads(table.read_text())) == set(tagging.TAGGING_KEYS) == set(report) | {"cove_t_comparison"}
+    assert set(tagging_recipe.collect_recipe(recipe_runs, recipe)) == set(tagging_recipe.RECIPE_KEYS)
+    spec = importlib.util.spec_from_file_location("collect_tagging", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    before = {path: path.read_bytes() for path in (table, recipe)}
+    tagging_keys, recipe_keys = "cove_t_comparison, papers", "curves, recipe"  # those foreign to the other kind
+    for flags, output, kind, foreign in (
+            (["--recipe", "--merge", "--runs-dir", str(recipe_runs)], table, "recipe table", tagging_keys),
+            (["--recipe", "--runs-dir", str(recipe_runs)], table, "recipe table", tagging_keys),
+            (["--runs-dir", str(table_runs)], recipe, "tagging table", recipe_keys),
+            (["--cove-t", "--merge", "--runs-dir", str(cove_t)], recipe, "tagging table", recipe_keys)):
+        status, err = exit_of(script.main, [*flags, "--output", str(output)], capsys)
+        assert status == 2 and f"{output} is not a {kind}" in err, (flags, err)
+        assert f"it holds the keys {foreign}" in err and "Traceback" not in err
+    assert {path: path.read_bytes() for path in (table, recipe)} == before
+    assert not recipe.with_name("tagging_curves.png").exists()
+    broken = tmp_path / "broken.json"
+    for text, found in (("[1, 2]", "it holds a JSON list"), ("{oops", "is not valid JSON")):
+        broken.write_text(text)
+        status, err = exit_of(script.main, ["--runs-dir", str(table_runs), "--output", str(broken)], capsys)
+        assert status == 2 and found in err and broken.read_text() == text

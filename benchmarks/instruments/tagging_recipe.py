@@ -152,6 +152,10 @@ def check_one_recipe(records: list) -> None:
                          f"recipe: rerun those runs or collect them apart")
 
 
+# what tagging_cvt.json holds (recipe_report's keys): a file with any other key is another collector's
+RECIPE_KEYS = ("command", "commit", "machine", "what", "recipe", "columns", "results", "left_out", "curves")
+
+
 def recipe_report(records: list, left_out: list, command: str = "", curves: str | None = None) -> dict:
     """The report of `records` (one recipe a row: `check_one_recipe`)."""
     check_one_recipe(records)
@@ -168,9 +172,11 @@ def curves_path(output: Path | str) -> Path:
 
 def collect_recipe(runs_dir: Path | str, output: Path | str, merge: bool = False, command: str = ""):
     """Write `output` (tagging_cvt.json) and its validation curves (`curves_path`) from the runs under `runs_dir`;
-    with `merge`, the runs of the `output` already there whose folders were not collected now are kept. Returns the
-    report, or None when there is no run at all (nothing is written)."""
-    records, left_out, _ = gather_records(runs_dir, output, merge, detail=True)
+    with `merge`, the runs of the `output` already there whose folders were not collected now are kept; an `output`
+    of another kind (tagging.json) is refused (`tagging.read_report`). Returns the report, or None when there is no
+    run at all (nothing is written)."""
+    records, left_out, _ = gather_records(runs_dir, output, merge, detail=True, keys=RECIPE_KEYS,
+                                          kind="recipe table (tagging_cvt.json)")
     if not records:
         return None
     report = recipe_report(records, left_out, command, curves_path(output).name)
