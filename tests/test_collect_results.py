@@ -722,3 +722,23 @@ def test_a_run_folder_naming_a_column_of_another_input_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"vectors\+cove-t-seed9: the folder names the column vectors\+cove-t "
                                          r"\(--bcn-input vectors\+cove\) but its run is --bcn-input vectors"):
         collect_results(wrong, tmp_path / "out")
+
+
+def test_a_misnamed_run_is_refused_by_its_own_family_by_its_full_path(tmp_path):
+    """The runs on random subsets (runs/bcn*/ but the families collected apart) leave out the sample-efficiency
+    folder before reading its runs: a --train-fraction run there in the wrong folder is its family's error, named by
+    its full path, not one of the subsets' collection."""
+    from instruments.results import collect_sample_efficiency, collect_subsampled
+
+    runs = tmp_path / "runs"
+    write_run(runs, "bcn-fraction/trec6/vectors+cove-t-f0.1-seed9", "trec6", "vectors", 9, 0.2, 0.9, 0.9,
+              train_fraction=0.1, subsample={"train": "491 of 4906"})
+    write_run(runs, "bcn-imdb/imdb/vectors-seed1", "imdb", "vectors", 1, 0.2, 0.8, 0.8,
+              subsample={"train": "1000 of 25000"})
+    subsets = collect_subsampled(runs)
+    assert list(subsets) == ["imdb"] and [r["seed"] for r in subsets["imdb"]["vectors"]["runs"]] == [1]
+    with pytest.raises(ValueError) as caught:
+        collect_sample_efficiency(runs)
+    folder = runs / "bcn-fraction" / "trec6" / "vectors+cove-t-f0.1-seed9"
+    assert str(caught.value) == (f"{folder}: the folder names the column vectors+cove-t (--bcn-input vectors+cove) "
+                                 "but its run is --bcn-input vectors")

@@ -169,32 +169,36 @@ def smoke_run(m: dict) -> bool:
     return bool(m.get("limit")) or (m.get("max_steps") or -1) > 0
 
 
-def run_column(m: dict, folder_name: str) -> str:
-    """A BCN run's table column: its folder's (RUN_FOLDER) when that names a column of ENCODER_COLUMNS made by the
-    run's --bcn-input, else its --bcn-input as TABLE_COLUMNS maps it. A folder naming such a column over another input
-    is refused (a run in the wrong folder)."""
+def run_column(m: dict, folder: Path | str) -> str:
+    """A BCN run's table column: its folder's (`folder`'s name, RUN_FOLDER) when that names a column of
+    ENCODER_COLUMNS made by the run's --bcn-input, else its --bcn-input as TABLE_COLUMNS maps it. A folder naming such
+    a column over another input is refused, by its path (a run in the wrong folder)."""
     column = TABLE_COLUMNS.get((m["column"], m.get("encoder_type")), m["column"])
-    named = RUN_FOLDER.fullmatch(folder_name)
+    named = RUN_FOLDER.fullmatch(Path(folder).name)
     if named and named["column"] in ENCODER_COLUMNS:
         if ENCODER_COLUMNS[named["column"]] != column:
-            raise ValueError(f"{folder_name}: the folder names the column {named['column']} (--bcn-input "
+            raise ValueError(f"{folder}: the folder names the column {named['column']} (--bcn-input "
                              f"{ENCODER_COLUMNS[named['column']]}) but its run is --bcn-input {m['column']}")
         return named["column"]
     return column
 
 
-def full_runs(runs: Path, pattern: str, subsampled: bool | None = False):
-    """(metrics, record) for each finished BCN run matching `pattern` under runs/; smoke runs (--limit,
-    --max-steps) are left out, and so are runs on random subsets (--max-train/eval-examples) unless `subsampled`
-    (then only those; None: both)."""
+def full_runs(runs: Path, pattern: str, subsampled: bool | None = False, exclude=()):
+    """(metrics, record) for each finished BCN run matching `pattern` under runs/ but in the run families (runs/
+    folders) named in `exclude`, left out before anything of theirs is read; smoke runs (--limit, --max-steps) are
+    left out, and so are runs on random subsets (--max-train/eval-examples) unless `subsampled` (then only those;
+    None: both)."""
     for metrics_path in sorted(runs.glob(pattern)):
+        family = metrics_path.relative_to(runs).parts[0]  # the run family: runs/<folder>/<task>/<run>
+        if family in exclude:
+            continue
         m = json.loads(metrics_path.read_text())
-        m["_folder"] = metrics_path.relative_to(runs).parts[0]  # the run family: runs/<folder>/<task>/<run>
+        m["_folder"] = family
         if smoke_run(m):
             continue
         if subsampled is not None and bool(m.get("subsample")) != subsampled:
             continue
-        m["column"] = run_column(m, metrics_path.parent.name)
+        m["column"] = run_column(m, metrics_path.parent)
         yield m, {
             "seed": m["seed"],
             "test_accuracy": round(100 * m["test"]["accuracy"], 2),
@@ -236,9 +240,7 @@ def collect_classification(runs: Path, pattern: str = "bcn/*/*-seed*/metrics.jso
     column with several setups gets one cell per setup, labelled "<column> @ <folder>" (with " #k" if one folder
     holds several), each recording its setup. Runs in the runs/ folders named in `exclude` are left out."""
     table, setups = {}, {}
-    for m, record in full_runs(runs, pattern, subsampled):
-        if m["_folder"] in exclude:
-            continue
+    for m, record in full_runs(runs, pattern, subsampled, exclude):
         if subsampled:
             setup = run_setup(m)
             setups.setdefault((m["task"], m["column"]), {}).setdefault(json.dumps(setup, sort_keys=True), setup)
