@@ -686,6 +686,28 @@ def test_the_tables_collection_is_the_same_with_and_without_the_cove_t_family(tm
     assert table.read_bytes() == alone
 
 
+def test_the_section_stays_when_its_family_has_no_run_here(tmp_path):
+    """classification.json collected again (without --merge) from a runs/ without runs/bcn-cove-t keeps the file's
+    cove_t_comparison as it is, as collect_tagging.py keeps tagging.json's: a section collected from its own family
+    is not the table's to drop; runs of the family here make it afresh."""
+    first, later, out = tmp_path / "first", tmp_path / "later", tmp_path / "out"
+    write_main_table(first)
+    write_cove_t_family(first)
+    collect_results(first, out, command="first")
+    section = json.loads((out / "classification.json").read_text())["cove_t_comparison"]
+    write_main_table(later)
+    write_run(later, "bcn/trec6/vectors-seed3", "trec6", "vectors", 3, 0.2, 0.94, 0.9)
+    collect_results(later, out, command="later")
+    report = json.loads((out / "classification.json").read_text())
+    assert report["command"] == "later" and [r["seed"] for r in report["results"]["trec6"]["vectors"]["runs"]] == [
+        1, 2, 3]
+    assert report["cove_t_comparison"] == section and section["command"] == "first"
+    write_cove_t_family(later, columns={"vectors": COVE_T_RUNS["vectors"]}, seeds=(1,))
+    collect_results(later, out, command="again")
+    fresh = json.loads((out / "classification.json").read_text())["cove_t_comparison"]
+    assert fresh["command"] == "again" and list(fresh["results"]["trec6"]) == ["vectors"]
+
+
 def test_merge_replaces_the_sections_runs_by_task_column_and_seed(tmp_path):
     """--merge: a run found replaces the section's run of the same task, column and seed, the others stay, the
     pairs are computed again; the table is merged apart. A run over other CoVe-S weights in a cell is refused."""

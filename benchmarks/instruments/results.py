@@ -640,7 +640,8 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
     runs to the classification.json already in `out` (a run replaces the one of the same task, column and seed; the
     others stay and every mean is computed again) instead of replacing it; the CoVe-T comparison's runs
     (runs/bcn-cove-t) go to the file's section COVE_T_SECTION (cove_t_comparison), with `merge` over that section's
-    runs alike, never into the table. `command` is recorded in every file."""
+    runs alike, never into the table; with none of its runs under `runs`, the section the file has stays as it is
+    (with or without `merge`, as the tagging collector keeps tagging.json's). `command` is recorded in every file."""
     runs, out = Path(runs), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     stamp = {"command": command, "commit": git_commit()}
@@ -670,6 +671,10 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
         cove_t = merge_runs_table(old.get(COVE_T_SECTION, {}).get("results", {}), cove_t)  # old: {} without merge
         if cove_t:
             body[COVE_T_SECTION] = cove_t_comparison(cove_t, stamp)
+        elif existing.exists():  # none of its runs here: the section the file has stays (not the table's to drop)
+            kept = json.loads(existing.read_text()).get(COVE_T_SECTION)
+            if kept:
+                body[COVE_T_SECTION] = kept
         written.append(write_json(existing, body))
     elif report["encoder_variants"] or cove_t:
         logger.warning("%s/bcn holds no runs: merge=True (--merge) adds the encoder variants' and the CoVe-T "

@@ -30,7 +30,7 @@ from modeling_cove.training.common.stats import mean_std, paired_difference
 from modeling_cove.training.common.run_info import git_commit
 from modeling_cove.training.common.files import write_json
 
-from .results import check_one_encoder
+from .results import COVE_T_SECTION, check_one_encoder
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,6 @@ SMALL_DATA = "conll2000-10pct"
 MULTITASK = "multitask"
 ACCURACY_TASKS = ("ewt_upos",)  # the metric of a run that does not record it
 RUN_FOLDER = re.compile(r"^(?P<column>.+)-seed(?P<seed>\d+)$")
-COVE_T_SECTION = "cove_t_comparison"  # tagging.json's section of the CoVe-T comparison (collect_cove_t)
 COVE_T_COLUMNS = {
     "supervised": COLUMNS["supervised"],
     "vectors+cove": "[vectors; CoVe-S] read by the tagger, CoVe-S pretrained again for this comparison",
