@@ -10,7 +10,7 @@ and commit that collected it; each run keeps its own). benchmarks/RESULTS.md is 
 
 The CoVe-T comparison's runs (runs/bcn-cove-t, `run_classification_table.py`) go to classification.json's own section
 `cove_t_comparison` (with --merge: a run found replaces that section's run of the same task, column and seed, the
-others stay), never into the table's `results`.
+others stay), never into the table's `results`; without runs of it in runs/, the section the file has stays.
 
 What is read where: `instruments.results`.
 """

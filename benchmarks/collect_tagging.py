@@ -60,12 +60,18 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     if args.recipe and args.cove_t:
         fail("--recipe and --cove-t each collect a table of their own: give one")
-    if args.recipe:
-        collect_recipe_table(args)
-        return
-    if args.cove_t:
-        collect_cove_t_table(args)
-        return
+    try:
+        if args.recipe:
+            collect_recipe_table(args)
+        elif args.cove_t:
+            collect_cove_t_table(args)
+        else:
+            collect_main_table(args)
+    except ValueError as err:  # runs that do not belong in one cell, an output of another kind: one line, exit 2
+        fail(err)
+
+
+def collect_main_table(args: CollectTaggingArguments) -> None:
     args.runs_dir = args.runs_dir or str(REPO / "runs" / "tag")
     args.output = args.output or str(REPO / "benchmarks" / "results" / "tagging.json")
     mismatch = tokenization_mismatches(args.data_dir, args.encoder) if args.data_dir and args.encoder else None

@@ -57,16 +57,30 @@ def main(argv=None):
              "collect_results.py reads")
     encoders = {role: getattr(args, role) for role in DEFAULT_ENCODERS}
     runs = table_runs(encoders, args.tasks, args.columns, args.trec50)
+    table = read_table(args.table) if pool.dry_run else {}
     outcome = run_pool(runs, runs_dir, args.data_dir, run_finished, parallel=pool.parallel, threads=pool.threads,
                        deadline_minutes=pool.deadline_minutes, dry_run=pool.dry_run)
     if pool.dry_run:  # and the CPU-hours of what is left
-        table = json.loads(Path(args.table).read_text()) if Path(args.table).is_file() else {}
         left = [run for run in runs if run.folder in outcome["not_started"] + outcome["skipped"]]
         hours, unknown = cpu_hours(left, table)
         print(f"about {hours:.1f} CPU-hours at most for the {len(left) - len(unknown)} runs left with a CPU record of "
               f"their task and input" + (f"; no CPU record for {' '.join(unknown)}" if unknown else ""))
     collect = ["python", "benchmarks/collect_results.py", "--merge"]
     report(outcome, shlex.join(collect + (["--runs", str(runs_dir.parent)] if runs_dir.parent != Path("runs") else [])))
+
+
+def read_table(path: str) -> dict:
+    """The classification.json at `path` whose CPU runs estimate the CPU-hours, {} where there is none; a file that
+    is not a JSON object ends the command in one line naming it (exit 2)."""
+    if not Path(path).is_file():
+        return {}
+    try:
+        table = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as err:
+        fail(f"--table {path} is not valid JSON ({err})")
+    if not isinstance(table, dict):
+        fail(f"--table {path} is not a classification.json: a JSON {type(table).__name__}, not an object")
+    return table
 
 
 if __name__ == "__main__":

@@ -224,3 +224,11 @@ def test_the_script_runs_every_cell_into_its_own_family_with_its_cpu_hours(tmp_p
         with pytest.raises(SystemExit) as exit_info:
             script["main"](["--data-dir", "DATA", *wrong])
         assert exit_info.value.code == 2
+    capsys.readouterr()
+    for text, message in (("{oops", "is not valid JSON (Expecting property name"), ("[1]", "a JSON list")):
+        table.write_text(text)  # a --table that does not read: one line naming it, before any command is listed
+        with pytest.raises(SystemExit) as exit_info:
+            script["main"](["--data-dir", "DATA", "--runs-dir", str(runs_dir), "--table", str(table), "--dry-run"])
+        out, err = capsys.readouterr()
+        assert exit_info.value.code == 2 and err.startswith(f"error: --table {table} ") and message in err
+        assert "train_classifier" not in out

@@ -686,6 +686,28 @@ def test_the_tables_collection_is_the_same_with_and_without_the_cove_t_family(tm
     assert table.read_bytes() == alone
 
 
+def test_the_section_stays_when_its_family_has_no_run_here(tmp_path):
+    """classification.json collected again (without --merge) from a runs/ without runs/bcn-cove-t keeps the file's
+    cove_t_comparison as it is, as collect_tagging.py keeps tagging.json's: a section collected from its own family
+    is not the table's to drop; runs of the family here make it afresh."""
+    first, later, out = tmp_path / "first", tmp_path / "later", tmp_path / "out"
+    write_main_table(first)
+    write_cove_t_family(first)
+    collect_results(first, out, command="first")
+    section = json.loads((out / "classification.json").read_text())["cove_t_comparison"]
+    write_main_table(later)
+    write_run(later, "bcn/trec6/vectors-seed3", "trec6", "vectors", 3, 0.2, 0.94, 0.9)
+    collect_results(later, out, command="later")
+    report = json.loads((out / "classification.json").read_text())
+    assert report["command"] == "later" and [r["seed"] for r in report["results"]["trec6"]["vectors"]["runs"]] == [
+        1, 2, 3]
+    assert report["cove_t_comparison"] == section and section["command"] == "first"
+    write_cove_t_family(later, columns={"vectors": COVE_T_RUNS["vectors"]}, seeds=(1,))
+    collect_results(later, out, command="again")
+    fresh = json.loads((out / "classification.json").read_text())["cove_t_comparison"]
+    assert fresh["command"] == "again" and list(fresh["results"]["trec6"]) == ["vectors"]
+
+
 def test_merge_replaces_the_sections_runs_by_task_column_and_seed(tmp_path):
     """--merge: a run found replaces the section's run of the same task, column and seed, the others stay, the
     pairs are computed again; the table is merged apart. A run over other CoVe-S weights in a cell is refused."""
@@ -722,3 +744,23 @@ def test_a_run_folder_naming_a_column_of_another_input_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"vectors\+cove-t-seed9: the folder names the column vectors\+cove-t "
                                          r"\(--bcn-input vectors\+cove\) but its run is --bcn-input vectors"):
         collect_results(wrong, tmp_path / "out")
+
+
+def test_a_misnamed_run_is_refused_by_its_own_family_by_its_full_path(tmp_path):
+    """The runs on random subsets (runs/bcn*/ but the families collected apart) leave out the sample-efficiency
+    folder before reading its runs: a --train-fraction run there in the wrong folder is its family's error, named by
+    its full path, not one of the subsets' collection."""
+    from instruments.results import collect_sample_efficiency, collect_subsampled
+
+    runs = tmp_path / "runs"
+    write_run(runs, "bcn-fraction/trec6/vectors+cove-t-f0.1-seed9", "trec6", "vectors", 9, 0.2, 0.9, 0.9,
+              train_fraction=0.1, subsample={"train": "491 of 4906"})
+    write_run(runs, "bcn-imdb/imdb/vectors-seed1", "imdb", "vectors", 1, 0.2, 0.8, 0.8,
+              subsample={"train": "1000 of 25000"})
+    subsets = collect_subsampled(runs)
+    assert list(subsets) == ["imdb"] and [r["seed"] for r in subsets["imdb"]["vectors"]["runs"]] == [1]
+    with pytest.raises(ValueError) as caught:
+        collect_sample_efficiency(runs)
+    folder = runs / "bcn-fraction" / "trec6" / "vectors+cove-t-f0.1-seed9"
+    assert str(caught.value) == (f"{folder}: the folder names the column vectors+cove-t (--bcn-input vectors+cove) "
+                                 "but its run is --bcn-input vectors")

@@ -7,19 +7,22 @@ import math
 import statistics
 from pathlib import Path
 
+import pytest
 from scipy.stats import t as student_t
 
-from instruments.tagging import collect_tagging, markdown_table
+from instruments.tagging import collect_cove_t, collect_tagging, markdown_table
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "collect_tagging.py"
 
 
-def write_run(runs, folder, seed, scores, metric="f1", **settings):
-    """runs/<folder>/metrics.json with {task: (test, validation)} as fractions, as TaggerLoop.finish writes it."""
+def write_run(runs, folder, seed, scores, metric="f1", encoder_weights=None, **settings):
+    """runs/<folder>/metrics.json with {task: (test, validation)} as fractions, as TaggerLoop.finish writes it (the
+    sha256 of the encoder's weights where given: runs older than that record have none)."""
     path = runs / folder / "metrics.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({
         "command": f"cove-train-tagger {folder}", "commit": "abc123", "settings": {"seed": seed, **settings},
+        **({"encoder_weights": encoder_weights} if encoder_weights else {}),
         "machine": {"cpu": "AMD EPYC", "cpu_model": "25/17/1"}, "train_seconds": 100.0 + seed,
         "tasks": {task: {"metric": "accuracy" if task == "ewt_upos" else metric} for task in scores},
         "epochs": [{"epoch": 1}, {"epoch": 2}], "best_epoch": 2,
@@ -183,3 +186,75 @@ def test_the_cove_t_comparison_is_a_section_of_tagging_json_paired_by_seed(tmp_p
     merged = json.loads(out.read_text())["cove_t_comparison"]
     assert merged["results"]["conll2000"]["vectors+cove-t"]["test_f1"]["values"] == [95.7, 95.4, 96.0, 95.0]
     assert merged["paired"]["conll2000"]["vectors+cove-t - vectors+cove"]["test"]["seeds"] == [1, 2, 3, 4]
+
+
+def test_a_cell_over_two_encoder_weights_is_refused(tmp_path, capsys):
+    """CoVe-T's vectors+cove-t seeds over two pretrainings of CoVe-T (the sha256 each run recorded): one cell, one
+    encoder; runs older than the record join any; the command line says so in one line, exit 2."""
+    from conftest import exit_of
+
+    runs, out = tmp_path / "tag-cove-t", tmp_path / "tagging.json"
+    for seed, weights in ((1, "a" * 64), (2, "a" * 64), (3, None)):
+        write_run(runs, f"conll2000/vectors+cove-t-seed{seed}", seed, {"conll2000": (0.95, 0.96)},
+                  encoder_weights=weights)
+    section = collect_cove_t(runs, out)
+    assert [r.get("encoder_weights") for r in section["results"]["conll2000"]["vectors+cove-t"]["runs"]] == [
+        "a" * 64, "a" * 64, None]
+    write_run(runs, "conll2000/vectors+cove-t-seed4", 4, {"conll2000": (0.95, 0.96)}, encoder_weights="b" * 64)
+    spec = importlib.util.spec_from_file_location("collect_tagging", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    status, err = exit_of(script.main, ["--cove-t", "--runs-dir", str(runs), "--output", str(out)], capsys)
+    assert status == 2 and "Traceback" not in err
+    assert ("conll2000/vectors+cove-t: the runs read different encoders (seeds by weights by sha256: "
+            f"{'a' * 12}: [1, 2]; {'b' * 12}: [4])") in err
+    # merged with an earlier collection's runs alike: the old record keeps its sha256
+    later = tmp_path / "later"
+    write_run(later, "multitask/cvt-seed1", 1, {"conll2000": (0.95, 0.95), "ewt_upos": (0.94, 0.94)},
+              encoder_weights="c" * 64)
+    collect_tagging(later, out)
+    again = tmp_path / "again"
+    write_run(again, "multitask/cvt-seed2", 2, {"conll2000": (0.95, 0.95), "ewt_upos": (0.94, 0.94)},
+              encoder_weights="d" * 64)
+    with pytest.raises(ValueError, match="multitask/conll2000/cvt: the runs read different encoders"):
+        collect_tagging(again, out, merge=True)
+
+
+def test_an_output_of_another_kind_is_refused_not_written_over(tmp_path, capsys):
+    """collect_tagging.py --recipe --merge --output tagging.json would rewrite tagging.json as a recipe report (its
+    papers, tokenization mismatch and CoVe-T section lost): each collector refuses a file of the other's kind, and
+    a file that is no JSON object, in one line (exit 2), leaving it as it was."""
+    from conftest import exit_of
+    from instruments import tagging, tagging_recipe
+
+    from test_tagging_recipe import fake_recipe_runs
+
+    table_runs, recipe_runs, cove_t = tmp_path / "tag", tmp_path / "tag-recipe", tmp_path / "tag-cove-t"
+    fake_runs(table_runs)
+    fake_recipe_runs(recipe_runs)
+    cove_t_runs(cove_t)
+    table, recipe = tmp_path / "tagging.json", tmp_path / "tagging_cvt.json"
+    report = collect_tagging(table_runs, table, mismatch={"encoder": "vocab"})
+    collect_cove_t(cove_t, table)
+    assert set(json.loads(table.read_text())) == set(tagging.TAGGING_KEYS) == set(report) | {"cove_t_comparison"}
+    assert set(tagging_recipe.collect_recipe(recipe_runs, recipe)) == set(tagging_recipe.RECIPE_KEYS)
+    spec = importlib.util.spec_from_file_location("collect_tagging", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    before = {path: path.read_bytes() for path in (table, recipe)}
+    tagging_keys, recipe_keys = "cove_t_comparison, papers", "curves, recipe"  # those foreign to the other kind
+    for flags, output, kind, foreign in (
+            (["--recipe", "--merge", "--runs-dir", str(recipe_runs)], table, "recipe table", tagging_keys),
+            (["--recipe", "--runs-dir", str(recipe_runs)], table, "recipe table", tagging_keys),
+            (["--runs-dir", str(table_runs)], recipe, "tagging table", recipe_keys),
+            (["--cove-t", "--merge", "--runs-dir", str(cove_t)], recipe, "tagging table", recipe_keys)):
+        status, err = exit_of(script.main, [*flags, "--output", str(output)], capsys)
+        assert status == 2 and f"{output} is not a {kind}" in err, (flags, err)
+        assert f"it holds the keys {foreign}" in err and "Traceback" not in err
+    assert {path: path.read_bytes() for path in (table, recipe)} == before
+    assert not recipe.with_name("tagging_curves.png").exists()
+    broken = tmp_path / "broken.json"
+    for text, found in (("[1, 2]", "it holds a JSON list"), ("{oops", "is not valid JSON")):
+        broken.write_text(text)
+        status, err = exit_of(script.main, ["--runs-dir", str(table_runs), "--output", str(broken)], capsys)
+        assert status == 2 and found in err and broken.read_text() == text

@@ -3,6 +3,7 @@ views, the unlabelled loss against a hand computation, no gradient to a primary 
 teacher pass without dropout, multi-task, the exported tagger without auxiliary modules, and the CLI end to end
 (exact resume, two processes)."""
 
+import hashlib
 import json
 import math
 import os
@@ -224,6 +225,8 @@ def test_cli_run_writes_the_tagger_metrics_and_curves(tiny_setup, tmp_path):
     assert saved["global_step"] == 2 * 2 * 3  # 2 epochs x (3 labelled batches of 8 of 24 sentences + 3 unlabelled)
     assert saved["tokens_per_second_by_phase"]["unlabelled"] > 0 and saved["epochs"][0]["unlabelled_loss"] > 0
     assert saved["tasks"]["conll2000"]["test_sentences"] == 48
+    encoder = Path(tiny_setup[1])  # the weights it read, as cove-train-classifier records them: their sha256
+    assert saved["encoder_weights"] == hashlib.sha256((encoder / "model.safetensors").read_bytes()).hexdigest()
     tagger = AutoModelForTokenClassification.from_pretrained(out / "best")
     assert type(tagger).__name__ == "CoveForTokenClassification"
     assert all("I-" + tag[2:] in tagger.config.label2id for tag in tagger.config.label2id if tag.startswith("B-"))

@@ -252,3 +252,37 @@ def test_the_scripts_plan_and_collect_the_recipe_table(tmp_path, capsys):
     assert merged["supervised"]["test_f1"]["values"] == [95.0, 95.2, 94.9, 95.1]
     status, err = exit_of(collect.main, ["--recipe", "--data-dir", "DATA", "--encoder", "x"], capsys)
     assert status == 2 and "not with --recipe" in err
+
+
+def test_runs_of_one_row_under_other_recipes_are_refused_not_paired(tmp_path, capsys):
+    """conll2000/cvt-seed1 rerun with '{"label_scheme": "bio"}' while the row's other runs ran plain cvt-paper: the
+    row's cells would pool and pair two recipes, so the collection stops and names the folders."""
+    runs_dir, output = tmp_path / "tag-recipe", tmp_path / "tagging_cvt.json"
+    fake_recipe_runs(runs_dir)
+    rerun = recipe_runs("vocab", "DATA", overrides={"label_scheme": "bio"}, rows=["conll2000"], columns=["cvt"])[0]
+    assert rerun.folder == "conll2000/cvt-seed1"
+    metrics = runs_dir / rerun.folder / "metrics.json"
+    metrics.unlink()
+    metrics.parent.rmdir()
+    write_run(runs_dir, rerun, {"conll2000": [0.9, 0.95]}, {"conll2000": 0.955})
+    with pytest.raises(ValueError, match="row conll2000 recorded 2 recipes") as caught:
+        collect_recipe(runs_dir, output)
+    message = str(caught.value)
+    assert '--preset cvt-paper --hyperparameters {"label_scheme": "bio"}: conll2000/cvt-seed1;' in message
+    assert ("--preset cvt-paper --hyperparameters None: conll2000/cvt-seed2, conll2000/cvt-seed3, "
+            "conll2000/supervised-seed1, conll2000/supervised-seed2, conll2000/supervised-seed3") in message
+    assert "resolved hyperparameters that differ: label_scheme" in message and not output.exists()
+    # another row on another recipe is the report's second recipe, not an error
+    (runs_dir / rerun.folder / "metrics.json").unlink()
+    (runs_dir / rerun.folder).rmdir()
+    for run in recipe_runs("vocab", "DATA", overrides={"label_scheme": "bio"}, rows=["ewt_upos"])[:2]:
+        write_run(runs_dir, run, {"ewt_upos": [0.9, 0.93]}, {"ewt_upos": 0.93})
+    report = collect_recipe(runs_dir, output)
+    assert sorted(tuple(r["rows"]) for r in report["recipe"]) == [("conll2000", "multitask"), ("ewt_upos",)]
+    # the command line: one line, exit 2
+    write_run(runs_dir, rerun, {"conll2000": [0.9, 0.95]}, {"conll2000": 0.955})
+    spec = importlib.util.spec_from_file_location("collect_tagging", BENCHMARKS / "collect_tagging.py")
+    collect = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(collect)
+    status, err = exit_of(collect.main, ["--recipe", "--runs-dir", str(runs_dir), "--output", str(output)], capsys)
+    assert status == 2 and "row conll2000 recorded 2 recipes" in err and "Traceback" not in err

@@ -212,3 +212,77 @@ def test_the_script_runs_the_cove_t_comparison_into_its_own_folder(tmp_path, cap
         with pytest.raises(SystemExit) as exit_info:
             script["main"](["--data-dir", "DATA", "--cove-t-encoder", str(cove_t), *wrong])
         assert exit_info.value.code == 2, wrong
+
+
+def test_a_cvt_run_is_finished_and_resumable_whatever_the_spelling_of_its_data_folder(tmp_path, monkeypatch):
+    """--unlabeled files under the data folder compare by their path inside it: a run planned and recorded with
+    `--data-dir ../data` is the run planned with the data folder's absolute path, and the other way round; another
+    text, or the same name in another folder, is not."""
+    from instruments.tagging_recipe import recipe_runs
+
+    (tmp_path / "repo").mkdir()
+    monkeypatch.chdir(tmp_path / "repo")
+    spellings = ("../data", str(tmp_path / "data"))
+    for recorded_with in spellings:
+        runs_dir = tmp_path / "runs" / str(spellings.index(recorded_with))
+        run = recipe_runs("vocab", recorded_with, rows=["ewt_upos"], columns=["cvt"])[0]
+        recorded = {**run.settings(), "data_dir": recorded_with}  # what cove-train-tagger records
+        assert recorded["unlabeled"][0] == str(Path(recorded_with) / "english_unlabelled" / "masc.txt.xz")
+        write_metrics(runs_dir, run, settings=recorded)  # in progress
+        (runs_dir / run.folder / "run_settings.json").write_text(json.dumps(recorded))
+        for planned_with in spellings:
+            planned = recipe_runs("vocab", planned_with, rows=["ewt_upos"], columns=["cvt"])[0]
+            assert tagging_table.can_resume(runs_dir, planned, planned_with)
+            assert not run_finished(runs_dir, planned, planned_with)
+        write_metrics(runs_dir, run, settings=recorded, results={})
+        for planned_with in spellings:
+            planned = recipe_runs("vocab", planned_with, rows=["ewt_upos"], columns=["cvt"])[0]
+            assert run_finished(runs_dir, planned, planned_with), (recorded_with, planned_with)
+            # the runner's dry run: done, not planned again with --overwrite
+            outcome = run_table([planned], runs_dir, planned_with, dry_run=True, log=lambda m: None)
+            assert outcome["done_before"] == [planned.folder]
+        # other text is another run: news instead of web text, or the same file names in another folder
+        news = recipe_runs("vocab", "../data", rows=["conll2000"], columns=["cvt"])[0]
+        assert not tagging_table.same_settings(recorded, {**run.settings(), "unlabeled": news.settings()["unlabeled"]},
+                                               "../data")
+        elsewhere = recipe_runs("vocab", "../other", rows=["ewt_upos"], columns=["cvt"])[0]
+        assert not run_finished(runs_dir, elsewhere, "../data")
+        assert not run_finished(runs_dir, elsewhere)  # no planned data folder: the files resolved, not the same
+    # names without a path compare as they are
+    assert tagging_table.same_unlabeled(["imdb", "sst"], "../data", ["imdb", "sst"], "/elsewhere")
+    assert not tagging_table.same_unlabeled(["imdb"], "../data", ["sst"], "../data")
+    assert not tagging_table.same_unlabeled(["imdb", "sst"], None, ["imdb"], None)
+
+
+def test_a_run_over_weights_other_than_the_checkpoints_now_is_not_finished(tmp_path):
+    """A run that recorded the sha256 of its encoder's weights is finished (and resumable) only while the checkpoint
+    at its encoder folder still has those weights; a run older than that record compares by the folder alone."""
+    import hashlib
+
+    from instruments import results
+
+    encoder = Path(encoder_folder(tmp_path))
+    (encoder / "model.safetensors").write_bytes(b"CoVe-T, first pretraining")
+    run = tagging_table.cove_t_runs("vocab", "cove-s", str(encoder), columns=["vectors+cove-t"])[0]
+    assert run.folder == "conll2000/vectors+cove-t-seed1"
+    first = hashlib.sha256(b"CoVe-T, first pretraining").hexdigest()
+    runs_dir = tmp_path / "runs"
+    write_metrics(runs_dir, run, settings=run.settings(), results={}, encoder_weights=first)
+    results.checkpoint_weights.cache_clear()
+    assert run_finished(runs_dir, run)
+    write_metrics(runs_dir, run, settings=run.settings(), results={})  # older than the record: by folder
+    assert run_finished(runs_dir, run)
+    (encoder / "model.safetensors").write_bytes(b"CoVe-T, pretrained again")
+    results.checkpoint_weights.cache_clear()  # a new runner process reads the checkpoint afresh
+    assert run_finished(runs_dir, run)
+    write_metrics(runs_dir, run, settings=run.settings(), results={}, encoder_weights=first)
+    assert not run_finished(runs_dir, run)
+    # cut short over the first weights: started afresh, not resumed over the new ones
+    write_metrics(runs_dir, run, settings=run.settings(), encoder_weights=first)
+    (runs_dir / run.folder / "run_settings.json").write_text(json.dumps(run.settings()))
+    assert not tagging_table.can_resume(runs_dir, run)
+    now = hashlib.sha256(b"CoVe-T, pretrained again").hexdigest()
+    write_metrics(runs_dir, run, settings=run.settings(), encoder_weights=now)
+    assert tagging_table.can_resume(runs_dir, run)
+    write_metrics(runs_dir, run, settings=run.settings(), results={}, encoder_weights=now)
+    assert run_finished(runs_dir, run)

@@ -23,7 +23,6 @@ evenly filled.
 
 from __future__ import annotations
 
-import functools
 import json
 import statistics
 import sys
@@ -31,9 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from modeling_cove.training.commands.train_classifier import load_hyperparameters
-from modeling_cove.training.publishing.cards_record import CheckpointError, weights_fingerprint
 
-from .results import COVE_T_SECTION, ENCODER_COLUMNS, ENCODER_VARIANTS, TABLE_COLUMNS, smoke_run
+from .results import COVE_T_SECTION, ENCODER_COLUMNS, ENCODER_VARIANTS, TABLE_COLUMNS, checkpoint_weights, smoke_run
 
 COMPARED = ("vectors", "vectors+cove", "vectors+cove-t")
 PLAN = {  # task -> column -> seeds
@@ -99,16 +97,6 @@ def table_runs(encoders: dict | None = None, tasks=None, columns=None, trec50: b
                 if seed <= seeds and (not tasks or task in tasks) and (not columns or column in columns):
                     runs.append(BcnRun(task, column, seed, encoders[COLUMN_ENCODERS[column]]))
     return runs
-
-
-@functools.lru_cache(maxsize=None)
-def checkpoint_weights(encoder: Path) -> str | None:
-    """The sha256 of the weights of the checkpoint at `encoder` (a resolved path) as the runs record it
-    (`weights_fingerprint`), None where it has none; read once a checkpoint."""
-    try:
-        return weights_fingerprint(encoder)
-    except CheckpointError:  # no checkpoint there, or one without safetensors weights
-        return None
 
 
 def run_finished(runs_dir: Path | str, run: BcnRun) -> bool:

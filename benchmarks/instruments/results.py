@@ -19,6 +19,7 @@ runs/bilm/metrics.json (`train_bilm.py`), runs/dcn-squad-*/metrics.json (`train_
 runs/main/ report.json + REPORT.md (`main.py`, full size only).
 """
 
+import functools
 import json
 import logging
 import re
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from modeling_cove.training.common import papers
 from modeling_cove.training.common.stats import mean_std, paired_difference
-from modeling_cove.training.publishing.cards_record import weights_fingerprint
+from modeling_cove.training.publishing.cards_record import CheckpointError, weights_fingerprint
 from modeling_cove.training.common.run_info import git_commit, plot_curves
 from modeling_cove.training.common.files import write_json
 
@@ -168,32 +169,36 @@ def smoke_run(m: dict) -> bool:
     return bool(m.get("limit")) or (m.get("max_steps") or -1) > 0
 
 
-def run_column(m: dict, folder_name: str) -> str:
-    """A BCN run's table column: its folder's (RUN_FOLDER) when that names a column of ENCODER_COLUMNS made by the
-    run's --bcn-input, else its --bcn-input as TABLE_COLUMNS maps it. A folder naming such a column over another input
-    is refused (a run in the wrong folder)."""
+def run_column(m: dict, folder: Path | str) -> str:
+    """A BCN run's table column: its folder's (`folder`'s name, RUN_FOLDER) when that names a column of
+    ENCODER_COLUMNS made by the run's --bcn-input, else its --bcn-input as TABLE_COLUMNS maps it. A folder naming such
+    a column over another input is refused, by its path (a run in the wrong folder)."""
     column = TABLE_COLUMNS.get((m["column"], m.get("encoder_type")), m["column"])
-    named = RUN_FOLDER.fullmatch(folder_name)
+    named = RUN_FOLDER.fullmatch(Path(folder).name)
     if named and named["column"] in ENCODER_COLUMNS:
         if ENCODER_COLUMNS[named["column"]] != column:
-            raise ValueError(f"{folder_name}: the folder names the column {named['column']} (--bcn-input "
+            raise ValueError(f"{folder}: the folder names the column {named['column']} (--bcn-input "
                              f"{ENCODER_COLUMNS[named['column']]}) but its run is --bcn-input {m['column']}")
         return named["column"]
     return column
 
 
-def full_runs(runs: Path, pattern: str, subsampled: bool | None = False):
-    """(metrics, record) for each finished BCN run matching `pattern` under runs/; smoke runs (--limit,
-    --max-steps) are left out, and so are runs on random subsets (--max-train/eval-examples) unless `subsampled`
-    (then only those; None: both)."""
+def full_runs(runs: Path, pattern: str, subsampled: bool | None = False, exclude=()):
+    """(metrics, record) for each finished BCN run matching `pattern` under runs/ but in the run families (runs/
+    folders) named in `exclude`, left out before anything of theirs is read; smoke runs (--limit, --max-steps) are
+    left out, and so are runs on random subsets (--max-train/eval-examples) unless `subsampled` (then only those;
+    None: both)."""
     for metrics_path in sorted(runs.glob(pattern)):
+        family = metrics_path.relative_to(runs).parts[0]  # the run family: runs/<folder>/<task>/<run>
+        if family in exclude:
+            continue
         m = json.loads(metrics_path.read_text())
-        m["_folder"] = metrics_path.relative_to(runs).parts[0]  # the run family: runs/<folder>/<task>/<run>
+        m["_folder"] = family
         if smoke_run(m):
             continue
         if subsampled is not None and bool(m.get("subsample")) != subsampled:
             continue
-        m["column"] = run_column(m, metrics_path.parent.name)
+        m["column"] = run_column(m, metrics_path.parent)
         yield m, {
             "seed": m["seed"],
             "test_accuracy": round(100 * m["test"]["accuracy"], 2),
@@ -235,9 +240,7 @@ def collect_classification(runs: Path, pattern: str = "bcn/*/*-seed*/metrics.jso
     column with several setups gets one cell per setup, labelled "<column> @ <folder>" (with " #k" if one folder
     holds several), each recording its setup. Runs in the runs/ folders named in `exclude` are left out."""
     table, setups = {}, {}
-    for m, record in full_runs(runs, pattern, subsampled):
-        if m["_folder"] in exclude:
-            continue
+    for m, record in full_runs(runs, pattern, subsampled, exclude):
         if subsampled:
             setup = run_setup(m)
             setups.setdefault((m["task"], m["column"]), {}).setdefault(json.dumps(setup, sort_keys=True), setup)
@@ -411,6 +414,17 @@ def encoder_mismatch(records: list) -> str | None:
             return f"the runs read different encoders (seeds by {what}: " + "; ".join(
                 f"{name}: {sorted(set(found))}" for name, found in seeds.items()) + ")"
     return None
+
+
+@functools.lru_cache(maxsize=None)
+def checkpoint_weights(encoder: Path) -> str | None:
+    """The sha256 of the weights of the checkpoint at `encoder` (a resolved path) as the runs record it
+    (`weights_fingerprint`), None where it has none; read once a checkpoint (a runner asking whether a run over it
+    is stale)."""
+    try:
+        return weights_fingerprint(encoder)
+    except CheckpointError:  # no checkpoint there, or one without safetensors weights
+        return None
 
 
 def check_one_encoder(label: str, records: list) -> None:
@@ -626,7 +640,8 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
     runs to the classification.json already in `out` (a run replaces the one of the same task, column and seed; the
     others stay and every mean is computed again) instead of replacing it; the CoVe-T comparison's runs
     (runs/bcn-cove-t) go to the file's section COVE_T_SECTION (cove_t_comparison), with `merge` over that section's
-    runs alike, never into the table. `command` is recorded in every file."""
+    runs alike, never into the table; with none of its runs under `runs`, the section the file has stays as it is
+    (with or without `merge`, as the tagging collector keeps tagging.json's). `command` is recorded in every file."""
     runs, out = Path(runs), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     stamp = {"command": command, "commit": git_commit()}
@@ -656,6 +671,10 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
         cove_t = merge_runs_table(old.get(COVE_T_SECTION, {}).get("results", {}), cove_t)  # old: {} without merge
         if cove_t:
             body[COVE_T_SECTION] = cove_t_comparison(cove_t, stamp)
+        elif existing.exists():  # none of its runs here: the section the file has stays (not the table's to drop)
+            kept = json.loads(existing.read_text()).get(COVE_T_SECTION)
+            if kept:
+                body[COVE_T_SECTION] = kept
         written.append(write_json(existing, body))
     elif report["encoder_variants"] or cove_t:
         logger.warning("%s/bcn holds no runs: merge=True (--merge) adds the encoder variants' and the CoVe-T "

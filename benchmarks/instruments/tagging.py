@@ -16,7 +16,8 @@ Columns: supervised (the input vectors only), vectors+cove, vectors+bilm, cvt. A
 decimals, mean ± std over seeds and the values (`test_f1` / `validation_f1`, `test_accuracy` / ... for an accuracy
 task such as ewt_upos), the runs, and `versus_supervised`: the column minus the supervised one on the seeds both ran,
 with a 95% t interval (`modeling_cove.training.common.stats.paired_difference`, the one home of that interval). Smoke runs
-(--limit-sentences, --max-steps) and unfinished ones are left out and listed.
+(--limit-sentences, --max-steps) and unfinished ones are left out and listed. A cell holds runs over one encoder's
+weights (the sha256 a run records, `encoder_weights`; `results.check_one_encoder`).
 """
 
 import json
@@ -28,6 +29,8 @@ from modeling_cove.training.common import papers
 from modeling_cove.training.common.stats import mean_std, paired_difference
 from modeling_cove.training.common.run_info import git_commit
 from modeling_cove.training.common.files import write_json
+
+from .results import COVE_T_SECTION, check_one_encoder
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +46,6 @@ SMALL_DATA = "conll2000-10pct"
 MULTITASK = "multitask"
 ACCURACY_TASKS = ("ewt_upos",)  # the metric of a run that does not record it
 RUN_FOLDER = re.compile(r"^(?P<column>.+)-seed(?P<seed>\d+)$")
-COVE_T_SECTION = "cove_t_comparison"  # tagging.json's section of the CoVe-T comparison (collect_cove_t)
 COVE_T_COLUMNS = {
     "supervised": COLUMNS["supervised"],
     "vectors+cove": "[vectors; CoVe-S] read by the tagger, CoVe-S pretrained again for this comparison",
@@ -136,13 +138,18 @@ def read_runs(runs_dir: Path | str, detail: bool = False) -> tuple[list, list]:
                 "train_seconds": metrics.get("train_seconds"), "command": metrics.get("command"),
                 "commit": metrics.get("commit"), "cpu": machine.get("cpu"), "cpu_model": machine.get("cpu_model"),
                 "gpu": machine.get("gpu"), "train_fraction": settings.get("train_fraction"),
+                **({"encoder_weights": metrics["encoder_weights"]} if metrics.get("encoder_weights") else {}),
                 **(run_detail(metrics, task) if detail else {})})
     return records, left_out
 
 
 def cell(records: list) -> dict:
-    """A table cell over one row, task and column: its runs sorted by seed and mean ± std (n) with the values."""
+    """A table cell over one row, task and column: its runs sorted by seed and mean ± std (n) with the values; runs
+    that recorded the sha256 of different encoder weights are refused (`results.check_one_encoder`)."""
     records = sorted(records, key=lambda r: r["seed"])
+    first = records[0]
+    check_one_encoder(f"{first['row']}/{first['task'] + '/' if first['row'] == MULTITASK else ''}{first['column']}",
+                      records)
     kind = records[0]["metric"]
     entry = {"task": records[0]["task"], "metric": kind}
     for split in ("test", "validation"):
@@ -270,15 +277,38 @@ def tokenization_mismatches(data_dir, encoder) -> dict:
     return result
 
 
-def gather_records(runs_dir: Path | str, output: Path | str, merge: bool = False, detail: bool = False,
-                   section: str | None = None) -> tuple:
-    """(records, left out, the report at `output` as it was) for a collector writing `output` (or its `section`)
-    from the runs under `runs_dir` (`read_runs`, with `detail`); with `merge`, the records of the report (its
-    `section`) already at `output` whose run folders were not read now are kept (the old report is {} without `merge`
-    unless a `section` is written, for the file's other parts stay). No record at all is logged."""
+# what tagging.json holds (tagging_report's keys, the tokenization mismatch figures and the CoVe-T comparison's
+# section): a file with any other key is another collector's (read_report)
+TAGGING_KEYS = ("command", "commit", "machine", "what", "columns", "results", "left_out", "papers",
+                "tokenization_mismatch", COVE_T_SECTION)
+
+
+def read_report(output: Path | str, keys=TAGGING_KEYS, kind: str = "tagging table (tagging.json)") -> dict:
+    """The report already at `output` ({} where there is none), refused with a ValueError naming the file unless it
+    is a JSON object of `kind`, whose keys are all among `keys`: a collector rewriting another's file (the recipe
+    table's report written over tagging.json, say) would lose that file's other parts."""
     output = Path(output)
+    if not output.exists():
+        return {}
+    try:
+        report = json.loads(output.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{output} is not valid JSON ({err}): not a {kind} to write over") from None
+    foreign = sorted(set(report) - set(keys)) if isinstance(report, dict) else None
+    if foreign is None or foreign:
+        found = f"the keys {', '.join(foreign)}" if foreign else f"a JSON {type(report).__name__}"
+        raise ValueError(f"{output} is not a {kind} (it holds {found}): not written over, give another --output")
+    return report
+
+
+def gather_records(runs_dir: Path | str, output: Path | str, merge: bool = False, detail: bool = False,
+                   section: str | None = None, keys=TAGGING_KEYS, kind: str = "tagging table (tagging.json)") -> tuple:
+    """(records, left out, the report at `output` as it is) for a collector writing `output` (or its `section`)
+    from the runs under `runs_dir` (`read_runs`, with `detail`); the report there is read first, {} where there is
+    none, and refused when it is not of `kind` (`read_report` over `keys`); with `merge`, its records (its `section`'s)
+    whose run folders were not read now are kept. No record at all is logged."""
     records, left_out = read_runs(runs_dir, detail)
-    old = json.loads(output.read_text()) if (merge or section) and output.exists() else {}
+    old = read_report(output, keys, kind)
     before = old.get(section, {}) if section else old
     if merge and before:
         records = merge_records(records_of(before), records)
@@ -291,17 +321,17 @@ def collect_tagging(runs_dir: Path | str, output: Path | str, merge: bool = Fals
                     mismatch: dict | None = None):
     """Write `output` (tagging.json) from the runs under `runs_dir`; with `merge`, the runs of the `output` already
     there whose folders were not collected now are kept (and its tokenization mismatch figures unless `mismatch`
-    gives new ones). Returns the report, or None when there is no run at all (nothing is written)."""
+    gives new ones); its CoVe-T comparison section is kept either way (collected apart: `collect_cove_t`). Returns the
+    report, or None when there is no run at all (nothing is written)."""
     records, left_out, old = gather_records(runs_dir, output, merge)
     if not records:
         return None
     report = tagging_report(records, left_out, command)
-    mismatch = mismatch or old.get("tokenization_mismatch")
+    mismatch = mismatch or (old.get("tokenization_mismatch") if merge else None)
     if mismatch:
         report["tokenization_mismatch"] = mismatch
-    previous = old or (json.loads(Path(output).read_text()) if Path(output).exists() else {})
-    if COVE_T_SECTION in previous:  # collected apart (collect_cove_t): kept as it is
-        report[COVE_T_SECTION] = previous[COVE_T_SECTION]
+    if COVE_T_SECTION in old:  # collected apart (collect_cove_t): kept as it is
+        report[COVE_T_SECTION] = old[COVE_T_SECTION]
     write_json(output, report)
     return report
 

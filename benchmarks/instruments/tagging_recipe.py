@@ -18,8 +18,8 @@ over it: under a recipe every task trains with the recipe's values alone (WNUT-1
 The collection (`collect_recipe`): the runs under runs/tag-recipe (`tagging.read_runs` with its detail: labelled
 steps, the best period, the validation curve, the recipe each run recorded) grouped as the first table groups them
 (`tagging.build_table`: per row and column mean ± std over seeds, CVT minus supervised paired by seed with a 95% t
-interval; the multi-task row against its own supervised column), the recipes found, and the validation curves beside
-the JSON (`<output stem>_curves.png`).
+interval; the multi-task row against its own supervised column), the recipes found (one a row: `check_one_recipe`),
+and the validation curves beside the JSON (`<output stem>_curves.png`).
 """
 
 from __future__ import annotations
@@ -113,20 +113,52 @@ def resolved_recipes(runs: list) -> dict:
     return found
 
 
+def recipe_key(record: dict) -> str:
+    """The recipe a run recorded (--preset, --hyperparameters as given, the hyperparameters resolved) as one text."""
+    return json.dumps([record.get("preset"), record.get("overrides"), record.get("hyperparameters")], sort_keys=True)
+
+
 def recipes_of(records: list) -> list:
     """The recipes the runs recorded: [{preset, overrides, hyperparameters, rows, runs}], one per distinct recipe
     (one, when the table ran as planned)."""
     found = {}
     for r in records:
-        key = json.dumps([r.get("preset"), r.get("overrides"), r.get("hyperparameters")], sort_keys=True)
-        entry = found.setdefault(key, {"preset": r.get("preset"), "overrides": r.get("overrides"),
-                                       "hyperparameters": r.get("hyperparameters"), "rows": [], "runs": set()})
+        entry = found.setdefault(recipe_key(r), {"preset": r.get("preset"), "overrides": r.get("overrides"),
+                                                 "hyperparameters": r.get("hyperparameters"), "rows": [],
+                                                 "runs": set()})
         entry["rows"] += [r["row"]] if r["row"] not in entry["rows"] else []
         entry["runs"].add(r["folder"])
     return [{**entry, "runs": len(entry["runs"])} for entry in found.values()]
 
 
+def check_one_recipe(records: list) -> None:
+    """Raise ValueError when the runs of one row recorded different recipes (`recipe_key`): a row's columns are
+    paired by seed, so a row needs one recipe (a seed rerun under other overrides is collected apart or rerun). The
+    message names each recipe's run folders and the resolved hyperparameters that differ."""
+    rows = {}
+    for r in records:
+        rows.setdefault(r["row"], {}).setdefault(recipe_key(r), (r, set()))[1].add(r["folder"])
+    for row, found in rows.items():
+        if len(found) < 2:
+            continue
+        recipes = [record for record, _ in found.values()]
+        hyperparameters = [record.get("hyperparameters") or {} for record in recipes]
+        differ = sorted(key for key in set().union(*hyperparameters)
+                        if len({json.dumps(hp.get(key)) for hp in hyperparameters}) > 1)
+        listed = "; ".join(f"--preset {record.get('preset')} --hyperparameters {record.get('overrides')}: "
+                           f"{', '.join(sorted(folders))}" for record, folders in found.values())
+        raise ValueError(f"the runs of row {row} recorded {len(found)} recipes ({listed}; resolved hyperparameters "
+                         f"that differ: {', '.join(differ) or 'none'}); one row pairs its columns by seed on one "
+                         f"recipe: rerun those runs or collect them apart")
+
+
+# what tagging_cvt.json holds (recipe_report's keys): a file with any other key is another collector's
+RECIPE_KEYS = ("command", "commit", "machine", "what", "recipe", "columns", "results", "left_out", "curves")
+
+
 def recipe_report(records: list, left_out: list, command: str = "", curves: str | None = None) -> dict:
+    """The report of `records` (one recipe a row: `check_one_recipe`)."""
+    check_one_recipe(records)
     return {"command": command, "commit": git_commit(), "machine": machines(records), "what": WHAT,
             "recipe": recipes_of(records), "columns": COLUMNS, "results": build_table(records),
             "left_out": left_out, "curves": curves}
@@ -140,9 +172,11 @@ def curves_path(output: Path | str) -> Path:
 
 def collect_recipe(runs_dir: Path | str, output: Path | str, merge: bool = False, command: str = ""):
     """Write `output` (tagging_cvt.json) and its validation curves (`curves_path`) from the runs under `runs_dir`;
-    with `merge`, the runs of the `output` already there whose folders were not collected now are kept. Returns the
-    report, or None when there is no run at all (nothing is written)."""
-    records, left_out, _ = gather_records(runs_dir, output, merge, detail=True)
+    with `merge`, the runs of the `output` already there whose folders were not collected now are kept; an `output`
+    of another kind (tagging.json) is refused (`tagging.read_report`). Returns the report, or None when there is no
+    run at all (nothing is written)."""
+    records, left_out, _ = gather_records(runs_dir, output, merge, detail=True, keys=RECIPE_KEYS,
+                                          kind="recipe table (tagging_cvt.json)")
     if not records:
         return None
     report = recipe_report(records, left_out, command, curves_path(output).name)

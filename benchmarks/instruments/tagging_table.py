@@ -4,8 +4,9 @@
 and seeds (`SEEDS`), each as a `cove-train-tagger` command line writing `<runs>/<row>/<column>-seed<N>/`, the folders
 `tagging.read_runs` collects. `run_table` runs those not finished yet (a finished run's metrics.json has its results)
 with `run_pool`, `parallel` at a time, each on `threads` intra-op threads, until they are done or a deadline passes. A
-run counts as finished when its metrics.json holds results of the settings planned (not a smoke run, not other flags); a
-run cut short resumes from its last checkpoint next time (`--resume` where its run_settings.json matches the plan, else
+run counts as finished when its metrics.json holds results of the settings planned (not a smoke run, not other flags;
+not the data folder: the unlabelled files inside it compare by their path there, `same_settings`); a run cut short
+resumes from its last checkpoint next time (`--resume` where its run_settings.json matches the plan, else
 `--overwrite`). Runs whose encoder checkpoint is missing (CoVe-S from `cove-train-mt`, the biLM from `cove-train-bilm`)
 are skipped and named. Command line: `benchmarks/run_tagging_table.py`.
 
@@ -19,11 +20,14 @@ evenly filled.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .results import checkpoint_weights
 from .run_pool import run_pool
 from .tagging import MULTITASK, SMALL_DATA, TASKS, smoke_reason
 
@@ -90,9 +94,10 @@ class TableRun:
         return load_hyperparameters(self.parsed())
 
 
-def same_settings(recorded: dict, planned: dict) -> bool:
-    """Whether a run's recorded settings are the planned ones (`TableRun.settings`); encoder paths compared resolved,
-    a setting the run does not record (older than that flag) taken at its default."""
+def same_settings(recorded: dict, planned: dict, data_dir=None) -> bool:
+    """Whether a run's recorded settings are the planned ones (`TableRun.settings`, planned over the data folder
+    `data_dir`); encoder paths compared resolved, the unlabelled text by `same_unlabeled` (a copy of the data elsewhere
+    is the same data), a setting the run does not record (older than that flag) taken at its default."""
     import dataclasses
 
     from modeling_cove.training.commands.train_tagger import TaggerSettings
@@ -103,9 +108,48 @@ def same_settings(recorded: dict, planned: dict) -> bool:
         if key == "encoder":
             if mine is None or Path(mine).resolve() != Path(value).resolve():
                 return False
+        elif key == "unlabeled":
+            if not same_unlabeled(mine or [], recorded.get("data_dir"), value or [], data_dir):
+                return False
         elif mine != value:
             return False
     return True
+
+
+def same_unlabeled(recorded: list, recorded_data_dir, planned: list, planned_data_dir) -> bool:
+    """Whether two `--unlabeled` lists read the same text, each over its own data folder: a name without a path (a
+    local corpus, train-rest, hf:<id>) as it is; a file path resolved, equal when it names the same file or the same
+    path inside each side's data folder (a relative and an absolute spelling of the data folder, or a copy of it)."""
+    if len(recorded) != len(planned):
+        return False
+    for mine, theirs in zip(recorded, planned):
+        if is_corpus_name(mine) or is_corpus_name(theirs):
+            if mine != theirs:
+                return False
+            continue
+        mine_path, their_path = Path(mine).resolve(), Path(theirs).resolve()
+        if mine_path == their_path:
+            continue
+        inside = [inside_folder(path, folder) for path, folder in ((mine_path, recorded_data_dir),
+                                                                   (their_path, planned_data_dir))]
+        if inside[0] is None or inside[0] != inside[1]:
+            return False
+    return True
+
+
+def is_corpus_name(source: str) -> bool:
+    """Whether an `--unlabeled` entry names its text without a path: a local corpus, train-rest or hf:<id>."""
+    return source.startswith("hf:") or ("/" not in source and os.sep not in source)
+
+
+def inside_folder(path: Path, folder) -> str | None:
+    """`path` (resolved) relative to `folder` (resolved) as a POSIX path, None without a folder or outside it."""
+    if not folder:
+        return None
+    try:
+        return path.relative_to(Path(folder).resolve()).as_posix()
+    except ValueError:
+        return None
 
 
 def table_runs(vocab: str, cove_encoder: str, bilm_encoder: str, rows=None, columns=None) -> list:
@@ -168,20 +212,34 @@ def read_json(path: Path) -> dict | None:
         return None
 
 
-def run_finished(runs_dir: Path | str, run: TableRun) -> bool:
-    """Whether `run` has finished as planned: its metrics.json holds results (a run in progress writes one without
-    them), of a full run (not a smoke run) with the planned settings."""
+def other_weights(metrics: dict | None, run: TableRun) -> bool:
+    """Whether a run's metrics.json (`metrics`) records the sha256 of other weights than `run`'s encoder checkpoint
+    has now (`results.checkpoint_weights`: a checkpoint pretrained again since); a run older than that record, or a
+    checkpoint not there, compares by the encoder's path alone (`same_settings`)."""
+    recorded = (metrics or {}).get("encoder_weights")
+    now = checkpoint_weights(Path(run.encoder).resolve()) if recorded else None
+    return now is not None and recorded != now
+
+
+def run_finished(runs_dir: Path | str, run: TableRun, data_dir=None) -> bool:
+    """Whether `run` (planned over the data folder `data_dir`) has finished as planned: its metrics.json holds
+    results (a run in progress writes one without them), of a full run (not a smoke run) with the planned settings,
+    over the encoder's weights as they are now (`other_weights`)."""
     metrics = read_json(Path(runs_dir) / run.folder / "metrics.json")
     if not metrics or "results" not in metrics:
         return False
     recorded = metrics.get("settings") or {}
-    return smoke_reason(recorded) is None and same_settings(recorded, run.settings())
+    return (smoke_reason(recorded) is None and same_settings(recorded, run.settings(), data_dir)
+            and not other_weights(metrics, run))
 
 
-def can_resume(runs_dir: Path | str, run: TableRun) -> bool:
-    """Whether an unfinished `run` can continue from its checkpoint: it started with the planned settings."""
-    started = read_json(Path(runs_dir) / run.folder / "run_settings.json")
-    return started is not None and same_settings(started, run.settings())
+def can_resume(runs_dir: Path | str, run: TableRun, data_dir=None) -> bool:
+    """Whether an unfinished `run` (planned over `data_dir`) can continue from its checkpoint: it started with the
+    planned settings, over the encoder's weights as they are now (as far as its metrics.json so far records them)."""
+    folder = Path(runs_dir) / run.folder
+    started = read_json(folder / "run_settings.json")
+    return (started is not None and same_settings(started, run.settings(), data_dir)
+            and not other_weights(read_json(folder / "metrics.json"), run))
 
 
 def run_table(runs: list, runs_dir: Path | str, data_dir: str, parallel: int = 2, threads: int = 1,
@@ -190,6 +248,8 @@ def run_table(runs: list, runs_dir: Path | str, data_dir: str, parallel: int = 2
     process on `threads` threads, its output in `<runs_dir>/<folder>.log`), until all are done or `deadline_minutes`
     pass (then the running ones are stopped; they resume next time: `can_resume`). Returns the folders by outcome:
     "done_before" (finished already), "finished", "failed" (exit status not 0, or no results), "skipped" (no
-    encoder), "stopped" (at the deadline), "not_started"; `dry_run` only logs the commands."""
-    return run_pool(runs, runs_dir, data_dir, run_finished, can_resume, parallel, threads, deadline_minutes, dry_run,
+    encoder), "stopped" (at the deadline), "not_started"; `dry_run` only logs the commands. `data_dir`: the data
+    folder the runs read, the one their unlabelled text was planned under."""
+    return run_pool(runs, runs_dir, data_dir, functools.partial(run_finished, data_dir=data_dir),
+                    functools.partial(can_resume, data_dir=data_dir), parallel, threads, deadline_minutes, dry_run,
                     log)

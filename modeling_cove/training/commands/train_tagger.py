@@ -46,6 +46,7 @@ from ..loops.accelerate_loop import (AccelerateLoop, LoopState, StopLimits, chec
                           make_accelerator, make_optimizer, rank_share, start_run_folder)
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
+from ..publishing.cards_record import weights_fingerprint
 
 __all__ = ["build_training", "check_hyperparameters", "encode_split", "Encoded", "INPUTS", "LABEL_SCHEMES", "label_set",
            "labelled_batches", "load_hyperparameters", "load_task", "load_tokenizer", "main", "main_metric", "pad",
@@ -571,6 +572,7 @@ class TaggerLoop(AccelerateLoop):
                   for phase, (seconds, tokens) in self.phase_seconds.items()}
         return {
             "command": self.command, "commit": self.commit, "settings": self.settings.__dict__,
+            "encoder_weights": self.encoder_weights,  # the sha256 of the encoder's weights (None: a Hub id)
             "hyperparameters": self.hp, "machine": {**machine_info(), "processes": world,
                                                     "threads": torch.get_num_threads()},
             "tasks": {t.name: {"labels": t.labels, "metric": t.kind, "label_scheme": t.label_scheme, **t.counts}
@@ -763,9 +765,12 @@ def train_tagger(settings: TaggerSettings, argv=None, cpu: bool = False) -> dict
     tokenizer = load_tokenizer(settings.encoder)
     tasks, unlabeled = prepare_tasks(settings, tokenizer, hp)
     training = build_training(settings, hp, tasks, tokenizer)
+    # the weights read, as cove-train-classifier records them (a table cell holds runs over one encoder); a Hub id: None
+    encoder_weights = weights_fingerprint(settings.encoder) if Path(settings.encoder).is_dir() else None
     start_run_folder(accelerator, settings.output_dir, current, settings.resume)
     loop = TaggerLoop(settings, accelerator, training, tasks, unlabeled, hp)
     loop.tokenizer, loop.commit, loop.run_started = tokenizer, commit, run_started
+    loop.encoder_weights = encoder_weights
     loop.command = command_line(argv)
     loop.train()
     return loop.finish()
