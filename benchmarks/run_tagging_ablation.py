@@ -196,7 +196,8 @@ def plot_validation_curves(result: dict, path: Path) -> Path:
         panels.append({"title": f"{column}: CoNLL-2000 validation", "xlabel": "labelled steps",
                        "ylabel": "F1 (%)", "series": series})
     seeds = ", ".join(str(seed) for seed in result["seeds"])
-    return plot_curves(panels, path, title=f"CVT recipe ablation (cumulative), seeds {seeds}")
+    plural = "s" if len(result["seeds"]) > 1 else ""
+    return plot_curves(panels, path, title=f"CVT recipe ablation (cumulative), seed{plural} {seeds}")
 
 
 def main(argv=None):
