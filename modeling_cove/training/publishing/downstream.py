@@ -17,11 +17,11 @@ documented in `model_cards/README.md`, "Downstream results"; `ROW_SCHEMA` is its
 seeds of column minus compared with its 95% t interval (`low`, `high`; null on one seed, where there is none).
 """
 
-import json
 from pathlib import Path
 from typing import Union
 
-from .cards_record import NUMBER, OBJECT, OPTIONAL, REQUIRED, TEXT, _is_int, _is_number, _rule, _schema_problems
+from .cards_record import (NUMBER, OBJECT, OPTIONAL, REQUIRED, TEXT, _is_int, _is_number, _load_checked_json, _rule,
+                           _schema_problems)
 from ..common.files import write_json
 
 __all__ = ["DOWNSTREAM_SCHEMA_VERSION", "DownstreamError", "downstream_section", "downstream_table",
@@ -140,17 +140,7 @@ def validate_downstream(data) -> dict:
 
 def load_downstream(path: PathLike) -> dict:
     """The downstream results JSON at `path`, validated; a DownstreamError names the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise DownstreamError(f"downstream results not found: {path}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as err:
-        raise DownstreamError(f"{path} is not valid JSON: {err}") from None
-    try:
-        return validate_downstream(data)
-    except DownstreamError as err:
-        raise DownstreamError(f"{path}: {err}") from None
+    return _load_checked_json(path, validate_downstream, DownstreamError, "downstream results")
 
 
 def write_downstream(path: PathLike, data: dict) -> Path:
