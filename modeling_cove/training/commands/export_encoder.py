@@ -4,6 +4,8 @@
     cove-export-encoder --mt-checkpoint runs/cove-small/mt --output-dir runs/cove-small/encoder
     cove-export-encoder --mt-checkpoint runs/cove-small/mt --output-dir runs/cove-small-tasks \\
         --vocab-from runs/vocab          # same MT-LSTM, the (larger) vocabulary of a cove-build-vocab checkpoint
+    cove-export-encoder --mt-checkpoint runs/cove-t/mt --output-dir runs/cove-t/encoder-card --name cove-t \\
+        --downstream runs/cove-t/downstream.json   # + the card's "Downstream results" (model_cards/README.md)
 
 The result holds the source tokenizer, a config with `freeze_encoder=true` (and no decoder), the fixed word vectors +
 MT-LSTM weights as safetensors, the code files for `trust_remote_code=True`, and a draft model card README.md that
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..common.cli import REQUIRED, fail, option, parse_options
+from ..publishing.downstream import DownstreamError, load_downstream
 from ..publishing.export import export_encoder
 
 __all__ = ["ExportArguments", "main"]
@@ -39,6 +42,8 @@ class ExportArguments:
     metrics: Optional[str] = option("metrics.json of the MT run (for the model card; default: the one beside "
                                     "--mt-checkpoint, if any)")
     name: Optional[str] = option("model name for the card (default: the output folder's name)")
+    downstream: Optional[str] = option("downstream results JSON (model_cards/README.md, \"Downstream results\"): "
+                                       "the card gets their table, paired by seed with 95%% intervals")
 
 
 def main(argv=None):
@@ -48,8 +53,12 @@ def main(argv=None):
         fail(f"{args.mt_checkpoint} is not a checkpoint folder (no config.json)")
     metrics_path = Path(args.metrics) if args.metrics else Path(args.mt_checkpoint).parent / "metrics.json"
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else None
+    try:
+        downstream = load_downstream(args.downstream) if args.downstream else None
+    except DownstreamError as err:
+        fail(err)
     out = export_encoder(args.mt_checkpoint, args.output_dir, metrics=metrics, vocab_from=args.vocab_from,
-                         name=args.name)
+                         name=args.name, downstream=downstream)
     print(f"exported encoder -> {out}")
 
 

@@ -51,6 +51,7 @@ from .cards_record import (  # re-exported: the card and its inputs have one imp
     weights_fingerprint,
     write_eval_json,
 )
+from .downstream import downstream_section
 
 __all__ = [
     "ARCHITECTURES", "CARD_KINDS", "CardError", "CheckpointError", "DEFAULT_LICENSE", "ENCODER_KINDS",
@@ -474,11 +475,11 @@ def build_card(record: dict, config: dict, repo_id: str, **options) -> ModelCard
 
 
 def encoder_export_card(objective: str, config, metrics: Optional[dict], *, path=None,
-                        name: Optional[str] = None) -> ModelCard:
+                        name: Optional[str] = None, downstream: Optional[dict] = None) -> ModelCard:
     """The draft card of the encoder exported from a pretraining run: `objective` "mt" (a translation run; `path` is
     the export folder, `name` its title, default the folder's name) or "bilm" (a biLM run). `config` is the encoder's
     CoveConfig, `metrics` the run's metrics JSON; the card states what the run did, "not recorded" where it is
-    silent."""
+    silent. `downstream` (downstream results, `publishing.downstream`) adds the section "Downstream results"."""
     if objective not in EXPORT_CARDS:
         raise CardError(f"unknown pretraining objective {objective!r}; known: mt, bilm")
     kind, front_matter = EXPORT_CARDS[objective]
@@ -487,7 +488,8 @@ def encoder_export_card(objective: str, config, metrics: Optional[dict], *, path
         sections = _mt_export_sections(config, metrics, Path(path), name or Path(path).name)
     else:
         sections = _bilm_export_sections(config, metrics)
-    return write_card(kind, ModelCardData(**front_matter), **sections)
+    section = downstream_section(downstream) if downstream is not None else None
+    return write_card(kind, ModelCardData(**front_matter), downstream=section, **sections)
 
 
 def _mt_export_sections(config, metrics: dict, path: Path, name: str) -> dict:

@@ -401,18 +401,24 @@ def write_eval_json(path: PathLike, record: dict) -> Path:
     return path
 
 
-def load_eval_json(path: PathLike) -> dict:
+def _load_checked_json(path: PathLike, validate, error: type, what: str):
+    """The JSON file at `path` passed through `validate`; an `error` that names the file when it is missing, is no
+    JSON, or fails `validate` (which raises `error`)."""
     path = Path(path)
     if not path.is_file():
-        raise EvalRecordError(f"evaluation JSON not found: {path}")
+        raise error(f"{what} not found: {path}")
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        payload = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as err:
-        raise EvalRecordError(f"{path} is not valid JSON: {err}") from err
+        raise error(f"{path} is not valid JSON: {err}") from err
     try:
-        return validate_eval_record(record)
-    except EvalRecordError as err:
-        raise EvalRecordError(f"{path}: {err}") from None
+        return validate(payload)
+    except error as err:
+        raise error(f"{path}: {err}") from None
+
+
+def load_eval_json(path: PathLike) -> dict:
+    return _load_checked_json(path, validate_eval_record, EvalRecordError, "evaluation JSON")
 
 
 def check_record_matches_checkpoint(record: dict, checkpoint_dir: PathLike) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from .cards import encoder_export_card
+from .downstream import load_downstream, validate_downstream
 from ..common.files import commit_tmp, fresh_tmp, write_json
 
 __all__ = ["check_export", "encoder_config", "export_encoder", "load_mt_checkpoint", "swap_vocabulary"]
@@ -100,14 +101,20 @@ def encoder_config(model):
 
 
 def export_encoder(source, output_dir, metrics: dict = None, vocab_from=None, name: str = None,
-                   tokenizer=None) -> Path:
+                   tokenizer=None, downstream=None) -> Path:
     """Write the encoder of a pretraining run as a frozen CoVe checkpoint (`AutoModel`, the heads' `--encoder`) to
     `output_dir`, atomically; returns the path. `source` is an MT checkpoint folder, or a trained model holding the
     encoder as `.cove` (`CoveForMachineTranslation`, `CoveForBidirectionalLM`) with its `tokenizer`. Beside the
     weights: the tokenizer, the draft card (README.md) and the run's `metrics` (`EXPORT_METRICS_FILES`, which say
-    what the encoder is to the heads' evaluation records). The export is reloaded and checked against `source`."""
+    what the encoder is to the heads' evaluation records). `downstream`, downstream results (a dict or the path of
+    their JSON, `publishing.downstream`), adds the card's "Downstream results"; they are checked before anything is
+    written (DownstreamError). The export is reloaded and checked against `source`."""
     from modeling_cove.modeling_cove import CoveModel
 
+    if isinstance(downstream, (str, Path)):
+        downstream = load_downstream(downstream)
+    elif downstream is not None:
+        validate_downstream(downstream)
     if isinstance(source, (str, Path)):
         model, tokenizer = load_mt_checkpoint(source)
     elif tokenizer is None:
@@ -127,7 +134,8 @@ def export_encoder(source, output_dir, metrics: dict = None, vocab_from=None, na
     tmp = fresh_tmp(output_dir)
     encoder.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    encoder_export_card(objective, config, metrics, path=output_dir, name=name).save(tmp / "README.md")
+    encoder_export_card(objective, config, metrics, path=output_dir, name=name,
+                        downstream=downstream).save(tmp / "README.md")
     if metrics:
         write_json(tmp / EXPORT_METRICS_FILES[objective], metrics)
     check_export(tmp, model, same_vocabulary=vocab_from is None)

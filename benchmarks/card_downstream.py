@@ -1,0 +1,123 @@
+#!/usr/bin/env python
+"""The CoVe-T comparison's results as the downstream results JSON of an encoder's card (`cove-export-encoder
+--downstream`; its schema: model_cards/README.md, "Downstream results"): one row per pair of the comparison whose first
+column is the encoder's column, from classification.json's section `cove_t_comparison` (BCN, test accuracy: its
+`results` and `versus_vectors`) and tagging.json's (the tagger, test F1: its `results` and `paired`).
+
+    python benchmarks/collect_results.py --merge          # classification.json's section (runs/bcn-cove-t)
+    python benchmarks/collect_tagging.py --cove-t --merge  # tagging.json's section (runs/tag-cove-t)
+    python benchmarks/card_downstream.py --output runs/cove-t/downstream.json    # vectors+cove-t's pairs
+    cove-export-encoder --mt-checkpoint runs/cove-t/mt --output-dir runs/cove-t/encoder-card --name cove-t \\
+        --downstream runs/cove-t/downstream.json
+
+A section that is missing, or holds no pair of the column, gives no row; no row at all is an error (exit 2, nothing
+written). The file is validated by the package's schema (`publishing.downstream.write_downstream`) before it is
+written.
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from instruments.results import COVE_T_SECTION
+from modeling_cove.training.common.cli import REQUIRED, fail, option, parse_options
+from modeling_cove.training.publishing.downstream import DOWNSTREAM_SCHEMA_VERSION, write_downstream
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results"
+
+
+@dataclass
+class CardDownstreamArguments:
+    """The flags of card_downstream.py."""
+
+    output: str = option("the downstream results JSON to write (cove-export-encoder --downstream)", REQUIRED)
+    encoder_column: str = option("the encoder's column: the rows are the pairs whose first column it is",
+                                 "vectors+cove-t")
+    classification: str = option("classification.json (default: the repository's benchmarks/results/)",
+                                 str(RESULTS / "classification.json"))
+    tagging: str = option("tagging.json (default: the repository's benchmarks/results/)",
+                          str(RESULTS / "tagging.json"))
+
+
+def column(name: str, cell: dict, key: str) -> dict:
+    """A column of a row: its name, the cell's mean ± std of `key` and the seeds of its runs."""
+    return {"name": name, "mean": cell[key]["mean"], "std": cell[key]["std"],
+            "seeds": [run["seed"] for run in cell["runs"]]}
+
+
+def pairs_of(blocks: dict, encoder_column: str):
+    """(task, a, b, entry) for each "a - b" block of `blocks` (task -> "a - b" -> entry) whose a is the column."""
+    for task, pairs in blocks.items():
+        for name, entry in pairs.items():
+            a, b = name.split(" - ")
+            if a == encoder_column:
+                yield task, a, b, entry
+
+
+def classification_rows(section: dict, encoder_column: str) -> list:
+    """The BCN rows: classification.json's cove_t_comparison, test accuracy (`versus_vectors`' paired_difference:
+    ci95 from two seeds on)."""
+    rows = []
+    for task, a, b, entry in pairs_of(section.get("versus_vectors") or {}, encoder_column):
+        cells, paired = section["results"][task], entry["test_accuracy"]
+        low, high = paired.get("ci95") or (None, None)
+        rows.append({"task": task, "model": "BCN", "metric": "test accuracy (%)",
+                     "column": column(a, cells[a], "test_accuracy"), "compared": column(b, cells[b], "test_accuracy"),
+                     "difference": {"mean": paired["mean"], "low": low, "high": high, "n": len(paired["seeds"]),
+                                    "seeds": paired["seeds"]}})
+    return rows
+
+
+def tagging_rows(section: dict, encoder_column: str) -> list:
+    """The tagger rows: tagging.json's cove_t_comparison, the test split of its `paired` blocks (`versus`)."""
+    rows = []
+    for task, a, b, entry in pairs_of(section.get("paired") or {}, encoder_column):
+        cells, paired = section["results"][task], entry["test"]
+        metric = cells[a]["metric"]
+        key = f"test_{metric}"
+        rows.append({"task": task, "model": "tagger", "metric": f"test {'F1' if metric == 'f1' else metric} (%)",
+                     "column": column(a, cells[a], key), "compared": column(b, cells[b], key),
+                     "difference": {name: paired[name] for name in ("mean", "low", "high", "n", "seeds")}})
+    return rows
+
+
+def read_section(path: Path) -> dict:
+    """The cove_t_comparison section of a result file ({} when the file or the section is absent)."""
+    if not path.is_file():
+        return {}
+    try:
+        report = json.loads(path.read_text())
+    except ValueError as err:
+        raise ValueError(f"{path} is not valid JSON: {err}") from None
+    return (report.get(COVE_T_SECTION) or {}) if isinstance(report, dict) else {}
+
+
+def card_downstream(classification: Path, tagging: Path, encoder_column: str = "vectors+cove-t") -> dict:
+    """The downstream results of `encoder_column` from the two files' CoVe-T comparison sections (ValueError when
+    they hold no pair of it), their source named with the commit that collected each."""
+    rows, sources = [], []
+    for path, to_rows in ((Path(classification), classification_rows), (Path(tagging), tagging_rows)):
+        section = read_section(path)
+        found = to_rows(section, encoder_column)
+        if found:
+            rows += found
+            sources.append(f"{path.name} section {COVE_T_SECTION}, collected at commit {section.get('commit')}")
+    if not rows:
+        raise ValueError(f"no pair of {encoder_column!r} in the {COVE_T_SECTION} sections of {classification} and "
+                         f"{tagging}: nothing to write")
+    return {"schema_version": DOWNSTREAM_SCHEMA_VERSION, "source": "; ".join(sources), "rows": rows}
+
+
+def main(argv=None):
+    args = parse_options(CardDownstreamArguments, argv, description=__doc__)
+    try:
+        data = card_downstream(Path(args.classification), Path(args.tagging), args.encoder_column)
+        path = write_downstream(args.output, data)
+    except ValueError as err:  # DownstreamError is one
+        fail(err)
+    print(f"wrote {len(data['rows'])} rows of {args.encoder_column} -> {path}")
+
+
+if __name__ == "__main__":
+    main()
