@@ -240,9 +240,19 @@ def test_cli_run_writes_the_tagger_metrics_and_curves(tiny_setup, tmp_path):
 
 
 def test_cli_resumes_exactly(tiny_setup, tmp_path):
+    """A run stopped at step 5 and resumed, with its data folder and encoder spelled otherwise (relative instead of
+    absolute: the same places), ends as the run straight through; over other encoder weights it is refused."""
     straight = tg.train_tagger(settings(tiny_setup, tmp_path / "a", no_save_model=True), cpu=True)
     tg.train_tagger(settings(tiny_setup, tmp_path / "b", no_save_model=True, max_steps=5, save_steps=1), cpu=True)
-    resumed = tg.train_tagger(settings(tiny_setup, tmp_path / "b", no_save_model=True, resume=True), cpu=True)
+    data_dir, encoder, _ = tiny_setup
+    elsewhere = dict(data_dir=os.path.relpath(data_dir), encoder=os.path.relpath(encoder))
+    resumed = tg.train_tagger(settings(tiny_setup, tmp_path / "b", no_save_model=True, resume=True, **elsewhere),
+                              cpu=True)
+    run_settings = json.loads((tmp_path / "b" / "run_settings.json").read_text())
+    assert run_settings["encoder_weights"] == resumed["encoder_weights"] and len(resumed["encoder_weights"]) == 64
+    (tmp_path / "b" / "run_settings.json").write_text(json.dumps({**run_settings, "encoder_weights": "0" * 64}))
+    with pytest.raises(ValueError, match="encoder_weights"):
+        tg.train_tagger(settings(tiny_setup, tmp_path / "b", no_save_model=True, resume=True), cpu=True)
     assert resumed["global_step"] == straight["global_step"]
     assert [h["train_loss"] for h in resumed["epochs"]] == pytest.approx([h["train_loss"] for h in straight["epochs"]],
                                                                         abs=0, rel=0)

@@ -11,7 +11,8 @@ import pytest
 
 from instruments import tagging, tagging_table
 from instruments.tagging_table import TableRun, run_finished, run_table, table_runs
-from modeling_cove.training.commands.train_tagger import TaggerSettings
+from modeling_cove.training.commands.train_tagger import ADDED_SETTINGS, RESUME_KEYS, RESUME_SAME, TaggerSettings
+from modeling_cove.training.loops.accelerate_loop import check_run_folder
 from modeling_cove.training.common.cli import RunArguments, parse_options
 
 
@@ -123,7 +124,7 @@ def test_run_table_runs_the_unfinished_skips_and_reports(tmp_path):
     write_metrics(runs_dir, done, results={"conll2000": {}}, settings={"seed": 1})
     in_progress = FakeRun("conll2000", "cvt", 1, encoder, ())
     write_metrics(runs_dir, in_progress, settings={"seed": 1})  # no results yet
-    (runs_dir / in_progress.folder / "run_settings.json").write_text(json.dumps({"seed": 1}))
+    (runs_dir / in_progress.folder / "run_settings.json").write_text(json.dumps({"seed": 1, "data_dir": "DATA"}))
     runs = [done, in_progress, FakeRun("wnut17", "cvt", 1, encoder, ()),
             FakeRun("wnut17", "supervised", 1, encoder, (), behaviour="fail"),
             FakeRun("wnut17", "supervised+case", 1, encoder, (), behaviour="silent"),
@@ -234,8 +235,16 @@ def test_a_cvt_run_is_finished_and_resumable_whatever_the_spelling_of_its_data_f
             planned = recipe_runs("vocab", planned_with, rows=["ewt_upos"], columns=["cvt"])[0]
             assert tagging_table.can_resume(runs_dir, planned, planned_with)
             assert not run_finished(runs_dir, planned, planned_with)
+            # and cove-train-tagger takes the resume the runner asks for (its own check, on the planned command)
+            settings = planned.parsed()
+            settings.data_dir = planned_with
+            check_run_folder(runs_dir / run.folder, settings.resume_settings(), RESUME_KEYS, True, False,
+                             defaults=ADDED_SETTINGS, same=RESUME_SAME)
+        # a copy of the data elsewhere: the same run once finished, but not the same files to resume on
+        copy = recipe_runs("vocab", str(tmp_path / "copy"), rows=["ewt_upos"], columns=["cvt"])[0]
+        assert not tagging_table.can_resume(runs_dir, copy, str(tmp_path / "copy"))
         write_metrics(runs_dir, run, settings=recorded, results={})
-        for planned_with in spellings:
+        for planned_with in spellings + (str(tmp_path / "copy"),):
             planned = recipe_runs("vocab", planned_with, rows=["ewt_upos"], columns=["cvt"])[0]
             assert run_finished(runs_dir, planned, planned_with), (recorded_with, planned_with)
             # the runner's dry run: done, not planned again with --overwrite

@@ -235,10 +235,17 @@ def run_finished(runs_dir: Path | str, run: TableRun, data_dir=None) -> bool:
 
 def can_resume(runs_dir: Path | str, run: TableRun, data_dir=None) -> bool:
     """Whether an unfinished `run` (planned over `data_dir`) can continue from its checkpoint: it started with the
-    planned settings, over the encoder's weights as they are now (as far as its metrics.json so far records them)."""
+    planned settings, over the encoder's weights as they are now (as far as its metrics.json so far records them),
+    and cove-train-tagger's own resume check takes it: the data folder and the unlabelled files at the same places
+    (`train_tagger.RESUME_SAME`: another spelling of a place, not a copy of the data elsewhere)."""
+    from modeling_cove.training.commands.train_tagger import RESUME_SAME
+
     folder = Path(runs_dir) / run.folder
     started = read_json(folder / "run_settings.json")
-    return (started is not None and same_settings(started, run.settings(), data_dir)
+    if started is None or not same_settings(started, run.settings(), data_dir):
+        return False
+    planned = {"unlabeled": run.settings().get("unlabeled"), **({"data_dir": data_dir} if data_dir else {})}
+    return (all(RESUME_SAME[key](started.get(key), value) for key, value in planned.items())
             and not other_weights(read_json(folder / "metrics.json"), run))
 
 

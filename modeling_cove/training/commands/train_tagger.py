@@ -28,6 +28,7 @@ without a token counted wrong) and exact resume inside an epoch on the shared pr
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,8 +51,8 @@ from ..publishing.cards_record import weights_fingerprint
 
 __all__ = ["build_training", "check_hyperparameters", "encode_split", "Encoded", "INPUTS", "LABEL_SCHEMES", "label_set",
            "labelled_batches", "load_hyperparameters", "load_task", "load_tokenizer", "main", "main_metric", "pad",
-           "plot_run_curves", "predict_tags", "prepare_tasks", "save_taggers", "scheme_tags", "score", "step_budget",
-           "TaggerLoop", "TaggerSettings", "TaskRun", "train_tagger", "unlabeled_sentences"]
+           "plot_run_curves", "predict_tags", "prepare_tasks", "RESUME_SAME", "save_taggers", "scheme_tags", "score",
+           "step_budget", "TaggerLoop", "TaggerSettings", "TaskRun", "train_tagger", "unlabeled_sentences"]
 
 LABEL_SCHEMES = ("bio", "bioes")
 HYPERPARAMETER_DEFAULTS = {
@@ -144,7 +145,31 @@ RESUME_KEYS = ("task", "encoder", "input", "data_dir", "cvt", "unlabeled", "unla
                "seed", "preset", "epochs", "batch_size", "learning_rate", "dropout", "hidden_size", "case_dim",
                "limit_sentences", "label_scheme", "hyperparameters")
 # resume keys newer than some run folders, at the value such a folder's run had (`check_run_folder`'s defaults)
-ADDED_SETTINGS = {"label_scheme": None, "hyperparameters": None}
+ADDED_SETTINGS = {"label_scheme": None, "hyperparameters": None, "encoder_weights": None}
+
+
+def same_place(first, now) -> bool:
+    """Two spellings of one path (relative and absolute, `..` or not): equal resolved; None only equals None."""
+    if first is None or now is None:
+        return first is now
+    return Path(first).resolve() == Path(now).resolve()
+
+
+def same_sources(first, now) -> bool:
+    """Two `--unlabeled` lists naming the same texts: a file by its resolved path (`same_place`), a name without a
+    path (a local corpus, train-rest, hf:<id>) as written."""
+    def is_path(source: str) -> bool:
+        return not source.startswith("hf:") and ("/" in source or os.sep in source)
+
+    if first is None or now is None or len(first) != len(now):
+        return first == now
+    return all(same_place(a, b) if is_path(a) and is_path(b) else a == b for a, b in zip(first, now))
+
+
+# resume keys compared otherwise than with ==: the data folder and the unlabelled files in any spelling of their
+# place; the encoder's weights (sha256) only where the first run recorded them (older runs did not)
+RESUME_SAME = {"data_dir": same_place, "unlabeled": same_sources, "encoder": same_place,
+               "encoder_weights": lambda first, now: first is None or first == now}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -759,14 +784,15 @@ def train_tagger(settings: TaggerSettings, argv=None, cpu: bool = False) -> dict
     hp = load_hyperparameters(settings)
     # each phase leaves parameters unused (cvt.py): DDP must be told
     accelerator = make_accelerator(cpu, find_unused_parameters=True, batch_size=hp["batch_size"])
-    current = settings.resume_settings()
-    check_run_folder(settings.output_dir, current, RESUME_KEYS, settings.resume, settings.overwrite,
-                     defaults=ADDED_SETTINGS)
+    # the weights read, as cove-train-classifier records them (a table cell holds runs over one encoder); a Hub id:
+    # None. A resume over other weights at the same path (an encoder pretrained again) is refused.
+    encoder_weights = weights_fingerprint(settings.encoder) if Path(settings.encoder).is_dir() else None
+    current = {**settings.resume_settings(), "encoder_weights": encoder_weights}
+    check_run_folder(settings.output_dir, current, RESUME_KEYS + ("encoder_weights",), settings.resume,
+                     settings.overwrite, defaults=ADDED_SETTINGS, same=RESUME_SAME)
     tokenizer = load_tokenizer(settings.encoder)
     tasks, unlabeled = prepare_tasks(settings, tokenizer, hp)
     training = build_training(settings, hp, tasks, tokenizer)
-    # the weights read, as cove-train-classifier records them (a table cell holds runs over one encoder); a Hub id: None
-    encoder_weights = weights_fingerprint(settings.encoder) if Path(settings.encoder).is_dir() else None
     start_run_folder(accelerator, settings.output_dir, current, settings.resume)
     loop = TaggerLoop(settings, accelerator, training, tasks, unlabeled, hp)
     loop.tokenizer, loop.commit, loop.run_started = tokenizer, commit, run_started

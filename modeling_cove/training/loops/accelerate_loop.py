@@ -29,6 +29,7 @@ here the checkpoint goes to a temporary folder renamed at the end.
 from __future__ import annotations
 
 import json
+import operator
 import re
 import shutil
 import time
@@ -212,18 +213,22 @@ RUN_SETTINGS_FILE = "run_settings.json"  # the settings of the run's first start
 
 
 def check_run_folder(output_dir: Path | str, settings: dict, resume_keys, resume: bool, overwrite: bool,
-                     defaults: dict | None = None):
+                     defaults: dict | None = None, same: dict | None = None):
     """Before anything is loaded or written: a resumed run needs the first run's settings, with the same values of
     `resume_keys` (the data order, vocabularies, model and optimizer are built from them once); a new run an empty
     or missing folder, or `overwrite`. A ValueError says which. A key of `defaults` that the first run did not
-    record (a setting added since) is taken at its value there, the value the first run ran with."""
+    record (a setting added since) is taken at its value there, the value the first run ran with. `same`: key ->
+    `equal(first run's value, now)` for a key whose values can differ in spelling only (a folder given relative once
+    and absolute once); the others compare with ==."""
     output_dir = Path(output_dir)
     run_file = output_dir / RUN_SETTINGS_FILE
     if resume:
         if not run_file.exists():
             raise ValueError(f"resume: {run_file} does not exist (nothing to resume)")
         previous = {**(defaults or {}), **json.loads(run_file.read_text())}
-        changed = {k: (previous.get(k), settings.get(k)) for k in resume_keys if previous.get(k) != settings.get(k)}
+        equal = {key: (same or {}).get(key, operator.eq) for key in resume_keys}
+        changed = {k: (previous.get(k), settings.get(k)) for k in resume_keys
+                   if not equal[k](previous.get(k), settings.get(k))}
         if changed:
             raise ValueError(f"resume with different data/batching/model settings {changed} (first run, now): the "
                              "run would not continue exactly; use the original ones")
