@@ -90,7 +90,12 @@ def read_section(path: Path) -> dict:
         report = json.loads(path.read_text())
     except ValueError as err:
         raise ValueError(f"{path} is not valid JSON: {err}") from None
-    return (report.get(COVE_T_SECTION) or {}) if isinstance(report, dict) else {}
+    if not isinstance(report, dict):
+        raise ValueError(f"{path} is not a results file (a JSON object), got {type(report).__name__}")
+    section = report.get(COVE_T_SECTION) or {}
+    if not isinstance(section, dict):
+        raise ValueError(f"{path}: its {COVE_T_SECTION} is not an object, got {type(section).__name__}")
+    return section
 
 
 def card_downstream(classification: Path, tagging: Path, encoder_column: str = "vectors+cove-t") -> dict:

@@ -112,4 +112,10 @@ def test_no_pair_or_a_broken_file_ends_in_one_line_and_writes_nothing(results, t
     status, err = exit_of(script.main, ["--classification", str(tmp_path / "broken.json"), "--output", str(out)],
                           capsys)
     assert status == 2 and err.startswith(f"error: {tmp_path / 'broken.json'} is not valid JSON")
+    for name, content, message in (
+            ("list.json", [], "is not a results file (a JSON object), got list"),
+            ("section.json", {"cove_t_comparison": [1]}, "its cove_t_comparison is not an object")):
+        (tmp_path / name).write_text(json.dumps(content))
+        status, err = exit_of(script.main, ["--classification", str(tmp_path / name), "--output", str(out)], capsys)
+        assert status == 2 and err.startswith(f"error: {tmp_path / name}") and message in err, err
     assert not out.exists()

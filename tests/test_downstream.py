@@ -73,6 +73,8 @@ BAD = [  # (change, what the error says)
     (("rows.0.difference.n", 4), "rows[0].difference.n 4 exceeds the 3 seeds of column"),
     (("rows.0.difference.seeds", [1, 2, 5]), "rows[0].difference.seeds [5] are not among column.seeds"),
     (("rows.1", GOOD["rows"][0]), "rows[1] repeats rows[0] (same task, model, metric and columns)"),
+    # on the same seeds, the difference is the column's mean minus the compared one's (not the other way round)
+    (("rows.0.compared.seeds", [1, 2, 3]), "rows[0].difference.mean 1.1 is not column.mean - compared.mean"),
 ]
 
 
@@ -112,6 +114,10 @@ def test_the_table_shows_the_numbers_given():
          "+1.10 [-0.21, +2.00]", "3"],
         ["conll2000", "tagger", "test F1 (%)", "`vectors+cove-t` 95.20 ± 0.00 (1)", "`vectors+cove` 95.45 ± 0.00",
          "-0.25 (one seed: no interval)", "1"]]
+    odd = with_change("rows.1.task", "conll|2000")
+    odd["rows"][1]["difference"]["mean"] = -0.004  # rounds to 0: shown unsigned-zero, not "-0.00"
+    cells = downstream_table(odd).splitlines()[3]
+    assert cells.startswith("| conll\\|2000 | tagger |") and "| +0.00 (one seed: no interval) |" in cells
     section = downstream_section(GOOD)
     assert section.startswith("## Downstream results\n\n| task |")
     assert section.endswith("an interval that contains 0 is no evidence of a difference. Source: "
@@ -125,6 +131,10 @@ def test_the_section_is_added_to_the_export_card_and_nothing_else_changes(object
     where = dict(path=given["out_dir"], name=given["name"]) if objective == "mt" else {}
     without = str(cards.encoder_export_card(objective, config, given["metrics"], **where))
     with_results = str(cards.encoder_export_card(objective, config, given["metrics"], downstream=GOOD, **where))
+    odd = with_change("rows.1.task", "conll|2000")
+    odd["rows"][1]["difference"]["mean"] = -0.004  # rounds to 0: shown unsigned-zero, not "-0.00"
+    cells = downstream_table(odd).splitlines()[3]
+    assert cells.startswith("| conll\\|2000 | tagger |") and "| +0.00 (one seed: no interval) |" in cells
     section = downstream_section(GOOD)
     assert with_results.count(section) == 1 and "Downstream results" not in without
     if objective == "mt":  # after the MT model's results, before the limitations

@@ -102,6 +102,12 @@ def _row_problems(row: dict, prefix: str) -> list:
     for name, block in (("column", column), ("compared", compared)):
         if "seeds" in block and n > len(block["seeds"]):
             problems.append(f"{prefix}difference.n {n} exceeds the {len(block['seeds'])} seeds of {name}")
+    same_seeds = "seeds" in column and column["seeds"] == compared.get("seeds") == difference.get("seeds")
+    # three numbers rounded to 2 decimals each: up to 0.015 apart
+    if same_seeds and abs(difference["mean"] - (column["mean"] - compared["mean"])) > 0.016:
+        problems.append(f"{prefix}difference.mean {difference['mean']} is not column.mean - compared.mean "
+                        f"({column['mean']} - {compared['mean']}) on the same seeds: the difference is this "
+                        "encoder's column minus the compared one")
     paired = difference.get("seeds")
     if paired is not None:
         if len(paired) != n:
@@ -148,15 +154,24 @@ def write_downstream(path: PathLike, data: dict) -> Path:
     return write_json(path, validate_downstream(data))
 
 
+def _text(value: str) -> str:
+    """A text field inside a Markdown table cell: its `|` escaped (it would end the cell)."""
+    return str(value).replace("|", "\\|")
+
+
+def _signed(value: float) -> str:
+    return f"{round(value, 2) + 0.0:+.2f}"  # + 0.0: a rounded -0.004 shows as +0.00, not -0.00
+
+
 def _cell(block: dict) -> str:
     count = f" ({len(block['seeds'])})" if "seeds" in block else ""
-    return f"`{block['name']}` {block['mean']:.2f} ± {block['std']:.2f}{count}"
+    return f"`{_text(block['name'])}` {block['mean']:.2f} ± {block['std']:.2f}{count}"
 
 
 def _difference(difference: dict) -> str:
     if difference.get("low") is None:
-        return f"{difference['mean']:+.2f} (one seed: no interval)"
-    return f"{difference['mean']:+.2f} [{difference['low']:+.2f}, {difference['high']:+.2f}]"
+        return f"{_signed(difference['mean'])} (one seed: no interval)"
+    return f"{_signed(difference['mean'])} [{_signed(difference['low'])}, {_signed(difference['high'])}]"
 
 
 def downstream_table(data: dict) -> str:
@@ -166,7 +181,8 @@ def downstream_table(data: dict) -> str:
     lines = ["| task | model | metric | this encoder | compared with | difference [95% interval] | paired seeds |",
              "|---|---|---|---|---|---|---|"]
     for row in data["rows"]:
-        lines.append(f"| {row['task']} | {row['model']} | {row['metric']} | {_cell(row['column'])} | "
+        lines.append(f"| {_text(row['task'])} | {_text(row['model'])} | {_text(row['metric'])} | "
+                     f"{_cell(row['column'])} | "
                      f"{_cell(row['compared'])} | {_difference(row['difference'])} | {row['difference']['n']} |")
     return "\n".join(lines)
 
