@@ -159,13 +159,45 @@ def collect(args: AblationArguments) -> dict:
         step["second_seed"] = None if change is None else abs(change) > spread["std"]
         gaps = [g for g in step["gap"].values() if g is not None]
         step["mean_gap"] = round(sum(gaps) / len(gaps), 2) if gaps else None
+        changes = [c for c in step["gap_change"].values() if c is not None]
+        step["mean_gap_change"] = round(sum(changes) / len(changes), 2) if changes else None
     return {"command": command_line([sys.argv[0], *sys.argv[1:]]), "commit": git_commit(),
             "machine": "per run (each run's record)",
             "what": "CoNLL-2000 chunking validation F1 (%), supervised vs Cross-View Training, the authors' recipe "
                     "added one change at a time (cumulative); per seed: gap = CVT - supervised, gap_change = this "
                     "step's gap - the previous step's; second_seed: the first seed's gap_change exceeds the "
                     "table's seed-to-seed spread of the gap",
-            "seeds": seeds, "spread": spread, "steps": steps}
+            "seeds": seeds, "spread": spread, "steps": steps, "choice": recipe_choice(steps, spread["std"])}
+
+
+# The rule that turns the ablation into the table's recipe, fixed before the later steps ran. The budget and the news
+# text are the table's by design (its plan), not choices.
+CHOICE_RULE = ("a change of the authors' recipe stays unless its gap_change, averaged over the seeds run, is below "
+               "minus the table's seed-to-seed spread of the gap (it lowers CVT - supervised by more than seeds move "
+               "it alone); a dropped change goes back to cove-train-tagger's default over cvt-paper "
+               "(recipe_overrides, for run_tagging_table.py --recipe-overrides)")
+FIXED_STEPS = ("equal-steps", "news-text")
+
+
+def recipe_choice(steps: list, spread: float) -> dict:
+    """The recipe the ablation chooses by CHOICE_RULE: the steps kept, dropped and still without a gap, and the
+    --recipe-overrides of the dropped ones (their hyperparameters at cove-train-tagger's defaults)."""
+    from modeling_cove.training.commands.train_tagger import HYPERPARAMETER_DEFAULTS
+
+    by_name = {step["step"]: step for step in steps}
+    choice = {"rule": CHOICE_RULE, "spread": spread, "kept": [], "dropped": [], "pending": [], "recipe_overrides": {}}
+    for name, _, added, _ in STEPS:
+        if name in FIXED_STEPS:
+            continue
+        change = by_name[name]["mean_gap_change"]
+        if change is None:
+            choice["pending"].append(name)
+        elif change < -spread:
+            choice["dropped"].append(name)
+            choice["recipe_overrides"].update({key: HYPERPARAMETER_DEFAULTS[key] for key in added})
+        else:
+            choice["kept"].append(name)
+    return choice
 
 
 def record_step(steps: list, step: str, adds: str, seed: int, runs: dict, supervised_from, gap, change) -> None:

@@ -74,6 +74,23 @@ def test_collect_takes_gaps_against_the_latest_supervised_run_of_each_seed(tmp_p
     assert steps["news-text"]["runs"]["1"]["cvt"]["validation_curve"] == [[250, 87.0], [500, 91.0]]
     assert steps["boundaries"]["gap"] == {"1": None, "2": None} and steps["boundaries"]["runs"]["1"] == {}
     assert steps["boundaries"]["second_seed"] is None
+    changes = [round(0.5 - table_gap[1], 2), round(0.2 - table_gap[2], 2)]
+    assert steps["equal-steps"]["mean_gap_change"] == round(sum(changes) / 2, 2)
+    choice = result["choice"]  # news text and the budget are the table's by design; the others wait for their runs
+    assert choice["kept"] == choice["dropped"] == [] and choice["recipe_overrides"] == {}
+    assert choice["pending"] == [step for step, *_ in ablation.STEPS if step not in ("equal-steps", "news-text")]
+
+
+def test_the_recipe_keeps_a_change_unless_it_lowers_the_gap_by_more_than_the_spread():
+    names = [step for step, *_ in ablation.STEPS]
+    changes = {"student-dropout": 0.59, "full-module": 0.0, "boundaries": -0.2, "ema": -0.21, "sgd": -1.0}
+    steps = [{"step": name, "mean_gap_change": changes.get(name)} for name in names]
+    choice = ablation.recipe_choice(steps, 0.2)
+    assert choice["kept"] == ["student-dropout", "full-module", "boundaries"]
+    assert choice["dropped"] == ["ema", "sgd"]
+    assert choice["pending"] == ["label-smoothing", "trainable-vectors", "bioes"]
+    assert choice["recipe_overrides"] == {"ema_decay": 0.0, "optimizer": "adam", "learning_rate": 1e-3,
+                                          "momentum": 0.9, "warmup_steps": 0, "lr_decay": 0.0}
 
 
 def test_the_validation_curves_are_drawn(tmp_path):
