@@ -73,8 +73,6 @@ BAD = [  # (change, what the error says)
     (("rows.0.difference.n", 4), "rows[0].difference.n 4 exceeds the 3 seeds of column"),
     (("rows.0.difference.seeds", [1, 2, 5]), "rows[0].difference.seeds [5] are not among column.seeds"),
     (("rows.1", GOOD["rows"][0]), "rows[1] repeats rows[0] (same task, model, metric and columns)"),
-    # on the same seeds, the difference is the column's mean minus the compared one's (not the other way round)
-    (("rows.0.compared.seeds", [1, 2, 3]), "rows[0].difference.mean 1.1 is not column.mean - compared.mean"),
 ]
 
 
@@ -89,6 +87,30 @@ def test_each_kind_of_bad_file_is_refused_naming_the_file_row_and_key(tmp_path, 
     with pytest.raises(DownstreamError, match="invalid downstream results"):
         write_downstream(tmp_path / "written.json", with_change(*change))
     assert not (tmp_path / "written.json").exists()
+
+
+def test_the_difference_follows_the_means_up_to_their_rounding():
+    """On the same seeds (listed or not, in any order) the difference is the column's mean minus the compared one's,
+    within the rounding of the numbers as written (half a unit of each one's last decimal)."""
+    row = {"task": "trec6", "model": "BCN", "metric": "test accuracy (%)",
+           "column": {"name": "vectors+cove-t", "mean": 91.2, "std": 0.8, "seeds": [1, 2, 3]},
+           "compared": {"name": "vectors", "mean": 90.2, "std": 0.6, "seeds": [3, 2, 1]},
+           "difference": {"mean": 1.1, "low": 0.2, "high": 2.0, "n": 3}}  # 91.24, 90.16, 1.08 rounded to 1 decimal
+
+    def check(**difference):
+        data = {"schema_version": 1, "rows": [{**row, "difference": {**row["difference"], **difference}}]}
+        return validate_downstream(data)
+
+    check()
+    check(seeds=[2, 3, 1])
+    for wrong in ({"mean": -1.1, "low": -2.0, "high": -0.2}, {"mean": -1.1, "low": -2.0, "high": -0.2,
+                                                                 "seeds": [3, 1, 2]}, {"mean": 1.16}):
+        with pytest.raises(DownstreamError, match=r"is not column.mean - compared.mean .* up to rounding"):
+            check(**wrong)
+    check(mean=1.09, low=0.2, high=2.0)  # the means allow 0.9 to 1.1 ...
+    with pytest.raises(DownstreamError, match="up to rounding"):
+        check(mean=1.14)  # ... and 1.135 to 1.145 is outside
+    check(mean=1.1, n=2, seeds=[1, 2])  # ... and on fewer seeds than the columns ran, the means do not apply
 
 
 def test_a_file_that_is_no_downstream_json_is_named(tmp_path):

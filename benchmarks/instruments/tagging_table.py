@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from modeling_cove.training.data.texts import is_text_file
 
 from .results import checkpoint_weights
 from .run_pool import run_pool
@@ -123,7 +124,7 @@ def same_unlabeled(recorded: list, recorded_data_dir, planned: list, planned_dat
     if len(recorded) != len(planned):
         return False
     for mine, theirs in zip(recorded, planned):
-        if is_corpus_name(mine) or is_corpus_name(theirs):
+        if not is_text_file(mine) or not is_text_file(theirs):
             if mine != theirs:
                 return False
             continue
@@ -135,11 +136,6 @@ def same_unlabeled(recorded: list, recorded_data_dir, planned: list, planned_dat
         if inside[0] is None or inside[0] != inside[1]:
             return False
     return True
-
-
-def is_corpus_name(source: str) -> bool:
-    """Whether an `--unlabeled` entry names its text without a path: a local corpus, train-rest or hf:<id>."""
-    return source.startswith("hf:") or ("/" not in source and os.sep not in source)
 
 
 def inside_folder(path: Path, folder) -> str | None:
@@ -244,7 +240,8 @@ def can_resume(runs_dir: Path | str, run: TableRun, data_dir=None) -> bool:
     started = read_json(folder / "run_settings.json")
     if started is None or not same_settings(started, run.settings(), data_dir):
         return False
-    planned = {"unlabeled": run.settings().get("unlabeled"), **({"data_dir": data_dir} if data_dir else {})}
+    planned = {"unlabeled": run.settings().get("unlabeled"), **({"data_dir": data_dir} if data_dir else {}),
+               "encoder_weights": checkpoint_weights(Path(run.encoder).resolve())}  # as the tagger hashes it now
     return (all(RESUME_SAME[key](started.get(key), value) for key, value in planned.items())
             and not other_weights(read_json(folder / "metrics.json"), run))
 

@@ -28,7 +28,6 @@ without a token counted wrong) and exact resume inside an epoch on the shared pr
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,12 +46,14 @@ from ..loops.accelerate_loop import (AccelerateLoop, LoopState, StopLimits, chec
                           make_accelerator, make_optimizer, rank_share, start_run_folder)
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
+from ..data.texts import is_text_file
 from ..publishing.cards_record import weights_fingerprint
 
-__all__ = ["build_training", "check_hyperparameters", "encode_split", "Encoded", "INPUTS", "LABEL_SCHEMES", "label_set",
-           "labelled_batches", "load_hyperparameters", "load_task", "load_tokenizer", "main", "main_metric", "pad",
-           "plot_run_curves", "predict_tags", "prepare_tasks", "RESUME_SAME", "save_taggers", "scheme_tags", "score",
-           "step_budget", "TaggerLoop", "TaggerSettings", "TaskRun", "train_tagger", "unlabeled_sentences"]
+__all__ = ["build_training", "check_hyperparameters", "encode_split", "Encoded", "HYPERPARAMETER_DEFAULTS", "INPUTS",
+           "LABEL_SCHEMES", "label_set", "labelled_batches", "load_hyperparameters", "load_task", "load_tokenizer",
+           "main", "main_metric", "pad", "plot_run_curves", "predict_tags", "prepare_tasks", "RESUME_SAME",
+           "save_taggers", "scheme_tags", "score", "step_budget", "TaggerLoop", "TaggerSettings", "TaskRun",
+           "train_tagger", "unlabeled_sentences"]
 
 LABEL_SCHEMES = ("bio", "bioes")
 HYPERPARAMETER_DEFAULTS = {
@@ -156,14 +157,11 @@ def same_place(first, now) -> bool:
 
 
 def same_sources(first, now) -> bool:
-    """Two `--unlabeled` lists naming the same texts: a file by its resolved path (`same_place`), a name without a
-    path (a local corpus, train-rest, hf:<id>) as written."""
-    def is_path(source: str) -> bool:
-        return not source.startswith("hf:") and ("/" in source or os.sep in source)
-
+    """Two `--unlabeled` lists naming the same texts: a text file by its resolved path (`same_place`), a local
+    corpus, train-rest or hf:<id> as written (`texts.is_text_file`)."""
     if first is None or now is None or len(first) != len(now):
         return first == now
-    return all(same_place(a, b) if is_path(a) and is_path(b) else a == b for a, b in zip(first, now))
+    return all(same_place(a, b) if is_text_file(a) and is_text_file(b) else a == b for a, b in zip(first, now))
 
 
 # resume keys compared otherwise than with ==: the data folder and the unlabelled files in any spelling of their

@@ -10,9 +10,8 @@ from typing import List, Optional
 
 from .tagging import TAGGING_TASKS, load_tagging_splits
 
-__all__ = ["corpus_texts", "iter_task_texts", "LOCAL_CORPORA", "local_texts", "read_split_texts", "read_text_file",
-           "read_texts",
-           "TEXT_SOURCES"]
+__all__ = ["corpus_texts", "is_text_file", "iter_task_texts", "LOCAL_CORPORA", "local_texts", "read_split_texts",
+           "read_text_file", "read_texts", "TEXT_SOURCES"]
 
 TAGGING_SOURCES = tuple(TAGGING_TASKS)  # sentences as words
 TEXT_SOURCES = ("multi30k", "iwslt", "wmt17", "sst2", "sst5", "trec6", "trec50", "imdb", "snli", "squad",
@@ -111,6 +110,12 @@ def local_texts(name: str, data_dir) -> list:
         train = load_squad(data_dir)["train"]
         return list(dict.fromkeys(list(train["context"]))) + list(train["question"])
     raise ValueError(f"unknown local corpus {name!r}; choose from {sorted(LOCAL_CORPORA)}")
+
+
+def is_text_file(source: str) -> bool:
+    """Whether `corpus_texts` reads `source` as a text file: neither a LOCAL_CORPORA name nor hf:<id> (nor a
+    tagger's `train-rest`)."""
+    return source not in LOCAL_CORPORA and source != "train-rest" and not source.startswith("hf:")
 
 
 def corpus_texts(source: str, data_dir=None, text_column: str = "text") -> list:

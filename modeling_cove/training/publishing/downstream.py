@@ -85,6 +85,12 @@ def _unknown_keys(block: dict, schema: dict, prefix: str = "", path: str = "") -
     return problems
 
 
+def _decimals(value: float) -> int:
+    """How many decimals `value` is written with (the shortest repr: 91.2 -> 1, 1.15 -> 2, 3.0 -> 0)."""
+    text = repr(float(value))
+    return 0 if "e" in text else len(text.partition(".")[2].rstrip("0"))
+
+
 def _row_problems(row: dict, prefix: str) -> list:
     """What the schema's types do not say: two different columns, the interval around its mean (none on one seed),
     the paired seeds among each column's."""
@@ -102,12 +108,16 @@ def _row_problems(row: dict, prefix: str) -> list:
     for name, block in (("column", column), ("compared", compared)):
         if "seeds" in block and n > len(block["seeds"]):
             problems.append(f"{prefix}difference.n {n} exceeds the {len(block['seeds'])} seeds of {name}")
-    same_seeds = "seeds" in column and column["seeds"] == compared.get("seeds") == difference.get("seeds")
-    # three numbers rounded to 2 decimals each: up to 0.015 apart
-    if same_seeds and abs(difference["mean"] - (column["mean"] - compared["mean"])) > 0.016:
-        problems.append(f"{prefix}difference.mean {difference['mean']} is not column.mean - compared.mean "
-                        f"({column['mean']} - {compared['mean']}) on the same seeds: the difference is this "
-                        "encoder's column minus the compared one")
+    # on the same seeds the mean difference is the difference of the means, up to the rounding of the three numbers
+    seeds = [set(block["seeds"]) for block in (column, compared) if "seeds" in block]
+    paired_seeds = set(difference.get("seeds") or (seeds[0] if len(seeds) == 2 and n == len(seeds[0]) else ()))
+    if len(seeds) == 2 and seeds[0] == seeds[1] == paired_seeds:
+        values = (column["mean"], compared["mean"], difference["mean"])
+        rounding = sum(0.5 * 10 ** -_decimals(value) for value in values)  # each off by up to half its last unit
+        if abs(difference["mean"] - (column["mean"] - compared["mean"])) > rounding + 1e-9:
+            problems.append(f"{prefix}difference.mean {difference['mean']} is not column.mean - compared.mean "
+                            f"({column['mean']} - {compared['mean']}) on the same seeds, up to rounding: the "
+                            "difference is this encoder's column minus the compared one")
     paired = difference.get("seeds")
     if paired is not None:
         if len(paired) != n:
