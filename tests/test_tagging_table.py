@@ -295,3 +295,18 @@ def test_a_run_over_weights_other_than_the_checkpoints_now_is_not_finished(tmp_p
     assert tagging_table.can_resume(runs_dir, run)
     write_metrics(runs_dir, run, settings=run.settings(), results={}, encoder_weights=now)
     assert run_finished(runs_dir, run)
+
+
+def test_the_tagger_compares_resume_places_not_spellings(tmp_path, monkeypatch):
+    """RESUME_SAME: a text file in the current folder written bare, with ./ or absolute is one file; a local corpus,
+    train-rest and hf:<id> compare as written; a recorded encoder sha256 must match, an unrecorded one (an older run)
+    does not count."""
+    monkeypatch.chdir(tmp_path)
+    same_sources, same_place = RESUME_SAME["unlabeled"], RESUME_SAME["data_dir"]
+    assert same_sources(["my.txt", "imdb", "train-rest"], ["./my.txt", "imdb", "train-rest"])
+    assert same_sources(["my.txt"], [str(tmp_path / "my.txt")])
+    assert not same_sources(["my.txt"], ["other/my.txt"]) and not same_sources(["imdb"], ["sst"])
+    assert not same_sources(["hf:a/b"], ["hf:a/c"]) and not same_sources(["a.txt"], ["a.txt", "b.txt"])
+    assert same_place("data", str(tmp_path / "data")) and not same_place("data", None) and same_place(None, None)
+    weights = RESUME_SAME["encoder_weights"]
+    assert weights(None, "ab") and weights("ab", "ab") and not weights("ab", "cd")
