@@ -26,7 +26,8 @@ from typing import Optional
 
 from instruments.tagging import labelled_steps, validation_curve
 from instruments.tagging_recipe import unlabelled_text
-from instruments.tagging_table import TableRun, read_json, run_table
+from instruments.run_pool import read_json
+from instruments.tagging_table import TableRun, run_table
 from modeling_cove.training.common.cli import REQUIRED, option, parse_options
 from modeling_cove.training.common.files import write_json
 

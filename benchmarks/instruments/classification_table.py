@@ -23,7 +23,6 @@ evenly filled.
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from pathlib import Path
 from modeling_cove.training.commands.train_classifier import load_hyperparameters
 
 from .results import COVE_T_SECTION, ENCODER_COLUMNS, ENCODER_VARIANTS, TABLE_COLUMNS, checkpoint_weights, smoke_run
+from .run_pool import read_json
 
 COMPARED = ("vectors", "vectors+cove", "vectors+cove-t")
 PLAN = {  # task -> column -> seeds
@@ -104,11 +104,7 @@ def run_finished(runs_dir: Path | str, run: BcnRun) -> bool:
     last) of a full run (not a smoke run, not on random subsets) with the cell's input, task, seed and encoder folder,
     and, where that checkpoint is there, the sha256 of its weights now (a checkpoint pretrained again since makes the
     run stale)."""
-    path = Path(runs_dir) / run.folder / "metrics.json"
-    try:
-        metrics = json.loads(path.read_text()) if path.is_file() else None
-    except json.JSONDecodeError:  # being written right now, or cut off
-        metrics = None
+    metrics = read_json(Path(runs_dir) / run.folder / "metrics.json")
     if not metrics or "test" not in metrics or smoke_run(metrics) or metrics.get("subsample"):
         return False
     planned = run.settings()

@@ -9,6 +9,7 @@ when it can resume (`resumable(runs_dir, run)`); without `resumable` a run cut s
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 import sys
@@ -30,6 +31,14 @@ class PoolArguments:
     threads: int = option("torch intra-op threads per run", 1)
     deadline_minutes: Optional[float] = option("stop the runs still going after this many minutes")
     dry_run: bool = option("print the commands still to run, run nothing", False)
+
+
+def read_json(path: Path) -> dict | None:
+    """A run's JSON file (metrics.json, run_settings.json), None when it is not there or cannot be read yet."""
+    try:
+        return json.loads(path.read_text()) if path.is_file() else None
+    except json.JSONDecodeError:  # being written right now, or cut off
+        return None
 
 
 def stop(running: dict, outcome: dict, log, resumes: bool):

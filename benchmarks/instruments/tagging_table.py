@@ -21,7 +21,6 @@ evenly filled.
 from __future__ import annotations
 
 import functools
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ from pathlib import Path
 from modeling_cove.training.data.texts import is_text_file
 
 from .results import checkpoint_weights
-from .run_pool import run_pool
+from .run_pool import read_json, run_pool
 from .tagging import MULTITASK, SMALL_DATA, TASKS, smoke_reason
 
 SEEDS = {"conll2000": 5, "wnut17": 5, "ewt_upos": 3, SMALL_DATA: 3, MULTITASK: 3}  # the fewest seeds each row needs
@@ -101,13 +100,13 @@ def same_settings(recorded: dict, planned: dict, data_dir=None) -> bool:
     is the same data), a setting the run does not record (older than that flag) taken at its default."""
     import dataclasses
 
-    from modeling_cove.training.commands.train_tagger import TaggerSettings
+    from modeling_cove.training.commands.train_tagger import RESUME_SAME, TaggerSettings
 
     defaults = {f.name: f.default for f in dataclasses.fields(TaggerSettings)}
     for key, value in planned.items():
         mine = recorded.get(key, defaults.get(key))
         if key == "encoder":
-            if mine is None or Path(mine).resolve() != Path(value).resolve():
+            if not RESUME_SAME["encoder"](mine, value):  # the same place, as cove-train-tagger's resume compares it
                 return False
         elif key == "unlabeled":
             if not same_unlabeled(mine or [], recorded.get("data_dir"), value or [], data_dir):
@@ -199,13 +198,6 @@ def seed_major(seeds: dict, row_columns: dict, make, rows=None, columns=None) ->
                 continue
             runs += [make(row, column, seed) for column in row_column_names if not columns or column in columns]
     return runs
-
-
-def read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text()) if path.is_file() else None
-    except json.JSONDecodeError:  # being written right now, or cut off
-        return None
 
 
 def other_weights(metrics: dict | None, run: TableRun) -> bool:
