@@ -206,18 +206,24 @@ def _config_fields(args: MTArguments, preset: dict) -> dict:
     return config
 
 
+def _preset_corpus(spec: str, data_dir):
+    """A corpus as a preset writes it, as the run reads it: a dataset name or an absolute path as written, a relative
+    path in the data folder (the preset cannot know where a user keeps it); None without a data folder to read it
+    from."""
+    if spec in NAMED_CORPORA or Path(spec).is_absolute():
+        return spec
+    return None if data_dir is None else str(Path(data_dir) / spec)
+
+
 def _preset_corpora(preset: dict, data_dir) -> list:
-    """The preset's data.corpora: dataset names and absolute paths as written; a relative path names a file in the
-    data folder (the preset cannot know where a user keeps it)."""
+    """The preset's data.corpora as the run reads them (`_preset_corpus`)."""
     corpora = []
     for spec in preset["data"]["corpora"]:
-        if spec in NAMED_CORPORA or Path(spec).is_absolute():
-            corpora.append(spec)
-        elif data_dir is None:
+        corpus = _preset_corpus(spec, data_dir)
+        if corpus is None:
             raise MTSetupError(f"{preset.get('path', 'preset')}: the corpus {spec!r} is a file in the data folder: "
                                "give --data-dir")
-        else:
-            corpora.append(str(Path(data_dir) / spec))
+        corpora.append(corpus)
     return corpora
 
 
@@ -262,19 +268,12 @@ def _corpus_licences(preset: dict, corpora: list, names: list, data_dir) -> dict
         raise MTSetupError(f"{preset.get('path', 'preset')}: data.licences names {unknown}, which data.corpora "
                            f"{data.get('corpora', [])} does not")
 
-    def preset_place(spec: str):  # a preset's file is relative to the data folder
-        if spec in NAMED_CORPORA:
-            return spec
-        if not Path(spec).is_absolute() and data_dir is None:
-            return None
-        return Path(data_dir or "", spec).resolve()
+    def place(corpus: str):  # a dataset by name, a file by its resolved path
+        return corpus if corpus in NAMED_CORPORA else Path(corpus).resolve()
 
-    def run_place(spec: str):  # the run's corpora: resolved already, or given by flags relative to the current folder
-        return spec if spec in NAMED_CORPORA else Path(spec).resolve()
-
-    by_place = {preset_place(spec): text for spec, text in licences.items()}
-    by_place.pop(None, None)
-    return {name: by_place[run_place(spec)] for spec, name in zip(corpora, names) if run_place(spec) in by_place}
+    by_place = {place(corpus): text for corpus, text in
+                ((_preset_corpus(spec, data_dir), text) for spec, text in licences.items()) if corpus is not None}
+    return {name: by_place[place(corpus)] for corpus, name in zip(corpora, names) if place(corpus) in by_place}
 
 
 def resolve_mt_settings(args: MTArguments, preset: dict) -> dict:
