@@ -397,3 +397,13 @@ def test_a_datasets_id_task_reads_the_hub_layout(monkeypatch):
 def test_an_encoder_that_does_not_load_is_one_clear_error(tmp_path):
     with pytest.raises(ValueError, match="--encoder .* is not a loadable CoVe checkpoint"):
         tg.load_tokenizer(str(tmp_path / "missing"))
+
+
+def test_a_seed_gives_the_other_tasks_primary_modules_the_same_weights_with_or_without_cvt():
+    tasks = {"chunk": ["B-NP", "I-NP", "O"], "pos": ["N", "V"]}
+    weights = []
+    for cvt in (False, True):
+        torch.manual_seed(3)
+        weights.append(TaggerTraining(tiny_tagger(), tasks, cvt=cvt).primary.state_dict())
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])

@@ -152,11 +152,13 @@ class TaggerTraining(nn.Module):
         self.primary = nn.ModuleDict({
             task: CoveTaggerPredictionModule(states_dim, config.tagger_module_dim, len(labels))
             for task, labels in list(tasks.items())[1:]})
+        # initialised before the auxiliary modules draw theirs: a seed gives the primary modules the same weights
+        # with or without `cvt`, so that the two columns of a multi-task comparison start alike
+        self.primary.apply(head_init_)
         full_dim = states_dim if self.options.full_module else 0
         self.auxiliary = nn.ModuleDict({
             task: CrossViewModules(config.tagger_hidden_size, config.tagger_module_dim, len(labels), full_dim)
             for task, labels in tasks.items()}) if cvt else None
-        self.primary.apply(head_init_)
         if self.auxiliary is not None:
             self.auxiliary.apply(head_init_)
 
