@@ -310,3 +310,39 @@ def test_the_tagger_compares_resume_places_not_spellings(tmp_path, monkeypatch):
     assert same_place("data", str(tmp_path / "data")) and not same_place("data", None) and same_place(None, None)
     weights = RESUME_SAME["encoder_weights"]
     assert weights(None, "ab") and weights("ab", "ab") and not weights("ab", "cd")
+
+
+def test_a_run_of_a_preset_edited_since_is_neither_finished_nor_resumed(tmp_path):
+    """The same flags (--preset cvt-paper) over a preset file whose values changed since the run resolved them are
+    another run: the runner neither counts it finished nor resumes it, and cove-train-tagger refuses the resume.
+    A hyperparameter added since the run counts at its default; a run that recorded none is taken as it is."""
+    from instruments.tagging_recipe import recipe_runs
+    from modeling_cove.training.commands.train_tagger import HYPERPARAMETER_DEFAULTS, resolved_hyperparameters
+
+    run = recipe_runs("vocab", "../data", rows=["conll2000"], columns=["supervised"])[0]
+    now = resolved_hyperparameters(run.hyperparameters())
+    edited = {**now, "learning_rate": now["learning_rate"] / 2}
+    write_metrics(tmp_path, run, settings=run.settings(), results={}, hyperparameters=now)
+    assert run_finished(tmp_path, run)
+    write_metrics(tmp_path, run, settings=run.settings(), results={}, hyperparameters=edited)
+    assert not run_finished(tmp_path, run)
+    for key, finished in (("eval_batch_size", True), ("label_smoothing", False)):  # at its default; not (0.1)
+        assert (now[key] == HYPERPARAMETER_DEFAULTS[key]) == finished
+        older = {name: value for name, value in now.items() if name != key}
+        write_metrics(tmp_path, run, settings=run.settings(), results={}, hyperparameters=older)
+        assert run_finished(tmp_path, run) == finished
+    write_metrics(tmp_path, run, settings=run.settings(), results={})
+    assert run_finished(tmp_path, run)
+    # cut short: resumed only over the hyperparameters it started with
+    write_metrics(tmp_path, run, settings=run.settings())
+    for started, resumable in ((now, True), (edited, False), (None, True)):
+        (tmp_path / run.folder / "run_settings.json").write_text(
+            json.dumps({**run.settings(), "resolved_hyperparameters": started}))
+        assert tagging_table.can_resume(tmp_path, run) == resumable
+    current = {**run.settings(), "resolved_hyperparameters": now}
+    keys = tuple(current)
+    (tmp_path / run.folder / "run_settings.json").write_text(json.dumps({**run.settings(),
+                                                                        "resolved_hyperparameters": edited}))
+    with pytest.raises(ValueError, match="resolved_hyperparameters"):
+        check_run_folder(tmp_path / run.folder, current, keys, True, False, defaults=ADDED_SETTINGS,
+                         same=RESUME_SAME)

@@ -211,26 +211,37 @@ def other_weights(metrics: dict | None, run: TableRun) -> bool:
 
 def run_finished(runs_dir: Path | str, run: TableRun, data_dir=None) -> bool:
     """Whether `run` (planned over the data folder `data_dir`) has finished as planned: its metrics.json holds
-    results (a run in progress writes one without them), of a full run (not a smoke run) with the planned settings,
-    over the encoder's weights as they are now (`other_weights`)."""
+    results (a run in progress writes one without them), of a full run (not a smoke run) with the planned settings
+    and hyperparameters (`same_recipe`), over the encoder's weights as they are now (`other_weights`)."""
     metrics = read_json(Path(runs_dir) / run.folder / "metrics.json")
     if not metrics or "results" not in metrics:
         return False
     recorded = metrics.get("settings") or {}
     return (smoke_reason(recorded) is None and same_settings(recorded, run.settings(), data_dir)
-            and not other_weights(metrics, run))
+            and same_recipe(metrics.get("hyperparameters"), run) and not other_weights(metrics, run))
+
+
+def same_recipe(recorded: dict | None, run: TableRun) -> bool:
+    """Whether a run trained (or began training) with the hyperparameters `run` resolves to now: its preset's
+    file unchanged since (`train_tagger.RESUME_SAME`'s rule; a run that recorded none is taken as it is)."""
+    from modeling_cove.training.commands.train_tagger import RESUME_SAME, resolved_hyperparameters
+
+    return recorded is None or RESUME_SAME["resolved_hyperparameters"](resolved_hyperparameters(recorded),
+                                                                       resolved_hyperparameters(run.hyperparameters()))
 
 
 def can_resume(runs_dir: Path | str, run: TableRun, data_dir=None) -> bool:
     """Whether an unfinished `run` (planned over `data_dir`) can continue from its checkpoint: it started with the
-    planned settings, over the encoder's weights as they are now (as far as its metrics.json so far records them),
-    and cove-train-tagger's own resume check takes it: the data folder and the unlabelled files at the same places
-    (`train_tagger.RESUME_SAME`: another spelling of a place, not a copy of the data elsewhere)."""
+    planned settings and hyperparameters (`same_recipe`), over the encoder's weights as they are now (as far as its
+    metrics.json so far records them), and cove-train-tagger's own resume check takes it: the data folder and the
+    unlabelled files at the same places (`train_tagger.RESUME_SAME`: another spelling of a place, not a copy of the
+    data elsewhere)."""
     from modeling_cove.training.commands.train_tagger import RESUME_SAME
 
     folder = Path(runs_dir) / run.folder
     started = read_json(folder / "run_settings.json")
-    if started is None or not same_settings(started, run.settings(), data_dir):
+    if (started is None or not same_settings(started, run.settings(), data_dir)
+            or not same_recipe(started.get("resolved_hyperparameters"), run)):
         return False
     planned = {"unlabeled": run.settings().get("unlabeled"), **({"data_dir": data_dir} if data_dir else {}),
                "encoder_weights": checkpoint_weights(Path(run.encoder).resolve())}  # as the tagger hashes it now

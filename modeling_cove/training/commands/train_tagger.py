@@ -28,6 +28,7 @@ without a token counted wrong) and exact resume inside an epoch on the shared pr
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,9 +52,9 @@ from ..publishing.cards_record import weights_fingerprint
 
 __all__ = ["build_training", "check_hyperparameters", "encode_split", "Encoded", "HYPERPARAMETER_DEFAULTS", "INPUTS",
            "LABEL_SCHEMES", "label_set", "labelled_batches", "load_hyperparameters", "load_task", "load_tokenizer",
-           "main", "main_metric", "pad", "plot_run_curves", "predict_tags", "prepare_tasks", "RESUME_SAME",
-           "save_taggers", "scheme_tags", "score", "step_budget", "TaggerLoop", "TaggerSettings", "TaskRun",
-           "train_tagger", "unlabeled_sentences"]
+           "main", "main_metric", "pad", "plot_run_curves", "predict_tags", "prepare_tasks", "resolved_hyperparameters",
+           "RESUME_SAME", "same_hyperparameters", "save_taggers", "scheme_tags", "score", "step_budget", "TaggerLoop",
+           "TaggerSettings", "TaskRun", "train_tagger", "unlabeled_sentences"]
 
 LABEL_SCHEMES = ("bio", "bioes")
 HYPERPARAMETER_DEFAULTS = {
@@ -146,7 +147,8 @@ RESUME_KEYS = ("task", "encoder", "input", "data_dir", "cvt", "unlabeled", "unla
                "seed", "preset", "epochs", "batch_size", "learning_rate", "dropout", "hidden_size", "case_dim",
                "limit_sentences", "label_scheme", "hyperparameters")
 # resume keys newer than some run folders, at the value such a folder's run had (`check_run_folder`'s defaults)
-ADDED_SETTINGS = {"label_scheme": None, "hyperparameters": None, "encoder_weights": None}
+ADDED_SETTINGS = {"label_scheme": None, "hyperparameters": None, "encoder_weights": None,
+                  "resolved_hyperparameters": None}
 
 
 def same_place(first, now) -> bool:
@@ -164,10 +166,27 @@ def same_sources(first, now) -> bool:
     return all(same_place(a, b) if is_text_file(a) and is_text_file(b) else a == b for a, b in zip(first, now))
 
 
+def same_hyperparameters(first: dict | None, now: dict) -> bool:
+    """Whether a run trains with the hyperparameters it first resolved (`resolved_hyperparameters`): a preset file
+    edited since is another run. A key the first run did not record (added since) counts at its default; a first run that
+    recorded none (older than this check) is taken as it is."""
+    if first is None:
+        return True
+    return all(first.get(key, HYPERPARAMETER_DEFAULTS.get(key)) == value for key, value in now.items())
+
+
+def resolved_hyperparameters(hp: dict) -> dict:
+    """The hyperparameters a run trains with, as its run_settings.json records them (JSON values; not where the
+    preset was read from)."""
+    return json.loads(json.dumps({key: value for key, value in hp.items() if key != "source"}))
+
+
 # resume keys compared otherwise than with ==: the data folder and the unlabelled files in any spelling of their
-# place; the encoder's weights (sha256) only where the first run recorded them (older runs did not)
+# place; the encoder's weights (sha256) only where the first run recorded them (older runs did not); the
+# hyperparameters as resolved from the preset's file (`same_hyperparameters`)
 RESUME_SAME = {"data_dir": same_place, "unlabeled": same_sources, "encoder": same_place,
-               "encoder_weights": lambda first, now: first is None or first == now}
+               "encoder_weights": lambda first, now: first is None or first == now,
+               "resolved_hyperparameters": same_hyperparameters}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -178,8 +197,6 @@ def load_hyperparameters(settings: TaggerSettings) -> dict:
     """HYPERPARAMETER_DEFAULTS < the preset (`--preset`, else configuration/tagging/<first task>.yaml when there is
     one: a task read from the Hub may have none) < `--hyperparameters` (a null there unsets the preset's value) <
     the command line's overrides."""
-    import json
-
     try:
         extra = json.loads(settings.hyperparameters) if settings.hyperparameters else {}
     except json.JSONDecodeError as err:
@@ -785,9 +802,10 @@ def train_tagger(settings: TaggerSettings, argv=None, cpu: bool = False) -> dict
     # the weights read, as cove-train-classifier records them (a table cell holds runs over one encoder); a Hub id:
     # None. A resume over other weights at the same path (an encoder pretrained again) is refused.
     encoder_weights = weights_fingerprint(settings.encoder) if Path(settings.encoder).is_dir() else None
-    current = {**settings.resume_settings(), "encoder_weights": encoder_weights}
-    check_run_folder(settings.output_dir, current, RESUME_KEYS + ("encoder_weights",), settings.resume,
-                     settings.overwrite, defaults=ADDED_SETTINGS, same=RESUME_SAME)
+    current = {**settings.resume_settings(), "encoder_weights": encoder_weights,
+               "resolved_hyperparameters": resolved_hyperparameters(hp)}
+    check_run_folder(settings.output_dir, current, RESUME_KEYS + ("encoder_weights", "resolved_hyperparameters"),
+                     settings.resume, settings.overwrite, defaults=ADDED_SETTINGS, same=RESUME_SAME)
     tokenizer = load_tokenizer(settings.encoder)
     tasks, unlabeled = prepare_tasks(settings, tokenizer, hp)
     training = build_training(settings, hp, tasks, tokenizer)
