@@ -43,6 +43,10 @@ def fake_runs(runs):
     (runs / "wnut17/supervised-seed1").mkdir(parents=True)
     (runs / "wnut17/supervised-seed1/metrics.json").write_text(json.dumps({"settings": {"seed": 1}}))  # running
     write_run(runs, "ewt_upos/supervised-seed1", 1, {"ewt_upos": (0.930, 0.935)})
+    ablation = runs / "ablation/equal-steps-cvt-seed1/metrics.json"  # --no-test: validation scores alone
+    ablation.parent.mkdir(parents=True)
+    ablation.write_text(json.dumps({"settings": {"seed": 1, "no_test": True},
+                                    "results": {"conll2000": {"validation": {"f1": 0.92}}}}))
     write_run(runs, "conll2000-10pct/supervised-seed1", 1, {"conll2000": (0.900, 0.905)}, train_fraction=0.1)
     write_run(runs, "conll2000-10pct/cvt-seed1", 1, {"conll2000": (0.912, 0.915)}, train_fraction=0.1)
     for seed, (chunk, pos) in ((1, (0.953, 0.940)), (2, (0.957, 0.941))):
@@ -65,8 +69,10 @@ def test_means_pairing_and_t_interval(tmp_path):
     assert report["command"] == "python benchmarks/collect_tagging.py" and report["machine"] == ["AMD EPYC (25/17/1)"]
     chunking = report["results"]["conll2000"]
     assert list(chunking) == ["supervised", "vectors+cove", "cvt"]  # the smoke vectors+bilm run is left out
-    assert sorted(item["folder"] for item in report["left_out"]) == ["conll2000/vectors+bilm-seed1",
+    assert sorted(item["folder"] for item in report["left_out"]) == ["ablation/equal-steps-cvt-seed1",
+                                                                     "conll2000/vectors+bilm-seed1",
                                                                      "wnut17/supervised-seed1"]
+    assert "ablation" not in report["results"]
     supervised = chunking["supervised"]
     assert supervised["test_f1"] == {"mean": 95.03, "std": 0.15, "n": 3, "values": [95.0, 95.2, 94.9]}
     assert supervised["validation_f1"]["values"] == [96.0, 96.2, 95.9]

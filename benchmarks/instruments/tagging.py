@@ -111,8 +111,8 @@ def run_detail(metrics: dict, task: str) -> dict:
 def read_runs(runs_dir: Path | str, detail: bool = False) -> tuple[list, list]:
     """(records, left out) of the runs under `runs_dir`: one record per run and task with its row, task, column,
     folder (relative to `runs_dir`), seed, test and validation scores in percent and where it ran (with `detail`,
-    also `run_detail`'s); left out: the smoke runs and the unfinished ones (a run in progress has a metrics.json
-    without results), as {"folder", "why"}."""
+    also `run_detail`'s); left out: the smoke runs, the unfinished ones (a run in progress has a metrics.json
+    without results) and those that scored validation alone (`--no-test`: the ablation's), as {"folder", "why"}."""
     runs_dir = Path(runs_dir)
     records, left_out = [], []
     for path in sorted(runs_dir.glob("*/*-seed*/metrics.json")):
@@ -122,7 +122,8 @@ def read_runs(runs_dir: Path | str, detail: bool = False) -> tuple[list, list]:
         folder = f"{path.parent.parent.name}/{path.parent.name}"
         metrics = json.loads(path.read_text())
         settings = metrics.get("settings") or {}
-        why = smoke_reason(settings) or (None if "results" in metrics else "unfinished: no results yet")
+        why = (smoke_reason(settings) or (None if "results" in metrics else "unfinished: no results yet")
+               or ("validation only (--no-test): no test scores" if settings.get("no_test") else None))
         if why:
             left_out.append({"folder": folder, "why": why})
             continue
