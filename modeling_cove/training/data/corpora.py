@@ -25,6 +25,7 @@ key of its figures in metrics.json and data_stats.json, is the dataset's name or
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -90,11 +91,17 @@ def _is_punctuation(char: str) -> bool:
     return unicodedata.category(char).startswith("P")
 
 
+# an English clitic that Penn-Treebank-style tokenized text splits off the word before it ("is n't", "it 's")
+CLITIC_SPLIT = re.compile(r"\s+(n['’]t|['’](?:s|re|ve|ll|d|m))(?=\s|$)")
+
+
 def normalize_sentence(text: str) -> str:
-    """The form sentences are compared in: lower-cased, every punctuation character (Unicode category P*) removed,
-    runs of whitespace made one space, no space at either end. "Who discovered America?" and the tokenized
-    "who discovered america ?" both become "who discovered america"."""
-    kept = "".join(char for char in text.lower() if not _is_punctuation(char))
+    """The form sentences are compared in: lower-cased, split-off clitics joined back ("is n't" -> "isn't"), every
+    punctuation character (Unicode category P*) removed, runs of whitespace made one space, no space at either end.
+    "Who discovered America?" and the tokenized "who discovered america ?" both become "who discovered america";
+    "Isn't it great?" and "is n't it great ?" both "isnt it great"."""
+    joined = CLITIC_SPLIT.sub(r"\1", text.lower())
+    kept = "".join(char for char in joined if not _is_punctuation(char))
     return " ".join(kept.split())
 
 
