@@ -418,6 +418,11 @@ def test_max_steps_stop_then_resume_equals_uninterrupted_run(toy, tmp_path):
     stopped = trainer_state(split)
     assert (stopped["epoch"], stopped["step_in_epoch"], stopped["global_step"], stopped["lr"]) == (0, 3, 3, 1.0)
     assert len(stopped["loss_log"]) == 1 and stopped["loss_log"][0][0] == 3  # the 3 steps are logged (item 6)
+    # the schedule is the first run's: another lr, floor or decay start is refused, naming it; the budget may grow
+    for flags, key in ((("--lr", "0.5"), "'lr'"), (("--min-lr", "0.001"), "'min_lr'"),
+                       (("--start-decay-at", "2"), "'start_decay_at'"), (("--grad-clip", "1.0"), "'grad_clip'")):
+        with pytest.raises(MTSetupError, match=key):
+            run(common_args(toy, split, *quick, "--max-steps", "8", "--resume", *flags))
     run(common_args(toy, split, *quick, "--max-steps", "8", "--resume"))
 
     a, b = weights(whole), weights(split)
