@@ -8,12 +8,13 @@ counts as finished: `instruments.classification_table`.
     python benchmarks/run_classification_table.py --data-dir DATA --tasks trec6 --columns cove-t   # one cell's seeds
 
 Run it from the repository root (the encoder folders are recorded as given). Before: the checkpoints of its four
-roles, made afresh for it: the word vectors (runs/vocab-all), CoVe-S (cove-train-mt --preset cove-small ...
---output-dir runs/cove-small), the 5-epoch CoVe-S (runs/cove-small-5ep) and CoVe-T (cove-train-mt --preset cove-t ...
---output-dir runs/cove-t); runs whose encoder is missing are skipped. DATA: a local data folder laid out as
-docs/data.md describes. Each run writes runs/bcn-cove-t/<task>/<column>-seed<N>/ and its log beside it; a finished
-run over the same checkpoint is not run again; cove-train-classifier cannot resume, so a run stopped by the deadline
-starts afresh next time.
+roles, made afresh for it: the word vectors (runs/vocab-all), CoVe-S with CoVe-T's test-sentence exclusion
+(runs/cove-s-dedup) and its 5-epoch continuation (runs/cove-s-dedup-5ep; their commands:
+`instruments.classification_table`), CoVe-T (cove-train-mt --preset cove-t ... --output-dir runs/cove-t); runs whose
+encoder is missing are skipped, and two roles over the same weights stop the command. DATA: a local data folder laid
+out as docs/data.md describes. Each run writes runs/bcn-cove-t/<task>/<column>-seed<N>/ and its log beside it; a
+finished run over the same checkpoint is not run again; cove-train-classifier cannot resume, so a run stopped by the
+deadline starts afresh next time.
 """
 
 import json
@@ -22,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from instruments.classification_table import (COLUMN_ENCODERS, DEFAULT_ENCODERS, OPTIONAL, PLAN, cpu_hours,
-                                              run_finished, table_runs)
+from instruments.classification_table import (COLUMN_ENCODERS, DEFAULT_ENCODERS, OPTIONAL, PLAN,
+                                              check_distinct_encoders, cpu_hours, run_finished, table_runs)
 from instruments.results import COVE_T_FOLDER
 from instruments.run_pool import PoolArguments, report, run_pool
 from modeling_cove.training.common.cli import REQUIRED, fail, option, parse_options
@@ -56,6 +57,10 @@ def main(argv=None):
         fail(f"--runs-dir {args.runs_dir}: the comparison's runs go to a folder named {COVE_T_FOLDER}, the one "
              "collect_results.py reads")
     encoders = {role: getattr(args, role) for role in DEFAULT_ENCODERS}
+    try:
+        check_distinct_encoders(encoders)
+    except ValueError as err:
+        fail(str(err))
     runs = table_runs(encoders, args.tasks, args.columns, args.trec50)
     table = read_table(args.table) if pool.dry_run else {}
     outcome = run_pool(runs, runs_dir, args.data_dir, run_finished, parallel=pool.parallel, threads=pool.threads,

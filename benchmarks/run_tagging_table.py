@@ -21,7 +21,8 @@ runs in runs/tag-recipe, then `python benchmarks/collect_tagging.py --recipe --m
 
 The CoVe-T comparison (tagging.json's section `cove_t_comparison`; plan: `instruments.tagging_table.cove_t_runs`):
 CoNLL-2000 supervised, vectors+cove over CoVe-S and vectors+cove-t over CoVe-T, seeds 1-5, the table's flags, both
-CoVe checkpoints pretrained again for it; runs in runs/tag-cove-t, then `python benchmarks/collect_tagging.py --cove-t
+CoVe checkpoints pretrained again for it (CoVe-S with CoVe-T's test-sentence exclusion, the BCN comparison's:
+`instruments.classification_table`); runs in runs/tag-cove-t, then `python benchmarks/collect_tagging.py --cove-t
 --merge`:
 
     python benchmarks/run_tagging_table.py --data-dir DATA --cove-t-encoder runs/cove-t/encoder --dry-run
@@ -32,11 +33,13 @@ import shlex
 from dataclasses import dataclass
 from typing import Optional
 
+from instruments.classification_table import DEFAULT_ENCODERS
 from instruments.run_pool import PoolArguments, report
 from instruments.tagging_recipe import recipe_runs, resolved_recipes
 from instruments.tagging_table import COLUMN_FLAGS, COVE_T_ROW_COLUMNS, ROW_COLUMNS, cove_t_runs, run_table, table_runs
 from modeling_cove.training.common.cli import REQUIRED, fail, option, parse_options
 
+COMPARISON_COVE_S = DEFAULT_ENCODERS["cove_s"]  # CoVe-S with CoVe-T's exclusion, as the BCN comparison reads it
 COLUMNS = list(dict.fromkeys([*COLUMN_FLAGS, *(c for names in COVE_T_ROW_COLUMNS.values() for c in names)]))
 
 
@@ -48,7 +51,9 @@ class RunTaggingTableArguments:
     runs_dir: Optional[str] = option("where the runs go (default: runs/tag, with --recipe runs/tag-recipe, with "
                                      "--cove-t-encoder runs/tag-cove-t)")
     vocab: str = option("the word-vector checkpoint of the vectors-only columns", "runs/vocab-tagging")
-    cove_encoder: str = option("the CoVe-S encoder of the vectors+cove column", "runs/cove-small/encoder")
+    cove_encoder: Optional[str] = option("the CoVe-S encoder of the vectors+cove column (default: runs/cove-small/"
+                                         "encoder; with --cove-t-encoder the comparison's CoVe-S, "
+                                         f"{COMPARISON_COVE_S})")
     bilm_encoder: str = option("the biLM encoder of the vectors+bilm column", "runs/bilm/encoder")
     rows: Optional[list[str]] = option("only these rows", choices=list(ROW_COLUMNS))
     columns: Optional[list[str]] = option("only these columns", choices=COLUMNS)
@@ -77,11 +82,13 @@ def plan(args: RunTaggingTableArguments) -> tuple:
     if args.recipe is not None and args.cove_t_encoder is not None:
         raise ValueError("--recipe and --cove-t-encoder each select a table of their own: give one")
     if args.cove_t_encoder is not None:
-        runs = cove_t_runs(args.vocab, args.cove_encoder, args.cove_t_encoder, args.rows, args.columns)
+        runs = cove_t_runs(args.vocab, args.cove_encoder or COMPARISON_COVE_S, args.cove_t_encoder, args.rows,
+                           args.columns)
         runs_dir = args.runs_dir or "runs/tag-cove-t"
         return runs, runs_dir, collect_command("--cove-t", runs_dir, "runs/tag-cove-t")
     if args.recipe is None:
-        runs = table_runs(args.vocab, args.cove_encoder, args.bilm_encoder, args.rows, args.columns)
+        runs = table_runs(args.vocab, args.cove_encoder or "runs/cove-small/encoder", args.bilm_encoder, args.rows,
+                          args.columns)
         return runs, args.runs_dir or "runs/tag", "python benchmarks/collect_tagging.py --merge --markdown"
     runs = recipe_runs(args.vocab, args.data_dir, args.recipe, args.recipe_overrides, args.rows, args.columns)
     rows_of = {}  # the rows resolving to each recipe: one group when the preset holds for every task

@@ -56,9 +56,10 @@ def test_the_plan_has_every_cell_with_its_seeds_seed_major_as_the_collector_read
     assert len(with_trec50) == 79 and {run.column for run in with_trec50 if run.task == "trec50"} == {
         "vectors", "vectors+cove", "vectors+cove-t"}
     encoders = {run.column: run.encoder for run in runs}
-    assert encoders == {"vectors": "runs/vocab-all", "vectors+cove": "runs/cove-small/encoder",
-                        "cove": "runs/cove-small/encoder", "vectors+cove-t": "runs/cove-t/encoder",
-                        "cove-t": "runs/cove-t/encoder", "vectors+cove-s-5-epochs": "runs/cove-small-5ep/encoder"}
+    # CoVe-S pretrained again with CoVe-T's exclusion, in folders of its own (runs/cove-small is the table's)
+    assert encoders == {"vectors": "runs/vocab-all", "vectors+cove": "runs/cove-s-dedup/encoder",
+                        "cove": "runs/cove-s-dedup/encoder", "vectors+cove-t": "runs/cove-t/encoder",
+                        "cove-t": "runs/cove-t/encoder", "vectors+cove-s-5-epochs": "runs/cove-s-dedup-5ep/encoder"}
     # each command parses as cove-train-classifier's own flags, into the folder whose name is the run's column
     for run in runs:
         options = parse_options(ClassifierOptions, run.command("DATA", "runs/bcn-cove-t", 1)[3:])
@@ -232,3 +233,25 @@ def test_the_script_runs_every_cell_into_its_own_family_with_its_cpu_hours(tmp_p
         out, err = capsys.readouterr()
         assert exit_info.value.code == 2 and err.startswith(f"error: --table {table} ") and message in err
         assert "train_classifier" not in out
+
+
+def test_two_roles_over_the_same_weights_stop_the_runner(tmp_path, capsys):
+    """A 5-epoch copy of CoVe-S not trained on since it was copied holds CoVe-S's weights: the runner stops before
+    any run, naming both folders; checkpoints not there yet are no conflict."""
+    script = runpy.run_path(str(REPO / "benchmarks" / "run_classification_table.py"))
+    cove_s, copy = encoder_folder(tmp_path, "cove-s"), encoder_folder(tmp_path, "cove-s-5ep")
+    for folder in (cove_s, copy):
+        (Path(folder) / "model.safetensors").write_bytes(b"three epochs")
+    plan.checkpoint_weights.cache_clear()
+    args = ["--data-dir", "DATA", "--runs-dir", str(tmp_path / "runs" / COVE_T_FOLDER), "--cove-s", cove_s,
+            "--cove-s-5-epochs", copy, "--cove-t", str(tmp_path / "none"), "--dry-run"]
+    with pytest.raises(SystemExit) as exit_info:
+        script["main"](args)
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 2 and "train_classifier" not in out
+    assert f"{copy} (cove_s_5_epochs) holds the same weights as {cove_s} (cove_s)" in err
+    (Path(copy) / "model.safetensors").write_bytes(b"five epochs")
+    plan.checkpoint_weights.cache_clear()
+    script["main"](args)
+    assert "'not_started'" in capsys.readouterr().out
+    plan.checkpoint_weights.cache_clear()

@@ -9,9 +9,18 @@ SST-2 (3), TREC-50 (3) when asked; on TREC-6 also CoVe-T alone beside CoVe-S alo
 are the task yaml's (TREC-6 and TREC-50 15, SNLI 8, SST-2 2: those of the table's runs).
 
 A family of its own: the checkpoints the table's runs read (CoVe-S in runs/cove-small/encoder, the 5-epoch CoVe-S)
-are gone and are pretrained again, by the same commands but to other weights, so no run of the table joins a cell or
-a pair here. Every cell of the plan is run, on one kind of machine, over the same checkpoints (one per role:
-DEFAULT_ENCODERS), but
+are gone. CoVe-S is pretrained again for it with CoVe-T's test-sentence exclusion (so that the two differ in their
+corpora alone: Multi30k's training captions that are SNLI test premises go from both), into folders of its own
+(the table's record of its CoVe-S, runs/cove-small, stays the table's):
+
+    cove-train-mt --preset cove-small --data-dir DATA --init-from runs/vocab-all --output-dir runs/cove-s-dedup \
+        --num-threads 2 --max-epochs 3 --start-decay-at 5 --optimizer adam --lr 0.001 --min-lr 0.00003 \
+        --exclude-test-sentences trec6 trec50 sst2 sst5 snli multi30k conll2000 ewt_upos wnut17
+    cp -r runs/cove-s-dedup runs/cove-s-dedup-5ep && rm -r runs/cove-s-dedup-5ep/encoder
+    cove-train-mt ... --output-dir runs/cove-s-dedup-5ep --max-epochs 5 --resume    # the same flags otherwise
+
+No run of the table joins a cell or a pair here. Every cell of the plan is run, on one kind of machine, over the
+same checkpoints (one per role: DEFAULT_ENCODERS, each with weights of its own: `check_distinct_encoders`), but
 - those whose folder holds a finished run of the cell (not a smoke run, not on random subsets, same task, input, seed
   and encoder folder, and the weights' sha256 that checkpoint has now): done;
 - those whose encoder checkpoint is missing: skipped and named.
@@ -30,7 +39,7 @@ from pathlib import Path
 
 from modeling_cove.training.commands.train_classifier import load_hyperparameters
 
-from .results import COVE_T_SECTION, ENCODER_COLUMNS, ENCODER_VARIANTS, TABLE_COLUMNS, checkpoint_weights, smoke_run
+from .results import COVE_T_SECTION, ENCODER_COLUMNS, TABLE_COLUMNS, checkpoint_weights, smoke_run
 from .run_pool import read_json
 
 COMPARED = ("vectors", "vectors+cove", "vectors+cove-t")
@@ -42,9 +51,8 @@ PLAN = {  # task -> column -> seeds
 OPTIONAL = {"trec50": {column: 3 for column in COMPARED}}  # if time allows
 COLUMN_ENCODERS = {"vectors": "vocab", "vectors+cove": "cove_s", "cove": "cove_s", "vectors+cove-t": "cove_t",
                    "cove-t": "cove_t", "vectors+cove-s-5-epochs": "cove_s_5_epochs"}  # column -> its encoder
-DEFAULT_ENCODERS = {"vocab": "runs/vocab-all", "cove_s": "runs/cove-small/encoder", "cove_t": "runs/cove-t/encoder",
-                    # the MT-LSTM of encoder_variants.cove-s-5-epochs: runs/cove-small resumed to 5 epochs
-                    "cove_s_5_epochs": f"runs/{ENCODER_VARIANTS['cove-s-5-epochs'][1]}/encoder"}
+DEFAULT_ENCODERS = {"vocab": "runs/vocab-all", "cove_s": "runs/cove-s-dedup/encoder", "cove_t": "runs/cove-t/encoder",
+                    "cove_s_5_epochs": "runs/cove-s-dedup-5ep/encoder"}  # CoVe-S resumed to 5 epochs
 
 
 def bcn_input(column: str) -> str:
@@ -97,6 +105,17 @@ def table_runs(encoders: dict | None = None, tasks=None, columns=None, trec50: b
                 if seed <= seeds and (not tasks or task in tasks) and (not columns or column in columns):
                     runs.append(BcnRun(task, column, seed, encoders[COLUMN_ENCODERS[column]]))
     return runs
+
+
+def check_distinct_encoders(encoders: dict) -> None:
+    """A ValueError when two roles' checkpoints (role -> folder, those there) hold the same weights (sha256): a
+    5-epoch copy not trained on since it was copied, say, would pass for the control of training length."""
+    seen = {}
+    for role, folder in encoders.items():
+        weights = checkpoint_weights(Path(folder).resolve())
+        if weights is not None and seen.setdefault(weights, role) != role:
+            raise ValueError(f"{folder} ({role}) holds the same weights as {encoders[seen[weights]]} "
+                             f"({seen[weights]}): each role needs its own checkpoint")
 
 
 def run_finished(runs_dir: Path | str, run: BcnRun) -> bool:

@@ -572,11 +572,13 @@ CLASSIFICATION_COLUMNS = {
 
 COVE_T_WHAT = ("The CoVe-T comparison: BCN test accuracy (%) per task and input column, mean ± std over seeds, over "
                "vectors, CoVe-S and CoVe-T checkpoints all made afresh for it (the table's CoVe-S checkpoint is gone: "
-               "CoVe-S is pretrained again by the same command, other weights), every run of it new; its pairs by "
+               "CoVe-S is pretrained again by its command with CoVe-T's test-sentence exclusion, so that the two "
+               "differ in their corpora alone), every run of it new; its pairs by "
                "seed with a 95% t interval; never merged with the table's runs (results)")
 COVE_T_COLUMNS = {
     "vectors": "stand-in vectors, frozen",
-    "vectors+cove": "[vectors; CoVe-S] (eq. 6), frozen; CoVe-S pretrained again (encoders names its checkpoint)",
+    "vectors+cove": "[vectors; CoVe-S] (eq. 6), frozen; CoVe-S pretrained again with CoVe-T's test-sentence "
+                    "exclusion (encoders names its checkpoint)",
     "cove": "CoVe-S alone (no word vectors), frozen",
     "vectors+cove-t": "[vectors; CoVe-T] (eq. 6), frozen; CoVe-T = the MT-LSTM of CoVe-S pretrained on Multi30k + "
                       "Tatoeba pairs (configuration/models/cove-t.json)",

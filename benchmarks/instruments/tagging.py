@@ -48,14 +48,15 @@ ACCURACY_TASKS = ("ewt_upos",)  # the metric of a run that does not record it
 RUN_FOLDER = re.compile(r"^(?P<column>.+)-seed(?P<seed>\d+)$")
 COVE_T_COLUMNS = {
     "supervised": COLUMNS["supervised"],
-    "vectors+cove": "[vectors; CoVe-S] read by the tagger, CoVe-S pretrained again for this comparison",
+    "vectors+cove": "[vectors; CoVe-S] read by the tagger, CoVe-S pretrained again for this comparison with "
+                    "CoVe-T's test-sentence exclusion",
     "vectors+cove-t": "[vectors; CoVe-T] read by the tagger (--input vectors+cove over CoVe-T)",
 }
 COVE_T_PAIRS = (("vectors+cove-t", "supervised"), ("vectors+cove", "supervised"), ("vectors+cove-t", "vectors+cove"))
 COVE_T_WHAT = ("The CoVe-T comparison on CoNLL-2000: tagger test (and validation) F1 (%) of supervised, vectors+cove "
                "and vectors+cove-t, mean ± std over seeds, all its runs made afresh for it (the table's CoVe-S "
-               "checkpoint is gone: CoVe-S is pretrained again, other weights); its pairs by seed with a 95% t "
-               "interval; never merged with the table's runs (results)")
+               "checkpoint is gone: CoVe-S is pretrained again, with CoVe-T's test-sentence exclusion); its pairs by "
+               "seed with a 95% t interval; never merged with the table's runs (results)")
 WHAT = ("Tagger test (and validation) F1 or accuracy (%) per task and column, mean ± std over seeds; each column "
         "minus supervised paired by seed with a 95% t interval; the published figures of Clark et al. (2018) and "
         "ELMo in `papers` (docs/paper.md: only chunking is on the same data as ours)")
