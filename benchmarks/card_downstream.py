@@ -6,21 +6,25 @@ column is the encoder's column, from classification.json's section `cove_t_compa
 
     python benchmarks/collect_results.py --merge          # classification.json's section (runs/bcn-cove-t)
     python benchmarks/collect_tagging.py --cove-t --merge  # tagging.json's section (runs/tag-cove-t)
-    python benchmarks/card_downstream.py --output runs/cove-t/downstream.json    # vectors+cove-t's pairs
+    python benchmarks/card_downstream.py --output runs/cove-t/downstream.json \
+        --encoder runs/cove-t/encoder                  # vectors+cove-t's pairs, measured over these weights
     cove-export-encoder --mt-checkpoint runs/cove-t/mt --output-dir runs/cove-t/encoder-card --name cove-t \\
         --downstream runs/cove-t/downstream.json
 
 A section that is missing, or holds no pair of the column, gives no row; no row at all is an error (exit 2, nothing
-written). The file is validated by the package's schema (`publishing.downstream.write_downstream`) before it is
+written). With --encoder (the checkpoint the card is for), every run of the column must have recorded that
+checkpoint's weights (sha256): rows measured over a CoVe-T pretrained again since are an error, not its card's. The file is validated by the package's schema (`publishing.downstream.write_downstream`) before it is
 written.
 """
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from instruments.results import COVE_T_SECTION
 from modeling_cove.training.common.cli import REQUIRED, fail, option, parse_options
+from modeling_cove.training.publishing.cards_record import weights_fingerprint
 from modeling_cove.training.publishing.downstream import DOWNSTREAM_SCHEMA_VERSION, write_downstream
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,6 +42,8 @@ class CardDownstreamArguments:
                                  str(RESULTS / "classification.json"))
     tagging: str = option("tagging.json (default: the repository's benchmarks/results/)",
                           str(RESULTS / "tagging.json"))
+    encoder: Optional[str] = option("the checkpoint the card is for: every run of the column must have recorded its "
+                                    "weights' sha256")
 
 
 def column(name: str, cell: dict, key: str) -> dict:
@@ -98,13 +104,28 @@ def read_section(path: Path) -> dict:
     return section
 
 
-def card_downstream(classification: Path, tagging: Path, encoder_column: str = "vectors+cove-t") -> dict:
+def recorded_weights(section: dict, encoder_column: str) -> set:
+    """The weights' sha256 that the runs of `encoder_column` recorded in a comparison section (None for a run that
+    recorded none): from the section's `encoders` (classification.json) or its cells' runs (tagging.json)."""
+    if "encoders" in section:
+        return {(section["encoders"].get(encoder_column) or {}).get("encoder_weights")}
+    return {run.get("encoder_weights") for cells in (section.get("results") or {}).values()
+            for run in (cells.get(encoder_column) or {}).get("runs", [])}
+
+
+def card_downstream(classification: Path, tagging: Path, encoder_column: str = "vectors+cove-t",
+                    weights: str | None = None) -> dict:
     """The downstream results of `encoder_column` from the two files' CoVe-T comparison sections (ValueError when
-    they hold no pair of it), their source named with the commit that collected each."""
+    they hold no pair of it, or, given `weights`, when a section's runs of the column recorded other weights or
+    none), their source named with the commit that collected each."""
     rows, sources = [], []
     for path, to_rows in ((Path(classification), classification_rows), (Path(tagging), tagging_rows)):
         section = read_section(path)
         found = to_rows(section, encoder_column)
+        if found and weights is not None and recorded_weights(section, encoder_column) != {weights}:
+            raise ValueError(f"{path}: the {encoder_column} runs of its {COVE_T_SECTION} recorded the weights "
+                             f"{sorted(map(str, recorded_weights(section, encoder_column)))}, not the card's "
+                             f"encoder's ({weights}): pretrained again since? run and collect them again")
         if found:
             rows += found
             sources.append(f"{path.name} section {COVE_T_SECTION}, collected at commit {section.get('commit')}")
@@ -117,7 +138,8 @@ def card_downstream(classification: Path, tagging: Path, encoder_column: str = "
 def main(argv=None):
     args = parse_options(CardDownstreamArguments, argv, description=__doc__)
     try:
-        data = card_downstream(Path(args.classification), Path(args.tagging), args.encoder_column)
+        weights = weights_fingerprint(args.encoder) if args.encoder else None
+        data = card_downstream(Path(args.classification), Path(args.tagging), args.encoder_column, weights)
         path = write_downstream(args.output, data)
     except ValueError as err:  # DownstreamError is one
         fail(err)

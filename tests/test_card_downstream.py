@@ -119,3 +119,39 @@ def test_no_pair_or_a_broken_file_ends_in_one_line_and_writes_nothing(results, t
         status, err = exit_of(script.main, ["--classification", str(tmp_path / name), "--output", str(out)], capsys)
         assert status == 2 and err.startswith(f"error: {tmp_path / name}") and message in err, err
     assert not out.exists()
+
+
+def test_rows_measured_over_other_weights_than_the_cards_encoder_are_refused(results, tmp_path, capsys):
+    """--encoder: the card's checkpoint. Rows whose runs recorded other weights (a CoVe-T pretrained again since the
+    comparison ran) or none end the command naming the file; rows over its own weights are written."""
+    import hashlib
+
+    encoder = tmp_path / "cove-t"
+    encoder.mkdir()
+    (encoder / "model.safetensors").write_bytes(b"CoVe-T as the comparison read it")
+    (encoder / "config.json").write_text("{}")
+    sha = hashlib.sha256(b"CoVe-T as the comparison read it").hexdigest()
+    out = tmp_path / "downstream.json"
+    argv = ["--classification", str(results / "classification.json"), "--tagging", str(results / "tagging.json"),
+            "--output", str(out), "--encoder", str(encoder)]
+    status, err = exit_of(script.main, argv, capsys)  # the fabricated runs recorded "c3" * 32
+    assert status == 2 and err.startswith(f"error: {results / 'classification.json'}: the vectors+cove-t runs")
+    assert "c3" * 32 in err and sha in err and not out.exists()
+    patched = {}
+    for name in ("classification.json", "tagging.json"):
+        report = json.loads((results / name).read_text())
+        section = report["cove_t_comparison"]
+        if "encoders" in section:
+            section["encoders"]["vectors+cove-t"]["encoder_weights"] = sha
+        else:
+            for cells in section["results"].values():
+                for run in cells["vectors+cove-t"]["runs"]:
+                    run["encoder_weights"] = sha
+        patched[name] = tmp_path / name
+        patched[name].write_text(json.dumps(report))
+    argv = ["--classification", str(patched["classification.json"]), "--tagging", str(results / "tagging.json"),
+            "--output", str(out), "--encoder", str(encoder)]
+    status, err = exit_of(script.main, argv, capsys)  # the tagger's runs recorded none
+    assert status == 2 and err.startswith(f"error: {results / 'tagging.json'}: the vectors+cove-t runs")
+    assert len(convert(results, out, "--classification", str(patched["classification.json"]), "--tagging",
+                       str(patched["tagging.json"]), "--encoder", str(encoder))["rows"]) == 5
