@@ -54,7 +54,8 @@ class AblationArguments:
     """The flags of run_tagging_ablation.py."""
 
     data_dir: str = option("a local data folder (docs/data.md)", REQUIRED)
-    runs_dir: str = option("where the runs go", "runs/tag")
+    runs_dir: str = option("where the runs go (a folder of their own: the tables' collectors read runs/tag and "
+                           "runs/tag-recipe)", "runs/tag-ablation")
     vocab: str = option("the word-vector checkpoint (cove-build-vocab's output)", "runs/vocab-tagging")
     seed: int = option("the seed of every run", 1)
     steps: Optional[list[str]] = option("only these steps", choices=[s[0] for s in STEPS])
