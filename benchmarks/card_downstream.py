@@ -6,15 +6,15 @@ column is the encoder's column, from classification.json's section `cove_t_compa
 
     python benchmarks/collect_results.py --merge          # classification.json's section (runs/bcn-cove-t)
     python benchmarks/collect_tagging.py --cove-t --merge  # tagging.json's section (runs/tag-cove-t)
-    python benchmarks/card_downstream.py --output runs/cove-t/downstream.json \
+    python benchmarks/card_downstream.py --output runs/cove-t/downstream.json \\
         --encoder runs/cove-t/encoder                  # vectors+cove-t's pairs, measured over these weights
     cove-export-encoder --mt-checkpoint runs/cove-t/mt --output-dir runs/cove-t/encoder-card --name cove-t \\
         --downstream runs/cove-t/downstream.json
 
 A section that is missing, or holds no pair of the column, gives no row; no row at all is an error (exit 2, nothing
 written). With --encoder (the checkpoint the card is for), every run of the column must have recorded that
-checkpoint's weights (sha256): rows measured over a CoVe-T pretrained again since are an error, not its card's. The file is validated by the package's schema (`publishing.downstream.write_downstream`) before it is
-written.
+checkpoint's weights (sha256): rows measured over a CoVe-T pretrained again since are an error, not its card's. The
+file is validated by the package's schema (`publishing.downstream.write_downstream`) before it is written.
 """
 
 import json

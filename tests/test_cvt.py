@@ -253,6 +253,12 @@ def test_cli_resumes_exactly(tiny_setup, tmp_path):
     (tmp_path / "b" / "run_settings.json").write_text(json.dumps({**run_settings, "encoder_weights": "0" * 64}))
     with pytest.raises(ValueError, match="encoder_weights"):
         tg.train_tagger(settings(tiny_setup, tmp_path / "b", no_save_model=True, resume=True), cpu=True)
+    # a run whose preset resolved other hyperparameters when it began (its file edited since): another run
+    assert run_settings["resolved_hyperparameters"]["dropout"] == 0.5
+    edited = dict(run_settings, resolved_hyperparameters={**run_settings["resolved_hyperparameters"], "dropout": 0.3})
+    (tmp_path / "b" / "run_settings.json").write_text(json.dumps(edited))
+    with pytest.raises(ValueError, match="resolved_hyperparameters"):
+        tg.train_tagger(settings(tiny_setup, tmp_path / "b", no_save_model=True, resume=True), cpu=True)
     assert resumed["global_step"] == straight["global_step"]
     assert [h["train_loss"] for h in resumed["epochs"]] == pytest.approx([h["train_loss"] for h in straight["epochs"]],
                                                                         abs=0, rel=0)

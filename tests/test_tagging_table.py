@@ -198,7 +198,7 @@ def test_the_cove_t_comparison_plan_is_conll2000_three_columns_five_seeds_with_t
         tagging_table.cove_t_runs("v", "s", "t", rows=["wnut17"])
 
 
-def test_the_script_runs_the_cove_t_comparison_into_its_own_folder(tmp_path, capsys):
+def test_the_script_runs_the_cove_t_comparison_into_its_own_folder(tmp_path, capsys, monkeypatch):
     script = runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks" / "run_tagging_table.py"))
     vocab, cove_t = encoder_folder(tmp_path), tmp_path / "no-cove-t"
     script["main"](["--data-dir", "DATA", "--vocab", vocab, "--cove-encoder", vocab, "--cove-t-encoder", str(cove_t),
@@ -209,6 +209,12 @@ def test_the_script_runs_the_cove_t_comparison_into_its_own_folder(tmp_path, cap
     assert f"skip conll2000/vectors+cove-t-seed1: no encoder checkpoint at {cove_t}" in out
     assert "'not_started': 10" in out and "'skipped': 5" in out
     assert "then: python benchmarks/collect_tagging.py --cove-t --merge\n" in out
+    # without --cove-encoder: the comparison reads its own CoVe-S (CoVe-T's exclusion), the table runs/cove-small
+    monkeypatch.chdir(tmp_path)  # neither there
+    for flags, cove_s in ((["--cove-t-encoder", str(cove_t)], "runs/cove-s-dedup/encoder"),
+                          (["--rows", "conll2000", "--columns", "vectors+cove"], "runs/cove-small/encoder")):
+        script["main"](["--data-dir", "DATA", "--runs-dir", str(tmp_path / "runs"), *flags, "--dry-run"])
+        assert f"skip conll2000/vectors+cove-seed1: no encoder checkpoint at {cove_s}" in capsys.readouterr().out
     for wrong in (["--recipe", "cvt-paper"], ["--rows", "wnut17"], ["--columns", "cvt"]):
         with pytest.raises(SystemExit) as exit_info:
             script["main"](["--data-dir", "DATA", "--cove-t-encoder", str(cove_t), *wrong])

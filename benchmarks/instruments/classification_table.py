@@ -13,11 +13,14 @@ are gone. CoVe-S is pretrained again for it with CoVe-T's test-sentence exclusio
 corpora alone: Multi30k's training captions that are SNLI test premises go from both), into folders of its own
 (the table's record of its CoVe-S, runs/cove-small, stays the table's):
 
-    cove-train-mt --preset cove-small --data-dir DATA --init-from runs/vocab-all --output-dir runs/cove-s-dedup \
-        --num-threads 2 --max-epochs 3 --start-decay-at 5 --optimizer adam --lr 0.001 --min-lr 0.00003 \
+    cove-train-mt --preset cove-small --data-dir DATA --init-from runs/vocab-all --output-dir runs/cove-s-dedup \\
+        --num-threads 2 --max-epochs 3 --start-decay-at 5 --optimizer adam --lr 0.001 --min-lr 0.00003 \\
         --exclude-test-sentences trec6 trec50 sst2 sst5 snli multi30k conll2000 ewt_upos wnut17
-    cp -r runs/cove-s-dedup runs/cove-s-dedup-5ep && rm -r runs/cove-s-dedup-5ep/encoder
-    cove-train-mt ... --output-dir runs/cove-s-dedup-5ep --max-epochs 5 --resume    # the same flags otherwise
+    cove-train-mt ... --output-dir runs/cove-s-dedup-5ep --max-epochs 5 --start-decay-at 4   # the same flags else
+
+The 5-epoch CoVe-S is the table's variant's schedule (its 5th epoch at half the lr) as one run, not a resume of the
+3-epoch one (a resume keeps the first run's schedule): CPU pretraining is deterministic, so its first 3 epochs are
+runs/cove-s-dedup's.
 
 No run of the table joins a cell or a pair here. Every cell of the plan is run, on one kind of machine, over the
 same checkpoints (one per role: DEFAULT_ENCODERS, each with weights of its own: `check_distinct_encoders`), but
