@@ -105,10 +105,8 @@ def read_section(path: Path) -> dict:
 
 
 def recorded_weights(section: dict, encoder_column: str) -> set:
-    """The weights' sha256 that the runs of `encoder_column` recorded in a comparison section (None for a run that
-    recorded none): from the section's `encoders` (classification.json) or its cells' runs (tagging.json)."""
-    if "encoders" in section:
-        return {(section["encoders"].get(encoder_column) or {}).get("encoder_weights")}
+    """The weights' sha256 that the runs of `encoder_column` recorded in a comparison section, run by run (None for
+    a run that recorded none); both sections' cells list their runs."""
     return {run.get("encoder_weights") for cells in (section.get("results") or {}).values()
             for run in (cells.get(encoder_column) or {}).get("runs", [])}
 

@@ -140,18 +140,20 @@ def test_rows_measured_over_other_weights_than_the_cards_encoder_are_refused(res
     patched = {}
     for name in ("classification.json", "tagging.json"):
         report = json.loads((results / name).read_text())
-        section = report["cove_t_comparison"]
-        if "encoders" in section:
-            section["encoders"]["vectors+cove-t"]["encoder_weights"] = sha
-        else:
-            for cells in section["results"].values():
-                for run in cells["vectors+cove-t"]["runs"]:
-                    run["encoder_weights"] = sha
+        for cells in report["cove_t_comparison"]["results"].values():
+            for run in cells.get("vectors+cove-t", {}).get("runs", []):
+                run["encoder_weights"] = sha
         patched[name] = tmp_path / name
         patched[name].write_text(json.dumps(report))
     argv = ["--classification", str(patched["classification.json"]), "--tagging", str(results / "tagging.json"),
             "--output", str(out), "--encoder", str(encoder)]
     status, err = exit_of(script.main, argv, capsys)  # the tagger's runs recorded none
     assert status == 2 and err.startswith(f"error: {results / 'tagging.json'}: the vectors+cove-t runs")
+    report = json.loads(patched["classification.json"].read_text())  # one BCN run of the column without a record
+    report["cove_t_comparison"]["results"]["trec6"]["vectors+cove-t"]["runs"][0].pop("encoder_weights")
+    (tmp_path / "one-unrecorded.json").write_text(json.dumps(report))
+    argv[1] = str(tmp_path / "one-unrecorded.json")
+    status, err = exit_of(script.main, argv, capsys)
+    assert status == 2 and err.startswith(f"error: {tmp_path / 'one-unrecorded.json'}: the vectors+cove-t runs")
     assert len(convert(results, out, "--classification", str(patched["classification.json"]), "--tagging",
                        str(patched["tagging.json"]), "--encoder", str(encoder))["rows"]) == 5
