@@ -18,9 +18,10 @@ time, stop when lr < --min-lr (default 0.03 x lr: the paper's 0.03 at lr 1.0), o
 Gradient-norm clip 5; batch 64 sentences (global, split over the processes); pairs longer than 75 tokens dropped;
 vocabularies <= 50k per side; fixed source word vectors; loss = summed token NLL / batch size. Batches are
 length-grouped with the order a function of (seed, epoch) only, so --resume replays it exactly (`accelerate_loop`,
-`loops/mt.py`); it takes the first run's settings again (RESUME_KEYS: data, model, optimizer, lr schedule, clipping),
-only the budget may grow. Options outside the paper, off by default: --start-decay-at N (also halve from epoch N on, OpenNMT-py's
--start_decay_at), --time-budget-minutes, --optimizer adam (e.g. --lr 0.001; --min-lr defaults to 3e-05 then).
+`loops/mt.py`); it takes the first run's settings again (RESUME_KEYS: data, model, optimizer, lr schedule, clipping);
+the budget and the evaluation settings may change. Options outside the paper, off by default: --start-decay-at N
+(also halve from epoch N on, OpenNMT-py's -start_decay_at), --time-budget-minutes, --optimizer adam (e.g. --lr 0.001;
+--min-lr defaults to 3e-05 then).
 Settings: built-in DEFAULTS < the preset's "training" block < the flags given.
 
 CoVe-S on 2 CPU cores (~60 min; the paper's schedule needs more epochs than fit, hence the earlier decay):
@@ -102,7 +103,8 @@ DEFAULTS = {
 # Settings fixed by the first run: the data order, the vocabularies and mt/config.json are built from them once and
 # the optimizer state is saved with every checkpoint, so resume refuses other values (they would be ignored); the
 # lr schedule and clipping too (a resume under another schedule would be a different run recorded as this one:
-# a min_lr above the restored lr, say, stops it at once). The budget (max_epochs, max_steps, time) may grow.
+# a min_lr above the restored lr, say, stops it at once). The budget (max_epochs, max_steps, time) and the
+# evaluation settings (beams, batch) may change.
 RESUME_KEYS = ("dataset", "corpora", "heldout_pairs", "exclude_test_sentences", "exclude_sentences", "data_dir",
                "limit_train", "limit_eval", "max_length", "batch_size", "chunk_batches", "seed", "max_vocab",
                "source_min_freq", "target_min_freq", "init_from", "vectors", "vectors_lowercase", "config_overrides",
