@@ -57,8 +57,9 @@ def main(argv=None):
         fail(f"--runs-dir {args.runs_dir}: the comparison's runs go to a folder named {COVE_T_FOLDER}, the one "
              "collect_results.py reads")
     encoders = {role: getattr(args, role) for role in DEFAULT_ENCODERS}
+    used = {COLUMN_ENCODERS[column] for column in args.columns or COLUMN_ENCODERS}
     try:
-        check_distinct_encoders(encoders)
+        check_distinct_encoders({role: folder for role, folder in encoders.items() if role in used})
     except ValueError as err:
         fail(str(err))
     runs = table_runs(encoders, args.tasks, args.columns, args.trec50)

@@ -250,6 +250,8 @@ def test_two_roles_over_the_same_weights_stop_the_runner(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert exit_info.value.code == 2 and "train_classifier" not in out
     assert f"{copy} (cove_s_5_epochs) holds the same weights as {cove_s} (cove_s)" in err
+    script["main"](args + ["--columns", "vectors+cove"])  # the copy's role is not in the plan: no conflict
+    assert "'not_started'" in capsys.readouterr().out
     (Path(copy) / "model.safetensors").write_bytes(b"five epochs")
     plan.checkpoint_weights.cache_clear()
     script["main"](args)
