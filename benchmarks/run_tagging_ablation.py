@@ -10,6 +10,7 @@ Runs what has not finished (resuming a run cut short), then writes `benchmarks/r
     python benchmarks/run_tagging_ablation.py --data-dir DATA --dry-run          # the commands still to run
     python benchmarks/run_tagging_ablation.py --data-dir DATA --parallel 2 --deadline-minutes 150
     python benchmarks/run_tagging_ablation.py --data-dir DATA --collect-only      # the JSON from the runs so far
+    python benchmarks/run_tagging_ablation.py --data-dir DATA --second-seeds --parallel 2   # both seeds, one pool
 
 A change that only the unlabelled phase reads (text, student dropout, the full module) is a CVT run alone; its
 supervised reference is the previous step's. The first step ("as the table ran them") is the table's runs of the
@@ -62,6 +63,8 @@ class AblationArguments:
     parallel: int = option("runs at a time", 2)
     threads: int = option("torch intra-op threads per run", 1)
     deadline_minutes: Optional[float] = option("stop the runs still going after this many minutes")
+    second_seeds: bool = option("also run, in the same pool, the next seed of every step the first seed's runs mark "
+                                "for a second seed, with the runs its gap and its change of the gap read", False)
     dry_run: bool = option("print the commands still to run, run nothing", False)
     collect_only: bool = option("only write the results JSON from the runs found", False)
 
@@ -80,6 +83,27 @@ def plan(args: AblationArguments) -> list:
             runs.append((step, column, TableRun("ablation", f"{step}-{column}", args.seed, args.vocab,
                                                 flags + extra)))
     return runs
+
+
+def second_seed_runs(args: AblationArguments, marked: list) -> list:
+    """The runs of the seed after `args.seed` that the steps `marked` for a second seed need: each step's own runs
+    and the previous step's (its change of the gap reads that step's gap), and for a CVT-only step among them the
+    supervised run of the latest step before it that has one (its gap's reference). The first step's previous one
+    is the table's ("as the table ran them"), not run here."""
+    runs = plan(dataclasses.replace(args, seed=args.seed + 1))
+    names = [name for name, *_ in STEPS]
+    supervised_changes = {name: changes for name, _, _, changes in STEPS}
+    needed = set()
+    for step in marked:
+        for index in (names.index(step), names.index(step) - 1):
+            if index < 0:
+                continue
+            needed |= {(names[index], "cvt")} | ({(names[index], "supervised")}
+                                                 if supervised_changes[names[index]] else set())
+            if not supervised_changes[names[index]]:
+                reference = next(n for n in reversed(names[:index]) if supervised_changes[n])
+                needed.add((reference, "supervised"))
+    return [run for step, column, run in runs if (step, column) in needed]
 
 
 def run_record(folder: Path) -> Optional[dict]:
@@ -240,6 +264,10 @@ def main(argv=None):
     args = parse_options(AblationArguments, argv, description=__doc__)
     runs = plan(args)
     chosen = [run for step, _, run in runs if not args.steps or step in args.steps]
+    if args.second_seeds:  # marked by the first seed's runs finished so far: run again later for the later steps
+        marked = [step["step"] for step in collect(args)["steps"] if step["second_seed"]]
+        print(f"second seed ({args.seed + 1}) for: {', '.join(marked) or 'no step yet'}")
+        chosen += second_seed_runs(args, marked)
     if not args.collect_only:
         outcome = run_table(chosen, args.runs_dir, args.data_dir, args.parallel, args.threads,
                             args.deadline_minutes, args.dry_run)

@@ -104,3 +104,21 @@ def test_the_validation_curves_are_drawn(tmp_path):
     write_run(folder[("equal-steps", "cvt")], 0.905, [[250, 0.86], [500, 0.905]])
     path = ablation.plot_validation_curves(ablation.collect(args), tmp_path / "curves.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
+def test_a_marked_step_brings_the_runs_its_second_gap_and_change_read(tmp_path):
+    """--second-seeds: a marked step's runs of the next seed, the previous step's, and for a CVT-only step among them
+    the supervised run its gap reads (the latest step before it with one); the first step's previous is the table's."""
+    def chosen(*marked):
+        runs = ablation.second_seed_runs(arguments(tmp_path), list(marked))
+        assert {run.seed for run in runs} == ({2} if marked else set())
+        return [run.column for run in runs]
+
+    assert chosen() == []
+    assert chosen("equal-steps") == ["equal-steps-supervised", "equal-steps-cvt"]
+    # student dropout (CVT only) after news text (CVT only): both read equal-steps' supervised run
+    assert chosen("student-dropout") == ["equal-steps-supervised", "news-text-cvt", "student-dropout-cvt"]
+    assert chosen("boundaries") == ["equal-steps-supervised", "full-module-cvt", "boundaries-supervised",
+                                    "boundaries-cvt"]
+    assert chosen("sgd") == ["trainable-vectors-supervised", "trainable-vectors-cvt", "sgd-supervised", "sgd-cvt"]
+    assert len(chosen("equal-steps", "student-dropout", "boundaries", "trainable-vectors", "sgd")) == 13
