@@ -98,11 +98,9 @@ def second_seed_runs(args: AblationArguments, marked: list) -> list:
         for index in (names.index(step), names.index(step) - 1):
             if index < 0:
                 continue
-            needed |= {(names[index], "cvt")} | ({(names[index], "supervised")}
-                                                 if supervised_changes[names[index]] else set())
-            if not supervised_changes[names[index]]:
-                reference = next(n for n in reversed(names[:index]) if supervised_changes[n])
-                needed.add((reference, "supervised"))
+            needed.add((names[index], "cvt"))
+            supervised = next(n for n in reversed(names[:index + 1]) if supervised_changes[n])  # its own or before
+            needed.add((supervised, "supervised"))
     return [run for step, column, run in runs if (step, column) in needed]
 
 

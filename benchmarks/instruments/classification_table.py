@@ -55,7 +55,7 @@ OPTIONAL = {"trec50": {column: 3 for column in COMPARED}}  # if time allows
 COLUMN_ENCODERS = {"vectors": "vocab", "vectors+cove": "cove_s", "cove": "cove_s", "vectors+cove-t": "cove_t",
                    "cove-t": "cove_t", "vectors+cove-s-5-epochs": "cove_s_5_epochs"}  # column -> its encoder
 DEFAULT_ENCODERS = {"vocab": "runs/vocab-all", "cove_s": "runs/cove-s-dedup/encoder", "cove_t": "runs/cove-t/encoder",
-                    "cove_s_5_epochs": "runs/cove-s-dedup-5ep/encoder"}  # CoVe-S resumed to 5 epochs
+                    "cove_s_5_epochs": "runs/cove-s-dedup-5ep/encoder"}  # CoVe-S's 5-epoch run
 
 
 def bcn_input(column: str) -> str:

@@ -226,8 +226,10 @@ def same_recipe(recorded: dict | None, run: TableRun) -> bool:
     file unchanged since (`train_tagger.RESUME_SAME`'s rule; a run that recorded none is taken as it is)."""
     from modeling_cove.training.commands.train_tagger import RESUME_SAME, resolved_hyperparameters
 
-    return recorded is None or RESUME_SAME["resolved_hyperparameters"](resolved_hyperparameters(recorded),
-                                                                       resolved_hyperparameters(run.hyperparameters()))
+    if recorded is None:
+        return True
+    same = RESUME_SAME["resolved_hyperparameters"]
+    return same(resolved_hyperparameters(recorded), resolved_hyperparameters(run.hyperparameters()))
 
 
 def can_resume(runs_dir: Path | str, run: TableRun, data_dir=None) -> bool:

@@ -168,8 +168,8 @@ def same_sources(first, now) -> bool:
 
 def same_hyperparameters(first: dict | None, now: dict) -> bool:
     """Whether a run trains with the hyperparameters it first resolved (`resolved_hyperparameters`): a preset file
-    edited since is another run. A key the first run did not record (added since) counts at its default; a first run that
-    recorded none (older than this check) is taken as it is."""
+    edited since is another run. A key the first run did not record (added since) counts at its default; a first
+    run that recorded none (older than this check) is taken as it is."""
     if first is None:
         return True
     return all(first.get(key, HYPERPARAMETER_DEFAULTS.get(key)) == value for key, value in now.items())
