@@ -120,14 +120,15 @@ def card_downstream(classification: Path, tagging: Path, encoder_column: str = "
     for path, to_rows in ((Path(classification), classification_rows), (Path(tagging), tagging_rows)):
         section = read_section(path)
         found = to_rows(section, encoder_column)
-        recorded = recorded_weights(section, encoder_column) if found and weights is not None else {weights}
-        if recorded != {weights}:
+        if not found:
+            continue
+        recorded = recorded_weights(section, encoder_column)
+        if weights is not None and recorded != {weights}:
             raise ValueError(f"{path}: the {encoder_column} runs of its {COVE_T_SECTION} recorded the weights "
                              f"{sorted(map(str, recorded))}, not the card's encoder's ({weights}): pretrained again "
                              "since? run and collect them again")
-        if found:
-            rows += found
-            sources.append(f"{path.name} section {COVE_T_SECTION}, collected at commit {section.get('commit')}")
+        rows += found
+        sources.append(f"{path.name} section {COVE_T_SECTION}, collected at commit {section.get('commit')}")
     if not rows:
         raise ValueError(f"no pair of {encoder_column!r} in the {COVE_T_SECTION} sections of {classification} and "
                          f"{tagging}: nothing to write")
