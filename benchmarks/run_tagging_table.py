@@ -5,6 +5,7 @@ collect them with benchmarks/collect_tagging.py. Rows, columns and seeds: `instr
     python benchmarks/run_tagging_table.py --data-dir DATA --dry-run              # the commands still to run
     python benchmarks/run_tagging_table.py --data-dir DATA --parallel 2 --deadline-minutes 120     # 2 CPU cores
     python benchmarks/run_tagging_table.py --data-dir DATA --parallel 14 --rows conll2000 wnut17   # one GPU, 16 cores
+    python benchmarks/run_tagging_table.py --data-dir DATA --seeds 1 2 3 --rows conll2000          # a machine's share
 
 Before: the word vectors (cove-build-vocab ... --output-dir runs/vocab-tagging, docs/tagging.md) and, for the
 contextual columns, CoVe-S (cove-train-mt) and the biLM (cove-train-bilm); runs whose encoder is missing are skipped.
@@ -57,6 +58,7 @@ class RunTaggingTableArguments:
     bilm_encoder: str = option("the biLM encoder of the vectors+bilm column", "runs/bilm/encoder")
     rows: Optional[list[str]] = option("only these rows", choices=list(ROW_COLUMNS))
     columns: Optional[list[str]] = option("only these columns", choices=COLUMNS)
+    seeds: Optional[list[int]] = option("only these seeds (a table split over machines: each runs its own seeds)")
     recipe: Optional[str] = option("run the CVT table on this tagging preset instead (cvt-paper, or a .yaml/.json "
                                    "file): rows and columns of instruments.tagging_recipe, supervised and cvt only")
     recipe_overrides: Optional[str] = option("with --recipe: a JSON object of hyperparameters over the preset, "
@@ -75,8 +77,19 @@ def collect_command(flag: str, runs_dir: str, default: str) -> str:
 
 
 def plan(args: RunTaggingTableArguments) -> tuple:
-    """(runs, runs folder, the collect command) of the table the flags ask for; with --recipe the recipe's
-    hyperparameters are resolved first (a bad preset or override fails here) and printed."""
+    """(runs, runs folder, the collect command) of the table the flags ask for, only the --seeds asked for; with
+    --recipe the recipe's hyperparameters are resolved first (a bad preset or override fails here) and printed."""
+    runs, runs_dir, collect = table_plan(args)
+    if args.seeds:
+        unknown = sorted(set(args.seeds) - {run.seed for run in runs})
+        if unknown:
+            raise ValueError(f"--seeds {' '.join(map(str, unknown))}: no run of the table asked for has that seed")
+        runs = [run for run in runs if run.seed in args.seeds]
+    return runs, runs_dir, collect
+
+
+def table_plan(args: RunTaggingTableArguments) -> tuple:
+    """(runs, runs folder, the collect command) of the table the flags ask for, every seed."""
     if args.recipe is None and args.recipe_overrides is not None:
         raise ValueError("--recipe-overrides goes with --recipe")
     if args.recipe is not None and args.cove_t_encoder is not None:

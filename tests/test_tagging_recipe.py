@@ -231,6 +231,15 @@ def test_the_scripts_plan_and_collect_the_recipe_table(tmp_path, capsys):
     assert len(commands) == 6 and all("--preset cvt-paper --hyperparameters '{\"label_scheme\": \"bio\"}'" in line
                                       for line in commands)
     assert "the hyperparameters of multitask:" in out and "collect_tagging.py --recipe" in out
+    script["main"](["--data-dir", "DATA", "--vocab", str(vocab), "--recipe", "cvt-paper", "--runs-dir", str(runs_dir),
+                    "--rows", "multitask", "conll2000", "--seeds", "2", "3", "--dry-run"])  # a machine's share
+    commands = [line for line in capsys.readouterr().out.splitlines() if "commands.train_tagger" in line]
+    assert [(line.split("--seed ")[1].split()[0], line.split("--output-dir ")[1].split()[0]) for line in commands] == [
+        (seed, str(runs_dir / row / f"{column}-seed{seed}")) for seed in "23" for row in ("conll2000", "multitask")
+        for column in ("supervised", "cvt")]
+    status, err = exit_of(script["main"], ["--data-dir", "DATA", "--vocab", str(vocab), "--recipe", "cvt-paper",
+                                           "--rows", "multitask", "--seeds", "3", "4", "--dry-run"], capsys)
+    assert status == 2 and "--seeds 4: no run of the table asked for has that seed" in err
     status, err = exit_of(script["main"], ["--data-dir", "DATA", "--recipe", "cvt-paper", "--recipe-overrides",
                                            "{oops", "--dry-run"], capsys)
     assert status == 2 and "not valid JSON" in err
