@@ -240,22 +240,31 @@ def record_step(steps: list, step: str, adds: str, seed: int, runs: dict, superv
 
 def plot_validation_curves(result: dict, path: Path) -> Path:
     """Validation F1 against labelled steps, a line per step and seed: supervised runs on the left, CVT runs on the
-    right."""
+    right; a colour per step, the first seed solid and the others dashed, the axis from 80% (the last steps differ by
+    a point or two, the first evaluation lies far below)."""
+    import matplotlib
+
     from modeling_cove.training.common.run_info import plot_curves
 
+    palette = matplotlib.colormaps["tab20"].colors
+    colors = {step["step"]: palette[(2 * i) % 20 + (2 * i) // 20] for i, step in enumerate(result["steps"])}
+    first = str(result["seeds"][0])
     panels = []
     for column in ("supervised", "cvt"):
-        series = {}
+        series, panel_colors, styles = {}, {}, {}
         for step in result["steps"]:
             for seed, runs in step["runs"].items():
                 if "validation_curve" in runs.get(column, {}):
-                    label = step["step"] + ("" if seed == str(result["seeds"][0]) else f" (seed {seed})")
+                    label = step["step"] if seed == first else f"_{step['step']} (seed {seed})"  # one legend entry
                     series[label] = tuple(zip(*runs[column]["validation_curve"]))
-        panels.append({"title": f"{column}: CoNLL-2000 validation", "xlabel": "labelled steps",
-                       "ylabel": "F1 (%)", "series": series})
+                    panel_colors[label], styles[label] = colors[step["step"]], "-" if seed == first else "--"
+        panels.append({"title": f"{column}: CoNLL-2000 validation", "xlabel": "labelled steps", "ylabel": "F1 (%)",
+                       "series": series, "colors": panel_colors, "linestyles": styles, "ylim": (80, 96.5),
+                       "legend_outside": True})
     seeds = ", ".join(str(seed) for seed in result["seeds"])
     plural = "s" if len(result["seeds"]) > 1 else ""
-    return plot_curves(panels, path, title=f"CVT recipe ablation (cumulative), seed{plural} {seeds}")
+    return plot_curves(panels, path, title=f"CVT recipe ablation (cumulative), seed{plural} {seeds}"
+                       + (f" (seed {first} solid, the others dashed)" if plural else ""))
 
 
 def main(argv=None):

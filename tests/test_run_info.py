@@ -55,7 +55,10 @@ def test_write_json_is_atomic_and_readable(tmp_path):
 def test_plot_curves_writes_a_png_also_without_data(tmp_path):
     panels = [{"title": "loss", "series": {"train": ([1, 2, 3], [3.0, 2.0, 1.5]), "empty": ([], [])}, "log_y": True},
               {"title": "accuracy", "series": {}, "hlines": {"baseline": 50.0}},
-              {"title": "nothing", "series": {}}]
+              {"title": "nothing", "series": {}},
+              {"title": "many", "series": {"a": ([1, 2], [90.0, 95.0]), "_a (seed 2)": ([1, 2], [89.0, 94.0])},
+               "colors": {"a": "C1", "_a (seed 2)": "C1"}, "linestyles": {"_a (seed 2)": "--"}, "ylim": (80, 96),
+               "legend_outside": True}]
     path = plot_curves(panels, tmp_path / "curves.png", title="run")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

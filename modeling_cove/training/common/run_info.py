@@ -139,9 +139,10 @@ def machine_info() -> dict:
 def plot_curves(panels: list, path: Path | str, title: str | None = None) -> Path:
     """One PNG with a panel per entry of `panels`, each a dict:
     `{"title": str, "xlabel": str, "ylabel": str, "series": {label: (xs, ys)}, "errors": {label: y_errors},
-    "log_x": bool, "log_y": bool, "hlines": {label: y}, "xticks": [x, ...], "colors": {label: color}}` (all keys but
-    "series" optional; a series with no points is
-    skipped, a panel with none says "no data"; a series with errors gets error bars)."""
+    "log_x": bool, "log_y": bool, "hlines": {label: y}, "xticks": [x, ...], "colors": {label: color},
+    "linestyles": {label: style}, "ylim": (low, high), "legend_outside": bool}` (all keys but "series" optional; a
+    series with no points is skipped, a panel with none says "no data"; a series with errors gets error bars; a label
+    starting with "_" stays out of the legend; `legend_outside` puts the legend right of the panel, for many series)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -155,12 +156,14 @@ def plot_curves(panels: list, path: Path | str, title: str | None = None) -> Pat
         for label, (xs, ys) in panel.get("series", {}).items():
             xs, ys = list(xs), list(ys)
             errors = (panel.get("errors") or {}).get(label)
-            style = {"color": panel["colors"][label]} if label in (panel.get("colors") or {}) else {}
+            style = {"linestyle": "-"} | {key: panel[name][label] for key, name in (("color", "colors"),
+                                                                                      ("linestyle", "linestyles"))
+                                           if label in (panel.get(name) or {})}
             if xs and errors is not None:
-                ax.errorbar(xs, ys, yerr=list(errors), fmt="o-", markersize=3, lw=1, capsize=3, label=label, **style)
+                ax.errorbar(xs, ys, yerr=list(errors), marker="o", markersize=3, lw=1, capsize=3, label=label, **style)
                 drawn = True
             elif xs:
-                ax.plot(xs, ys, "o-" if len(xs) <= 50 else "-", markersize=3, lw=1, label=label, **style)
+                ax.plot(xs, ys, marker="o" if len(xs) <= 50 else None, markersize=3, lw=1, label=label, **style)
                 drawn = True
         for label, y in (panel.get("hlines") or {}).items():
             ax.axhline(y, color="gray", linestyle="--", label=label)
@@ -175,8 +178,12 @@ def plot_curves(panels: list, path: Path | str, title: str | None = None) -> Pat
             if panel.get("xticks"):  # plain numbers where the points are (a log axis would print 6x10^1)
                 ax.set_xticks(panel["xticks"], labels=[str(x) for x in panel["xticks"]])
                 ax.minorticks_off()
+            if panel.get("ylim"):
+                ax.set_ylim(*panel["ylim"])
         ax.set(title=panel.get("title", ""), xlabel=panel.get("xlabel", ""), ylabel=panel.get("ylabel", ""))
-        if drawn:
+        if drawn and panel.get("legend_outside"):
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+        elif drawn:
             ax.legend()
     if title:
         fig.suptitle(title)
