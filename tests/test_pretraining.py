@@ -183,6 +183,39 @@ def test_make_optimizer_builds_the_named_optimizer_and_names_a_wrong_one():
         make_optimizer("adagrad", parameters, 0.1)
 
 
+def test_adam_runs_fused_with_the_single_tensor_update_and_resumes_from_its_state():
+    """The factory's Adam is the fused kernel; over steps with varied gradients its weights follow the single-tensor
+    path's to float rounding, and a state written by the single-tensor path continues on the fused one as it would
+    have there (checkpoints of either resume on the other)."""
+    generator = torch.Generator().manual_seed(0)
+    start = [torch.randn(300, 40, generator=generator), torch.randn(7, generator=generator)]
+    gradients = [[torch.randn(w.shape, generator=generator) for w in start] for _ in range(6)]
+
+    def train(optimizer_of, steps, state=None):
+        weights = [torch.nn.Parameter(w.clone()) for w in start]
+        optimizer = optimizer_of(weights)
+        if state is not None:
+            for w, s in zip(weights, state[0]):
+                w.data.copy_(s)
+            optimizer.load_state_dict(state[1])
+        for grads in steps:
+            for w, g in zip(weights, grads):
+                w.grad = g.clone()
+            optimizer.step()
+        return [w.detach().clone() for w in weights], optimizer.state_dict()
+
+    fused = make_optimizer("adam", [torch.nn.Parameter(torch.zeros(2))], 1e-3)
+    assert fused.param_groups[0]["fused"] is True
+    single = lambda weights: torch.optim.Adam(weights, lr=1e-3, foreach=False)  # noqa: E731
+    ours = lambda weights: make_optimizer("adam", weights, 1e-3)  # noqa: E731
+    reference, _ = train(single, gradients)
+    for got, want in zip(train(ours, gradients)[0], reference):
+        assert (got - want).abs().max() < 1e-6
+    halfway = train(single, gradients[:3])
+    for got, want in zip(train(ours, gradients[3:], state=halfway)[0], reference):
+        assert (got - want).abs().max() < 1e-6
+
+
 def test_one_export_for_a_trained_biLM_model_and_an_mt_checkpoint_folder(tmp_path):
     """`export_encoder` takes a trained model (here a fresh biLM) with its tokenizer as well as an MT checkpoint
     folder: a frozen `AutoModel` checkpoint equal to the model's encoder, its card and the run's record; a model
