@@ -212,7 +212,10 @@ def test_adam_runs_fused_with_the_single_tensor_update_and_resumes_from_its_stat
     for got, want in zip(train(ours, gradients)[0], reference):
         assert (got - want).abs().max() < 1e-6
     halfway = train(single, gradients[:3])
-    for got, want in zip(train(ours, gradients[3:], state=halfway)[0], reference):
+    assert halfway[1]["param_groups"][0]["fused"] is None
+    resumed, state = train(ours, gradients[3:], state=halfway)
+    assert state["param_groups"][0]["fused"] is True  # the single-tensor state did not switch the kernel back
+    for got, want in zip(resumed, reference):
         assert (got - want).abs().max() < 1e-6
 
 
