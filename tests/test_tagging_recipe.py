@@ -218,6 +218,14 @@ def test_mean_curve_over_seeds():
     assert stds == [pytest.approx(2.0), pytest.approx(math.sqrt(0.5))]
 
 
+def test_the_curves_panel_shows_the_later_part_of_the_curves():
+    series = {"supervised": ([250, 500, 1000, 2500], [40.0, 80.0, 91.2, 93.9]),
+              "cvt": ([250, 500, 1000, 2500], [50.0, 85.0, 92.6, 95.3])}
+    assert tagging_recipe.plateau_range(series) == (90, 97.0)  # steps >= 1,000: 91.2 - 1 down, 95.3 + 1 up
+    assert tagging_recipe.plateau_range({"cvt": ([2500], [99.5])}) == (98, 100.0)
+    assert tagging_recipe.plateau_range({"cvt": ([], [])}) is None
+
+
 def test_the_scripts_plan_and_collect_the_recipe_table(tmp_path, capsys):
     vocab = tmp_path / "vocab"
     vocab.mkdir()

@@ -25,6 +25,7 @@ and the validation curves beside the JSON (`<output stem>_curves.png`).
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 
@@ -197,9 +198,20 @@ def mean_curve(curves: list) -> tuple:
             [statistics.stdev(at[x]) if len(at[x]) > 1 else 0.0 for x in xs])
 
 
+def plateau_range(series: dict, start: float = 0.4, margin: float = 1.0) -> tuple | None:
+    """(low, high) of a panel's y axis that shows where the columns flatten and the gap between them: the means from
+    `start` of the steps on, widened by `margin` points (high at most 100); the first steps' low scores fall below
+    it. None without any point there."""
+    last = max((x for xs, _ in series.values() for x in xs), default=None)
+    values = [v for xs, ys in series.values() for x, v in zip(xs, ys) if x >= start * last] if last else []
+    if not values:
+        return None
+    return math.floor(min(values) - margin), min(100.0, math.ceil(max(values) + margin))
+
+
 def plot_recipe_curves(report: dict, path: Path | str) -> Path:
     """A panel per row (the multi-task row: per task): validation score against labelled steps, supervised and CVT,
-    mean over seeds with their std as error bars."""
+    mean over seeds with their std as error bars, the y axis on the curves' later part (`plateau_range`)."""
     from modeling_cove.training.common.run_info import plot_curves
 
     panels = []
@@ -213,7 +225,8 @@ def plot_recipe_curves(report: dict, path: Path | str) -> Path:
                 series[name], errors[name] = (xs, means), stds
         metric = next(iter(cells.values()))["metric"]
         panels.append({"title": label, "xlabel": "labelled steps", "series": series, "errors": errors,
-                       "ylabel": f"validation {'F1' if metric == 'f1' else metric} (%)"})
+                       "ylabel": f"validation {'F1' if metric == 'f1' else metric} (%)",
+                       "ylim": plateau_range(series)})
     return plot_curves(panels, path, title="supervised vs CVT on one recipe: validation, mean ± std over seeds")
 
 
