@@ -79,6 +79,7 @@ def test_tiny_run_gives_every_figure(data_dir, single_thread):
                                     sizes={"sst2": 6, "snli": 6, "squad": 2, "conll2000": 6})
     assert settings["threads"] == [1] and set(results) == {"bcn_single", "bcn_pair", "dcn", "tagger"}
     assert results["tagger"]["threads_1"]["cvt_step_pair"]["tokens_per_s"] > 0
+    assert results["tagger"]["threads_1"]["cvt_table_step_pair"]["tokens_per_s"] > 0
     for section in results.values():
         assert section["max_abs_diff_logits_auto_vs_reference"] < 1e-4
         for kind in KINDS:
@@ -117,6 +118,28 @@ def test_each_timed_function_runs_the_tagger_in_its_own_mode(data_dir, tmp_path,
         seen.clear()
         section.fns[kind]["auto"]()
         assert seen and set(seen) == {training}, kind
+
+
+def test_the_table_recipe_steps_train_as_the_cvt_table_does(data_dir, tmp_path, single_thread):
+    """The CVT table's step pair: the cvt-paper preset with the ablation's chosen overrides, so the CLI's optimizer
+    (Adam on the fused kernel today), trained word vectors, START/END states and the `full` module, tags in BIOES."""
+    from instruments.heads import chosen_cvt_recipe, load_inputs, save_encoder, tagger_recipe_cvt_steps
+
+    inputs = load_inputs(str(data_dir), {"sst2": 2, "snli": 2, "squad": 1, "conll2000": 6})
+    encoder_dir, tokenizer = save_encoder(inputs, tmp_path / "encoder")
+    steps, tokens = tagger_recipe_cvt_steps(inputs["conll2000"], encoder_dir, tokenizer, torch.device("cpu"))
+    training, optimizer = steps.training, steps.optimizer
+    assert chosen_cvt_recipe()["optimizer"] == "adam" and isinstance(optimizer, torch.optim.Adam)
+    assert optimizer.param_groups[0]["fused"] is True
+    config = training.model.config
+    assert config.tagger_boundary_tokens and training.auxiliary["conll2000"].full is not None
+    assert any(label.startswith("S-") for label in config.id2label.values())
+    vectors = training.model.get_input_embeddings().weight
+    before = vectors.detach().clone()
+    steps()
+    assert tokens == 2 * sum(len(ids) for ids in tokenizer(list(inputs["conll2000"]["words"]),
+                                                           is_split_into_words=True)["input_ids"])
+    assert vectors.requires_grad and not torch.equal(vectors.detach(), before)
 
 
 def test_sections_not_measured_are_kept_with_where_they_come_from(tmp_path):

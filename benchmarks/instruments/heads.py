@@ -13,7 +13,8 @@ Each times three things, each on three sides run in interleaved rounds (ours["au
   `tokenizer(batch, padding=True)` included on both sides; DCN: pre-tokenized windows, no tokenizer on either side);
 - `train`: one training step per batch as the CLI's Trainer runs it, with the CoVe features from the feature cache
   as the CLI passes them (batches collated beforehand on both sides): forward with labels, backward, gradient
-  clipping at `max_grad_norm`, the Trainer's optimizer step (its own optimizer class and arguments), zero_grad; on
+  clipping at `max_grad_norm`, the optimizer step (the BCN's and DCN's: the Trainer's optimizer class and arguments;
+  the tagger's: the tagging CLI's `make_optimizer`, on both sides), zero_grad; on
   the batches the CLI trains on: the BCN's in arrival order (the classifier samples at random), the DCN's and the
   tagger's grouped by length (as `cove-train-qa` and `cove-train-tagger` batch).
 
@@ -916,10 +917,10 @@ def tagger_training(section: Section, training, data, num_labels: int, hp: dict,
     epoch, against the roofline's steps on random labels. Returns (the batches, their real tokens)."""
     device, model = uniform.device, training.model
     training.train()
-    optimizer = torch.optim.Adam([p for p in training.parameters() if p.requires_grad], lr=hp["learning_rate"])
+    optimizer = cli_optimizer(training, hp)
     groups, batches = tagger_training_batches(data, hp["batch_size"], device)
     plain = RooflineTagger(model).to(device).train()
-    plain_optimizer = torch.optim.Adam([p for p in plain.parameters() if p.requires_grad], lr=hp["learning_rate"])
+    plain_optimizer = cli_optimizer(plain, hp)  # the same optimizer: the ratio is the model's
     plain_inputs, plain_tokens = uniform.of(groups, [lengths])
     plain_labels = [torch.randint(0, num_labels, ids.shape, generator=uniform.generator).to(device)
                     for (ids,) in plain_inputs]
@@ -940,13 +941,20 @@ def tagger_training(section: Section, training, data, num_labels: int, hp: dict,
     return batches, tokens
 
 
-def tagger_cvt_steps(model, labels: list, hp: dict, batches: list, device) -> Callable:
-    """Cross-View Training on `batches`: per batch, a labelled step and an unlabelled step (teacher pass, student
-    layer 1, four views), the unlabelled one on the same sentences with their labels unused."""
-    from modeling_cove.training.loops.cvt import TaggerTraining
+def cli_optimizer(module: nn.Module, hp: dict) -> torch.optim.Optimizer:
+    """The optimizer `cove-train-tagger` builds from its hyperparameters `hp`, over `module`'s trainable weights."""
+    from modeling_cove.training.loops.accelerate_loop import make_optimizer
 
-    cvt = TaggerTraining(model, {"conll2000": labels}, cvt=True).to(device).train()
-    optimizer = torch.optim.Adam([p for p in cvt.parameters() if p.requires_grad], lr=hp["learning_rate"])
+    return make_optimizer(hp["optimizer"], [p for p in module.parameters() if p.requires_grad], hp["learning_rate"],
+                          hp["momentum"])
+
+
+def tagger_cvt_steps(cvt, hp: dict, batches: list, device) -> Callable:
+    """Cross-View Training steps of `cvt` (a `TaggerTraining` with its auxiliary modules, task conll2000) on
+    `batches`, with the CLI's optimizer: per batch, a labelled step and an unlabelled step (teacher pass, student,
+    views), the unlabelled one on the same sentences with their labels unused."""
+    cvt = cvt.to(device).train()
+    optimizer = cli_optimizer(cvt, hp)
 
     def steps():
         cvt.train()
@@ -954,15 +962,51 @@ def tagger_cvt_steps(model, labels: list, hp: dict, batches: list, device) -> Ca
             training_step(cvt, optimizer, hp["max_grad_norm"],
                           lambda: cvt("labelled", ids, mask, task="conll2000", labels=target))
             training_step(cvt, optimizer, hp["max_grad_norm"], lambda: cvt("unlabelled", ids, mask))
+    steps.training, steps.optimizer = cvt, optimizer  # what it trains, for a reader (and the tests)
     return steps
+
+
+def chosen_cvt_recipe() -> dict:
+    """The hyperparameter overrides over the `cvt-paper` preset that the CVT table runs with: the cumulative
+    ablation's choice (`choice.recipe_overrides` of benchmarks/results/tagging_ablation.json)."""
+    import json
+
+    from .common import RESULTS_DIR
+
+    path = Path(__file__).resolve().parents[2] / RESULTS_DIR / "tagging_ablation.json"
+    if not path.is_file():
+        raise ValueError(f"{path} is missing: the CVT table's recipe is chosen there (run_tagging_ablation.py)")
+    return json.loads(path.read_text())["choice"]["recipe_overrides"]
+
+
+def tagger_recipe_cvt_steps(rows, encoder_dir: Path, tokenizer, device: torch.device) -> tuple:
+    """(Cross-View Training steps as the CVT table runs them, their labelled and unlabelled tokens): the `cvt-paper`
+    preset with the table's overrides (`chosen_cvt_recipe`: trained word vectors, START/END states, the `full`
+    module, tags in its label scheme), a labelled and an unlabelled step per batch of the CLI's first epoch."""
+    import json
+
+    from modeling_cove.training.commands import train_tagger as tg
+
+    settings = tg.TaggerSettings(task=["conll2000"], encoder=str(encoder_dir), output_dir="-", cvt=True,
+                                 preset="cvt-paper", hyperparameters=json.dumps(chosen_cvt_recipe()))
+    hp = tg.load_hyperparameters(settings)
+    labels = tg.label_set(rows, label_scheme=hp["label_scheme"])
+    label2id = {label: i for i, label in enumerate(labels)}
+    data = tg.encode_split(rows, tokenizer, label2id, "conll2000 test", hp["max_length"], hp["label_scheme"])
+    task = tg.TaskRun("conll2000", labels, "f1", data, data, data, {})
+    _, batches = tagger_training_batches(data, hp["batch_size"], device)
+    steps = tagger_cvt_steps(tg.build_training(settings, hp, [task], tokenizer), hp, batches, device)
+    return steps, 2 * sum(data.lengths().tolist())
 
 
 def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> Section:
     """The tagger on CoNLL-2000 test sentences (`rows`: words, tags, text) as `cove-train-tagger` builds it
     ("vectors", the preset's sizes): `pipeline("cove-token-classification")` on the raw text in arrival order,
-    length-sorted batches of pre-split words, and labelled training steps at the CLI's batch size (Adam, clipping),
-    against `RooflineTagger`; plus a Cross-View Training step pair (labelled + unlabelled) in tokens/s (`info`)."""
+    length-sorted batches of pre-split words, and labelled training steps at the CLI's batch size (its optimizer,
+    clipping), against `RooflineTagger`; plus, timed on our side alone (tokens/s), a Cross-View Training step pair
+    (labelled + unlabelled) on that tagger and one as the CVT table trains (`tagger_recipe_cvt_steps`)."""
     from modeling_cove.training.commands import train_tagger as tg
+    from modeling_cove.training.loops.cvt import TaggerTraining
 
     settings = tg.TaggerSettings(task=["conll2000"], encoder=str(encoder_dir), output_dir="-")
     hp = tg.load_hyperparameters(settings)
@@ -980,10 +1024,12 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
     tagger_pipeline(section, model, roofline, list(rows["text"]), tokenizer, uniform, lengths, batch_size)
     tagger_sorted(section, model, roofline, list(rows["words"]), tokenizer, uniform, lengths, batch_size)
     batches, train_tokens = tagger_training(section, training, data, len(labels), hp, uniform, lengths)
-    section.extra = {"cvt_step_pair": (tagger_cvt_steps(model, labels, hp, batches, device), 2 * train_tokens)}
+    cvt = TaggerTraining(model, {"conll2000": labels}, cvt=True)
+    section.extra = {"cvt_step_pair": (tagger_cvt_steps(cvt, hp, batches, device), 2 * train_tokens),
+                     "cvt_table_step_pair": tagger_recipe_cvt_steps(rows, encoder_dir, tokenizer, device)}
     real_tokens = sum(lengths)
     section.info.update(inputs=len(lengths), real_tokens=real_tokens, batch_size=batch_size,
-                        train_batches=len(batches), optimizer=f"Adam(lr={hp['learning_rate']})",
+                        train_batches=len(batches), optimizer=f"make_optimizer({hp['optimizer']!r}, lr={hp['learning_rate']})",
                         mean_length=round(real_tokens / len(lengths), 2), tagger_hidden_size=hp["hidden_size"],
                         unlabelled_batches_in_cvt_timing="the labelled batches' sentences, labels unused")
     return section
