@@ -45,12 +45,15 @@ class CompareArguments:
 
 
 def side_figures(report: dict, threads: int) -> dict:
-    """{section: {column: (ours tokens/s, ours / roofline)}} of one benchmark_heads report."""
+    """{section: {column: (ours tokens/s, ours / roofline)}} of one benchmark_heads report; what a section times on
+    our side alone (the tagger's CVT step pairs) as (tokens/s, None)."""
     figures = {}
     for section, result in report["results"].items():
         timed = result[f"threads_{threads}"]
         figures[section] = {column: (timed[column]["auto"]["tokens_per_s"], timed[column]["ratio_auto_to_roofline"])
                             for column in COLUMNS if column in timed}
+        figures[section].update({name: (value["tokens_per_s"], None) for name, value in timed.items()
+                                 if name not in COLUMNS and isinstance(value, dict) and "tokens_per_s" in value})
     return figures
 
 
@@ -65,7 +68,8 @@ def summarize(rounds: dict) -> dict:
                 speeds = [r["figures"][section][column][0] for r in rounds[side]]
                 ratios = [r["figures"][section][column][1] for r in rounds[side]]
                 row[f"{side}_tokens_per_s_median"] = round(statistics.median(speeds), 1)
-                row[f"{side}_ratio_to_roofline_median"] = round(statistics.median(ratios), 3)
+                if None not in ratios:  # timed against the roofline
+                    row[f"{side}_ratio_to_roofline_median"] = round(statistics.median(ratios), 3)
             row["new_over_old"] = round(row["new_tokens_per_s_median"] / row["old_tokens_per_s_median"], 3)
             summary[section][column] = row
     return summary

@@ -276,3 +276,11 @@ def test_old_new_comparison_reads_each_report_and_takes_medians():
     assert row == {"old_tokens_per_s_median": 100.0, "old_ratio_to_roofline_median": 0.85,
                    "new_tokens_per_s_median": 125.0, "new_ratio_to_roofline_median": 0.95,
                    "new_over_old": 1.25}
+    # what the section times on our side alone: tokens/s, no ratio
+    alone = report(100.0, 0.9)
+    alone["results"]["tagger"]["threads_1"]["cvt_step_pair"] = {"tokens_per_s": 50.0, "best_s": 2.0}
+    assert compare.side_figures(alone, 1)["tagger"]["cvt_step_pair"] == (50.0, None)
+    rounds = {side: [{"figures": {"tagger": {"cvt_step_pair": (speed, None)}}} for speed in values]
+              for side, values in (("old", [40.0, 50.0, 45.0]), ("new", [60.0, 55.0, 58.0]))}
+    assert compare.summarize(rounds)["tagger"]["cvt_step_pair"] == {
+        "old_tokens_per_s_median": 45.0, "new_tokens_per_s_median": 58.0, "new_over_old": 1.289}
