@@ -123,12 +123,16 @@ def test_each_timed_function_runs_the_tagger_in_its_own_mode(data_dir, tmp_path,
 def test_the_table_recipe_steps_train_as_the_cvt_table_does(data_dir, tmp_path, single_thread):
     """The CVT table's step pair: the cvt-paper preset with the ablation's chosen overrides, so the CLI's optimizer
     (Adam on the fused kernel today), trained word vectors, START/END states and the `full` module, tags in BIOES."""
-    from instruments.heads import chosen_cvt_recipe, load_inputs, save_encoder, tagger_recipe_cvt_steps
+    from instruments.heads import chosen_cvt_recipe, load_inputs, tagger_recipe_cvt_steps
+
+    from transformers import AutoTokenizer
 
     inputs = load_inputs(str(data_dir), {"sst2": 2, "snli": 2, "squad": 1, "conll2000": 6})
-    encoder_dir, tokenizer = save_encoder(inputs, tmp_path / "encoder")
-    steps, tokens = tagger_recipe_cvt_steps(inputs["conll2000"], encoder_dir, tokenizer, torch.device("cpu"))
+    steps, tokens = tagger_recipe_cvt_steps(inputs["conll2000"], tmp_path / "encoder", torch.device("cpu"),
+                                            vocabulary_size=500)
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "encoder")
     training, optimizer = steps.training, steps.optimizer
+    assert training.model.get_input_embeddings().weight.shape[0] >= 500  # the table's vocabulary, in small
     assert chosen_cvt_recipe()["optimizer"] == "adam" and isinstance(optimizer, torch.optim.Adam)
     assert optimizer.param_groups[0]["fused"] is True
     config = training.model.config

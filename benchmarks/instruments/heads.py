@@ -979,14 +979,29 @@ def chosen_cvt_recipe() -> dict:
     return json.loads(path.read_text())["choice"]["recipe_overrides"]
 
 
-def tagger_recipe_cvt_steps(rows, encoder_dir: Path, tokenizer, device: torch.device) -> tuple:
+# the CVT table's vocabulary (runs/vocab-tagging: cove-build-vocab over the tagging and classification tasks'
+# texts, docs/tagging.md): with trained word vectors a step's optimizer and gradient cover every row of it
+TABLE_VOCABULARY = 43_194
+
+
+def tagger_recipe_cvt_steps(rows, out_dir: Path, device: torch.device,
+                            vocabulary_size: int = TABLE_VOCABULARY) -> tuple:
     """(Cross-View Training steps as the CVT table runs them, their labelled and unlabelled tokens): the `cvt-paper`
     preset with the table's overrides (`chosen_cvt_recipe`: trained word vectors, START/END states, the `full`
-    module, tags in its label scheme), a labelled and an unlabelled step per batch of the CLI's first epoch."""
+    module, tags in its label scheme), a labelled and an unlabelled step per batch of the CLI's first epoch, on a
+    random checkpoint saved to `out_dir` over the sentences' words and as many more as the table's vocabulary has."""
     import json
+
+    from transformers import AutoTokenizer
 
     from modeling_cove.training.commands import train_tagger as tg
 
+    from .training import save_random_checkpoint, source_words
+
+    words = source_words(rows["text"])
+    fillers = [f"unseen{i}" for i in range(max(vocabulary_size - len(words), 0))]  # rows no sentence reads
+    encoder_dir = save_random_checkpoint(words + fillers, out_dir)
+    tokenizer = AutoTokenizer.from_pretrained(encoder_dir)
     settings = tg.TaggerSettings(task=["conll2000"], encoder=str(encoder_dir), output_dir="-", cvt=True,
                                  preset="cvt-paper", hyperparameters=json.dumps(chosen_cvt_recipe()))
     hp = tg.load_hyperparameters(settings)
@@ -1026,7 +1041,8 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
     batches, train_tokens = tagger_training(section, training, data, len(labels), hp, uniform, lengths)
     cvt = TaggerTraining(model, {"conll2000": labels}, cvt=True)
     section.extra = {"cvt_step_pair": (tagger_cvt_steps(cvt, hp, batches, device), 2 * train_tokens),
-                     "cvt_table_step_pair": tagger_recipe_cvt_steps(rows, encoder_dir, tokenizer, device)}
+                     "cvt_table_step_pair": tagger_recipe_cvt_steps(rows, encoder_dir.parent / "table-vocabulary",
+                                                                    device)}
     real_tokens = sum(lengths)
     section.info.update(inputs=len(lengths), real_tokens=real_tokens, batch_size=batch_size,
                         train_batches=len(batches), optimizer=f"make_optimizer({hp['optimizer']!r}, lr={hp['learning_rate']})",
