@@ -17,16 +17,17 @@ Sections (random weights, a checkpoint over the data's own words: speed does not
 - tagger: the tagger of cove-train-tagger's CoNLL-2000 preset (input vectors) on the first 1,024 CoNLL-2000 test
   sentences (96 with --quick); the pipeline is "cove-token-classification" on the raw text, `sorted` reads pre-split
   words; besides, on our side alone in tokens/s, a Cross-View Training step pair (labelled + unlabelled) on that
-  tagger and one as the CVT table trains (the cvt-paper preset with the ablation's chosen overrides).
+  tagger and one as the CVT table trains (the cvt-paper preset with the ablation's chosen overrides, over a
+  vocabulary of the table's size: 43,194 words, 2,000 with --quick).
 Each section times (a) `pipeline` inference as a user calls it, in arrival order; (b) `sorted`: length-sorted batches
 through `model(**batch)` under inference_mode; (c) `train`: training steps on the CLI's batches (its batch size; the
 BCN's in arrival order, the DCN's and the tagger's grouped by length, as their CLIs sample) on cached CoVe features
-(forward with labels, backward, clipping, the optimizer step: the Trainer's; the tagger's, its CLI's). Every one on three sides, run in
-interleaved rounds (`--repeats`, default 3, 1 with --quick): ours with `lstm_implementation` "auto" and "reference",
-and the roofline (`benchmarks/instruments/heads.py`: raw nn.LSTMs and the same Linear / bmm / softmax / pooling
-/ maxout / batch norm on uniform-length batches holding the same tokens; the DCN decoder for as many iterations as
-the model ran). Per side: best, median and spread of the rounds, real tokens/s; ratio = roofline time / our time.
-Each thread count of `--threads` (default "1,2") is measured in turn, for both sides alike.
+(forward with labels, backward, clipping, the optimizer step: the Trainer's; the tagger's, its CLI's). Every one
+on three sides, run in interleaved rounds (`--repeats`, default 3, 1 with --quick): ours with `lstm_implementation`
+"auto" and "reference", and the roofline (`benchmarks/instruments/heads.py`: raw nn.LSTMs and the same Linear / bmm
+/ softmax / pooling / maxout / batch norm on uniform-length batches holding the same tokens; the DCN decoder for as
+many iterations as the model ran). Per side: best, median and spread of the rounds, real tokens/s; ratio = roofline
+time / our time. Each thread count of `--threads` (default "1,2") is measured in turn, for both sides alike.
 
 `--device cuda` runs everything on the GPU and writes benchmarks/results/heads_cuda.json.
 """

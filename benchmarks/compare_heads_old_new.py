@@ -2,7 +2,8 @@
 """The heads' CPU speed before and after a change: `benchmark_heads.py` run on an earlier commit's package and on this
 checkout's, in alternating processes (old, new, old, new, ...), each process timing ours against the plain-PyTorch
 roofline of the same layers. Writes benchmarks/results/heads_old_new.json: per section and column (pipeline, sorted,
-train) the median over rounds of ours' tokens/s and of ours/roofline, old and new, and new/old.
+train) the median over rounds of ours' tokens/s and of ours/roofline, old and new, and new/old; what a section times on
+our side alone (the tagger's CVT step pairs), its tokens/s the same way, without a ratio.
 
     python benchmarks/compare_heads_old_new.py --old-commit 9f6ddba --data-dir DATA --rounds 3
 

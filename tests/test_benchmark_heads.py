@@ -109,7 +109,7 @@ def test_each_timed_function_runs_the_tagger_in_its_own_mode(data_dir, tmp_path,
 
     inputs = load_inputs(str(data_dir), {"sst2": 2, "snli": 2, "squad": 1, "conll2000": 6})
     encoder_dir, tokenizer = save_encoder(inputs, tmp_path / "encoder")
-    section = tagger_section(inputs["conll2000"], encoder_dir, tokenizer, torch.device("cpu"))
+    section = tagger_section(inputs["conll2000"], encoder_dir, tokenizer, torch.device("cpu"), table_vocabulary=100)
     seen = []
     for module in section.models[0].modules():
         if isinstance(module, torch.nn.Dropout):
@@ -121,9 +121,10 @@ def test_each_timed_function_runs_the_tagger_in_its_own_mode(data_dir, tmp_path,
 
 
 def test_the_table_recipe_steps_train_as_the_cvt_table_does(data_dir, tmp_path, single_thread):
-    """The CVT table's step pair: the cvt-paper preset with the ablation's chosen overrides, so the CLI's optimizer
-    (Adam on the fused kernel today), trained word vectors, START/END states and the `full` module, tags in BIOES."""
+    """The CVT table's step pair: the cvt-paper preset (trained word vectors, START/END states, the `full` module,
+    the moving average, tags in BIOES) with the ablation's chosen overrides (the optimizer and its rate)."""
     from instruments.heads import chosen_cvt_recipe, load_inputs, tagger_recipe_cvt_steps
+    from instruments.tagging_recipe import recipe_runs, resolved_recipes
 
     from transformers import AutoTokenizer
 
@@ -133,8 +134,9 @@ def test_the_table_recipe_steps_train_as_the_cvt_table_does(data_dir, tmp_path, 
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "encoder")
     training, optimizer = steps.training, steps.optimizer
     assert training.model.get_input_embeddings().weight.shape[0] >= 500  # the table's vocabulary, in small
-    assert chosen_cvt_recipe()["optimizer"] == "adam" and isinstance(optimizer, torch.optim.Adam)
-    assert optimizer.param_groups[0]["fused"] is True
+    table = resolved_recipes(recipe_runs("vocab", "DATA", overrides=chosen_cvt_recipe(), rows=["conll2000"]))
+    assert {**steps.hp, "source": None} == {**table["conll2000"], "source": None}  # the CVT table's CoNLL-2000 row
+    assert optimizer.param_groups[0]["lr"] == steps.hp["learning_rate"] and steps.average.decay == steps.hp["ema_decay"]
     config = training.model.config
     assert config.tagger_boundary_tokens and training.auxiliary["conll2000"].full is not None
     assert any(label.startswith("S-") for label in config.id2label.values())

@@ -951,18 +951,25 @@ def cli_optimizer(module: nn.Module, hp: dict) -> torch.optim.Optimizer:
 
 def tagger_cvt_steps(cvt, hp: dict, batches: list, device) -> Callable:
     """Cross-View Training steps of `cvt` (a `TaggerTraining` with its auxiliary modules, task conll2000) on
-    `batches`, with the CLI's optimizer: per batch, a labelled step and an unlabelled step (teacher pass, student,
-    views), the unlabelled one on the same sentences with their labels unused."""
+    `batches`, with the CLI's optimizer and, with `hp`'s `ema_decay`, its moving average of the weights updated after
+    each labelled step: per batch, a labelled step and an unlabelled step (teacher pass, student, views), the
+    unlabelled one on the same sentences with their labels unused."""
+    from modeling_cove.training.loops.tagger_schedule import WeightAverage
+
     cvt = cvt.to(device).train()
     optimizer = cli_optimizer(cvt, hp)
+    trainable = [(name, p) for name, p in cvt.named_parameters() if p.requires_grad]
+    average = WeightAverage(trainable, hp["ema_decay"]) if hp.get("ema_decay") else None
 
     def steps():
         cvt.train()
         for ids, mask, target in batches:
             training_step(cvt, optimizer, hp["max_grad_norm"],
                           lambda: cvt("labelled", ids, mask, task="conll2000", labels=target))
+            if average is not None:
+                average.update()
             training_step(cvt, optimizer, hp["max_grad_norm"], lambda: cvt("unlabelled", ids, mask))
-    steps.training, steps.optimizer = cvt, optimizer  # what it trains, for a reader (and the tests)
+    steps.training, steps.optimizer, steps.average, steps.hp = cvt, optimizer, average, hp  # for a reader, the tests
     return steps
 
 
@@ -979,17 +986,19 @@ def chosen_cvt_recipe() -> dict:
     return json.loads(path.read_text())["choice"]["recipe_overrides"]
 
 
-# the CVT table's vocabulary (runs/vocab-tagging: cove-build-vocab over the tagging and classification tasks'
-# texts, docs/tagging.md): with trained word vectors a step's optimizer and gradient cover every row of it
+# the CVT table's vocabulary (its word-vector checkpoint: docs/results_method.md); with trained word vectors a
+# step's gradient, optimizer and moving average cover every row of it
 TABLE_VOCABULARY = 43_194
+QUICK_TABLE_VOCABULARY = 2_000  # --quick's, a smoke run
 
 
 def tagger_recipe_cvt_steps(rows, out_dir: Path, device: torch.device,
                             vocabulary_size: int = TABLE_VOCABULARY) -> tuple:
     """(Cross-View Training steps as the CVT table runs them, their labelled and unlabelled tokens): the `cvt-paper`
-    preset with the table's overrides (`chosen_cvt_recipe`: trained word vectors, START/END states, the `full`
-    module, tags in its label scheme), a labelled and an unlabelled step per batch of the CLI's first epoch, on a
-    random checkpoint saved to `out_dir` over the sentences' words and as many more as the table's vocabulary has."""
+    preset (trained word vectors, START/END states, the `full` module, the moving average, tags in its label scheme)
+    with the table's overrides (`chosen_cvt_recipe`: the optimizer and its schedule), a labelled and an unlabelled
+    step per batch of the CLI's first epoch, on a random checkpoint saved to `out_dir` over the sentences' words and
+    as many more as `vocabulary_size`."""
     import json
 
     from transformers import AutoTokenizer
@@ -1014,12 +1023,14 @@ def tagger_recipe_cvt_steps(rows, out_dir: Path, device: torch.device,
     return steps, 2 * sum(data.lengths().tolist())
 
 
-def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> Section:
+def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device,
+                   table_vocabulary: int = TABLE_VOCABULARY) -> Section:
     """The tagger on CoNLL-2000 test sentences (`rows`: words, tags, text) as `cove-train-tagger` builds it
     ("vectors", the preset's sizes): `pipeline("cove-token-classification")` on the raw text in arrival order,
     length-sorted batches of pre-split words, and labelled training steps at the CLI's batch size (its optimizer,
     clipping), against `RooflineTagger`; plus, timed on our side alone (tokens/s), a Cross-View Training step pair
-    (labelled + unlabelled) on that tagger and one as the CVT table trains (`tagger_recipe_cvt_steps`)."""
+    (labelled + unlabelled) on that tagger and one as the CVT table trains (`tagger_recipe_cvt_steps`, over
+    `table_vocabulary` words)."""
     from modeling_cove.training.commands import train_tagger as tg
     from modeling_cove.training.loops.cvt import TaggerTraining
 
@@ -1042,10 +1053,11 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device) -> 
     cvt = TaggerTraining(model, {"conll2000": labels}, cvt=True)
     section.extra = {"cvt_step_pair": (tagger_cvt_steps(cvt, hp, batches, device), 2 * train_tokens),
                      "cvt_table_step_pair": tagger_recipe_cvt_steps(rows, encoder_dir.parent / "table-vocabulary",
-                                                                    device)}
+                                                                    device, table_vocabulary)}
     real_tokens = sum(lengths)
     section.info.update(inputs=len(lengths), real_tokens=real_tokens, batch_size=batch_size,
-                        train_batches=len(batches), optimizer=f"make_optimizer({hp['optimizer']!r}, lr={hp['learning_rate']})",
+                        train_batches=len(batches),
+                        optimizer=f"make_optimizer({hp['optimizer']!r}, lr={hp['learning_rate']})",
                         mean_length=round(real_tokens / len(lengths), 2), tagger_hidden_size=hp["hidden_size"],
                         unlabelled_batches_in_cvt_timing="the labelled batches' sentences, labels unused")
     return section
@@ -1056,8 +1068,8 @@ def run_section(name: str, section: Section, threads: list, repeats: int, warmup
     figures per side and the ratios roofline time / our time (1.0: as fast as the roofline)."""
     from tqdm.auto import tqdm
 
-    if warmup:  # one untimed call of each (first-call allocations, lazy initialisation)
-        for fns in section.fns.values():
+    if warmup:  # one untimed call of each (first-call allocations, lazy initialisation, optimizer states)
+        for fns in [*section.fns.values(), {name: fn for name, (fn, _) in section.extra.items()}]:
             for fn in fns.values():
                 fn()
     results = {"what": section.what, **section.info}
@@ -1114,7 +1126,8 @@ def bench_heads(data_dir: str, device: str = "cpu", quick: bool = False, repeats
         builders = {"bcn_single": lambda: bcn_section(inputs["sst2"], "sst2", encoder_dir, tokenizer, device, work),
                     "bcn_pair": lambda: bcn_section(inputs["snli"], "snli", encoder_dir, tokenizer, device, work),
                     "dcn": lambda: dcn_section(inputs["squad"], encoder_dir, tokenizer, device, work),
-                    "tagger": lambda: tagger_section(inputs["conll2000"], encoder_dir, tokenizer, device)}
+                    "tagger": lambda: tagger_section(inputs["conll2000"], encoder_dir, tokenizer, device,
+                                                     QUICK_TABLE_VOCABULARY if quick else TABLE_VOCABULARY)}
         for name in sections:
             print(f"{name}: preparing", flush=True)
             results[name] = run_section(name, builders[name](), list(threads), repeats, warmup=not quick)

@@ -204,7 +204,8 @@ def make_optimizer(name: str, parameters: list, lr: float, momentum: float = 0.0
     if name == "sgd":
         return torch.optim.SGD(parameters, lr=lr, momentum=momentum)
     # the fused kernel: one pass over each parameter where the default on CPU (single-tensor) makes about six; the
-    # same update up to float rounding (tested), its state loads either way (docs/design.md)
+    # same update up to float rounding (tested), and it resumes from a checkpoint of the default path
+    # (docs/design.md)
     optimizer = OPTIMIZERS[name](parameters, lr=lr, fused=True)
     optimizer.register_load_state_dict_pre_hook(_keep_implementation)
     return optimizer
@@ -213,10 +214,13 @@ def make_optimizer(name: str, parameters: list, lr: float, momentum: float = 0.0
 _IMPLEMENTATION_KEYS = ("fused", "foreach")  # how an optimizer runs its update, not what the update is
 
 
-def _keep_implementation(optimizer: torch.optim.Optimizer, state_dict: dict) -> dict:
+def _keep_implementation(optimizer: torch.optim.Optimizer, state_dict: dict) -> dict | None:
     """A loaded optimizer state keeps this optimizer's kernel: `load_state_dict` takes every key of the saved
-    groups, so a checkpoint of the single-tensor path would otherwise switch a fused optimizer back to it (and leave
-    its step counts where the fused kernel does not read them)."""
+    groups, so a checkpoint of torch's default path (single-tensor on CPU, foreach on CUDA), as every checkpoint
+    written before the fused kernel, would otherwise switch it back. A state with another number of groups is left
+    to torch, which refuses it."""
+    if len(state_dict["param_groups"]) != len(optimizer.param_groups):
+        return None
     groups = [{**saved, **{key: group[key] for key in _IMPLEMENTATION_KEYS if key in group}}
               for saved, group in zip(state_dict["param_groups"], optimizer.param_groups)]
     return {**state_dict, "param_groups": groups}
