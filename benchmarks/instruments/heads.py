@@ -986,6 +986,19 @@ def chosen_cvt_recipe() -> dict:
     return json.loads(path.read_text())["choice"]["recipe_overrides"]
 
 
+def cli_tagger(rows, settings, tokenizer) -> tuple:
+    """What `cove-train-tagger` builds from `settings` for CoNLL-2000 `rows` (the one task; every split these rows):
+    (its hyperparameters, its labels in their label scheme, the encoded rows, the `TaggerTraining`)."""
+    from modeling_cove.training.commands import train_tagger as tg
+
+    hp = tg.load_hyperparameters(settings)
+    labels = tg.label_set(rows, label_scheme=hp["label_scheme"])
+    label2id = {label: i for i, label in enumerate(labels)}
+    data = tg.encode_split(rows, tokenizer, label2id, "conll2000 test", hp["max_length"], hp["label_scheme"])
+    task = tg.TaskRun("conll2000", labels, "f1", data, data, data, {})
+    return hp, labels, data, tg.build_training(settings, hp, [task], tokenizer)
+
+
 # the CVT table's vocabulary (its word-vector checkpoint: docs/results_method.md); with trained word vectors a
 # step's gradient, optimizer and moving average cover every row of it
 TABLE_VOCABULARY = 43_194
@@ -1013,13 +1026,9 @@ def tagger_recipe_cvt_steps(rows, out_dir: Path, device: torch.device,
     tokenizer = AutoTokenizer.from_pretrained(encoder_dir)
     settings = tg.TaggerSettings(task=["conll2000"], encoder=str(encoder_dir), output_dir="-", cvt=True,
                                  preset="cvt-paper", hyperparameters=json.dumps(chosen_cvt_recipe()))
-    hp = tg.load_hyperparameters(settings)
-    labels = tg.label_set(rows, label_scheme=hp["label_scheme"])
-    label2id = {label: i for i, label in enumerate(labels)}
-    data = tg.encode_split(rows, tokenizer, label2id, "conll2000 test", hp["max_length"], hp["label_scheme"])
-    task = tg.TaskRun("conll2000", labels, "f1", data, data, data, {})
+    hp, _, data, training = cli_tagger(rows, settings, tokenizer)
     _, batches = tagger_training_batches(data, hp["batch_size"], device)
-    steps = tagger_cvt_steps(tg.build_training(settings, hp, [task], tokenizer), hp, batches, device)
+    steps = tagger_cvt_steps(training, hp, batches, device)
     return steps, 2 * sum(data.lengths().tolist())
 
 
@@ -1035,12 +1044,7 @@ def tagger_section(rows, encoder_dir: Path, tokenizer, device: torch.device,
     from modeling_cove.training.loops.cvt import TaggerTraining
 
     settings = tg.TaggerSettings(task=["conll2000"], encoder=str(encoder_dir), output_dir="-")
-    hp = tg.load_hyperparameters(settings)
-    labels = tg.label_set(rows)
-    label2id = {label: i for i, label in enumerate(labels)}
-    data = tg.encode_split(rows, tokenizer, label2id, "conll2000 test", hp["max_length"])
-    task = tg.TaskRun("conll2000", labels, "f1", data, data, data, {})
-    training = tg.build_training(settings, hp, [task], tokenizer)
+    hp, labels, data, training = cli_tagger(rows, settings, tokenizer)
     model = training.model.to(device).eval()
     roofline = RooflineTagger(model).to(device).eval()
     uniform = UniformBatches(model.config.vocab_size, torch.Generator().manual_seed(0), device)
