@@ -10,7 +10,9 @@ collect them with benchmarks/collect_tagging.py. Rows, columns and seeds: `instr
 Before: the word vectors (cove-build-vocab ... --output-dir runs/vocab-tagging, docs/tagging.md) and, for the
 contextual columns, CoVe-S (cove-train-mt) and the biLM (cove-train-bilm); runs whose encoder is missing are skipped.
 DATA: a local data folder laid out as docs/data.md describes. Each run writes runs/tag/<row>/<column>-seed<N>/ and its
-log beside it; a finished run is never run again, one cut short by the deadline resumes next time.
+log beside it; a finished run is never run again, one cut short by the deadline resumes next time. With --recipe, a run
+that tagging_cvt.json already records with the planned settings is done too (collected in an earlier session whose runs
+folder is gone; --record names another file, or none), and the collection's --merge keeps it.
 
 The CVT table on a chosen recipe (`benchmarks/results/tagging_cvt.json`; rows, seeds and the unlabelled text of each
 row: `instruments.tagging_recipe`): supervised vs CVT with the same tagging preset and hyperparameter overrides,
@@ -32,14 +34,17 @@ CoVe checkpoints pretrained again for it (CoVe-S with CoVe-T's test-sentence exc
 import json
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 from instruments.classification_table import DEFAULT_ENCODERS
 from instruments.run_pool import PoolArguments, report
-from instruments.tagging_recipe import recipe_runs, resolved_recipes
+from instruments.tagging import read_report, records_of
+from instruments.tagging_recipe import RECIPE_KEYS, recipe_runs, resolved_recipes
 from instruments.tagging_table import COLUMN_FLAGS, COVE_T_ROW_COLUMNS, ROW_COLUMNS, cove_t_runs, run_table, table_runs
 from modeling_cove.training.common.cli import REQUIRED, fail, option, parse_options
 
+REPO = Path(__file__).resolve().parents[1]
 COMPARISON_COVE_S = DEFAULT_ENCODERS["cove_s"]  # CoVe-S with CoVe-T's exclusion, as the BCN comparison reads it
 COLUMNS = list(dict.fromkeys([*COLUMN_FLAGS, *(c for names in COVE_T_ROW_COLUMNS.values() for c in names)]))
 
@@ -64,6 +69,9 @@ class RunTaggingTableArguments:
     recipe_overrides: Optional[str] = option("with --recipe: a JSON object of hyperparameters over the preset, "
                                              "given to every run as --hyperparameters, e.g. '{\"label_scheme\": "
                                              "\"bio\"}'")
+    record: Optional[str] = option("with --recipe: the collected table whose runs count as done, not run again "
+                                   "(runs of an earlier session or another machine; default: the repository's "
+                                   "benchmarks/results/tagging_cvt.json; 'none' for no record)")
     cove_t_encoder: Optional[str] = option("run the CoVe-T comparison instead (instruments.tagging_table.cove_t_runs):"
                                            " CoNLL-2000 supervised, vectors+cove over --cove-encoder and "
                                            "vectors+cove-t over this CoVe-T encoder")
@@ -113,14 +121,28 @@ def table_plan(args: RunTaggingTableArguments) -> tuple:
     return runs, runs_dir, collect_command("--recipe", runs_dir, "runs/tag-recipe") + " --markdown"
 
 
+def recorded_runs(args: RunTaggingTableArguments) -> list:
+    """The run records of the collected recipe table (--record) that the runner counts as done; none without
+    --recipe, with --record none, or before the first collection."""
+    if args.recipe is None:
+        if args.record is not None:
+            raise ValueError("--record goes with --recipe")
+        return []
+    if args.record == "none":
+        return []
+    path = Path(args.record or REPO / "benchmarks" / "results" / "tagging_cvt.json")
+    return records_of(read_report(path, RECIPE_KEYS, "recipe table (tagging_cvt.json)"))
+
+
 def main(argv=None):
     args, pool = parse_options((RunTaggingTableArguments, PoolArguments), argv, description=__doc__)
     try:
         runs, runs_dir, collect = plan(args)
+        recorded = recorded_runs(args)
     except ValueError as err:  # a bad recipe, override, row or column: one line, exit 2
         fail(err)
     outcome = run_table(runs, runs_dir, args.data_dir, pool.parallel, pool.threads, pool.deadline_minutes,
-                        pool.dry_run)
+                        pool.dry_run, recorded=recorded)
     report(outcome, collect)
 
 

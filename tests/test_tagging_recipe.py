@@ -303,3 +303,38 @@ def test_runs_of_one_row_under_other_recipes_are_refused_not_paired(tmp_path, ca
     spec.loader.exec_module(collect)
     status, err = exit_of(collect.main, ["--recipe", "--runs-dir", str(runs_dir), "--output", str(output)], capsys)
     assert status == 2 and "row conll2000 recorded 2 recipes" in err and "Traceback" not in err
+
+
+def test_runs_the_record_holds_are_not_run_again(tmp_path, capsys):
+    """A new machine: the runs folder of an earlier session is gone, the collected tagging_cvt.json stays. The runner
+    leaves out the runs it records with the planned settings and recipe, and plans those it does not (other seeds,
+    or a run of other overrides)."""
+    vocab = tmp_path / "vocab"
+    vocab.mkdir()
+    (vocab / "config.json").write_text("{}")
+    earlier, output = tmp_path / "earlier", tmp_path / "tagging_cvt.json"
+    runs = {run.folder: run for run in recipe_runs(str(vocab), "DATA", rows=["conll2000"])}
+    for seed in (1, 2):
+        for column in ("supervised", "cvt"):
+            write_run(earlier, runs[f"conll2000/{column}-seed{seed}"], {"conll2000": [0.9, 0.95]}, {"conll2000": 0.95})
+    collect_recipe(earlier, output)
+    assert json.loads(output.read_text())["results"]["conll2000"]["cvt"]["runs"][0]["settings"]["seed"] == 1
+    script = runpy.run_path(str(BENCHMARKS / "run_tagging_table.py"))
+
+    def planned(*flags):
+        script["main"](["--data-dir", "DATA", "--vocab", str(vocab), "--recipe", "cvt-paper", "--rows", "conll2000",
+                        "--runs-dir", str(tmp_path / "now"), "--dry-run", *flags])
+        return [line.split("--output-dir ")[1].split()[0].split("now/")[1]
+                for line in capsys.readouterr().out.splitlines() if "commands.train_tagger" in line]
+
+    later = [f"conll2000/{column}-seed{seed}" for seed in (3, 4, 5) for column in ("supervised", "cvt")]
+    assert planned("--record", str(output)) == later
+    assert planned("--record", "none") == list(runs)
+    assert planned("--record", str(tmp_path / "not-there.json")) == list(runs)  # before the first collection
+    assert planned("--record", str(output), "--recipe-overrides", '{"label_scheme": "bio"}') == list(runs)
+    status, err = exit_of(script["main"], ["--data-dir", "DATA", "--record", str(output), "--dry-run"], capsys)
+    assert status == 2 and "--record goes with --recipe" in err
+    (tmp_path / "tagging.json").write_text(json.dumps({"papers": {}}))  # another collector's file
+    status, err = exit_of(script["main"], ["--data-dir", "DATA", "--vocab", str(vocab), "--recipe", "cvt-paper",
+                                           "--record", str(tmp_path / "tagging.json"), "--dry-run"], capsys)
+    assert status == 2 and "is not a recipe table" in err

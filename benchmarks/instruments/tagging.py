@@ -98,7 +98,8 @@ def validation_curve(metrics: dict, task: str | None = None) -> list:
 def run_detail(metrics: dict, task: str) -> dict:
     """What the recipe table keeps of a run besides `read_runs`' record: labelled steps in all and at the best
     validation period, the validation curve of `task`, and the recipe as the run recorded it (--preset,
-    --hyperparameters as given, the hyperparameters resolved, the unlabelled text of a CVT run)."""
+    --hyperparameters as given, the hyperparameters resolved, the unlabelled text of a CVT run) and its settings (what
+    `tagging_table.run_recorded` compares with a planned run's)."""
     settings, epochs = metrics.get("settings") or {}, metrics.get("epochs") or []
     best = next((e for e in epochs if e.get("epoch") == metrics.get("best_epoch")), {})
     several = len(metrics.get("results") or {}) > 1
@@ -106,7 +107,7 @@ def run_detail(metrics: dict, task: str) -> dict:
             "validation_curve": validation_curve(metrics, task if several else None),
             "preset": settings.get("preset"), "overrides": settings.get("hyperparameters"),
             "hyperparameters": {k: v for k, v in (metrics.get("hyperparameters") or {}).items() if k != "source"},
-            "unlabeled": settings.get("unlabeled") if settings.get("cvt") else None}
+            "unlabeled": settings.get("unlabeled") if settings.get("cvt") else None, "settings": settings}
 
 
 def read_runs(runs_dir: Path | str, detail: bool = False) -> tuple[list, list]:

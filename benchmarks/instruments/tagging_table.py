@@ -7,7 +7,8 @@ with `run_pool`, `parallel` at a time, each on `threads` intra-op threads, until
 run counts as finished when its metrics.json holds results of the settings planned (not a smoke run, not other flags;
 not the data folder: the unlabelled files inside it compare by their path there, `same_settings`); a run cut short
 resumes from its last checkpoint next time (`--resume` where its run_settings.json matches the plan, else
-`--overwrite`). Runs whose encoder checkpoint is missing (CoVe-S from `cove-train-mt`, the biLM from `cove-train-bilm`)
+`--overwrite`). A run the table's JSON already records with the planned settings counts as finished too
+(`run_recorded`): a machine that ran it is gone with its runs folder, the record stays. Runs whose encoder checkpoint is missing (CoVe-S from `cove-train-mt`, the biLM from `cove-train-bilm`)
 are skipped and named. Command line: `benchmarks/run_tagging_table.py`.
 
 `cove_t_runs` plans the table's CoVe-T comparison beside it: CoNLL-2000, supervised, vectors+cove over CoVe-S and
@@ -221,6 +222,22 @@ def run_finished(runs_dir: Path | str, run: TableRun, data_dir=None) -> bool:
             and same_recipe(metrics.get("hyperparameters"), run) and not other_weights(metrics, run))
 
 
+def run_recorded(records: list, run: TableRun, data_dir=None) -> bool:
+    """Whether the table's record already holds `run` as planned (over the data folder `data_dir`): a record of its
+    folder (`tagging.read_runs` with detail, read back from the collected JSON) with the planned settings and
+    hyperparameters, over the encoder's weights as they are now. Such a run was collected in an earlier session or on
+    another machine, its folder gone: it is not run again, and the collection's --merge keeps it."""
+    for record in records:
+        if record.get("folder") != run.folder or "settings" not in record:
+            continue
+        weights = record.get("encoder_weights")
+        if (same_settings(record["settings"], run.settings(), data_dir)
+                and same_recipe(record.get("hyperparameters"), run)
+                and (weights is None or weights == checkpoint_weights(Path(run.encoder).resolve()))):
+            return True
+    return False
+
+
 def same_recipe(recorded: dict | None, run: TableRun) -> bool:
     """Whether a run trained (or began training) with the hyperparameters `run` resolves to now: its preset's
     file unchanged since (`train_tagger.RESUME_SAME`'s rule; a run that recorded none is taken as it is)."""
@@ -252,13 +269,18 @@ def can_resume(runs_dir: Path | str, run: TableRun, data_dir=None) -> bool:
 
 
 def run_table(runs: list, runs_dir: Path | str, data_dir: str, parallel: int = 2, threads: int = 1,
-              deadline_minutes: float | None = None, dry_run: bool = False, log=None) -> dict:
+              deadline_minutes: float | None = None, dry_run: bool = False, log=None, recorded=()) -> dict:
     """Run the unfinished `runs` (`run_finished`) with `run_pool`, `parallel` at a time (each `cove-train-tagger`
     process on `threads` threads, its output in `<runs_dir>/<folder>.log`), until all are done or `deadline_minutes`
     pass (then the running ones are stopped; they resume next time: `can_resume`). Returns the folders by outcome:
     "done_before" (finished already), "finished", "failed" (exit status not 0, or no results), "skipped" (no
     encoder), "stopped" (at the deadline), "not_started"; `dry_run` only logs the commands. `data_dir`: the data
-    folder the runs read, the one their unlabelled text was planned under."""
-    return run_pool(runs, runs_dir, data_dir, functools.partial(run_finished, data_dir=data_dir),
+    folder the runs read, the one their unlabelled text was planned under. `recorded`: the run records of the table's
+    JSON; a run they hold (`run_recorded`) counts as finished before."""
+
+    def finished(runs_dir, run):
+        return run_finished(runs_dir, run, data_dir) or run_recorded(recorded, run, data_dir)
+
+    return run_pool(runs, runs_dir, data_dir, finished,
                     functools.partial(can_resume, data_dir=data_dir), parallel, threads, deadline_minutes, dry_run,
                     log)
