@@ -14,7 +14,7 @@ from modeling_cove import CoveConfig, CoveForTokenClassification
 from modeling_cove.training.commands import train_tagger as tg
 from modeling_cove.training.loops import stopping
 from modeling_cove.training.loops.cvt import CrossViewOptions, TaggerTraining, restricted_views, smooth
-from modeling_cove.training.loops.tagger_schedule import StepBudgetBatches, WeightAverage, lr_factor
+from modeling_cove.training.loops.tagger_schedule import StepBudgetBatches, UnlabelledStream, WeightAverage, lr_factor
 from test_cvt import batch, settings, tiny_setup, tiny_tagger  # noqa: F401  (tiny_setup: a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -144,11 +144,16 @@ def test_the_learning_rate_schedule():
 def test_step_budget_batches_are_a_pure_function_of_the_period():
     passes = {0: [[0, 1], [2, 3], [4]], 1: [[0, 1, 2], [3, 4, 5]]}  # two tasks' batches per data epoch
     streams = [lambda e, t=t: [[(t, e, i)] for i in range(len(passes[t]))] for t in passes]
+    lengths = [5, 1, 4, 2, 7, 3, 6]  # 7 unlabelled sentences: batches of 3, 3 and 1 a pass
+
+    def stream():
+        return UnlabelledStream(lengths, batch_size=3, seed=3, seed_stride=7919, chunk_batches=50)
+
     budget = StepBudgetBatches(streams, [5, 20], labelled_steps=25, steps_per_period=10, sampling="sqrt", seed=3,
-                               seed_stride=7919, num_unlabeled=7, unlabeled_ratio=2, batch_size=3)
+                               seed_stride=7919, unlabelled=stream(), unlabeled_ratio=2)
     assert budget.periods == 3 and [budget.slots(p) for p in (1, 2, 3)] == [10, 10, 5]
     periods = [budget(p) for p in (1, 2, 3)]
-    again = StepBudgetBatches(streams, [5, 20], 25, 10, "sqrt", 3, 7919, 7, 2, 3)
+    again = StepBudgetBatches(streams, [5, 20], 25, 10, "sqrt", 3, 7919, stream(), 2)
     assert again(3) == periods[2] and again(1) == periods[0]  # period 3 alone, then 1: the same batches
     labelled = [b for period in periods for b in period if b[0] == "labelled"]
     assert len(labelled) == 25
@@ -156,10 +161,31 @@ def test_step_budget_batches_are_a_pure_function_of_the_period():
         rows = [b[2][0] for b in labelled if b[1] == task]
         per_epoch = len(passes[task])
         assert rows == [(task, i // per_epoch + 1, i % per_epoch) for i in range(len(rows))]
-    unlabelled = [row for period in periods for b in period if b[0] == "unlabelled" for row in b[2]]
-    assert len(unlabelled) == 25 * 2 * 3
-    for start in range(0, len(unlabelled) - 6, 7):  # each pass reads every sentence once
-        assert sorted(unlabelled[start:start + 7]) == list(range(7))
+    unlabelled = [b[2] for period in periods for b in period if b[0] == "unlabelled"]
+    assert len(unlabelled) == 25 * 2 and unlabelled == stream().batches(0, 50)
+    for start in range(0, 48, 3):  # each pass (3 batches) reads every sentence once
+        assert sorted(row for rows in unlabelled[start:start + 3] for row in rows) == list(range(7))
+
+
+def test_unlabelled_batches_hold_sentences_of_similar_lengths():
+    """A pass: a seeded permutation, sorted by length within chunks of `chunk_batches` batches, cut into batches,
+    the batches shuffled; every sentence once; the same batches from a fresh stream (exact resume)."""
+    lengths = torch.randint(1, 51, (1000,), generator=torch.Generator().manual_seed(0)).tolist()
+    stream = UnlabelledStream(lengths, batch_size=64, seed=1, seed_stride=7919, chunk_batches=5)
+    assert stream.per_pass == 3 * 5 + 1  # chunks of 320 sentences: 3 full ones, then 40 sentences in one batch
+    passes = [stream.batches(k * 16, 16) for k in range(3)]  # from batch 0, 16 at a time: across passes
+    batches = [b for part in passes for b in part]
+    for k in range(2):
+        one_pass = batches[k * stream.per_pass:(k + 1) * stream.per_pass]
+        assert sorted(r for rows in one_pass for r in rows) == list(range(1000))
+        assert sorted(len(rows) for rows in one_pass) == [40] + [64] * 15
+    assert batches[:stream.per_pass] != batches[stream.per_pass:2 * stream.per_pass]  # a new order each pass
+    fresh = UnlabelledStream(lengths, 64, 1, 7919, 5)
+    assert fresh.batches(30, 10) == batches[30:40]
+    # a batch's spread of lengths (max - min) is a fraction of a random batch's, ~48 (the range is 1-50): a chunk of
+    # 320 sorted sentences cut in 5 spans ~10 each (measured: at most 13, 9.7 on average)
+    spread = [max(lengths[r] for r in rows) - min(lengths[r] for r in rows) for rows in batches if len(rows) == 64]
+    assert max(spread) <= 15
 
 
 def test_sqrt_sampling_follows_the_square_roots():

@@ -246,7 +246,9 @@ def test_prediction_module_at_the_tokens_equals_every_position():
     states.grad = None
     module.zero_grad()
     masked = module(states, mask)
-    torch.testing.assert_close(masked, dense, rtol=0, atol=0)
+    # equal up to float32 rounding: a matrix product over the tokens alone may be blocked otherwise than over every
+    # position (on a Zen 4 EPYC 8 of the 48 logits differ by 6e-8, one ulp; equal on a Xeon)
+    torch.testing.assert_close(masked, dense, rtol=0, atol=1e-6)
     assert torch.equal(masked[~mask], module.output.bias.detach().expand(int((~mask).sum()), 4))
     masked.pow(2).sum().backward()
     for got, want in zip([states.grad, *(p.grad for p in module.parameters())], expected):

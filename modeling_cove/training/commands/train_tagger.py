@@ -42,7 +42,7 @@ from ..common.cli import REQUIRED, option, run_training_command
 from ..common.presets import load_settings, resolve_settings
 from ..loops import stopping
 from ..loops.cvt import CrossViewOptions, TaggerTraining
-from ..loops.tagger_schedule import TASK_SAMPLING, StepBudgetBatches, WeightAverage, lr_factor
+from ..loops.tagger_schedule import TASK_SAMPLING, StepBudgetBatches, UnlabelledStream, WeightAverage, lr_factor
 from ..loops.accelerate_loop import (AccelerateLoop, LoopState, StopLimits, check_run_folder, end_run, epoch_batches,
                           make_accelerator, make_optimizer, rank_share, start_run_folder)
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
@@ -455,7 +455,9 @@ class TaggerLoop(AccelerateLoop):
     metrics)."""
 
     def __init__(self, settings: TaggerSettings, accelerator, training, tasks: list, unlabeled: tuple, hp: dict):
-        self.budget = step_budget(settings, hp, tasks, len(unlabeled[0]))
+        self.unlabelled_stream = UnlabelledStream([len(ids) for ids in unlabeled[0]], hp["batch_size"],
+                                                  settings.seed, SEED_STRIDE, LENGTH_GROUP_BATCHES)
+        self.budget = step_budget(settings, hp, tasks, self.unlabelled_stream)
         periods = self.budget.periods if self.budget else hp["epochs"]
         super().__init__(accelerator, settings.output_dir, StopLimits(periods, settings.max_steps,
                                                                       settings.time_budget_minutes),
@@ -484,7 +486,7 @@ class TaggerLoop(AccelerateLoop):
     def epoch_batches(self, epoch: int) -> list:
         """The global batches of `epoch`, a pure function of (seed, epoch): ("labelled", task index, rows) batches of
         similar lengths, the tasks' shuffled together, each followed with --cvt by `unlabeled_ratio` ("unlabelled",
-        None, rows) batches from a seeded permutation of the unlabelled sentences."""
+        None, rows) batches read on from the run's `UnlabelledStream` (also of similar lengths)."""
         if self.budget is not None:
             return self.budget(epoch)
         size, seed = self.hp["batch_size"], self.settings.seed
@@ -495,16 +497,10 @@ class TaggerLoop(AccelerateLoop):
         labelled = [labelled[i] for i in torch.randperm(len(labelled), generator=generator).tolist()]
         if not self.settings.cvt:
             return labelled
-        generator = torch.Generator().manual_seed(seed * SEED_STRIDE + epoch + 1_000_000)
-        order = torch.randperm(len(self.unlabeled), generator=generator).tolist()
-        batches, position = [], 0
-        for batch in labelled:
-            batches.append(batch)
-            for _ in range(self.settings.unlabeled_ratio):
-                rows = [order[(position + i) % len(order)] for i in range(size)]
-                position += size
-                batches.append(("unlabelled", None, rows))
-        return batches
+        ratio = self.settings.unlabeled_ratio
+        unlabelled = iter(self.unlabelled_stream.batches((epoch - 1) * len(labelled) * ratio, len(labelled) * ratio))
+        return [batch for labelled_batch in labelled
+                for batch in (labelled_batch, *(("unlabelled", None, next(unlabelled)) for _ in range(ratio)))]
 
     def train_step(self, batch: tuple) -> dict:
         phase, t, rows = batch
@@ -661,7 +657,8 @@ class TaggerLoop(AccelerateLoop):
         return metrics
 
 
-def step_budget(settings: TaggerSettings, hp: dict, tasks: list, num_unlabeled: int) -> StepBudgetBatches | None:
+def step_budget(settings: TaggerSettings, hp: dict, tasks: list,
+                unlabelled: UnlabelledStream) -> StepBudgetBatches | None:
     """The period batches of a run on a `labelled_steps` budget (None: the run counts epochs)."""
     if hp["labelled_steps"] is None:
         return None
@@ -670,8 +667,8 @@ def step_budget(settings: TaggerSettings, hp: dict, tasks: list, num_unlabeled: 
                                                                         data_epoch)
                     for t, task in enumerate(tasks)]
     return StepBudgetBatches(task_batches, [len(task.train.ids) for task in tasks], hp["labelled_steps"],
-                             hp["eval_every"], hp["task_sampling"], settings.seed, SEED_STRIDE, num_unlabeled,
-                             settings.unlabeled_ratio if settings.cvt else 0, size)
+                             hp["eval_every"], hp["task_sampling"], settings.seed, SEED_STRIDE,
+                             unlabelled if settings.cvt and unlabelled.per_pass else None, settings.unlabeled_ratio)
 
 
 def plot_run_curves(state: LoopState, tasks: list, path: Path) -> None:

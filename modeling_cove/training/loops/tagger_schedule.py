@@ -3,7 +3,9 @@
 - `StepBudgetBatches`: the labelled and unlabelled batches of each evaluation period, a pure function of (seed,
   period) as exact resume needs: every task reads an endless stream of its data epochs, a labelled step picks its
   task in proportion to the tasks' sizes or to their square roots (the CVT authors' sampling), and the unlabelled
-  sentences are read in seeded passes, each sentence once per pass.
+  sentences are read from an `UnlabelledStream`.
+- `UnlabelledStream`: the unlabelled batches of a CVT run, in seeded passes over every sentence, batched by length
+  as the labelled ones are (the CVT authors batch both by length).
 - `lr_factor`: the CVT authors' learning-rate schedule, linear warm-up and then 1 / (1 + d·√t).
 - `WeightAverage`: an exponential moving average of the trainable weights, which validation, test and the saved
   tagger use (the CVT authors' evaluation weights); the tagger updates it after each labelled step (the authors:
@@ -19,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["lr_factor", "StepBudgetBatches", "TASK_SAMPLING", "WeightAverage"]
+__all__ = ["lr_factor", "StepBudgetBatches", "TASK_SAMPLING", "UnlabelledStream", "WeightAverage"]
 
 TASK_SAMPLING = ("proportional", "sqrt")  # a labelled step's task: p ∝ training sentences, or ∝ their square root
 DRAW_OFFSET = 2_000_000  # the task draws' generator seed: seed x stride + period + this
@@ -36,24 +38,57 @@ def lr_factor(labelled_step: int, warmup_steps: int, decay: float) -> float:
     return warm / (1.0 + decay * math.sqrt(t))
 
 
+class UnlabelledStream:
+    """The unlabelled batches of a CVT run, numbered 0, 1, ... over the whole run, a pure function of (seed, batch
+    number) as exact resume needs. The sentences (`lengths`: their token counts) are read in passes, each sentence
+    once per pass; pass k is `epoch_batches` of a permutation seeded by seed x stride + k + UNLABELLED_OFFSET: sorted
+    by length within chunks of `chunk_batches` batches of `batch_size`, cut into batches, the batches shuffled. So a
+    batch holds sentences of similar lengths, as the CVT authors batch (by length buckets), and its biLSTM steps are
+    mostly real tokens; a pass's last chunk may end in one smaller batch."""
+
+    def __init__(self, lengths, batch_size: int, seed: int, seed_stride: int, chunk_batches: int):
+        self.lengths = np.asarray(lengths)
+        self.batch_size, self.seed, self.stride, self.chunk_batches = batch_size, seed, seed_stride, chunk_batches
+        self.per_pass = sum(math.ceil(len(self.lengths[start:start + self.chunk]) / batch_size)
+                            for start in range(0, len(self.lengths), self.chunk))
+        self.reading = (None, None)  # (pass, its batches) last read
+
+    @property
+    def chunk(self) -> int:
+        return self.batch_size * max(self.chunk_batches, 1)
+
+    def batches(self, first: int, count: int) -> list:
+        """Unlabelled batches `first` ... `first + count - 1` (lists of sentence indices)."""
+        from .accelerate_loop import epoch_batches
+
+        found = []
+        for b in range(first, first + count):
+            read = b // self.per_pass
+            if read != self.reading[0]:
+                self.reading = (read, epoch_batches(len(self.lengths), self.batch_size, self.seed,
+                                                    read + UNLABELLED_OFFSET, self.stride, lengths=(self.lengths,),
+                                                    chunk_batches=self.chunk_batches))
+            found.append(self.reading[1][b % self.per_pass])
+        return found
+
+
 class StepBudgetBatches:
     """The batches of evaluation period p (1, 2, ...): `steps_per_period` labelled slots (fewer in the last period
     of `labelled_steps`), each followed by `unlabeled_ratio` unlabelled batches. `task_batches[t](data_epoch)`
     gives task t's labelled batches of one pass over its data (a pure function of the data epoch, 1, 2, ...);
-    `sizes[t]` its training sentences."""
+    `sizes[t]` its training sentences; `unlabelled`: the run's `UnlabelledStream` (None: no unlabelled steps)."""
 
     def __init__(self, task_batches: list, sizes: list, labelled_steps: int, steps_per_period: int,
-                 sampling: str, seed: int, seed_stride: int, num_unlabeled: int = 0, unlabeled_ratio: int = 0,
-                 batch_size: int = 1):
+                 sampling: str, seed: int, seed_stride: int, unlabelled: UnlabelledStream | None = None,
+                 unlabeled_ratio: int = 0):
         if sampling not in TASK_SAMPLING:
             raise ValueError(f"task_sampling must be one of {TASK_SAMPLING}, got {sampling!r}")
         self.task_batches, self.labelled_steps, self.per_period = task_batches, labelled_steps, steps_per_period
         weights = np.array(sizes, dtype=float) ** (0.5 if sampling == "sqrt" else 1.0)
         self.weights = torch.tensor(weights / weights.sum())
         self.seed, self.stride = seed, seed_stride
-        self.num_unlabeled, self.ratio, self.batch_size = num_unlabeled, unlabeled_ratio, batch_size
+        self.unlabelled, self.ratio = unlabelled, unlabeled_ratio
         self.cache = {}  # (task, data epoch) -> that pass's batches
-        self.reading = (None, None)  # (pass, its permutation) of the unlabelled sentences last read
 
     @property
     def periods(self) -> int:
@@ -81,21 +116,6 @@ class StepBudgetBatches:
             self.cache[(task, data_epoch)] = self.task_batches[task](data_epoch)
         return self.cache[(task, data_epoch)][index % per_epoch]
 
-    def unlabelled_rows(self, first_batch: int, count: int) -> list:
-        """`count` unlabelled batches from global unlabelled batch `first_batch`: sentence positions read in
-        passes, each pass a seeded permutation of all the sentences."""
-        size, total, batches = self.batch_size, self.num_unlabeled, []
-        for b in range(first_batch, first_batch + count):
-            rows = []
-            for position in range(b * size, (b + 1) * size):
-                read = position // total
-                if read != self.reading[0]:
-                    generator = torch.Generator().manual_seed(self.seed * self.stride + read + UNLABELLED_OFFSET)
-                    self.reading = (read, torch.randperm(total, generator=generator).tolist())
-                rows.append(self.reading[1][position % total])
-            batches.append(rows)
-        return batches
-
     def __call__(self, period: int) -> list:
         """Period `period`'s batches: ("labelled", task, rows) and ("unlabelled", None, rows) in training order."""
         used = [0] * len(self.task_batches)  # batches each task's stream gave before this period
@@ -107,9 +127,9 @@ class StepBudgetBatches:
         for slot, task in enumerate(self.draws(period)):
             batches.append(("labelled", task, self.task_batch(task, used[task])))
             used[task] += 1
-            if self.ratio and self.num_unlabeled:
+            if self.ratio and self.unlabelled is not None:
                 batches += [("unlabelled", None, rows) for rows in
-                            self.unlabelled_rows(unlabelled_done + slot * self.ratio, self.ratio)]
+                            self.unlabelled.batches(unlabelled_done + slot * self.ratio, self.ratio)]
         return batches
 
 
