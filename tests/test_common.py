@@ -738,7 +738,8 @@ class TestCoveForQuestionAnswering(CoveModelTesterMixin):
         others = {name: value[keep] for name, value in inputs.items()}
         time = int(others["attention_mask"].sum(dim=1).max())
         others = {name: value[:, :time] if value.dim() == 2 else value for name, value in others.items()}
-        torch.testing.assert_close(loss, self.forward(model, others).loss, rtol=0, atol=0)
+        # equal up to float32 rounding: the rows kept run as a smaller batch (measured 2.4e-7, one ulp, on Zen 4)
+        torch.testing.assert_close(loss, self.forward(model, others).loss, rtol=0, atol=1e-6)
 
 
 class TestCoveForMachineTranslation(CoveModelTesterMixin):
