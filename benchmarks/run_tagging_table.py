@@ -118,7 +118,8 @@ def table_plan(args: RunTaggingTableArguments) -> tuple:
     for hp, rows in rows_of.items():
         print(f"the hyperparameters of {', '.join(rows)}: {hp}")
     runs_dir = args.runs_dir or "runs/tag-recipe"
-    return runs, runs_dir, collect_command("--recipe", runs_dir, "runs/tag-recipe") + " --markdown"
+    output = f" --output {shlex.quote(args.record)}" if args.record not in (None, "none") else ""
+    return runs, runs_dir, collect_command("--recipe", runs_dir, "runs/tag-recipe") + output + " --markdown"
 
 
 def recorded_runs(args: RunTaggingTableArguments) -> list:

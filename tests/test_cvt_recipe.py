@@ -188,6 +188,32 @@ def test_unlabelled_batches_hold_sentences_of_similar_lengths():
     assert max(spread) <= 15
 
 
+def test_the_epoch_schedule_reads_the_unlabelled_stream_on_from_epoch_to_epoch(tiny_setup, tmp_path):
+    """Without a step budget each labelled batch is followed by `unlabeled_ratio` unlabelled ones, and epoch 2 goes
+    on where epoch 1 left the run's UnlabelledStream: epochs 1 and 2 together read its first batches in order."""
+    from modeling_cove.training.loops.accelerate_loop import make_accelerator
+
+    run = settings(tiny_setup, tmp_path / "run", unlabeled_ratio=2)
+    hp = tg.load_hyperparameters(run)
+    assert hp["labelled_steps"] is None
+    tokenizer = tg.load_tokenizer(run.encoder)
+    tasks, unlabeled = tg.prepare_tasks(run, tokenizer, hp)
+    loop = tg.TaggerLoop(run, make_accelerator(True, True, hp["batch_size"]), tg.build_training(run, hp, tasks,
+                                                                                                tokenizer),
+                         tasks, unlabeled, hp)
+    epochs = [loop.epoch_batches(epoch) for epoch in (1, 2)]
+    phases = [phase for phase, _, _ in epochs[0]]
+    assert phases == ["labelled", "unlabelled", "unlabelled"] * (len(phases) // 3) and len(phases) >= 6
+    unlabelled = [rows for batches in epochs for phase, _, rows in batches if phase == "unlabelled"]
+    assert unlabelled == loop.unlabelled_stream.batches(0, len(unlabelled))
+
+
+def test_a_batch_smaller_than_the_processes_leaves_none_without_rows():
+    assert tg.process_rows([4, 7, 9], 1, 2) == ([7], 1.0)
+    assert tg.process_rows([4], 0, 2) == ([4], 1.0)
+    assert tg.process_rows([4], 1, 2) == ([4], 0.0)  # its loss counts 0: it only joins the gradient reduction
+
+
 def test_sqrt_sampling_follows_the_square_roots():
     streams = [lambda e: [[0]], lambda e: [[0]]]
     budget = StepBudgetBatches(streams, [100, 400], 4000, 4000, "sqrt", 1, 7919)

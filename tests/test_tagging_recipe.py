@@ -332,6 +332,26 @@ def test_runs_the_record_holds_are_not_run_again(tmp_path, capsys):
     assert planned("--record", "none") == list(runs)
     assert planned("--record", str(tmp_path / "not-there.json")) == list(runs)  # before the first collection
     assert planned("--record", str(output), "--recipe-overrides", '{"label_scheme": "bio"}') == list(runs)
+    script["main"](["--data-dir", "DATA", "--vocab", str(vocab), "--recipe", "cvt-paper", "--rows", "conll2000",
+                    "--record", str(output), "--dry-run"])
+    assert f"collect_tagging.py --recipe --merge --output {output} --markdown" in capsys.readouterr().out
+    # the same data folder spelled otherwise (absolute here, relative then): the same runs
+    report = json.loads(output.read_text())
+    for cell in report["results"]["conll2000"].values():
+        for run in cell["runs"]:
+            run["settings"]["data_dir"] = str(Path("DATA").resolve())
+            if run["settings"]["cvt"]:  # its text files, by their absolute path too
+                run["settings"]["unlabeled"] = [str(Path(f).resolve()) for f in run["settings"]["unlabeled"]]
+    output.write_text(json.dumps(report))
+    assert planned("--record", str(output)) == later
+    # weights recorded other than the encoder's now (pretrained again since): run again
+    (vocab / "model.safetensors").write_bytes(b"weights now")
+    assert planned("--record", str(output)) == later  # runs that recorded no sha256 compare by the path alone
+    for cell in report["results"]["conll2000"].values():
+        for run in cell["runs"]:
+            run["encoder_weights"] = "0" * 64
+    output.write_text(json.dumps(report))
+    assert planned("--record", str(output)) == list(runs)
     status, err = exit_of(script["main"], ["--data-dir", "DATA", "--record", str(output), "--dry-run"], capsys)
     assert status == 2 and "--record goes with --recipe" in err
     (tmp_path / "tagging.json").write_text(json.dumps({"papers": {}}))  # another collector's file

@@ -52,7 +52,7 @@ from ..publishing.cards_record import weights_fingerprint
 
 __all__ = ["build_training", "check_hyperparameters", "encode_split", "Encoded", "HYPERPARAMETER_DEFAULTS", "INPUTS",
            "LABEL_SCHEMES", "label_set", "labelled_batches", "load_hyperparameters", "load_task", "load_tokenizer",
-           "main", "main_metric", "pad", "plot_run_curves", "predict_tags", "prepare_tasks", "resolved_hyperparameters",
+           "main", "main_metric", "pad", "plot_run_curves", "predict_tags", "prepare_tasks", "process_rows", "resolved_hyperparameters",
            "RESUME_SAME", "same_hyperparameters", "save_taggers", "scheme_tags", "score", "step_budget", "TaggerLoop",
            "TaggerSettings", "TaskRun", "train_tagger", "unlabeled_sentences"]
 
@@ -72,7 +72,8 @@ INPUTS = ("vectors", "vectors+cove", "cove", "vectors+scalar_mix")
 # the labels a tagger learns (--label-scheme): "bio", the task's own tags (IOB2 chunks or entities, UPOS tags), or
 # "bioes" (`tagging.to_bioes`, for a chunk or entity task; a task without B-/I- tags keeps its own), scored back in IOB2
 BIOES_PREFIXES = ("B-", "I-", "E-", "S-")
-SEED_STRIDE = 7919  # batch order: the generator seed is seed x SEED_STRIDE + epoch (unlabelled: + 1 000 000)
+SEED_STRIDE = 7919  # batch order: the generator seed is seed x SEED_STRIDE + epoch (unlabelled: + pass + 1 000 000,
+#                     passes counted from 0: `UnlabelledStream`)
 SENTENCE_ENDS = (".", "!", "?")
 
 
@@ -433,7 +434,7 @@ class TaskRun:
     label_scheme: str = "bio"
 
 
-LENGTH_GROUP_BATCHES = 50  # labelled batches are cut from length-sorted chunks of this many batches
+LENGTH_GROUP_BATCHES = 50  # labelled and unlabelled batches are cut from length-sorted chunks of this many batches
 
 
 def labelled_batches(split: Encoded, batch_size: int, seed: int, epoch: int) -> list:
@@ -442,6 +443,14 @@ def labelled_batches(split: Encoded, batch_size: int, seed: int, epoch: int) -> 
     `LENGTH_GROUP_BATCHES` batches), so that a batch's biLSTM steps are mostly real tokens; the batches shuffled."""
     return epoch_batches(len(split.ids), batch_size, seed, epoch, SEED_STRIDE, lengths=(split.lengths(),),
                          chunk_batches=LENGTH_GROUP_BATCHES)
+
+
+def process_rows(rows: list, rank: int, world: int) -> tuple:
+    """(this process's rows of a global batch, the weight of its loss): its `rank_share`, weight 1; a batch with
+    fewer rows than processes (a pass's last, smaller batch) leaves some process none: that one runs the batch's
+    first row at weight 0, so that every process takes part in the step's gradient reduction (DDP waits for all)."""
+    share = rank_share(rows, rank, world)
+    return (share, 1.0) if share else (rows[:1], 0.0)
 
 
 class TaggerLoop(AccelerateLoop):
@@ -505,7 +514,7 @@ class TaggerLoop(AccelerateLoop):
     def train_step(self, batch: tuple) -> dict:
         phase, t, rows = batch
         state, accelerator = self.state, self.accelerator
-        share = rank_share(rows, accelerator.process_index, accelerator.num_processes)
+        share, weight = process_rows(rows, accelerator.process_index, accelerator.num_processes)
         started = time.time()
         if phase == "labelled":
             state.schedule["labelled_steps"] = state.schedule.get("labelled_steps", 0) + 1
@@ -518,6 +527,7 @@ class TaggerLoop(AccelerateLoop):
             ids, mask = pad([self.unlabeled[r] for r in share], accelerator.device)
             cases, _ = pad([self.unlabeled_cases[r] for r in share], accelerator.device)
             loss = self.model("unlabelled", ids, mask, case_ids=cases)
+        loss = loss * weight if weight != 1.0 else loss
         if not torch.isfinite(loss.detach()):
             raise FloatingPointError(f"step {state.global_step + 1} ({phase}): the loss is {float(loss)}; the run "
                                      "stops here (its last checkpoint is intact)")
@@ -533,7 +543,7 @@ class TaggerLoop(AccelerateLoop):
         self.optimizer.zero_grad(set_to_none=True)
         if self.average is not None and phase == "labelled":  # counted in labelled steps, as the rate is
             self.average.update()
-        figures = accelerator.reduce(torch.tensor([float(loss.detach()), float(mask.sum())],
+        figures = accelerator.reduce(torch.tensor([float(loss.detach()), weight * float(mask.sum())],
                                                   device=accelerator.device), "sum")
         mean_loss, tokens = float(figures[0]) / accelerator.num_processes, int(figures[1])
         seconds = self.phase_seconds[phase]
