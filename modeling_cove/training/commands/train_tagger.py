@@ -52,9 +52,9 @@ from ..publishing.cards_record import weights_fingerprint
 
 __all__ = ["build_training", "check_hyperparameters", "encode_split", "Encoded", "HYPERPARAMETER_DEFAULTS", "INPUTS",
            "LABEL_SCHEMES", "label_set", "labelled_batches", "load_hyperparameters", "load_task", "load_tokenizer",
-           "main", "main_metric", "pad", "plot_run_curves", "predict_tags", "prepare_tasks", "process_rows", "resolved_hyperparameters",
-           "RESUME_SAME", "same_hyperparameters", "save_taggers", "scheme_tags", "score", "step_budget", "TaggerLoop",
-           "TaggerSettings", "TaskRun", "train_tagger", "unlabeled_sentences"]
+           "main", "main_metric", "pad", "plot_run_curves", "predict_tags", "prepare_tasks", "process_rows",
+           "resolved_hyperparameters", "RESUME_SAME", "same_hyperparameters", "save_taggers", "scheme_tags", "score",
+           "step_budget", "TaggerLoop", "TaggerSettings", "TaskRun", "train_tagger", "unlabeled_sentences"]
 
 LABEL_SCHEMES = ("bio", "bioes")
 HYPERPARAMETER_DEFAULTS = {
