@@ -9,7 +9,8 @@ not the data folder: the unlabelled files inside it compare by their path there,
 resumes from its last checkpoint next time (`--resume` where its run_settings.json matches the plan, else
 `--overwrite`). A run the table's JSON already records with the planned settings counts as finished too
 (`run_recorded`): a machine that ran it is gone with its runs folder, the record stays. Runs whose encoder checkpoint
-is missing (CoVe-S from `cove-train-mt`, the biLM from `cove-train-bilm`) are skipped and named. Command line: `benchmarks/run_tagging_table.py`.
+is missing (CoVe-S from `cove-train-mt`, the biLM from `cove-train-bilm`) are skipped and named. Command line:
+`benchmarks/run_tagging_table.py`.
 
 `cove_t_runs` plans the table's CoVe-T comparison beside it: CoNLL-2000, supervised, vectors+cove over CoVe-S and
 vectors+cove-t over CoVe-T (both pretrained again for it), seeds 1-5, into their own folder (runs/tag-cove-t), which

@@ -49,13 +49,9 @@ class UnlabelledStream:
     def __init__(self, lengths, batch_size: int, seed: int, seed_stride: int, chunk_batches: int):
         self.lengths = np.asarray(lengths)
         self.batch_size, self.seed, self.stride, self.chunk_batches = batch_size, seed, seed_stride, chunk_batches
-        self.per_pass = sum(math.ceil(len(self.lengths[start:start + self.chunk]) / batch_size)
-                            for start in range(0, len(self.lengths), self.chunk))
+        # a chunk holds whole batches, so only a pass's last batch can be smaller
+        self.per_pass = math.ceil(len(self.lengths) / batch_size)
         self.reading = (None, None)  # (pass, its batches) last read
-
-    @property
-    def chunk(self) -> int:
-        return self.batch_size * max(self.chunk_batches, 1)
 
     def batches(self, first: int, count: int) -> list:
         """Unlabelled batches `first` ... `first + count - 1` (lists of sentence indices)."""
