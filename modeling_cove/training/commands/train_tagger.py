@@ -13,10 +13,11 @@ modeling_cove.training.commands.train_tagger`); from Python `train_tagger(Tagger
 
 --task names a preset (`configuration/tagging/<task>.yaml`: conll2000, ewt_upos, wnut17, read from --data-dir as
 docs/tagging.md lays out) or `hf:<dataset id>[:<config>]@<tag column>` (online; e.g. hf:eriktks/conll2003@ner_tags).
---encoder is a CoVe or biLM encoder checkpoint: its tokenizer and frozen word vectors (and its frozen encoder for
---input vectors+cove / vectors+scalar_mix). Outputs in --output-dir: best/ (the tagger of the best validation epoch,
-one folder per task when several: best/<task>/), eval_results.json, metrics.json (validation per epoch, test of the
-best epoch, speeds), curves.png, checkpoints/step-N/.
+--encoder is a CoVe or biLM encoder checkpoint: its tokenizer and word vectors (frozen unless the preset's
+`train_word_vectors`), and its frozen encoder for --input vectors+cove / vectors+scalar_mix. Outputs in --output-dir:
+best/ (the tagger of the best validation epoch with its eval_results.json, one folder per task when several:
+best/<task>/; none with --no-save-model), metrics.json (validation per epoch, test of the best epoch, speeds),
+curves.png, checkpoints/step-N/.
 
 What this CLI adds over a plain `Trainer` (which fine-tunes the same model: docs/trainer_recipes.md): Cross-View
 Training's alternating labelled / unlabelled steps, identical on every process at every step (a batch order that is a
@@ -83,7 +84,7 @@ class TaggerSettings:
 
     task: list[str] = option("task preset(s) (conll2000, ewt_upos, wnut17) or hf:<id>[:<config>]@<tag column>; "
                              "two or more: multi-task, one shared encoder", REQUIRED)
-    encoder: str = option("CoVe / biLM encoder checkpoint (tokenizer, frozen word vectors, frozen encoder)", REQUIRED)
+    encoder: str = option("CoVe / biLM encoder checkpoint (tokenizer, word vectors, frozen encoder)", REQUIRED)
     output_dir: str = option("run folder: best/, metrics.json, curves.png, checkpoints/", REQUIRED)
     input: str = option(f"what the tagger reads per token: {', '.join(INPUTS)} (vectors+scalar_mix over a biLM "
                         "encoder is the vectors+bilm column)", "vectors")

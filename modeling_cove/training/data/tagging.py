@@ -169,10 +169,10 @@ def read_conll_columns(path, num_columns: Optional[int] = None, tag_column: int 
 
 
 def read_conllu(path, tag_field: str = "upos") -> list:
-    """Sentences of a CoNLL-U file (https://universaldependencies.org/format.html): the FORM and the `tag_field`
-    ("upos" or "xpos") of each syntactic word. Comment lines are skipped except `# text = ...` (the raw sentence);
-    multiword-token lines (ID like `3-4`) and empty nodes (ID like `8.1`) are skipped, so `words` are the syntactic
-    words (`do`, `n't` for the surface token `don't`).
+    """Sentences of a CoNLL-U file (10 TAB-separated fields a word line: docs/tagging.md, "Data"): the FORM and the
+    `tag_field` ("upos" or "xpos") of each syntactic word. Comment lines are skipped except `# text = ...` (the raw
+    sentence); multiword-token lines (ID like `3-4`) and empty nodes (ID like `8.1`) are skipped, so `words` are the
+    syntactic words (`do`, `n't` for the surface token `don't`).
 
     Returns:
         a list of dicts with `words`, `tags` and `text` (the `# text` comment, else the words joined by " ").

@@ -130,10 +130,10 @@ class StepBudgetBatches:
 
 
 class WeightAverage:
-    """An exponential moving average of `parameters` (the trainable ones): after each optimizer step
-    a ← decay · a + (1 − decay) · w, starting from the weights after the first step. `swapped_in()` puts the
-    averages into the parameters for a while (validation, test, saving) and the trained weights back after;
-    `apply()` puts them in for good.
+    """An exponential moving average of `parameters` (the trainable ones): each `update()` sets
+    a ← decay · a + (1 − decay) · w (the tagger calls it after each labelled step), starting from the weights at the
+    first update. `swapped_in()` puts the averages into the parameters for a while (validation, test, saving) and the
+    trained weights back after; `apply()` puts them in for good.
     Ours, not `torch.optim.swa_utils.AveragedModel`: that keeps a second copy of the whole module, frozen word
     vectors included, and checkpoints through pickle; this one keeps the trainable tensors and saves safetensors."""
 
