@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Optional
 
 from instruments.classification_table import (COLUMN_ENCODERS, DEFAULT_ENCODERS, OPTIONAL, PLAN,
-                                              check_distinct_encoders, cpu_hours, run_finished, table_runs)
+                                              check_distinct_encoders, check_one_vocabulary, cpu_hours, run_finished,
+                                              table_runs)
 from instruments.results import COVE_T_FOLDER
 from instruments.run_pool import PoolArguments, report, run_pool
 from modeling_cove.training.common.cli import REQUIRED, fail, option, parse_options
@@ -60,6 +61,7 @@ def main(argv=None):
     used = {COLUMN_ENCODERS[column] for column in args.columns or COLUMN_ENCODERS}
     try:
         check_distinct_encoders({role: folder for role, folder in encoders.items() if role in used})
+        check_one_vocabulary(encoders)  # every column, the pairs' vectors column too
     except ValueError as err:
         fail(str(err))
     runs = table_runs(encoders, args.tasks, args.columns, args.trec50)

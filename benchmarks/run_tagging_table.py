@@ -23,10 +23,11 @@ runs in runs/tag-recipe, then `python benchmarks/collect_tagging.py --recipe --m
         --recipe-overrides '{"label_scheme": "bio"}'          # a recipe without one of cvt-paper's options
 
 The CoVe-T comparison (tagging.json's section `cove_t_comparison`; plan: `instruments.tagging_table.cove_t_runs`):
-CoNLL-2000 supervised, vectors+cove over CoVe-S and vectors+cove-t over CoVe-T, seeds 1-5, the table's flags, both
-CoVe checkpoints pretrained again for it (CoVe-S with CoVe-T's test-sentence exclusion, the BCN comparison's:
-`instruments.classification_table`); runs in runs/tag-cove-t, then `python benchmarks/collect_tagging.py --cove-t
---merge`:
+CoNLL-2000 supervised, vectors+cove over CoVe-S and vectors+cove-t over CoVe-T, seeds 1-5, the table's flags, both CoVe
+checkpoints pretrained again for it (CoVe-S with CoVe-T's test-sentence exclusion, the BCN comparison's:
+`instruments.classification_table`), every column over the one vocabulary the encoders were pretrained over
+(runs/vocab-all, as the BCN comparison's; a checkpoint of another vocabulary is refused); runs in runs/tag-cove-t, then
+`python benchmarks/collect_tagging.py --cove-t --merge`:
 
     python benchmarks/run_tagging_table.py --data-dir DATA --cove-t-encoder runs/cove-t/encoder --dry-run
 """
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from instruments.classification_table import DEFAULT_ENCODERS
+from instruments.classification_table import DEFAULT_ENCODERS, check_one_vocabulary
 from instruments.run_pool import PoolArguments, report
 from instruments.tagging import read_report, records_of
 from instruments.tagging_recipe import RECIPE_KEYS, recipe_runs, resolved_recipes
@@ -46,6 +47,7 @@ from modeling_cove.training.common.cli import REQUIRED, fail, option, parse_opti
 
 REPO = Path(__file__).resolve().parents[1]
 COMPARISON_COVE_S = DEFAULT_ENCODERS["cove_s"]  # CoVe-S with CoVe-T's exclusion, as the BCN comparison reads it
+TABLE_VOCAB = "runs/vocab-tagging"  # the tagging table's and the recipe table's word vectors (docs/tagging.md)
 COLUMNS = list(dict.fromkeys([*COLUMN_FLAGS, *(c for names in COVE_T_ROW_COLUMNS.values() for c in names)]))
 
 
@@ -56,7 +58,9 @@ class RunTaggingTableArguments:
     data_dir: str = option("a local data folder (docs/data.md)", REQUIRED)
     runs_dir: Optional[str] = option("where the runs go (default: runs/tag, with --recipe runs/tag-recipe, with "
                                      "--cove-t-encoder runs/tag-cove-t)")
-    vocab: str = option("the word-vector checkpoint of the vectors-only columns", "runs/vocab-tagging")
+    vocab: Optional[str] = option("the word-vector checkpoint of the vectors-only columns (default: "
+                                  f"{TABLE_VOCAB}; with --cove-t-encoder the one both encoders were pretrained over, "
+                                  f"{DEFAULT_ENCODERS['vocab']})")
     cove_encoder: Optional[str] = option("the CoVe-S encoder of the vectors+cove column (default: runs/cove-small/"
                                          "encoder; with --cove-t-encoder the comparison's CoVe-S, "
                                          f"{COMPARISON_COVE_S})")
@@ -102,16 +106,20 @@ def table_plan(args: RunTaggingTableArguments) -> tuple:
         raise ValueError("--recipe-overrides goes with --recipe")
     if args.recipe is not None and args.cove_t_encoder is not None:
         raise ValueError("--recipe and --cove-t-encoder each select a table of their own: give one")
-    if args.cove_t_encoder is not None:
-        runs = cove_t_runs(args.vocab, args.cove_encoder or COMPARISON_COVE_S, args.cove_t_encoder, args.rows,
-                           args.columns)
+    if args.cove_t_encoder is not None:  # its columns over one vocabulary, the encoders' (the BCN comparison's)
+        encoders = {"vocab": args.vocab or DEFAULT_ENCODERS["vocab"], "cove_s": args.cove_encoder or COMPARISON_COVE_S,
+                    "cove_t": args.cove_t_encoder}
+        check_one_vocabulary(encoders)
+        runs = cove_t_runs(encoders["vocab"], encoders["cove_s"], encoders["cove_t"], args.rows, args.columns)
         runs_dir = args.runs_dir or "runs/tag-cove-t"
         return runs, runs_dir, collect_command("--cove-t", runs_dir, "runs/tag-cove-t")
+    vocab = args.vocab or TABLE_VOCAB
     if args.recipe is None:
-        runs = table_runs(args.vocab, args.cove_encoder or "runs/cove-small/encoder", args.bilm_encoder, args.rows,
-                          args.columns)
+        encoders = {"vocab": vocab, "cove_s": args.cove_encoder or "runs/cove-small/encoder", "bilm": args.bilm_encoder}
+        check_one_vocabulary(encoders)
+        runs = table_runs(encoders["vocab"], encoders["cove_s"], encoders["bilm"], args.rows, args.columns)
         return runs, args.runs_dir or "runs/tag", "python benchmarks/collect_tagging.py --merge --markdown"
-    runs = recipe_runs(args.vocab, args.data_dir, args.recipe, args.recipe_overrides, args.rows, args.columns)
+    runs = recipe_runs(vocab, args.data_dir, args.recipe, args.recipe_overrides, args.rows, args.columns)
     rows_of = {}  # the rows resolving to each recipe: one group when the preset holds for every task
     for row, hp in resolved_recipes(runs).items():
         rows_of.setdefault(json.dumps(hp, sort_keys=True), []).append(row)

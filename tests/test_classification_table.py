@@ -257,3 +257,26 @@ def test_two_roles_over_the_same_weights_stop_the_runner(tmp_path, capsys):
     script["main"](args)
     assert "'not_started'" in capsys.readouterr().out
     plan.checkpoint_weights.cache_clear()
+
+
+def test_columns_over_two_vocabularies_stop_the_runner(tmp_path, capsys):
+    """A pair must differ in the encoder alone: an encoder pretrained over another word-vector checkpoint than the
+    vectors column's (another vocabulary fingerprint) stops the runner before any run, naming both; checkpoints
+    without a fingerprint, or not there yet, are no conflict."""
+    script = runpy.run_path(str(REPO / "benchmarks" / "run_classification_table.py"))
+    vocab, cove_s, cove_t = (encoder_folder(tmp_path, name) for name in ("vocab", "cove-s", "cove-t"))
+    for folder, fingerprint in ((vocab, "43134:e8ab447f26508b73"), (cove_s, "43134:e8ab447f26508b73"),
+                                (cove_t, "43194:d1d6768606416ba1")):
+        (Path(folder) / "config.json").write_text(json.dumps({"vocabulary_fingerprint": fingerprint}))
+    args = ["--data-dir", "DATA", "--runs-dir", str(tmp_path / "runs" / COVE_T_FOLDER), "--vocab", vocab,
+            "--cove-s", cove_s, "--cove-t", cove_t, "--cove-s-5-epochs", str(tmp_path / "none"), "--dry-run"]
+    with pytest.raises(SystemExit) as exit_info:
+        script["main"](args)
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 2 and "train_classifier" not in out
+    assert f"{vocab} (vocab): 43134:e8ab447f26508b73; {cove_t} (cove_t): 43194:d1d6768606416ba1" in err
+    plan.check_one_vocabulary({"vocab": vocab, "cove_s": cove_s, "cove_t": str(tmp_path / "none"),
+                               "random": encoder_folder(tmp_path, "no-fingerprint")})  # no conflict: no error
+    (Path(cove_t) / "config.json").write_text(json.dumps({"vocabulary_fingerprint": "43134:e8ab447f26508b73"}))
+    script["main"](args)
+    assert "'not_started'" in capsys.readouterr().out

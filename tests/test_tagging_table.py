@@ -221,6 +221,27 @@ def test_the_script_runs_the_cove_t_comparison_into_its_own_folder(tmp_path, cap
         assert exit_info.value.code == 2, wrong
 
 
+def test_the_cove_t_comparisons_columns_read_the_encoders_vocabulary(tmp_path, capsys, monkeypatch):
+    """Its supervised column reads the word vectors both encoders were pretrained over (the BCN comparison's
+    runs/vocab-all), not the tagging table's runs/vocab-tagging; an encoder over another vocabulary is refused."""
+    script = runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks" / "run_tagging_table.py"))
+    monkeypatch.chdir(tmp_path)
+    one, other = "9:aaaaaaaaaaaaaaaa", "8:bbbbbbbbbbbbbbbb"
+    for name, fingerprint in (("runs/vocab-all", one), ("runs/cove-s-dedup/encoder", one), ("cove-t", one),
+                              ("other-cove-t", other)):
+        (tmp_path / name).mkdir(parents=True)
+        (tmp_path / name / "config.json").write_text(json.dumps({"vocabulary_fingerprint": fingerprint}))
+    script["main"](["--data-dir", "DATA", "--cove-t-encoder", "cove-t", "--seeds", "1", "--dry-run"])
+    out = capsys.readouterr().out
+    assert "--encoder runs/vocab-all --seed 1 --output-dir runs/tag-cove-t/conll2000/supervised-seed1" in out
+    assert "'not_started': 3" in out
+    with pytest.raises(SystemExit) as exit_info:
+        script["main"](["--data-dir", "DATA", "--cove-t-encoder", "other-cove-t", "--dry-run"])
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 2 and "train_tagger" not in out
+    assert "the columns read different vocabularies" in err and "other-cove-t (cove_t): 8:bbbbbbbbbbbbbbbb" in err
+
+
 def test_a_cvt_run_is_finished_and_resumable_whatever_the_spelling_of_its_data_folder(tmp_path, monkeypatch):
     """--unlabeled files under the data folder compare by their path inside it: a run planned and recorded with
     `--data-dir ../data` is the run planned with the data folder's absolute path, and the other way round; another

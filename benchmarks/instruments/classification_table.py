@@ -9,9 +9,12 @@ SST-2 (3), TREC-50 (3) when asked; on TREC-6 also CoVe-T alone beside CoVe-S alo
 are the task yaml's (TREC-6 and TREC-50 15, SNLI 8, SST-2 2: those of the table's runs).
 
 A family of its own: the checkpoints the table's runs read (CoVe-S in runs/cove-small/encoder, the 5-epoch CoVe-S)
-are gone. CoVe-S is pretrained again for it with CoVe-T's test-sentence exclusion (so that the two differ in their
-corpora alone: Multi30k's training captions that are SNLI test premises go from both), into folders of its own
-(the table's record of its CoVe-S, runs/cove-small, stays the table's):
+are gone. CoVe-S is pretrained again for it with CoVe-T's test-sentence exclusion (Multi30k's training captions
+that are SNLI test premises go from both), into folders of its own (the table's record of its CoVe-S,
+runs/cove-small, stays the table's). The two then differ in their corpora and in how long they train (CoVe-S its
+table run's 3 epochs, CoVe-T up to 8 of its mixture: configuration/models/cove-t.json); the 5-epoch CoVe-S is the
+control for the length. Every column reads one vocabulary, runs/vocab-all's, the encoders pretrained over it
+(`check_one_vocabulary`):
 
     cove-train-mt --preset cove-small --data-dir DATA --init-from runs/vocab-all --output-dir runs/cove-s-dedup \\
         --num-threads 2 --max-epochs 3 --start-decay-at 5 --optimizer adam --lr 0.001 --min-lr 0.00003 \\
@@ -119,6 +122,21 @@ def check_distinct_encoders(encoders: dict) -> None:
         if weights is not None and seen.setdefault(weights, role) != role:
             raise ValueError(f"{folder} ({role}) holds the same weights as {encoders[seen[weights]]} "
                              f"({seen[weights]}): each role needs its own checkpoint")
+
+
+def check_one_vocabulary(encoders: dict) -> None:
+    """A ValueError when two roles' checkpoints (role -> folder, those there) hold different vocabularies (their
+    config's `vocabulary_fingerprint`): a comparison's columns must differ in the encoder alone, so the word vectors
+    of the vectors-only column and the encoders' must be one checkpoint's (the encoders pretrained --init-from it)."""
+    first = {}  # fingerprint -> the first role holding it
+    for role, folder in encoders.items():
+        fingerprint = (read_json(Path(folder) / "config.json") or {}).get("vocabulary_fingerprint")
+        if fingerprint is not None:
+            first.setdefault(fingerprint, role)
+    if len(first) > 1:
+        held = "; ".join(f"{encoders[role]} ({role}): {fingerprint}" for fingerprint, role in first.items())
+        raise ValueError(f"the columns read different vocabularies ({held}): pretrain the encoders --init-from the "
+                         "word-vector checkpoint the vectors-only column reads, or give that one")
 
 
 def run_finished(runs_dir: Path | str, run: BcnRun) -> bool:
