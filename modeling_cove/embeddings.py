@@ -19,7 +19,7 @@ from transformers.utils import logging
 
 from .tokenization_cove import parse_vocabulary_fingerprint
 
-__all__ = ["CoveInputChecks", "CoveWordEmbeddings", "HostRead", "lengths_from_mask", "require",
+__all__ = ["CoveInputChecks", "CoveWordEmbeddings", "HostRead", "lengths_from_mask", "require", "require_tensor",
            "resize_rows_with_zeros", "resize_source_vocabulary", "rows_where"]
 
 logger = logging.get_logger(__name__)
@@ -39,6 +39,14 @@ def require(ok: torch.Tensor, summary: str, detail: Optional[Callable[[], str]] 
         pending.checks.append((ok.all(), summary, detail))
     elif not bool(ok.all()):
         raise ValueError(detail() if detail is not None else summary)
+
+
+def require_tensor(value, name: str) -> None:
+    """A `TypeError` naming the input unless `value` is a tensor: lists or NumPy arrays (a tokenizer called without
+    `return_tensors="pt"`) would otherwise fail deep inside the forward."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__} (call the tokenizer with "
+                        'return_tensors="pt", or convert with torch.as_tensor)')
 
 
 def rows_where(condition: torch.Tensor) -> list:
@@ -179,6 +187,7 @@ class CoveInputChecks:
 
     def check_inputs(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor]) -> torch.Tensor:
         """Up-front checks with clear messages; returns the (B, T) attention mask."""
+        require_tensor(input_ids, "input_ids")
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must have shape (batch, time), got {tuple(input_ids.shape)}")
         if input_ids.dtype not in (torch.long, torch.int):  # what nn.Embedding takes
@@ -194,8 +203,7 @@ class CoveInputChecks:
     def check_inputs_embeds(self, inputs_embeds: torch.Tensor, attention_mask: Optional[torch.Tensor]) -> torch.Tensor:
         """Up-front checks of word-vector rows passed instead of ids; returns the (B, T) attention mask."""
         config = self.config
-        if not isinstance(inputs_embeds, torch.Tensor):
-            raise TypeError(f"inputs_embeds must be a tensor, got {type(inputs_embeds).__name__}")
+        require_tensor(inputs_embeds, "inputs_embeds")
         if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != config.word_vector_dim:
             raise ValueError(f"inputs_embeds must have shape (batch, time, word_vector_dim={config.word_vector_dim}), "
                              f"got {tuple(inputs_embeds.shape)}")
@@ -218,6 +226,7 @@ class CoveInputChecks:
         """The `(B, T)` mask for inputs whose first two dimensions are `like`'s (all ones when None)."""
         if attention_mask is None:
             return torch.ones(like.shape, dtype=torch.long, device=like.device)
+        require_tensor(attention_mask, "attention_mask")
         if attention_mask.shape != like.shape:
             raise ValueError(
                 f"attention_mask shape {tuple(attention_mask.shape)} != {name} shape {tuple(like.shape)} "

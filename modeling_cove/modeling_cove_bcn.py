@@ -34,7 +34,7 @@ from .configuration_cove import CoveConfig
 from .layers import (assemble_head_inputs, encoder_needs_grad, head_init_, masked_softmax, maxout, pair_segments,
                      require, rows_where, run_bilstm, run_encoder_checked, scalar_mix_for, segment_gather,
                      segment_scatter)
-from .embeddings import HostRead, lengths_from_mask
+from .embeddings import HostRead, lengths_from_mask, require_tensor
 from .modeling_cove import CoveModel, CovePreTrainedModel
 
 
@@ -500,6 +500,7 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         inferred as transformers' sequence-classification heads do (num_labels == 1: "regression"; integer labels:
         "single_label_classification"; else "multi_label_classification"); `forward` stores it in the config once
         the checks passed."""
+        require_tensor(labels, "labels")
         problem_type = self.config.problem_type
         if problem_type is None:
             if self.num_labels == 1:

@@ -23,7 +23,7 @@ from transformers.modeling_outputs import TokenClassifierOutput
 from transformers.utils import add_start_docstrings_to_model_forward
 
 from .configuration_cove import CoveConfig
-from .embeddings import HostRead, lengths_from_mask
+from .embeddings import HostRead, lengths_from_mask, require_tensor
 from .layers import (SentenceBoundaries, assemble_head_inputs, encoder_needs_grad, head_init_, require, rows_where,
                      run_bilstm, run_encoder_checked, scalar_mix_for, valid_steps)
 from .modeling_cove import CoveModel, CovePreTrainedModel
@@ -196,6 +196,10 @@ class CoveForTokenClassification(CovePreTrainedModel):
                     f"{limit}: split the text into sentences (truncation would leave words unlabelled), or raise "
                     "config.tagger_max_length (None: no limit)")
         if token_type_ids is not None:
+            require_tensor(token_type_ids, "token_type_ids")
+            if token_type_ids.shape != attention_mask.shape:
+                raise ValueError(f"token_type_ids shape {tuple(token_type_ids.shape)} != attention_mask shape "
+                                 f"{tuple(attention_mask.shape)} (batch, time)")
             pair = (token_type_ids != 0) & attention_mask.bool()
             require(~pair.any(dim=1), "a tagger reads one sentence per row, but a row is a pair",
                     lambda: f"row(s) {rows_where(pair.any(dim=1))} have second-text tokens (token_type_ids 1): "
@@ -208,6 +212,7 @@ class CoveForTokenClassification(CovePreTrainedModel):
         `task`: another task's labels, a multi-task training's; default this model's)."""
         num_labels = self.num_labels if num_labels is None else num_labels
         names = f"the labels of task {task!r}" if task is not None else f"config.id2label: {self.config.id2label}"
+        require_tensor(labels, "labels")
         if tuple(labels.shape) != tuple(attention_mask.shape):
             raise ValueError(f"labels must have the shape of input_ids {tuple(attention_mask.shape)} (one label id or "
                              f"-100 per token), got {tuple(labels.shape)}")

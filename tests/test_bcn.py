@@ -424,6 +424,8 @@ def test_loss_is_mean_cross_entropy_and_labels_are_checked():
         model(ids, mask, tt, labels=torch.tensor([0, 1]))
     with pytest.raises(TypeError, match="integer class ids"):
         model(ids, mask, tt, labels=torch.tensor([0.0, 1.0, 1.0, 2.0]))
+    with pytest.raises(TypeError, match="labels must be a torch.Tensor, got list"):
+        model(ids, mask, tt, labels=[0, 2, 1, 2])
 
 
 def test_encoder_and_vectors_frozen_and_kept_in_eval_mode():

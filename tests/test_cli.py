@@ -183,12 +183,41 @@ def test_values_parse_as_the_flags_mean():
      "give exactly one of --vocab-file, --tasks, --vocab-from-vectors (got none)"),
     (qa.QAOptions, ["--checkpoint", "c", "--output-dir", "o", "--cache-dtype", "int8"], "invalid choice"),
     (mt.MTArguments, ["--output-dir", "o", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    # a value outside a flag's range: named before any work, not a failure inside torch or an emptied data split
+    (classifier.ClassifierOptions, ["--task", "trec6", "--encoder", "e", "--batch-size", "0"],
+     "--batch-size must be an integer >= 1, got 0"),
+    (classifier.ClassifierOptions, ["--task", "trec6", "--encoder", "e", "--learning-rate", "-1"],
+     "--learning-rate must be > 0, got -1.0"),
+    (classifier.ClassifierOptions, ["--task", "trec6", "--encoder", "e", "--dropout", "2"],
+     "--dropout must be in [0, 1), got 2.0"),
+    (classifier.ClassifierOptions, ["--task", "trec6", "--encoder", "e", "--limit", "0"],
+     "--limit must be an integer >= 1, got 0"),
+    (qa.QAOptions, ["--checkpoint", "c", "--output-dir", "o", "--limit-eval", "-1"],
+     "--limit-eval must be an integer >= 1, got -1"),
+    ((tagger.TaggerSettings, cli.RunArguments), ["--task", "conll2000", "--encoder", "e", "--output-dir", "o",
+                                                 "--threads", "-1"], "--threads must be an integer >= 1, got -1"),
+    ((tagger.TaggerSettings, cli.RunArguments), ["--task", "conll2000", "--encoder", "e", "--output-dir", "o",
+                                                 "--limit-sentences", "0"], "--limit-sentences must be an integer >= 1"),
+    (mt.MTArguments, ["--output-dir", "o", "--limit-train", "0"], "--limit-train must be an integer >= 1, got 0"),
+    (ppmi.PPMIArguments, ["--text-file", "a", "--output", "o", "--dim", "-1"], "--dim must be an integer >= 1"),
+    (demo.DemoArguments, ["--port", "70000"], "--port must be a port number in 1-65535, got 70000"),
 ])
 def test_bad_input_is_a_usage_error_naming_it(options, argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         parse_options(options, argv)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command, train, argv", [
+    (classifier, "train_classifier", ["--task", "trec6", "--encoder", "e"]),
+    (qa, "train_qa", ["--checkpoint", "c", "--output-dir", "o"]),
+])
+def test_a_finished_run_exits_0(command, train, argv, monkeypatch):
+    """A console entry point exits with what its `main` returns: a run's metrics returned there would print them on
+    stderr and exit 1 after a run that went well."""
+    monkeypatch.setattr(command, train, lambda options, command: {"accuracy": 0.9})
+    assert command.main(argv) is None
 
 
 WATCH_TORCH = """

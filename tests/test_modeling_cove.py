@@ -395,6 +395,12 @@ def test_bad_inputs_give_clear_errors_or_documented_results(tiny_checkpoint):
         model(input_ids=torch.tensor([[0, 5, 6]]), attention_mask=torch.tensor([[0, 1, 1]]))
     with pytest.raises(TypeError, match="integer token ids"):
         model(input_ids=torch.tensor([[0.5, 1.0]]))
+    # the tokenizer called without return_tensors="pt": lists (and NumPy arrays) named, not failing in the forward
+    listed = tokenizer(["the cat"])
+    for name in ("input_ids", "attention_mask"):
+        given = {**{key: torch.tensor(value) for key, value in listed.items()}, name: listed[name]}
+        with pytest.raises(TypeError, match=f"{name} must be a torch.Tensor, got list .*return_tensors=\"pt\""):
+            model(**given)
 
 
 def test_wrong_vector_dimension_and_corrupted_checkpoint(tiny_checkpoint, tmp_path):

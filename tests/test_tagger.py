@@ -192,6 +192,10 @@ def test_check_inputs_errors():
     pair = {**batch([[5, 6, 7], [8, 9]], labels=False), "token_type_ids": torch.tensor([[0, 0, 1], [0, 0, 0]])}
     with pytest.raises(ValueError, match=r"row\(s\) \[0\] have second-text tokens"):
         model(**pair)
+    with pytest.raises(ValueError, match=r"token_type_ids shape \(2, 2\) != attention_mask shape \(2, 3\)"):
+        model(**{**pair, "token_type_ids": pair["token_type_ids"][:, :2]})
+    with pytest.raises(TypeError, match="labels must be a torch.Tensor, got list"):
+        model(**{**batch([[5, 6, 7]], labels=False), "labels": [[0, 1, 0]]})
     # token_type_ids 1 on padding only: not a pair
     pair["token_type_ids"] = torch.tensor([[0, 0, 0], [0, 0, 1]])
     assert model(**pair).logits.shape == (2, 3, len(LABELS))

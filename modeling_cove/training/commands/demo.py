@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..common.cli import fail, option, parse_options
+from ..common.cli import A_PORT, fail, option, parse_options
 from ..demo.corpus import main_job_corpus, read_corpus
 
 __all__ = ["DemoArguments", "demo_models", "main"]
@@ -48,7 +48,7 @@ class DemoArguments:
     corpus_column: Optional[str] = option("the column of a TSV --corpus")
     trust_remote_code: bool = option("run the code a Hub checkpoint carries (models given by Hub id)", False)
     host: str = option("address to listen on", "127.0.0.1")
-    port: Optional[int] = option("port (default: the first free one from 7860)")
+    port: Optional[int] = option("port (default: the first free one from 7860)", check=A_PORT)
     share: bool = option("also open a public gradio.live link", False)
 
 

@@ -38,7 +38,7 @@ from typing import Optional
 
 import torch
 
-from ..common.cli import REQUIRED, option, run_training_command
+from ..common.cli import AT_LEAST_ONE, REQUIRED, option, run_training_command
 from ..data.texts import LOCAL_CORPORA, corpus_texts
 from ..publishing.export import export_encoder
 from ..loops.accelerate_loop import (
@@ -106,7 +106,7 @@ class BiLMSettings:
                                "hf:<id>[:<config>]", sorted(LOCAL_CORPORA))
     data_dir: Optional[str] = option("the local data folder (for the local corpus names)")
     text_column: str = option("column of hf: datasets", "text")
-    limit_texts: Optional[int] = option("at most this many texts per corpus (smoke tests)")
+    limit_texts: Optional[int] = option("at most this many texts per corpus (smoke tests)", check=AT_LEAST_ONE)
     heldout_fraction: float = option("share of the texts held out for the per-epoch perplexity", 0.02)
     seq_len: int = option("tokens per window (+1 overlap)", 35)
     batch_size: int = option("windows per step (global, over all processes)", 64)

@@ -55,7 +55,7 @@ from ..common import papers
 from ..publishing.cards_record import weights_fingerprint
 from ..data.collators import BCNCollator
 from ..common.presets import CONFIGURATION, PresetError, load_settings
-from ..common.cli import REQUIRED, fail, option, parse_options
+from ..common.cli import A_RATE, AT_LEAST_ONE, POSITIVE, REQUIRED, fail, option, parse_options
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
 from ..loops.accelerate_loop import end_run
@@ -120,13 +120,14 @@ class ClassifierOptions:
     output_dir: Optional[str] = option("default: runs/bcn/<task>/<bcn-input>-seed<seed> under the current folder")
     config: Optional[str] = option("task yaml (default: the task's own, configuration/tasks/<task>.yaml)")
     seed: int = option("seed of the initialisation, dropout and batch order", 1)
-    epochs: Optional[float] = option("override the yaml")
-    batch_size: Optional[int] = option("override the yaml; the global batch (a multiple of the number of processes)")
-    learning_rate: Optional[float] = option("override the yaml")
-    dropout: Optional[float] = option("override the yaml")
+    epochs: Optional[float] = option("override the yaml", check=POSITIVE)
+    batch_size: Optional[int] = option("override the yaml; the global batch (a multiple of the number of processes)",
+                                       check=AT_LEAST_ONE)
+    learning_rate: Optional[float] = option("override the yaml", check=POSITIVE)
+    dropout: Optional[float] = option("override the yaml", check=A_RATE)
     sampling: Optional[Literal["group_by_length", "random"]] = option("override the yaml")
     max_steps: int = option("stop after N optimizer steps (smoke runs)", -1)
-    limit: Optional[int] = option("use only the first N examples of each split (smoke)")
+    limit: Optional[int] = option("use only the first N examples of each split (smoke)", check=AT_LEAST_ONE)
     max_train_examples: Optional[int] = option(
         "train on a random N of the training split (a CPU-budget run: IMDb); the same examples for every column and "
         "seed (a fixed seed), recorded in metrics.json and the eval JSON")
@@ -143,7 +144,7 @@ class ClassifierOptions:
                                  "~30 GB); the MT-LSTM then runs inside every step (on CPU it is <10%% of a BCN "
                                  "training step)", 4.0)
     freeze_random_embeddings: bool = option("random column: keep vectors fixed", False)
-    threads: Optional[int] = option("torch.set_num_threads")
+    threads: Optional[int] = option("torch.set_num_threads", check=AT_LEAST_ONE)
     keep_checkpoints: bool = option("keep the Trainer's checkpoint folders", False)
     no_save_model: bool = option("do not write <output-dir>/best", False)
     overwrite: bool = option("replace an existing output folder", False)
@@ -629,8 +630,8 @@ def main(argv=None):
     if options.data_dir is None:
         options.data_dir = os.environ.get("COVE_DATA_DIR")
     argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        return train_classifier(options, command=command_line([sys.argv[0], *argv]))
+    try:  # returns None, so the entry point exits 0: the metrics are in the run folder
+        train_classifier(options, command=command_line([sys.argv[0], *argv]))
     except (FileExistsError, FileNotFoundError, PresetError) as err:  # a bad input, named; nothing was trained
         fail(err)
 

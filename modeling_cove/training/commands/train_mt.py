@@ -66,7 +66,7 @@ from typing import Callable, Optional
 
 import torch
 
-from ..common.cli import REQUIRED, fail, option, parse_options
+from ..common.cli import AT_LEAST_ONE, REQUIRED, fail, option, parse_options
 from ..data.corpora import (DEFAULT_HELDOUT_PAIRS, EXCLUDABLE_TASKS, NAMED_CORPORA, CorpusError, check_corpora,
                             corpus_names, load_corpora)
 from ..data.translation import build_mt_checkpoint, prepare_splits, tokenize_corpora
@@ -164,8 +164,8 @@ class MTArguments:
     max_vocab: Optional[int] = option("entries per side, special tokens included")
     source_min_freq: Optional[int] = option("keep source words WITHOUT a vector seen this often")
     target_min_freq: Optional[int] = option("keep target words seen this often")
-    limit_train: Optional[int] = option("use only the first N training pairs")
-    limit_eval: Optional[int] = option("use only the first N validation/test pairs")
+    limit_train: Optional[int] = option("use only the first N training pairs", check=AT_LEAST_ONE)
+    limit_eval: Optional[int] = option("use only the first N validation/test pairs", check=AT_LEAST_ONE)
     eval_batch_size: Optional[int] = option("sentences per evaluation batch")
     eval_num_beams: Optional[int] = option("beam size for the per-epoch validation BLEU")
     test_num_beams: Optional[int] = option("beam size for the final test BLEU")
@@ -178,7 +178,7 @@ class MTArguments:
     cpu: bool = option("run on CPU even if a GPU is present", False)
     find_unused_parameters: bool = option("DDP find_unused_parameters=True (only needed if some trainable weight "
                                            "gets no gradient)", False)
-    num_threads: Optional[int] = option("torch CPU threads per process", aliases=["--threads"])
+    num_threads: Optional[int] = option("torch CPU threads per process", aliases=["--threads"], check=AT_LEAST_ONE)
     preprocess_workers: Optional[int] = option("datasets.map num_proc for tokenization")
 
 

@@ -44,7 +44,7 @@ import numpy as np
 from ...tokenization_cove import moses_tokenize
 from ..common.files import atomic_text_file
 from ..data.texts import read_texts
-from ..common.cli import REQUIRED, option, parse_options
+from ..common.cli import AT_LEAST_ONE, REQUIRED, option, parse_options
 
 __all__ = ["build_vocabulary", "cooccurrence_counts", "default_tokenize", "main", "nearest_neighbours", "ppmi_matrix",
            "PPMIArguments", "svd_vectors", "train_ppmi_vectors", "write_vectors"]
@@ -222,9 +222,9 @@ class PPMIArguments:
     output: str = option("vector file to write (GloVe text format)", REQUIRED)
     tsv_column: Optional[List[str]] = option("header name of the text column, once per --text-file (use '-' for a "
                                              "plain text file); repeatable", action="extend")
-    dim: int = option("vector dimension", 50)
-    window: int = option("co-occurrence window: tokens at distance 1..window", 4)
-    min_count: int = option("keep words seen at least this often", 1)
+    dim: int = option("vector dimension", 50, check=AT_LEAST_ONE)
+    window: int = option("co-occurrence window: tokens at distance 1..window", 4, check=AT_LEAST_ONE)
+    min_count: int = option("keep words seen at least this often", 1, check=AT_LEAST_ONE)
     cds_alpha: float = option("context distribution smoothing (1 = plain PMI)", 0.75)
     eig_power: float = option("vectors = U * S^p", 0.5)
     no_normalize: bool = option("keep U * S^p rows as they are (no unit norm)", False)

@@ -52,7 +52,7 @@ from typing import Literal, Optional
 import torch
 from transformers import TrainerCallback
 
-from ..common.cli import REQUIRED, fail, option, parse_options
+from ..common.cli import AT_LEAST_ONE, POSITIVE, REQUIRED, fail, option, parse_options
 from ..data.collators import QACollator
 from ..common.presets import CONFIGURATION, load_preset, load_settings
 from ..common.run_info import git_commit, machine_info, plot_curves
@@ -100,21 +100,22 @@ class QAOptions:
     dcn_input: Optional[Literal[DCN_INPUTS]] = option("what the DCN reads per token (overrides the preset)")
     model_override: list[str] = option("further CoveConfig overrides, e.g. dcn_hidden_size=100 (values parsed as "
                                        "JSON)", [], nargs="*", metavar="KEY=VALUE")
-    epochs: Optional[float] = option("override the settings yaml")
-    batch_size: Optional[int] = option("the global batch (a multiple of the number of processes)")
-    learning_rate: Optional[float] = option("override the settings yaml")
+    epochs: Optional[float] = option("override the settings yaml", check=POSITIVE)
+    batch_size: Optional[int] = option("the global batch (a multiple of the number of processes)",
+                                       check=AT_LEAST_ONE)
+    learning_rate: Optional[float] = option("override the settings yaml", check=POSITIVE)
     max_steps: Optional[int] = option("stop after this many optimizer steps")
-    time_budget_minutes: Optional[float] = option("stop training after this long")
+    time_budget_minutes: Optional[float] = option("stop training after this long", check=POSITIVE)
     seed: Optional[int] = option("override the settings yaml")
-    limit_train: Optional[int] = option("use only the first N training questions")
-    limit_eval: Optional[int] = option("use only the first N held-out questions")
+    limit_train: Optional[int] = option("use only the first N training questions", check=AT_LEAST_ONE)
+    limit_eval: Optional[int] = option("use only the first N held-out questions", check=AT_LEAST_ONE)
     no_cache: bool = option("run the frozen MT-LSTM in every step (slow)", False)
     cache_dir: Optional[str] = option("also keep the CoVe features on disk here (safetensors, keyed by the encoder "
                                       "weights, the layers and the token ids) for later runs; default: in memory only")
     cache_dtype: Literal["float32", "float16"] = option("storage type of the cached CoVe features (float16 halves "
                                                         "the memory)", "float32")
     no_baseline: bool = option("skip the sliding-window baseline", False)
-    threads: Optional[int] = option("torch.set_num_threads")
+    threads: Optional[int] = option("torch.set_num_threads", check=AT_LEAST_ONE)
     overwrite: bool = option("replace an existing output folder", False)
 
 
@@ -538,8 +539,8 @@ def main(argv=None):
     options = parse_options(QAOptions, argv, description=__doc__)
     argv = sys.argv[1:] if argv is None else list(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    try:
-        return train_qa(options, command=command_line([sys.argv[0], *argv]))
+    try:  # returns None, so the entry point exits 0: the metrics are in the run folder
+        train_qa(options, command=command_line([sys.argv[0], *argv]))
     except (FileExistsError, QAConfigError, PresetError) as err:  # a bad input, named; nothing was trained
         fail(err)
 

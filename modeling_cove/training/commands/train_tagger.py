@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from ...modeling_cove_tagger import IGNORE_INDEX
-from ..common.cli import REQUIRED, option, run_training_command
+from ..common.cli import AT_LEAST_ONE, REQUIRED, option, run_training_command
 from ..common.presets import load_settings, resolve_settings
 from ..loops import stopping
 from ..loops.cvt import CrossViewOptions, TaggerTraining
@@ -108,7 +108,7 @@ class TaggerSettings:
                                          "(chunk and entity tasks in BIOES, the CVT authors' encoding; scored back "
                                          "in the task's own tags)", choices=list(LABEL_SCHEMES))
     limit_sentences: Optional[int] = option("at most this many sentences per split and unlabelled texts (smoke "
-                                            "tests)")
+                                            "tests)", check=AT_LEAST_ONE)
     max_steps: Optional[int] = option("stop after this many steps (resume with more to continue)")
     time_budget_minutes: Optional[float] = option("stop (and checkpoint) after this much training time")
     save_steps: int = option("also checkpoint every N steps", 0)

@@ -10,7 +10,10 @@ argparse's own (usage line, the message naming the flag, exit status 2) before a
 Metadata keys of ours, beside those HfArgumentParser passes on to argparse:
 - `"positional": True` — the field is a positional argument (e.g. the checkpoint folder of cove-push-to-hub);
 - `"nargs"` — replaces HfArgumentParser's `"+"` for a list field (`"*"`: the flag alone gives an empty list);
-- `"negation"` — a further flag that sets a True-by-default bool field to False (e.g. `--untie-softmax`).
+- `"negation"` — a further flag that sets a True-by-default bool field to False (e.g. `--untie-softmax`);
+- `"check"` — the range a given value must lie in, one of `AT_LEAST_ONE`, `POSITIVE`, `A_RATE`, `A_PORT`
+  (None, a flag not given, is not checked): a value outside is a usage error naming the flag, before any
+  work starts, never a failure deep inside torch or a silently empty data split.
 A repeatable flag whose values add up (`--text-file a --text-file b`) is a list field with `"action": "extend"`.
 
 OpenMP's wait policy is set in the package's `__init__`, not here: OpenMP reads it once, when torch is first
@@ -27,11 +30,25 @@ from typing import Callable, NoReturn, Optional
 
 from transformers import HfArgumentParser
 
-__all__ = ["build_parser", "CoveArgumentParser", "fail", "option", "parse_options", "REQUIRED", "run_training_command",
-           "RunArguments"]
+__all__ = ["A_PORT", "A_RATE", "AT_LEAST_ONE", "build_parser", "check_ranges", "CoveArgumentParser", "fail",
+           "option", "parse_options", "POSITIVE", "REQUIRED", "run_training_command", "RunArguments"]
 
-OUR_METADATA = ("positional", "nargs", "negation")
+OUR_METADATA = ("positional", "nargs", "negation", "check")
 REQUIRED = dataclasses.MISSING  # the default of a flag that must be given
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """A flag's `"check"`: the values it admits (`admits`) and how its error message says so (`text`)."""
+
+    text: str
+    admits: Callable[[float], bool]
+
+
+AT_LEAST_ONE = Range("an integer >= 1", lambda value: value >= 1)  # counts, sizes, limits, threads
+POSITIVE = Range("> 0", lambda value: value > 0)  # rates of learning, epochs, minutes
+A_RATE = Range("in [0, 1)", lambda value: 0 <= value < 1)  # dropout
+A_PORT = Range("a port number in 1-65535", lambda value: 1 <= value <= 65535)
 
 
 def option(help_text: str, default=None, **metadata):
@@ -95,7 +112,7 @@ def build_parser(options_class, description: str | None = None) -> CoveArgumentP
 
 def parse_options(options_class, argv=None, description: str | None = None):
     """Parse `argv` (default: the process's arguments) into an `options_class` instance, or a tuple of instances
-    for a tuple of classes. An unknown flag, a bad value, or a ValueError from a `__post_init__` check exits 2
+    for a tuple of classes. An unknown flag, a bad value (one outside its `"check"` range too), or a ValueError from a `__post_init__` check exits 2
     with argparse's usage line and the message."""
     parser = build_parser(options_class, description)
     try:
@@ -105,7 +122,25 @@ def parse_options(options_class, argv=None, description: str | None = None):
         parser.error(str(err))
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    for options in parsed:
+        try:
+            check_ranges(options)
+        except ValueError as err:
+            parser.error(str(err))
     return tuple(parsed) if isinstance(options_class, tuple) else parsed[0]
+
+
+def check_ranges(options) -> None:
+    """A ValueError naming the flag and its value for every field of `options` whose `"check"` does not admit it
+    (a list field: each item); None (not given) is not checked."""
+    for field in dataclasses.fields(options):
+        check = field.metadata.get("check")
+        value = getattr(options, field.name)
+        if check is None or value is None:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if not check.admits(item):
+                raise ValueError(f"--{field.name.replace('_', '-')} must be {check.text}, got {item!r}")
 
 
 def fail(err, status: int = 2) -> NoReturn:
@@ -121,7 +156,7 @@ class RunArguments:
     settings: not part of what the run is, so a --resume may change them."""
 
     threads: Optional[int] = option("torch intra-op threads (default: torch's own)",
-                                    aliases=["--num-threads", "--num_threads"])
+                                    aliases=["--num-threads", "--num_threads"], check=AT_LEAST_ONE)
     cpu: bool = option("stay on the CPU even with a GPU", False)
 
 
