@@ -5,6 +5,7 @@ Parameter names are chosen so that the released Salesforce state dict (`wmtlstm-
 `weight_ih_l0` -> `encoder.rnn.weight_ih_l0` (and `cove.encoder.rnn.weight_ih_l0` inside a head).
 """
 
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -154,6 +155,17 @@ def encoder_class(encoder_type: str) -> type:
     if encoder_type == "bilm":
         return CoveBiLMEncoder
     raise ValueError(f"encoder_type must be 'mt_lstm' or 'bilm', got {encoder_type!r}")
+
+
+def token_id_row(item, position: int) -> list:
+    """One item of `CoveModel.encode` given as token ids (a list, tuple or 1-D integer tensor) as a list of ints; a
+    TypeError naming the item's position otherwise (pre-split words, floats, None)."""
+    row = item.tolist() if isinstance(item, torch.Tensor) else item
+    if isinstance(row, (list, tuple)) and all(isinstance(t, numbers.Integral) and not isinstance(t, bool)
+                                              for t in row):
+        return [int(t) for t in row]
+    raise TypeError(f"encode: item {position} is neither a text nor a sequence of token ids: {item!r:.80} (pre-split "
+                    "words: join them with spaces; every item must be of the first item's kind)")
 
 
 # eq. 6, w~ = [GloVe(w); CoVe(w)] (+ MT-LSTM layer 1, + char n-grams): assembled here for the encoder, the BCN, the DCN
@@ -515,8 +527,12 @@ class CoveModel(CoveInputChecks, CovePreTrainedModel):
             if tokenizer is None:
                 raise ValueError("encode needs the tokenizer to encode strings")
             check_tokenizer_matches(self.config, tokenizer)
+            not_texts = [i for i, text in enumerate(texts) if not isinstance(text, str)]
+            if not_texts:
+                raise TypeError(f"encode: item(s) {not_texts[:10]} of {len(texts)} are not strings; give every item "
+                                "as a text, or every item as a sequence of token ids")
             ids = tokenizer(texts, add_special_tokens=True)["input_ids"]
         else:
-            ids = [list(x) for x in texts]
+            ids = [token_id_row(item, i) for i, item in enumerate(texts)]
         workers = lstm_kernels.cpu_worker_count(device) if num_workers is None else num_workers
         return lstm_kernels.encode_in_batches(self, ids, batch_size, workers, progress)

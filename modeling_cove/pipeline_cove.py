@@ -139,7 +139,7 @@ class WindowSpans:
 
 
 class CoveQuestionAnsweringPipeline(CheckedTokenizer, ChunkPipeline):
-    """Extractive QA over a CoVe DCN checkpoint (see the module docstring)."""
+    """Extractive QA over a CoVe DCN checkpoint (see the module docstring); an empty list of inputs gives `[]`."""
 
     _load_tokenizer = True
     _load_processor = False
@@ -185,6 +185,8 @@ class CoveQuestionAnsweringPipeline(CheckedTokenizer, ChunkPipeline):
             raise ValueError("question answering needs a question and a context: qa(question=..., context=...)")
         if isinstance(inputs, tuple):
             inputs = list(inputs)
+        if isinstance(inputs, list) and not inputs:
+            return []  # a list in, a list of as many answers out
         if isinstance(inputs, list) and len(inputs) > 1 and all(isinstance(x, dict) for x in inputs):
             stock = super().__call__
             return run_longest_first(lambda items: stock(items, **kwargs), inputs, self.length_keys(inputs))
@@ -236,11 +238,19 @@ class PreTokenized(dict):
 
 
 class CoveFeatureExtractionPipeline(CheckedTokenizer, FeatureExtractionPipeline):
-    """Feature extraction that runs a list of texts in length order (see the module docstring)."""
+    """Feature extraction that runs a list of texts in length order (see the module docstring); an empty list gives
+    `[]`, a list holding anything but texts a TypeError naming the items."""
 
     def __call__(self, *args, **kwargs):
         texts = args[0] if len(args) == 1 else None
-        if not isinstance(texts, (list, tuple)) or len(texts) < 2 or not all(isinstance(t, str) for t in texts):
+        if isinstance(texts, (list, tuple)):
+            if not texts:
+                return []  # a list in, a list of as many results out
+            not_texts = [i for i, text in enumerate(texts) if not isinstance(text, str)]
+            if not_texts:
+                raise TypeError(f"feature extraction takes a text or a list of texts: item(s) {not_texts[:10]} of "
+                                f"{len(texts)} are not strings (the first: {texts[not_texts[0]]!r:.80})")
+        if not isinstance(texts, (list, tuple)) or len(texts) < 2:
             return super().__call__(*args, **kwargs)
         tokenize_kwargs = {**self._preprocess_params, **self._sanitize_parameters(**kwargs)[0]}
         encodings = self.tokenizer(list(texts), **tokenize_kwargs)  # one batched call, lists of ids per text

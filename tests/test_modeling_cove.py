@@ -288,6 +288,9 @@ def test_cove_feature_extraction_pipeline_equals_each_text_alone_in_input_order(
     assert torch.equal(single, features[0])
     with pytest.raises(ValueError, match="no tokens"):
         extractor("")
+    assert extractor([]) == []  # a list in, as many results out
+    with pytest.raises(TypeError, match=r"item\(s\) \[1\] of 2 are not strings \(the first: None\)"):
+        extractor([FEATURE_TEXTS[0], None])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -448,6 +451,15 @@ def test_encode_bucketed_batches_equal_each_sentence_alone_in_order(tiny_checkpo
         assert (a - b).abs().max() <= 1e-5
     with pytest.raises(TypeError, match="list of texts"):
         model.encode("the cat", tokenizer)
+    # id rows as tensors equal lists; every item is checked, not only the first, and named by position
+    as_tensors = model.encode([torch.tensor(row) for row in ids], batch_size=8)
+    assert all(torch.equal(a, b) for a, b in zip(as_tensors, same))
+    with pytest.raises(TypeError, match=r"item\(s\) \[1\] of 2 are not strings"):
+        model.encode(["the cat", None], tokenizer)
+    with pytest.raises(TypeError, match="item 0 is neither a text nor a sequence of token ids.*join them with spaces"):
+        model.encode([["the", "cat"]], tokenizer)
+    with pytest.raises(TypeError, match="item 1 is neither"):
+        model.encode([ids[0], [4.0, 5.5]])
 
 
 def test_encode_looks_up_vectors_time_major_and_returns_the_same(tiny_checkpoint, monkeypatch):

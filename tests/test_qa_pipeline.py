@@ -401,6 +401,7 @@ def test_pipeline_doc_stride_defaults_to_half_of_max_seq_len(local_qa):
 
 
 def test_pipeline_bad_input(local_qa):
+    assert local_qa([]) == []  # a list in, as many answers out
     with pytest.raises(ValueError, match="question is empty"):
         local_qa(question="  ", context=CONTEXT)
     with pytest.raises(ValueError, match="context is empty"):
