@@ -246,6 +246,9 @@ def test_one_export_for_a_trained_biLM_model_and_an_mt_checkpoint_folder(tmp_pat
         export_encoder(model, tmp_path / "again")
     with pytest.raises(FileNotFoundError, match="is not a checkpoint folder"):
         export_encoder(tmp_path / "missing", tmp_path / "again")
+    with pytest.raises(ValueError, match=r"encoder is not a translation checkpoint \(its architectures: "
+                                         r"\['CoveModel'\]\)"):
+        export_encoder(out, tmp_path / "again")  # the export itself: an encoder, not what cove-train-mt saves
 
 
 def test_run_folder_refuses_what_would_not_continue_exactly(tmp_path):

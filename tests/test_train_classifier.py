@@ -432,3 +432,15 @@ def test_stop_reason_names_each_way_a_run_ends():
     idle.on_train_begin(None, None, TrainerControl())
     idle.on_step_end(None, None, control := TrainerControl())
     assert not control.should_training_stop and not idle.stopped
+
+
+def test_check_run_refuses_a_folder_that_is_not_a_checkpoint(tmp_path):
+    """An --encoder folder without config.json is named before any work, not failed on in the tokenizer loader."""
+    options = tc.ClassifierOptions(task="trec6", encoder=str(tmp_path / "empty"), output_dir=str(tmp_path / "run"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"--encoder .*empty is not a checkpoint directory \(no config.json\)"):
+        tc.check_run(options, tmp_path / "run")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.json").write_text("{}")
+    with pytest.raises(FileExistsError, match="already holds a finished run"):
+        tc.check_run(options, tmp_path / "run")

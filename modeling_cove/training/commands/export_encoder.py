@@ -57,8 +57,11 @@ def main(argv=None):
         downstream = load_downstream(args.downstream) if args.downstream else None
     except DownstreamError as err:
         fail(err)
-    out = export_encoder(args.mt_checkpoint, args.output_dir, metrics=metrics, vocab_from=args.vocab_from,
-                         name=args.name, downstream=downstream)
+    try:
+        out = export_encoder(args.mt_checkpoint, args.output_dir, metrics=metrics, vocab_from=args.vocab_from,
+                             name=args.name, downstream=downstream)
+    except (FileNotFoundError, ValueError) as err:  # not a translation checkpoint, or vocabularies that differ
+        fail(err)
     print(f"exported encoder -> {out}")
 
 

@@ -500,8 +500,8 @@ def check_run(options: ClassifierOptions, output_dir: Path):
     """Refuse, before any work, a finished run in `output_dir` (without overwrite) and a missing encoder."""
     if (output_dir / "metrics.json").exists() and not options.overwrite:
         raise FileExistsError(f"{output_dir} already holds a finished run (use --overwrite)")
-    if not Path(options.encoder).is_dir():
-        raise FileNotFoundError(f"--encoder {options.encoder} is not a checkpoint directory")
+    if not (Path(options.encoder) / "config.json").is_file():
+        raise FileNotFoundError(f"--encoder {options.encoder} is not a checkpoint directory (no config.json)")
 
 
 def train_classifier(options: ClassifierOptions, command: Optional[str] = None) -> dict:

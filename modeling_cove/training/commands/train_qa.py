@@ -170,8 +170,8 @@ def load_model(checkpoint: str, overrides: dict):
 
     from modeling_cove import CoveForQuestionAnswering
 
-    if not Path(checkpoint).is_dir():
-        raise QAConfigError(f"--checkpoint {checkpoint} is not a checkpoint directory")
+    if not (Path(checkpoint) / "config.json").is_file():
+        raise QAConfigError(f"--checkpoint {checkpoint} is not a checkpoint directory (no config.json)")
     tokenizer = AutoTokenizer.from_pretrained(checkpoint)
     config = AutoConfig.from_pretrained(checkpoint)
     if config.model_type != "cove":

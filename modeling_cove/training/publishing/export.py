@@ -12,6 +12,7 @@ the SAME vectors file (checked on the shared words): the encoder was trained on 
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import torch
@@ -80,6 +81,10 @@ def load_mt_checkpoint(mt_checkpoint) -> tuple:
     mt_checkpoint = Path(mt_checkpoint)
     if not (mt_checkpoint / "config.json").is_file():
         raise FileNotFoundError(f"{mt_checkpoint} is not a checkpoint folder (no config.json)")
+    architectures = json.loads((mt_checkpoint / "config.json").read_text()).get("architectures") or []
+    if "CoveForMachineTranslation" not in architectures:
+        raise ValueError(f"{mt_checkpoint} is not a translation checkpoint (its architectures: {architectures}): give "
+                         "the folder cove-train-mt saved, whose encoder is exported")
     mt = CoveForMachineTranslation.from_pretrained(mt_checkpoint).eval()
     tokenizer = AutoTokenizer.from_pretrained(mt_checkpoint)
     mt.check_tokenizers(source_tokenizer=tokenizer)
