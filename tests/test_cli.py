@@ -132,7 +132,7 @@ def test_mt_flags_are_its_fields_in_both_spellings():
     assert parser._option_string_actions["--threads"].dest == "num_threads"
 
 
-def test_values_parse_as_the_flags_mean():
+def test_values_parse_as_the_flags_mean(tmp_path):
     """Repeatable flags add up, `--tasks` alone is an empty list, negative switches, a positional argument,
     choices, lists of numbers."""
     args = parse_options(ppmi.PPMIArguments, ["--text-file", "a.tsv", "--tsv-column", "en", "--text-file", "b.txt",
@@ -140,9 +140,12 @@ def test_values_parse_as_the_flags_mean():
     assert (args.text_file, args.tsv_column, args.show) == (["a.tsv", "b.txt"], ["en", "-"], ["good", "bad"])
     assert parse_options(ppmi.PPMIArguments, ["--text-file", "a", "--output", "v"]).tsv_column == ["-"]
 
+    texts = [str(tmp_path / name) for name in ("x.txt", "y.txt")]  # files that exist: --text-file checks
+    for text in texts:
+        Path(text).write_text("a text\n")
     built = parse_options(vocab.BuildVocabArguments, ["--output-dir", "o", "--vectors", "v", "--tasks",
-                                                      "--text-file", "x.txt", "--text-file", "y.txt"])
-    assert (built.tasks, built.text_file) == ([], ["x.txt", "y.txt"])
+                                                      "--text-file", texts[0], "--text-file", texts[1]])
+    assert (built.tasks, built.text_file) == ([], texts)
     assert parse_options(vocab.BuildVocabArguments, ["--output-dir", "o", "--vectors", "v"]).tasks == ["multi30k"]
 
     settings, run = parse_options(OPTIONS["cove-train-bilm"], ["--init-from", "e", "--output-dir", "o",
@@ -201,6 +204,10 @@ def test_values_parse_as_the_flags_mean():
     (mt.MTArguments, ["--output-dir", "o", "--limit-train", "0"], "--limit-train must be an integer >= 1, got 0"),
     (ppmi.PPMIArguments, ["--text-file", "a", "--output", "o", "--dim", "-1"], "--dim must be an integer >= 1"),
     (demo.DemoArguments, ["--port", "70000"], "--port must be a port number in 1-65535, got 70000"),
+    (qa.QAOptions, ["--checkpoint", "c", "--output-dir", "o", "--data-dir", "/no/such/folder"],
+     "--data-dir must be an existing folder, got '/no/such/folder'"),
+    (convert.ConvertArguments, ["--weights", "/no/such.pth", "--vectors", "v", "--output-dir", "o", "--vocab-file",
+                                "w"], "--weights must be an existing file, got '/no/such.pth'"),
 ])
 def test_bad_input_is_a_usage_error_naming_it(options, argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:

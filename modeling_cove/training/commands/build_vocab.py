@@ -37,7 +37,7 @@ from ...tokenization_cove import DEFAULT_MODEL_MAX_LENGTH, SPECIAL_TOKENS
 from ...vectors import embedding_matrix_from_vectors, read_word_vectors
 from ..data.checkpoints import save_checkpoint
 from ..data.texts import TEXT_SOURCES, iter_task_texts
-from ..common.cli import REQUIRED, fail, option, parse_options
+from ..common.cli import A_FILE, A_FOLDER, REQUIRED, fail, option, parse_options
 
 __all__ = ["argument_texts", "build_vocab_checkpoint", "BuildVocabArguments", "main"]
 
@@ -87,10 +87,12 @@ class BuildVocabArguments:
 
     output_dir: str = option("checkpoint directory to write", REQUIRED)
     vectors: str = option("GloVe/word2vec text file (.txt/.gz/.xz)", REQUIRED)
-    data_dir: Optional[str] = option("local data folder laid out as docs/data.md describes; default: Hub dataset ids")
+    data_dir: Optional[str] = option("local data folder laid out as docs/data.md describes; default: Hub dataset ids",
+                                     check=A_FOLDER)
     tasks: list[str] = option(f"text sources, from {TEXT_SOURCES} (`--tasks` alone: none, only the --text-file "
                               "texts)", ["multi30k"], nargs="*")
-    text_file: list[str] = option("extra plain-text file(s), one text per line; repeatable", [], action="extend")
+    text_file: list[str] = option("extra plain-text file(s), one text per line; repeatable", [], action="extend",
+                                  check=A_FILE)
     dim: int = option("word-vector dimension (checked against the file)", 300)
     cased: bool = option("do not lowercase text (default: lowercase, as CoVe)", False)
     vectors_lowercase: bool = option("look words up lower-cased in a cased vectors file (e.g. GloVe 840B), first "

@@ -32,7 +32,7 @@ from ...configuration_cove import CoveConfig
 from ...tokenization_cove import DEFAULT_MODEL_MAX_LENGTH, SPECIAL_TOKENS
 from ...vectors import build_embedding_matrix, embedding_matrix_from_vectors, iter_word_vectors, read_word_vectors
 from ..common.files import commit_tmp, fresh_tmp
-from ..common.cli import REQUIRED, fail, option, parse_options
+from ..common.cli import A_FILE, A_FOLDER, REQUIRED, fail, option, parse_options
 from ..data.texts import TEXT_SOURCES, iter_task_texts
 
 __all__ = ["ConvertArguments", "main"]
@@ -42,7 +42,7 @@ __all__ = ["ConvertArguments", "main"]
 class ConvertArguments:
     """The flags of cove-convert-salesforce (one of --vocab-file, --tasks, --vocab-from-vectors)."""
 
-    weights: str = option("original wmtlstm-*.pth state dict", REQUIRED)
+    weights: str = option("original wmtlstm-*.pth state dict", REQUIRED, check=A_FILE)
     vectors: str = option("GloVe text file the MT-LSTM was trained with (840B.300d)", REQUIRED)
     output_dir: str = option("checkpoint directory to write", REQUIRED)
     vocab_file: Optional[str] = option("vocabulary: one word per line")
@@ -50,7 +50,7 @@ class ConvertArguments:
                                         "cove-build-vocab)")
     vocab_from_vectors: Optional[int] = option("vocabulary: the first N words of the vectors file", metavar="N")
     data_dir: Optional[str] = option("local data folder laid out as docs/data.md describes, for --tasks; default: Hub "
-                                     "dataset ids")
+                                     "dataset ids", check=A_FOLDER)
     vectors_lowercase: bool = option("look up lower-cased words in a cased file", False)
     cased: bool = option("keep case in the tokenizer (released CoVe: lower-cased)", False)
     oov_min_count: int = option("keep words without vectors seen this often", 1000000000)

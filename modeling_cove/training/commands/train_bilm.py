@@ -38,7 +38,7 @@ from typing import Optional
 
 import torch
 
-from ..common.cli import AT_LEAST_ONE, REQUIRED, option, run_training_command
+from ..common.cli import A_FOLDER, AT_LEAST_ONE, REQUIRED, option, run_training_command
 from ..data.texts import LOCAL_CORPORA, corpus_texts
 from ..publishing.export import export_encoder
 from ..loops.accelerate_loop import (
@@ -104,7 +104,7 @@ class BiLMSettings:
     output_dir: str = option("run folder: lm/, encoder/, checkpoints/, metrics.json, curves.png", REQUIRED)
     corpus: list[str] = option(f"local names ({', '.join(sorted(LOCAL_CORPORA))}), text files or "
                                "hf:<id>[:<config>]", sorted(LOCAL_CORPORA))
-    data_dir: Optional[str] = option("the local data folder (for the local corpus names)")
+    data_dir: Optional[str] = option("the local data folder (for the local corpus names)", check=A_FOLDER)
     text_column: str = option("column of hf: datasets", "text")
     limit_texts: Optional[int] = option("at most this many texts per corpus (smoke tests)", check=AT_LEAST_ONE)
     heldout_fraction: float = option("share of the texts held out for the per-epoch perplexity", 0.02)

@@ -55,7 +55,7 @@ from ..common import papers
 from ..publishing.cards_record import weights_fingerprint
 from ..data.collators import BCNCollator
 from ..common.presets import CONFIGURATION, PresetError, load_settings
-from ..common.cli import A_RATE, AT_LEAST_ONE, POSITIVE, REQUIRED, fail, option, parse_options
+from ..common.cli import A_FOLDER, A_RATE, AT_LEAST_ONE, POSITIVE, REQUIRED, fail, option, parse_options
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
 from ..loops.accelerate_loop import end_run
@@ -116,7 +116,7 @@ class ClassifierOptions:
     encoder: str = option("CoVe checkpoint dir (tokenizer + word vectors + MT-LSTM)", REQUIRED)
     bcn_input: Literal[COLUMNS] = option("Table 2 column (see above)", "vectors+cove")
     data_dir: Optional[str] = option("local data folder laid out as docs/data.md describes (default: $COVE_DATA_DIR "
-                                     "on the command line, else the Hub's datasets)")
+                                     "on the command line, else the Hub's datasets)", check=A_FOLDER)
     output_dir: Optional[str] = option("default: runs/bcn/<task>/<bcn-input>-seed<seed> under the current folder")
     config: Optional[str] = option("task yaml (default: the task's own, configuration/tasks/<task>.yaml)")
     seed: int = option("seed of the initialisation, dropout and batch order", 1)

@@ -66,7 +66,7 @@ from typing import Callable, Optional
 
 import torch
 
-from ..common.cli import AT_LEAST_ONE, REQUIRED, fail, option, parse_options
+from ..common.cli import A_FOLDER, AT_LEAST_ONE, REQUIRED, fail, option, parse_options
 from ..data.corpora import (DEFAULT_HELDOUT_PAIRS, EXCLUDABLE_TASKS, NAMED_CORPORA, CorpusError, check_corpora,
                             corpus_names, load_corpora)
 from ..data.translation import build_mt_checkpoint, prepare_splits, tokenize_corpora
@@ -123,7 +123,8 @@ class MTArguments:
 
     output_dir: str = option("run folder: mt/, encoder/, checkpoints/, metrics.json, curves.png", REQUIRED)
     preset: Optional[str] = option("configuration/models preset name or .json file: config + data + training")
-    data_dir: Optional[str] = option("local data folder laid out as docs/data.md describes; default: Hub ids")
+    data_dir: Optional[str] = option("local data folder laid out as docs/data.md describes; default: Hub ids",
+                                     check=A_FOLDER)
     dataset: Optional[str] = option("one translation dataset (tsv: data_dir holds {train,validation,test}.tsv with "
                                      "columns en, de); the same as --corpora DATASET", choices=list(NAMED_CORPORA))
     corpora: Optional[list[str]] = option("translation corpora trained on together: dataset names (as --dataset) "

@@ -52,7 +52,7 @@ from typing import Literal, Optional
 import torch
 from transformers import TrainerCallback
 
-from ..common.cli import AT_LEAST_ONE, POSITIVE, REQUIRED, fail, option, parse_options
+from ..common.cli import A_FOLDER, AT_LEAST_ONE, POSITIVE, REQUIRED, fail, option, parse_options
 from ..data.collators import QACollator
 from ..common.presets import CONFIGURATION, load_preset, load_settings
 from ..common.run_info import git_commit, machine_info, plot_curves
@@ -92,7 +92,8 @@ class QAOptions:
     checkpoint: str = option("CoVe checkpoint directory (tokenizer + vectors + MT-LSTM)", REQUIRED)
     output_dir: str = option("run folder: model/, eval_results.json, predictions.json, metrics.json, curves.png",
                              REQUIRED)
-    data_dir: Optional[str] = option("local data folder laid out as docs/data.md describes (default: Hub ids)")
+    data_dir: Optional[str] = option("local data folder laid out as docs/data.md describes (default: Hub ids)",
+                                     check=A_FOLDER)
     task_config: str = option("YAML with training hyperparameters (default: the shipped squad settings)",
                               DEFAULT_TASK_CONFIG)
     model_preset: str = option("JSON with CoveConfig DCN fields (default: the shipped dcn-squad preset)",

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from ...modeling_cove_tagger import IGNORE_INDEX
-from ..common.cli import AT_LEAST_ONE, REQUIRED, option, run_training_command
+from ..common.cli import A_FOLDER, AT_LEAST_ONE, REQUIRED, option, run_training_command
 from ..common.presets import load_settings, resolve_settings
 from ..loops import stopping
 from ..loops.cvt import CrossViewOptions, TaggerTraining
@@ -88,7 +88,7 @@ class TaggerSettings:
     output_dir: str = option("run folder: best/, metrics.json, curves.png, checkpoints/", REQUIRED)
     input: str = option(f"what the tagger reads per token: {', '.join(INPUTS)} (vectors+scalar_mix over a biLM "
                         "encoder is the vectors+bilm column)", "vectors")
-    data_dir: Optional[str] = option("the local data folder holding the task files (docs/tagging.md)")
+    data_dir: Optional[str] = option("the local data folder holding the task files (docs/tagging.md)", check=A_FOLDER)
     cvt: bool = option("Cross-View Training: alternate labelled and unlabelled steps", False)
     unlabeled: list[str] = option("unlabelled text for --cvt: local corpus names (imdb, sst, trec, multi30k, snli, "
                                   "squad: training splits only), text files, hf:<id>[:<config>], or train-rest (the "

@@ -11,9 +11,9 @@ Metadata keys of ours, beside those HfArgumentParser passes on to argparse:
 - `"positional": True` — the field is a positional argument (e.g. the checkpoint folder of cove-push-to-hub);
 - `"nargs"` — replaces HfArgumentParser's `"+"` for a list field (`"*"`: the flag alone gives an empty list);
 - `"negation"` — a further flag that sets a True-by-default bool field to False (e.g. `--untie-softmax`);
-- `"check"` — the range a given value must lie in, one of `AT_LEAST_ONE`, `POSITIVE`, `A_RATE`, `A_PORT`
-  (None, a flag not given, is not checked): a value outside is a usage error naming the flag, before any
-  work starts, never a failure deep inside torch or a silently empty data split.
+- `"check"` — what a given value must be, one of `AT_LEAST_ONE`, `POSITIVE`, `A_RATE`, `A_PORT`, `A_FOLDER`,
+  `A_FILE` (None, a flag not given, is not checked): any other value is a usage error naming the flag, before any
+  work starts, never a failure deep inside torch, a traceback from a loader or a silently empty data split.
 A repeatable flag whose values add up (`--text-file a --text-file b`) is a list field with `"action": "extend"`.
 
 OpenMP's wait policy is set in the package's `__init__`, not here: OpenMP reads it once, when torch is first
@@ -26,29 +26,32 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from pathlib import Path
 from typing import Callable, NoReturn, Optional
 
 from transformers import HfArgumentParser
 
-__all__ = ["A_PORT", "A_RATE", "AT_LEAST_ONE", "build_parser", "check_ranges", "CoveArgumentParser", "fail",
-           "option", "parse_options", "POSITIVE", "REQUIRED", "run_training_command", "RunArguments"]
+__all__ = ["A_FILE", "A_FOLDER", "A_PORT", "A_RATE", "AT_LEAST_ONE", "build_parser", "check_values",
+           "CoveArgumentParser", "fail", "option", "parse_options", "POSITIVE", "REQUIRED", "run_training_command", "RunArguments"]
 
 OUR_METADATA = ("positional", "nargs", "negation", "check")
 REQUIRED = dataclasses.MISSING  # the default of a flag that must be given
 
 
 @dataclasses.dataclass(frozen=True)
-class Range:
+class Check:
     """A flag's `"check"`: the values it admits (`admits`) and how its error message says so (`text`)."""
 
     text: str
     admits: Callable[[float], bool]
 
 
-AT_LEAST_ONE = Range("an integer >= 1", lambda value: value >= 1)  # counts, sizes, limits, threads
-POSITIVE = Range("> 0", lambda value: value > 0)  # rates of learning, epochs, minutes
-A_RATE = Range("in [0, 1)", lambda value: 0 <= value < 1)  # dropout
-A_PORT = Range("a port number in 1-65535", lambda value: 1 <= value <= 65535)
+AT_LEAST_ONE = Check("an integer >= 1", lambda value: value >= 1)  # counts, sizes, limits, threads
+POSITIVE = Check("> 0", lambda value: value > 0)  # rates of learning, epochs, minutes
+A_RATE = Check("in [0, 1)", lambda value: 0 <= value < 1)  # dropout
+A_PORT = Check("a port number in 1-65535", lambda value: 1 <= value <= 65535)
+A_FOLDER = Check("an existing folder", lambda value: Path(value).is_dir())  # --data-dir
+A_FILE = Check("an existing file", lambda value: Path(value).is_file())
 
 
 def option(help_text: str, default=None, **metadata):
@@ -112,7 +115,7 @@ def build_parser(options_class, description: str | None = None) -> CoveArgumentP
 
 def parse_options(options_class, argv=None, description: str | None = None):
     """Parse `argv` (default: the process's arguments) into an `options_class` instance, or a tuple of instances
-    for a tuple of classes. An unknown flag, a bad value (one outside its `"check"` range too), or a ValueError from a `__post_init__` check exits 2
+    for a tuple of classes. An unknown flag, a bad value (one its `"check"` does not admit too), or a ValueError from a `__post_init__` check exits 2
     with argparse's usage line and the message."""
     parser = build_parser(options_class, description)
     try:
@@ -124,13 +127,13 @@ def parse_options(options_class, argv=None, description: str | None = None):
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     for options in parsed:
         try:
-            check_ranges(options)
+            check_values(options)
         except ValueError as err:
             parser.error(str(err))
     return tuple(parsed) if isinstance(options_class, tuple) else parsed[0]
 
 
-def check_ranges(options) -> None:
+def check_values(options) -> None:
     """A ValueError naming the flag and its value for every field of `options` whose `"check"` does not admit it
     (a list field: each item); None (not given) is not checked."""
     for field in dataclasses.fields(options):
