@@ -482,14 +482,17 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         longest = torch.maximum(lx, y_len)  # (B,)
 
         def detail():
-            batch, x_time, y_time = len(lx), int(lx.max()), int(y_len.max())
-            size = biattention_bytes(batch, x_time, y_time, self.feedforward.weight.element_size()) / 2**30
+            batch, x_time, y_time, most = len(lx), int(lx.max()), int(y_len.max()), int(longest.max())
+            element = self.feedforward.weight.element_size()
+            size = biattention_bytes(batch, x_time, y_time, element) / 2**30
+            square = biattention_bytes(1, most, most, element) / 2**30
             return (
-                f"an input text has {int(longest.max())} tokens, more than config.bcn_max_length={limit}: the BCN's "
-                f"biattention (eqs. 9–10) compares every token of one text with every token of the other, so this "
-                f"batch would take about {size:.2f} GiB for its {batch} x {x_time} x {y_time} attention maps "
-                f"(growing with the square of the length). Truncate the texts: pipeline(..., truncation=True) or "
-                f"tokenizer(..., truncation=True) cut them at the tokenizer's model_max_length (or pass max_length="
+                f"an input text has {most} tokens, more than config.bcn_max_length={limit}: the BCN's biattention "
+                f"(eqs. 9–10) compares every token of one text with every token of the other, so its memory grows with "
+                f"the product of the two lengths (this batch's {batch} x {x_time} x {y_time} attention maps: about "
+                f"{size:.4g} GiB; one text of {most} tokens, or a pair of two such texts: {square:.4g} GiB). Truncate "
+                f"the texts: pipeline(..., truncation=True) or tokenizer(..., truncation=True) cut them at the "
+                f"tokenizer's model_max_length (or pass max_length="
                 f"<= {limit}); or raise config.bcn_max_length (None: no limit) if that memory is available."
             )
 

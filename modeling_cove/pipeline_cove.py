@@ -158,7 +158,7 @@ class CoveQuestionAnsweringPipeline(CheckedTokenizer, ChunkPipeline):
                                     ("top_k", top_k, postprocess), ("max_answer_len", max_answer_len, postprocess)):
             if value is None:
                 continue
-            if not isinstance(value, int) or value < (0 if name == "doc_stride" else 1):
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "doc_stride" else 1):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
             target[name] = value
         return preprocess, {}, postprocess

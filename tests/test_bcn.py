@@ -811,7 +811,9 @@ def test_texts_longer_than_bcn_max_length_are_refused_up_front(monkeypatch):
         model(*batch(long + [[4, 5]]))
     message = str(error.value)
     assert "truncation=True" in message and "model_max_length" in message
-    assert f"{BIATTENTION_MAPS * 2 * 7 * 7 * 4 / 2**30:.2f} GiB" in message and "2 x 7 x 7" in message
+    assert f"2 x 7 x 7 attention maps: about {BIATTENTION_MAPS * 2 * 7 * 7 * 4 / 2**30:.4g} GiB" in message
+    one_text = BIATTENTION_MAPS * 7 * 7 * 4 / 2**30
+    assert f"one text of 7 tokens, or a pair of two such texts: {one_text:.4g} GiB" in message
     with pytest.raises(ValueError, match="7 tokens"):  # the second text of a pair counts on its own
         model(*batch([[4, 5]], long))
     assert not calls  # refused before the encoder ran

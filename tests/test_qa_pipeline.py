@@ -414,6 +414,8 @@ def test_pipeline_bad_input(local_qa):
         local_qa(question=QUESTIONS[0], context=CONTEXT, topk=2)
     with pytest.raises(ValueError, match="top_k must be a positive integer"):
         local_qa(question=QUESTIONS[0], context=CONTEXT, top_k=0)
+    with pytest.raises(ValueError, match="top_k must be a positive integer, got True"):  # a bool is no count
+        local_qa(question=QUESTIONS[0], context=CONTEXT, top_k=True)
 
 
 def test_pipeline_remote_code_without_the_package(qa_checkpoint, local_qa, tmp_path):
