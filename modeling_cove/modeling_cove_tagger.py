@@ -118,7 +118,8 @@ TAGGER_INPUTS_DOCSTRING = r"""
         a row with type-1 tokens (a pair) is a `ValueError`.
     labels (`torch.LongTensor` of shape `(batch, time)`, *optional*): a label id in `[0, num_labels)` per token, or
         -100 for tokens without a label (later tokens of a word, special tokens); padding must be -100. Gives
-        `loss`: the mean cross-entropy over the labelled tokens.
+        `loss`: the mean cross-entropy over the labelled tokens (NaN when no token of the batch is labelled, as
+        `F.cross_entropy` and transformers' token-classification heads give).
     inputs_embeds (`torch.FloatTensor` of shape `(batch, time, word_vector_dim)`, *optional*): the word vectors
         instead of `input_ids` (exactly one of the two).
     case_ids (`torch.LongTensor` of shape `(batch, time)`, *optional*): each token's casing as written, indices into

@@ -86,6 +86,8 @@ def test_loss_is_cross_entropy_over_labelled_tokens(encoder_type, tagger_input):
     per_row = [model(**row_alone(inputs, row)).loss.item() for row in range(len(ROWS))]
     counts = [int((inputs["labels"][row] != -100).sum()) for row in range(len(ROWS))]
     assert sum(loss * n for loss, n in zip(per_row, counts)) / sum(counts) == pytest.approx(total / count, abs=6e-7, rel=0)
+    unlabelled = {**inputs, "labels": torch.full_like(inputs["labels"], -100)}
+    assert model(**unlabelled).loss.isnan()  # no labelled token: NaN, as F.cross_entropy (documented)
 
 
 @pytest.mark.parametrize("encoder_type,tagger_input", CASES)
