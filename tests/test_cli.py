@@ -135,14 +135,14 @@ def test_mt_flags_are_its_fields_in_both_spellings():
 def test_values_parse_as_the_flags_mean(tmp_path):
     """Repeatable flags add up, `--tasks` alone is an empty list, negative switches, a positional argument,
     choices, lists of numbers."""
-    args = parse_options(ppmi.PPMIArguments, ["--text-file", "a.tsv", "--tsv-column", "en", "--text-file", "b.txt",
-                                              "--tsv-column", "-", "--output", "v.txt", "--show", "good", "bad"])
-    assert (args.text_file, args.tsv_column, args.show) == (["a.tsv", "b.txt"], ["en", "-"], ["good", "bad"])
-    assert parse_options(ppmi.PPMIArguments, ["--text-file", "a", "--output", "v"]).tsv_column == ["-"]
-
     texts = [str(tmp_path / name) for name in ("x.txt", "y.txt")]  # files that exist: --text-file checks
     for text in texts:
         Path(text).write_text("a text\n")
+    args = parse_options(ppmi.PPMIArguments, ["--text-file", texts[0], "--tsv-column", "en", "--text-file", texts[1],
+                                              "--tsv-column", "-", "--output", "v.txt", "--show", "good", "bad"])
+    assert (args.text_file, args.tsv_column, args.show) == (texts, ["en", "-"], ["good", "bad"])
+    assert parse_options(ppmi.PPMIArguments, ["--text-file", texts[0], "--output", "v"]).tsv_column == ["-"]
+
     built = parse_options(vocab.BuildVocabArguments, ["--output-dir", "o", "--vectors", "v", "--tasks",
                                                       "--text-file", texts[0], "--text-file", texts[1]])
     assert (built.tasks, built.text_file) == ([], texts)
@@ -202,7 +202,8 @@ def test_values_parse_as_the_flags_mean(tmp_path):
     ((tagger.TaggerSettings, cli.RunArguments), ["--task", "conll2000", "--encoder", "e", "--output-dir", "o",
                                                  "--limit-sentences", "0"], "--limit-sentences must be an integer >= 1"),
     (mt.MTArguments, ["--output-dir", "o", "--limit-train", "0"], "--limit-train must be an integer >= 1, got 0"),
-    (ppmi.PPMIArguments, ["--text-file", "a", "--output", "o", "--dim", "-1"], "--dim must be an integer >= 1"),
+    (ppmi.PPMIArguments, ["--text-file", "/no/such.txt", "--output", "o"],
+     "--text-file must be an existing file, got '/no/such.txt'"),
     (demo.DemoArguments, ["--port", "70000"], "--port must be a port number in 1-65535, got 70000"),
     (qa.QAOptions, ["--checkpoint", "c", "--output-dir", "o", "--data-dir", "/no/such/folder"],
      "--data-dir must be an existing folder, got '/no/such/folder'"),
@@ -225,6 +226,15 @@ def test_a_finished_run_exits_0(command, train, argv, monkeypatch):
     stderr and exit 1 after a run that went well."""
     monkeypatch.setattr(command, train, lambda options, command: {"accuracy": 0.9})
     assert command.main(argv) is None
+
+
+def test_ppmi_vectors_of_no_text_end_in_one_line(tmp_path, capsys):
+    """A file with no text (or no co-occurrence) is named in one line, exit 2, and no vector file is written."""
+    (tmp_path / "empty.txt").write_text("")
+    with pytest.raises(SystemExit) as exit_info:
+        ppmi.main(["--text-file", str(tmp_path / "empty.txt"), "--output", str(tmp_path / "v.txt")])
+    assert exit_info.value.code == 2 and capsys.readouterr().err == "error: no texts given\n"
+    assert not (tmp_path / "v.txt").exists()
 
 
 WATCH_TORCH = """

@@ -44,7 +44,7 @@ import numpy as np
 from ...tokenization_cove import moses_tokenize
 from ..common.files import atomic_text_file
 from ..data.texts import read_texts
-from ..common.cli import AT_LEAST_ONE, REQUIRED, option, parse_options
+from ..common.cli import A_FILE, AT_LEAST_ONE, REQUIRED, fail, option, parse_options
 
 __all__ = ["build_vocabulary", "cooccurrence_counts", "default_tokenize", "main", "nearest_neighbours", "ppmi_matrix",
            "PPMIArguments", "svd_vectors", "train_ppmi_vectors", "write_vectors"]
@@ -218,7 +218,7 @@ class PPMIArguments:
     """The flags of cove-train-ppmi-vectors."""
 
     text_file: List[str] = option("a text file (one sentence per line) or TSV file (with --tsv-column); repeatable",
-                                  REQUIRED, action="extend")
+                                  REQUIRED, action="extend", check=A_FILE)
     output: str = option("vector file to write (GloVe text format)", REQUIRED)
     tsv_column: Optional[List[str]] = option("header name of the text column, once per --text-file (use '-' for a "
                                              "plain text file); repeatable", action="extend")
@@ -244,8 +244,11 @@ def main(argv=None) -> int:
     texts = []
     for path, column in zip(args.text_file, args.tsv_column):
         texts += read_texts(path, None if column == "-" else column)
-    words, vectors = train_ppmi_vectors(texts, args.dim, args.window, args.min_count, args.cds_alpha,
-                                        args.eig_power, not args.no_normalize)
+    try:
+        words, vectors = train_ppmi_vectors(texts, args.dim, args.window, args.min_count, args.cds_alpha,
+                                            args.eig_power, not args.no_normalize)
+    except ValueError as err:  # no texts, no co-occurrences, a setting out of range: named, nothing written
+        fail(err)
     write_vectors(args.output, words, vectors)
     print(f"{len(texts)} texts -> {len(words)} words x {args.dim} dims -> {args.output}")
     for query in args.show:
