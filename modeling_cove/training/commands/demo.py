@@ -2,7 +2,7 @@
 `pip install "modeling-cove[demo]"`; this help works without it).
 
     cove-demo                                   # the main job's models: runs/main (cove-main --quick makes one)
-    cove-demo --qa runs/qa/best --tagger runs/tagger/best
+    cove-demo --qa runs/dcn/model --tagger runs/tagger/best
     cove-demo --run-dir runs/quick --corpus my_sentences.txt --port 7861
 
 Tabs: the classifier (BCN: label, scores and the biattention heat maps of eqs. 9-10, for a text or a pair), question

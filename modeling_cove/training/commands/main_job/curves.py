@@ -199,7 +199,7 @@ def curves_info(settings: dict, encoders: dict, runs: list, folder: Path, full: 
 
 
 def collect_curve_runs(run_dir) -> dict:
-    """The learning curves of a main-job run folder as far as they got (a `--full-curves` run takes about an hour:
+    """The learning curves of a main-job run folder as far as they got (a `--full-curves` run takes about 4 hours:
     this reads one that is running or was stopped; rerunning its command continues it). Writes and returns what the
     curves stage would (`curves/curves.json`, `curves/curves.png`) from the runs finished so far."""
     run_dir = Path(run_dir)

@@ -6,7 +6,7 @@ predictions.
     cove-main --quick                               # the same, reduced (the test suite uses it)
     cove-main --full-curves --run-dir runs/main-full
                                                     # the learning curves with 10 seeds and 3 amounts of translation
-                                                    # data (about an hour on 2 CPU cores)
+                                                    # data (about 4 hours on 2 CPU cores)
     cove-main --preset cove-small --data-dir DATA --run-dir runs/main-cove-small
     cove-main --preset cove-small --data-dir DATA --vectors glove.840B.300d.txt --vectors-lowercase
                                                     # real GloVe 840B (cased file, looked up lower-cased)

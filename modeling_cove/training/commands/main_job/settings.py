@@ -45,7 +45,7 @@ class JobOptions:
     repo_id: Optional[str] = option("Hub repo id for the card / dry-run folder (default: the preset's)")
     quick: bool = option("reduced sizes (the preset's quick_args): a smoke run", False)
     full_curves: bool = option("the full learning curves (the preset's curves.full: more seeds, and encoders "
-                               "pretrained on fewer translation pairs); about an hour on 2 CPU cores for the "
+                               "pretrained on fewer translation pairs); about 4 hours on 2 CPU cores for the "
                                "embedded default, in a run folder of its own (--run-dir)", False)
     threads: Optional[int] = option("torch/OpenMP threads per stage")
     accelerate_config: Optional[str] = option("run pretraining with `accelerate launch --config_file FILE` (GPU, "
