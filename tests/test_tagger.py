@@ -148,6 +148,50 @@ def test_hidden_states_are_the_inputs_and_each_bilstm_layer():
     assert model(**inputs).hidden_states is None
 
 
+def reference_tagger(model, features: torch.Tensor) -> tuple:
+    """The tagger written out for ONE unpadded sentence, from its weights, with torch's own `nn.LSTM` forward (not
+    the model's kernels): [START;] w~ [; END] -> layer 1 -> layer 2 -> W · ReLU(W' · [h1; h2]) + b. features (n, D_in)
+    -> (logits (n, labels), [h1, h2] each (n, 2H)), at the token positions."""
+    states = features
+    if model.boundaries is not None:
+        start, end = model.boundaries.vectors
+        states = torch.cat([start[None], states, end[None]])  # (n + 2, D_in)
+    layers = []
+    for lstm in model.encoder:
+        states = lstm(states[None])[0][0]  # (n', 2H): a one-layer biLSTM over the whole sentence, no padding
+        layers.append(states)
+    if model.boundaries is not None:
+        layers = [layer[1:-1] for layer in layers]
+    module = model.classifier
+    hidden = torch.relu(torch.cat(layers, dim=-1) @ module.hidden.weight.T)  # W' [h1; h2], (n, module_dim)
+    return hidden @ module.output.weight.T + module.output.bias, layers
+
+
+@pytest.mark.parametrize("boundary_tokens", [False, True])
+@pytest.mark.parametrize("encoder_type", ENCODER_TYPES)
+def test_logits_and_layers_equal_the_tagger_written_out(encoder_type, boundary_tokens):
+    """Each row of a padded batch against `reference_tagger` on that sentence alone: the biLSTM layers (hidden
+    states 1..L) and the logits. The prediction module's weights are drawn wide, so that its ReLU is live at every
+    token (with the default draw some tokens' logits are the bias alone, which would hide an error in the states)."""
+    model = build(encoder_type, tagger_boundary_tokens=boundary_tokens)
+    with torch.no_grad():
+        model.classifier.hidden.weight.normal_(0, 2.0)
+        model.classifier.output.weight.normal_(0, 1.0)
+        model.classifier.output.bias.normal_(0, 1.0)
+    inputs = batch(labels=False)
+    with torch.no_grad():
+        output = model(**inputs, output_hidden_states=True)
+        features, *layers = output.hidden_states
+        for row, length in enumerate(inputs["attention_mask"].sum(1).tolist()):
+            logits, expected_layers = reference_tagger(model, features[row, :length])
+            hidden = torch.relu(torch.cat(expected_layers, -1) @ model.classifier.hidden.weight.T)
+            assert (hidden > 0).any(dim=-1).all(), "a token with a dead module: choose another draw"
+            for layer, expected in zip(layers, expected_layers):
+                torch.testing.assert_close(layer[row, :length], expected, rtol=0, atol=1e-6)  # measured: 0
+                assert not layer[row, length:].any()  # zero at padding
+            torch.testing.assert_close(output.logits[row, :length], logits, rtol=0, atol=1e-6)  # measured <= 2.4e-7
+
+
 def test_return_dict_false_is_the_tuple():
     model = build()
     inputs = batch()
