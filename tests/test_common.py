@@ -36,8 +36,17 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 
 LABELS = ["neg", "neutral", "pos"]
 UNK = 1
-# bf16 keeps 8 significant bits (relative rounding 2^-8 = 0.4%); a few LSTM steps and layers compound it
-BF16_TOLERANCE = dict(rtol=0.05, atol=0.05)
+# bf16 keeps 8 significant bits (relative rounding 2^-8 = 0.4%); a few LSTM steps and layers compound it. On the CPU
+# an output may differ from fp32 by 3% of its largest magnitude (measured on a Zen 4 with avx512_bf16: at most 1.2%,
+# the MT logits; 0.3-0.9% for the others); cuDNN's bf16 on a GPU keeps the looser, absolute bound it was run with.
+BF16_SHARE_OF_MAX = 0.03
+BF16_GPU_TOLERANCE = dict(rtol=0.05, atol=0.05)
+
+
+def assert_close_bf16(actual: torch.Tensor, expected: torch.Tensor, name: str) -> None:
+    """`actual` (a bf16 run's output) within BF16_SHARE_OF_MAX of `expected`'s largest magnitude (the fp32 run's)."""
+    torch.testing.assert_close(actual.float(), expected, rtol=0, atol=BF16_SHARE_OF_MAX * expected.abs().max().item(),
+                               msg=lambda m: f"{name}: {m}")
 # fields that hold one value for the whole batch, so a row alone cannot reproduce them
 BATCH_LEVEL_FIELDS = ("loss", "nll_sum", "num_tokens")
 
@@ -446,14 +455,16 @@ class CoveModelTesterMixin:
         assert loaded.dtype == dtype
         assert {p.dtype for p in loaded.parameters()} == {dtype}
         actual = self.main_outputs(self.forward(loaded, inputs), inputs)
-        tolerance = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float64 else BF16_TOLERANCE
         for name in expected:
             # a loss may be computed in fp32 from low-precision logits (as the MT head does); everything else keeps
             # the model's dtype
             assert actual[name].dtype == dtype or (name == "loss" and actual[name].dtype == torch.float32), (
                 name, actual[name].dtype)
-            torch.testing.assert_close(actual[name].float(), expected[name], **tolerance,
-                                       msg=lambda m: f"{name}: {m}")
+            if dtype == torch.bfloat16:
+                assert_close_bf16(actual[name], expected[name], name)
+            else:  # fp64 differs from fp32 by fp32's rounding (measured: at most 4.5e-8)
+                torch.testing.assert_close(actual[name].float(), expected[name], rtol=0, atol=5e-7,
+                                           msg=lambda m: f"{name}: {m}")
 
     def run_bf16_autocast(self):
         model = self.build_model()
@@ -462,8 +473,7 @@ class CoveModelTesterMixin:
         with torch.autocast("cpu", dtype=torch.bfloat16):
             actual = self.main_outputs(self.forward(model, inputs), inputs)
         for name in expected:
-            torch.testing.assert_close(actual[name].float(), expected[name], **BF16_TOLERANCE,
-                                       msg=lambda m: f"{name}: {m}")
+            assert_close_bf16(actual[name], expected[name], name)
 
     def test_bf16_autocast_forward(self):
         """Runs on every CPU (with the bf16 LSTM kernel, or with the fp32 fallback where it is missing)."""
@@ -517,7 +527,7 @@ class CoveModelTesterMixin:
         for name in expected:
             torch.testing.assert_close(actual[name].cpu(), expected[name], rtol=1e-4, atol=1e-4,
                                        msg=lambda m: f"{name}: {m}")
-            torch.testing.assert_close(in_bf16[name].float().cpu(), expected[name], **BF16_TOLERANCE,
+            torch.testing.assert_close(in_bf16[name].float().cpu(), expected[name], **BF16_GPU_TOLERANCE,
                                        msg=lambda m: f"{name} (bf16): {m}")
 
     def export_inputs(self, model, seed: int) -> dict:
