@@ -850,10 +850,6 @@ class TestCoveForTokenClassification(CoveModelTesterMixin):
         for layer in output.hidden_states[1:]:
             assert layer.shape == (*inputs["input_ids"].shape, 2 * config.tagger_hidden_size)
 
-    # Two gaps of modeling_cove_tagger.py these common tests find (strict: they fail loudly once it is fixed):
-    # `check_inputs` counts lengths as `attention_mask.sum(1)` instead of `embeddings.lengths_from_mask`, so a
-    # left-padded row runs silently (with labels, the labels-on-padding error fires instead); and `forward` has no
-    # `output_attentions` argument, so True is a TypeError rather than the ValueError CoveModel and the heads give.
     def test_loss_is_mean_cross_entropy_over_labelled_tokens(self):
         model = self.build_model()
         inputs = self.prepare_inputs(model)

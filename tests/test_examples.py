@@ -467,7 +467,7 @@ def test_dense_and_sparse_paths_agree(monkeypatch):
 def test_bad_input_gives_clear_errors(texts, kwargs, message):
     with pytest.raises(ValueError, match=message):
         ppmi.train_ppmi_vectors(texts, tokenize=str.split, **{"dim": 2, **kwargs})
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="not a single string"):
         ppmi.train_ppmi_vectors("a b c", dim=2)
 
 

@@ -16,7 +16,7 @@ from modeling_cove.training.loops import stopping
 def test_atomic_text_file_keeps_the_old_file_when_writing_fails(tmp_path):
     path = files.write_text(tmp_path / "sub" / "a.txt", "old\n")
     assert path.read_text() == "old\n"
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="killed midway"):
         with files.atomic_text_file(path) as f:
             f.write("half of the new")
             raise RuntimeError("killed midway")
