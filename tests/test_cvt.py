@@ -299,6 +299,23 @@ def test_casing_classes_of_tokens_as_written():
     assert case_ids_from_offsets("Hi NASA", [(0, 2), (3, 7), (0, 0)]) == [2, 3, 0]
 
 
+def test_training_data_carries_each_token_case_as_written():
+    """`encode_split` gives each token the casing class of its own characters in the word as written (the tokenizer
+    lower-cases; the feature must not): a word the tokenizer splits gets one class per piece."""
+    from datasets import Dataset
+
+    from modeling_cove.modeling_cove_tagger import CASE_CLASSES
+    from modeling_cove.tokenization_cove import build_cove_tokenizer
+
+    words = [["Paris", "NASA", "iPhone", "1999", ",", "don't"]]
+    split = Dataset.from_dict({"words": words, "tags": [["O"] * 6], "text": [" ".join(words[0])]})
+    tokenizer = build_cove_tokenizer(["paris", "nasa", "iphone", "1999", ",", "do", "n't"])
+    encoded = tg.encode_split(split, tokenizer, None, "toy", max_length=20)
+    pieces = [tokenizer.convert_ids_to_tokens(i) for i in encoded.ids[0]]
+    assert [CASE_CLASSES[c] for c in encoded.case_ids[0]] == ["title", "upper", "mixed", "digits", "other", "lower",
+                                                              "lower"], pieces
+
+
 def test_a_tagger_with_a_casing_feature_needs_case_ids_and_reads_them():
     model = tiny_tagger(dropout=0.0, tagger_case_dim=3).eval()
     ids, mask = batch()
