@@ -1,5 +1,8 @@
 """Foundation tests: CoveModel against a hand-written reference of the original encoder, conversion of weights in the
-original Salesforce layout, padding consistency, save/load, Auto classes (offline Hub cache, remote code), bad input."""
+original Salesforce layout, padding consistency, save/load, Auto classes (offline Hub cache, remote code), bad input.
+
+A row against itself run alone, and one LSTM strategy against another, agree within 1e-6 (measured: at most 2.2e-8 on
+a Zen 4; MKL's AVX2 kernels round differently, by about 1e-7)."""
 
 import copy
 import functools
@@ -187,13 +190,13 @@ def test_batch_of_mixed_lengths_equals_each_sentence_alone(tiny_checkpoint, fina
             alone = model(**tokenizer([sentence], return_tensors="pt"), output_hidden_states=True,
                           output_final_states=final_states)
             n = alone.last_hidden_state.shape[1]
-            assert (together.last_hidden_state[i, :n] - alone.last_hidden_state[0]).abs().max() <= 1e-5
+            assert (together.last_hidden_state[i, :n] - alone.last_hidden_state[0]).abs().max() <= 1e-6
             assert together.last_hidden_state[i, n:].abs().sum() == 0  # padding is zero
             for layer_batch, layer_alone in zip(together.hidden_states, alone.hidden_states):
-                assert (layer_batch[i, :n] - layer_alone[0]).abs().max() <= 1e-5
+                assert (layer_batch[i, :n] - layer_alone[0]).abs().max() <= 1e-6
             if final_states:
-                assert (together.final_hidden_state[i] - alone.final_hidden_state[0]).abs().max() <= 1e-5
-                assert (together.final_cell_state[i] - alone.final_cell_state[0]).abs().max() <= 1e-5
+                assert (together.final_hidden_state[i] - alone.final_hidden_state[0]).abs().max() <= 1e-6
+                assert (together.final_cell_state[i] - alone.final_cell_state[0]).abs().max() <= 1e-6
             else:
                 assert together.final_hidden_state is None and together.final_cell_state is None
 
@@ -442,13 +445,13 @@ def test_encode_bucketed_batches_equal_each_sentence_alone_in_order(tiny_checkpo
             continue
         with torch.no_grad():
             alone = model(**ids).last_hidden_state[0]
-        assert vectors.shape == alone.shape and (vectors - alone).abs().max() <= 1e-5
+        assert vectors.shape == alone.shape and (vectors - alone).abs().max() <= 1e-6
     # token ids work too, and equal-length batches (unpacked path) give the same numbers
     ids = [tokenizer(s)["input_ids"] for s in ["the cat sat", "a dog ran", "dog sat ."]]
     same = model.encode(ids, batch_size=8)
     separate = model.encode(ids, batch_size=1)
     for a, b in zip(same, separate):
-        assert (a - b).abs().max() <= 1e-5
+        assert (a - b).abs().max() <= 1e-6
     with pytest.raises(TypeError, match="list of texts"):
         model.encode("the cat", tokenizer)
     # id rows as tensors equal lists; every item is checked, not only the first, and named by position
@@ -484,7 +487,7 @@ def test_encode_looks_up_vectors_time_major_and_returns_the_same(tiny_checkpoint
     assert output.hidden_states[0].is_contiguous()
     for row, vectors in enumerate(encoded):
         expected = output.last_hidden_state[row, : len(vectors)]
-        assert (vectors - expected).abs().max() <= 1e-5
+        assert (vectors - expected).abs().max() <= 1e-6
         assert torch.equal(vectors[:, : model.config.word_vector_dim], expected[:, : model.config.word_vector_dim])
 
 
@@ -545,7 +548,7 @@ def test_encode_shares_batches_among_single_threaded_workers_on_cpu(tiny_checkpo
         if reference is None:
             assert vectors.shape == single.shape == b16.shape == (0, model.config.output_size)
             continue
-        assert vectors.shape == reference.shape and (vectors - reference).abs().max() <= 1e-5
+        assert vectors.shape == reference.shape and (vectors - reference).abs().max() <= 1e-6
         torch.testing.assert_close(vectors, single, rtol=0, atol=0)  # other batches: equal up to rounding
         assert b16.dtype == b16_single.dtype
         assert (b16.float() - b16_single.float()).abs().max() <= 0.02 * reference.abs().max()
@@ -612,7 +615,7 @@ def test_encode_on_single_call_devices_cuts_batches_by_size_and_equals_each_alon
         if reference is None:
             assert vectors.shape == (0, model.config.output_size)
         else:
-            assert vectors.shape == reference.shape and (vectors - reference).abs().max() <= 1e-5
+            assert vectors.shape == reference.shape and (vectors - reference).abs().max() <= 1e-6
     with pytest.raises(ValueError, match="outside \\[0, 16\\)"):
         model.encode([[1, 2], [99]])
     model.config.cove_output = "both"
@@ -623,7 +626,7 @@ def test_encode_on_single_call_devices_cuts_batches_by_size_and_equals_each_alon
     encoded = model.encode(sentences, tokenizer, batch_size=4, num_workers=1)
     assert batch_sizes == [4, 3]  # the per-layer path too: by size (its padding is cut by time segments on CPU)
     for vectors, reference in zip([e for e, s in zip(encoded, sentences) if s], alone):
-        assert vectors.shape == reference.shape and (vectors - reference).abs().max() <= 1e-5
+        assert vectors.shape == reference.shape and (vectors - reference).abs().max() <= 1e-6
 
 
 def test_pack_keeps_sorted_rows_in_place_and_sorts_others():
@@ -732,7 +735,7 @@ def test_time_segments_equal_the_packed_path_in_values_and_gradients(tiny_checkp
     (packed_layers, packed_grads), (segmented_layers, segmented_grads) = results
     assert len(segmented_layers) == len(packed_layers) == model.config.num_hidden_layers
     for packed, segmented in zip(packed_layers + packed_grads, segmented_layers + segmented_grads):
-        assert packed.abs().sum() > 0 and (packed - segmented).abs().max() <= 1e-5
+        assert packed.abs().sum() > 0 and (packed - segmented).abs().max() <= 1e-6
 
 
 def test_encode_runs_a_mixed_batch_unpacked_and_equal_each_alone(tiny_checkpoint, monkeypatch, single_thread):
@@ -748,7 +751,7 @@ def test_encode_runs_a_mixed_batch_unpacked_and_equal_each_alone(tiny_checkpoint
     encoded = model.encode(sentences, tokenizer, batch_size=8)
     assert len(unpacked_runs) == 1  # one batch, unpacked
     for vectors, reference in zip(encoded, alone):
-        assert vectors.shape == reference.shape and (vectors - reference).abs().max() <= 1e-5
+        assert vectors.shape == reference.shape and (vectors - reference).abs().max() <= 1e-6
     batch = tokenizer(sentences, padding=True, return_tensors="pt")
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         model(**batch)  # forward on one thread under autocast packs it (fill 16 / 28 < UNPACKED_MIN_FILL)
@@ -972,7 +975,7 @@ def test_unpacked_path_gives_the_packed_gradients(tiny_checkpoint):
         grads.append([p.grad.clone() for p in model.encoder.parameters()])
     for packed, unpacked in zip(*grads):
         assert packed.abs().sum() > 0
-        assert (packed - unpacked).abs().max() <= 1e-5
+        assert (packed - unpacked).abs().max() <= 1e-6
 
 
 @pytest.mark.skipif(not bf16_lstm_kernel_available(),
@@ -1073,10 +1076,10 @@ def test_single_call_path_equals_per_layer_path(tiny_checkpoint, monkeypatch):
         for texts, reference in zip(batches, expected):
             batch = tokenizer(texts, padding=True, return_tensors="pt")
             got = model(**batch, output_final_states=True)
-            assert (got.last_hidden_state - reference.last_hidden_state).abs().max() <= 1e-5
+            assert (got.last_hidden_state - reference.last_hidden_state).abs().max() <= 1e-6
             assert got.final_hidden_state.shape == reference.final_hidden_state.shape
-            assert (got.final_hidden_state - reference.final_hidden_state).abs().max() <= 1e-5
-            assert (got.final_cell_state - reference.final_cell_state).abs().max() <= 1e-5
+            assert (got.final_hidden_state - reference.final_hidden_state).abs().max() <= 1e-6
+            assert (got.final_cell_state - reference.final_cell_state).abs().max() <= 1e-6
             padding = batch["attention_mask"] == 0
             assert not padding.any() or got.last_hidden_state[padding].abs().max() == 0
             assert model(**batch).final_hidden_state is None
