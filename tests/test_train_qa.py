@@ -66,10 +66,16 @@ def test_train_qa_smoke(tiny_squad, tmp_path):
     assert record["training"]["encoder"]["kind"] == "unknown" and record["task"]["type"] == "question-answering"
     predictions = json.loads((out / "predictions.json").read_text())
     assert set(predictions) == set(heldout["id"])
-    # the saved checkpoint answers through the pipeline with the same text the run predicted
+    # the held-out EM/F1 are those of the predictions written, over every held-out question (the metric module alone)
+    scored = train_qa_command.squad_metric().compute(
+        predictions=[{"id": row["id"], "prediction_text": predictions[row["id"]]} for row in heldout],
+        references=[{"id": row["id"], "answers": row["answers"]} for row in heldout])
+    assert scored["exact_match"] == pytest.approx(metrics["heldout"]["exact_match"], rel=0, abs=1e-9)
+    assert scored["f1"] == pytest.approx(metrics["heldout"]["f1"], rel=0, abs=1e-9)
+    # the saved checkpoint answers through the pipeline with the same text the run predicted, for every question
     qa = pipeline("cove-question-answering", model=str(out / "model"))
-    row = heldout[0]
-    assert qa(question=row["question"], context=row["context"])["answer"] == predictions[row["id"]]
+    answers = qa([{"question": row["question"], "context": row["context"]} for row in heldout])
+    assert [answer["answer"] for answer in answers] == [predictions[row["id"]] for row in heldout]
 
 
 def test_train_qa_rejects_unknown_model_override_before_any_work(tmp_path, capsys):
