@@ -80,6 +80,19 @@ def test_cli_end_to_end_writes_the_model_the_encoder_and_the_record(setup, whole
     assert encoder(**batch).last_hidden_state.shape == (2, 4, 32)
     for name, tensor in encoder.state_dict().items():
         torch.testing.assert_close(tensor, lm[f"cove.{name}"], rtol=0, atol=0)
+    # the last held-out perplexities are the saved model's, in eval mode, each direction its own, over the held-out
+    # texts' windows rebuilt here (split with the run's seed, closed by </s>, cut into windows of seq_len + 1)
+    from modeling_cove import CoveForBidirectionalLM
+
+    model = CoveForBidirectionalLM.from_pretrained(out / "lm").eval()
+    _, heldout = split_heldout(corpus_texts(str(setup[0] / "corpus.txt")), 0.1, train_bilm.BiLMSettings.seed)
+    windows = WindowStore(token_stream(heldout, tokenizer), 6)
+    with torch.no_grad():
+        output = model(input_ids=windows.batch(range(len(windows))), labels=windows.batch(range(len(windows))))
+    for direction in ("forward", "backward"):
+        nll = getattr(output, f"{direction}_nll_sum").double() / getattr(output, f"{direction}_num_tokens")
+        assert last[f"heldout_{direction}_perplexity"] == pytest.approx(float(nll.exp()), rel=1e-6, abs=0)
+    assert last["heldout_forward_perplexity"] != last["heldout_backward_perplexity"]
 
 
 @pytest.mark.slow
