@@ -40,7 +40,7 @@ def metrics(run: BcnRun, **extra) -> dict:
             "best": {"validation_accuracy": 0.88}, "machine": CPU, **extra}
 
 
-def test_the_plan_has_every_cell_with_its_seeds_seed_major_as_the_collector_reads_them():
+def test_the_plan_has_every_cell_with_its_seeds_seed_major_as_the_collector_reads_them(tmp_path):
     runs = table_runs()
     count = {}
     for run in runs:
@@ -62,7 +62,7 @@ def test_the_plan_has_every_cell_with_its_seeds_seed_major_as_the_collector_read
                         "cove-t": "runs/cove-t/encoder", "vectors+cove-s-5-epochs": "runs/cove-s-dedup-5ep/encoder"}
     # each command parses as cove-train-classifier's own flags, into the folder whose name is the run's column
     for run in runs:
-        options = parse_options(ClassifierOptions, run.command("DATA", "runs/bcn-cove-t", 1)[3:])
+        options = parse_options(ClassifierOptions, run.command(tmp_path, "runs/bcn-cove-t", 1)[3:])  # a folder
         assert (options.task, options.seed, options.encoder, options.bcn_input) == (
             run.task, run.seed, run.encoder, plan.bcn_input(run.column))
         assert options.output_dir == str(Path("runs/bcn-cove-t") / run.folder) and options.epochs is None  # yaml's

@@ -33,7 +33,7 @@ def test_table_runs_cover_every_cell_with_its_seeds_seed_major():
         assert tagging.RUN_FOLDER.match(Path(run.folder).name)
 
 
-def test_table_run_flags_make_the_runs_the_collector_expects():
+def test_table_run_flags_make_the_runs_the_collector_expects(tmp_path):
     runs = {run.folder: run for run in table_runs("vocab", "cove", "bilm")}
     small_cvt = runs["conll2000-10pct/cvt-seed2"]
     assert small_cvt.encoder == "vocab"
@@ -45,11 +45,11 @@ def test_table_run_flags_make_the_runs_the_collector_expects():
     assert (bilm.encoder, bilm.flags) == ("bilm", ("--task", "wnut17", "--input", "vectors+scalar_mix"))
     assert runs["ewt_upos/vectors+cove-seed1"].encoder == "cove"
     # every command parses as cove-train-tagger's own flags, into the settings the folder names
-    command = runs["wnut17/supervised+case-seed4"].command("DATA", "out", threads=1)
+    command = runs["wnut17/supervised+case-seed4"].command(tmp_path, "out", threads=1)  # --data-dir: a folder
     assert command[1:3] == ["-m", "modeling_cove.training.commands.train_tagger"]
     settings, run = parse_options((TaggerSettings, RunArguments), command[3:])
-    assert (settings.task, settings.seed, settings.case_dim, settings.output_dir) == (
-        ["wnut17"], 4, 16, str(Path("out") / "wnut17" / "supervised+case-seed4"))
+    assert (settings.task, settings.seed, settings.case_dim, settings.output_dir, settings.data_dir) == (
+        ["wnut17"], 4, 16, str(Path("out") / "wnut17" / "supervised+case-seed4"), str(tmp_path))
     assert (run.threads, settings.no_save_model, settings.overwrite) == (1, True, True)
     assert [r.folder for r in table_runs("v", "c", "b", rows=["ewt_upos"], columns=["cvt"])] == [
         "ewt_upos/cvt-seed1", "ewt_upos/cvt-seed2", "ewt_upos/cvt-seed3"]

@@ -72,15 +72,20 @@ class TableRun:
 
     def command(self, data_dir: str, runs_dir: Path | str, threads: int, resume: bool = False) -> list:
         return [sys.executable, "-m", "modeling_cove.training.commands.train_tagger", "--data-dir", str(data_dir),
-                "--encoder", self.encoder, "--seed", str(self.seed), "--output-dir", str(Path(runs_dir) / self.folder),
+                *self.arguments(runs_dir, threads, resume)]
+
+    def arguments(self, runs_dir: Path | str, threads: int, resume: bool = False) -> list:
+        """cove-train-tagger's flags of this run but `--data-dir`."""
+        return ["--encoder", self.encoder, "--seed", str(self.seed), "--output-dir", str(Path(runs_dir) / self.folder),
                 "--resume" if resume else "--overwrite", "--threads", str(threads), "--no-save-model", *self.flags]
 
     def parsed(self):
-        """The `TaggerSettings` cove-train-tagger makes of this run's command line."""
+        """The `TaggerSettings` cove-train-tagger makes of this run's command line, less the data folder (no setting
+        of the cell, `settings`; the flag would be checked to be a folder that exists here)."""
         from modeling_cove.training.common.cli import RunArguments, parse_options
         from modeling_cove.training.commands.train_tagger import TaggerSettings
 
-        settings, _ = parse_options((TaggerSettings, RunArguments), self.command("DATA", "runs", 1)[3:])
+        settings, _ = parse_options((TaggerSettings, RunArguments), self.arguments("runs", 1))
         return settings
 
     def settings(self) -> dict:
