@@ -523,9 +523,9 @@ def test_wrong_inputs_leave_the_output_folder_unwritten(toy, tmp_path):
         args[args.index(option) + 1] = value
         return args
 
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(SystemExit) as exit_info:  # a usage error: the flag names no folder
         run(with_value("--data-dir", str(toy / "dtaa")))
-    assert not out.exists() or not any(out.iterdir())
+    assert exit_info.value.code == 2 and (not out.exists() or not any(out.iterdir()))
     with pytest.raises(MTSetupError, match="--vectors .*missing.txt is not a file"):
         run(with_value("--vectors", str(toy / "missing.txt")))
     assert not out.exists() or not any(out.iterdir())
