@@ -4,7 +4,7 @@ far as it got (a run that is going on, or one stopped and to be continued by its
 benchmarks/results/main_curves.json (the command, the commit, the machine, the curves' table per size and line with
 the paired differences, which seeds are complete) and main_curves.png beside it.
 
-    cove-main --full-curves --run-dir runs/main-full          # about an hour on 2 CPU cores; rerun to continue
+    cove-main --full-curves --run-dir runs/main-full          # about 4 hours on 2 CPU cores; rerun to continue
     python benchmarks/collect_main_curves.py --run-dir runs/main-full
 """
 

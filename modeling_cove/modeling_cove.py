@@ -158,9 +158,9 @@ def encoder_class(encoder_type: str) -> type:
 
 
 def token_id_row(item, position: int) -> list:
-    """One item of `CoveModel.encode` given as token ids (a list, tuple or 1-D integer tensor) as a list of ints; a
+    """One item of `CoveModel.encode` given as token ids (a list, tuple, 1-D integer tensor or array) as ints; a
     TypeError naming the item's position otherwise (pre-split words, floats, None)."""
-    row = item.tolist() if isinstance(item, torch.Tensor) else item
+    row = item.tolist() if hasattr(item, "tolist") else item  # a tensor or a NumPy array
     if isinstance(row, (list, tuple)) and all(isinstance(t, numbers.Integral) and not isinstance(t, bool)
                                               for t in row):
         return [int(t) for t in row]

@@ -176,7 +176,7 @@ def test_values_parse_as_the_flags_mean(tmp_path):
 
 @pytest.mark.parametrize("options, argv, message", [
     (classifier.ClassifierOptions, ["--task", "trec6", "--encoder", "e", "--max-eval-examples", "0"],
-     "max_eval_examples must be >= 1, got 0"),
+     "--max-eval-examples must be an integer >= 1, got 0"),
     (classifier.ClassifierOptions, ["--task", "trec7", "--encoder", "e"], "invalid choice"),
     (vocab.BuildVocabArguments, ["--output-dir", "o", "--vectors", "v", "--tasks", "trec7"],
      "unknown task 'trec7' in --tasks"),
@@ -191,8 +191,10 @@ def test_values_parse_as_the_flags_mean(tmp_path):
      "--batch-size must be an integer >= 1, got 0"),
     (classifier.ClassifierOptions, ["--task", "trec6", "--encoder", "e", "--learning-rate", "-1"],
      "--learning-rate must be > 0, got -1.0"),
-    (classifier.ClassifierOptions, ["--task", "trec6", "--encoder", "e", "--dropout", "2"],
-     "--dropout must be in [0, 1), got 2.0"),
+    (classifier.ClassifierOptions, ["--task", "trec6", "--encoder", "e", "--dropout", "1"],
+     "--dropout must be in [0, 1), got 1.0"),
+    (classifier.ClassifierOptions, ["--task", "trec6", "--encoder", "e", "--epochs", "0"],
+     "--epochs must be > 0, got 0.0"),
     (classifier.ClassifierOptions, ["--task", "trec6", "--encoder", "e", "--limit", "0"],
      "--limit must be an integer >= 1, got 0"),
     (qa.QAOptions, ["--checkpoint", "c", "--output-dir", "o", "--limit-eval", "-1"],
@@ -200,7 +202,8 @@ def test_values_parse_as_the_flags_mean(tmp_path):
     ((tagger.TaggerSettings, cli.RunArguments), ["--task", "conll2000", "--encoder", "e", "--output-dir", "o",
                                                  "--threads", "-1"], "--threads must be an integer >= 1, got -1"),
     ((tagger.TaggerSettings, cli.RunArguments), ["--task", "conll2000", "--encoder", "e", "--output-dir", "o",
-                                                 "--limit-sentences", "0"], "--limit-sentences must be an integer >= 1"),
+                                                 "--limit-sentences", "0"],
+     "--limit-sentences must be an integer >= 1"),
     (mt.MTArguments, ["--output-dir", "o", "--limit-train", "0"], "--limit-train must be an integer >= 1, got 0"),
     (ppmi.PPMIArguments, ["--text-file", "/no/such.txt", "--output", "o"],
      "--text-file must be an existing file, got '/no/such.txt'"),
@@ -215,6 +218,21 @@ def test_bad_input_is_a_usage_error_naming_it(options, argv, message, capsys):
         parse_options(options, argv)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_values_at_the_edge_of_a_flag_range_are_accepted(tmp_path):
+    """The ranges' edges that are in: dropout 0, the highest port, a fraction of a minute, one thread; and a named
+    pipe as an input file (`--text-file <(zcat texts.gz)`)."""
+    options = parse_options(classifier.ClassifierOptions, ["--task", "trec6", "--encoder", "e", "--dropout", "0",
+                                                           "--threads", "1", "--limit", "1"])
+    assert (options.dropout, options.threads, options.limit) == (0.0, 1, 1)
+    assert parse_options(demo.DemoArguments, ["--port", "65535"]).port == 65535
+    assert parse_options(qa.QAOptions, ["--checkpoint", "c", "--output-dir", "o", "--time-budget-minutes",
+                                        "0.5"]).time_budget_minutes == 0.5
+    os.mkfifo(tmp_path / "texts")
+    built = parse_options(vocab.BuildVocabArguments, ["--output-dir", "o", "--vectors", "v", "--text-file",
+                                                      str(tmp_path / "texts")])
+    assert built.text_file == [str(tmp_path / "texts")]
 
 
 @pytest.mark.parametrize("command, train, argv", [

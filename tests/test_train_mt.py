@@ -513,7 +513,7 @@ def test_resume_refuses_other_model_settings_and_config_typos(toy, tmp_path):
     assert not (tmp_path / "typo").exists() and not (tmp_path / "list").exists()
 
 
-def test_wrong_inputs_leave_the_output_folder_unwritten(toy, tmp_path):
+def test_wrong_inputs_leave_the_output_folder_unwritten(toy, tmp_path, capsys):
     """A --data-dir typo (or a missing --vectors file) fails before run_settings.json is written, so the corrected
     command runs in the same folder without --overwrite."""
     out = tmp_path / "run"
@@ -526,6 +526,7 @@ def test_wrong_inputs_leave_the_output_folder_unwritten(toy, tmp_path):
     with pytest.raises(SystemExit) as exit_info:  # a usage error: the flag names no folder
         run(with_value("--data-dir", str(toy / "dtaa")))
     assert exit_info.value.code == 2 and (not out.exists() or not any(out.iterdir()))
+    assert f"--data-dir must be an existing folder, got '{toy / 'dtaa'}'" in capsys.readouterr().err
     with pytest.raises(MTSetupError, match="--vectors .*missing.txt is not a file"):
         run(with_value("--vectors", str(toy / "missing.txt")))
     assert not out.exists() or not any(out.iterdir())

@@ -49,8 +49,6 @@ class ExportArguments:
 def main(argv=None):
     """cove-export-encoder: the encoder of --mt-checkpoint as a CoVe checkpoint in --output-dir."""
     args = parse_options(ExportArguments, argv, description=__doc__)
-    if not Path(args.mt_checkpoint, "config.json").exists():
-        fail(f"{args.mt_checkpoint} is not a checkpoint folder (no config.json)")
     metrics_path = Path(args.metrics) if args.metrics else Path(args.mt_checkpoint).parent / "metrics.json"
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else None
     try:
@@ -60,7 +58,7 @@ def main(argv=None):
     try:
         out = export_encoder(args.mt_checkpoint, args.output_dir, metrics=metrics, vocab_from=args.vocab_from,
                              name=args.name, downstream=downstream)
-    except (FileNotFoundError, ValueError) as err:  # not a translation checkpoint, or vocabularies that differ
+    except (FileNotFoundError, ValueError) as err:  # no checkpoint, not a translation model's, vocabularies differ
         fail(err)
     print(f"exported encoder -> {out}")
 

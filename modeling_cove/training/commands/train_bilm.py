@@ -38,7 +38,7 @@ from typing import Optional
 
 import torch
 
-from ..common.cli import A_FOLDER, AT_LEAST_ONE, REQUIRED, option, run_training_command
+from ..common.cli import A_FOLDER, A_RATE, AT_LEAST_ONE, POSITIVE, REQUIRED, option, run_training_command
 from ..data.texts import LOCAL_CORPORA, corpus_texts
 from ..publishing.export import export_encoder
 from ..loops.accelerate_loop import (
@@ -108,20 +108,20 @@ class BiLMSettings:
     text_column: str = option("column of hf: datasets", "text")
     limit_texts: Optional[int] = option("at most this many texts per corpus (smoke tests)", check=AT_LEAST_ONE)
     heldout_fraction: float = option("share of the texts held out for the per-epoch perplexity", 0.02)
-    seq_len: int = option("tokens per window (+1 overlap)", 35)
-    batch_size: int = option("windows per step (global, over all processes)", 64)
-    eval_batch_size: int = option("windows per held-out evaluation batch", 128)
-    epochs: int = option("passes over the training windows", 1)
+    seq_len: int = option("tokens per window (+1 overlap)", 35, check=AT_LEAST_ONE)
+    batch_size: int = option("windows per step (global, over all processes)", 64, check=AT_LEAST_ONE)
+    eval_batch_size: int = option("windows per held-out evaluation batch", 128, check=AT_LEAST_ONE)
+    epochs: int = option("passes over the training windows", 1, check=AT_LEAST_ONE)
     max_steps: Optional[int] = option("stop after this many steps (resume with more to continue)")
-    time_budget_minutes: Optional[float] = option("stop (and checkpoint) after this much training time")
-    lr: float = option("Adam learning rate", 1e-3)
+    time_budget_minutes: Optional[float] = option("stop (and checkpoint) after this much training time", check=POSITIVE)
+    lr: float = option("Adam learning rate", 1e-3, check=POSITIVE)
     scheduler: str = option("transformers.get_scheduler name", "linear")
     warmup_steps: int = option("learning-rate warmup steps", 0)
     grad_clip: float = option("gradient-norm clip", 5.0)
-    dropout: float = option("between layers and before softmax", 0.1)
+    dropout: float = option("between layers and before softmax", 0.1, check=A_RATE)
     hidden_size: Optional[int] = option("units per direction (default: the word vectors' width, what the BCN's "
                                         "scalar mix needs)")
-    num_layers: int = option("LSTM layers per direction", 2)
+    num_layers: int = option("LSTM layers per direction", 2, check=AT_LEAST_ONE)
     residual: bool = option("residual connection from layer 1 on (--no-residual: none)", True)
     tie_softmax: bool = option("one output layer shared by both directions (--untie-softmax: one per direction)",
                                True, negation="--untie-softmax")

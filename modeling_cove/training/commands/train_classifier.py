@@ -130,12 +130,12 @@ class ClassifierOptions:
     limit: Optional[int] = option("use only the first N examples of each split (smoke)", check=AT_LEAST_ONE)
     max_train_examples: Optional[int] = option(
         "train on a random N of the training split (a CPU-budget run: IMDb); the same examples for every column and "
-        "seed (a fixed seed), recorded in metrics.json and the eval JSON")
+        "seed (a fixed seed), recorded in metrics.json and the eval JSON", check=AT_LEAST_ONE)
     train_fraction: Optional[float] = option(
         "train on this fraction (0-1] of the training split, a random subset as --max-train-examples (a smaller "
         "fraction's examples are part of a larger one's): the sample-efficiency curve")
     max_eval_examples: Optional[int] = option("validate and test on a random N of each of those splits (as "
-                                              "--max-train-examples)")
+                                              "--max-train-examples)", check=AT_LEAST_ONE)
     subsample_seed: int = option("seed of those random subsets (default: one fixed subset for every column and "
                                  "seed; a learning curve gives each of its seeds its own subset)", SUBSAMPLE_SEED)
     cache_dir: Optional[str] = option("CoVe feature cache", str(Path("runs") / "cove-features"))
@@ -154,9 +154,6 @@ class ClassifierOptions:
             raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
         if self.bcn_input not in COLUMNS:
             raise ValueError(f"bcn_input must be one of {COLUMNS}, got {self.bcn_input!r}")
-        for name in ("max_train_examples", "max_eval_examples"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.train_fraction is not None:
             if not 0.0 < self.train_fraction <= 1.0:
                 raise ValueError(f"train_fraction must be in (0, 1], got {self.train_fraction}")

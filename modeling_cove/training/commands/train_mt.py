@@ -66,7 +66,7 @@ from typing import Callable, Optional
 
 import torch
 
-from ..common.cli import A_FOLDER, AT_LEAST_ONE, REQUIRED, fail, option, parse_options
+from ..common.cli import A_FOLDER, AT_LEAST_ONE, POSITIVE, REQUIRED, fail, option, parse_options
 from ..data.corpora import (DEFAULT_HELDOUT_PAIRS, EXCLUDABLE_TASKS, NAMED_CORPORA, CorpusError, check_corpora,
                             corpus_names, load_corpora)
 from ..data.translation import build_mt_checkpoint, prepare_splits, tokenize_corpora
@@ -148,28 +148,28 @@ class MTArguments:
     overwrite: bool = option("delete an existing output_dir first", False)
     optimizer: Optional[str] = option("sgd (the paper: plain SGD, lr 1.0) or adam (use lr ~1e-3)",
                                        choices=["sgd", "adam"])
-    lr: Optional[float] = option("initial learning rate")
+    lr: Optional[float] = option("initial learning rate", check=POSITIVE)
     lr_decay: Optional[float] = option("lr factor per epoch once the decay has started")
     min_lr: Optional[float] = option("stop when the lr falls below this (default 0.03 x lr; must be < lr)")
     start_decay_at: Optional[int] = option("also decay the lr after every epoch >= this one (OpenNMT-py's "
                                             "-start_decay_at; default: only after validation perplexity first rises)")
     time_budget_minutes: Optional[float] = option("stop at the end of the epoch after which another epoch would "
-                                                   "exceed this wall time")
-    max_epochs: Optional[int] = option("stop after this many epochs")
+                                                   "exceed this wall time", check=POSITIVE)
+    max_epochs: Optional[int] = option("stop after this many epochs", check=AT_LEAST_ONE)
     max_steps: Optional[int] = option("stop after this many optimizer steps (smoke runs)")
-    batch_size: Optional[int] = option("GLOBAL batch size in sentence pairs")
-    max_length: Optional[int] = option("drop training pairs longer than this (tokens)")
+    batch_size: Optional[int] = option("GLOBAL batch size in sentence pairs", check=AT_LEAST_ONE)
+    max_length: Optional[int] = option("drop training pairs longer than this (tokens)", check=AT_LEAST_ONE)
     grad_clip: Optional[float] = option("gradient-norm clip")
-    chunk_batches: Optional[int] = option("length grouping: sort within this many batches")
+    chunk_batches: Optional[int] = option("length grouping: sort within this many batches", check=AT_LEAST_ONE)
     seed: Optional[int] = option("seed of the data order, initialisation and dropout")
     max_vocab: Optional[int] = option("entries per side, special tokens included")
     source_min_freq: Optional[int] = option("keep source words WITHOUT a vector seen this often")
     target_min_freq: Optional[int] = option("keep target words seen this often")
     limit_train: Optional[int] = option("use only the first N training pairs", check=AT_LEAST_ONE)
     limit_eval: Optional[int] = option("use only the first N validation/test pairs", check=AT_LEAST_ONE)
-    eval_batch_size: Optional[int] = option("sentences per evaluation batch")
-    eval_num_beams: Optional[int] = option("beam size for the per-epoch validation BLEU")
-    test_num_beams: Optional[int] = option("beam size for the final test BLEU")
+    eval_batch_size: Optional[int] = option("sentences per evaluation batch", check=AT_LEAST_ONE)
+    eval_num_beams: Optional[int] = option("beam size for the per-epoch validation BLEU", check=AT_LEAST_ONE)
+    test_num_beams: Optional[int] = option("beam size for the final test BLEU", check=AT_LEAST_ONE)
     no_bleu: bool = option("skip BLEU (perplexity only) during training", False)
     no_test: bool = option("skip the final test-set evaluation", False)
     no_export: bool = option("do not export the encoder at the end", False)

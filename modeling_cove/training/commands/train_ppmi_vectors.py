@@ -242,12 +242,12 @@ def main(argv=None) -> int:
     """cove-train-ppmi-vectors: vectors from the --text-file texts, written to --output."""
     args = parse_options(PPMIArguments, argv, description=__doc__)
     texts = []
-    for path, column in zip(args.text_file, args.tsv_column):
-        texts += read_texts(path, None if column == "-" else column)
     try:
+        for path, column in zip(args.text_file, args.tsv_column):
+            texts += read_texts(path, None if column == "-" else column)
         words, vectors = train_ppmi_vectors(texts, args.dim, args.window, args.min_count, args.cds_alpha,
                                             args.eig_power, not args.no_normalize)
-    except ValueError as err:  # no texts, no co-occurrences, a setting out of range: named, nothing written
+    except ValueError as err:  # no such TSV column, no texts, no co-occurrences: named, nothing written
         fail(err)
     write_vectors(args.output, words, vectors)
     print(f"{len(texts)} texts -> {len(words)} words x {args.dim} dims -> {args.output}")

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from ...modeling_cove_tagger import IGNORE_INDEX
-from ..common.cli import A_FOLDER, AT_LEAST_ONE, REQUIRED, option, run_training_command
+from ..common.cli import A_FOLDER, A_RATE, AT_LEAST_ONE, POSITIVE, REQUIRED, option, run_training_command
 from ..common.presets import load_settings, resolve_settings
 from ..loops import stopping
 from ..loops.cvt import CrossViewOptions, TaggerTraining
@@ -93,15 +93,16 @@ class TaggerSettings:
     unlabeled: list[str] = option("unlabelled text for --cvt: local corpus names (imdb, sst, trec, multi30k, snli, "
                                   "squad: training splits only), text files, hf:<id>[:<config>], or train-rest (the "
                                   "training sentences --train-fraction leaves unlabelled)", ["imdb", "sst"])
-    unlabeled_ratio: int = option("unlabelled steps per labelled step with --cvt", 1)
+    unlabeled_ratio: int = option("unlabelled steps per labelled step with --cvt", 1, check=AT_LEAST_ONE)
     train_fraction: Optional[float] = option("keep the labels of this fixed random share of the training sentences")
     seed: int = option("seed of the batch order, initialisation, dropout and --train-fraction's subset", 1)
     preset: Optional[str] = option("hyperparameter file instead of configuration/tagging/<task>.yaml (first task)")
-    epochs: Optional[int] = option("override the preset's epochs")
-    batch_size: Optional[int] = option("override the preset's batch size (sentences per step, global)")
-    learning_rate: Optional[float] = option("override the preset's learning rate (of its optimizer)")
-    dropout: Optional[float] = option("override the preset's dropout")
-    hidden_size: Optional[int] = option("override the preset's biLSTM hidden size per direction")
+    epochs: Optional[int] = option("override the preset's epochs", check=AT_LEAST_ONE)
+    batch_size: Optional[int] = option("override the preset's batch size (sentences per step, global)",
+                                       check=AT_LEAST_ONE)
+    learning_rate: Optional[float] = option("override the preset's learning rate (of its optimizer)", check=POSITIVE)
+    dropout: Optional[float] = option("override the preset's dropout", check=A_RATE)
+    hidden_size: Optional[int] = option("override the preset's biLSTM hidden size per direction", check=AT_LEAST_ONE)
     case_dim: int = option("width of an embedding of each token's casing as written (tagger_case_dim; the word "
                            "vectors are lower-cased, so NER loses case without it); 0: none", 0)
     label_scheme: Optional[str] = option("override the preset's label scheme: bio (the task's own tags) or bioes "
@@ -110,7 +111,7 @@ class TaggerSettings:
     limit_sentences: Optional[int] = option("at most this many sentences per split and unlabelled texts (smoke "
                                             "tests)", check=AT_LEAST_ONE)
     max_steps: Optional[int] = option("stop after this many steps (resume with more to continue)")
-    time_budget_minutes: Optional[float] = option("stop (and checkpoint) after this much training time")
+    time_budget_minutes: Optional[float] = option("stop (and checkpoint) after this much training time", check=POSITIVE)
     save_steps: int = option("also checkpoint every N steps", 0)
     keep_checkpoints: int = option("newest checkpoints kept", 1)
     resume: bool = option("continue from the latest checkpoint in output_dir", False)

@@ -32,7 +32,8 @@ from typing import Callable, NoReturn, Optional
 from transformers import HfArgumentParser
 
 __all__ = ["A_FILE", "A_FOLDER", "A_PORT", "A_RATE", "AT_LEAST_ONE", "build_parser", "check_values",
-           "CoveArgumentParser", "fail", "option", "parse_options", "POSITIVE", "REQUIRED", "run_training_command", "RunArguments"]
+           "CoveArgumentParser", "fail", "option", "parse_options", "POSITIVE", "REQUIRED", "run_training_command",
+           "RunArguments"]
 
 OUR_METADATA = ("positional", "nargs", "negation", "check")
 REQUIRED = dataclasses.MISSING  # the default of a flag that must be given
@@ -51,7 +52,7 @@ POSITIVE = Check("> 0", lambda value: value > 0)  # rates of learning, epochs, m
 A_RATE = Check("in [0, 1)", lambda value: 0 <= value < 1)  # dropout
 A_PORT = Check("a port number in 1-65535", lambda value: 1 <= value <= 65535)
 A_FOLDER = Check("an existing folder", lambda value: Path(value).is_dir())  # --data-dir
-A_FILE = Check("an existing file", lambda value: Path(value).is_file())
+A_FILE = Check("an existing file", lambda value: Path(value).exists() and not Path(value).is_dir())  # or a pipe
 
 
 def option(help_text: str, default=None, **metadata):
@@ -115,8 +116,8 @@ def build_parser(options_class, description: str | None = None) -> CoveArgumentP
 
 def parse_options(options_class, argv=None, description: str | None = None):
     """Parse `argv` (default: the process's arguments) into an `options_class` instance, or a tuple of instances
-    for a tuple of classes. An unknown flag, a bad value (one its `"check"` does not admit too), or a ValueError from a `__post_init__` check exits 2
-    with argparse's usage line and the message."""
+    for a tuple of classes. An unknown flag, a bad value (one its `"check"` does not admit too), or a ValueError
+    from a `__post_init__` check exits 2 with argparse's usage line and the message."""
     parser = build_parser(options_class, description)
     try:
         *parsed, unknown = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True,
