@@ -182,7 +182,7 @@ def test_subsample_splits_draws_the_same_random_subsets_every_time(capsys):
         tc.subsample_splits(raw(), max_eval=0)
     # on the command line: a usage error before any work
     status, err = exit_of(tc.main, ["--task", "imdb", "--encoder", "enc", "--max-train-examples", "0"], capsys)
-    assert status == 2 and "must be >= 1, got 0" in err
+    assert status == 2 and "--max-train-examples must be an integer >= 1, got 0" in err
 
 
 def test_train_fraction_takes_nested_subsets_of_the_training_split(capsys):
