@@ -24,8 +24,8 @@ from transformers.utils import add_start_docstrings_to_model_forward
 
 from .configuration_cove import CoveConfig
 from .embeddings import HostRead, lengths_from_mask, require_tensor
-from .layers import (SentenceBoundaries, assemble_head_inputs, encoder_needs_grad, head_init_, require, rows_where,
-                     run_bilstm, run_encoder_checked, scalar_mix_for, valid_steps)
+from .layers import (SentenceBoundaries, assemble_head_inputs, encoder_needs_grad, head_init_, pair_segments, require,
+                     rows_where, run_bilstm, run_encoder_checked, scalar_mix_for, valid_steps)
 from .modeling_cove import CoveModel, CovePreTrainedModel
 
 IGNORE_INDEX = -100  # a token without a label (transformers' convention, `nn.CrossEntropyLoss`'s default)
@@ -198,10 +198,8 @@ class CoveForTokenClassification(CovePreTrainedModel):
                     "config.tagger_max_length (None: no limit)")
         if token_type_ids is not None:
             require_tensor(token_type_ids, "token_type_ids")
-            if token_type_ids.shape != attention_mask.shape:
-                raise ValueError(f"token_type_ids shape {tuple(token_type_ids.shape)} != attention_mask shape "
-                                 f"{tuple(attention_mask.shape)} (batch, time)")
-            pair = (token_type_ids != 0) & attention_mask.bool()
+            first, _ = pair_segments(attention_mask, token_type_ids)  # (B, T) each; checks the shape
+            pair = attention_mask.bool() & ~first  # tokens of any segment but the first
             require(~pair.any(dim=1), "a tagger reads one sentence per row, but a row is a pair",
                     lambda: f"row(s) {rows_where(pair.any(dim=1))} have second-text tokens (token_type_ids 1): "
                     "tag each sentence on its own")

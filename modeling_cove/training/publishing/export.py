@@ -12,12 +12,12 @@ the SAME vectors file (checked on the shared words): the encoder was trained on 
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 
 import torch
 
 from .cards import encoder_export_card
+from .cards_record import read_config
 from .downstream import load_downstream, validate_downstream
 from ..common.files import commit_tmp, fresh_tmp, write_json
 
@@ -81,7 +81,7 @@ def load_mt_checkpoint(mt_checkpoint) -> tuple:
     mt_checkpoint = Path(mt_checkpoint)
     if not (mt_checkpoint / "config.json").is_file():
         raise FileNotFoundError(f"{mt_checkpoint} is not a checkpoint folder (no config.json)")
-    architectures = json.loads((mt_checkpoint / "config.json").read_text()).get("architectures") or []
+    architectures = read_config(mt_checkpoint).get("architectures") or []
     if "CoveForMachineTranslation" not in architectures:
         raise ValueError(f"{mt_checkpoint} is not a translation checkpoint (its architectures: {architectures}): give "
                          "the folder cove-train-mt saved, whose encoder is exported")
