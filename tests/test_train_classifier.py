@@ -377,9 +377,10 @@ def test_scalar_mix_run_records_the_learned_layer_weights(tmp_path):
 def test_two_processes_train_like_one(tmp_path, alone_with_the_cores):
     """`accelerate launch` with 2 CPU processes (DDP over gloo), as a user runs it: rank 1 no longer crashes on the
     best checkpoint; the main process alone writes the feature cache, best/, the eval JSON, metrics and curves; the
-    global batch is split (same optimizer steps as one process) and the metrics JSON has the same keys."""
+    global batch is split (same optimizer steps and, without batch norm and dropout, the same losses as one process)
+    and the metrics JSON has the same keys."""
     data_dir, _, encoder_dir, config = tiny_trec6_setup(tmp_path)
-    config.write_text(config.read_text().replace("epochs: 1", "epochs: 2"))
+    config.write_text(config.read_text().replace("epochs: 1", "epochs: 2") + "batch_norm: false\ndropout: 0.0\n")
     flags = ["--task", "trec6", "--encoder", str(encoder_dir), "--data-dir", str(data_dir), "--config", str(config),
              "--limit", "40", "--cache-dir", str(tmp_path / "cache")]
     launcher = (sys.executable, "-m", "accelerate.commands.launch", "--config_file",
@@ -393,6 +394,14 @@ def test_two_processes_train_like_one(tmp_path, alone_with_the_cores):
     assert saved["world_size"] == 2 and saved["per_device_train_batch_size"] == 4 and one["world_size"] == 1
     assert set(saved) == set(json.loads(json.dumps(one, default=str)))
     assert saved["global_steps"] == one["global_steps"] == 10  # 2 epochs of 40 examples in global batches of 8
+    # batch norm and dropout off, the same global batches train alike: every step's loss and all-reduced gradient
+    # norm equal one process's (not the evaluation loss: DDP evens out the last evaluation batches with repeated
+    # examples, which enter those batches' mean losses)
+    steps = [log[key] for log in saved["log_history"] if "loss" in log for key in ("loss", "grad_norm")]
+    assert len(steps) == 20 and steps == pytest.approx(
+        [log[key] for log in one["log_history"] if "loss" in log for key in ("loss", "grad_norm")], rel=1e-5)
+    assert [log["eval_accuracy"] for log in saved["log_history"] if "eval_accuracy" in log] == [
+        log["eval_accuracy"] for log in one["log_history"] if "eval_accuracy" in log]
     assert saved["stop_reason"] == one["stop_reason"] == "max epochs 2 reached (10 steps)"
     assert two.stdout.count("training stopped: max epochs 2 reached") == 1  # logged once, by the main process
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == ["best", "curve.png", "eval_results.json",

@@ -98,11 +98,13 @@ def test_train_qa_rejects_unknown_model_override_before_any_work(tmp_path, capsy
 @pytest.mark.slow
 def test_two_processes_train_like_one(tiny_squad, tmp_path, alone_with_the_cores):
     """`accelerate launch` with 2 CPU processes (DDP over gloo), as a user runs it: the global batch is split
-    (same steps as one process), the main process alone writes the feature cache and the outputs, and the metrics
-    JSON has the same keys as a one-process run's."""
+    (same steps as one process) and, dropout off, its losses equal one process's on the same global batches; the
+    main process alone writes the feature cache and the outputs, and the metrics JSON has the same keys as a
+    one-process run's."""
     data_dir, checkpoint, _ = tiny_squad
+    sizes = ["dcn_hidden_size=8", "dcn_pool_size=2", "dcn_dropout=0.0"]
     flags = ["--checkpoint", str(checkpoint), "--data-dir", str(data_dir), "--limit-train", "40", "--limit-eval",
-             "16", "--epochs", "1", "--batch-size", "8", "--model-override", "dcn_hidden_size=8", "dcn_pool_size=2",
+             "16", "--epochs", "1", "--batch-size", "8", "--model-override", *sizes,
              "--cache-dir", str(tmp_path / "cache"), "--no-baseline"]
     launcher = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
                 str(REPO / "configuration" / "accelerate" / "cpu_ddp.yaml"), "--num_processes", "2",
@@ -112,7 +114,8 @@ def test_two_processes_train_like_one(tiny_squad, tmp_path, alone_with_the_cores
                           str(tmp_path / "two")], capture_output=True, text=True, timeout=600, env=env, cwd=REPO)
     assert two.returncode == 0, two.stderr[-3000:]
     one = train_qa(QAOptions(**tiny_options(data_dir, checkpoint, tmp_path / "one", max_steps=None, epochs=1,
-                                            cache_dir=str(tmp_path / "cache"), no_baseline=True)))
+                                            cache_dir=str(tmp_path / "cache"), no_baseline=True,
+                                            model_override=sizes)))
     saved = json.loads((tmp_path / "two" / "metrics.json").read_text())
     assert saved["machine"]["world_size"] == 2 and saved["training"]["per_device_train_batch_size"] == 4
     assert set(saved) == set(one) and saved["steps"] == one["steps"] > 0
@@ -123,3 +126,10 @@ def test_two_processes_train_like_one(tiny_squad, tmp_path, alone_with_the_cores
     check_record_matches_checkpoint(load_eval_json(tmp_path / "two" / "eval_results.json"), tmp_path / "two" / "model")
     assert [p.suffix for p in (tmp_path / "cache").iterdir()] == [".safetensors"]  # one entry, written once
     assert len(saved["history"]) == 1 and 0.0 <= saved["heldout"]["f1"] <= 100.0
+    # the same global batches: the first step's loss and all-reduced gradient norm, and the held-out loss after the
+    # epoch, equal one process's. Not the weights: a parameter whose gradient is zero in exact arithmetic (a bias that
+    # shifts every position's score alike) gets rounding noise, which Adam's normalisation turns into steps of ~lr.
+    first, last = saved["log_history"][0], saved["log_history"][1]
+    assert (first["loss"], first["grad_norm"]) == pytest.approx((one["log_history"][0]["loss"],
+                                                                  one["log_history"][0]["grad_norm"]), rel=1e-5)
+    assert last["eval_loss"] == pytest.approx(one["log_history"][1]["eval_loss"], rel=1e-5)
