@@ -1,9 +1,12 @@
 """The command lines (modeling_cove.training.common.cli): every console entry point's --help in-process, one argument system
 (HfArgumentParser over documented options dataclasses), every flag spelled as before still accepted, values parsed
-as the flags mean, bad input as usage errors (exit 2), and OMP_WAIT_POLICY set before torch loads."""
+as the flags mean, bad input as usage errors (exit 2), OMP_WAIT_POLICY set before torch loads, and every command
+line the docs and docstrings write using only its command's flags."""
 
+import contextlib
 import dataclasses
 import importlib
+import io
 import os
 import re
 import runpy
@@ -115,6 +118,97 @@ def test_every_script_prints_its_help_in_process(script, capsys, monkeypatch):
     text = capsys.readouterr().out
     assert text.startswith("usage: ")
     assert not [forbidden for forbidden in FORBIDDEN_IN_HELP if forbidden in text]
+
+
+# where command lines are written for a user or a maintainer to copy: the docs, the results page, the cards' sources,
+# and the docstrings of the package, the instruments and the wrappers
+DOCUMENTED = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "benchmarks" / "RESULTS.md",
+              *sorted((REPO / "model_cards").rglob("*.md")),
+              *sorted(p for folder in ("modeling_cove", "benchmarks", "scripts", "examples") for p in
+                      (REPO / folder).rglob("*.py"))]
+COMMAND = re.compile(r"(?<![\w./-])(" + "|".join(sorted(entry_points(), key=len, reverse=True))
+                     + r"|python (?:benchmarks|scripts)/\w+\.py|-m modeling_cove\.training\.commands\.\w+)(?![\w-])")
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9_-]*")
+
+
+def help_text(command: str) -> str | None:
+    """The --help of an entry point (`cove-…` or `-m modeling_cove.training.commands.<module>`) or of a script
+    (`python benchmarks/<x>.py`), None for a name that is none of them (a Hub repository, a file name)."""
+    points = entry_points()
+    if command.startswith("-m "):
+        module = command[3:]
+        command = next((name for name, target in points.items() if target.split(":")[0] == module), None)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        if command in points:
+            module_name, function = points[command].split(":")
+            getattr(importlib.import_module(module_name), function)(["--help"])
+        elif command is not None and command.startswith("python "):
+            path = REPO / command.split()[1]
+            saved, sys.argv = sys.argv, [str(path), "--help"]
+            try:
+                runpy.run_path(str(path), run_name="__main__")
+            finally:
+                sys.argv = saved
+        else:
+            raise SystemExit(None)
+    return out.getvalue() or None
+
+
+def documented_command_lines(text: str, code: bool) -> list:
+    """(command, the text of its arguments) of every command line in `text`: in a code block (`code`: the whole
+    text, a .py file) up to the line's end, a comment or the next command, across backslash continuations; in a
+    backtick span up to its closing backtick. A name in prose outside both is not a command line."""
+    found, lines, opened = [], text.split("\n"), 0  # backticks since the paragraph began (a span may wrap)
+    for i, line in enumerate(lines):
+        if line.startswith("```"):
+            code, opened = not code, 0
+            continue
+        opened = 0 if not line.strip() else opened
+        for match in COMMAND.finditer(line):
+            rest, in_span = line[match.end():], (opened + line[:match.start()].count("`")) % 2 == 1
+            if in_span:
+                rest = "\n".join([rest, *lines[i + 1:i + 6]]).split("`")[0]
+            elif code:
+                j = i
+                while rest.rstrip().endswith("\\") and j + 1 < len(lines):
+                    j += 1
+                    rest = rest.rstrip()[:-1] + " " + lines[j]
+                rest = re.split(r"\s#|\||&&|;|`", rest)[0]
+            else:
+                continue
+            following = COMMAND.search(rest)
+            found.append((match.group(1), rest[:following.start()] if following else rest))
+        opened += line.count("`")
+    return found
+
+
+def test_the_command_line_finder_reads_blocks_continuations_and_spans():
+    text = ("```bash\ncove-train-mt --lr 1 \\\n    --resume  # not --this\ncove-demo --port 8 | tee --x\n```\n"
+            "see `python benchmarks/collect_tagging.py --recipe\n--merge` and cove-main --quick in prose")
+    found = [(command, FLAG.findall(arguments)) for command, arguments in documented_command_lines(text, code=False)]
+    assert found == [("cove-train-mt", ["--lr", "--resume"]), ("cove-demo", ["--port"]),
+                     ("python benchmarks/collect_tagging.py", ["--recipe", "--merge"])]
+    assert "--lr" in help_text("cove-train-mt") and help_text("cove-t") is None
+
+
+def test_documented_command_lines_use_only_their_commands_flags():
+    """Every command line written in the docs, RESULTS.md, the cards' sources and the docstrings (`cove-…`,
+    `python -m modeling_cove.training.commands.…`, `python benchmarks/….py`, `python scripts/….py`) uses only flags
+    its command's --help lists: a renamed or removed flag cannot linger where a user copies it from."""
+    helps, wrong, checked = {}, [], 0
+    for path in DOCUMENTED:
+        for command, arguments in documented_command_lines(path.read_text(), code=path.suffix == ".py"):
+            if command not in helps:
+                helps[command] = help_text(command)
+            if helps[command] is None:
+                continue
+            known = set(FLAG.findall(helps[command]))
+            for flag in FLAG.findall(arguments):
+                checked += 1
+                if flag not in known:
+                    wrong.append(f"{path.relative_to(REPO)}: {command} {flag}")
+    assert wrong == [] and checked > 300
 
 
 @pytest.mark.parametrize("name", sorted(FLAGS_BEFORE))
