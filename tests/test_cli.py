@@ -1,7 +1,7 @@
-"""The command lines (modeling_cove.training.common.cli): every console entry point's --help in-process, one argument system
-(HfArgumentParser over documented options dataclasses), every flag spelled as before still accepted, values parsed
-as the flags mean, bad input as usage errors (exit 2), OMP_WAIT_POLICY set before torch loads, and every command
-line the docs and docstrings write using only its command's flags."""
+"""The command lines (modeling_cove.training.common.cli): every console entry point's --help in-process, one argument
+system (HfArgumentParser over documented options dataclasses), every flag spelled as before still accepted, values
+parsed as the flags mean, bad input as usage errors (exit 2), OMP_WAIT_POLICY set before torch loads, and every
+command line the docs and docstrings write using only its command's flags."""
 
 import contextlib
 import dataclasses
