@@ -161,6 +161,20 @@ def fake_recipe_runs(runs_dir: Path):
     (unfinished / "metrics.json").write_text(json.dumps({"settings": runs["wnut17/cvt-seed1"].settings()}))
 
 
+def test_the_table_lists_its_rows_in_plan_order(tmp_path):
+    """The report's rows (and so the markdown lines and the curve panels) come in the plan's order: the two goal
+    rows first, then EWT, WNUT-17 and the multi-task row, whatever order the runs finished in."""
+    runs_dir, output = tmp_path / "tag-recipe", tmp_path / "tagging_cvt.json"
+    fake_recipe_runs(runs_dir)
+    runs = {run.folder: run for run in recipe_runs("vocab", "DATA")}
+    for folder, task in (("wnut17/supervised-seed1", "wnut17"), ("conll2000-10pct/supervised-seed1", "conll2000")):
+        write_run(runs_dir, runs[folder], {task: [0.5, 0.6]}, {task: 0.6})
+    report = collect_recipe(runs_dir, output)
+    assert list(report["results"]) == ["conll2000", "conll2000-10pct", "wnut17", "multitask"]
+    assert [line.split(" (")[0] for line in recipe_markdown(report).splitlines()[2:6]] == [
+        "| conll2000", "| conll2000-10pct", "| wnut17", "| multitask: conll2000"]
+
+
 def test_the_collection_pairs_cvt_with_supervised_by_seed(tmp_path):
     runs_dir, output = tmp_path / "tag-recipe", tmp_path / "results" / "tagging_cvt.json"
     fake_recipe_runs(runs_dir)

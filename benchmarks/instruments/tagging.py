@@ -178,9 +178,9 @@ def versus(cell_a: dict, baseline: dict) -> dict | None:
     return found
 
 
-def build_table(records: list) -> dict:
-    """results: <task row> -> column -> cell, conll2000-10pct -> column -> cell, multitask -> task -> column -> cell;
-    each non-supervised cell with its `versus_supervised`. A multi-task cell is paired with the multi-task row's own
+def build_table(records: list, rows: tuple | None = None) -> dict:
+    """results: <task row> -> column -> cell, conll2000-10pct -> column -> cell, multitask -> task -> column -> cell,
+    the rows in the order of `rows` (default: `row_order`'s); each non-supervised cell with its `versus_supervised`. A multi-task cell is paired with the multi-task row's own
     supervised column of its task where the row has one (the recipe table's "without CVT"), else with the supervised
     column of the task's own row (the first table's multi-task row is CVT only)."""
     grouped = {}
@@ -203,7 +203,7 @@ def build_table(records: list) -> dict:
             add_versus(columns, columns.get("supervised"), f"{row}/supervised")
     return {row: order_columns(columns) if row != MULTITASK else
             {task: order_columns(cells) for task, cells in sorted(columns.items())}
-            for row, columns in sorted(results.items(), key=lambda item: row_order(item[0]))}
+            for row, columns in sorted(results.items(), key=lambda item: row_order(item[0], rows))}
 
 
 def add_versus(cells: dict, baseline: dict | None, baseline_name: str) -> None:
@@ -215,8 +215,8 @@ def add_versus(cells: dict, baseline: dict | None, baseline_name: str) -> None:
             entry["versus_supervised"] = {"baseline": baseline_name, **found}
 
 
-def row_order(row: str) -> tuple:
-    rows = (*TASKS, SMALL_DATA, MULTITASK)
+def row_order(row: str, rows: tuple | None = None) -> tuple:
+    rows = rows or (*TASKS, SMALL_DATA, MULTITASK)
     return (rows.index(row) if row in rows else len(rows), row)
 
 
