@@ -98,8 +98,9 @@ def test_train_qa_rejects_unknown_model_override_before_any_work(tmp_path, capsy
 @pytest.mark.slow
 def test_two_processes_train_like_one(tiny_squad, tmp_path, alone_with_the_cores):
     """`accelerate launch` with 2 CPU processes (DDP over gloo), as a user runs it: the global batch is split
-    (same steps as one process) and, dropout off, its losses equal one process's on the same global batches; the
-    main process alone writes the feature cache and the outputs, and the metrics JSON has the same keys as a
+    (same steps as one process) and, dropout off, its losses equal one process's on the same global batches (the 40
+    examples fit in one of transformers' length groups, 50 per-process batches, at either batch size); the main
+    process alone writes the feature cache and the outputs, and the metrics JSON has the same keys as a
     one-process run's."""
     data_dir, checkpoint, _ = tiny_squad
     sizes = ["dcn_hidden_size=8", "dcn_pool_size=2", "dcn_dropout=0.0"]

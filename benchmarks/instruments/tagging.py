@@ -180,9 +180,10 @@ def versus(cell_a: dict, baseline: dict) -> dict | None:
 
 def build_table(records: list, rows: tuple | None = None) -> dict:
     """results: <task row> -> column -> cell, conll2000-10pct -> column -> cell, multitask -> task -> column -> cell,
-    the rows in the order of `rows` (default: `row_order`'s); each non-supervised cell with its `versus_supervised`. A multi-task cell is paired with the multi-task row's own
-    supervised column of its task where the row has one (the recipe table's "without CVT"), else with the supervised
-    column of the task's own row (the first table's multi-task row is CVT only)."""
+    the rows in the order of `rows` (default: `row_order`'s); each non-supervised cell with its `versus_supervised`.
+    A multi-task cell is paired with the multi-task row's own supervised column of its task where the row has one
+    (the recipe table's "without CVT"), else with the supervised column of the task's own row (the first table's
+    multi-task row is CVT only)."""
     grouped = {}
     for r in records:
         grouped.setdefault((r["row"], r["task"], r["column"]), []).append(r)
