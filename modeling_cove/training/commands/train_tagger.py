@@ -42,7 +42,7 @@ from ...modeling_cove_tagger import IGNORE_INDEX
 from ..common.cli import A_FOLDER, A_RATE, AT_LEAST_ONE, POSITIVE, REQUIRED, option, run_training_command
 from ..common.presets import load_settings, resolve_settings
 from ..loops import stopping
-from ..loops.cvt import CrossViewOptions, TaggerTraining
+from ..loops.cvt import CrossViewOptions, TaggerTraining, view_counts
 from ..loops.tagger_schedule import TASK_SAMPLING, StepBudgetBatches, UnlabelledStream, WeightAverage, lr_factor
 from ..loops.accelerate_loop import (AccelerateLoop, LoopState, StopLimits, check_run_folder, end_run, epoch_batches,
                           make_accelerator, make_optimizer, rank_share, start_run_folder)
@@ -513,10 +513,24 @@ class TaggerLoop(AccelerateLoop):
         return [batch for labelled_batch in labelled
                 for batch in (labelled_batch, *(("unlabelled", None, next(unlabelled)) for _ in range(ratio)))]
 
+    def global_counts(self, phase: str, t: int | None, rows: list) -> dict:
+        """`TaggerTraining.forward`'s `counts` for a process of several: the positions each loss of the global batch
+        `rows` averages over (its labelled tokens; each view's positions), over the number of processes. Each process
+        then returns its share's sums over the global counts, times the number of processes, which DDP's mean over
+        the processes turns into the global batch's mean: the same gradients as one process on the whole batch."""
+        world = self.accelerator.num_processes
+        if phase == "labelled":
+            labels = self.tasks[t].train.labels
+            return {"labelled": sum(np.count_nonzero(np.asarray(labels[r]) != IGNORE_INDEX) for r in rows) / world}
+        framed = self.unwrapped.model.config.tagger_boundary_tokens
+        return {view: count / world for view, count in view_counts([len(self.unlabeled[r]) for r in rows],
+                                                                    framed).items()}
+
     def train_step(self, batch: tuple) -> dict:
         phase, t, rows = batch
         state, accelerator = self.state, self.accelerator
         share, weight = process_rows(rows, accelerator.process_index, accelerator.num_processes)
+        counts = self.global_counts(phase, t, rows) if accelerator.num_processes > 1 else None
         started = time.time()
         if phase == "labelled":
             state.schedule["labelled_steps"] = state.schedule.get("labelled_steps", 0) + 1
@@ -524,11 +538,11 @@ class TaggerLoop(AccelerateLoop):
             ids, mask = pad([task.train.ids[r] for r in share], accelerator.device)
             cases, _ = pad([task.train.case_ids[r] for r in share], accelerator.device)
             labels, _ = pad([task.train.labels[r] for r in share], accelerator.device, IGNORE_INDEX)
-            loss = self.model("labelled", ids, mask, task=task.name, labels=labels, case_ids=cases)
+            loss = self.model("labelled", ids, mask, task=task.name, labels=labels, case_ids=cases, counts=counts)
         else:
             ids, mask = pad([self.unlabeled[r] for r in share], accelerator.device)
             cases, _ = pad([self.unlabeled_cases[r] for r in share], accelerator.device)
-            loss = self.model("unlabelled", ids, mask, case_ids=cases)
+            loss = self.model("unlabelled", ids, mask, case_ids=cases, counts=counts)
         loss = loss * weight if weight != 1.0 else loss
         if not torch.isfinite(loss.detach()):
             raise FloatingPointError(f"step {state.global_step + 1} ({phase}): the loss is {float(loss)}; the run "

@@ -45,7 +45,7 @@ from ...lstm_kernels import to_device_async
 from ...modeling_cove_tagger import IGNORE_INDEX, CoveForTokenClassification, CoveTaggerPredictionModule, TaggerStates
 
 __all__ = ["CrossViewModules", "CrossViewOptions", "LinearViewModule", "restricted_views", "smooth",
-           "soft_target_loss", "TaggerTraining"]
+           "soft_target_loss", "TaggerTraining", "token_masks", "view_counts"]
 
 VIEWS = ("fwd", "bwd", "future", "past")  # NN(h→_i), NN(h←_i), NN(h→_{i−1}), NN(h←_{i+1})
 
@@ -84,10 +84,11 @@ def restricted_views(first_layer: torch.Tensor, mask: torch.Tensor, present: tor
 
 
 def soft_target_loss(module: nn.Module, states: torch.Tensor, targets: torch.Tensor,
-                     valid: torch.Tensor) -> torch.Tensor:
+                     valid: torch.Tensor, count: float | None = None) -> torch.Tensor:
     """mean over the `valid` (B, T) positions of KL(targets ‖ softmax(module(states))), states (B, T, H) and targets
-    (B, T, C): the cross-entropy with soft targets up to the targets' entropy (a constant here). The module runs at
-    the valid positions alone. `kl_div(input, target)` takes log q first and p second and computes
+    (B, T, C): the cross-entropy with soft targets up to the targets' entropy (a constant here); with `count`, the
+    sum over them divided by `count` instead (`TaggerTraining.forward`'s `counts`). The module runs at the valid
+    positions alone. `kl_div(input, target)` takes log q first and p second and computes
     Σ p (log p − log q). Zero (with a gradient path to the module) when no position is valid. `valid` is read on the
     host (pass it there: `CrossViewModules` makes it from the lengths read with the checks); the positions go to
     the device without a wait, and the gather is the boolean mask's, without its wait."""
@@ -96,6 +97,8 @@ def soft_target_loss(module: nn.Module, states: torch.Tensor, targets: torch.Ten
         return module(states[:, :0]).sum() * 0.0
     positions = tuple(to_device_async(index, states.device) for index in positions)
     log_q = torch.log_softmax(module(states[positions]).float(), dim=-1)  # (N, C)
+    if count is not None:
+        return nn.functional.kl_div(log_q, targets[positions].float(), reduction="sum") / count
     return nn.functional.kl_div(log_q, targets[positions].float(), reduction="batchmean")
 
 
@@ -105,6 +108,24 @@ class LinearViewModule(CoveTaggerPredictionModule):
 
     def forward(self, states: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         return self.output(self.hidden(states))
+
+
+def token_masks(lengths: torch.Tensor, width: int, framed: bool) -> tuple:
+    """(tokens (B, width) bool, present (B, width) bool) of rows of `lengths` tokens on the host: the token
+    positions, and the positions holding a state (with START/END, `framed`: the tokens at 1..n and the boundary
+    states around them)."""
+    mask = valid_steps(lengths, width - 2 if framed else width)
+    mask = nn.functional.pad(mask, (1, 1)) if framed else mask  # tokens at 1..n
+    return mask, valid_steps(lengths + 2 if framed else lengths, width)
+
+
+def view_counts(lengths: list, framed: bool) -> dict:
+    """view -> how many positions the views of rows of `lengths` tokens score (`restricted_views`; "full": every
+    token): what a process of several divides its share's sums by, once over the whole global batch."""
+    lengths = torch.tensor(lengths)
+    mask, present = token_masks(lengths, int(lengths.max()) + (2 if framed else 0), framed)
+    views = restricted_views(torch.zeros(*mask.shape, 2), mask, present)
+    return {view: int(valid.sum()) for view, (_, valid) in views.items()} | {"full": int(mask.sum())}
 
 
 class CrossViewModules(nn.Module):
@@ -117,21 +138,22 @@ class CrossViewModules(nn.Module):
                                     for view in VIEWS})
         self.full = LinearViewModule(full_dim, module_dim, num_labels) if full_dim else None
 
-    def forward(self, student: TaggerStates, targets: torch.Tensor) -> torch.Tensor:
+    def forward(self, student: TaggerStates, targets: torch.Tensor, counts: dict | None = None) -> torch.Tensor:
         """Σ over the views of `soft_target_loss` against the primary module's `targets` (B, T', C), the positions
-        of the `student`'s states. The views' positions are made on the host, from the student's host lengths."""
+        of the `student`'s states (`counts`: view -> the count each view's sum is divided by, `view_counts`; default:
+        its mean). The views' positions are made on the host, from the student's host lengths."""
         width = student.mask.shape[1]
         lengths = student.host_lengths if student.host_lengths is not None else student.lengths.cpu()
-        mask = student.mask  # on CPU made from the host lengths already (`CoveForTokenClassification.encode`)
-        if mask.device.type != "cpu":
-            mask = valid_steps(lengths, width - 2 if student.framed else width)  # (B, T) on the host
-            mask = nn.functional.pad(mask, (1, 1)) if student.framed else mask  # tokens at 1..n
-        present = valid_steps(lengths + 2 if student.framed else lengths, width)  # the tokens and boundary states
+        mask, present = token_masks(lengths, width, student.framed)  # (B, T) on the host
+        if student.mask.device.type == "cpu":  # from the host lengths already (`CoveForTokenClassification.encode`)
+            mask = student.mask
+        counts = counts or {}
         views = restricted_views(student.layers[0], mask, present)
-        loss = sum(soft_target_loss(self.views[view], states, targets, valid) for view, (states, valid) in
-                   views.items())
+        loss = sum(soft_target_loss(self.views[view], states, targets, valid, counts.get(view))
+                   for view, (states, valid) in views.items())
         if self.full is not None:
-            loss = loss + soft_target_loss(self.full, torch.cat(student.layers, dim=-1), targets, mask)
+            loss = loss + soft_target_loss(self.full, torch.cat(student.layers, dim=-1), targets, mask,
+                                           counts.get("full"))
         return loss
 
 
@@ -201,16 +223,22 @@ class TaggerTraining(nn.Module):
         return states.tokens(logits[task])
 
     def forward(self, phase: str, input_ids: torch.Tensor, attention_mask: torch.Tensor, task: str | None = None,
-                labels: torch.Tensor | None = None, case_ids: torch.Tensor | None = None) -> torch.Tensor:
+                labels: torch.Tensor | None = None, case_ids: torch.Tensor | None = None,
+                counts: dict | None = None) -> torch.Tensor:
         """The loss of one step of `phase` ("labelled": `task`'s cross-entropy with `labels` (B, T), smoothed by
-        `options.label_smoothing`; "unlabelled": the CVT loss over every task)."""
+        `options.label_smoothing`; "unlabelled": the CVT loss over every task). Each loss is a mean over its
+        positions (labelled tokens; each view's positions); with `counts` ("labelled", or view -> count of
+        `view_counts`) its sum divided by that count instead: a process of several passes the global batch's counts
+        over the number of processes, so that DDP's mean of the processes' gradients is the global batch's."""
         if phase == "labelled":
             batch = self.checked(input_ids, attention_mask, case_ids, labels=(task, labels))
             logits, states = self.primary_logits(input_ids, attention_mask, case_ids, [task], batch)
             logits = states.tokens(logits[task])  # (B, T, C)
-            return nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten().long(),
-                                               ignore_index=IGNORE_INDEX,
+            count = (counts or {}).get("labelled")
+            loss = nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten().long(),
+                                               ignore_index=IGNORE_INDEX, reduction="mean" if count is None else "sum",
                                                label_smoothing=self.options.label_smoothing)
+            return loss if count is None else loss / count
         if phase != "unlabelled" or self.auxiliary is None:
             raise ValueError(f"unknown phase {phase!r} (unlabelled steps need cvt=True)")
         batch = self.checked(input_ids, attention_mask, case_ids)  # once for the teacher and the student
@@ -219,7 +247,7 @@ class TaggerTraining(nn.Module):
         with self.student_dropout():  # layer 1 only unless the full module reads both
             student = self.model.encode(features, batch[2], num_layers=None if self.options.full_module else 1,
                                         host_lengths=batch[3])
-        return sum(self.auxiliary[task](student, targets[task]) for task in self.task_names)
+        return sum(self.auxiliary[task](student, targets[task], counts) for task in self.task_names)
 
     @contextmanager
     def student_dropout(self):
