@@ -61,6 +61,15 @@ def test_plot_curves_writes_a_png_also_without_data(tmp_path):
                "legend_outside": True}]
     path = plot_curves(panels, tmp_path / "curves.png", title="run")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # one row by default; rows of `columns` (a last row's unused places blank): 5.5 x 4 inches a panel at 100 dpi
+    assert png_size(path) == (2200, 400)
+    assert png_size(plot_curves(panels[:3], tmp_path / "grid.png", columns=2)) == (1100, 800)
+
+
+def png_size(path) -> tuple:
+    """(width, height) of a PNG, from its IHDR chunk."""
+    header = path.read_bytes()[16:24]
+    return int.from_bytes(header[:4], "big"), int.from_bytes(header[4:], "big")
 
 
 def test_load_preset_by_name_and_path(tmp_path, monkeypatch):

@@ -227,7 +227,8 @@ def plot_recipe_curves(report: dict, path: Path | str) -> Path:
         panels.append({"title": label, "xlabel": "labelled steps", "series": series, "errors": errors,
                        "ylabel": f"validation {'F1' if metric == 'f1' else metric} (%)",
                        "ylim": plateau_range(series)})
-    return plot_curves(panels, path, title="supervised vs CVT on one recipe: validation, mean ± std over seeds")
+    return plot_curves(panels, path, title="supervised vs CVT on one recipe: validation, mean ± std over seeds",
+                       columns=3)
 
 
 def recipe_markdown(report: dict) -> str:

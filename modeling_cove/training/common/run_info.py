@@ -136,13 +136,14 @@ def machine_info() -> dict:
     return info
 
 
-def plot_curves(panels: list, path: Path | str, title: str | None = None) -> Path:
+def plot_curves(panels: list, path: Path | str, title: str | None = None, columns: int | None = None) -> Path:
     """One PNG with a panel per entry of `panels`, each a dict:
     `{"title": str, "xlabel": str, "ylabel": str, "series": {label: (xs, ys)}, "errors": {label: y_errors},
     "log_x": bool, "log_y": bool, "hlines": {label: y}, "xticks": [x, ...], "colors": {label: color},
     "linestyles": {label: style}, "ylim": (low, high), "legend_outside": bool}` (all keys but "series" optional; a
     series with no points is skipped, a panel with none says "no data"; a series with errors gets error bars; a label
-    starting with "_" stays out of the legend; `legend_outside` puts the legend right of the panel, for many series)."""
+    starting with "_" stays out of the legend; `legend_outside` puts the legend right of the panel, for many series).
+    The panels stand in one row, or in rows of `columns`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -150,8 +151,12 @@ def plot_curves(panels: list, path: Path | str, title: str | None = None) -> Pat
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(5.5 * max(1, len(panels)), 4), squeeze=False)
-    for ax, panel in zip(axes[0], panels):
+    width = max(1, min(columns or len(panels), len(panels)))
+    rows = max(1, -(-len(panels) // width))
+    fig, axes = plt.subplots(rows, width, figsize=(5.5 * width, 4 * rows), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, panel in zip(axes.flat, panels):
         drawn = False
         for label, (xs, ys) in panel.get("series", {}).items():
             xs, ys = list(xs), list(ys)
