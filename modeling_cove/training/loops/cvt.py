@@ -97,9 +97,8 @@ def soft_target_loss(module: nn.Module, states: torch.Tensor, targets: torch.Ten
         return module(states[:, :0]).sum() * 0.0
     positions = tuple(to_device_async(index, states.device) for index in positions)
     log_q = torch.log_softmax(module(states[positions]).float(), dim=-1)  # (N, C)
-    if count is not None:
-        return nn.functional.kl_div(log_q, targets[positions].float(), reduction="sum") / count
-    return nn.functional.kl_div(log_q, targets[positions].float(), reduction="batchmean")
+    loss = nn.functional.kl_div(log_q, targets[positions].float(), reduction="batchmean" if count is None else "sum")
+    return loss if count is None else loss / count
 
 
 class LinearViewModule(CoveTaggerPredictionModule):
@@ -145,8 +144,6 @@ class CrossViewModules(nn.Module):
         width = student.mask.shape[1]
         lengths = student.host_lengths if student.host_lengths is not None else student.lengths.cpu()
         mask, present = token_masks(lengths, width, student.framed)  # (B, T) on the host
-        if student.mask.device.type == "cpu":  # from the host lengths already (`CoveForTokenClassification.encode`)
-            mask = student.mask
         counts = counts or {}
         views = restricted_views(student.layers[0], mask, present)
         loss = sum(soft_target_loss(self.views[view], states, targets, valid, counts.get(view))
