@@ -551,3 +551,74 @@ def test_encoder_card_describes_the_run_optimisation():
     assert ("- Optimisation: SGD lr 1.0, halved each epoch after validation perplexity first rose, stop below 0.03 "
             "(the schedule of docs/paper.md §2);") in str(encoder_export_card("mt", config, paper, path=Path("enc")))
     assert "- Optimisation: not recorded;" in str(encoder_export_card("mt", config, None, path=Path("enc")))
+
+
+class ScriptedBleu:
+    """Stands for compute_bleu: validation BLEU by epoch from a script (the toy model's own BLEU is 0 throughout),
+    counting from `first_epoch`."""
+
+    def __init__(self, script: list, first_epoch: int = 1):
+        self.script, self.epoch = script, first_epoch
+
+    def __call__(self, hyps, refs) -> dict:
+        bleu = self.script[self.epoch - 1]
+        self.epoch += 1
+        return {"bleu": bleu, "sacrebleu": bleu}
+
+
+def test_early_stopping_on_validation_bleu_keeps_the_best_epoch(toy, tmp_path, monkeypatch):
+    """--early-stopping-patience 2 with validation BLEU 10, 20, 15, 12 stops after epoch 4 and tests, saves and exports
+    the weights of epoch 2, the same as a run of 2 epochs; a run stopped at max epochs 3 and resumed with 8 ends the
+    same way (the best epoch's weights survive the resume); the card names the epoch. Patience needs BLEU."""
+    from modeling_cove.training.loops import mt as mt_loop
+
+    quick = ["--seed", "5", "--no-test", "--eval-num-beams", "1"]
+    script = [10.0, 20.0, 15.0, 12.0, 30.0, 30.0]
+    two = tmp_path / "two"
+    monkeypatch.setattr(mt_loop, "compute_bleu", ScriptedBleu(script))
+    run(common_args(toy, two, *quick, "--max-epochs", "2"))
+    monkeypatch.setattr(mt_loop, "compute_bleu", ScriptedBleu(script))
+    stopped = tmp_path / "stopped"
+    metrics = run(common_args(toy, stopped, *quick, "--max-epochs", "8", "--early-stopping-patience", "2"))
+    assert [e["val_bleu"] for e in metrics["epochs"]] == script[:4]
+    assert metrics["stop_reason"] == "early stopping: no better validation BLEU in 2 epochs"
+    assert metrics["best_epoch"] == {"epoch": 2, "global_step": 12, "val_bleu": 20.0}
+    for name, tensor in weights(two).items():
+        assert torch.equal(weights(stopped)[name], tensor), name
+    exported = load_file(str(stopped / "encoder" / "model.safetensors"))
+    for name, tensor in load_file(str(two / "encoder" / "model.safetensors")).items():
+        assert torch.equal(exported[name], tensor), name
+    assert ("4 complete epochs, 24 optimizer steps (stopped: early stopping: no better validation BLEU in 2 epochs); "
+            "these are the weights of epoch 2 (step 12), the best validation BLEU (20.00)") in (
+        stopped / "encoder" / "README.md").read_text()
+
+    resumed = tmp_path / "resumed"
+    monkeypatch.setattr(mt_loop, "compute_bleu", ScriptedBleu(script))
+    first = run(common_args(toy, resumed, *quick, "--max-epochs", "3", "--early-stopping-patience", "2"))
+    assert first["stop_reason"] == "max epochs 3 reached" and first["best_epoch"]["epoch"] == 2
+    monkeypatch.setattr(mt_loop, "compute_bleu", ScriptedBleu(script, first_epoch=4))
+    again = run(common_args(toy, resumed, *quick, "--max-epochs", "8", "--early-stopping-patience", "2", "--resume"))
+    assert [e["val_bleu"] for e in again["epochs"]] == script[:4] and again["best_epoch"] == metrics["best_epoch"]
+    for name, tensor in weights(two).items():
+        assert torch.equal(weights(resumed)[name], tensor), name
+    with pytest.raises(MTSetupError, match="'early_stopping_patience'"):
+        run(common_args(toy, resumed, *quick, "--max-epochs", "9", "--resume"))  # patience off: another run
+    with pytest.raises(MTSetupError, match="early_stopping_patience 1 watches the validation BLEU, which --no-bleu"):
+        run(common_args(toy, tmp_path / "nobleu", "--no-bleu", "--early-stopping-patience", "1"))
+
+
+def test_resume_finds_the_data_in_another_spelling_of_its_place(toy, tmp_path, monkeypatch):
+    """A run started with absolute folders resumes from relative ones naming the same places (a run folder moved
+    with its data resumes as it was started); another vectors file is refused, naming it."""
+    quick = ["--seed", "7", "--no-bleu", "--no-test", "--no-export"]
+    out = tmp_path / "run"
+    run(common_args(toy, out, *quick, "--max-steps", "3"))
+    monkeypatch.chdir(toy)
+    relative = ["--output-dir", str(out), "--data-dir", "data", "--vectors", "./vectors.txt",
+                "--config-overrides", json.dumps(TINY), "--batch-size", "16", "--max-length", "12",
+                "--num-threads", "1", "--source-min-freq", "1"]
+    metrics = run(relative + quick + ["--max-steps", "4", "--resume"])
+    assert metrics["global_step"] == 4
+    (toy / "other.txt").write_text((toy / "vectors.txt").read_text())
+    with pytest.raises(MTSetupError, match="'vectors'"):
+        run([a if a != "./vectors.txt" else "other.txt" for a in relative] + quick + ["--max-steps", "5", "--resume"])

@@ -18,10 +18,12 @@ time, stop when lr < --min-lr (default 0.03 x lr: the paper's 0.03 at lr 1.0), o
 Gradient-norm clip 5; batch 64 sentences (global, split over the processes); pairs longer than 75 tokens dropped;
 vocabularies <= 50k per side; fixed source word vectors; loss = summed token NLL / batch size. Batches are
 length-grouped with the order a function of (seed, epoch) only, so --resume replays it exactly (`accelerate_loop`,
-`loops/mt.py`); it takes the first run's settings again (RESUME_KEYS: data, model, optimizer, lr schedule, clipping);
-the budget and the evaluation settings may change. Options outside the paper, off by default: --start-decay-at N
-(also halve from epoch N on, OpenNMT-py's -start_decay_at), --time-budget-minutes, --optimizer adam (e.g. --lr 0.001;
---min-lr defaults to 3e-05 then).
+`loops/mt.py`); it takes the first run's settings again (RESUME_KEYS: data, model, optimizer, lr schedule, clipping,
+early stopping), folders and files compared by place, not spelling; the budget and the evaluation settings may change.
+Options outside the paper, off by default: --start-decay-at N (also halve from epoch N on, OpenNMT-py's
+-start_decay_at), --time-budget-minutes, --optimizer adam (e.g. --lr 0.001; --min-lr defaults to 3e-05 then),
+--early-stopping-patience N (stop once the first corpus's validation BLEU has not risen for N epochs; the best-BLEU
+epoch's weights are the run's).
 Settings: built-in DEFAULTS < the preset's "training" block < the flags given.
 
 CoVe-S on 2 CPU cores (~60 min; the paper's schedule needs more epochs than fit, hence the earlier decay):
@@ -42,8 +44,9 @@ validation split drives the lr schedule; metrics.json has every corpus's validat
 (`val_by_corpus`) and test figures (`test_by_corpus`), the first corpus's also at the keys a single-corpus run uses.
 --exclude-test-sentences TASK... / --exclude-sentences FILE... drop every training pair (and a file's held-out
 pairs) whose English side is one of those sentences, compared the same way; data_stats.json counts them per corpus
-and reports the <unk> rates of both sides on the mixture and on each corpus's splits. CoVe-T (preset cove-t):
-    cove-train-mt --preset cove-t --data-dir DATA --init-from runs/vocab-all --output-dir runs/cove-t
+and reports the <unk> rates of both sides on the mixture and on each corpus's splits. CoVe-T (preset cove-t; it stops
+once Multi30k's validation BLEU has not risen for 2 epochs, --early-stopping-patience, and keeps its best epoch):
+    cove-train-mt --preset cove-t --data-dir DATA --init-from runs/vocab-all --output-dir runs/cove-t --save-steps 200
     cove-train-mt --corpora multi30k pairs.tsv.xz --exclude-test-sentences trec6 sst2 snli ...   # the same by flags
 
 Outputs in --output-dir:
@@ -66,14 +69,14 @@ from typing import Callable, Optional
 
 import torch
 
-from ..common.cli import A_FOLDER, AT_LEAST_ONE, POSITIVE, REQUIRED, fail, option, parse_options
+from ..common.cli import A_FOLDER, AT_LEAST_ONE, NOT_NEGATIVE, POSITIVE, REQUIRED, fail, option, parse_options
 from ..data.corpora import (DEFAULT_HELDOUT_PAIRS, EXCLUDABLE_TASKS, NAMED_CORPORA, CorpusError, check_corpora,
                             corpus_names, load_corpora)
 from ..data.translation import build_mt_checkpoint, prepare_splits, tokenize_corpora
 from ..loops.mt_schedule import resolve_min_lr
 from ..common.files import write_json
 from ..common.presets import load_preset, resolve_settings
-from ..loops.accelerate_loop import check_run_folder, make_accelerator, start_run_folder
+from ..loops.accelerate_loop import check_run_folder, make_accelerator, same_place, same_places, start_run_folder
 
 __all__ = ["check_config_fields", "check_output_dir", "load_model_preset", "main", "MTArguments", "MTData",
            "MTSetupError", "prepare_data", "resolve_mt_settings", "train_mt"]
@@ -99,16 +102,32 @@ DEFAULTS = {
     "test_num_beams": 5,
     "seed": 1234,
     "heldout_pairs": DEFAULT_HELDOUT_PAIRS,
+    "early_stopping_patience": 0,
 }
 # Settings fixed by the first run: the data order, the vocabularies and mt/config.json are built from them once and
 # the optimizer state is saved with every checkpoint, so resume refuses other values (they would be ignored); the
-# lr schedule and clipping too (a resume under another schedule would be a different run recorded as this one:
-# a min_lr above the restored lr, say, stops it at once). The budget (max_epochs, max_steps, time) and the
+# lr schedule, clipping and early stopping too (a resume under another schedule would be a different run recorded as
+# this one: a min_lr above the restored lr, say, stops it at once; best-epoch weights are kept only with patience on
+# from the start). The budget (max_epochs, max_steps, time) and the
 # evaluation settings (beams, batch) may change.
 RESUME_KEYS = ("dataset", "corpora", "heldout_pairs", "exclude_test_sentences", "exclude_sentences", "data_dir",
                "limit_train", "limit_eval", "max_length", "batch_size", "chunk_batches", "seed", "max_vocab",
                "source_min_freq", "target_min_freq", "init_from", "vectors", "vectors_lowercase", "config_overrides",
-               "optimizer", "lr", "lr_decay", "min_lr", "start_decay_at", "grad_clip")
+               "optimizer", "lr", "lr_decay", "min_lr", "start_decay_at", "grad_clip", "early_stopping_patience")
+
+
+def same_corpora(first, now) -> bool:
+    """Two --corpora lists naming the same corpora in the same order: datasets by name, files by place."""
+    if first is None or now is None or len(first) != len(now):
+        return first == now
+    return all(a == b if a in NAMED_CORPORA or b in NAMED_CORPORA else same_place(a, b)
+               for a, b in zip(first, now))
+
+
+# resume keys compared otherwise than with ==: folders and files in any spelling of their place (relative or absolute,
+# resolved from the working directory of now, so a run moved with its data resumes), datasets by name
+RESUME_SAME = {"data_dir": same_place, "init_from": same_place, "vectors": same_place,
+               "exclude_sentences": same_places, "corpora": same_corpora}
 PRESET_SECTIONS = ("name", "description", "data", "config", "training", "vectors", "paper")
 
 
@@ -153,6 +172,10 @@ class MTArguments:
     min_lr: Optional[float] = option("stop when the lr falls below this (default 0.03 x lr; must be < lr)")
     start_decay_at: Optional[int] = option("also decay the lr after every epoch >= this one (OpenNMT-py's "
                                             "-start_decay_at; default: only after validation perplexity first rises)")
+    early_stopping_patience: Optional[int] = option(
+        "stop once the first corpus's validation BLEU has not risen for this many epochs, and keep the weights of its "
+        "best epoch (tested, saved in mt/ and exported); 0: off, the last epoch's weights. Needs BLEU (not "
+        "--no-bleu)", check=NOT_NEGATIVE)
     time_budget_minutes: Optional[float] = option("stop at the end of the epoch after which another epoch would "
                                                    "exceed this wall time", check=POSITIVE)
     max_epochs: Optional[int] = option("stop after this many epochs", check=AT_LEAST_ONE)
@@ -297,6 +320,9 @@ def resolve_mt_settings(args: MTArguments, preset: dict) -> dict:
     settings.update(_corpus_settings(args, preset, settings["dataset"]))
     if settings["batch_size"] < 1 or settings["max_length"] < 1:
         raise MTSetupError("batch_size and max_length must be >= 1")
+    if settings["early_stopping_patience"] and args.no_bleu:
+        raise MTSetupError(f"early_stopping_patience {settings['early_stopping_patience']} watches the validation "
+                           "BLEU, which --no-bleu skips: drop one of them")
     if settings["heldout_pairs"] < 1:
         raise MTSetupError(f"heldout_pairs must be >= 1, got {settings['heldout_pairs']}")
     try:
@@ -311,9 +337,10 @@ def check_output_dir(args: MTArguments, settings: dict):
     added since the first run counts at the value that run had), a new run an empty folder (or overwrite); the
     vectors file, the corpora's files and the sentence files must exist."""
     added_since = {"corpora": [settings["dataset"]], "heldout_pairs": DEFAULTS["heldout_pairs"],
-                   "exclude_test_sentences": [], "exclude_sentences": []}
+                   "exclude_test_sentences": [], "exclude_sentences": [], "early_stopping_patience": 0}
     try:
-        check_run_folder(args.output_dir, settings, RESUME_KEYS, args.resume, args.overwrite, defaults=added_since)
+        check_run_folder(args.output_dir, settings, RESUME_KEYS, args.resume, args.overwrite, defaults=added_since,
+                         same=RESUME_SAME)
         check_corpora(settings["corpora"])
     except ValueError as err:
         raise MTSetupError(str(err)) from None

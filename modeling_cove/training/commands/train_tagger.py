@@ -45,7 +45,7 @@ from ..loops import stopping
 from ..loops.cvt import CrossViewOptions, TaggerTraining, view_counts
 from ..loops.tagger_schedule import TASK_SAMPLING, StepBudgetBatches, UnlabelledStream, WeightAverage, lr_factor
 from ..loops.accelerate_loop import (AccelerateLoop, LoopState, StopLimits, check_run_folder, end_run, epoch_batches,
-                          make_accelerator, make_optimizer, rank_share, start_run_folder)
+                                     make_accelerator, make_optimizer, rank_share, same_place, start_run_folder)
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
 from ..data.texts import is_text_file
@@ -152,13 +152,6 @@ RESUME_KEYS = ("task", "encoder", "input", "data_dir", "cvt", "unlabeled", "unla
 # resume keys newer than some run folders, at the value such a folder's run had (`check_run_folder`'s defaults)
 ADDED_SETTINGS = {"label_scheme": None, "hyperparameters": None, "encoder_weights": None,
                   "resolved_hyperparameters": None}
-
-
-def same_place(first, now) -> bool:
-    """Two spellings of one path (relative and absolute, `..` or not): equal resolved; None only equals None."""
-    if first is None or now is None:
-        return first is now
-    return Path(first).resolve() == Path(now).resolve()
 
 
 def same_sources(first, now) -> bool:

@@ -32,8 +32,8 @@ from typing import Callable, NoReturn, Optional
 from transformers import HfArgumentParser
 
 __all__ = ["A_FILE", "A_FOLDER", "A_PORT", "A_RATE", "AT_LEAST_ONE", "build_parser", "check_values",
-           "CoveArgumentParser", "fail", "option", "parse_options", "POSITIVE", "REQUIRED", "run_training_command",
-           "RunArguments"]
+           "CoveArgumentParser", "fail", "NOT_NEGATIVE", "option", "parse_options", "POSITIVE", "REQUIRED",
+           "run_training_command", "RunArguments"]
 
 OUR_METADATA = ("positional", "nargs", "negation", "check")
 REQUIRED = dataclasses.MISSING  # the default of a flag that must be given
@@ -48,6 +48,7 @@ class Check:
 
 
 AT_LEAST_ONE = Check("an integer >= 1", lambda value: value >= 1)  # counts, sizes, limits, threads
+NOT_NEGATIVE = Check("an integer >= 0", lambda value: value >= 0)  # counts where 0 means off (patience)
 POSITIVE = Check("> 0", lambda value: value > 0)  # rates of learning, epochs, minutes
 A_RATE = Check("in [0, 1)", lambda value: 0 <= value < 1)  # dropout
 A_PORT = Check("a port number in 1-65535", lambda value: 1 <= value <= 65535)

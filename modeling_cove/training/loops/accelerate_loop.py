@@ -43,8 +43,8 @@ from ..common.files import commit_tmp, fresh_tmp, write_json
 from . import stopping
 
 __all__ = ["AccelerateLoop", "check_run_folder", "checkpoint_dirs", "epoch_batches", "LoopState", "end_run",
-           "make_accelerator", "make_optimizer", "rank_share", "read_state", "restore_checkpoint", "save_checkpoint", "start_run_folder",
-           "state_file", "stop_reason", "StopLimits"]
+           "make_accelerator", "make_optimizer", "rank_share", "read_state", "restore_checkpoint", "same_place",
+           "same_places", "save_checkpoint", "start_run_folder", "state_file", "stop_reason", "StopLimits"]
 
 STATE_FILE = "pretraining_state.json"
 LEGACY_STATE_FILE = "trainer_state.json"  # what checkpoints written before this module hold (read, never written)
@@ -254,6 +254,22 @@ def check_run_folder(output_dir: Path | str, settings: dict, resume_keys, resume
                              "run would not continue exactly; use the original ones")
     elif output_dir.exists() and any(output_dir.iterdir()) and not overwrite:
         raise ValueError(f"{output_dir} exists and is not empty (resume or overwrite)")
+
+
+def same_place(first, now) -> bool:
+    """Two spellings of one path (relative and absolute, `..` or not): equal resolved; None only equals None. A
+    relative path is resolved in the working directory of now, so a run folder moved with its data to another
+    machine, and resumed from the same relative place, is the same run."""
+    if first is None or now is None:
+        return first is now
+    return Path(first).resolve() == Path(now).resolve()
+
+
+def same_places(first, now) -> bool:
+    """Two lists of paths naming the same files in the same order (`same_place`); None only equals None."""
+    if first is None or now is None or len(first) != len(now):
+        return first == now
+    return all(same_place(a, b) for a, b in zip(first, now))
 
 
 def start_run_folder(accelerator, output_dir: Path | str, settings: dict, resume: bool):

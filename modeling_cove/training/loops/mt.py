@@ -1,7 +1,10 @@
 """The MT pretraining loop on the Accelerate loop (`accelerate_loop.AccelerateLoop`): length-grouped epoch batches
 (`mt_epoch_batches`), the paper's loss (summed NLL over the global batch), the perplexity schedule, per-epoch
 evaluation, the metrics JSON and curves, and at the end the test BLEU, the final MT checkpoint and the exported
-encoder. Why that loop is no transformers `Trainer`: `accelerate_loop`'s docstring.
+encoder. With `early_stopping_patience` the run also stops once the first corpus's validation BLEU has not risen for
+that many epochs, and what it tests, saves and exports are the weights of its best-BLEU epoch (`best_state.safetensors`
+in the run folder, written at each new best; the epoch records say which). Why that loop is no transformers
+`Trainer`: `accelerate_loop`'s docstring.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ from .mt_schedule import PerplexitySchedule
 from .accelerate_loop import AccelerateLoop, LoopState, StopLimits, end_run, epoch_batches, make_optimizer, rank_share
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
+from . import stopping
 
 CONFIG_FIELDS = ("vocab_size", "target_vocab_size", "hidden_size", "decoder_hidden_size", "decoder_embedding_dim",
                  "decoder_dropout", "encoder_dropout", "attention_bias")
 SEED_STRIDE = 100003  # epoch batches: the generator seed is seed x SEED_STRIDE + epoch
+BEST_STATE_FILE = "best_state.safetensors"  # the weights of the best validation-BLEU epoch (early stopping on)
 
 __all__ = ["MTPretraining", "mt_epoch_batches"]
 
@@ -134,9 +139,9 @@ class MTPretraining(AccelerateLoop):
         if not self.args.no_bleu:
             hyps = decode_split(self.unwrapped, store, settings["eval_batch_size"], self.accelerator,
                                 self.data.target_tokens, settings["eval_num_beams"], desc=f"validation BLEU {corpus}")
-            if self.accelerator.is_main_process:
-                bleu = compute_bleu(hyps, self.data.references[corpus]["validation"])
-                record["val_bleu"], record["val_sacrebleu"] = bleu["bleu"], bleu["sacrebleu"]
+            # every process scores the gathered hypotheses: early stopping reads the BLEU on each of them alike
+            bleu = compute_bleu(hyps, self.data.references[corpus]["validation"])
+            record["val_bleu"], record["val_sacrebleu"] = bleu["bleu"], bleu["sacrebleu"]
         return record
 
     def evaluate(self, epoch: int, stopped: str | None, epoch_start: float) -> dict:
@@ -161,8 +166,47 @@ class MTPretraining(AccelerateLoop):
         }
         record.update({key: val[key] for key in ("val_bleu", "val_sacrebleu") if key in val})
         record["val_by_corpus"] = by_corpus
+        if self.patience and stopped is None and record["val_bleu"] > max(self._bleus() or [-1.0]):
+            self._save_best()
         self.accelerator.print(json.dumps(record))
         return record
+
+    # -----------------------------------------------------------------------------------------------------------
+    # early stopping on validation BLEU (off when patience is 0)
+
+    @property
+    def patience(self) -> int:
+        return self.settings.get("early_stopping_patience") or 0
+
+    def _bleus(self) -> list:
+        """The first corpus's validation BLEU of the complete epochs so far, in order."""
+        return [h["val_bleu"] for h in self.state.history if h["complete"]]
+
+    def best_epoch(self) -> dict | None:
+        """The complete epoch of the highest validation BLEU (the first of equals): its number and BLEU."""
+        complete = [h for h in self.state.history if h["complete"] and h.get("val_bleu") is not None]
+        if not complete:
+            return None
+        best = max(complete, key=lambda h: h["val_bleu"])  # max keeps the first of equal values
+        return {"epoch": best["epoch"], "global_step": best["global_step"], "val_bleu": best["val_bleu"]}
+
+    def _save_best(self):
+        from safetensors.torch import save_model
+
+        if self.accelerator.is_main_process:
+            tmp = self.output_dir / (BEST_STATE_FILE + ".tmp")
+            save_model(self.unwrapped, str(tmp))
+            tmp.replace(self.output_dir / BEST_STATE_FILE)  # a kill while writing keeps the previous best whole
+
+    def why_stop(self, inside_epoch: bool = False) -> str | None:
+        """The scaffold's limits, then, at an epoch end, no better validation BLEU in the last `patience` epochs."""
+        reason = super().why_stop(inside_epoch)
+        if reason is not None or inside_epoch or not self.patience:
+            return reason
+        bleus = self._bleus()
+        if len(bleus) > self.patience and max(bleus[-self.patience:]) <= max(bleus[:-self.patience]):
+            return stopping.early_stopping(self.patience, "BLEU", "epochs")
+        return None
 
     def write_record(self):
         self._write_metrics()
@@ -191,6 +235,8 @@ class MTPretraining(AccelerateLoop):
             "corpora": self.data.corpora,
             "test": test,
             "test_by_corpus": test_by_corpus,
+            # the epoch whose weights the run tested, saved and exported (None: the last one's, patience off)
+            "best_epoch": self.best_epoch() if self.patience else None,
         }
 
     def _write_metrics(self, payload: dict | None = None):
@@ -240,6 +286,19 @@ class MTPretraining(AccelerateLoop):
                                f"sacreBLEU {bleu['sacrebleu']:.2f}, perplexity {test_ppl['perplexity']:.2f}")
         return {"perplexity": test_ppl["perplexity"], "num_beams": settings["test_num_beams"], **bleu}
 
+    def _restore_best(self):
+        """With early stopping on: the best-BLEU epoch's weights back into the model, on every process (a run
+        stopped before its first complete epoch has none and keeps its weights)."""
+        from safetensors.torch import load_model
+
+        self.accelerator.wait_for_everyone()
+        best = self.output_dir / BEST_STATE_FILE
+        if self.patience and best.is_file():
+            load_model(self.unwrapped, str(best), device=str(self.accelerator.device))
+            epoch = self.best_epoch()
+            self.accelerator.print(f"weights of epoch {epoch['epoch']} (validation BLEU {epoch['val_bleu']:.2f}, "
+                                   "the best) tested, saved and exported")
+
     def finish(self) -> dict | None:
         """Test BLEU, the replicas' weight fingerprints, the final MT checkpoint, metrics, the exported encoder."""
         from accelerate.utils import gather_object
@@ -247,6 +306,7 @@ class MTPretraining(AccelerateLoop):
         from modeling_cove.modeling_cove_mt import TARGET_TOKENIZER_SUBFOLDER
 
         accelerator = self.accelerator
+        self._restore_best()
         test_by_corpus = None if self.args.no_test else {corpus: self._test(corpus) for corpus in self.data.corpora}
         test = test_by_corpus[self.data.corpora[0]] if test_by_corpus else None
         fingerprint = [parameters_sha256(self.unwrapped)]

@@ -494,13 +494,24 @@ def encoder_export_card(objective: str, config, metrics: Optional[dict], *, path
 
 def _mt_export_sections(config, metrics: dict, path: Path, name: str) -> dict:
     settings = metrics.get("settings", {})
-    vectors = settings.get("vectors") or settings.get("init_from") or "unknown"
+    vectors = settings.get("vectors") or _init_vectors(settings.get("init_from")) or "unknown"
     return dict(
         name=name, path=str(path), config=config, settings=settings, run_data=metrics.get("data", {}),
         vectors=vectors, stand_in="w2v-lower" in str(vectors), optimisation=optimisation_text(settings),
         progress=pretraining_progress_text(metrics), results=mt_results_table(metrics), citation=papers.citation(),
         corpora=mt_corpora_text(settings, metrics.get("data", {})),
     )
+
+
+def _init_vectors(init_from) -> str | None:
+    """The word vectors of a run started from a vocabulary checkpoint (--init-from): the vectors file its
+    build_info.json names (cove-build-vocab writes it), else the checkpoint's folder; None without one."""
+    if not init_from:
+        return None
+    try:
+        return str(json.loads((Path(init_from) / "build_info.json").read_text())["vectors"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return str(init_from)
 
 
 def mt_corpora_text(settings: dict, run_data: dict) -> str:
@@ -578,7 +589,8 @@ def optimisation_text(settings: dict) -> str:
 
 
 def pretraining_progress_text(metrics: dict) -> str:
-    """What a pretraining run ran: complete epochs, optimizer steps and the logged stop reason."""
+    """What a pretraining run ran: complete epochs, optimizer steps, the logged stop reason and, for a run that kept
+    its best validation epoch, which one it is."""
     epochs = metrics.get("epochs", [])
     complete = sum(1 for e in epochs if e.get("complete", True))
     text = f"{complete} complete epoch{'s' if complete != 1 else ''}"
@@ -586,6 +598,10 @@ def pretraining_progress_text(metrics: dict) -> str:
         text += f", {epochs[-1].get('global_step', '?')} optimizer steps"
     if metrics.get("stop_reason"):
         text += f" (stopped: {metrics['stop_reason']})"
+    best = metrics.get("best_epoch")
+    if best:
+        text += (f"; these are the weights of epoch {best['epoch']} (step {best['global_step']}), the best validation "
+                 f"BLEU ({best['val_bleu']:.2f})")
     return text
 
 
