@@ -639,8 +639,9 @@ def test_the_cove_t_comparison_is_a_section_of_its_own_paired_by_seed(tmp_path):
     collect_results(runs, out, command="collect")
     report = json.loads((out / "classification.json").read_text())
     section = report["cove_t_comparison"]
-    assert list(section) == ["what", "command", "commit", "machine", "columns", "encoders", "results",
+    assert list(section) == ["what", "command", "commit", "machine", "columns", "encoders", "pretraining", "results",
                              "versus_vectors"]
+    assert section["pretraining"] == {}  # no MT run folder beside the runs
     assert section["command"] == "collect" and section["machine"] == ["Intel Xeon (6/207/2)"]
     assert section["encoders"] == {column: {"encoder": encoder, "encoder_weights": weights}
                                    for column, (_, encoder, weights, _) in COVE_T_RUNS.items()}
@@ -764,3 +765,45 @@ def test_a_misnamed_run_is_refused_by_its_own_family_by_its_full_path(tmp_path):
     folder = runs / "bcn-fraction" / "trec6" / "vectors+cove-t-f0.1-seed9"
     assert str(caught.value) == (f"{folder}: the folder names the column vectors+cove-t (--bcn-input vectors+cove) "
                                  "but its run is --bcn-input vectors")
+
+
+def test_the_cove_t_comparison_records_the_pretraining_of_its_encoders(tmp_path):
+    """The section holds the MT record of each encoder its columns read that an MT run under runs/ exported: the BLEU
+    per corpus, the data (exclusions, <unk> rates), the settings, the best epoch and stop; less the per-step loss
+    log; the curves copied beside it; the vectors checkpoint (no MT run) has none."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    write_main_table(runs)
+    write_cove_t_family(runs)
+    metrics = {"command": "cove-train-mt --preset cove-t", "commit": "abc", "preset": "cove-t", "machine": CPU,
+               "settings": {"early_stopping_patience": 2}, "corpora": ["multi30k", "deu-eng"],
+               "data": {"corpora": {"deu-eng": {"excluded_pairs": {"train": 59}}}, "unk_rates": {"source": 0.01}},
+               "epochs": [{"epoch": 1, "val_bleu": 20.0}], "global_step": 9, "stop_reason": "max epochs 1 reached",
+               "best_epoch": {"epoch": 1, "global_step": 9, "val_bleu": 20.0},
+               "test": {"bleu": 30.0}, "test_by_corpus": {"multi30k": {"bleu": 30.0}, "deu-eng": {"bleu": 25.0}},
+               "loss_log": [[1, 2.0, 3.0]]}
+    (runs / "cove-t").mkdir()
+    (runs / "cove-t" / "metrics.json").write_text(json.dumps(metrics))
+    (runs / "cove-t" / "curves.png").write_bytes(b"png")
+    collect_results(runs, out, command="collect")
+    section = json.loads((out / "classification.json").read_text())["cove_t_comparison"]
+    assert section["pretraining"] == {"runs/cove-t/encoder": {
+        **{k: v for k, v in metrics.items() if k != "loss_log"}, "curve_png": "mt_cove-t.png"}}
+    assert (out / "mt_cove-t.png").read_bytes() == b"png"
+
+
+def test_the_cove_t_comparison_pairs_runs_on_one_kind_of_device(tmp_path):
+    """A seed of the family that ran on a GPU (its machine's device cuda) beside CPU runs of the same task stops the
+    collection, naming the seeds of each kind; a run that recorded no device counts by its machine's GPU."""
+    from instruments.results import device_kind
+
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    write_main_table(runs)
+    write_cove_t_family(runs)
+    write_run(runs, "bcn-cove-t/trec6/vectors+cove-t-seed4", "trec6", "vectors+cove", 4, 0.2, 0.9, 0.9,
+              encoder="runs/cove-t/encoder", encoder_weights="c3" * 32,
+              machine={**CPU, "device": "cuda:0", "gpu": "NVIDIA H200"})
+    with pytest.raises(ValueError, match=r"cove_t_comparison / trec6: runs on a CPU and on a GPU \(cpu: seeds "
+                                         r"\[1, 2, 3\]; gpu: seeds \[4\]\)"):
+        collect_results(runs, out, command="collect")
+    assert [device_kind(m) for m in (CPU, {"gpu": "H200"}, {"gpu": "H200", "device": "cpu"}, None)] == [
+        "cpu", "gpu", "cpu", "cpu"]

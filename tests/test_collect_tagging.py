@@ -194,6 +194,19 @@ def test_the_cove_t_comparison_is_a_section_of_tagging_json_paired_by_seed(tmp_p
     assert merged["paired"]["conll2000"]["vectors+cove-t - vectors+cove"]["test"]["seeds"] == [1, 2, 3, 4]
 
 
+def test_the_cove_t_comparison_pairs_runs_on_one_kind_of_device(tmp_path):
+    """A seed of the comparison run on a GPU machine (its metrics name the GPU) beside CPU runs of the same row stops
+    the collection, naming the seeds of each kind."""
+    runs = tmp_path / "tag-cove-t"
+    cove_t_runs(runs)
+    gpu_run = runs / "conll2000" / "vectors+cove-t-seed2" / "metrics.json"
+    metrics = json.loads(gpu_run.read_text())
+    gpu_run.write_text(json.dumps({**metrics, "machine": {**metrics["machine"], "gpu": "NVIDIA H200"}}))
+    with pytest.raises(ValueError, match=r"cove_t_comparison / conll2000: runs on a CPU and on a GPU \(cpu: seeds "
+                                         r"\[1, 2, 3\]; gpu: seeds \[2\]\)"):
+        collect_cove_t(runs, tmp_path / "tagging.json")
+
+
 def test_a_cell_over_two_encoder_weights_is_refused(tmp_path, capsys):
     """CoVe-T's vectors+cove-t seeds over two pretrainings of CoVe-T (the sha256 each run recorded): one cell, one
     encoder; runs older than the record join any; the command line says so in one line, exit 2."""

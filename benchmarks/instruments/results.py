@@ -58,8 +58,9 @@ COVE_T_PAIRS = (("vectors+cove", "vectors"), ("vectors+cove-t", "vectors"), ("ve
 SAMPLE_EFFICIENCY_FOLDER = "bcn-fraction"  # runs/bcn-fraction/<task>/<column>-f<fraction>-seed<N> (--train-fraction)
 BILM_KEYS = ("command", "commit", "settings", "machine", "data", "epochs", "global_step", "train_seconds",
              "train_tokens", "train_tokens_per_second", "wall_seconds")  # metrics.json less the per-step loss log
-MT_KEYS = ("command", "commit", "preset", "machine", "config", "trainable_parameters", "data", "epochs",
-           "train_seconds", "train_target_tokens_per_second", "wall_seconds", "test")
+MT_KEYS = ("command", "commit", "preset", "machine", "settings", "config", "trainable_parameters", "data", "corpora",
+           "epochs", "global_step", "stop_reason", "best_epoch", "train_seconds", "train_target_tokens_per_second",
+           "wall_seconds", "test", "test_by_corpus")  # metrics.json less the per-step loss log
 
 
 def paired_entry(runs_a: list, runs_b: list):
@@ -132,6 +133,27 @@ def machine_label(machine: dict | None) -> str | None:
         return None
     cpu = f"{machine['cpu']} ({machine['cpu_model']})" if machine.get("cpu_model") else str(machine["cpu"])
     return cpu + (f" + {machine['gpu']}" if machine.get("gpu") else "")
+
+
+def device_kind(machine: dict | None) -> str:
+    """"cpu" or "gpu": where a run's tensors lived, from the `device` its metrics.json's machine records; a run that
+    recorded none ran on the GPU when its machine had one (the training commands take it when there is one)."""
+    machine = machine if isinstance(machine, dict) else {}
+    if machine.get("device"):
+        return "gpu" if str(machine["device"]).startswith("cuda") else "cpu"
+    return "gpu" if machine.get("gpu") else "cpu"
+
+
+def check_one_device_kind(label: str, runs: list) -> None:
+    """Raise ValueError when `runs` ((device kind, seed) of runs paired by seed) ran on both kinds of device: a pair
+    of a GPU run and a CPU run differs in its kernels as well as in what it compares."""
+    kinds = {}
+    for kind, seed in runs:
+        kinds.setdefault(kind, set()).add(seed)
+    if len(kinds) > 1:
+        found = "; ".join(f"{kind}: seeds {sorted(seeds)}" for kind, seeds in sorted(kinds.items()))
+        raise ValueError(f"{label}: runs on a CPU and on a GPU ({found}); its pairs compare runs on one kind of "
+                         "device: run those seeds again on one kind, or collect the two kinds apart")
 
 
 def run_machines(labels: list) -> list:
@@ -210,6 +232,7 @@ def full_runs(runs: Path, pattern: str, subsampled: bool | None = False, exclude
             "command": m["command"],
             "commit": m.get("git"),
             **({"machine": machine_label(m["machine"])} if machine_label(m.get("machine")) else {}),
+            **({"device": device_kind(m["machine"])} if isinstance(m.get("machine"), dict) else {}),
             "encoder": m["encoder"],
             **({"encoder_weights": m["encoder_weights"]} if m.get("encoder_weights") else {}),
             **({"scalar_mix": m["scalar_mix"]} if m.get("scalar_mix") else {}),
@@ -294,12 +317,18 @@ def collect_sample_efficiency(runs: Path) -> dict:
 
 
 def fraction_pretrainings(runs: Path, sample_efficiency: dict, out: Path) -> dict:
+    """`pretraining_records` of the MT-LSTMs the --train-fraction runs read: a CoVe-S pretrained again for the curve
+    states its own BLEU beside the table's."""
+    return pretraining_records(runs, {r["encoder"] for columns in sample_efficiency.values()
+                                      for cells in columns.values() for cell in cells.values() for r in cell["runs"]},
+                               out)
+
+
+def pretraining_records(runs: Path, folders, out: Path) -> dict:
     """encoder folder -> its MT pretraining record (mt_record; its curves copied to out/mt_<run folder>.png), for the
-    MT-LSTMs the --train-fraction runs read other than runs/cove-small (that one is mt_multi30k.json): a CoVe-S
-    pretrained again for the curve states its own BLEU beside the table's."""
+    encoder `folders` (as runs record them, relative to the repository) that an MT run exported, other than
+    runs/cove-small (that one is mt_multi30k.json)."""
     found = {}
-    folders = {r["encoder"] for columns in sample_efficiency.values() for cells in columns.values()
-               for cell in cells.values() for r in cell["runs"]}
     for folder in sorted(folders):
         run_dir = (runs.parent / folder).parent  # the encoder folder runs record is relative to the repository
         metrics = run_dir / "metrics.json"
@@ -592,13 +621,17 @@ def collect_cove_t(runs: Path) -> dict:
     return collect_classification(runs, f"{COVE_T_FOLDER}/*/*-seed*/metrics.json")
 
 
-def cove_t_comparison(results: dict, stamp: dict) -> dict:
+def cove_t_comparison(results: dict, stamp: dict, runs: Path, out: Path) -> dict:
     """classification.json's section of the CoVe-T comparison (COVE_T_SECTION) over its cells (`results`, task ->
     column -> cell): what it is, the collection's command and commit (`stamp`), the machines its runs ran on, its
     columns, per column the encoder its runs read (folder and the weights' sha256 they recorded; one encoder a column
-    over every task, else ValueError), the cells, and per task its pairs by seed (COVE_T_PAIRS, "a - b")."""
+    over every task, else ValueError), the MT pretraining record of each encoder found under `runs`
+    (`pretraining_records`: its BLEU per corpus, test-sentence exclusions and <unk> rates, best epoch; curves copied
+    to `out`), the cells, and per task its pairs by seed (COVE_T_PAIRS, "a - b")."""
     by_column = {}
-    for columns in results.values():
+    for task, columns in results.items():
+        check_one_device_kind(f"cove_t_comparison / {task}", [(r.get("device", "cpu"), r["seed"])
+                                                               for cell in columns.values() for r in cell["runs"]])
         for column, cell in columns.items():
             by_column.setdefault(column, []).extend(cell["runs"])
     encoders = {}
@@ -610,6 +643,7 @@ def cove_t_comparison(results: dict, stamp: dict) -> dict:
     return {"what": COVE_T_WHAT, **stamp,
             "machine": run_machines([r.get("machine") for records in by_column.values() for r in records]),
             "columns": {column: COVE_T_COLUMNS.get(column) for column in encoders}, "encoders": encoders,
+            "pretraining": pretraining_records(runs, {e["encoder"] for e in encoders.values()}, out),
             "results": results, "versus_vectors": head_to_head(results, COVE_T_PAIRS)}
 
 
@@ -672,7 +706,7 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
         body = {**stamp, **found, **{k: v for k, v in report.items() if k not in (*stamp, *PROVENANCE)}}
         cove_t = merge_runs_table(old.get(COVE_T_SECTION, {}).get("results", {}), cove_t)  # old: {} without merge
         if cove_t:
-            body[COVE_T_SECTION] = cove_t_comparison(cove_t, stamp)
+            body[COVE_T_SECTION] = cove_t_comparison(cove_t, stamp, runs, out)
         elif existing.exists():  # none of its runs here: the section the file has stays (not the table's to drop)
             kept = json.loads(existing.read_text()).get(COVE_T_SECTION)
             if kept:

@@ -30,7 +30,7 @@ from modeling_cove.training.common.stats import mean_std, paired_difference
 from modeling_cove.training.common.run_info import git_commit
 from modeling_cove.training.common.files import write_json
 
-from .results import COVE_T_SECTION, check_one_encoder
+from .results import COVE_T_SECTION, check_one_device_kind, check_one_encoder, device_kind
 
 logger = logging.getLogger(__name__)
 
@@ -362,6 +362,9 @@ def collect_cove_t(runs_dir: Path | str, output: Path | str, merge: bool = False
     if not records:
         return None
     results = build_table(records)
+    for row, cells in results.items():  # its pairs compare runs on one kind of device
+        check_one_device_kind(f"{COVE_T_SECTION} / {row}", [(device_kind(r), r["seed"]) for cell in cells.values()
+                                                             for r in cell["runs"]])  # a run records its GPU
     section = {"what": COVE_T_WHAT, "command": command, "commit": git_commit(), "machine": machines(records),
                "columns": {column: COVE_T_COLUMNS[column] for column in COVE_T_COLUMNS
                            if any(column in cells for cells in results.values())},
