@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from instruments.classification_table import DEFAULT_ENCODERS, check_one_vocabulary
+from instruments.classification_table import DEFAULT_ENCODERS, check_distinct_encoders, check_one_vocabulary
 from instruments.run_pool import PoolArguments, report
 from instruments.tagging import read_report, records_of
 from instruments.tagging_recipe import RECIPE_KEYS, recipe_runs, resolved_recipes
@@ -110,6 +110,7 @@ def table_plan(args: RunTaggingTableArguments) -> tuple:
         encoders = {"vocab": args.vocab or DEFAULT_ENCODERS["vocab"], "cove_s": args.cove_encoder or COMPARISON_COVE_S,
                     "cove_t": args.cove_t_encoder}
         check_one_vocabulary(encoders)
+        check_distinct_encoders({role: encoders[role] for role in ("cove_s", "cove_t")})
         runs = cove_t_runs(encoders["vocab"], encoders["cove_s"], encoders["cove_t"], args.rows, args.columns)
         runs_dir = args.runs_dir or "runs/tag-cove-t"
         return runs, runs_dir, collect_command("--cove-t", runs_dir, "runs/tag-cove-t")

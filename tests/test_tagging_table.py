@@ -223,7 +223,8 @@ def test_the_script_runs_the_cove_t_comparison_into_its_own_folder(tmp_path, cap
 
 def test_the_cove_t_comparisons_columns_read_the_encoders_vocabulary(tmp_path, capsys, monkeypatch):
     """Its supervised column reads the word vectors both encoders were pretrained over (the BCN comparison's
-    runs/vocab-all), not the tagging table's runs/vocab-tagging; an encoder over another vocabulary is refused."""
+    runs/vocab-all), not the tagging table's runs/vocab-tagging; an encoder over another vocabulary is refused, and
+    so is a CoVe-T that holds CoVe-S's weights."""
     script = runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks" / "run_tagging_table.py"))
     monkeypatch.chdir(tmp_path)
     one, other = "9:aaaaaaaaaaaaaaaa", "8:bbbbbbbbbbbbbbbb"
@@ -240,6 +241,15 @@ def test_the_cove_t_comparisons_columns_read_the_encoders_vocabulary(tmp_path, c
     out, err = capsys.readouterr()
     assert exit_info.value.code == 2 and "train_tagger" not in out
     assert "the columns read different vocabularies" in err and "other-cove-t (cove_t): 8:bbbbbbbbbbbbbbbb" in err
+    for name in ("cove-s", "copy-of-cove-s"):  # CoVe-T a copy of CoVe-S not trained on: refused
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps({"vocabulary_fingerprint": one}))
+        (tmp_path / name / "model.safetensors").write_bytes(b"the same weights")
+    with pytest.raises(SystemExit) as exit_info:
+        script["main"](["--data-dir", "DATA", "--cove-encoder", "cove-s", "--cove-t-encoder", "copy-of-cove-s",
+                        "--dry-run"])
+    assert exit_info.value.code == 2
+    assert "copy-of-cove-s (cove_t) holds the same weights as cove-s (cove_s)" in capsys.readouterr().err
 
 
 def test_a_cvt_run_is_finished_and_resumable_whatever_the_spelling_of_its_data_folder(tmp_path, monkeypatch):

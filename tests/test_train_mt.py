@@ -622,3 +622,20 @@ def test_resume_finds_the_data_in_another_spelling_of_its_place(toy, tmp_path, m
     (toy / "other.txt").write_text((toy / "vectors.txt").read_text())
     with pytest.raises(MTSetupError, match="'vectors'"):
         run([a if a != "./vectors.txt" else "other.txt" for a in relative] + quick + ["--max-steps", "5", "--resume"])
+
+
+def test_encoder_card_names_the_vectors_of_an_init_from_checkpoint(tmp_path):
+    """A run started --init-from a cove-build-vocab checkpoint: the card names the vectors file that checkpoint was
+    built from (its build_info.json), so a stand-in is said to be one; without that file, the checkpoint's folder."""
+    from modeling_cove import CoveConfig
+
+    config = CoveConfig(vocab_size=10, word_vector_dim=8, hidden_size=4)
+    vocab = tmp_path / "vocab"
+    vocab.mkdir()
+    (vocab / "build_info.json").write_text(json.dumps({"vectors": "data/vectors/w2v-lower-300d.txt.xz"}))
+    metrics = {"settings": {"init_from": str(vocab), "vectors": None}, "epochs": []}
+    card = str(encoder_export_card("mt", config, metrics, path=Path("enc")))
+    assert ("- Word vectors (fixed): `data/vectors/w2v-lower-300d.txt.xz`. Stand-in word2vec vectors, NOT GloVe "
+            "840B.") in card
+    (vocab / "build_info.json").unlink()
+    assert f"- Word vectors (fixed): `{vocab}`." in str(encoder_export_card("mt", config, metrics, path=Path("enc")))
