@@ -471,3 +471,22 @@ def test_the_card_lists_corpora_with_their_licence_and_only_real_exclusions():
         f"- Licence of the `pairs` data: {licence}."
     assert mt_corpora_text({}, {"corpora": {"pairs": stats}}) == "" == mt_corpora_text({}, {})
 
+
+
+def test_the_cove_t_mixture_drops_the_test_sentences_docs_data_md_counts():
+    """The real data under the cove-t preset: the figures docs/data.md states (59 Tatoeba pairs whose English side
+    is a test sentence of an evaluation task, at least the 16 found by hand; 575 Multi30k captions that are SNLI
+    test premises; 1,999 and 2,000 held-out Tatoeba pairs) come out of load_corpora as the run counts them."""
+    from conftest import require_data
+
+    data = require_data("tatoeba_de_en", "deu-eng.tsv.xz").parents[1]
+    settings = resolve_mt_settings(arguments(["--output-dir", "unused", "--preset", "cove-t", "--data-dir",
+                                              str(data)]), load_model_preset("cove-t"))
+    stats = load_corpora(settings).stats["corpora"]
+    tatoeba, multi30k = stats["deu-eng"], stats["multi30k"]
+    assert tatoeba["pairs_in_file"] == 169813 and sum(tatoeba["excluded_pairs"].values()) == 59
+    assert {task: n for task, n in tatoeba["excluded_pairs_by_source"].items() if n} == {
+        "trec6": 3, "trec50": 3, "sst2": 2, "sst5": 3, "snli": 12, "ewt_upos": 41, "wnut17": 2}
+    assert (tatoeba["pairs"]["validation"], tatoeba["pairs"]["test"]) == (1999, 2000)
+    assert tatoeba["pairs"]["train"] == 169813 - 4000 - 58
+    assert multi30k["excluded_pairs"] == {"train": 575} and multi30k["pairs"]["train"] == 29000 - 575

@@ -211,7 +211,8 @@ def _file_splits(spec: str, settings: dict) -> tuple:
     except (OSError, ValueError) as err:
         raise CorpusError(str(err)) from None
     size = settings["heldout_pairs"]
-    parts = carve_heldout(pairs["src"], pairs["tgt"], size, settings["seed"])
+    columns = pairs[:]  # the sides as lists: indexing a Dataset's column row by row goes through Arrow each time
+    parts = carve_heldout(columns["src"], columns["tgt"], size, settings["seed"])
     if not parts["train"] or len(parts["test"]) < size:
         raise CorpusError(f"{spec}: {len(pairs)} pairs are too few to carve {size} validation and {size} test pairs "
                           "by English sentence and keep some to train on; lower --heldout-pairs")
@@ -233,7 +234,7 @@ def _drop_excluded(splits, excluded: ExcludedSentences, checked) -> dict:
     record."""
     dropped, by_source = {}, {}
     for split in checked:
-        keep, hits = excluded.matches(splits[split]["src"])
+        keep, hits = excluded.matches(splits[split][:]["src"])  # a list, read at once
         dropped[split] = len(splits[split]) - len(keep)
         if dropped[split]:
             splits[split] = splits[split].select(keep)
