@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .corpora import column_lists
+
 __all__ = ["build_mt_checkpoint", "build_source_side", "collate", "encode_split", "prepare_splits", "select_target_words",
            "target_tokenize", "to_ids", "tokenize_batch", "tokenize_corpora", "TokenStore", "unk_rate"]
 
@@ -170,7 +172,7 @@ class TokenStore:
     """The id columns of a split held as numpy arrays (fast row access for batching)."""
 
     def __init__(self, ds):
-        src, tgt = ds["src_ids"], ds["tgt_ids"]
+        src, tgt = column_lists(ds, "src_ids", "tgt_ids")
         self.src = [np.asarray(x, dtype=np.int64) for x in src]
         self.tgt = [np.asarray(x, dtype=np.int64) for x in tgt]
         self.src_lengths = np.array([len(x) for x in self.src], dtype=np.int64)
@@ -192,7 +194,7 @@ def _train_store(ds, names: list, max_len: int, data_stats: dict) -> TokenStore:
     """The training mixture's id store after the length filter; `data_stats` gains its counts, overall and (under
     "corpora") per corpus."""
     n_train = len(ds)
-    empty = sum(1 for s, t in zip(ds["src_tokens"], ds["tgt_tokens"]) if not s or not t)
+    empty = sum(1 for s, t in zip(*column_lists(ds, "src_tokens", "tgt_tokens")) if not s or not t)
     train = ds.filter(lambda r: 0 < len(r["src_tokens"]) <= max_len and 0 < len(r["tgt_tokens"]) <= max_len,
                       desc="length filter")
     store = TokenStore(train)
@@ -204,13 +206,12 @@ def _train_store(ds, names: list, max_len: int, data_stats: dict) -> TokenStore:
         "train_pairs_dropped_too_long": n_train - len(train) - empty,
         "train_source_tokens": source_tokens,
         "train_target_tokens": target_tokens,
-        "train_source_unk": int(sum(train["src_unk"])),
-        "train_target_unk": int(sum(train["tgt_unk"])),
     })
+    corpus, src_unk, tgt_unk = (np.asarray(column, dtype=np.int64)
+                                for column in column_lists(train, "corpus", "src_unk", "tgt_unk"))
+    data_stats.update({"train_source_unk": int(src_unk.sum()), "train_target_unk": int(tgt_unk.sum())})
     data_stats["train_source_unk_rate"] = unk_rate(data_stats["train_source_unk"], source_tokens)
     data_stats["train_target_unk_rate"] = unk_rate(data_stats["train_target_unk"], target_tokens - len(train))
-    corpus = np.asarray(train["corpus"], dtype=np.int64)
-    src_unk, tgt_unk = np.asarray(train["src_unk"], dtype=np.int64), np.asarray(train["tgt_unk"], dtype=np.int64)
     for index, name in enumerate(names):
         rows = corpus == index
         data_stats["corpora"][name].update({
