@@ -26,7 +26,8 @@ The CoVe-T comparison (tagging.json's section `cove_t_comparison`; plan: `instru
 CoNLL-2000 supervised, vectors+cove over CoVe-S and vectors+cove-t over CoVe-T, seeds 1-5, the table's flags, both CoVe
 checkpoints pretrained again for it (CoVe-S with CoVe-T's test-sentence exclusion, the BCN comparison's:
 `instruments.classification_table`), every column over the one vocabulary the encoders were pretrained over
-(runs/vocab-all, as the BCN comparison's; a checkpoint of another vocabulary is refused); runs in runs/tag-cove-t, then
+(runs/vocab-all, as the BCN comparison's; a checkpoint of another vocabulary is refused, and a CoVe-T holding CoVe-S's
+weights); runs in runs/tag-cove-t, then
 `python benchmarks/collect_tagging.py --cove-t --merge`:
 
     python benchmarks/run_tagging_table.py --data-dir DATA --cove-t-encoder runs/cove-t/encoder --dry-run

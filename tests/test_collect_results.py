@@ -794,7 +794,7 @@ def test_the_cove_t_comparison_records_the_pretraining_of_its_encoders(tmp_path)
 def test_the_cove_t_comparison_pairs_runs_on_one_kind_of_device(tmp_path):
     """A seed of the family that ran on a GPU (its machine's device cuda) beside CPU runs of the same task stops the
     collection, naming the seeds of each kind; a run that recorded no device counts by its machine's GPU."""
-    from instruments.results import device_kind
+    from instruments.results import device_kind, run_device_kind
 
     runs, out = tmp_path / "runs", tmp_path / "out"
     write_main_table(runs)
@@ -807,3 +807,7 @@ def test_the_cove_t_comparison_pairs_runs_on_one_kind_of_device(tmp_path):
         collect_results(runs, out, command="collect")
     assert [device_kind(m) for m in (CPU, {"gpu": "H200"}, {"gpu": "H200", "device": "cpu"}, None)] == [
         "cpu", "gpu", "cpu", "cpu"]
+    # a record collected before records kept their device: its machine label names the GPU
+    assert [run_device_kind(r) for r in ({"machine": "AMD EPYC (25/17/1) + NVIDIA H200"}, {"machine": "AMD EPYC"},
+                                         {"gpu": "NVIDIA H200"}, {"device": "cpu", "gpu": "NVIDIA H200"})] == [
+        "gpu", "cpu", "gpu", "cpu"]

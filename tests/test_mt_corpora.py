@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import exit_of
+from conftest import exit_of, require_data
 from datasets import Dataset, DatasetDict
 from test_train_mt import DE, EN, TINY, arguments, run, weights, write_toy_corpus
 
@@ -472,13 +472,10 @@ def test_the_card_lists_corpora_with_their_licence_and_only_real_exclusions():
     assert mt_corpora_text({}, {"corpora": {"pairs": stats}}) == "" == mt_corpora_text({}, {})
 
 
-
 def test_the_cove_t_mixture_drops_the_test_sentences_docs_data_md_counts():
     """The real data under the cove-t preset: the figures docs/data.md states (59 Tatoeba pairs whose English side
-    is a test sentence of an evaluation task, at least the 16 found by hand; 575 Multi30k captions that are SNLI
-    test premises; 1,999 and 2,000 held-out Tatoeba pairs) come out of load_corpora as the run counts them."""
-    from conftest import require_data
-
+    is a test sentence of an evaluation task; 575 Multi30k captions that are SNLI test premises; 1,999 and 2,000
+    held-out Tatoeba pairs) come out of load_corpora as the run counts them."""
     data = require_data("tatoeba_de_en", "deu-eng.tsv.xz").parents[1]
     settings = resolve_mt_settings(arguments(["--output-dir", "unused", "--preset", "cove-t", "--data-dir",
                                               str(data)]), load_model_preset("cove-t"))

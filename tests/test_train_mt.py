@@ -226,6 +226,32 @@ def test_two_process_cpu_ddp_matches_one_process(toy, tmp_path, alone_with_the_c
     assert abs(metrics["epochs"][0]["val_perplexity"] - single["epochs"][0]["val_perplexity"]) < 1e-3
 
 
+def test_two_processes_stop_on_validation_bleu_together(toy, tmp_path, alone_with_the_cores):
+    """Early stopping under 2-process DDP: every process scores the gathered translations, so both take the same stop
+    after the same epoch (a hang otherwise) and load the same best weights: the first epoch of the highest validation
+    BLEU, the run stopped at the first epoch not above it (the toy's BLEU rises from epoch 1 to 2, then falls)."""
+    args = ["--max-epochs", "6", "--early-stopping-patience", "1", "--no-test", "--no-export"]
+    ddp = subprocess.run(
+        [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+         str(REPO / "configuration" / "accelerate" / "cpu_ddp.yaml"), "--num_processes", "2",
+         "--main_process_port", str(free_port()), str(SCRIPT), *common_args(toy, tmp_path / "ddp", *args)],
+        env=ENV, capture_output=True, text=True, timeout=300,
+    )
+    assert ddp.returncode == 0, ddp.stderr[-3000:]
+    metrics = json.loads((tmp_path / "ddp" / "metrics.json").read_text())
+    bleus = [e["val_bleu"] for e in metrics["epochs"]]
+    best = bleus.index(max(bleus))
+    assert metrics["stop_reason"] == "early stopping: no better validation BLEU in 1 epochs"
+    assert len(bleus) == best + 2 and bleus[-1] <= bleus[best] and best >= 1  # a rise, then the first epoch not above
+    assert metrics["best_epoch"] == {"epoch": best + 1, "global_step": 6 * (best + 1), "val_bleu": bleus[best]}
+    fingerprints = metrics["replica_weight_sha256"]
+    assert len(fingerprints) == 2 and fingerprints[0] == fingerprints[1]
+    kept, last = weights(tmp_path / "ddp"), load_file(str(checkpoint_dirs(tmp_path / "ddp")[-1] / "model.safetensors"))
+    best_state = load_file(str(tmp_path / "ddp" / "best_state.safetensors"))
+    assert all(torch.equal(tensor, best_state[name]) for name, tensor in kept.items())
+    assert not all(torch.equal(tensor, last[name]) for name, tensor in kept.items())  # not the last epoch's
+
+
 RESUME_ARGS = ["--max-epochs", "3", "--save-steps", "2", "--seed", "7"]
 
 
@@ -569,7 +595,9 @@ class ScriptedBleu:
 def test_early_stopping_on_validation_bleu_keeps_the_best_epoch(toy, tmp_path, monkeypatch):
     """--early-stopping-patience 2 with validation BLEU 10, 20, 15, 12 stops after epoch 4 and tests, saves and exports
     the weights of epoch 2, the same as a run of 2 epochs; a run stopped at max epochs 3 and resumed with 8 ends the
-    same way (the best epoch's weights survive the resume); the card names the epoch. Patience needs BLEU."""
+    same way (the best epoch's weights survive the resume); the card names the epoch. A run killed after its best
+    epoch's checkpoint, before the weights file (here: the file removed), writes them on resume from that checkpoint;
+    past it, the resume stops with a clear error. Patience fixes the validation beam; it needs BLEU."""
     from modeling_cove.training.loops import mt as mt_loop
 
     quick = ["--seed", "5", "--no-test", "--eval-num-beams", "1"]
@@ -603,13 +631,30 @@ def test_early_stopping_on_validation_bleu_keeps_the_best_epoch(toy, tmp_path, m
         assert torch.equal(weights(resumed)[name], tensor), name
     with pytest.raises(MTSetupError, match="'early_stopping_patience'"):
         run(common_args(toy, resumed, *quick, "--max-epochs", "9", "--resume"))  # patience off: another run
+    with pytest.raises(MTSetupError, match="'eval_num_beams'"):
+        run(common_args(toy, resumed, "--seed", "5", "--no-test", "--eval-num-beams", "2", "--max-epochs", "9",
+                        "--early-stopping-patience", "2", "--resume"))
+
+    lost = tmp_path / "lost"  # the best epoch's checkpoint saved, its weights file not yet
+    monkeypatch.setattr(mt_loop, "compute_bleu", ScriptedBleu(script))
+    run(common_args(toy, lost, *quick, "--max-epochs", "2", "--early-stopping-patience", "2"))
+    (lost / "best_state.safetensors").unlink()
+    monkeypatch.setattr(mt_loop, "compute_bleu", ScriptedBleu(script, first_epoch=3))
+    again = run(common_args(toy, lost, *quick, "--max-epochs", "8", "--early-stopping-patience", "2", "--resume"))
+    assert again["best_epoch"] == metrics["best_epoch"] and again["stop_reason"] == metrics["stop_reason"]
+    for name, tensor in weights(two).items():
+        assert torch.equal(weights(lost)[name], tensor), name
+    (lost / "best_state.safetensors").unlink()  # now the newest checkpoint is epoch 4's, past the best
+    with pytest.raises(RuntimeError, match="does not hold the weights of epoch 2, the best validation BLEU, and the "
+                                           "checkpoint resumed from is past it"):
+        run(common_args(toy, lost, *quick, "--max-epochs", "9", "--early-stopping-patience", "2", "--resume"))
     with pytest.raises(MTSetupError, match="early_stopping_patience 1 watches the validation BLEU, which --no-bleu"):
         run(common_args(toy, tmp_path / "nobleu", "--no-bleu", "--early-stopping-patience", "1"))
 
 
 def test_resume_finds_the_data_in_another_spelling_of_its_place(toy, tmp_path, monkeypatch):
-    """A run started with absolute folders resumes from relative ones naming the same places (a run folder moved
-    with its data resumes as it was started); another vectors file is refused, naming it."""
+    """A run started with absolute folders resumes from relative spellings of the same places (`same_place`);
+    another vectors file is refused, naming it."""
     quick = ["--seed", "7", "--no-bleu", "--no-test", "--no-export"]
     out = tmp_path / "run"
     run(common_args(toy, out, *quick, "--max-steps", "3"))

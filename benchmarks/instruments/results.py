@@ -60,7 +60,7 @@ BILM_KEYS = ("command", "commit", "settings", "machine", "data", "epochs", "glob
              "train_tokens", "train_tokens_per_second", "wall_seconds")  # metrics.json less the per-step loss log
 MT_KEYS = ("command", "commit", "preset", "machine", "settings", "config", "trainable_parameters", "data", "corpora",
            "epochs", "global_step", "stop_reason", "best_epoch", "train_seconds", "train_target_tokens_per_second",
-           "wall_seconds", "test", "test_by_corpus")  # metrics.json less the per-step loss log
+           "wall_seconds", "test", "test_by_corpus")  # metrics.json's figures (not its per-step loss log)
 
 
 def paired_entry(runs_a: list, runs_b: list):
@@ -142,6 +142,15 @@ def device_kind(machine: dict | None) -> str:
     if machine.get("device"):
         return "gpu" if str(machine["device"]).startswith("cuda") else "cpu"
     return "gpu" if machine.get("gpu") else "cpu"
+
+
+def run_device_kind(record: dict) -> str:
+    """"cpu" or "gpu" of a collected run record: its `device` where the collector kept one, else whether its machine
+    had a GPU (a BCN record's machine label ends in " + <GPU>", a tagger record names its `gpu`)."""
+    if record.get("device"):
+        return record["device"]
+    machine = record.get("machine")
+    return "gpu" if record.get("gpu") or (isinstance(machine, str) and " + " in machine) else "cpu"
 
 
 def check_one_device_kind(label: str, runs: list) -> None:
@@ -630,7 +639,7 @@ def cove_t_comparison(results: dict, stamp: dict, runs: Path, out: Path) -> dict
     to `out`), the cells, and per task its pairs by seed (COVE_T_PAIRS, "a - b")."""
     by_column = {}
     for task, columns in results.items():
-        check_one_device_kind(f"cove_t_comparison / {task}", [(r.get("device", "cpu"), r["seed"])
+        check_one_device_kind(f"cove_t_comparison / {task}", [(run_device_kind(r), r["seed"])
                                                                for cell in columns.values() for r in cell["runs"]])
         for column, cell in columns.items():
             by_column.setdefault(column, []).extend(cell["runs"])

@@ -30,7 +30,7 @@ from modeling_cove.training.common.stats import mean_std, paired_difference
 from modeling_cove.training.common.run_info import git_commit
 from modeling_cove.training.common.files import write_json
 
-from .results import COVE_T_SECTION, check_one_device_kind, check_one_encoder, device_kind
+from .results import COVE_T_SECTION, check_one_device_kind, check_one_encoder, device_kind, run_device_kind
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +140,8 @@ def read_runs(runs_dir: Path | str, detail: bool = False) -> tuple[list, list]:
                 "best_epoch": metrics.get("best_epoch"), "epochs": len(metrics.get("epochs") or []),
                 "train_seconds": metrics.get("train_seconds"), "command": metrics.get("command"),
                 "commit": metrics.get("commit"), "cpu": machine.get("cpu"), "cpu_model": machine.get("cpu_model"),
-                "gpu": machine.get("gpu"), "train_fraction": settings.get("train_fraction"),
+                "gpu": machine.get("gpu"), **({"device": device_kind(machine)} if machine.get("device") else {}),
+                "train_fraction": settings.get("train_fraction"),
                 **({"encoder_weights": metrics["encoder_weights"]} if metrics.get("encoder_weights") else {}),
                 **(run_detail(metrics, task) if detail else {})})
     return records, left_out
@@ -363,8 +364,8 @@ def collect_cove_t(runs_dir: Path | str, output: Path | str, merge: bool = False
         return None
     results = build_table(records)
     for row, cells in results.items():  # its pairs compare runs on one kind of device
-        check_one_device_kind(f"{COVE_T_SECTION} / {row}", [(device_kind(r), r["seed"]) for cell in cells.values()
-                                                             for r in cell["runs"]])  # a run records its GPU
+        check_one_device_kind(f"{COVE_T_SECTION} / {row}", [(run_device_kind(r), r["seed"])
+                                                             for cell in cells.values() for r in cell["runs"]])
     section = {"what": COVE_T_WHAT, "command": command, "commit": git_commit(), "machine": machines(records),
                "columns": {column: COVE_T_COLUMNS[column] for column in COVE_T_COLUMNS
                            if any(column in cells for cells in results.values())},

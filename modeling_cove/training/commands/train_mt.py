@@ -50,9 +50,11 @@ once Multi30k's validation BLEU has not risen for 2 epochs, --early-stopping-pat
     cove-train-mt --corpora multi30k pairs.tsv.xz --exclude-test-sentences trec6 sst2 snli ...   # the same by flags
 
 Outputs in --output-dir:
-    mt/                  final MT checkpoint (AutoModelForSeq2SeqLM; source tokenizer; target_tokenizer/)
+    mt/                  the MT checkpoint at the end (AutoModelForSeq2SeqLM; source tokenizer; target_tokenizer/):
+                         the last weights, or with --early-stopping-patience the best validation-BLEU epoch's
     encoder/             the trained encoder alone: a CoVe checkpoint for AutoModel/AutoTokenizer + README.md card
     checkpoints/step-N/  accelerate save_state + pretraining_state.json (every epoch, and every --save-steps)
+    best_state.safetensors  with --early-stopping-patience: the best epoch's weights, its epoch and step as metadata
     metrics.json         data statistics, per-epoch train/val perplexity and BLEU, test BLEU, speed, stop reason
     data_stats.json      vocabularies, pairs read / excluded / dropped per corpus and split, <unk> rates
     test_hypotheses.txt  the first corpus's test translations (test_hypotheses.<corpus>.txt: the others')
@@ -124,8 +126,8 @@ def same_corpora(first, now) -> bool:
                for a, b in zip(first, now))
 
 
-# resume keys compared otherwise than with ==: folders and files in any spelling of their place (relative or absolute,
-# resolved from the working directory of now, so a run moved with its data resumes), datasets by name
+# resume keys compared otherwise than with ==: folders and files in any spelling of their place (`same_place`),
+# datasets by name
 RESUME_SAME = {"data_dir": same_place, "init_from": same_place, "vectors": same_place,
                "exclude_sentences": same_places, "corpora": same_corpora}
 PRESET_SECTIONS = ("name", "description", "data", "config", "training", "vectors", "paper")
@@ -338,8 +340,10 @@ def check_output_dir(args: MTArguments, settings: dict):
     vectors file, the corpora's files and the sentence files must exist."""
     added_since = {"corpora": [settings["dataset"]], "heldout_pairs": DEFAULTS["heldout_pairs"],
                    "exclude_test_sentences": [], "exclude_sentences": [], "early_stopping_patience": 0}
+    # with early stopping the validation BLEU decides which epoch the run keeps: its beam is fixed by the first run
+    keys = RESUME_KEYS + (("eval_num_beams",) if settings["early_stopping_patience"] else ())
     try:
-        check_run_folder(args.output_dir, settings, RESUME_KEYS, args.resume, args.overwrite, defaults=added_since,
+        check_run_folder(args.output_dir, settings, keys, args.resume, args.overwrite, defaults=added_since,
                          same=RESUME_SAME)
         check_corpora(settings["corpora"])
     except ValueError as err:

@@ -611,7 +611,7 @@ class TaggerLoop(AccelerateLoop):
             return reason
         mains = [h["validation_main"] for h in self.state.history if h["complete"]]
         patience = self.hp["early_stopping_patience"]
-        if patience and len(mains) > patience and max(mains[-patience:]) <= max(mains[:-patience]):
+        if stopping.no_better_in(mains, patience):
             return stopping.early_stopping(patience, "score", "epochs")
         return None
 
@@ -629,7 +629,8 @@ class TaggerLoop(AccelerateLoop):
             "command": self.command, "commit": self.commit, "settings": self.settings.__dict__,
             "encoder_weights": self.encoder_weights,  # the sha256 of the encoder's weights (None: a Hub id)
             "hyperparameters": self.hp, "machine": {**machine_info(), "processes": world,
-                                                    "threads": torch.get_num_threads()},
+                                                    "threads": torch.get_num_threads(),
+                                                    "device": str(self.accelerator.device)},
             "tasks": {t.name: {"labels": t.labels, "metric": t.kind, "label_scheme": t.label_scheme, **t.counts}
                       for t in self.tasks},
             "unlabeled_sentences": len(self.unlabeled), "epochs": state.history, "global_step": state.global_step,

@@ -116,8 +116,9 @@ def build_mt_checkpoint(settings: dict, train_tokens, mt_dir: Path, stats_file: 
     from modeling_cove.modeling_cove_mt import TARGET_TOKENIZER_SUBFOLDER, CoveForMachineTranslation
     from modeling_cove.tokenization_cove import build_cove_tokenizer
 
-    src_counts = Counter(t for row in train_tokens["src_tokens"] for t in row)
-    tgt_counts = Counter(t for row in train_tokens["tgt_tokens"] for t in row)
+    sources, targets = column_lists(train_tokens, "src_tokens", "tgt_tokens")
+    src_counts = Counter(t for row in sources for t in row)
+    tgt_counts = Counter(t for row in targets for t in row)
     encoder, source_tokenizer, info = build_source_side(settings, src_counts, lowercase)
     target_words = select_target_words(tgt_counts, settings["target_min_freq"], settings["max_vocab"])
     target_tokenizer = build_cove_tokenizer(target_words, lowercase=lowercase, add_eos=True)
@@ -225,21 +226,23 @@ def _train_store(ds, names: list, max_len: int, data_stats: dict) -> TokenStore:
 
 def _eval_split(ds, max_len: int) -> tuple:
     """(TokenStore with sources truncated to max_len, reference token lists, counts for the record)."""
-    truncated = sum(1 for r in ds["src_ids"] if len(r) > max_len)
-    source_tokens = sum(len(r) for r in ds["src_tokens"])
-    target_tokens = sum(len(r) for r in ds["tgt_tokens"])
+    src_ids, src_tokens, tgt_tokens, src_unk, tgt_unk = column_lists(ds, "src_ids", "src_tokens", "tgt_tokens",
+                                                                     "src_unk", "tgt_unk")
+    truncated = sum(1 for r in src_ids if len(r) > max_len)
+    source_tokens = sum(len(r) for r in src_tokens)
+    target_tokens = sum(len(r) for r in tgt_tokens)
     ds = ds.map(lambda r: {"src_ids": r["src_ids"][:max_len]}, desc="truncate sources")
     store = TokenStore(ds)
     counts = {
         "pairs": len(ds),
         "sources_truncated": truncated,
         "empty_sources": int((store.src_lengths == 0).sum()),
-        "source_unk": int(sum(ds["src_unk"])),
-        "target_unk": int(sum(ds["tgt_unk"])),
+        "source_unk": int(sum(src_unk)),
+        "target_unk": int(sum(tgt_unk)),
     }
     counts["source_unk_rate"] = unk_rate(counts["source_unk"], source_tokens)
     counts["target_unk_rate"] = unk_rate(counts["target_unk"], target_tokens)
-    return store, ds["tgt_tokens"], counts
+    return store, tgt_tokens, counts  # the references: plain lists
 
 
 def prepare_splits(train, evaluation: dict, source_tokenizer, target_tokenizer, config, max_len: int,

@@ -257,9 +257,9 @@ def check_run_folder(output_dir: Path | str, settings: dict, resume_keys, resume
 
 
 def same_place(first, now) -> bool:
-    """Two spellings of one path (relative and absolute, `..` or not): equal resolved; None only equals None. A
-    relative path is resolved in the working directory of now, so a run folder moved with its data to another
-    machine, and resumed from the same relative place, is the same run."""
+    """Two spellings of one path (relative and absolute, `..` or not): equal resolved; None only equals None. Both
+    are resolved in the working directory of now: a run started with relative paths resumes from the same relative
+    place on another machine; one started with absolute paths resumes where those paths are."""
     if first is None or now is None:
         return first is now
     return Path(first).resolve() == Path(now).resolve()

@@ -3,8 +3,9 @@
 evaluation, the metrics JSON and curves, and at the end the test BLEU, the final MT checkpoint and the exported
 encoder. With `early_stopping_patience` the run also stops once the first corpus's validation BLEU has not risen for
 that many epochs, and what it tests, saves and exports are the weights of its best-BLEU epoch (`best_state.safetensors`
-in the run folder, written at each new best; the epoch records say which). Why that loop is no transformers
-`Trainer`: `accelerate_loop`'s docstring.
+in the run folder, written at each new best once that epoch's checkpoint is saved, and naming its epoch and step; a
+resume checks the file against the checkpoint's epoch records). Why that loop is no transformers `Trainer`:
+`accelerate_loop`'s docstring.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class MTPretraining(AccelerateLoop):
         self.unwrapped = accelerator.unwrap_model(self.model)
         self.pad_id = self.unwrapped.config.pad_token_id
         self.lr_schedule = PerplexitySchedule(settings["lr_decay"], settings["start_decay_at"])
+        self._new_best = False  # the epoch just evaluated is the best so far: its weights go to BEST_STATE_FILE
         self.run_info = {"command": command or command_line(), "commit": git_commit(), "machine": {
             **machine_info(), "processes": self.world, "device": str(accelerator.device),
             "distributed_type": str(accelerator.distributed_type)}}
@@ -166,8 +168,8 @@ class MTPretraining(AccelerateLoop):
         }
         record.update({key: val[key] for key in ("val_bleu", "val_sacrebleu") if key in val})
         record["val_by_corpus"] = by_corpus
-        if self.patience and stopped is None and record["val_bleu"] > max(self._bleus() or [-1.0]):
-            self._save_best()
+        # a new best's weights are saved once its checkpoint is (`write_record`): never ahead of the records
+        self._new_best = bool(self.patience) and stopped is None and record["val_bleu"] > max(self._bleus() or [-1.0])
         self.accelerator.print(json.dumps(record))
         return record
 
@@ -180,7 +182,7 @@ class MTPretraining(AccelerateLoop):
 
     def _bleus(self) -> list:
         """The first corpus's validation BLEU of the complete epochs so far, in order."""
-        return [h["val_bleu"] for h in self.state.history if h["complete"]]
+        return [h["val_bleu"] for h in self.state.history if h["complete"] and h.get("val_bleu") is not None]
 
     def best_epoch(self) -> dict | None:
         """The complete epoch of the highest validation BLEU (the first of equals): its number and BLEU."""
@@ -191,24 +193,55 @@ class MTPretraining(AccelerateLoop):
         return {"epoch": best["epoch"], "global_step": best["global_step"], "val_bleu": best["val_bleu"]}
 
     def _save_best(self):
+        """The model's weights now as the best epoch's (`best_epoch()`), its epoch and step in the file's metadata."""
         from safetensors.torch import save_model
 
         if self.accelerator.is_main_process:
-            tmp = self.output_dir / (BEST_STATE_FILE + ".tmp")
-            save_model(self.unwrapped, str(tmp))
+            best, tmp = self.best_epoch(), self.output_dir / (BEST_STATE_FILE + ".tmp")
+            save_model(self.unwrapped, str(tmp), metadata={k: str(best[k]) for k in ("epoch", "global_step")})
             tmp.replace(self.output_dir / BEST_STATE_FILE)  # a kill while writing keeps the previous best whole
+
+    def _saved_best(self) -> dict | None:
+        """The epoch and step `best_state.safetensors` holds the weights of (None: no file)."""
+        from safetensors import safe_open
+
+        path = self.output_dir / BEST_STATE_FILE
+        if not path.is_file():
+            return None
+        with safe_open(str(path), "pt") as f:
+            metadata = f.metadata() or {}
+        return {key: int(metadata[key]) for key in ("epoch", "global_step") if key in metadata}
+
+    def _best_is_saved(self) -> bool:
+        best = self.best_epoch()
+        return best is None or self._saved_best() == {k: best[k] for k in ("epoch", "global_step")}
+
+    def restore_extra(self, folder):
+        """On resume: a run killed after its best epoch's checkpoint and before the best weights were written
+        resumes from that very checkpoint, whose weights are the best's: they are written now."""
+        if not self.patience or self._best_is_saved():
+            return
+        best, state = self.best_epoch(), self.state
+        if (state.epoch, state.step_in_epoch, state.global_step) != (best["epoch"], 0, best["global_step"]):
+            raise RuntimeError(f"{self.output_dir / BEST_STATE_FILE} does not hold the weights of epoch "
+                               f"{best['epoch']}, the best validation BLEU, and the checkpoint resumed from is past "
+                               "it: the run cannot keep its best epoch; start it again")
+        self._save_best()
 
     def why_stop(self, inside_epoch: bool = False) -> str | None:
         """The scaffold's limits, then, at an epoch end, no better validation BLEU in the last `patience` epochs."""
         reason = super().why_stop(inside_epoch)
         if reason is not None or inside_epoch or not self.patience:
             return reason
-        bleus = self._bleus()
-        if len(bleus) > self.patience and max(bleus[-self.patience:]) <= max(bleus[:-self.patience]):
+        if stopping.no_better_in(self._bleus(), self.patience):
             return stopping.early_stopping(self.patience, "BLEU", "epochs")
         return None
 
     def write_record(self):
+        """metrics.json and the curves; after a new best epoch's checkpoint, its weights (`_save_best`)."""
+        if self._new_best:
+            self._save_best()
+            self._new_best = False
         self._write_metrics()
 
     # -----------------------------------------------------------------------------------------------------------
@@ -235,7 +268,8 @@ class MTPretraining(AccelerateLoop):
             "corpora": self.data.corpora,
             "test": test,
             "test_by_corpus": test_by_corpus,
-            # the epoch whose weights the run tested, saved and exported (None: the last one's, patience off)
+            # with patience: the epoch whose weights the run kept (tested, saved in mt/, exported; None before
+            # a complete epoch); without: None, the last weights are the run's
             "best_epoch": self.best_epoch() if self.patience else None,
         }
 
@@ -292,12 +326,17 @@ class MTPretraining(AccelerateLoop):
         from safetensors.torch import load_model
 
         self.accelerator.wait_for_everyone()
-        best = self.output_dir / BEST_STATE_FILE
-        if self.patience and best.is_file():
-            load_model(self.unwrapped, str(best), device=str(self.accelerator.device))
-            epoch = self.best_epoch()
-            self.accelerator.print(f"weights of epoch {epoch['epoch']} (validation BLEU {epoch['val_bleu']:.2f}, "
-                                   "the best) tested, saved and exported")
+        best = self.best_epoch()
+        if not self.patience or best is None:
+            return
+        if not self._best_is_saved():  # the file is written with each best epoch's checkpoint: never expected
+            raise RuntimeError(f"{self.output_dir / BEST_STATE_FILE} holds {self._saved_best()}, not the best epoch "
+                               f"{best['epoch']} (step {best['global_step']})")
+        device = self.accelerator.device  # safetensors takes "cpu", not DDP's "cpu:0"
+        load_model(self.unwrapped, str(self.output_dir / BEST_STATE_FILE),
+                   device="cpu" if device.type == "cpu" else str(device))
+        self.accelerator.print(f"the weights of epoch {best['epoch']} (validation BLEU {best['val_bleu']:.2f}, the "
+                               "best) are the run's")
 
     def finish(self) -> dict | None:
         """Test BLEU, the replicas' weight fingerprints, the final MT checkpoint, metrics, the exported encoder."""

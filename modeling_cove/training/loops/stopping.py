@@ -4,7 +4,8 @@ the loop knows it, where the run was. These sentences go into each run's metrics
 
 from __future__ import annotations
 
-__all__ = ["early_stopping", "max_epochs", "max_steps", "min_lr", "stopped_early", "time_budget", "where"]
+__all__ = ["early_stopping", "max_epochs", "max_steps", "min_lr", "no_better_in", "stopped_early", "time_budget",
+           "where"]
 
 
 def max_steps(limit: int) -> str:
@@ -30,6 +31,12 @@ def min_lr(lr: float, limit: float) -> str:
 def early_stopping(patience: int, metric: str, unit: str) -> str:
     """No better validation `metric` in `patience` `unit` ("evaluations", "epochs")."""
     return f"early stopping: no better validation {metric} in {patience} {unit}"
+
+
+def no_better_in(scores: list, patience: int) -> bool:
+    """Whether the last `patience` of `scores` (validation scores in order, higher better) hold none above the best
+    before them: the early-stopping rule of every loop (False while patience is 0 or there are not more scores)."""
+    return bool(patience) and len(scores) > patience and max(scores[-patience:]) <= max(scores[:-patience])
 
 
 def stopped_early(step: int, planned: int) -> str:
