@@ -385,9 +385,10 @@ def test_cove_t_preset_names_its_corpora_and_the_flags_win(toy):
     # CoVe-S's table run took Adam by flags (benchmarks/results/mt_multi30k.json); CoVe-T's preset holds them
     differs = {k for k in preset["training"].keys() | small["training"].keys()
                if preset["training"].get(k) != small["training"].get(k)}
-    assert differs == {"optimizer", "lr", "min_lr", "max_epochs", "heldout_pairs"}
+    assert differs == {"optimizer", "lr", "min_lr", "max_epochs", "heldout_pairs", "early_stopping_patience"}
     training = preset["training"]
     assert (training["optimizer"], training["lr"], training["min_lr"]) == ("adam", 1e-3, 3e-5)
+    assert (training["max_epochs"], training["early_stopping_patience"]) == (8, 2)  # its best validation-BLEU epoch
     data = str(toy / "data")
     settings = resolve_mt_settings(arguments(["--output-dir", "x", "--data-dir", data]), preset)
     file_corpus = preset["data"]["corpora"][1]
