@@ -2,18 +2,19 @@
 """The CoVe-T comparison's results as the downstream results JSON of an encoder's card (`cove-export-encoder
 --downstream`; its schema: model_cards/README.md, "Downstream results"): one row per pair of the comparison whose first
 column is the encoder's column, from classification.json's section `cove_t_comparison` (BCN, test accuracy: its
-`results` and `versus_vectors`) and tagging.json's (the tagger, test F1: its `results` and `paired`).
+`results` and `versus_vectors`) and tagging.json's (the tagger, test F1: its `results` and `paired`). CoVe-T's columns
+by default: `vectors+cove-t` (beside the word vectors) and `cove-t` (alone: TREC-6 against CoVe-S alone).
 
     python benchmarks/collect_results.py --merge          # classification.json's section (runs/bcn-cove-t)
     python benchmarks/collect_tagging.py --cove-t --merge  # tagging.json's section (runs/tag-cove-t)
     python benchmarks/card_downstream.py --output runs/cove-t/downstream.json \\
-        --encoder runs/cove-t/encoder                  # vectors+cove-t's pairs, measured over these weights
+        --encoder runs/cove-t/encoder                  # CoVe-T's pairs, measured over these weights
     cove-export-encoder --mt-checkpoint runs/cove-t/mt --output-dir runs/cove-t/encoder-card --name cove-t \\
         --downstream runs/cove-t/downstream.json
 
-A section that is missing, or holds no pair of the column, gives no row; no row at all is an error (exit 2, nothing
-written). With --encoder (the checkpoint the card is for), every run of the column must have recorded that
-checkpoint's weights (sha256): rows measured over a CoVe-T pretrained again since are an error, not its card's. The
+A section that is missing, or holds no pair of the columns, gives no row; no row at all is an error (exit 2, nothing
+written). With --encoder (the checkpoint the card is for), every run of a column that gives rows must have recorded
+that checkpoint's weights (sha256): rows measured over a CoVe-T pretrained again since are an error, not its card's. The
 file is validated by the package's schema (`publishing.downstream.write_downstream`) before it is written.
 """
 
@@ -36,8 +37,8 @@ class CardDownstreamArguments:
     """The flags of card_downstream.py."""
 
     output: str = option("the downstream results JSON to write (cove-export-encoder --downstream)", REQUIRED)
-    encoder_column: str = option("the encoder's column: the rows are the pairs whose first column it is",
-                                 "vectors+cove-t")
+    encoder_column: list[str] = option("the encoder's columns: the rows are the pairs whose first column is one of "
+                                       "them, column by column", ["vectors+cove-t", "cove-t"], nargs="+")
     classification: str = option("classification.json (default: the repository's benchmarks/results/)",
                                  str(RESULTS / "classification.json"))
     tagging: str = option("tagging.json (default: the repository's benchmarks/results/)",
@@ -111,27 +112,30 @@ def recorded_weights(section: dict, encoder_column: str) -> set:
             for run in (cells.get(encoder_column) or {}).get("runs", [])}
 
 
-def card_downstream(classification: Path, tagging: Path, encoder_column: str = "vectors+cove-t",
+def card_downstream(classification: Path, tagging: Path, encoder_columns=("vectors+cove-t", "cove-t"),
                     weights: str | None = None) -> dict:
-    """The downstream results of `encoder_column` from the two files' CoVe-T comparison sections (ValueError when
-    they hold no pair of it, or, given `weights`, when a section's runs of the column recorded other weights or
-    none), their source named with the commit that collected each."""
+    """The downstream results of the `encoder_columns` (one encoder's: CoVe-T beside the word vectors and alone)
+    from the two files' CoVe-T comparison sections, file by file and column by column (ValueError when they hold no
+    pair of any, or, given `weights`, when a section's runs of a column with rows recorded other weights or none),
+    their source named with the commit that collected each."""
     rows, sources = [], []
     for path, to_rows in ((Path(classification), classification_rows), (Path(tagging), tagging_rows)):
         section = read_section(path)
-        found = to_rows(section, encoder_column)
-        if not found:
-            continue
-        recorded = recorded_weights(section, encoder_column)
-        if weights is not None and recorded != {weights}:
-            raise ValueError(f"{path}: the {encoder_column} runs of its {COVE_T_SECTION} recorded the weights "
-                             f"{sorted(map(str, recorded))}, not the card's encoder's ({weights}): pretrained again "
-                             "since? run and collect them again")
-        rows += found
-        sources.append(f"{path.name} section {COVE_T_SECTION}, collected at commit {section.get('commit')}")
+        found = []
+        for column in encoder_columns:
+            of_column = to_rows(section, column)
+            recorded = recorded_weights(section, column)
+            if of_column and weights is not None and recorded != {weights}:
+                raise ValueError(f"{path}: the {column} runs of its {COVE_T_SECTION} recorded the weights "
+                                 f"{sorted(map(str, recorded))}, not the card's encoder's ({weights}): pretrained "
+                                 "again since? run and collect them again")
+            found += of_column
+        if found:
+            rows += found
+            sources.append(f"{path.name} section {COVE_T_SECTION}, collected at commit {section.get('commit')}")
     if not rows:
-        raise ValueError(f"no pair of {encoder_column!r} in the {COVE_T_SECTION} sections of {classification} and "
-                         f"{tagging}: nothing to write")
+        raise ValueError(f"no pair of {' or '.join(map(repr, encoder_columns))} in the {COVE_T_SECTION} sections of "
+                         f"{classification} and {tagging}: nothing to write")
     return {"schema_version": DOWNSTREAM_SCHEMA_VERSION, "source": "; ".join(sources), "rows": rows}
 
 
@@ -143,7 +147,7 @@ def main(argv=None):
         path = write_downstream(args.output, data)
     except ValueError as err:  # DownstreamError is one
         fail(err)
-    print(f"wrote {len(data['rows'])} rows of {args.encoder_column} -> {path}")
+    print(f"wrote {len(data['rows'])} rows of {', '.join(args.encoder_column)} -> {path}")
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def spread(values):
 
 def test_the_pairs_of_cove_t_become_the_cards_rows(results, tmp_path, capsys):
     data = convert(results, tmp_path / "downstream.json")
-    assert capsys.readouterr().out == f"wrote 5 rows of vectors+cove-t -> {tmp_path / 'downstream.json'}\n"
+    assert capsys.readouterr().out == f"wrote 6 rows of vectors+cove-t, cove-t -> {tmp_path / 'downstream.json'}\n"
     commit = json.loads((results / "classification.json").read_text())["cove_t_comparison"]["commit"]
     assert data["source"] == (f"classification.json section cove_t_comparison, collected at commit {commit}; "
                               f"tagging.json section cove_t_comparison, collected at commit {commit}")
@@ -60,6 +60,7 @@ def test_the_pairs_of_cove_t_become_the_cards_rows(results, tmp_path, capsys):
         ("snli", "BCN", "test accuracy (%)", "vectors+cove-t", "vectors"),  # the collector's task order
         ("trec6", "BCN", "test accuracy (%)", "vectors+cove-t", "vectors"),
         ("trec6", "BCN", "test accuracy (%)", "vectors+cove-t", "vectors+cove"),
+        ("trec6", "BCN", "test accuracy (%)", "cove-t", "cove"),  # CoVe-T alone beside CoVe-S alone
         ("conll2000", "tagger", "test F1 (%)", "vectors+cove-t", "supervised"),
         ("conll2000", "tagger", "test F1 (%)", "vectors+cove-t", "vectors+cove")]
 
@@ -81,7 +82,8 @@ def test_the_pairs_of_cove_t_become_the_cards_rows(results, tmp_path, capsys):
 
     tagger = {"supervised": (95.0, 95.2, 94.9), "vectors+cove": (95.4, 95.5, 95.6),  # cove_t_runs' test F1 in %
               "vectors+cove-t": (95.7, 95.4, 95.8)}
-    for row in rows[3:]:
+    assert rows[3]["difference"]["mean"] == pytest.approx(by_hand("cove-t", "cove")[0], abs=0.005)
+    for row in rows[4:]:
         compared = row["compared"]["name"]
         assert (row["column"]["mean"], row["column"]["std"]) == spread(tagger["vectors+cove-t"])
         assert (row["compared"]["mean"], row["compared"]["std"]) == spread(tagger[compared])
@@ -103,7 +105,8 @@ def test_no_pair_or_a_broken_file_ends_in_one_line_and_writes_nothing(results, t
     argv = ["--classification", str(tmp_path / "none.json"), "--tagging", str(tmp_path / "none.json"), "--output",
             str(out)]
     status, err = exit_of(script.main, argv, capsys)
-    assert status == 2 and err.startswith("error: no pair of 'vectors+cove-t' in the cove_t_comparison sections of")
+    assert status == 2 and err.startswith("error: no pair of 'vectors+cove-t' or 'cove-t' in the cove_t_comparison "
+                                          "sections of")
     status, err = exit_of(script.main, argv[4:] + ["--classification", str(results / "classification.json"),
                                                    "--tagging", str(results / "tagging.json"),
                                                    "--encoder-column", "random"], capsys)
@@ -141,7 +144,7 @@ def test_rows_measured_over_other_weights_than_the_cards_encoder_are_refused(res
     for name in ("classification.json", "tagging.json"):
         report = json.loads((results / name).read_text())
         for cells in report["cove_t_comparison"]["results"].values():
-            for run in cells.get("vectors+cove-t", {}).get("runs", []):
+            for run in [r for column in ("vectors+cove-t", "cove-t") for r in cells.get(column, {}).get("runs", [])]:
                 run["encoder_weights"] = sha
         patched[name] = tmp_path / name
         patched[name].write_text(json.dumps(report))
@@ -156,4 +159,4 @@ def test_rows_measured_over_other_weights_than_the_cards_encoder_are_refused(res
     status, err = exit_of(script.main, argv, capsys)
     assert status == 2 and err.startswith(f"error: {tmp_path / 'one-unrecorded.json'}: the vectors+cove-t runs")
     assert len(convert(results, out, "--classification", str(patched["classification.json"]), "--tagging",
-                       str(patched["tagging.json"]), "--encoder", str(encoder))["rows"]) == 5
+                       str(patched["tagging.json"]), "--encoder", str(encoder))["rows"]) == 6
