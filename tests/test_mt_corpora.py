@@ -339,6 +339,8 @@ def test_two_corpora_run_records_per_corpus_metrics_and_resumes_exactly(toy, tmp
     for name, corpus in stats["corpora"].items():
         dropped = sum(corpus["excluded_pairs"].values())
         assert dropped >= 1 and f"{dropped:,} pair{'s' if dropped != 1 else ''} dropped" in data, name
+        assert (f"`<unk>`: {corpus['train_source_unk_rate']:g}% of its English and "
+                f"{corpus['train_target_unk_rate']:g}% of its German training tokens") in data, name
     assert "Licence" not in data  # no preset gave one
 
     def kill_at_5(state, loss):

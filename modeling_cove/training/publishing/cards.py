@@ -517,7 +517,8 @@ def _init_vectors(init_from) -> str | None:
 def mt_corpora_text(settings: dict, run_data: dict) -> str:
     """The translation corpora of a run (data_stats.json's "corpora") as Markdown list items: for a run on several,
     per corpus its training pairs, its held-out splits, the pairs dropped because their English side is a test
-    sentence of an evaluation task (by split and task) and the licence the preset gave it; for a run on one, only
+    sentence of an evaluation task (by split and task), its training tokens' `<unk>` rates on each side and the
+    licence the preset gave it; for a run on one, only
     its licence when one was given ("" otherwise)."""
     corpora = run_data.get("corpora") or {}
     licences = settings.get("corpus_licences") or {}
@@ -545,6 +546,9 @@ def mt_corpora_text(settings: dict, run_data: dict) -> str:
             text += (f"; {count(total)} pair{'s' if total != 1 else ''} dropped whose English side is a test sentence "
                      f"of an evaluation task (" + ", ".join(f"{split} {count(n)}" for split, n in dropped.items()) +
                      (f"; matches by task, a pair may match several: {by_task}" if by_task else "") + ")")
+        if "train_source_unk_rate" in stats and "train_target_unk_rate" in stats:
+            text += (f"; `<unk>`: {stats['train_source_unk_rate']:g}% of its English and "
+                     f"{stats['train_target_unk_rate']:g}% of its German training tokens")
         if name in licences:
             text += f". Licence: {licences[name]}"
         lines.append(text + ".")
