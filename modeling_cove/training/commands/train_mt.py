@@ -78,7 +78,8 @@ from ..data.translation import build_mt_checkpoint, prepare_splits, tokenize_cor
 from ..loops.mt_schedule import resolve_min_lr
 from ..common.files import write_json
 from ..common.presets import load_preset, resolve_settings
-from ..loops.accelerate_loop import check_run_folder, make_accelerator, same_place, same_places, start_run_folder
+from ..loops.accelerate_loop import (check_run_folder, make_accelerator, same_place, same_places,
+                                     start_run_folder)
 
 __all__ = ["check_config_fields", "check_output_dir", "load_model_preset", "main", "MTArguments", "MTData",
            "MTSetupError", "prepare_data", "resolve_mt_settings", "train_mt"]
@@ -120,10 +121,7 @@ RESUME_KEYS = ("dataset", "corpora", "heldout_pairs", "exclude_test_sentences", 
 
 def same_corpora(first, now) -> bool:
     """Two --corpora lists naming the same corpora in the same order: datasets by name, files by place."""
-    if first is None or now is None or len(first) != len(now):
-        return first == now
-    return all(a == b if a in NAMED_CORPORA or b in NAMED_CORPORA else same_place(a, b)
-               for a, b in zip(first, now))
+    return same_places(first, now, is_place=lambda corpus: corpus not in NAMED_CORPORA)
 
 
 # resume keys compared otherwise than with ==: folders and files in any spelling of their place (`same_place`),

@@ -45,7 +45,8 @@ from ..loops import stopping
 from ..loops.cvt import CrossViewOptions, TaggerTraining, view_counts
 from ..loops.tagger_schedule import TASK_SAMPLING, StepBudgetBatches, UnlabelledStream, WeightAverage, lr_factor
 from ..loops.accelerate_loop import (AccelerateLoop, LoopState, StopLimits, check_run_folder, end_run, epoch_batches,
-                                     make_accelerator, make_optimizer, rank_share, same_place, start_run_folder)
+                                     make_accelerator, make_optimizer, rank_share, same_place, same_places,
+                                     start_run_folder)
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
 from ..data.texts import is_text_file
@@ -157,9 +158,7 @@ ADDED_SETTINGS = {"label_scheme": None, "hyperparameters": None, "encoder_weight
 def same_sources(first, now) -> bool:
     """Two `--unlabeled` lists naming the same texts: a text file by its resolved path (`same_place`), a local
     corpus, train-rest or hf:<id> as written (`texts.is_text_file`)."""
-    if first is None or now is None or len(first) != len(now):
-        return first == now
-    return all(same_place(a, b) if is_text_file(a) and is_text_file(b) else a == b for a, b in zip(first, now))
+    return same_places(first, now, is_place=is_text_file)
 
 
 def same_hyperparameters(first: dict | None, now: dict) -> bool:

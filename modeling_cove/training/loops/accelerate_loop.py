@@ -265,11 +265,13 @@ def same_place(first, now) -> bool:
     return Path(first).resolve() == Path(now).resolve()
 
 
-def same_places(first, now) -> bool:
-    """Two lists of paths naming the same files in the same order (`same_place`); None only equals None."""
+def same_places(first, now, is_place=None) -> bool:
+    """Two lists naming the same files in the same order (`same_place`); None only equals None. With `is_place`, a
+    list of names and paths: two entries that are both paths (`is_place`) compare by place, any others as written."""
     if first is None or now is None or len(first) != len(now):
         return first == now
-    return all(same_place(a, b) for a, b in zip(first, now))
+    return all(same_place(a, b) if is_place is None or (is_place(a) and is_place(b)) else a == b
+               for a, b in zip(first, now))
 
 
 def start_run_folder(accelerator, output_dir: Path | str, settings: dict, resume: bool):

@@ -180,13 +180,16 @@ class MTPretraining(AccelerateLoop):
     def patience(self) -> int:
         return self.settings.get("early_stopping_patience") or 0
 
+    def _scored(self) -> list:
+        """The records of the complete epochs so far that have the first corpus's validation BLEU, in order."""
+        return [h for h in self.state.history if h["complete"] and h.get("val_bleu") is not None]
+
     def _bleus(self) -> list:
-        """The first corpus's validation BLEU of the complete epochs so far, in order."""
-        return [h["val_bleu"] for h in self.state.history if h["complete"] and h.get("val_bleu") is not None]
+        return [h["val_bleu"] for h in self._scored()]
 
     def best_epoch(self) -> dict | None:
         """The complete epoch of the highest validation BLEU (the first of equals): its number and BLEU."""
-        complete = [h for h in self.state.history if h["complete"] and h.get("val_bleu") is not None]
+        complete = self._scored()
         if not complete:
             return None
         best = max(complete, key=lambda h: h["val_bleu"])  # max keeps the first of equal values
