@@ -13,17 +13,18 @@ roles, made afresh for it: the word vectors (runs/vocab-all), CoVe-S with CoVe-T
 `instruments.classification_table`), CoVe-T (cove-train-mt --preset cove-t ... --output-dir runs/cove-t); runs whose
 encoder is missing are skipped, and two roles over the same weights stop the command. DATA: a local data folder laid
 out as docs/data.md describes. Each run writes runs/bcn-cove-t/<task>/<column>-seed<N>/ and its log beside it; a
-finished run over the same checkpoint is not run again; cove-train-classifier cannot resume, so a run stopped by the
-deadline starts afresh next time.
+finished run over the same checkpoint is not run again; one stopped by the deadline (or a machine gone) resumes from
+its last checkpoint next time.
 """
 
+import functools
 import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from instruments.classification_table import (COLUMN_ENCODERS, DEFAULT_ENCODERS, OPTIONAL, PLAN,
+from instruments.classification_table import (COLUMN_ENCODERS, DEFAULT_ENCODERS, OPTIONAL, PLAN, can_resume,
                                               check_distinct_encoders, check_one_vocabulary, cpu_hours, run_finished,
                                               table_runs)
 from instruments.results import COVE_T_FOLDER
@@ -66,8 +67,9 @@ def main(argv=None):
         fail(str(err))
     runs = table_runs(encoders, args.tasks, args.columns, args.trec50)
     table = read_table(args.table) if pool.dry_run else {}
-    outcome = run_pool(runs, runs_dir, args.data_dir, run_finished, parallel=pool.parallel, threads=pool.threads,
-                       deadline_minutes=pool.deadline_minutes, dry_run=pool.dry_run)
+    resumable = functools.partial(can_resume, data_dir=args.data_dir)
+    outcome = run_pool(runs, runs_dir, args.data_dir, run_finished, resumable, parallel=pool.parallel,
+                       threads=pool.threads, deadline_minutes=pool.deadline_minutes, dry_run=pool.dry_run)
     if pool.dry_run:  # and the CPU-hours of what is left
         left = [run for run in runs if run.folder in outcome["not_started"] + outcome["skipped"]]
         hours, unknown = cpu_hours(left, table)

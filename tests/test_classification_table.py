@@ -16,7 +16,8 @@ from instruments.classification_table import H200_RUN_COMMITS, BcnRun, cpu_hours
 from instruments.results import COVE_T_FOLDER, RUN_FOLDER, run_column
 from modeling_cove.training.publishing.cards_record import weights_fingerprint
 from instruments.run_pool import report, run_pool
-from modeling_cove.training.commands.train_classifier import ClassifierOptions, load_hyperparameters
+from modeling_cove import CoveConfig, CoveModel
+from modeling_cove.training.commands.train_classifier import ClassifierOptions, load_hyperparameters, run_settings
 from modeling_cove.training.common.cli import parse_options
 
 TABLE = REPO / "benchmarks" / "results" / "classification.json"
@@ -74,8 +75,8 @@ def test_the_plan_has_every_cell_with_its_seeds_seed_major_as_the_collector_read
     assert table_runs({"cove_t": "ct"}, columns=["cove-t"])[0].encoder == "ct"
     with pytest.raises(ValueError, match="unknown tasks/columns/encoders"):
         table_runs(tasks=["imdb"])
-    with pytest.raises(ValueError, match="cannot resume"):
-        runs[0].command("DATA", "runs/bcn-cove-t", 1, resume=True)
+    resumed = parse_options(ClassifierOptions, runs[0].command(tmp_path, "runs/bcn-cove-t", 1, resume=True)[3:])
+    assert (resumed.resume, resumed.overwrite) == (True, False)
 
 
 def test_the_yaml_epochs_are_those_of_the_tables_runs():
@@ -122,6 +123,29 @@ def test_a_run_over_a_checkpoint_pretrained_again_since_is_not_finished(tmp_path
         metrics(run, encoder_weights=weights_fingerprint(encoder))))
     assert run_finished(tmp_path / "runs", run)
     plan.checkpoint_weights.cache_clear()
+
+
+def test_a_stopped_run_resumes_where_its_start_had_the_plans_settings_and_weights(tmp_path):
+    """`can_resume`: a folder whose run_settings.json is what cove-train-classifier recorded for the cell's command
+    (another spelling of the data folder too) resumes; none, another seed, other encoder weights since, or another
+    data folder start afresh."""
+    encoder = tmp_path / "encoder"
+    CoveModel(CoveConfig(vocab_size=6, word_vector_dim=4, hidden_size=4)).save_pretrained(encoder)
+    run, runs_dir = BcnRun("trec6", "vectors+cove-t", 2, str(encoder)), tmp_path / "bcn"
+    folder, data, other = runs_dir / run.folder, tmp_path / "data", tmp_path / "other"
+    data.mkdir(), other.mkdir()
+    assert not plan.can_resume(runs_dir, run, str(data))
+    folder.mkdir(parents=True)
+    options = parse_options(ClassifierOptions, run.command(str(data), runs_dir, 2)[3:])
+    started = run_settings(options, world_size=1)
+    (folder / "run_settings.json").write_text(json.dumps(started))
+    assert plan.can_resume(runs_dir, run, str(data)) and plan.can_resume(runs_dir, run, f"{data}/.")
+    assert not plan.can_resume(runs_dir, run, str(other))
+    (folder / "run_settings.json").write_text(json.dumps({**started, "seed": 3}))
+    assert not plan.can_resume(runs_dir, run, str(data))
+    (folder / "run_settings.json").write_text(json.dumps(started))
+    CoveModel(CoveConfig(vocab_size=7, word_vector_dim=4, hidden_size=4)).save_pretrained(encoder)  # pretrained again
+    assert not plan.can_resume(runs_dir, run, str(data))
 
 
 def test_cpu_hours_from_the_cpu_runs_of_the_same_task_and_input():
@@ -187,9 +211,10 @@ def test_run_pool_runs_the_unfinished_skips_those_without_encoder_and_stops_at_t
         "then: collect", "failed (see <folder>.log): snli/vectors+cove-t-seed1"]
     outcome = run_pool(runs, runs_dir, "DATA", run_finished, dry_run=True, log=messages.append)
     assert outcome["not_started"] == ["snli/vectors+cove-t-seed1"] and not outcome["finished"]
-    with pytest.raises(ValueError, match="cannot resume"):  # a resumable run's command is asked for its resume
-        run_pool([BcnRun("trec6", "vectors", 2, encoder)], runs_dir, "DATA", run_finished,
-                 resumable=lambda runs_dir, run: True, dry_run=True, log=messages.append)
+    run_pool([BcnRun("trec6", "vectors", 2, encoder)], runs_dir, "DATA", run_finished,
+             resumable=lambda runs_dir, run: True, dry_run=True, log=messages.append)
+    folder = runs_dir / "trec6" / "vectors-seed2"
+    assert messages[-1].endswith(f"--output-dir {folder} --resume --no-save-model")
 
     sleeping = [FakeBcnRun("trec6", "cove-t", seed, encoder, behaviour="sleep") for seed in (1, 2)]
     started, messages = time.monotonic(), []

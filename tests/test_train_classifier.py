@@ -20,6 +20,7 @@ from modeling_cove.training.commands import train_classifier as tc
 from modeling_cove.training.publishing.cards import check_record_matches_checkpoint, load_eval_json
 from modeling_cove.training.data.collators import BCNCollator
 from modeling_cove.training.loops.trainer import TimeBudget, stop_reason
+from transformers import TrainerCallback
 from modeling_cove.training.common.presets import PresetError
 
 from conftest import exit_of, REPO, require_data
@@ -341,13 +342,71 @@ def test_end_to_end_smoke_run_on_trec6(tmp_path):
     again = train(**common, limit=40, max_steps=1, output_dir=str(out), cache_dir=str(tmp_path / "cache"),
                   no_save_model=True, overwrite=True)
     assert all(info["hit"] for info in again["feature_cache"].values())
-    assert sorted(p.name for p in out.iterdir()) == ["curve.png", "metrics.json", "notes.txt"]
+    assert sorted(p.name for p in out.iterdir()) == ["curve.png", "metrics.json", "notes.txt", "run_settings.json"]
     assert json.loads((out / "metrics.json").read_text())["global_steps"] == 1
     # too big for the cache limit: the MT-LSTM runs inside every step instead, same script otherwise
     live = train(**common, limit=16, max_steps=1, output_dir=str(tmp_path / "run3"),
                  cache_dir=str(tmp_path / "cache3"), no_save_model=True, max_cache_gb=0)
     assert live["feature_cache"] == {} and not (tmp_path / "cache3").exists()
     assert 0.0 <= live["test"]["accuracy"] <= 1.0
+
+
+class Killed(Exception):
+    """Stands for a kill of the process right after a checkpoint was written."""
+
+
+class KillAfterSave(TrainerCallback):
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise Killed
+
+
+def test_a_run_stopped_inside_an_epoch_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
+    """--resume from the last checkpoint (step 6 of 5-step epochs: inside the second) ends as the run without the
+    stop: the same validation curve, test figures and best weights, bit for bit (batch order, dropout and optimizer
+    state restored), with the epoch times of before the stop kept; other settings, a run never started and a new run
+    over an unfinished one are refused by name."""
+    data_dir, _, encoder_dir, _ = tiny_trec6_setup(tmp_path)
+    config = tmp_path / "resume.yaml"
+    config.write_text("task: trec6\nepochs: 3\nbatch_size: 8\neval_batch_size: 16\nbcn_hidden_size: 4\n"
+                      "feedforward_dim: 6\nmaxout_reductions: [2, 2]\nlogging_steps: 1\nfeature_batch_size: 16\n"
+                      "eval_steps: 3\nearly_stopping_patience: 4\ndropout: 0.3\n")
+    common = dict(task="trec6", encoder=str(encoder_dir), bcn_input="vectors+cove", data_dir=str(data_dir),
+                  config=str(config), limit=40, learning_rate=0.01, cache_dir=str(tmp_path / "cache"), seed=3)
+    whole = train(**common, output_dir=str(tmp_path / "whole"))
+    out = tmp_path / "stopped"
+
+    build_trainer = tc.build_trainer
+    monkeypatch.setattr(tc, "build_trainer", lambda model, args, train, evaluation, collator, callbacks=():
+                        build_trainer(model, args, train, evaluation, collator, (*callbacks, KillAfterSave(6))))
+    with pytest.raises(Killed):
+        train(**common, output_dir=str(out))
+    monkeypatch.undo()
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["checkpoint-3", "checkpoint-6"]
+    with pytest.raises(FileExistsError, match="holds an unfinished run .*--resume continues it"):
+        train(**common, output_dir=str(out))
+    with pytest.raises(tc.ResumeError, match=r"different .*'seed': \(3, 4\)"):
+        train(**{**common, "seed": 4}, output_dir=str(out), resume=True)
+    with pytest.raises(tc.ResumeError, match="nothing to resume"):
+        train(**common, output_dir=str(tmp_path / "never"), resume=True)
+
+    resumed = train(**common, output_dir=str(out), resume=True, threads=1)
+    assert resumed["resumed_from_step"] == 6 and whole["resumed_from_step"] is None
+    assert resumed["global_steps"] == whole["global_steps"] == 15
+    assert resumed["test"] == whole["test"] and resumed["best"] == whole["best"]
+    curve = [(h["step"], h["eval_loss"]) for h in whole["log_history"] if "eval_loss" in h]
+    assert [(h["step"], h["eval_loss"]) for h in resumed["log_history"] if "eval_loss" in h] == curve
+    for name in ("model.safetensors",):
+        assert (out / "best" / name).read_bytes() == (tmp_path / "whole" / "best" / name).read_bytes()
+    # the first epoch was timed before the stop; the second, resumed at its step 6, is marked and left out of the means
+    assert [(e["step"], e.get("resumed", False)) for e in resumed["epochs"]] == [(5, False), (10, True), (15, False)]
+    assert resumed["seconds_per_epoch_mean"] == round((resumed["epochs"][0]["train_seconds"]
+                                                       + resumed["epochs"][2]["train_seconds"]) / 2, 2)
+    with pytest.raises(FileExistsError, match="finished run .*nothing to resume"):
+        train(**common, output_dir=str(out), resume=True)
 
 
 def test_scalar_mix_run_records_the_learned_layer_weights(tmp_path):
@@ -405,7 +464,8 @@ def test_two_processes_train_like_one(tmp_path, alone_with_the_cores):
     assert saved["stop_reason"] == one["stop_reason"] == "max epochs 2 reached (10 steps)"
     assert two.stdout.count("training stopped: max epochs 2 reached") == 1  # logged once, by the main process
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == ["best", "curve.png", "eval_results.json",
-                                                                    "metrics.json"]
+                                                                    "metrics.json", "run_settings.json"]
+    assert json.loads((tmp_path / "two" / "run_settings.json").read_text())["world_size"] == 2  # a resume key
     check_record_matches_checkpoint(load_eval_json(tmp_path / "two" / "eval_results.json"), tmp_path / "two" / "best")
     assert saved["feature_cache"]["train"]["hit"] is False and one["feature_cache"]["train"]["hit"] is True
     assert sorted(p.suffix for p in (tmp_path / "cache").iterdir()) == [".safetensors"] * 3  # no leftover tmp files

@@ -30,7 +30,8 @@ same checkpoints (one per role: DEFAULT_ENCODERS, each with weights of its own: 
 - those whose folder holds a finished run of the cell (not a smoke run, not on random subsets, same task, input, seed
   and encoder folder, and the weights' sha256 that checkpoint has now): done;
 - those whose encoder checkpoint is missing: skipped and named.
-cove-train-classifier cannot resume: a run stopped at the deadline starts afresh next time.
+A run stopped (the deadline, a machine gone) continues from its last checkpoint next time (`can_resume`:
+cove-train-classifier --resume), or starts afresh when its settings are no longer the plan's.
 
 Seeds go first: every cell gets seed 1 before any gets seed 2, so a plan cut short by its deadline has its columns
 evenly filled.
@@ -38,6 +39,7 @@ evenly filled.
 
 from __future__ import annotations
 
+import operator
 import statistics
 import sys
 from dataclasses import dataclass
@@ -81,12 +83,11 @@ class BcnRun:
         return f"{self.task}/{self.column}-seed{self.seed}"
 
     def command(self, data_dir: str, runs_dir: Path | str, threads: int, resume: bool = False) -> list:
-        if resume:
-            raise ValueError("cove-train-classifier cannot resume a run: it starts afresh (--overwrite)")
+        """The cove-train-classifier command of the cell: continuing its stopped run (`resume`) or afresh."""
         return [sys.executable, "-m", "modeling_cove.training.commands.train_classifier", "--task", self.task,
                 "--encoder", self.encoder, "--bcn-input", bcn_input(self.column), "--seed", str(self.seed),
-                "--data-dir", str(data_dir), "--threads", str(threads),
-                "--output-dir", str(Path(runs_dir) / self.folder), "--overwrite", "--no-save-model"]
+                "--data-dir", str(data_dir), "--threads", str(threads), "--output-dir",
+                str(Path(runs_dir) / self.folder), "--resume" if resume else "--overwrite", "--no-save-model"]
 
     def settings(self) -> dict:
         """What the run's metrics.json records of this cell (train_classifier: task, column = --bcn-input, seed,
@@ -154,6 +155,22 @@ def run_finished(runs_dir: Path | str, run: BcnRun) -> bool:
         return False
     weights = checkpoint_weights(Path(run.encoder).resolve())
     return weights is None or metrics.get("encoder_weights") == weights
+
+
+def can_resume(runs_dir: Path | str, run: BcnRun, data_dir: str) -> bool:
+    """Whether an unfinished `run` (planned over `data_dir`) continues from its last checkpoint: its folder's
+    run_settings.json records a start with the settings its command has now, compared as cove-train-classifier's
+    --resume compares them (RESUME_KEYS, places by `RESUME_SAME`, the encoder's weights as that checkpoint has them
+    now, one process); else it starts afresh."""
+    from modeling_cove.training.commands.train_classifier import (RESUME_KEYS, RESUME_SAME, ClassifierOptions,
+                                                                 run_settings)
+    from modeling_cove.training.common.cli import parse_options
+
+    started = read_json(Path(runs_dir) / run.folder / "run_settings.json")
+    if started is None:
+        return False
+    planned = run_settings(parse_options(ClassifierOptions, run.command(data_dir, runs_dir, 1)[3:]), world_size=1)
+    return all(RESUME_SAME.get(key, operator.eq)(started.get(key), planned[key]) for key in RESUME_KEYS)
 
 
 # The runs of the table (classification.json's results) that ran on the H200 record no machine; the code commits the

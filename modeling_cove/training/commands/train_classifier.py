@@ -58,13 +58,14 @@ from ..common.presets import CONFIGURATION, PresetError, load_settings
 from ..common.cli import A_FOLDER, A_RATE, AT_LEAST_ONE, POSITIVE, REQUIRED, fail, option, parse_options
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
-from ..loops.accelerate_loop import end_run
-from ..loops.trainer import EpochTimer, log, stop_reason, training_arguments
+from ..loops.accelerate_loop import RUN_SETTINGS_FILE, check_run_folder, end_run, same_place
+from ..loops.trainer import EpochTimer, last_checkpoint, live_callback, log, stop_reason, training_arguments
 
 __all__ = ["attach_features", "build_model", "build_trainer", "check_run", "ClassifierOptions", "COLUMNS",
            "curve_panels", "epoch_records", "evaluate_best", "finish_run", "fit", "load_hyperparameters",
            "load_metrics", "main", "make_compute_metrics", "make_training_arguments", "prepare_splits",
-           "remove_previous_outputs", "scalar_mix_weights", "subsample_splits", "TASKS", "tokenize_splits",
+           "remove_previous_outputs", "RESUME_KEYS", "RESUME_SAME", "resume_checkpoint", "ResumeError", "run_settings",
+           "scalar_mix_weights", "subsample_splits", "TASKS", "tokenize_splits",
            "train_classifier", "write_eval_results"]
 
 TASK_CONFIG_DIR = CONFIGURATION / "tasks"
@@ -72,7 +73,17 @@ TASKS = ("sst2", "sst5", "trec6", "trec50", "imdb", "snli", "tsv")
 COLUMNS = ("random", "vectors", "vectors+cove", "cove", "scalar_mix", "vectors+scalar_mix")
 PAPER_COLUMN = papers.TABLE2_COLUMN_OF_INPUT  # --bcn-input -> Table 2's column names
 SUBSAMPLE_SEED = 13  # --max-*-examples subsets: fixed by default, so every column and seed sees the same examples
-RUN_OUTPUTS = ("best", "checkpoints", "eval_results.json", "metrics.json", "curve.png")  # what a run writes
+RUN_OUTPUTS = ("best", "checkpoints", "eval_results.json", "metrics.json", "curve.png", RUN_SETTINGS_FILE)  # written
+# What fixes a run's course: --resume refuses other values than its first start's (RUN_SETTINGS_FILE); the encoder's
+# weights by their fingerprint, and the number of processes (the global batch's split)
+RESUME_KEYS = ("task", "encoder", "encoder_weights", "bcn_input", "data_dir", "config", "seed", "epochs", "batch_size",
+               "learning_rate", "dropout", "sampling", "max_steps", "limit", "max_train_examples", "train_fraction",
+               "max_eval_examples", "subsample_seed", "freeze_random_embeddings", "world_size")
+RESUME_SAME = {"encoder": same_place, "data_dir": same_place, "config": same_place}
+
+
+class ResumeError(ValueError):
+    """A --resume that cannot continue the run in its folder; the message says why."""
 
 # defaults for every key a task yaml may set (a yaml key not listed here is an error: catches typos)
 HYPERPARAMETER_DEFAULTS = {
@@ -148,6 +159,9 @@ class ClassifierOptions:
     keep_checkpoints: bool = option("keep the Trainer's checkpoint folders", False)
     no_save_model: bool = option("do not write <output-dir>/best", False)
     overwrite: bool = option("replace an existing output folder", False)
+    resume: bool = option("continue the unfinished run in --output-dir from its last checkpoint (written at every "
+                          "evaluation, with the optimizer's state), given the flags it started with (run_settings.json "
+                          "records them; --threads may change): it ends as the run would have without the stop", False)
 
     def __post_init__(self):
         if self.task not in TASKS:
@@ -159,6 +173,8 @@ class ClassifierOptions:
                 raise ValueError(f"train_fraction must be in (0, 1], got {self.train_fraction}")
             if self.max_train_examples is not None:
                 raise ValueError("give train_fraction or max_train_examples, not both")
+        if self.resume and self.overwrite:
+            raise ValueError("give resume or overwrite, not both")
         if self.output_dir is None:
             self.output_dir = str(Path("runs") / "bcn" / self.task / f"{self.bcn_input}-seed{self.seed}")
 
@@ -330,8 +346,8 @@ def make_training_arguments(output_dir, hp: dict, seed: int, max_steps: int = -1
         eval_steps=hp["eval_steps"],
         save_strategy=strategy,
         save_steps=hp["eval_steps"],
-        save_only_model=True,
-        save_total_limit=1,
+        save_total_limit=1,  # with load_best_model_at_end: the best checkpoint and the last
+        restore_callback_states_from_checkpoint=True,  # early stopping's count and the epoch times resume too
         load_best_model_at_end=evaluate_during_training,
         metric_for_best_model="accuracy",
         greater_is_better=True,
@@ -494,11 +510,37 @@ def curve_panels(history: list) -> list:
 
 
 def check_run(options: ClassifierOptions, output_dir: Path):
-    """Refuse, before any work, a finished run in `output_dir` (without overwrite) and a missing encoder."""
+    """Refuse, before any work: a finished run in `output_dir` (without overwrite; nothing to resume), an unfinished
+    one that a new run would write over (neither resume nor overwrite), and a missing encoder."""
     if (output_dir / "metrics.json").exists() and not options.overwrite:
-        raise FileExistsError(f"{output_dir} already holds a finished run (use --overwrite)")
+        raise FileExistsError(f"{output_dir} already holds a finished run ("
+                              f"{'nothing to resume' if options.resume else 'use --overwrite'})")
+    started = [name for name in ("checkpoints", RUN_SETTINGS_FILE) if (output_dir / name).exists()]
+    if started and not (options.resume or options.overwrite):
+        raise FileExistsError(f"{output_dir} holds an unfinished run ({', '.join(started)}): --resume continues it, "
+                              "--overwrite replaces it")
     if not (Path(options.encoder) / "config.json").is_file():
         raise FileNotFoundError(f"--encoder {options.encoder} is not a checkpoint directory (no config.json)")
+
+
+def run_settings(options: ClassifierOptions, world_size: int) -> dict:
+    """What run_settings.json records of a run's start (RESUME_KEYS): its flags, the fingerprint of the encoder's
+    weights and the number of processes."""
+    settings = {key: getattr(options, key) for key in RESUME_KEYS if hasattr(options, key)}
+    return {**settings, "encoder_weights": weights_fingerprint(options.encoder), "world_size": world_size}
+
+
+def resume_checkpoint(options: ClassifierOptions, output_dir: Path, settings: dict) -> Optional[str]:
+    """The checkpoint a --resume continues from: the newest complete one of the run started in `output_dir` with
+    the same `settings` (a ResumeError otherwise); None for a new run, or one stopped before its first checkpoint
+    (it starts again from its first step)."""
+    if not options.resume:
+        return None
+    try:
+        check_run_folder(output_dir, settings, RESUME_KEYS, resume=True, overwrite=False, same=RESUME_SAME)
+    except ValueError as err:
+        raise ResumeError(f"--resume: {err}") from err
+    return last_checkpoint(output_dir / "checkpoints")
 
 
 def train_classifier(options: ClassifierOptions, command: Optional[str] = None) -> dict:
@@ -518,6 +560,10 @@ def train_classifier(options: ClassifierOptions, command: Optional[str] = None) 
         "dropout": options.dropout, "sampling": options.sampling})
     training_args = make_training_arguments(output_dir / "checkpoints", hp, options.seed, max_steps=options.max_steps,
                                             sampling=hp["sampling"])
+    settings = run_settings(options, training_args.world_size)
+    checkpoint = resume_checkpoint(options, output_dir, settings)
+    if options.resume:
+        log(f"resuming from {checkpoint or 'the first step (no checkpoint was written)'}", training_args)
     log(f"task {options.task}, column {options.bcn_input}, seed {options.seed}, data "
         f"{options.data_dir or 'Hub dataset ids'}, hyperparameters {hp['source']}, {training_args.world_size} "
         f"process(es) x {training_args.per_device_train_batch_size} examples per step", training_args)
@@ -529,10 +575,14 @@ def train_classifier(options: ClassifierOptions, command: Optional[str] = None) 
     log(f"{type(model).__name__}: {n_trainable:,} trainable parameters, "
         f"{sum(p.numel() for p in model.parameters()):,} in all", training_args)
     collator, splits, feature_info = attach_features(model, splits, options, hp, training_args)
-    if options.overwrite and training_args.process_index == 0:  # only what a run writes, so none is left stale
-        remove_previous_outputs(output_dir)
-    trainer, timer, early_stopping, train_result, train_seconds = fit(model, training_args, splits, collator, hp)
+    if training_args.process_index == 0 and not options.resume:
+        if options.overwrite:  # only what a run writes, so none is left stale
+            remove_previous_outputs(output_dir)
+        write_json(output_dir / RUN_SETTINGS_FILE, settings)
+    trainer, timer, early_stopping, train_result, train_seconds = fit(model, training_args, splits, collator, hp,
+                                                                      checkpoint)
     run.update(hyperparameters=hp, subsample=subsample, splits={s: len(splits[s]) for s in splits},
+               resumed_from_step=int(Path(checkpoint).name.split("-")[-1]) if checkpoint else None,
                stop_reason=stop_reason(trainer, early_stopping), epochs_run=round(trainer.state.epoch or 0.0, 3),
                global_steps=trainer.state.global_step)
     log(f"training stopped: {run['stop_reason']}", training_args)
@@ -550,19 +600,18 @@ def train_classifier(options: ClassifierOptions, command: Optional[str] = None) 
     return run
 
 
-def fit(model, training_args, splits: dict, collator, hp: dict):
-    """Train with the best checkpoint by validation accuracy loaded back at the end. Returns (trainer, epoch timer,
-    early-stopping callback or None, train result, seconds)."""
-    timer = EpochTimer()
-    callbacks = [timer]
-    early_stopping = None
+def fit(model, training_args, splits: dict, collator, hp: dict, checkpoint: Optional[str] = None):
+    """Train (from `checkpoint` when given: a resumed run) with the best checkpoint by validation accuracy loaded back
+    at the end. Returns (trainer, epoch timer, early-stopping callback or None, train result, seconds of this
+    process's training)."""
+    callbacks = [EpochTimer()]
     if hp["early_stopping_patience"]:
-        early_stopping = EarlyStoppingCallback(early_stopping_patience=int(hp["early_stopping_patience"]))
-        callbacks.append(early_stopping)
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=int(hp["early_stopping_patience"])))
     trainer = build_trainer(model, training_args, splits["train"], splits["validation"], collator, callbacks)
     start = time.time()
-    train_result = trainer.train()
-    return trainer, timer, early_stopping, train_result, time.time() - start
+    train_result = trainer.train(resume_from_checkpoint=checkpoint)
+    return (trainer, live_callback(trainer, EpochTimer), live_callback(trainer, EarlyStoppingCallback), train_result,
+            time.time() - start)
 
 
 def evaluate_best(trainer, validation_set, test_set) -> dict:
@@ -596,10 +645,11 @@ def finish_run(trainer, tokenizer, options: ClassifierOptions, run: dict, timer:
     end_run(trainer.accelerator)  # the checkpoint is complete (and no process still reads checkpoints/)
     history = trainer.state.log_history
     epochs = epoch_records(timer, history)
+    whole = [e for e in epochs if not e.get("resumed")]  # an epoch a resume began inside timed only its last steps
     run.update(
         epochs=epochs,
-        seconds_per_epoch_mean=round(float(np.mean([e["train_seconds"] for e in epochs])), 2) if epochs else None,
-        cpu_seconds_per_epoch_mean=round(float(np.mean([e["cpu_seconds"] for e in epochs])), 2) if epochs else None,
+        seconds_per_epoch_mean=round(float(np.mean([e["train_seconds"] for e in whole])), 2) if whole else None,
+        cpu_seconds_per_epoch_mean=round(float(np.mean([e["cpu_seconds"] for e in whole])), 2) if whole else None,
         paper_table2_validation_accuracy=(run["hyperparameters"].get("paper_table2") or {}).get(options.bcn_input),
         log_history=history,
         machine={**machine_info(), "device": str(trainer.args.device),
@@ -629,7 +679,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     try:  # returns None, so the entry point exits 0: the metrics are in the run folder
         train_classifier(options, command=command_line([sys.argv[0], *argv]))
-    except (FileExistsError, FileNotFoundError, PresetError) as err:  # a bad input, named; nothing was trained
+    except (FileExistsError, FileNotFoundError, PresetError, ResumeError) as err:  # a bad input, named; no training
         fail(err)
 
 

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import torch
 from transformers import TrainerCallback, TrainingArguments
+from transformers.trainer_callback import ExportableState
 
 from . import stopping
 
-__all__ = ["EpochTimer", "log", "per_device_batch_size", "stop_reason", "TimeBudget", "training_arguments"]
+__all__ = ["EpochTimer", "last_checkpoint", "live_callback", "log", "per_device_batch_size", "stop_reason",
+           "TimeBudget", "training_arguments"]
 
 
 def log(message: str, trainer_args=None):
@@ -49,14 +52,21 @@ def training_arguments(output_dir, global_batch_size: int, seed: int, use_cpu=No
     )
 
 
-class EpochTimer(TrainerCallback):
-    """Wall time of each epoch's training part (evaluation inside the epoch subtracted), and CPU seconds."""
+class EpochTimer(TrainerCallback, ExportableState):
+    """Wall time of each epoch's training part (evaluation inside the epoch subtracted), and CPU seconds. Its records
+    travel in the Trainer's checkpoints (`ExportableState`; restored with `restore_callback_states_from_checkpoint`),
+    so a resumed run keeps the epochs before its stop; the epoch it resumed inside is marked `resumed` (it timed only
+    the steps after the checkpoint)."""
 
     def __init__(self):
-        self.epochs, self._start, self._cpu_start, self._eval = [], None, None, 0.0
+        self.epochs, self._start, self._cpu_start, self._eval, self._resumed = [], None, None, 0.0, False
+
+    def state(self) -> dict:
+        return {"args": {}, "attributes": {"epochs": self.epochs}}
 
     def on_epoch_begin(self, args, state, control, **kwargs):
         self._start, self._cpu_start, self._eval = time.time(), time.process_time(), 0.0
+        self._resumed = abs(state.epoch - round(state.epoch)) > 1e-6  # a checkpoint's step inside this epoch
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         self._eval += float((metrics or {}).get("eval_runtime", 0.0))
@@ -67,7 +77,25 @@ class EpochTimer(TrainerCallback):
             # CPU seconds of this process (all threads), evaluation included: robust to other load
             cpu_seconds = time.process_time() - self._cpu_start
             self.epochs.append({"epoch": round(state.epoch, 3), "step": state.global_step,
-                                "train_seconds": round(seconds, 2), "cpu_seconds": round(cpu_seconds, 2)})
+                                "train_seconds": round(seconds, 2), "cpu_seconds": round(cpu_seconds, 2),
+                                **({"resumed": True} if self._resumed else {})})
+
+
+def live_callback(trainer, kind: type):
+    """The trainer's callback of class `kind` now: resuming from a checkpoint replaces a stateful callback with one
+    rebuilt from the checkpoint's state, so a reference kept from before `train()` may be stale."""
+    return next((callback for callback in trainer.callback_handler.callbacks if isinstance(callback, kind)), None)
+
+
+def last_checkpoint(folder: Path | str) -> str | None:
+    """The newest complete Trainer checkpoint in `folder` (checkpoint-<step> holding trainer_state.json, which the
+    Trainer writes last), None when there is none: a checkpoint cut short by a kill is passed over."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    steps = [int(path.name.split("-")[-1]) for path in folder.glob("checkpoint-*")
+             if path.name.split("-")[-1].isdigit() and (path / "trainer_state.json").is_file()]
+    return str(folder / f"checkpoint-{max(steps)}") if steps else None
 
 
 def stop_reason(trainer, early_stopping=None, time_budget=None) -> str:
