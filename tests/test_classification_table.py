@@ -17,7 +17,8 @@ from instruments.results import COVE_T_FOLDER, RUN_FOLDER, run_column
 from modeling_cove.training.publishing.cards_record import weights_fingerprint
 from instruments.run_pool import report, run_pool
 from modeling_cove import CoveConfig, CoveModel
-from modeling_cove.training.commands.train_classifier import ClassifierOptions, load_hyperparameters, run_settings
+from modeling_cove.training.commands.train_classifier import (ClassifierOptions, load_hyperparameters,
+                                                             run_hyperparameters, run_settings)
 from modeling_cove.training.common.cli import parse_options
 
 TABLE = REPO / "benchmarks" / "results" / "classification.json"
@@ -137,14 +138,20 @@ def test_a_stopped_run_resumes_where_its_start_had_the_plans_settings_and_weight
     assert not plan.can_resume(runs_dir, run, str(data))
     folder.mkdir(parents=True)
     options = parse_options(ClassifierOptions, run.command(str(data), runs_dir, 2)[3:])
-    started = run_settings(options, world_size=1)
+    started = run_settings(options, run_hyperparameters(options), world_size=1, device="cpu")
     (folder / "run_settings.json").write_text(json.dumps(started))
     assert plan.can_resume(runs_dir, run, str(data)) and plan.can_resume(runs_dir, run, f"{data}/.")
     assert not plan.can_resume(runs_dir, run, str(other))
     (folder / "run_settings.json").write_text(json.dumps({**started, "seed": 3}))
     assert not plan.can_resume(runs_dir, run, str(data))
     (folder / "run_settings.json").write_text(json.dumps(started))
+    (folder / "run_settings.json").write_text(json.dumps({**started, "hyperparameters": {
+        **started["hyperparameters"], "epochs": 14}}))  # the task yaml edited since
+    assert not plan.can_resume(runs_dir, run, str(data))
+    (folder / "run_settings.json").write_text(json.dumps(started))
     CoveModel(CoveConfig(vocab_size=7, word_vector_dim=4, hidden_size=4)).save_pretrained(encoder)  # pretrained again
+    assert not plan.can_resume(runs_dir, run, str(data))
+    (encoder / "model.safetensors").unlink()  # no weights: not resumed (the run names the folder when it starts)
     assert not plan.can_resume(runs_dir, run, str(data))
 
 

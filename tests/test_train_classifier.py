@@ -364,49 +364,98 @@ class KillAfterSave(TrainerCallback):
             raise Killed
 
 
+def resume_setup(tmp_path, yaml: str) -> dict:
+    """The options of a tiny TREC-6 run of 5-step epochs under the task yaml lines `yaml`."""
+    data_dir, _, encoder_dir, _ = tiny_trec6_setup(tmp_path)
+    config = tmp_path / "resume.yaml"
+    config.write_text("task: trec6\nepochs: 3\nbatch_size: 8\neval_batch_size: 16\nbcn_hidden_size: 4\n"
+                      "feedforward_dim: 6\nmaxout_reductions: [2, 2]\nlogging_steps: 1\nfeature_batch_size: 16\n"
+                      "dropout: 0.3\n" + yaml)
+    return dict(task="trec6", encoder=str(encoder_dir), bcn_input="vectors+cove", data_dir=str(data_dir),
+                config=str(config), limit=40, learning_rate=0.01, cache_dir=str(tmp_path / "cache"), seed=3)
+
+
+def killed_after_save(monkeypatch, step: int, **options):
+    """A run killed right after its checkpoint of `step` was written."""
+    build_trainer = tc.build_trainer
+    monkeypatch.setattr(tc, "build_trainer", lambda model, args, train, evaluation, collator, callbacks=():
+                        build_trainer(model, args, train, evaluation, collator, (*callbacks, KillAfterSave(step))))
+    with pytest.raises(Killed):
+        train(**options)
+    monkeypatch.undo()
+
+
+def curve(run: dict) -> list:
+    return [(h["step"], h["eval_loss"]) for h in run["log_history"] if "eval_loss" in h]
+
+
 def test_a_run_stopped_inside_an_epoch_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
     """--resume from the last checkpoint (step 6 of 5-step epochs: inside the second) ends as the run without the
     stop: the same validation curve, test figures and best weights, bit for bit (batch order, dropout and optimizer
     state restored), with the epoch times of before the stop kept; other settings, a run never started and a new run
     over an unfinished one are refused by name."""
-    data_dir, _, encoder_dir, _ = tiny_trec6_setup(tmp_path)
-    config = tmp_path / "resume.yaml"
-    config.write_text("task: trec6\nepochs: 3\nbatch_size: 8\neval_batch_size: 16\nbcn_hidden_size: 4\n"
-                      "feedforward_dim: 6\nmaxout_reductions: [2, 2]\nlogging_steps: 1\nfeature_batch_size: 16\n"
-                      "eval_steps: 3\nearly_stopping_patience: 4\ndropout: 0.3\n")
-    common = dict(task="trec6", encoder=str(encoder_dir), bcn_input="vectors+cove", data_dir=str(data_dir),
-                  config=str(config), limit=40, learning_rate=0.01, cache_dir=str(tmp_path / "cache"), seed=3)
+    common = resume_setup(tmp_path, "eval_steps: 3\nearly_stopping_patience: 4\n")
     whole = train(**common, output_dir=str(tmp_path / "whole"))
     out = tmp_path / "stopped"
-
-    build_trainer = tc.build_trainer
-    monkeypatch.setattr(tc, "build_trainer", lambda model, args, train, evaluation, collator, callbacks=():
-                        build_trainer(model, args, train, evaluation, collator, (*callbacks, KillAfterSave(6))))
-    with pytest.raises(Killed):
-        train(**common, output_dir=str(out))
-    monkeypatch.undo()
+    killed_after_save(monkeypatch, 6, **common, output_dir=str(out))
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["checkpoint-3", "checkpoint-6"]
     with pytest.raises(FileExistsError, match="holds an unfinished run .*--resume continues it"):
         train(**common, output_dir=str(out))
-    with pytest.raises(tc.ResumeError, match=r"different .*'seed': \(3, 4\)"):
+    with pytest.raises(tc.ResumeError, match=r"different .*'seed': \(3, 4\).*or --overwrite to start afresh"):
         train(**{**common, "seed": 4}, output_dir=str(out), resume=True)
-    with pytest.raises(tc.ResumeError, match="nothing to resume"):
+    with pytest.raises(tc.ResumeError, match="no run started there: nothing to resume"):
         train(**common, output_dir=str(tmp_path / "never"), resume=True)
+    with pytest.raises(tc.ResumeError, match=r"'hyperparameters': {'sampling': \('random', 'group_by_length'\)}"):
+        train(**common, output_dir=str(out), resume=True, sampling="group_by_length")  # the yaml's value overridden
+    killed_after_save(monkeypatch, 6, **common, sampling="group_by_length", output_dir=str(tmp_path / "grouped"))
+    with pytest.raises(tc.ResumeError, match="checkpoint-6 lies inside an epoch, and group_by_length sampling"):
+        train(**common, sampling="group_by_length", output_dir=str(tmp_path / "grouped"), resume=True)
 
     resumed = train(**common, output_dir=str(out), resume=True, threads=1)
     assert resumed["resumed_from_step"] == 6 and whole["resumed_from_step"] is None
     assert resumed["global_steps"] == whole["global_steps"] == 15
-    assert resumed["test"] == whole["test"] and resumed["best"] == whole["best"]
-    curve = [(h["step"], h["eval_loss"]) for h in whole["log_history"] if "eval_loss" in h]
-    assert [(h["step"], h["eval_loss"]) for h in resumed["log_history"] if "eval_loss" in h] == curve
-    for name in ("model.safetensors",):
-        assert (out / "best" / name).read_bytes() == (tmp_path / "whole" / "best" / name).read_bytes()
+    assert resumed["test"] == whole["test"] and resumed["best"] == whole["best"] and curve(resumed) == curve(whole)
+    assert (out / "best" / "model.safetensors").read_bytes() == (
+        tmp_path / "whole" / "best" / "model.safetensors").read_bytes()
+    # the Trainer's loss and seconds cover the steps since the resume: kept apart, the whole run's left unknown
+    assert resumed["train_loss"] is None and resumed["since_resume"]["train_loss"] > 0 and whole["train_loss"] > 0
+    assert resumed["started_at_commit"] == json.loads((out / "run_settings.json").read_text())["commit"]
     # the first epoch was timed before the stop; the second, resumed at its step 6, is marked and left out of the means
     assert [(e["step"], e.get("resumed", False)) for e in resumed["epochs"]] == [(5, False), (10, True), (15, False)]
     assert resumed["seconds_per_epoch_mean"] == round((resumed["epochs"][0]["train_seconds"]
                                                        + resumed["epochs"][2]["train_seconds"]) / 2, 2)
     with pytest.raises(FileExistsError, match="finished run .*nothing to resume"):
         train(**common, output_dir=str(out), resume=True)
+
+
+def test_a_run_stopped_at_the_end_of_its_training_resumes_to_the_same_end(tmp_path, monkeypatch):
+    """A kill after the checkpoint where early stopping fired, or after the last step of a run whose last epoch is a
+    fraction, resumes to the same end (replayed from the best checkpoint; the Trainer, resumed at that end, would
+    take more steps); an evaluation at an epoch's last step keeps that epoch's time in its checkpoint; a run folder
+    given in another spelling keeps its best checkpoint."""
+    common = resume_setup(tmp_path, "eval_steps: 1\nearly_stopping_patience: 1\n")
+    whole = train(**common, output_dir=str(tmp_path / "whole"), epochs=6)
+    assert whole["stop_reason"].startswith("early stopping") and whole["global_steps"] < 30
+    killed_after_save(monkeypatch, whole["global_steps"], **common, epochs=6, output_dir=str(tmp_path / "early"))
+    resumed = train(**common, epochs=6, output_dir=str(tmp_path / "early"), resume=True)
+    assert resumed["resumed_from_step"] == whole["best"]["step"] < whole["global_steps"] == resumed["global_steps"]
+    assert (resumed["test"], resumed["stop_reason"]) == (whole["test"], whole["stop_reason"])
+
+    common = resume_setup(tmp_path, "eval_steps: 5\n")  # 2.6 epochs: 13 steps, the best before the last
+    whole = train(**common, output_dir=str(tmp_path / "whole-f"), epochs=2.6)
+    assert whole["global_steps"] == 13 and whole["best"]["step"] < 13
+    assert [(e["step"], e.get("partial", False)) for e in whole["epochs"]] == [(5, False), (10, False), (13, True)]
+    killed_after_save(monkeypatch, 13, **common, epochs=2.6, output_dir=str(tmp_path / "end"))
+    resumed = train(**common, epochs=2.6, output_dir=str(tmp_path / "end"), resume=True)
+    assert (resumed["global_steps"], resumed["test"], resumed["best"]) == (13, whole["test"], whole["best"])
+
+    killed_after_save(monkeypatch, 10, **common, epochs=2.6, output_dir=str(tmp_path / "epochs"))
+    saved = json.loads((tmp_path / "epochs" / "checkpoints" / "checkpoint-10" / "trainer_state.json").read_text())
+    assert [e["step"] for e in saved["stateful_callbacks"]["EpochTimer"]["attributes"]["epochs"]] == [5, 10]
+    monkeypatch.chdir(tmp_path / "epochs")  # the folder given relative to it now, absolute at the start
+    resumed = train(**{**common, "epochs": 2.6}, output_dir=".", resume=True)
+    assert (resumed["test"], resumed["best"]) == (whole["test"], whole["best"])
+    assert [e["step"] for e in resumed["epochs"]] == [5, 10, 13]
 
 
 def test_scalar_mix_run_records_the_learned_layer_weights(tmp_path):

@@ -45,7 +45,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from modeling_cove.training.commands.train_classifier import load_hyperparameters
+import torch
+
+from modeling_cove.training.commands.train_classifier import (RESUME_KEYS, RESUME_SAME, ClassifierOptions,
+                                                             load_hyperparameters, run_hyperparameters, run_settings)
+from modeling_cove.training.common.cli import parse_options
+from modeling_cove.training.publishing.cards_record import CheckpointError
 
 from .results import COVE_T_SECTION, ENCODER_COLUMNS, TABLE_COLUMNS, checkpoint_weights, smoke_run
 from .run_pool import read_json
@@ -160,16 +165,18 @@ def run_finished(runs_dir: Path | str, run: BcnRun) -> bool:
 def can_resume(runs_dir: Path | str, run: BcnRun, data_dir: str) -> bool:
     """Whether an unfinished `run` (planned over `data_dir`) continues from its last checkpoint: its folder's
     run_settings.json records a start with the settings its command has now, compared as cove-train-classifier's
-    --resume compares them (RESUME_KEYS, places by `RESUME_SAME`, the encoder's weights as that checkpoint has them
-    now, one process); else it starts afresh."""
-    from modeling_cove.training.commands.train_classifier import (RESUME_KEYS, RESUME_SAME, ClassifierOptions,
-                                                                 run_settings)
-    from modeling_cove.training.common.cli import parse_options
-
+    --resume compares them (RESUME_KEYS, places by `RESUME_SAME`, the hyperparameters the task yaml gives now, the
+    encoder's weights as that checkpoint has them now, one process, this machine's kind of device); else it starts
+    afresh."""
     started = read_json(Path(runs_dir) / run.folder / "run_settings.json")
     if started is None:
         return False
-    planned = run_settings(parse_options(ClassifierOptions, run.command(data_dir, runs_dir, 1)[3:]), world_size=1)
+    options = parse_options(ClassifierOptions, run.command(data_dir, runs_dir, 1)[3:])
+    try:
+        planned = run_settings(options, run_hyperparameters(options), world_size=1,
+                               device="cuda" if torch.cuda.is_available() else "cpu")
+    except CheckpointError:  # no weights at the encoder folder: the run fails on that by name when it starts
+        return False
     return all(RESUME_SAME.get(key, operator.eq)(started.get(key), planned[key]) for key in RESUME_KEYS)
 
 

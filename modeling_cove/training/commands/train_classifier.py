@@ -39,6 +39,7 @@ Examples (DATA: a local data folder laid out as docs/data.md describes; without 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -52,19 +53,21 @@ import torch
 from transformers import EarlyStoppingCallback
 
 from ..common import papers
-from ..publishing.cards_record import weights_fingerprint
+from ..publishing.cards_record import CheckpointError, weights_fingerprint
 from ..data.collators import BCNCollator
 from ..common.presets import CONFIGURATION, PresetError, load_settings
 from ..common.cli import A_FOLDER, A_RATE, AT_LEAST_ONE, POSITIVE, REQUIRED, fail, option, parse_options
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
 from ..loops.accelerate_loop import RUN_SETTINGS_FILE, check_run_folder, end_run, same_place
-from ..loops.trainer import EpochTimer, last_checkpoint, live_callback, log, stop_reason, training_arguments
+from ..loops.trainer import (EpochTimer, FindBestCheckpoint, checkpoint_step, complete_checkpoint, last_checkpoint,
+                             live_callback, log, stop_reason, training_arguments, whole_epoch)
 
 __all__ = ["attach_features", "build_model", "build_trainer", "check_run", "ClassifierOptions", "COLUMNS",
            "curve_panels", "epoch_records", "evaluate_best", "finish_run", "fit", "load_hyperparameters",
            "load_metrics", "main", "make_compute_metrics", "make_training_arguments", "prepare_splits",
-           "remove_previous_outputs", "RESUME_KEYS", "RESUME_SAME", "resume_checkpoint", "ResumeError", "run_settings",
+           "remove_previous_outputs", "RESUME_KEYS", "RESUME_SAME", "resume_checkpoint", "ResumeError",
+           "run_hyperparameters", "run_settings",
            "scalar_mix_weights", "subsample_splits", "TASKS", "tokenize_splits",
            "train_classifier", "write_eval_results"]
 
@@ -74,11 +77,14 @@ COLUMNS = ("random", "vectors", "vectors+cove", "cove", "scalar_mix", "vectors+s
 PAPER_COLUMN = papers.TABLE2_COLUMN_OF_INPUT  # --bcn-input -> Table 2's column names
 SUBSAMPLE_SEED = 13  # --max-*-examples subsets: fixed by default, so every column and seed sees the same examples
 RUN_OUTPUTS = ("best", "checkpoints", "eval_results.json", "metrics.json", "curve.png", RUN_SETTINGS_FILE)  # written
-# What fixes a run's course: --resume refuses other values than its first start's (RUN_SETTINGS_FILE); the encoder's
-# weights by their fingerprint, and the number of processes (the global batch's split)
+# What fixes a run's course: --resume refuses other values than its first start's (RUN_SETTINGS_FILE): the flags, the
+# hyperparameters they resolve to (a task yaml edited since counts), the encoder's weights by their fingerprint, the
+# number of processes (the global batch's split) and the kind of device (its random state)
 RESUME_KEYS = ("task", "encoder", "encoder_weights", "bcn_input", "data_dir", "config", "seed", "epochs", "batch_size",
                "learning_rate", "dropout", "sampling", "max_steps", "limit", "max_train_examples", "train_fraction",
-               "max_eval_examples", "subsample_seed", "freeze_random_embeddings", "world_size")
+               "max_eval_examples", "subsample_seed", "freeze_random_embeddings", "hyperparameters", "world_size",
+               "device")
+NOT_HYPERPARAMETERS = ("source", "description", "paper_table2")  # the yaml's keys that do not change a run
 RESUME_SAME = {"encoder": same_place, "data_dir": same_place, "config": same_place}
 
 
@@ -161,7 +167,8 @@ class ClassifierOptions:
     overwrite: bool = option("replace an existing output folder", False)
     resume: bool = option("continue the unfinished run in --output-dir from its last checkpoint (written at every "
                           "evaluation, with the optimizer's state), given the flags it started with (run_settings.json "
-                          "records them; --threads may change): it ends as the run would have without the stop", False)
+                          "records them; --threads may change): it ends as the run would have without the stop, bit "
+                          "for bit with the same --threads", False)
 
     def __post_init__(self):
         if self.task not in TASKS:
@@ -523,24 +530,65 @@ def check_run(options: ClassifierOptions, output_dir: Path):
         raise FileNotFoundError(f"--encoder {options.encoder} is not a checkpoint directory (no config.json)")
 
 
-def run_settings(options: ClassifierOptions, world_size: int) -> dict:
-    """What run_settings.json records of a run's start (RESUME_KEYS): its flags, the fingerprint of the encoder's
-    weights and the number of processes."""
+def run_hyperparameters(options: ClassifierOptions) -> dict:
+    """The hyperparameters of `options`' run: the task yaml's (or --config's) under the flags that override it."""
+    return load_hyperparameters(options.task, options.config, {
+        "epochs": options.epochs, "batch_size": options.batch_size, "learning_rate": options.learning_rate,
+        "dropout": options.dropout, "sampling": options.sampling})
+
+
+def run_settings(options: ClassifierOptions, hp: dict, world_size: int, device: str) -> dict:
+    """What run_settings.json records of a run's start (RESUME_KEYS): its flags, the hyperparameters `hp` they
+    resolve to, the fingerprint of the encoder's weights, the number of processes and the kind of device ("cpu",
+    "cuda"); and the commit it started at, for the record."""
     settings = {key: getattr(options, key) for key in RESUME_KEYS if hasattr(options, key)}
-    return {**settings, "encoder_weights": weights_fingerprint(options.encoder), "world_size": world_size}
+    return {**settings, "hyperparameters": {k: v for k, v in hp.items() if k not in NOT_HYPERPARAMETERS},
+            "encoder_weights": weights_fingerprint(options.encoder), "world_size": world_size, "device": device,
+            "commit": git_commit()}
 
 
 def resume_checkpoint(options: ClassifierOptions, output_dir: Path, settings: dict) -> Optional[str]:
-    """The checkpoint a --resume continues from: the newest complete one of the run started in `output_dir` with
-    the same `settings` (a ResumeError otherwise); None for a new run, or one stopped before its first checkpoint
-    (it starts again from its first step)."""
+    """The checkpoint a --resume continues from (None for a new run, or one stopped before its first checkpoint: it
+    starts again from its first step): the newest complete one of the run started in `output_dir` with the same
+    `settings` (a ResumeError otherwise). A run stopped after its training had ended (early stopping, its last step
+    written) replays from its best checkpoint to the same end: the Trainer, resumed at that end, would train on."""
     if not options.resume:
         return None
+    if not (output_dir / RUN_SETTINGS_FILE).is_file():
+        started = (output_dir / "checkpoints").is_dir()
+        raise ResumeError(f"--resume: {output_dir} " + (
+            f"holds a run started without {RUN_SETTINGS_FILE} (what a resume compares): --overwrite starts it afresh"
+            if started else "holds no run started there: nothing to resume"))
     try:
         check_run_folder(output_dir, settings, RESUME_KEYS, resume=True, overwrite=False, same=RESUME_SAME)
     except ValueError as err:
-        raise ResumeError(f"--resume: {err}") from err
-    return last_checkpoint(output_dir / "checkpoints")
+        raise ResumeError(f"--resume {output_dir}: {err} (or --overwrite to start afresh)") from err
+    checkpoint = last_checkpoint(output_dir / "checkpoints")
+    if checkpoint is None:
+        return None
+    state = trainer_state(checkpoint)
+    last_step = state["global_step"] >= state["max_steps"]
+    stopped = state.get("stateful_callbacks", {}).get("TrainerControl", {}).get("args", {}).get("should_training_stop")
+    if (last_step or stopped) and not (last_step and whole_epoch(state.get("epoch"))):
+        # (at the last step at an epoch's end the Trainer resumes past its epochs, training none: nothing to replay)
+        best = Path(checkpoint).parent / f"checkpoint-{state.get('best_global_step')}"
+        if not state.get("best_global_step") or checkpoint_step(best) >= state["global_step"] \
+                or not complete_checkpoint(best):
+            raise ResumeError(f"--resume: {output_dir} stopped after its training had ended at step "
+                              f"{state['global_step']}, without an earlier best checkpoint to replay from: --overwrite "
+                              "runs it again")
+        checkpoint, state = str(best), trainer_state(best)
+    if settings["hyperparameters"]["sampling"] == "group_by_length" and not whole_epoch(state.get("epoch")):
+        raise ResumeError(f"--resume: {checkpoint} lies inside an epoch, and group_by_length sampling draws each "
+                          "epoch's order from the global random state, which the Trainer restores only after that "
+                          "epoch's first batches are drawn: the run would not continue exactly; --overwrite runs it "
+                          "again")
+    return checkpoint
+
+
+def trainer_state(checkpoint: Path | str) -> dict:
+    """The Trainer state JSON of a checkpoint folder."""
+    return json.loads((Path(checkpoint) / "trainer_state.json").read_text())
 
 
 def train_classifier(options: ClassifierOptions, command: Optional[str] = None) -> dict:
@@ -555,12 +603,10 @@ def train_classifier(options: ClassifierOptions, command: Optional[str] = None) 
         torch.set_num_threads(options.threads)
     output_dir = Path(options.output_dir)
     check_run(options, output_dir)
-    hp = load_hyperparameters(options.task, options.config, {
-        "epochs": options.epochs, "batch_size": options.batch_size, "learning_rate": options.learning_rate,
-        "dropout": options.dropout, "sampling": options.sampling})
+    hp = run_hyperparameters(options)
     training_args = make_training_arguments(output_dir / "checkpoints", hp, options.seed, max_steps=options.max_steps,
                                             sampling=hp["sampling"])
-    settings = run_settings(options, training_args.world_size)
+    settings = run_settings(options, hp, training_args.world_size, training_args.device.type)
     checkpoint = resume_checkpoint(options, output_dir, settings)
     if options.resume:
         log(f"resuming from {checkpoint or 'the first step (no checkpoint was written)'}", training_args)
@@ -582,7 +628,7 @@ def train_classifier(options: ClassifierOptions, command: Optional[str] = None) 
     trainer, timer, early_stopping, train_result, train_seconds = fit(model, training_args, splits, collator, hp,
                                                                       checkpoint)
     run.update(hyperparameters=hp, subsample=subsample, splits={s: len(splits[s]) for s in splits},
-               resumed_from_step=int(Path(checkpoint).name.split("-")[-1]) if checkpoint else None,
+               resumed_from_step=checkpoint_step(checkpoint) if checkpoint else None,
                stop_reason=stop_reason(trainer, early_stopping), epochs_run=round(trainer.state.epoch or 0.0, 3),
                global_steps=trainer.state.global_step)
     log(f"training stopped: {run['stop_reason']}", training_args)
@@ -593,9 +639,14 @@ def train_classifier(options: ClassifierOptions, command: Optional[str] = None) 
                train_fraction=options.train_fraction, data_dir=options.data_dir, dropped_rows=dropped,
                limit=options.limit, max_steps=options.max_steps,
                trainable_parameters=n_trainable, scalar_mix=scalar_mix_weights(trainer.model),
-               feature_cache=feature_info, train_seconds=round(train_seconds, 1),
-               train_loss=train_result.training_loss, world_size=training_args.world_size,
+               feature_cache=feature_info, world_size=training_args.world_size,
                per_device_train_batch_size=training_args.per_device_train_batch_size)
+    trained = {"train_seconds": round(train_seconds, 1), "train_loss": train_result.training_loss}
+    if checkpoint:  # the Trainer's figures cover the steps since the resume; the whole run's are not known
+        started = json.loads((output_dir / RUN_SETTINGS_FILE).read_text())
+        run.update(train_seconds=None, train_loss=None, since_resume=trained, started_at_commit=started.get("commit"))
+    else:
+        run.update(trained)
     finish_run(trainer, tokenizer, options, run, timer, wall_start)
     return run
 
@@ -604,7 +655,7 @@ def fit(model, training_args, splits: dict, collator, hp: dict, checkpoint: Opti
     """Train (from `checkpoint` when given: a resumed run) with the best checkpoint by validation accuracy loaded back
     at the end. Returns (trainer, epoch timer, early-stopping callback or None, train result, seconds of this
     process's training)."""
-    callbacks = [EpochTimer()]
+    callbacks = [EpochTimer(), FindBestCheckpoint()]
     if hp["early_stopping_patience"]:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=int(hp["early_stopping_patience"])))
     trainer = build_trainer(model, training_args, splits["train"], splits["validation"], collator, callbacks)
@@ -631,8 +682,8 @@ def evaluate_best(trainer, validation_set, test_set) -> dict:
 
 
 def finish_run(trainer, tokenizer, options: ClassifierOptions, run: dict, timer: EpochTimer, wall_start: float):
-    """Save the best checkpoint with its tokenizer and evaluation JSON, drop the Trainer's checkpoints, write the
-    metrics JSON and the curves: all on the main process, the others waiting until the checkpoint is complete."""
+    """Save the best checkpoint with its tokenizer and evaluation JSON, write the metrics JSON, drop the Trainer's
+    checkpoints, draw the curves: all on the main process, the others waiting until the checkpoint is complete."""
     output_dir = Path(options.output_dir)
     main_process = trainer.is_world_process_zero()
     best_dir = output_dir / "best"
@@ -645,7 +696,7 @@ def finish_run(trainer, tokenizer, options: ClassifierOptions, run: dict, timer:
     end_run(trainer.accelerator)  # the checkpoint is complete (and no process still reads checkpoints/)
     history = trainer.state.log_history
     epochs = epoch_records(timer, history)
-    whole = [e for e in epochs if not e.get("resumed")]  # an epoch a resume began inside timed only its last steps
+    whole = [e for e in epochs if not (e.get("resumed") or e.get("partial"))]  # epochs timed from first to last step
     run.update(
         epochs=epochs,
         seconds_per_epoch_mean=round(float(np.mean([e["train_seconds"] for e in whole])), 2) if whole else None,
@@ -661,9 +712,9 @@ def finish_run(trainer, tokenizer, options: ClassifierOptions, run: dict, timer:
         return
     if not options.no_save_model:
         write_eval_results(best_dir, output_dir / "eval_results.json", options, run)
+    write_json(output_dir / "metrics.json", run)  # first: a kill from here on leaves a finished run
     if not options.keep_checkpoints:
         shutil.rmtree(output_dir / "checkpoints", ignore_errors=True)
-    write_json(output_dir / "metrics.json", run)
     plot_curves(curve_panels(history), output_dir / "curve.png",
                 f"BCN {options.task} ({options.bcn_input}, seed {options.seed}): test acc "
                 f"{100 * run['test']['accuracy']:.2f}")
@@ -679,7 +730,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     try:  # returns None, so the entry point exits 0: the metrics are in the run folder
         train_classifier(options, command=command_line([sys.argv[0], *argv]))
-    except (FileExistsError, FileNotFoundError, PresetError, ResumeError) as err:  # a bad input, named; no training
+    except (FileExistsError, FileNotFoundError, PresetError, ResumeError, CheckpointError) as err:  # a bad input
         fail(err)
 
 

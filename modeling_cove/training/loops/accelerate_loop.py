@@ -247,13 +247,20 @@ def check_run_folder(output_dir: Path | str, settings: dict, resume_keys, resume
             raise ValueError(f"resume: {run_file} does not exist (nothing to resume)")
         previous = {**(defaults or {}), **json.loads(run_file.read_text())}
         equal = {key: (same or {}).get(key, operator.eq) for key in resume_keys}
-        changed = {k: (previous.get(k), settings.get(k)) for k in resume_keys
+        changed = {k: differences(previous.get(k), settings.get(k)) for k in resume_keys
                    if not equal[k](previous.get(k), settings.get(k))}
         if changed:
             raise ValueError(f"resume with different data/batching/model settings {changed} (first run, now): the "
                              "run would not continue exactly; use the original ones")
     elif output_dir.exists() and any(output_dir.iterdir()) and not overwrite:
         raise ValueError(f"{output_dir} exists and is not empty (resume or overwrite)")
+
+
+def differences(first, now):
+    """(first, now), or for two dicts only their entries that differ: {key: (first, now)}."""
+    if isinstance(first, dict) and isinstance(now, dict):
+        return {k: (first.get(k), now.get(k)) for k in {**first, **now} if first.get(k) != now.get(k)}
+    return first, now
 
 
 def same_place(first, now) -> bool:

@@ -14,8 +14,9 @@ from transformers.trainer_callback import ExportableState
 
 from . import stopping
 
-__all__ = ["EpochTimer", "last_checkpoint", "live_callback", "log", "per_device_batch_size", "stop_reason",
-           "TimeBudget", "training_arguments"]
+__all__ = ["checkpoint_step", "complete_checkpoint", "EpochTimer", "FindBestCheckpoint", "last_checkpoint",
+           "live_callback", "log", "per_device_batch_size", "stop_reason", "TimeBudget", "training_arguments",
+           "whole_epoch"]
 
 
 def log(message: str, trainer_args=None):
@@ -53,10 +54,12 @@ def training_arguments(output_dir, global_batch_size: int, seed: int, use_cpu=No
 
 
 class EpochTimer(TrainerCallback, ExportableState):
-    """Wall time of each epoch's training part (evaluation inside the epoch subtracted), and CPU seconds. Its records
-    travel in the Trainer's checkpoints (`ExportableState`; restored with `restore_callback_states_from_checkpoint`),
-    so a resumed run keeps the epochs before its stop; the epoch it resumed inside is marked `resumed` (it timed only
-    the steps after the checkpoint)."""
+    """Wall time of each epoch's training part (evaluations inside the epoch subtracted), and CPU seconds. An epoch
+    closes at its last step, before the evaluation and checkpoint of that step, so a checkpoint holds its record;
+    the records travel in the Trainer's checkpoints (`ExportableState`; restored with
+    `restore_callback_states_from_checkpoint`), so a resumed run keeps the epochs before its stop. The epoch it
+    resumed inside is marked `resumed` (it timed only the steps after the checkpoint), one left before its last step
+    `partial` (early stopping, a step budget)."""
 
     def __init__(self):
         self.epochs, self._start, self._cpu_start, self._eval, self._resumed = [], None, None, 0.0, False
@@ -66,19 +69,46 @@ class EpochTimer(TrainerCallback, ExportableState):
 
     def on_epoch_begin(self, args, state, control, **kwargs):
         self._start, self._cpu_start, self._eval = time.time(), time.process_time(), 0.0
-        self._resumed = abs(state.epoch - round(state.epoch)) > 1e-6  # a checkpoint's step inside this epoch
+        self._resumed = not whole_epoch(state.epoch)  # a checkpoint's step inside this epoch
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         self._eval += float((metrics or {}).get("eval_runtime", 0.0))
 
+    def on_step_end(self, args, state, control, **kwargs):
+        if whole_epoch(state.epoch):
+            self._close(state)
+
     def on_epoch_end(self, args, state, control, **kwargs):
-        if self._start is not None:
-            seconds = time.time() - self._start - self._eval
-            # CPU seconds of this process (all threads), evaluation included: robust to other load
-            cpu_seconds = time.process_time() - self._cpu_start
-            self.epochs.append({"epoch": round(state.epoch, 3), "step": state.global_step,
-                                "train_seconds": round(seconds, 2), "cpu_seconds": round(cpu_seconds, 2),
-                                **({"resumed": True} if self._resumed else {})})
+        self._close(state, partial=True)  # an epoch left before its last step (early stopping, --max-steps)
+
+    def _close(self, state, partial=False):
+        if self._start is None:
+            return
+        seconds = time.time() - self._start - self._eval
+        # CPU seconds of this process (all threads), evaluations inside the epoch included: robust to other load
+        cpu_seconds = time.process_time() - self._cpu_start
+        flags = {"resumed": self._resumed, "partial": partial}
+        self.epochs.append({"epoch": round(state.epoch, 3), "step": state.global_step,
+                            "train_seconds": round(seconds, 2), "cpu_seconds": round(cpu_seconds, 2),
+                            **{flag: True for flag, value in flags.items() if value}})
+        self._start = None
+
+
+def whole_epoch(epoch: float | None) -> bool:
+    """Whether the Trainer's fractional epoch count `epoch` stands at an epoch boundary."""
+    return epoch is not None and abs(epoch - round(epoch)) < 1e-9
+
+
+class FindBestCheckpoint(TrainerCallback):
+    """Keeps a resumed run's best checkpoint: the Trainer drops a recorded `best_model_checkpoint` that is not a
+    folder where it looks (the run folder moved, or given in another spelling of its place), and would then load and
+    test the last weights; this finds it again in the output folder by its step (`best_global_step`)."""
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.best_global_step and not (state.best_model_checkpoint and Path(state.best_model_checkpoint).is_dir()):
+            folder = Path(args.output_dir) / f"checkpoint-{state.best_global_step}"
+            if folder.is_dir():
+                state.best_model_checkpoint = str(folder)
 
 
 def live_callback(trainer, kind: type):
@@ -87,15 +117,25 @@ def live_callback(trainer, kind: type):
     return next((callback for callback in trainer.callback_handler.callbacks if isinstance(callback, kind)), None)
 
 
+CHECKPOINT_FILES = ("trainer_state.json", "optimizer.pt", "scheduler.pt")  # trainer_state.json: written last
+
+
+def complete_checkpoint(folder: Path) -> bool:
+    """Whether the Trainer checkpoint `folder` is whole: its state, optimizer, schedule and weights (a kill while the
+    Trainer writes one, or deletes one, leaves a part)."""
+    return all((folder / name).is_file() for name in CHECKPOINT_FILES) and any(folder.glob("*.safetensors"))
+
+
+def checkpoint_step(folder: Path | str) -> int:
+    """The step of a Trainer checkpoint folder (checkpoint-<step>)."""
+    return int(Path(folder).name.split("-")[-1])
+
+
 def last_checkpoint(folder: Path | str) -> str | None:
-    """The newest complete Trainer checkpoint in `folder` (checkpoint-<step> holding trainer_state.json, which the
-    Trainer writes last), None when there is none: a checkpoint cut short by a kill is passed over."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return None
-    steps = [int(path.name.split("-")[-1]) for path in folder.glob("checkpoint-*")
-             if path.name.split("-")[-1].isdigit() and (path / "trainer_state.json").is_file()]
-    return str(folder / f"checkpoint-{max(steps)}") if steps else None
+    """The newest complete Trainer checkpoint in `folder` (`complete_checkpoint`), None when there is none."""
+    found = [path for path in Path(folder).glob("checkpoint-*")
+             if path.name.split("-")[-1].isdigit() and complete_checkpoint(path)]
+    return str(max(found, key=checkpoint_step)) if found else None
 
 
 def stop_reason(trainer, early_stopping=None, time_budget=None) -> str:
