@@ -19,7 +19,7 @@ from modeling_cove.tokenization_cove import build_cove_tokenizer, moses_tokenize
 from modeling_cove.training.commands import train_classifier as tc
 from modeling_cove.training.publishing.cards import check_record_matches_checkpoint, load_eval_json
 from modeling_cove.training.data.collators import BCNCollator
-from modeling_cove.training.loops.trainer import TimeBudget, stop_reason
+from modeling_cove.training.loops.trainer import TimeBudget, last_checkpoint, stop_reason
 from transformers import TrainerCallback
 from modeling_cove.training.common.presets import PresetError
 
@@ -458,6 +458,26 @@ def test_a_run_stopped_at_the_end_of_its_training_resumes_to_the_same_end(tmp_pa
     assert [e["step"] for e in resumed["epochs"]] == [5, 10, 13]
 
 
+def test_the_last_checkpoint_is_the_newest_whole_one(tmp_path):
+    """A checkpoint a kill cut short (no optimizer, no weights, or a process's random state missing: the processes
+    write theirs without waiting for each other) is passed over."""
+    def checkpoint(step, *names):
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        for name in names:
+            (folder / name).write_text("x")
+
+    whole = ("trainer_state.json", "optimizer.pt", "scheduler.pt", "model.safetensors")
+    assert last_checkpoint(tmp_path / "none") is None and last_checkpoint(tmp_path) is None
+    checkpoint(3, *whole, "rng_state.pth", "rng_state_0.pth", "rng_state_1.pth")
+    checkpoint(12, *whole[1:], "rng_state.pth")  # its state not written yet
+    checkpoint(9, *whole[:3], "rng_state.pth")  # no weights: deleted under way
+    checkpoint(6, *whole, "rng_state.pth", "rng_state_0.pth")
+    (tmp_path / "checkpoint-x").mkdir()
+    assert last_checkpoint(tmp_path) == str(tmp_path / "checkpoint-6")
+    assert last_checkpoint(tmp_path, world_size=2) == str(tmp_path / "checkpoint-3")
+
+
 def test_scalar_mix_run_records_the_learned_layer_weights(tmp_path):
     """--bcn-input scalar_mix: metrics.json holds softmax(w) and gamma of the kept (best) checkpoint, in layer order."""
     data_dir, _, encoder_dir, config = tiny_trec6_setup(tmp_path)
@@ -519,6 +539,57 @@ def test_two_processes_train_like_one(tmp_path, alone_with_the_cores):
     assert saved["feature_cache"]["train"]["hit"] is False and one["feature_cache"]["train"]["hit"] is True
     assert sorted(p.suffix for p in (tmp_path / "cache").iterdir()) == [".safetensors"] * 3  # no leftover tmp files
     assert 0.0 <= saved["test"]["accuracy"] <= 1.0
+
+
+KILLING_LAUNCH = """import sys
+from transformers import TrainerCallback
+from modeling_cove.training.commands import train_classifier as tc
+
+
+class Kill(TrainerCallback):
+    def on_save(self, args, state, control, **kwargs):
+        if state.global_step == {step}:
+            raise SystemExit(3)
+
+
+build_trainer = tc.build_trainer
+tc.build_trainer = lambda model, args, train, evaluation, collator, callbacks=(): build_trainer(
+    model, args, train, evaluation, collator, (*callbacks, Kill()))
+tc.main(sys.argv[1:])
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_resume_as_they_would_have_run_on(tmp_path, alone_with_the_cores):
+    """Two processes killed after the checkpoint of step 6 (inside the second epoch) and launched again with
+    --resume end as the two processes that ran on: the same evaluations, steps and test figures."""
+    data_dir, _, encoder_dir, config = tiny_trec6_setup(tmp_path)
+    config.write_text(config.read_text().replace("epochs: 1", "epochs: 2") + "eval_steps: 3\n")
+    flags = ["--task", "trec6", "--encoder", str(encoder_dir), "--data-dir", str(data_dir), "--config", str(config),
+             "--limit", "40", "--cache-dir", str(tmp_path / "cache"), "--seed", "5"]
+    launcher = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+                str(REPO / "configuration" / "accelerate" / "cpu_ddp.yaml"), "--num_processes", "2",
+                "--main_process_port", "0"]
+    killing = tmp_path / "killing_launch.py"
+    killing.write_text(KILLING_LAUNCH.format(step=6))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+    def launch(script, *extra):
+        return subprocess.run([*launcher, str(script), *flags, *extra], capture_output=True, text=True, timeout=300,
+                              env=env, cwd=REPO)
+
+    ran_on = launch(REPO / "scripts" / "train_classifier.py", "--output-dir", str(tmp_path / "on"))
+    assert ran_on.returncode == 0, ran_on.stderr[-3000:]
+    assert launch(killing, "--output-dir", str(tmp_path / "killed")).returncode != 0
+    assert sorted(p.name for p in (tmp_path / "killed" / "checkpoints" / "checkpoint-6").glob("rng_state*")) == [
+        "rng_state_0.pth", "rng_state_1.pth"]
+    resumed = launch(REPO / "scripts" / "train_classifier.py", "--output-dir", str(tmp_path / "killed"), "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    on, again = (json.loads((tmp_path / name / "metrics.json").read_text()) for name in ("on", "killed"))
+    assert again["resumed_from_step"] == 6 and again["global_steps"] == on["global_steps"] == 10
+    assert [(h["step"], h["eval_loss"]) for h in again["log_history"] if "eval_loss" in h] == [
+        (h["step"], h["eval_loss"]) for h in on["log_history"] if "eval_loss" in h]
+    assert (again["test"], again["best"]) == (on["test"], on["best"])
 
 
 def test_stop_reason_names_each_way_a_run_ends():

@@ -563,7 +563,7 @@ def resume_checkpoint(options: ClassifierOptions, output_dir: Path, settings: di
         check_run_folder(output_dir, settings, RESUME_KEYS, resume=True, overwrite=False, same=RESUME_SAME)
     except ValueError as err:
         raise ResumeError(f"--resume {output_dir}: {err} (or --overwrite to start afresh)") from err
-    checkpoint = last_checkpoint(output_dir / "checkpoints")
+    checkpoint = last_checkpoint(output_dir / "checkpoints", settings["world_size"])
     if checkpoint is None:
         return None
     state = trainer_state(checkpoint)
@@ -573,7 +573,7 @@ def resume_checkpoint(options: ClassifierOptions, output_dir: Path, settings: di
         # (at the last step at an epoch's end the Trainer resumes past its epochs, training none: nothing to replay)
         best = Path(checkpoint).parent / f"checkpoint-{state.get('best_global_step')}"
         if not state.get("best_global_step") or checkpoint_step(best) >= state["global_step"] \
-                or not complete_checkpoint(best):
+                or not complete_checkpoint(best, settings["world_size"]):
             raise ResumeError(f"--resume: {output_dir} stopped after its training had ended at step "
                               f"{state['global_step']}, without an earlier best checkpoint to replay from: --overwrite "
                               "runs it again")

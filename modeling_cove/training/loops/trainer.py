@@ -117,13 +117,16 @@ def live_callback(trainer, kind: type):
     return next((callback for callback in trainer.callback_handler.callbacks if isinstance(callback, kind)), None)
 
 
-CHECKPOINT_FILES = ("trainer_state.json", "optimizer.pt", "scheduler.pt")  # trainer_state.json: written last
+CHECKPOINT_FILES = ("trainer_state.json", "optimizer.pt", "scheduler.pt")  # trainer_state.json: written last by rank 0
 
 
-def complete_checkpoint(folder: Path) -> bool:
-    """Whether the Trainer checkpoint `folder` is whole: its state, optimizer, schedule and weights (a kill while the
-    Trainer writes one, or deletes one, leaves a part)."""
-    return all((folder / name).is_file() for name in CHECKPOINT_FILES) and any(folder.glob("*.safetensors"))
+def complete_checkpoint(folder: Path, world_size: int = 1) -> bool:
+    """Whether the Trainer checkpoint `folder` of a run of `world_size` processes is whole: its state, optimizer,
+    schedule, weights and every process's random state (a kill while the Trainer writes one, or deletes one, leaves a
+    part; the processes write their random states without waiting for each other)."""
+    rng = ["rng_state.pth"] if world_size <= 1 else [f"rng_state_{rank}.pth" for rank in range(world_size)]
+    return (all((folder / name).is_file() for name in (*CHECKPOINT_FILES, *rng))
+            and any(folder.glob("*.safetensors")))
 
 
 def checkpoint_step(folder: Path | str) -> int:
@@ -131,10 +134,11 @@ def checkpoint_step(folder: Path | str) -> int:
     return int(Path(folder).name.split("-")[-1])
 
 
-def last_checkpoint(folder: Path | str) -> str | None:
-    """The newest complete Trainer checkpoint in `folder` (`complete_checkpoint`), None when there is none."""
+def last_checkpoint(folder: Path | str, world_size: int = 1) -> str | None:
+    """The newest complete Trainer checkpoint in `folder` of a run of `world_size` processes (`complete_checkpoint`),
+    None when there is none."""
     found = [path for path in Path(folder).glob("checkpoint-*")
-             if path.name.split("-")[-1].isdigit() and complete_checkpoint(path)]
+             if path.name.split("-")[-1].isdigit() and complete_checkpoint(path, world_size)]
     return str(max(found, key=checkpoint_step)) if found else None
 
 
