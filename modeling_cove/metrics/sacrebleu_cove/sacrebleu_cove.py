@@ -69,7 +69,7 @@ class SacrebleuCove(evaluate.Metric):
             raise ValueError("BLEU of zero segments is undefined: got no predictions")
         ref_streams = _as_reference_streams(references, len(predictions), "references")
         # uncased tokenized BLEU (the paper's number): sacrebleu splits the Moses tokens at whitespace, as multi-bleu
-        tokenized_bleu = sacrebleu.BLEU(tokenize="none", lowercase=True)
+        tokenized_bleu = sacrebleu.BLEU(tokenize="none", lowercase=True, force=True)  # force: no "detokenize?" note
         tokenized = tokenized_bleu.corpus_score(predictions, ref_streams)
 
         # detokenized sacreBLEU (13a)
