@@ -25,6 +25,7 @@ from modeling_cove.training.commands.train_mt import (MTSetupError, check_output
 from modeling_cove.training.data.corpora import (CorpusError, carve_heldout, check_corpora, corpus_names,
                                                  load_corpora, normalize_sentence)
 from modeling_cove.training.data.translation import prepare_splits
+from modeling_cove.training.loops import mt as mt_loop
 from modeling_cove.training.loops.accelerate_loop import checkpoint_dirs, read_state
 from modeling_cove.training.publishing.cards import mt_corpora_text, mt_results_table
 
@@ -299,10 +300,13 @@ class Killed(Exception):
 
 
 @pytest.mark.slow
-def test_two_corpora_run_records_per_corpus_metrics_and_resumes_exactly(toy, tmp_path):
+def test_two_corpora_run_records_per_corpus_metrics_and_resumes_exactly(toy, tmp_path, monkeypatch):
     """Multi30k + a parallel file: the mixture trains, every epoch records each corpus's validation figures (the
-    first corpus's also at the old keys), the end each corpus's test BLEU; a run killed at step 5 and resumed gives
-    the uninterrupted run's losses and weights bit for bit."""
+    first corpus's also at the old keys) and draws them named by corpus, in one color per corpus in every panel, the
+    end each corpus's test BLEU; a run killed at step 5 and resumed gives the uninterrupted run's losses and weights
+    bit for bit."""
+    drawn = []
+    monkeypatch.setattr(mt_loop, "plot_curves", lambda panels, path, **kwargs: drawn.append(panels))
     argv = ["--heldout-pairs", "8", "--max-epochs", "2", "--save-steps", "2", "--log-every", "1", "--seed", "3",
             "--test-num-beams", "1", "--no-export", "--exclude-sentences", str(toy / "exclude.txt")]
     reference, losses = tmp_path / "reference", {}
@@ -319,6 +323,13 @@ def test_two_corpora_run_records_per_corpus_metrics_and_resumes_exactly(toy, tmp
         assert 0 <= epoch["val_by_corpus"]["pairs"]["val_bleu"] <= 100
     assert set(metrics["test_by_corpus"]) == {"multi30k", "pairs"}
     assert metrics["test"] == metrics["test_by_corpus"]["multi30k"]
+    _, perplexity, bleu = drawn[-1]
+    assert list(perplexity["series"]) == ["train", "validation multi30k", "validation pairs"]
+    assert perplexity["series"]["validation pairs"] == ([1, 2], [e["val_by_corpus"]["pairs"]["val_perplexity"]
+                                                                for e in metrics["epochs"]])
+    assert list(bleu["series"]) == ["validation multi30k", "validation pairs"] and bleu["series"][
+        "validation multi30k"][1] == [e["val_bleu"] for e in metrics["epochs"]]
+    assert perplexity["colors"] == {"train": "C0", **bleu["colors"]} and len(set(perplexity["colors"].values())) == 3
     stats = json.loads((reference / "data_stats.json").read_text())
     assert stats == metrics["data"]
     pairs_stats = stats["corpora"]["pairs"]

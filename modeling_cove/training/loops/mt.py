@@ -282,28 +282,29 @@ class MTPretraining(AccelerateLoop):
         write_json(self.output_dir / "metrics.json", payload or self.metrics_payload())
         history, log = self.state.history, self.state.loss_log
         epochs = [h["epoch"] for h in history]
-        bleu = [(h["epoch"], h["val_bleu"]) for h in history if h.get("val_bleu") is not None]
+        perplexity, colors = self._validation_series("val_perplexity")
         plot_curves([
             {"title": "training loss (NLL summed / batch size)", "xlabel": "step",
              "series": {"train": ([r[0] for r in log], [r[1] for r in log])}},
-            {"title": "perplexity", "xlabel": "epoch", "log_y": True,
-             "series": {"train": (epochs, [h["train_perplexity"] for h in history]),
-                        "validation": (epochs, [h["val_perplexity"] for h in history]),
-                        **self._other_corpora_series("val_perplexity")}},
-            {"title": "validation BLEU (uncased, tokenized)", "xlabel": "epoch",
-             "series": {"validation": ([b[0] for b in bleu], [b[1] for b in bleu]),
-                        **self._other_corpora_series("val_bleu")}},
+            {"title": "perplexity", "xlabel": "epoch", "log_y": True, "colors": {"train": "C0", **colors},
+             "series": {"train": (epochs, [h["train_perplexity"] for h in history]), **perplexity}},
+            {"title": "validation BLEU (uncased, tokenized)", "xlabel": "epoch", "colors": colors,
+             "series": self._validation_series("val_bleu")[0]},
         ], self.output_dir / "curves.png", title=f"MT pretraining: {self.preset_name or self.output_dir.name}")
 
-    def _other_corpora_series(self, key: str) -> dict:
-        """{"validation <corpus>": (epochs, values)} of `key` for every corpus but the first (whose curve is
-        "validation"), from the epoch records that have it."""
-        series = {}
-        for corpus in self.data.corpora[1:]:
-            points = [(h["epoch"], h["val_by_corpus"][corpus][key]) for h in self.state.history
-                      if h.get("val_by_corpus", {}).get(corpus, {}).get(key) is not None]
-            series[f"validation {corpus}"] = ([p[0] for p in points], [p[1] for p in points])
-        return series
+    def _validation_series(self, key: str) -> tuple[dict, dict]:
+        """The validation curves of `key` by epoch, from the epoch records that have it: {"validation": (epochs,
+        values)} for one corpus, {"validation <corpus>": ...} for each of several; and {label: color}, one color per
+        corpus in every panel (C0 is the training curve's)."""
+        history = self.state.history
+        if len(self.data.corpora) == 1:
+            points = {"validation": [(h["epoch"], h[key]) for h in history if h.get(key) is not None]}
+        else:
+            points = {f"validation {corpus}": [(h["epoch"], h["val_by_corpus"][corpus][key]) for h in history
+                                               if h.get("val_by_corpus", {}).get(corpus, {}).get(key) is not None]
+                      for corpus in self.data.corpora}
+        series = {label: ([p[0] for p in pairs], [p[1] for p in pairs]) for label, pairs in points.items()}
+        return series, {label: f"C{i + 1}" for i, label in enumerate(series)}
 
     def _test(self, corpus: str) -> dict | None:
         """A corpus's test perplexity and BLEU (main process; None on the others); its translations go to
