@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import torch
 
 from conftest import REPO
 from instruments import classification_table as plan
@@ -126,10 +127,11 @@ def test_a_run_over_a_checkpoint_pretrained_again_since_is_not_finished(tmp_path
     plan.checkpoint_weights.cache_clear()
 
 
-def test_a_stopped_run_resumes_where_its_start_had_the_plans_settings_and_weights(tmp_path):
+def test_a_stopped_run_resumes_where_its_start_had_the_plans_settings_and_weights(tmp_path, monkeypatch):
     """`can_resume`: a folder whose run_settings.json is what cove-train-classifier recorded for the cell's command
-    (another spelling of the data folder too) resumes; none, another seed, other encoder weights since, or another
-    data folder start afresh."""
+    (another spelling of the data folder too; a hyperparameter added since counts at its default) resumes; none,
+    another seed, an edited task yaml, other encoder weights since, or another data folder start afresh."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the runs it plans are a CPU machine's
     encoder = tmp_path / "encoder"
     CoveModel(CoveConfig(vocab_size=6, word_vector_dim=4, hidden_size=4)).save_pretrained(encoder)
     run, runs_dir = BcnRun("trec6", "vectors+cove-t", 2, str(encoder)), tmp_path / "bcn"
@@ -137,17 +139,19 @@ def test_a_stopped_run_resumes_where_its_start_had_the_plans_settings_and_weight
     data.mkdir(), other.mkdir()
     assert not plan.can_resume(runs_dir, run, str(data))
     folder.mkdir(parents=True)
-    options = parse_options(ClassifierOptions, run.command(str(data), runs_dir, 2)[3:])
+    options = parse_options(ClassifierOptions, run.arguments(str(data), runs_dir, 2))
     started = run_settings(options, run_hyperparameters(options), world_size=1, device="cpu")
     (folder / "run_settings.json").write_text(json.dumps(started))
     assert plan.can_resume(runs_dir, run, str(data)) and plan.can_resume(runs_dir, run, f"{data}/.")
     assert not plan.can_resume(runs_dir, run, str(other))
     (folder / "run_settings.json").write_text(json.dumps({**started, "seed": 3}))
     assert not plan.can_resume(runs_dir, run, str(data))
-    (folder / "run_settings.json").write_text(json.dumps(started))
     (folder / "run_settings.json").write_text(json.dumps({**started, "hyperparameters": {
         **started["hyperparameters"], "epochs": 14}}))  # the task yaml edited since
     assert not plan.can_resume(runs_dir, run, str(data))
+    hyperparameters = {k: v for k, v in started["hyperparameters"].items() if k != "max_length"}  # added since
+    (folder / "run_settings.json").write_text(json.dumps({**started, "hyperparameters": hyperparameters}))
+    assert plan.can_resume(runs_dir, run, str(data))
     (folder / "run_settings.json").write_text(json.dumps(started))
     CoveModel(CoveConfig(vocab_size=7, word_vector_dim=4, hidden_size=4)).save_pretrained(encoder)  # pretrained again
     assert not plan.can_resume(runs_dir, run, str(data))

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -432,7 +433,8 @@ def test_a_run_stopped_at_the_end_of_its_training_resumes_to_the_same_end(tmp_pa
     """A kill after the checkpoint where early stopping fired, or after the last step of a run whose last epoch is a
     fraction, resumes to the same end (replayed from the best checkpoint; the Trainer, resumed at that end, would
     take more steps); an evaluation at an epoch's last step keeps that epoch's time in its checkpoint; a run folder
-    given in another spelling keeps its best checkpoint."""
+    given in another spelling keeps its best checkpoint. An ended run whose best checkpoint is its last inside an
+    epoch cannot replay, and says so."""
     common = resume_setup(tmp_path, "eval_steps: 1\nearly_stopping_patience: 1\n")
     whole = train(**common, output_dir=str(tmp_path / "whole"), epochs=6)
     assert whole["stop_reason"].startswith("early stopping") and whole["global_steps"] < 30
@@ -448,6 +450,13 @@ def test_a_run_stopped_at_the_end_of_its_training_resumes_to_the_same_end(tmp_pa
     killed_after_save(monkeypatch, 13, **common, epochs=2.6, output_dir=str(tmp_path / "end"))
     resumed = train(**common, epochs=2.6, output_dir=str(tmp_path / "end"), resume=True)
     assert (resumed["global_steps"], resumed["test"], resumed["best"]) == (13, whole["test"], whole["best"])
+
+    only_at_the_end = {**common, "config": str(tmp_path / "end.yaml"), "epochs": 2.6}  # its one evaluation, the best
+    yaml = Path(common["config"]).read_text()
+    Path(only_at_the_end["config"]).write_text(yaml.replace("eval_steps: 5", "eval_steps: 13"))
+    killed_after_save(monkeypatch, 13, **only_at_the_end, output_dir=str(tmp_path / "best-last"))
+    with pytest.raises(tc.ResumeError, match="ended at step 13, without an earlier best checkpoint .*--overwrite"):
+        train(**only_at_the_end, output_dir=str(tmp_path / "best-last"), resume=True)
 
     killed_after_save(monkeypatch, 10, **common, epochs=2.6, output_dir=str(tmp_path / "epochs"))
     saved = json.loads((tmp_path / "epochs" / "checkpoints" / "checkpoint-10" / "trainer_state.json").read_text())

@@ -39,7 +39,6 @@ evenly filled.
 
 from __future__ import annotations
 
-import operator
 import statistics
 import sys
 from dataclasses import dataclass
@@ -47,9 +46,10 @@ from pathlib import Path
 
 import torch
 
-from modeling_cove.training.commands.train_classifier import (RESUME_KEYS, RESUME_SAME, ClassifierOptions,
-                                                             load_hyperparameters, run_hyperparameters, run_settings)
+from modeling_cove.training.commands.train_classifier import (ClassifierOptions, ResumeError, load_hyperparameters,
+                                                             resume_checkpoint, run_hyperparameters, run_settings)
 from modeling_cove.training.common.cli import parse_options
+from modeling_cove.training.loops.accelerate_loop import RUN_SETTINGS_FILE
 from modeling_cove.training.publishing.cards_record import CheckpointError
 
 from .results import COVE_T_SECTION, ENCODER_COLUMNS, TABLE_COLUMNS, checkpoint_weights, smoke_run
@@ -89,9 +89,13 @@ class BcnRun:
 
     def command(self, data_dir: str, runs_dir: Path | str, threads: int, resume: bool = False) -> list:
         """The cove-train-classifier command of the cell: continuing its stopped run (`resume`) or afresh."""
-        return [sys.executable, "-m", "modeling_cove.training.commands.train_classifier", "--task", self.task,
-                "--encoder", self.encoder, "--bcn-input", bcn_input(self.column), "--seed", str(self.seed),
-                "--data-dir", str(data_dir), "--threads", str(threads), "--output-dir",
+        return [sys.executable, "-m", "modeling_cove.training.commands.train_classifier",
+                *self.arguments(data_dir, runs_dir, threads, resume)]
+
+    def arguments(self, data_dir: str, runs_dir: Path | str, threads: int, resume: bool = False) -> list:
+        """The flags of its command."""
+        return ["--task", self.task, "--encoder", self.encoder, "--bcn-input", bcn_input(self.column), "--seed",
+                str(self.seed), "--data-dir", str(data_dir), "--threads", str(threads), "--output-dir",
                 str(Path(runs_dir) / self.folder), "--resume" if resume else "--overwrite", "--no-save-model"]
 
     def settings(self) -> dict:
@@ -147,9 +151,9 @@ def check_one_vocabulary(encoders: dict) -> None:
 
 def run_finished(runs_dir: Path | str, run: BcnRun) -> bool:
     """Whether `run`'s folder holds its finished run: a metrics.json with test figures (train_classifier writes it
-    last) of a full run (not a smoke run, not on random subsets) with the cell's input, task, seed and encoder folder,
-    and, where that checkpoint is there, the sha256 of its weights now (a checkpoint pretrained again since makes the
-    run stale)."""
+    once the run is done) of a full run (not a smoke run, not on random subsets) with the cell's input, task, seed
+    and encoder folder, and, where that checkpoint is there, the sha256 of its weights now (a checkpoint pretrained
+    again since makes the run stale)."""
     metrics = read_json(Path(runs_dir) / run.folder / "metrics.json")
     if not metrics or "test" not in metrics or smoke_run(metrics) or metrics.get("subsample"):
         return False
@@ -163,21 +167,20 @@ def run_finished(runs_dir: Path | str, run: BcnRun) -> bool:
 
 
 def can_resume(runs_dir: Path | str, run: BcnRun, data_dir: str) -> bool:
-    """Whether an unfinished `run` (planned over `data_dir`) continues from its last checkpoint: its folder's
-    run_settings.json records a start with the settings its command has now, compared as cove-train-classifier's
-    --resume compares them (RESUME_KEYS, places by `RESUME_SAME`, the hyperparameters the task yaml gives now, the
-    encoder's weights as that checkpoint has them now, one process, this machine's kind of device); else it starts
-    afresh."""
-    started = read_json(Path(runs_dir) / run.folder / "run_settings.json")
-    if started is None:
-        return False
-    options = parse_options(ClassifierOptions, run.command(data_dir, runs_dir, 1)[3:])
+    """Whether an unfinished `run` (planned over `data_dir`) continues from where it stopped: cove-train-classifier's
+    own check (`resume_checkpoint`) takes its command with --resume, on one process on this machine's kind of device
+    (the settings its folder's run_settings.json recorded, the hyperparameters the task yaml gives now, the encoder's
+    weights as that checkpoint has them now); else it starts afresh."""
+    if not (Path(runs_dir) / run.folder / RUN_SETTINGS_FILE).is_file():
+        return False  # never started
+    options = parse_options(ClassifierOptions, run.arguments(data_dir, runs_dir, 1, resume=True))
     try:
         planned = run_settings(options, run_hyperparameters(options), world_size=1,
                                device="cuda" if torch.cuda.is_available() else "cpu")
-    except CheckpointError:  # no weights at the encoder folder: the run fails on that by name when it starts
+        resume_checkpoint(options, Path(options.output_dir), planned)
+    except (CheckpointError, ResumeError):  # (no weights at the encoder: the run names that when it starts)
         return False
-    return all(RESUME_SAME.get(key, operator.eq)(started.get(key), planned[key]) for key in RESUME_KEYS)
+    return True
 
 
 # The runs of the table (classification.json's results) that ran on the H200 record no machine; the code commits the

@@ -239,6 +239,8 @@ def full_runs(runs: Path, pattern: str, subsampled: bool | None = False, exclude
             "dropout": m["hyperparameters"].get("dropout"),
             "seconds_per_epoch_mean": m["seconds_per_epoch_mean"],
             "command": m["command"],
+            **({"resumed_from_step": m["resumed_from_step"], "started_at_commit": m.get("started_at_commit")}
+               if m.get("resumed_from_step") else {}),
             "commit": m.get("git"),
             **({"machine": machine_label(m["machine"])} if machine_label(m.get("machine")) else {}),
             **({"device": device_kind(m["machine"])} if isinstance(m.get("machine"), dict) else {}),

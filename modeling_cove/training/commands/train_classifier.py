@@ -23,6 +23,9 @@ best checkpoint by validation accuracy is evaluated on test (accuracy, macro-F1)
 <output-dir>/best (loads with `pipeline("text-classification", model=<output-dir>/best)`), beside
 <output-dir>/eval_results.json (the model card's input). <output-dir>/metrics.json holds the command, commit,
 hyperparameters, why training stopped, per-epoch wall time and validation curve, test figures; curve.png the curves.
+<output-dir>/run_settings.json records what the run started with, and <output-dir>/checkpoints the Trainer's
+checkpoints (one per evaluation, with the optimizer's state) until the run ends: --resume continues a stopped run
+from there, to the end it would have had.
 
 It runs as one process or as N under `accelerate launch` / `torchrun` (DDP through the Trainer): every process
 trains; the main process alone writes the feature cache (the others wait for it, then read it), the best
@@ -39,6 +42,7 @@ Examples (DATA: a local data folder laid out as docs/data.md describes; without 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -59,7 +63,7 @@ from ..common.presets import CONFIGURATION, PresetError, load_settings
 from ..common.cli import A_FOLDER, A_RATE, AT_LEAST_ONE, POSITIVE, REQUIRED, fail, option, parse_options
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
-from ..loops.accelerate_loop import RUN_SETTINGS_FILE, check_run_folder, end_run, same_place
+from ..loops.accelerate_loop import RUN_SETTINGS_FILE, check_run_folder, end_run, same_place, same_with_defaults
 from ..loops.trainer import (EpochTimer, FindBestCheckpoint, checkpoint_step, complete_checkpoint, last_checkpoint,
                              live_callback, log, stop_reason, training_arguments, whole_epoch)
 
@@ -82,14 +86,9 @@ RUN_OUTPUTS = ("best", "checkpoints", "eval_results.json", "metrics.json", "curv
 # number of processes (the global batch's split) and the kind of device (its random state)
 RESUME_KEYS = ("task", "encoder", "encoder_weights", "bcn_input", "data_dir", "config", "seed", "epochs", "batch_size",
                "learning_rate", "dropout", "sampling", "max_steps", "limit", "max_train_examples", "train_fraction",
-               "max_eval_examples", "subsample_seed", "freeze_random_embeddings", "hyperparameters", "world_size",
-               "device")
+               "max_eval_examples", "subsample_seed", "freeze_random_embeddings", "no_feature_cache", "max_cache_gb",
+               "hyperparameters", "world_size", "device")
 NOT_HYPERPARAMETERS = ("source", "description", "paper_table2")  # the yaml's keys that do not change a run
-RESUME_SAME = {"encoder": same_place, "data_dir": same_place, "config": same_place}
-
-
-class ResumeError(ValueError):
-    """A --resume that cannot continue the run in its folder; the message says why."""
 
 # defaults for every key a task yaml may set (a yaml key not listed here is an error: catches typos)
 HYPERPARAMETER_DEFAULTS = {
@@ -115,6 +114,14 @@ HYPERPARAMETER_DEFAULTS = {
     "paper_table2": {},  # by column, for comparison only; a task of the paper: its Table 2 row (papers.py)
     "description": "",
 }
+# resume keys compared otherwise than with ==: places in any spelling; the hyperparameters with a key added since the
+# run's start at its default
+RESUME_SAME = {"encoder": same_place, "data_dir": same_place, "config": same_place,
+               "hyperparameters": functools.partial(same_with_defaults, defaults=HYPERPARAMETER_DEFAULTS)}
+
+
+class ResumeError(ValueError):
+    """A --resume that cannot continue the run in its folder; the message says why."""
 
 # Two of transformers' defaults with a per-step cost on a GPU, kept: pinning each collated batch (one more host copy
 # before a copy that blocks anyway) and the NaN/Inf loss filter (`isnan(loss) or isinf(loss)` reads the loss back at
@@ -167,8 +174,9 @@ class ClassifierOptions:
     overwrite: bool = option("replace an existing output folder", False)
     resume: bool = option("continue the unfinished run in --output-dir from its last checkpoint (written at every "
                           "evaluation, with the optimizer's state), given the flags it started with (run_settings.json "
-                          "records them; --threads may change): it ends as the run would have without the stop, bit "
-                          "for bit with the same --threads", False)
+                          "records them; --threads may change): it ends as the run would have without the stop (the "
+                          "same evaluations, best weights and test figures, bit for bit with the same --threads; the "
+                          "first training loss logged after it averages only the steps since the checkpoint)", False)
 
     def __post_init__(self):
         if self.task not in TASKS:
@@ -550,8 +558,11 @@ def run_settings(options: ClassifierOptions, hp: dict, world_size: int, device: 
 def resume_checkpoint(options: ClassifierOptions, output_dir: Path, settings: dict) -> Optional[str]:
     """The checkpoint a --resume continues from (None for a new run, or one stopped before its first checkpoint: it
     starts again from its first step): the newest complete one of the run started in `output_dir` with the same
-    `settings` (a ResumeError otherwise). A run stopped after its training had ended (early stopping, its last step
-    written) replays from its best checkpoint to the same end: the Trainer, resumed at that end, would train on."""
+    `settings`. A run stopped after its training had ended (early stopping fired, or its last step inside an epoch:
+    --epochs with a fraction, --max-steps) replays from its best checkpoint to the same end, as the Trainer, resumed
+    at that end, would train on; at the end of its last whole epoch it resumes there (the Trainer trains no more).
+    A ResumeError says why a run cannot resume: none started there, other settings, an ended run whose best
+    checkpoint is its last, a group_by_length run stopped inside an epoch."""
     if not options.resume:
         return None
     if not (output_dir / RUN_SETTINGS_FILE).is_file():
@@ -567,10 +578,10 @@ def resume_checkpoint(options: ClassifierOptions, output_dir: Path, settings: di
     if checkpoint is None:
         return None
     state = trainer_state(checkpoint)
-    last_step = state["global_step"] >= state["max_steps"]
-    stopped = state.get("stateful_callbacks", {}).get("TrainerControl", {}).get("args", {}).get("should_training_stop")
-    if (last_step or stopped) and not (last_step and whole_epoch(state.get("epoch"))):
-        # (at the last step at an epoch's end the Trainer resumes past its epochs, training none: nothing to replay)
+    # the Trainer's flag at the checkpoint: set by early stopping and at the last step
+    ended = state.get("stateful_callbacks", {}).get("TrainerControl", {}).get("args", {}).get("should_training_stop")
+    past_its_epochs = state["global_step"] >= state["max_steps"] and whole_epoch(state.get("epoch"))
+    if ended and not past_its_epochs:
         best = Path(checkpoint).parent / f"checkpoint-{state.get('best_global_step')}"
         if not state.get("best_global_step") or checkpoint_step(best) >= state["global_step"] \
                 or not complete_checkpoint(best, settings["world_size"]):
@@ -635,7 +646,7 @@ def train_classifier(options: ClassifierOptions, command: Optional[str] = None) 
     run.update(evaluate_best(trainer, splits["validation"], splits["test"]))
     run.update(task=options.task, column=options.bcn_input, seed=options.seed, encoder=str(options.encoder),
                encoder_type=model.config.encoder_type,
-               encoder_weights=weights_fingerprint(options.encoder),  # one encoder per table cell (results.py)
+               encoder_weights=settings["encoder_weights"],  # one encoder per table cell (results.py)
                train_fraction=options.train_fraction, data_dir=options.data_dir, dropped_rows=dropped,
                limit=options.limit, max_steps=options.max_steps,
                trainable_parameters=n_trainable, scalar_mix=scalar_mix_weights(trainer.model),
@@ -673,7 +684,7 @@ def evaluate_best(trainer, validation_set, test_set) -> dict:
     test = trainer.evaluate(test_set, metric_key_prefix="test")
     best_step = None
     if trainer.state.best_model_checkpoint:
-        best_step = int(Path(trainer.state.best_model_checkpoint).name.split("-")[-1])
+        best_step = checkpoint_step(trainer.state.best_model_checkpoint)
     return {
         "best": {"step": best_step, "validation_accuracy": trainer.state.best_metric},
         "validation": {k: validation[f"validation_{k}"] for k in ("accuracy", "macro_f1", "loss")},

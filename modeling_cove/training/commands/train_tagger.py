@@ -46,7 +46,7 @@ from ..loops.cvt import CrossViewOptions, TaggerTraining, view_counts
 from ..loops.tagger_schedule import TASK_SAMPLING, StepBudgetBatches, UnlabelledStream, WeightAverage, lr_factor
 from ..loops.accelerate_loop import (AccelerateLoop, LoopState, StopLimits, check_run_folder, end_run, epoch_batches,
                                      make_accelerator, make_optimizer, rank_share, same_place, same_places,
-                                     start_run_folder)
+                                     same_with_defaults, start_run_folder)
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
 from ..data.texts import is_text_file
@@ -165,9 +165,7 @@ def same_hyperparameters(first: dict | None, now: dict) -> bool:
     """Whether a run trains with the hyperparameters it first resolved (`resolved_hyperparameters`): a preset file
     edited since is another run. A key the first run did not record (added since) counts at its default; a first
     run that recorded none (older than this check) is taken as it is."""
-    if first is None:
-        return True
-    return all(first.get(key, HYPERPARAMETER_DEFAULTS.get(key)) == value for key, value in now.items())
+    return same_with_defaults(first, now, HYPERPARAMETER_DEFAULTS)
 
 
 def resolved_hyperparameters(hp: dict) -> dict:

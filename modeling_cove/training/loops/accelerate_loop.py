@@ -43,8 +43,9 @@ from ..common.files import commit_tmp, fresh_tmp, write_json
 from . import stopping
 
 __all__ = ["AccelerateLoop", "check_run_folder", "checkpoint_dirs", "epoch_batches", "LoopState", "end_run",
-           "make_accelerator", "make_optimizer", "rank_share", "read_state", "restore_checkpoint", "same_place",
-           "same_places", "save_checkpoint", "start_run_folder", "state_file", "stop_reason", "StopLimits"]
+           "make_accelerator", "make_optimizer", "rank_share", "read_state", "restore_checkpoint", "RUN_SETTINGS_FILE",
+           "same_place", "same_places", "same_with_defaults", "save_checkpoint", "start_run_folder", "state_file",
+           "stop_reason", "StopLimits"]
 
 STATE_FILE = "pretraining_state.json"
 LEGACY_STATE_FILE = "trainer_state.json"  # what checkpoints written before this module hold (read, never written)
@@ -270,6 +271,14 @@ def same_place(first, now) -> bool:
     if first is None or now is None:
         return first is now
     return Path(first).resolve() == Path(now).resolve()
+
+
+def same_with_defaults(first: dict | None, now: dict, defaults: dict) -> bool:
+    """Two dicts of settings alike, a key `first` lacks (a setting added since it was recorded) counting at its value
+    in `defaults`; a `first` of None (recorded before these settings were) is taken as it is."""
+    if first is None:
+        return True
+    return all(first.get(key, defaults.get(key)) == value for key, value in now.items())
 
 
 def same_places(first, now, is_place=None) -> bool:

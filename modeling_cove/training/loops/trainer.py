@@ -1,6 +1,7 @@
 """The glue around transformers' `Trainer` that the BCN and DCN commands share: their `TrainingArguments` (the
-global batch split over a distributed launch's processes), the callbacks that time epochs and stop on a time budget,
-why a run stopped, and printing on the main process only."""
+global batch split over a distributed launch's processes), the callbacks that time epochs (their records kept in the
+checkpoints), stop on a time budget and find a resumed run's best checkpoint, which checkpoint a resume can start
+from, why a run stopped, and printing on the main process only."""
 
 from __future__ import annotations
 
