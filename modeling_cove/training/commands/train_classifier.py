@@ -64,8 +64,9 @@ from ..common.cli import A_FOLDER, A_RATE, AT_LEAST_ONE, POSITIVE, REQUIRED, fai
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
 from ..loops.accelerate_loop import RUN_SETTINGS_FILE, check_run_folder, end_run, same_place, same_with_defaults
-from ..loops.trainer import (EpochTimer, FindBestCheckpoint, checkpoint_step, complete_checkpoint, last_checkpoint,
-                             live_callback, log, stop_reason, training_arguments, whole_epoch)
+from ..loops.trainer import (EpochTimer, FindBestCheckpoint, checkpoint_folder, checkpoint_step, complete_checkpoint,
+                             last_checkpoint, live_callback, log, stop_reason, trainer_state, training_arguments,
+                             whole_epoch)
 
 __all__ = ["attach_features", "build_model", "build_trainer", "check_run", "ClassifierOptions", "COLUMNS",
            "curve_panels", "epoch_records", "evaluate_best", "finish_run", "fit", "load_hyperparameters",
@@ -579,27 +580,22 @@ def resume_checkpoint(options: ClassifierOptions, output_dir: Path, settings: di
         return None
     state = trainer_state(checkpoint)
     # the Trainer's flag at the checkpoint: set by early stopping and at the last step
-    ended = state.get("stateful_callbacks", {}).get("TrainerControl", {}).get("args", {}).get("should_training_stop")
-    past_its_epochs = state["global_step"] >= state["max_steps"] and whole_epoch(state.get("epoch"))
+    ended = state.stateful_callbacks.get("TrainerControl", {}).get("args", {}).get("should_training_stop")
+    past_its_epochs = state.global_step >= state.max_steps and whole_epoch(state.epoch)
     if ended and not past_its_epochs:
-        best = Path(checkpoint).parent / f"checkpoint-{state.get('best_global_step')}"
-        if not state.get("best_global_step") or checkpoint_step(best) >= state["global_step"] \
+        best = state.best_global_step and checkpoint_folder(Path(checkpoint).parent, state.best_global_step)
+        if not best or state.best_global_step >= state.global_step \
                 or not complete_checkpoint(best, settings["world_size"]):
             raise ResumeError(f"--resume: {output_dir} stopped after its training had ended at step "
-                              f"{state['global_step']}, without an earlier best checkpoint to replay from: --overwrite "
+                              f"{state.global_step}, without an earlier best checkpoint to replay from: --overwrite "
                               "runs it again")
         checkpoint, state = str(best), trainer_state(best)
-    if settings["hyperparameters"]["sampling"] == "group_by_length" and not whole_epoch(state.get("epoch")):
+    if settings["hyperparameters"]["sampling"] == "group_by_length" and not whole_epoch(state.epoch):
         raise ResumeError(f"--resume: {checkpoint} lies inside an epoch, and group_by_length sampling draws each "
                           "epoch's order from the global random state, which the Trainer restores only after that "
                           "epoch's first batches are drawn: the run would not continue exactly; --overwrite runs it "
                           "again")
     return checkpoint
-
-
-def trainer_state(checkpoint: Path | str) -> dict:
-    """The Trainer state JSON of a checkpoint folder."""
-    return json.loads((Path(checkpoint) / "trainer_state.json").read_text())
 
 
 def train_classifier(options: ClassifierOptions, command: Optional[str] = None) -> dict:

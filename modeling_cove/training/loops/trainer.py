@@ -10,14 +10,16 @@ import time
 from pathlib import Path
 
 import torch
-from transformers import TrainerCallback, TrainingArguments
+from transformers import TrainerCallback, TrainerState, TrainingArguments
+from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME, TRAINER_STATE_NAME
 from transformers.trainer_callback import ExportableState
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from . import stopping
 
-__all__ = ["checkpoint_step", "complete_checkpoint", "EpochTimer", "FindBestCheckpoint", "last_checkpoint",
-           "live_callback", "log", "per_device_batch_size", "stop_reason", "TimeBudget", "training_arguments",
-           "whole_epoch"]
+__all__ = ["checkpoint_folder", "checkpoint_step", "complete_checkpoint", "EpochTimer", "FindBestCheckpoint",
+           "last_checkpoint", "live_callback", "log", "per_device_batch_size", "stop_reason", "TimeBudget",
+           "trainer_state", "training_arguments", "whole_epoch"]
 
 
 def log(message: str, trainer_args=None):
@@ -107,7 +109,7 @@ class FindBestCheckpoint(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.best_global_step and not (state.best_model_checkpoint and Path(state.best_model_checkpoint).is_dir()):
-            folder = Path(args.output_dir) / f"checkpoint-{state.best_global_step}"
+            folder = checkpoint_folder(args.output_dir, state.best_global_step)
             if folder.is_dir():
                 state.best_model_checkpoint = str(folder)
 
@@ -118,7 +120,7 @@ def live_callback(trainer, kind: type):
     return next((callback for callback in trainer.callback_handler.callbacks if isinstance(callback, kind)), None)
 
 
-CHECKPOINT_FILES = ("trainer_state.json", "optimizer.pt", "scheduler.pt")  # trainer_state.json: written last by rank 0
+CHECKPOINT_FILES = (TRAINER_STATE_NAME, OPTIMIZER_NAME, SCHEDULER_NAME)  # the state: written last by rank 0
 
 
 def complete_checkpoint(folder: Path, world_size: int = 1) -> bool:
@@ -130,15 +132,25 @@ def complete_checkpoint(folder: Path, world_size: int = 1) -> bool:
             and any(folder.glob("*.safetensors")))
 
 
+def checkpoint_folder(output_dir: Path | str, step: int) -> Path:
+    """The Trainer's checkpoint folder of `step` in `output_dir` (checkpoint-<step>)."""
+    return Path(output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{step}"
+
+
 def checkpoint_step(folder: Path | str) -> int:
     """The step of a Trainer checkpoint folder (checkpoint-<step>)."""
     return int(Path(folder).name.split("-")[-1])
 
 
+def trainer_state(checkpoint: Path | str) -> TrainerState:
+    """The Trainer's state saved in a checkpoint folder."""
+    return TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME))
+
+
 def last_checkpoint(folder: Path | str, world_size: int = 1) -> str | None:
     """The newest complete Trainer checkpoint in `folder` of a run of `world_size` processes (`complete_checkpoint`),
     None when there is none."""
-    found = [path for path in Path(folder).glob("checkpoint-*")
+    found = [path for path in Path(folder).glob(f"{PREFIX_CHECKPOINT_DIR}-*")
              if path.name.split("-")[-1].isdigit() and complete_checkpoint(path, world_size)]
     return str(max(found, key=checkpoint_step)) if found else None
 
