@@ -135,6 +135,35 @@ def test_a_checkpoint_without_its_state_is_incomplete(tmp_path):
         read_state(folder)
 
 
+def test_a_checkpoint_with_a_file_cut_short_is_passed_over(tmp_path, capsys):
+    """A lost machine can leave a renamed checkpoint whose files were never written out: the resume takes the one
+    before it, and says which it passed over."""
+    from accelerate import Accelerator
+    from safetensors.torch import save_file
+
+    from modeling_cove.training.loops.accelerate_loop import restore_checkpoint
+
+    accelerator = Accelerator(cpu=True)
+    model = accelerator.prepare(torch.nn.Linear(2, 2))
+    folders = []
+    for step in (2, 4):
+        folder = tmp_path / "checkpoints" / f"step-{step:08d}"
+        accelerator.save_state(str(folder))
+        (folder / STATE_FILE).write_text(json.dumps(LoopState(global_step=step, step_in_epoch=step).to_dict()))
+        folders.append(folder)
+    weights = folders[1] / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-4])
+    assert checkpoint_dirs(tmp_path) == folders[:1]
+    with torch.no_grad():
+        model.weight.zero_()
+    assert restore_checkpoint(accelerator, tmp_path).global_step == 2
+    assert f"passed over {folders[1]}: model.safetensors it has" in capsys.readouterr().out
+    assert model.weight.abs().sum() > 0  # the step-2 weights are back
+    save_file({"w": torch.ones(1)}, str(weights))
+    (folders[0] / STATE_FILE).write_text("{\"global_step\": 2")  # its state cut short
+    assert checkpoint_dirs(tmp_path) == folders[1:]
+
+
 def test_stop_reason_names_each_limit_in_order():
     limits = StopLimits(max_epochs=3, max_steps=10, time_budget_minutes=1.0, min_lr=0.03)
     state = LoopState(epoch=3, global_step=10, lr=0.01)

@@ -5,6 +5,7 @@ column, and an end-to-end smoke run on a slice of the real TREC-6 data whose sav
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ from modeling_cove.tokenization_cove import build_cove_tokenizer, moses_tokenize
 from modeling_cove.training.commands import train_classifier as tc
 from modeling_cove.training.publishing.cards import check_record_matches_checkpoint, load_eval_json
 from modeling_cove.training.data.collators import BCNCollator
-from modeling_cove.training.loops.trainer import TimeBudget, last_checkpoint, stop_reason
+from modeling_cove.training.loops.trainer import TimeBudget, incomplete_checkpoints, last_checkpoint, stop_reason
 from transformers import TrainerCallback
 from modeling_cove.training.common.presets import PresetError
 
@@ -390,7 +391,7 @@ def curve(run: dict) -> list:
     return [(h["step"], h["eval_loss"]) for h in run["log_history"] if "eval_loss" in h]
 
 
-def test_a_run_stopped_inside_an_epoch_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
+def test_a_run_stopped_inside_an_epoch_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch, capsys):
     """--resume from the last checkpoint (step 6 of 5-step epochs: inside the second) ends as the run without the
     stop: the same validation curve, test figures and best weights, bit for bit (batch order, dropout and optimizer
     state restored), with the epoch times of before the stop kept; other settings, a run never started and a new run
@@ -411,6 +412,15 @@ def test_a_run_stopped_inside_an_epoch_resumes_to_the_uninterrupted_result(tmp_p
     killed_after_save(monkeypatch, 6, **common, sampling="group_by_length", output_dir=str(tmp_path / "grouped"))
     with pytest.raises(tc.ResumeError, match="checkpoint-6 lies inside an epoch, and group_by_length sampling"):
         train(**common, sampling="group_by_length", output_dir=str(tmp_path / "grouped"), resume=True)
+
+    cut = tmp_path / "cut"  # a machine lost while its last checkpoint's files were not yet written out
+    shutil.copytree(out, cut)
+    optimizer = cut / "checkpoints" / "checkpoint-6" / "optimizer.pt"
+    optimizer.write_bytes(bytes(optimizer.stat().st_size))
+    capsys.readouterr()
+    from_three = train(**common, output_dir=str(cut), resume=True, threads=1)
+    assert f"resume: passed over {optimizer.parent}: optimizer.pt not a whole torch.save" in capsys.readouterr().out
+    assert from_three["resumed_from_step"] == 3 and from_three["test"] == whole["test"]
 
     resumed = train(**common, output_dir=str(out), resume=True, threads=1)
     assert resumed["resumed_from_step"] == 6 and whole["resumed_from_step"] is None
@@ -469,12 +479,21 @@ def test_a_run_stopped_at_the_end_of_its_training_resumes_to_the_same_end(tmp_pa
 
 def test_the_last_checkpoint_is_the_newest_whole_one(tmp_path):
     """A checkpoint a kill cut short (no optimizer, no weights, or a process's random state missing: the processes
-    write theirs without waiting for each other) is passed over."""
+    write theirs without waiting for each other; or a file the Trainer was writing in place cut short) is passed
+    over."""
+    from safetensors.torch import save_file
+
     def checkpoint(step, *names):
         folder = tmp_path / f"checkpoint-{step}"
         folder.mkdir()
         for name in names:
-            (folder / name).write_text("x")
+            if name.endswith(".json"):
+                (folder / name).write_text(json.dumps({"global_step": step}))
+            elif name.endswith(".safetensors"):
+                save_file({"w": torch.ones(3)}, str(folder / name))
+            else:
+                torch.save({"step": step}, folder / name)
+        return folder
 
     whole = ("trainer_state.json", "optimizer.pt", "scheduler.pt", "model.safetensors")
     assert last_checkpoint(tmp_path / "none") is None and last_checkpoint(tmp_path) is None
@@ -482,9 +501,16 @@ def test_the_last_checkpoint_is_the_newest_whole_one(tmp_path):
     checkpoint(12, *whole[1:], "rng_state.pth")  # its state not written yet
     checkpoint(9, *whole[:3], "rng_state.pth")  # no weights: deleted under way
     checkpoint(6, *whole, "rng_state.pth", "rng_state_0.pth")
+    cut = checkpoint(15, *whole, "rng_state.pth")
+    (cut / "optimizer.pt").write_bytes((cut / "optimizer.pt").read_bytes()[:100])
     (tmp_path / "checkpoint-x").mkdir()
     assert last_checkpoint(tmp_path) == str(tmp_path / "checkpoint-6")
     assert last_checkpoint(tmp_path, world_size=2) == str(tmp_path / "checkpoint-3")
+    assert {path.name: problem for path, problem in incomplete_checkpoints(tmp_path).items()} == {
+        "checkpoint-9": "no weights (*.safetensors)", "checkpoint-12": "trainer_state.json missing",
+        "checkpoint-15": "optimizer.pt not a whole torch.save archive (no zip directory at its end)"}
+    assert [path.name for path in incomplete_checkpoints(tmp_path, world_size=2)] == [
+        "checkpoint-6", "checkpoint-9", "checkpoint-12", "checkpoint-15"]
 
 
 def test_scalar_mix_run_records_the_learned_layer_weights(tmp_path):

@@ -4,6 +4,7 @@ readers (training/data/texts.py)."""
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -37,6 +38,32 @@ def test_a_folder_replaces_the_old_one_only_when_committed(tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == ["new.txt"] and not tmp.exists()
     (files.fresh_tmp(folder) / "stale").write_text("x")
     assert list(files.fresh_tmp(folder).iterdir()) == []  # a leftover of a killed run is emptied
+
+
+def test_file_problem_tells_a_checkpoint_file_cut_short_or_zero_filled(tmp_path):
+    """Each format by its own structure: what a killed in-place write or a lost machine leaves is not whole."""
+    import torch
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.arange(6.0), "b": torch.ones(2)}, str(tmp_path / "model.safetensors"))
+    torch.save({"state": {0: torch.ones(3)}}, tmp_path / "optimizer.pt")
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"global_step": 4}))
+    (tmp_path / "notes.txt").write_text("x")
+    (tmp_path / "empty.txt").write_text("")
+    whole = ["model.safetensors", "optimizer.pt", "trainer_state.json", "notes.txt"]
+    assert [files.file_problem(tmp_path / name) for name in whole] == [None] * 4
+    assert files.file_problem(tmp_path / "empty.txt") == "empty"
+    assert files.file_problem(tmp_path / "absent.pt") == "missing"
+    reasons = {".safetensors": "the end is missing", ".pt": "not a whole torch.save archive",
+               ".json": "not valid JSON"}
+    for name in whole[:3]:
+        data = (tmp_path / name).read_bytes()
+        (tmp_path / f"cut-{name}").write_bytes(data[:-3])
+        (tmp_path / f"zeros-{name}").write_bytes(bytes(len(data)))
+        assert reasons[Path(name).suffix] in files.file_problem(tmp_path / f"cut-{name}")
+        assert files.file_problem(tmp_path / f"zeros-{name}"), name
+    (tmp_path / "longer.safetensors").write_bytes((tmp_path / "model.safetensors").read_bytes() + b"\0")
+    assert "extra bytes" in files.file_problem(tmp_path / "longer.safetensors")  # its header gives its length
 
 
 def test_settings_are_defaults_then_preset_then_flags(tmp_path):

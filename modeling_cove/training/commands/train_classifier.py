@@ -65,8 +65,8 @@ from ..common.run_info import command_line, git_commit, machine_info, plot_curve
 from ..common.files import write_json
 from ..loops.accelerate_loop import RUN_SETTINGS_FILE, check_run_folder, end_run, same_place, same_with_defaults
 from ..loops.trainer import (EpochTimer, FindBestCheckpoint, checkpoint_folder, checkpoint_step, complete_checkpoint,
-                             last_checkpoint, live_callback, log, stop_reason, trainer_state, training_arguments,
-                             whole_epoch)
+                             incomplete_checkpoints, last_checkpoint, live_callback, log, stop_reason, trainer_state,
+                             training_arguments, whole_epoch)
 
 __all__ = ["attach_features", "build_model", "build_trainer", "check_run", "ClassifierOptions", "COLUMNS",
            "curve_panels", "epoch_records", "evaluate_best", "finish_run", "fit", "load_hyperparameters",
@@ -616,6 +616,8 @@ def train_classifier(options: ClassifierOptions, command: Optional[str] = None) 
     settings = run_settings(options, hp, training_args.world_size, training_args.device.type)
     checkpoint = resume_checkpoint(options, output_dir, settings)
     if options.resume:
+        for folder, problem in incomplete_checkpoints(output_dir / "checkpoints", settings["world_size"]).items():
+            log(f"resume: passed over {folder}: {problem}", training_args)
         log(f"resuming from {checkpoint or 'the first step (no checkpoint was written)'}", training_args)
     log(f"task {options.task}, column {options.bcn_input}, seed {options.seed}, data "
         f"{options.data_dir or 'Hub dataset ids'}, hyperparameters {hp['source']}, {training_args.world_size} "

@@ -1,6 +1,7 @@
 """Atomic writes: the one way this library puts a file or a folder under its final name. A reader never sees half
 of it, and a run killed midway keeps the previous version (or nothing) under that name, never a partial one that
-looks complete."""
+looks complete. And the check a resume makes of files it did not write that way, or that a lost machine may have left
+short (`file_problem`)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import contextlib
 import json
 import os
 import shutil
+import zipfile
 from pathlib import Path
 
-__all__ = ["atomic_text_file", "commit_tmp", "fresh_tmp", "write_json", "write_text"]
+from ...hub import safetensors_file_problem
+
+__all__ = ["atomic_text_file", "commit_tmp", "file_problem", "fresh_tmp", "write_json", "write_text"]
 
 
 def fresh_tmp(folder: Path | str) -> Path:
@@ -55,3 +59,31 @@ def write_text(path: Path | str, text: str) -> Path:
 def write_json(path: Path | str, payload) -> Path:
     """`payload` as indented JSON (non-ASCII kept, other objects as their `str`), written atomically."""
     return write_text(path, json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+
+# torch.save writes a zip archive (whatever the suffix the caller chose); its directory, at the end, is written last
+TORCH_SUFFIXES = (".bin", ".pkl", ".pt", ".pth")
+
+
+def file_problem(path: Path | str) -> str | None:
+    """Why the checkpoint file `path` is not all there, judged by its format's own structure, or None when it is: a
+    JSON file parses, a safetensors file is exactly as long as its header says (`safetensors_file_problem`), a
+    `torch.save` file (.bin/.pkl/.pt/.pth) ends with its zip directory, any other file is not empty. A run killed
+    while a writer wrote in place, or a machine lost before the system wrote its pages out, can leave a file cut short
+    or zero-filled under its final name: reading it would fail deep inside torch, while a resume can pass over its
+    checkpoint. Cheap: the headers and a JSON file are read, not the tensors."""
+    path = Path(path)
+    if not path.is_file():
+        return "missing"
+    if path.suffix == ".json":
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return "not valid JSON (cut short?)"
+        return None
+    if path.suffix == ".safetensors":
+        return safetensors_file_problem(path)
+    if path.suffix in TORCH_SUFFIXES:
+        return None if zipfile.is_zipfile(path) else "not a whole torch.save archive (no zip directory at its end)"
+    return None if path.stat().st_size else "empty"

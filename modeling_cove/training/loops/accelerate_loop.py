@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..common.files import commit_tmp, fresh_tmp, write_json
+from ..common.files import commit_tmp, file_problem, fresh_tmp, write_json
 from . import stopping
 
 __all__ = ["AccelerateLoop", "check_run_folder", "checkpoint_dirs", "epoch_batches", "LoopState", "end_run",
@@ -312,12 +312,25 @@ def state_file(checkpoint: Path | str) -> Path | None:
     return None
 
 
+def _checkpoint_problem(folder: Path) -> str | None:
+    """What keeps a checkpoint folder from being complete, None when it is: its state file missing (a save killed
+    before the rename leaves no such folder; one of an older layout may) or a file cut short (`file_problem`: a
+    machine lost before the system wrote the renamed files out can leave one)."""
+    if state_file(folder) is None:
+        return f"no {STATE_FILE}"
+    for path in sorted(folder.iterdir()):
+        problem = file_problem(path) if path.is_file() else None
+        if problem:
+            return f"{path.name} {problem}"
+    return None
+
+
 def checkpoint_dirs(output_dir: Path | str) -> list:
-    """The complete checkpoints of a run, oldest first."""
+    """The complete checkpoints of a run, oldest first: each with its state file, no file cut short."""
     root = Path(output_dir) / "checkpoints"
     if not root.is_dir():
         return []
-    dirs = [d for d in root.iterdir() if re.fullmatch(r"step-\d+", d.name) and state_file(d) is not None]
+    dirs = [d for d in root.iterdir() if re.fullmatch(r"step-\d+", d.name) and _checkpoint_problem(d) is None]
     return sorted(dirs, key=lambda d: int(d.name.split("-")[1]))
 
 
@@ -357,6 +370,10 @@ def restore_checkpoint(accelerator, output_dir: Path | str) -> LoopState | None:
     """Load the newest complete checkpoint of `output_dir` into the prepared objects (Accelerate) and return its
     state; None when there is none."""
     checkpoints = checkpoint_dirs(output_dir)
+    newest = int(checkpoints[-1].name.split("-")[1]) if checkpoints else -1
+    for folder in sorted(Path(output_dir, "checkpoints").glob("step-*")):
+        if re.fullmatch(r"step-\d+", folder.name) and int(folder.name.split("-")[1]) > newest:
+            accelerator.print(f"resume: passed over {folder}: {_checkpoint_problem(folder)}")
     if not checkpoints:
         return None
     accelerator.load_state(str(checkpoints[-1]))  # model, optimizer, scheduler, RNG states of every process

@@ -15,11 +15,12 @@ from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME, TRAINER_STATE_N
 from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from ..common.files import file_problem
 from . import stopping
 
-__all__ = ["checkpoint_folder", "checkpoint_step", "complete_checkpoint", "EpochTimer", "FindBestCheckpoint",
-           "last_checkpoint", "live_callback", "log", "per_device_batch_size", "stop_reason", "TimeBudget",
-           "trainer_state", "training_arguments", "whole_epoch"]
+__all__ = ["checkpoint_folder", "checkpoint_problem", "checkpoint_step", "complete_checkpoint", "EpochTimer", "FindBestCheckpoint",
+           "incomplete_checkpoints", "last_checkpoint", "live_callback", "log", "per_device_batch_size", "stop_reason",
+           "TimeBudget", "trainer_state", "training_arguments", "whole_epoch"]
 
 
 def log(message: str, trainer_args=None):
@@ -123,13 +124,26 @@ def live_callback(trainer, kind: type):
 CHECKPOINT_FILES = (TRAINER_STATE_NAME, OPTIMIZER_NAME, SCHEDULER_NAME)  # the state: written last by rank 0
 
 
-def complete_checkpoint(folder: Path, world_size: int = 1) -> bool:
-    """Whether the Trainer checkpoint `folder` of a run of `world_size` processes is whole: its state, optimizer,
-    schedule, weights and every process's random state (a kill while the Trainer writes one, or deletes one, leaves a
-    part; the processes write their random states without waiting for each other)."""
+def checkpoint_problem(folder: Path | str, world_size: int = 1) -> str | None:
+    """What keeps the Trainer checkpoint `folder` of a run of `world_size` processes from being whole, None when it
+    is: its state, optimizer, schedule, weights and every process's random state must be there (a kill while the
+    Trainer writes one, or deletes one, leaves a part; the processes write their random states without waiting for
+    each other), none cut short (`file_problem`: the Trainer writes each file in place)."""
+    folder = Path(folder)
     rng = ["rng_state.pth"] if world_size <= 1 else [f"rng_state_{rank}.pth" for rank in range(world_size)]
-    return (all((folder / name).is_file() for name in (*CHECKPOINT_FILES, *rng))
-            and any(folder.glob("*.safetensors")))
+    weights = sorted(folder.glob("*.safetensors"))
+    if not weights:
+        return "no weights (*.safetensors)"
+    for path in [*(folder / name for name in (*CHECKPOINT_FILES, *rng)), *weights]:
+        problem = file_problem(path)
+        if problem:
+            return f"{path.name} {problem}"
+    return None
+
+
+def complete_checkpoint(folder: Path | str, world_size: int = 1) -> bool:
+    """Whether the Trainer checkpoint `folder` of a run of `world_size` processes is whole (`checkpoint_problem`)."""
+    return checkpoint_problem(folder, world_size) is None
 
 
 def checkpoint_folder(output_dir: Path | str, step: int) -> Path:
@@ -147,12 +161,24 @@ def trainer_state(checkpoint: Path | str) -> TrainerState:
     return TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME))
 
 
+def checkpoint_folders(folder: Path | str) -> list:
+    """The Trainer checkpoint folders (checkpoint-<step>) in `folder`, complete or not, oldest first."""
+    found = [path for path in Path(folder).glob(f"{PREFIX_CHECKPOINT_DIR}-*") if path.name.split("-")[-1].isdigit()]
+    return sorted(found, key=checkpoint_step)
+
+
 def last_checkpoint(folder: Path | str, world_size: int = 1) -> str | None:
     """The newest complete Trainer checkpoint in `folder` of a run of `world_size` processes (`complete_checkpoint`),
     None when there is none."""
-    found = [path for path in Path(folder).glob(f"{PREFIX_CHECKPOINT_DIR}-*")
-             if path.name.split("-")[-1].isdigit() and complete_checkpoint(path, world_size)]
-    return str(max(found, key=checkpoint_step)) if found else None
+    found = [path for path in checkpoint_folders(folder) if complete_checkpoint(path, world_size)]
+    return str(found[-1]) if found else None
+
+
+def incomplete_checkpoints(folder: Path | str, world_size: int = 1) -> dict:
+    """The Trainer checkpoint folders in `folder` that a resume passes over, oldest first, each with its
+    `checkpoint_problem`."""
+    problems = {path: checkpoint_problem(path, world_size) for path in checkpoint_folders(folder)}
+    return {path: problem for path, problem in problems.items() if problem}
 
 
 def stop_reason(trainer, early_stopping=None, time_budget=None) -> str:
