@@ -21,6 +21,7 @@ from modeling_cove import CoveConfig, CoveModel
 from modeling_cove.training.commands.train_classifier import (ClassifierOptions, load_hyperparameters,
                                                              run_hyperparameters, run_settings)
 from modeling_cove.training.common.cli import parse_options
+from modeling_cove.training.common.presets import PresetError
 
 TABLE = REPO / "benchmarks" / "results" / "classification.json"
 CPU = {"cpu": "Intel Xeon", "cpu_model": "6/207/2", "device": "cpu", "cuda": None}
@@ -130,7 +131,8 @@ def test_a_run_over_a_checkpoint_pretrained_again_since_is_not_finished(tmp_path
 def test_a_stopped_run_resumes_where_its_start_had_the_plans_settings_and_weights(tmp_path, monkeypatch):
     """`can_resume`: a folder whose run_settings.json is what cove-train-classifier recorded for the cell's command
     (another spelling of the data folder too; a hyperparameter added since counts at its default) resumes; none,
-    another seed, an edited task yaml, other encoder weights since, or another data folder start afresh."""
+    another seed, an edited or now malformed task yaml, other encoder weights since, or another data folder start
+    afresh."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the runs it plans are a CPU machine's
     encoder = tmp_path / "encoder"
     CoveModel(CoveConfig(vocab_size=6, word_vector_dim=4, hidden_size=4)).save_pretrained(encoder)
@@ -153,6 +155,13 @@ def test_a_stopped_run_resumes_where_its_start_had_the_plans_settings_and_weight
     (folder / "run_settings.json").write_text(json.dumps({**started, "hyperparameters": hyperparameters}))
     assert plan.can_resume(runs_dir, run, str(data))
     (folder / "run_settings.json").write_text(json.dumps(started))
+
+    def malformed_yaml(options):
+        raise PresetError("configuration/tasks/trec6.yaml: unknown key 'epoch'")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(plan, "run_hyperparameters", malformed_yaml)  # one run's failure, not the runner's
+        assert not plan.can_resume(runs_dir, run, str(data))
     CoveModel(CoveConfig(vocab_size=7, word_vector_dim=4, hidden_size=4)).save_pretrained(encoder)  # pretrained again
     assert not plan.can_resume(runs_dir, run, str(data))
     (encoder / "model.safetensors").unlink()  # no weights: not resumed (the run names the folder when it starts)

@@ -443,7 +443,7 @@ def test_a_run_stopped_at_the_end_of_its_training_resumes_to_the_same_end(tmp_pa
     """A kill after the checkpoint where early stopping fired, or after the last step of a run whose last epoch is a
     fraction, resumes to the same end (replayed from the best checkpoint; the Trainer, resumed at that end, would
     take more steps); an evaluation at an epoch's last step keeps that epoch's time in its checkpoint; a run folder
-    given in another spelling keeps its best checkpoint. An ended run whose best checkpoint is its last inside an
+    given relative to another working folder resumes. An ended run whose best checkpoint is its last inside an
     epoch cannot replay, and says so."""
     common = resume_setup(tmp_path, "eval_steps: 1\nearly_stopping_patience: 1\n")
     whole = train(**common, output_dir=str(tmp_path / "whole"), epochs=6)
@@ -465,7 +465,7 @@ def test_a_run_stopped_at_the_end_of_its_training_resumes_to_the_same_end(tmp_pa
     yaml = Path(common["config"]).read_text()
     Path(only_at_the_end["config"]).write_text(yaml.replace("eval_steps: 5", "eval_steps: 13"))
     killed_after_save(monkeypatch, 13, **only_at_the_end, output_dir=str(tmp_path / "best-last"))
-    with pytest.raises(tc.ResumeError, match="ended at step 13, without an earlier best checkpoint .*--overwrite"):
+    with pytest.raises(tc.ResumeError, match="ended at step 13, without an earlier whole best checkpoint .*overwrite"):
         train(**only_at_the_end, output_dir=str(tmp_path / "best-last"), resume=True)
 
     killed_after_save(monkeypatch, 10, **common, epochs=2.6, output_dir=str(tmp_path / "epochs"))
@@ -475,6 +475,30 @@ def test_a_run_stopped_at_the_end_of_its_training_resumes_to_the_same_end(tmp_pa
     resumed = train(**{**common, "epochs": 2.6}, output_dir=".", resume=True)
     assert (resumed["test"], resumed["best"]) == (whole["test"], whole["best"])
     assert [e["step"] for e in resumed["epochs"]] == [5, 10, 13]
+
+
+def test_a_moved_run_resumed_at_its_end_tests_its_best_checkpoint(tmp_path, monkeypatch):
+    """A run killed after the checkpoint of its last whole epoch, its folder then moved: the Trainer drops the best
+    checkpoint recorded at the old place and trains no more (no save re-derives it), so without `FindBestCheckpoint`
+    the resume would test the last weights instead of the best's. A best checkpoint lost or cut short is refused by
+    name, not tested in its place."""
+    common = resume_setup(tmp_path, "eval_steps: 5\n")
+    whole = train(**common, output_dir=str(tmp_path / "whole"), epochs=2)
+    assert whole["global_steps"] == 10 and whole["best"]["step"] == 5  # the best is not the last
+    killed_after_save(monkeypatch, 10, **common, epochs=2, output_dir=str(tmp_path / "before"))
+    shutil.move(tmp_path / "before", tmp_path / "after")
+    shutil.copytree(tmp_path / "after", tmp_path / "best-lost")
+    resumed = train(**common, epochs=2, output_dir=str(tmp_path / "after"), resume=True)
+    assert resumed["resumed_from_step"] == 10 and resumed["global_steps"] == 10
+    assert (resumed["test"], resumed["best"]) == (whole["test"], whole["best"])
+    best = tmp_path / "best-lost" / "checkpoints" / "checkpoint-5"
+    (best / "config.json").write_bytes(bytes((best / "config.json").stat().st_size))  # read by the Trainer too
+    with pytest.raises(tc.ResumeError, match=r"checkpoint-10 records its best checkpoint .*checkpoint-5, which is "
+                                             r"config.json not valid JSON.*--overwrite runs it again"):
+        train(**common, epochs=2, output_dir=str(tmp_path / "best-lost"), resume=True)
+    shutil.rmtree(best)
+    with pytest.raises(tc.ResumeError, match="checkpoint-5, which is missing"):
+        train(**common, epochs=2, output_dir=str(tmp_path / "best-lost"), resume=True)
 
 
 def test_the_last_checkpoint_is_the_newest_whole_one(tmp_path):

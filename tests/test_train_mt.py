@@ -652,6 +652,35 @@ def test_early_stopping_on_validation_bleu_keeps_the_best_epoch(toy, tmp_path, m
         run(common_args(toy, tmp_path / "nobleu", "--no-bleu", "--early-stopping-patience", "1"))
 
 
+def test_a_resume_past_a_cut_short_checkpoint_replays_to_the_same_best_epoch(toy, tmp_path, monkeypatch, capsys):
+    """The newest checkpoint (epoch 3's, the best) left cut short by a lost machine: the resume passes over it, names
+    it, and replays epoch 3 from epoch 2's checkpoint while the best weights saved at epoch 3 wait to be written again;
+    it ends as the run without the loss (validation BLEU 20, 10, 30, 25, 22: best epoch 3, stopped after epoch 5)."""
+    from modeling_cove.training.loops import mt as mt_loop
+
+    quick = ["--seed", "5", "--no-test", "--eval-num-beams", "1", "--early-stopping-patience", "2"]
+    script = [20.0, 10.0, 30.0, 25.0, 22.0]
+    monkeypatch.setattr(mt_loop, "compute_bleu", ScriptedBleu(script))
+    whole = run(common_args(toy, tmp_path / "whole", *quick, "--max-epochs", "8"))
+    assert whole["best_epoch"] == {"epoch": 3, "global_step": 18, "val_bleu": 30.0}
+    out = tmp_path / "cut"
+    monkeypatch.setattr(mt_loop, "compute_bleu", ScriptedBleu(script))
+    run(common_args(toy, out, *quick, "--max-epochs", "3"))
+    newest = checkpoint_dirs(out)[-1]
+    assert newest.name == "step-00000018"
+    (newest / "model.safetensors").write_bytes((newest / "model.safetensors").read_bytes()[:-8])
+    capsys.readouterr()
+    monkeypatch.setattr(mt_loop, "compute_bleu", ScriptedBleu(script, first_epoch=3))
+    again = run(common_args(toy, out, *quick, "--max-epochs", "8", "--resume"))
+    assert f"passed over {newest}: model.safetensors it has" in capsys.readouterr().out
+    assert (again["best_epoch"], again["stop_reason"]) == (whole["best_epoch"], whole["stop_reason"])
+    for name, tensor in weights(tmp_path / "whole").items():
+        assert torch.equal(weights(out)[name], tensor), name
+    (out / "best_state.safetensors").write_bytes(bytes(64))  # the best weights themselves cut short
+    with pytest.raises(RuntimeError, match="best_state.safetensors, the best epoch's weights, is .*start it again"):
+        run(common_args(toy, out, *quick, "--max-epochs", "9", "--resume"))
+
+
 def test_resume_finds_the_data_in_another_spelling_of_its_place(toy, tmp_path, monkeypatch):
     """A run started with absolute folders resumes from relative spellings of the same places (`same_place`);
     another vectors file is refused, naming it."""

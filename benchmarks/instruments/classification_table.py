@@ -49,6 +49,7 @@ import torch
 from modeling_cove.training.commands.train_classifier import (ClassifierOptions, ResumeError, load_hyperparameters,
                                                              resume_checkpoint, run_hyperparameters, run_settings)
 from modeling_cove.training.common.cli import parse_options
+from modeling_cove.training.common.presets import PresetError
 from modeling_cove.training.loops.accelerate_loop import RUN_SETTINGS_FILE
 from modeling_cove.training.publishing.cards_record import CheckpointError
 
@@ -178,7 +179,7 @@ def can_resume(runs_dir: Path | str, run: BcnRun, data_dir: str) -> bool:
         planned = run_settings(options, run_hyperparameters(options), world_size=1,
                                device="cuda" if torch.cuda.is_available() else "cpu")
         resume_checkpoint(options, Path(options.output_dir), planned)
-    except (CheckpointError, ResumeError):  # (no weights at the encoder: the run names that when it starts)
+    except (CheckpointError, ResumeError, PresetError, OSError):  # the run started afresh names the problem
         return False
     return True
 

@@ -64,7 +64,7 @@ from ..common.cli import A_FOLDER, A_RATE, AT_LEAST_ONE, POSITIVE, REQUIRED, fai
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
 from ..loops.accelerate_loop import RUN_SETTINGS_FILE, check_run_folder, end_run, same_place, same_with_defaults
-from ..loops.trainer import (EpochTimer, FindBestCheckpoint, checkpoint_folder, checkpoint_step, complete_checkpoint,
+from ..loops.trainer import (EpochTimer, FindBestCheckpoint, checkpoint_folder, checkpoint_problem, checkpoint_step,
                              incomplete_checkpoints, last_checkpoint, live_callback, log, stop_reason, trainer_state,
                              training_arguments, whole_epoch)
 
@@ -563,7 +563,7 @@ def resume_checkpoint(options: ClassifierOptions, output_dir: Path, settings: di
     --epochs with a fraction, --max-steps) replays from its best checkpoint to the same end, as the Trainer, resumed
     at that end, would train on; at the end of its last whole epoch it resumes there (the Trainer trains no more).
     A ResumeError says why a run cannot resume: none started there, other settings, an ended run whose best
-    checkpoint is its last, a group_by_length run stopped inside an epoch."""
+    checkpoint is its last, a best checkpoint missing or not whole, a group_by_length run stopped inside an epoch."""
     if not options.resume:
         return None
     if not (output_dir / RUN_SETTINGS_FILE).is_file():
@@ -579,17 +579,20 @@ def resume_checkpoint(options: ClassifierOptions, output_dir: Path, settings: di
     if checkpoint is None:
         return None
     state = trainer_state(checkpoint)
+    best = checkpoint_folder(Path(checkpoint).parent, state.best_global_step) if state.best_global_step else None
+    best_problem = best and (checkpoint_problem(best, settings["world_size"]) if best.is_dir() else "missing")
     # the Trainer's flag at the checkpoint: set by early stopping and at the last step
     ended = state.stateful_callbacks.get("TrainerControl", {}).get("args", {}).get("should_training_stop")
     past_its_epochs = state.global_step >= state.max_steps and whole_epoch(state.epoch)
     if ended and not past_its_epochs:
-        best = state.best_global_step and checkpoint_folder(Path(checkpoint).parent, state.best_global_step)
-        if not best or state.best_global_step >= state.global_step \
-                or not complete_checkpoint(best, settings["world_size"]):
+        if not best or state.best_global_step >= state.global_step or best_problem:
             raise ResumeError(f"--resume: {output_dir} stopped after its training had ended at step "
-                              f"{state.global_step}, without an earlier best checkpoint to replay from: --overwrite "
-                              "runs it again")
+                              f"{state.global_step}, without an earlier whole best checkpoint to replay from: "
+                              "--overwrite runs it again")
         checkpoint, state = str(best), trainer_state(best)
+    elif best_problem:  # the weights the run's test figures come from
+        raise ResumeError(f"--resume: {checkpoint} records its best checkpoint {best}, which is {best_problem}: "
+                          "--overwrite runs it again")
     if settings["hyperparameters"]["sampling"] == "group_by_length" and not whole_epoch(state.epoch):
         raise ResumeError(f"--resume: {checkpoint} lies inside an epoch, and group_by_length sampling draws each "
                           "epoch's order from the global random state, which the Trainer restores only after that "
@@ -618,7 +621,10 @@ def train_classifier(options: ClassifierOptions, command: Optional[str] = None) 
     if options.resume:
         for folder, problem in incomplete_checkpoints(output_dir / "checkpoints", settings["world_size"]).items():
             log(f"resume: passed over {folder}: {problem}", training_args)
-        log(f"resuming from {checkpoint or 'the first step (no checkpoint was written)'}", training_args)
+        last = last_checkpoint(output_dir / "checkpoints", settings["world_size"])
+        if checkpoint != last:
+            log(f"resume: the run had ended at {last}: replaying from its best checkpoint", training_args)
+        log(f"resuming from {checkpoint or 'the first step (no whole checkpoint)'}", training_args)
     log(f"task {options.task}, column {options.bcn_input}, seed {options.seed}, data "
         f"{options.data_dir or 'Hub dataset ids'}, hyperparameters {hp['source']}, {training_args.world_size} "
         f"process(es) x {training_args.per_device_train_batch_size} examples per step", training_args)

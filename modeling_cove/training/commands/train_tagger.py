@@ -44,11 +44,11 @@ from ..common.presets import load_settings, resolve_settings
 from ..loops import stopping
 from ..loops.cvt import CrossViewOptions, TaggerTraining, view_counts
 from ..loops.tagger_schedule import TASK_SAMPLING, StepBudgetBatches, UnlabelledStream, WeightAverage, lr_factor
-from ..loops.accelerate_loop import (AccelerateLoop, LoopState, StopLimits, check_run_folder, end_run, epoch_batches,
-                                     make_accelerator, make_optimizer, rank_share, same_place, same_places,
-                                     same_with_defaults, start_run_folder)
+from ..loops.accelerate_loop import (BEST_STATE_FILE, AccelerateLoop, LoopState, StopLimits, check_run_folder, end_run,
+                                     epoch_batches, make_accelerator, make_optimizer, rank_share, same_place,
+                                     same_places, same_with_defaults, start_run_folder)
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
-from ..common.files import write_json
+from ..common.files import atomic_path, file_problem, write_json
 from ..data.texts import is_text_file
 from ..publishing.cards_record import weights_fingerprint
 
@@ -580,7 +580,8 @@ class TaggerLoop(AccelerateLoop):
             mean = float(np.mean([main_metric(validation[t.name], t.kind) for t in self.tasks]))
             if stopped is None and mean > best and self.accelerator.is_main_process:  # complete epochs only
                 weights = {k: v.detach().cpu().contiguous() for k, v in self.unwrapped.state_dict().items()}
-                save_file(weights, str(self.output_dir / "best_state.safetensors"))
+                with atomic_path(self.output_dir / BEST_STATE_FILE) as tmp:  # a kill while writing keeps the last
+                    save_file(weights, str(tmp))
         record = {"epoch": epoch, "global_step": state.global_step, "steps": state.step_in_epoch,
                   "labelled_steps": state.schedule.get("labelled_steps"),
                   "complete": stopped is None, "seconds": round(time.time() - epoch_start, 1),
@@ -645,9 +646,11 @@ class TaggerLoop(AccelerateLoop):
         from safetensors.torch import load_file
 
         accelerator = self.accelerator
-        best = self.output_dir / "best_state.safetensors"
+        best = self.output_dir / BEST_STATE_FILE
         accelerator.wait_for_everyone()
         if best.is_file():
+            if file_problem(best):  # a machine lost before the file was written out
+                raise RuntimeError(f"{best}, the best epoch's weights, is {file_problem(best)}: start the run again")
             self.unwrapped.load_state_dict(load_file(str(best)))
         elif self.average is not None:  # no complete epoch: the averaged weights as they stand
             self.average.apply()

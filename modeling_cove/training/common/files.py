@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ...hub import safetensors_file_problem
 
-__all__ = ["atomic_text_file", "commit_tmp", "file_problem", "fresh_tmp", "write_json", "write_text"]
+__all__ = ["atomic_path", "atomic_text_file", "commit_tmp", "file_problem", "fresh_tmp", "write_json", "write_text"]
 
 
 def fresh_tmp(folder: Path | str) -> Path:
@@ -34,19 +34,25 @@ def commit_tmp(tmp: Path | str, folder: Path | str) -> Path:
 
 
 @contextlib.contextmanager
-def atomic_text_file(path: Path | str):
-    """A text file (UTF-8, "\\n" line ends) to write `path` through: `<path>.tmp`, renamed to `path` once the block
-    ends without an error (after an error the temporary file is removed and `path` left as it was)."""
+def atomic_path(path: Path | str):
+    """The path `<path>.tmp` for a writer that takes a file name (e.g. safetensors' `save_file`), renamed to `path`
+    once the block ends without an error (after an error the temporary file is removed and `path` left as it was)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            yield f
+        yield tmp
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def atomic_text_file(path: Path | str):
+    """A text file (UTF-8, "\\n" line ends) to write `path` through (`atomic_path`)."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        yield f
 
 
 def write_text(path: Path | str, text: str) -> Path:
@@ -71,8 +77,9 @@ def file_problem(path: Path | str) -> str | None:
     JSON file parses, a safetensors file is exactly as long as its header says (`safetensors_file_problem`), a
     `torch.save` file (.bin/.pkl/.pt/.pth) ends with its zip directory, any other file is not empty. A run killed
     while a writer wrote in place, or a machine lost before the system wrote its pages out, can leave a file cut short
-    or zero-filled under its final name: reading it would fail deep inside torch, while a resume can pass over its
-    checkpoint. Cheap: the headers and a JSON file are read, not the tensors."""
+    or zero-filled throughout under its final name: reading it would fail deep inside torch, while a resume can pass
+    over its checkpoint. Cheap: the headers and a JSON file are read, not the tensors (so data zeroed between an
+    intact header and an intact end is not seen)."""
     path = Path(path)
     if not path.is_file():
         return "missing"

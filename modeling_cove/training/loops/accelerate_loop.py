@@ -42,12 +42,13 @@ import torch
 from ..common.files import commit_tmp, file_problem, fresh_tmp, write_json
 from . import stopping
 
-__all__ = ["AccelerateLoop", "check_run_folder", "checkpoint_dirs", "epoch_batches", "LoopState", "end_run",
-           "make_accelerator", "make_optimizer", "rank_share", "read_state", "restore_checkpoint", "RUN_SETTINGS_FILE",
-           "same_place", "same_places", "same_with_defaults", "save_checkpoint", "start_run_folder", "state_file",
-           "stop_reason", "StopLimits"]
+__all__ = ["AccelerateLoop", "BEST_STATE_FILE", "check_run_folder", "checkpoint_dirs", "epoch_batches", "LoopState",
+           "end_run", "make_accelerator", "make_optimizer", "rank_share", "read_state", "restore_checkpoint",
+           "RUN_SETTINGS_FILE", "same_place", "same_places", "same_with_defaults", "save_checkpoint", "start_run_folder",
+           "state_file", "stop_reason", "StopLimits"]
 
 STATE_FILE = "pretraining_state.json"
+BEST_STATE_FILE = "best_state.safetensors"  # in the run folder: the weights of the best epoch (the loops that keep it)
 LEGACY_STATE_FILE = "trainer_state.json"  # what checkpoints written before this module hold (read, never written)
 
 

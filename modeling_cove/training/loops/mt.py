@@ -21,15 +21,15 @@ from ..publishing.export import export_encoder
 from ..data.translation import collate
 from .mt_eval import compute_bleu, decode_split, evaluate_perplexity, parameters_sha256
 from .mt_schedule import PerplexitySchedule
-from .accelerate_loop import AccelerateLoop, LoopState, StopLimits, end_run, epoch_batches, make_optimizer, rank_share
+from .accelerate_loop import (BEST_STATE_FILE, AccelerateLoop, LoopState, StopLimits, end_run, epoch_batches,
+                              make_optimizer, rank_share)
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
-from ..common.files import write_json
+from ..common.files import atomic_path, file_problem, write_json
 from . import stopping
 
 CONFIG_FIELDS = ("vocab_size", "target_vocab_size", "hidden_size", "decoder_hidden_size", "decoder_embedding_dim",
                  "decoder_dropout", "encoder_dropout", "attention_bias")
 SEED_STRIDE = 100003  # epoch batches: the generator seed is seed x SEED_STRIDE + epoch
-BEST_STATE_FILE = "best_state.safetensors"  # the weights of the best validation-BLEU epoch (early stopping on)
 
 __all__ = ["MTPretraining", "mt_epoch_batches"]
 
@@ -200,17 +200,22 @@ class MTPretraining(AccelerateLoop):
         from safetensors.torch import save_model
 
         if self.accelerator.is_main_process:
-            best, tmp = self.best_epoch(), self.output_dir / (BEST_STATE_FILE + ".tmp")
-            save_model(self.unwrapped, str(tmp), metadata={k: str(best[k]) for k in ("epoch", "global_step")})
-            tmp.replace(self.output_dir / BEST_STATE_FILE)  # a kill while writing keeps the previous best whole
+            best = self.best_epoch()
+            with atomic_path(self.output_dir / BEST_STATE_FILE) as tmp:  # a kill while writing keeps the previous best
+                save_model(self.unwrapped, str(tmp), metadata={k: str(best[k]) for k in ("epoch", "global_step")})
 
     def _saved_best(self) -> dict | None:
-        """The epoch and step `best_state.safetensors` holds the weights of (None: no file)."""
+        """The epoch and step `best_state.safetensors` holds the weights of (None: no file; a file cut short, as a
+        machine lost while it was written out can leave it, is an error naming it)."""
         from safetensors import safe_open
 
         path = self.output_dir / BEST_STATE_FILE
         if not path.is_file():
             return None
+        problem = file_problem(path)
+        if problem:
+            raise RuntimeError(f"{path}, the best epoch's weights, is {problem}: the run cannot keep its best epoch; "
+                               "start it again")
         with safe_open(str(path), "pt") as f:
             metadata = f.metadata() or {}
         return {key: int(metadata[key]) for key in ("epoch", "global_step") if key in metadata}
@@ -221,15 +226,18 @@ class MTPretraining(AccelerateLoop):
 
     def restore_extra(self, folder):
         """On resume: a run killed after its best epoch's checkpoint and before the best weights were written
-        resumes from that very checkpoint, whose weights are the best's: they are written now."""
-        if not self.patience or self._best_is_saved():
-            return
+        resumes from that very checkpoint, whose weights are the best's: they are written now. Best weights saved
+        past the checkpoint resumed from (a newer one passed over, not whole) are written again as the replay, the
+        same steps, reaches their epoch."""
         best, state = self.best_epoch(), self.state
-        if (state.epoch, state.step_in_epoch, state.global_step) != (best["epoch"], 0, best["global_step"]):
+        if not self.patience or best is None:
+            return
+        if (state.epoch, state.step_in_epoch, state.global_step) == (best["epoch"], 0, best["global_step"]):
+            self._save_best()  # the weights now are the best's, whatever the file holds
+        elif not self._best_is_saved() and (self._saved_best() or {}).get("global_step", -1) <= state.global_step:
             raise RuntimeError(f"{self.output_dir / BEST_STATE_FILE} does not hold the weights of epoch "
                                f"{best['epoch']}, the best validation BLEU, and the checkpoint resumed from is past "
                                "it: the run cannot keep its best epoch; start it again")
-        self._save_best()
 
     def why_stop(self, inside_epoch: bool = False) -> str | None:
         """The scaffold's limits, then, at an epoch end, no better validation BLEU in the last `patience` epochs."""

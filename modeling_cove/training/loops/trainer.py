@@ -18,9 +18,9 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from ..common.files import file_problem
 from . import stopping
 
-__all__ = ["checkpoint_folder", "checkpoint_problem", "checkpoint_step", "complete_checkpoint", "EpochTimer", "FindBestCheckpoint",
-           "incomplete_checkpoints", "last_checkpoint", "live_callback", "log", "per_device_batch_size", "stop_reason",
-           "TimeBudget", "trainer_state", "training_arguments", "whole_epoch"]
+__all__ = ["checkpoint_folder", "checkpoint_problem", "checkpoint_step", "complete_checkpoint", "EpochTimer",
+           "FindBestCheckpoint", "incomplete_checkpoints", "last_checkpoint", "live_callback", "log",
+           "per_device_batch_size", "stop_reason", "TimeBudget", "trainer_state", "training_arguments", "whole_epoch"]
 
 
 def log(message: str, trainer_args=None):
@@ -105,8 +105,9 @@ def whole_epoch(epoch: float | None) -> bool:
 
 class FindBestCheckpoint(TrainerCallback):
     """Keeps a resumed run's best checkpoint: the Trainer drops a recorded `best_model_checkpoint` that is not a
-    folder where it looks (the run folder moved, or given in another spelling of its place), and would then load and
-    test the last weights; this finds it again in the output folder by its step (`best_global_step`)."""
+    folder where it looks (the run folder moved since, or given relative to another working folder), and, resumed
+    where it saves no more (at its end), would then load and test the last weights; this finds it again in the output
+    folder by its step (`best_global_step`)."""
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.best_global_step and not (state.best_model_checkpoint and Path(state.best_model_checkpoint).is_dir()):
@@ -128,14 +129,17 @@ def checkpoint_problem(folder: Path | str, world_size: int = 1) -> str | None:
     """What keeps the Trainer checkpoint `folder` of a run of `world_size` processes from being whole, None when it
     is: its state, optimizer, schedule, weights and every process's random state must be there (a kill while the
     Trainer writes one, or deletes one, leaves a part; the processes write their random states without waiting for
-    each other), none cut short (`file_problem`: the Trainer writes each file in place)."""
+    each other), and no file in it cut short (`file_problem`: the Trainer writes each file in place, and reads the
+    model's config as well on a resume)."""
     folder = Path(folder)
     rng = ["rng_state.pth"] if world_size <= 1 else [f"rng_state_{rank}.pth" for rank in range(world_size)]
-    weights = sorted(folder.glob("*.safetensors"))
-    if not weights:
+    missing = [name for name in (*CHECKPOINT_FILES, *rng) if not (folder / name).is_file()]
+    if missing:
+        return f"{missing[0]} missing"
+    if not any(folder.glob("*.safetensors")):
         return "no weights (*.safetensors)"
-    for path in [*(folder / name for name in (*CHECKPOINT_FILES, *rng)), *weights]:
-        problem = file_problem(path)
+    for path in sorted(folder.iterdir()):
+        problem = file_problem(path) if path.is_file() else None
         if problem:
             return f"{path.name} {problem}"
     return None
