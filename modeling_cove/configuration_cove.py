@@ -272,8 +272,9 @@ class CoveConfig(PreTrainedConfig):
         freeze_embeddings (`bool`, *optional*, defaults to `True`):
             Keep the word vectors (and char n-gram table) fixed (`requires_grad=False`), as in the paper.
         freeze_encoder (`bool`, *optional*, defaults to `True`):
-            Keep the MT-LSTM fixed. Downstream heads train with a frozen encoder (paper §5); MT pretraining
-            sets this to `False`.
+            Keep the MT-LSTM fixed. Downstream heads train with a frozen encoder (paper §5); MT and biLM
+            pretraining set this to `False` (a translation or biLM model built with `True` warns: only its output
+            layers would train).
         initializer_range (`float`, *optional*, defaults to 0.1):
             Half-width of the uniform initialisation U(-r, r) of all trainable weights (docs/paper.md §2).
         lowercase (`bool`, *optional*, defaults to `True`):

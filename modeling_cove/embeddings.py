@@ -19,8 +19,8 @@ from transformers.utils import logging
 
 from .tokenization_cove import parse_vocabulary_fingerprint
 
-__all__ = ["CoveInputChecks", "CoveWordEmbeddings", "HostRead", "lengths_from_mask", "require", "require_tensor",
-           "resize_rows_with_zeros", "resize_source_vocabulary", "rows_where"]
+__all__ = ["CoveInputChecks", "CoveWordEmbeddings", "HostRead", "lengths_from_mask", "require", "require_features",
+           "require_tensor", "require_token_ids", "resize_rows_with_zeros", "resize_source_vocabulary", "rows_where"]
 
 logger = logging.get_logger(__name__)
 
@@ -47,6 +47,25 @@ def require_tensor(value, name: str) -> None:
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__} (call the tokenizer with "
                         'return_tensors="pt", or convert with torch.as_tensor)')
+
+
+def require_token_ids(value, name: str) -> None:
+    """`require_tensor`, then a `TypeError` naming the input unless it holds integer ids of a dtype an embedding
+    lookup and the loss take (int64 or int32)."""
+    require_tensor(value, name)
+    if value.dtype not in (torch.long, torch.int):
+        raise TypeError(f"{name} must be integer token ids (int64 or int32), got dtype {value.dtype} (convert with "
+                        ".long())")
+
+
+def require_features(value, name: str, dtype: torch.dtype) -> None:
+    """`require_tensor`, then a `TypeError` naming the input unless it holds floating-point features a model
+    computing in `dtype` can concatenate with its own (their dtype promotes to `dtype`: float64 features into a
+    float32 model would reach its layers as float64)."""
+    require_tensor(value, name)
+    if not value.is_floating_point() or torch.promote_types(value.dtype, dtype) != dtype:
+        raise TypeError(f"{name} must be floating-point features in the model's dtype {dtype} (as the model computes "
+                        f"them), got dtype {value.dtype}")
 
 
 def rows_where(condition: torch.Tensor) -> list:
@@ -187,12 +206,9 @@ class CoveInputChecks:
 
     def check_inputs(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor]) -> torch.Tensor:
         """Up-front checks with clear messages; returns the (B, T) attention mask."""
-        require_tensor(input_ids, "input_ids")
+        require_token_ids(input_ids, "input_ids")
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must have shape (batch, time), got {tuple(input_ids.shape)}")
-        if input_ids.dtype not in (torch.long, torch.int):  # what nn.Embedding takes
-            raise TypeError(f"input_ids must be integer token ids (int64 or int32), got dtype {input_ids.dtype} "
-                            "(convert with .long())")
         if input_ids.shape[0] == 0 or input_ids.shape[1] == 0:
             raise ValueError(
                 f"input_ids is empty (shape {tuple(input_ids.shape)}): the input text produced no tokens"

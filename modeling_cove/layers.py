@@ -23,7 +23,7 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import nn
 
-from .embeddings import require, rows_where
+from .embeddings import require, require_tensor, rows_where
 from .lstm_kernels import (LSTM_IMPLEMENTATIONS, BiLSTMStack, choose_lstm_implementation, lstm_autocast_fallback, pack,
                            unpack)
 from .modeling_cove import CoveModel, CoveModelOutput, assemble_features
@@ -143,6 +143,7 @@ def pair_segments(attention_mask: torch.Tensor, token_type_ids: Optional[torch.T
     tokens = attention_mask.bool()
     if token_type_ids is None:
         return tokens, torch.zeros_like(tokens)
+    require_tensor(token_type_ids, "token_type_ids")
     if token_type_ids.shape != attention_mask.shape:
         raise ValueError(f"token_type_ids shape {tuple(token_type_ids.shape)} != attention_mask shape "
                          f"{tuple(attention_mask.shape)}")

@@ -444,9 +444,9 @@ def run_single_call(stack: BiLSTMStack, vectors: torch.Tensor, lengths: torch.Te
     (B, T, 2H), zero at padding], final h and c as (B, L, 2H) or None)."""
     batch, time, _ = vectors.shape
     if bool((lengths == time).all()):
-        output, (h_n, c_n) = stack.rnn(vectors)
-    else:
-        packed_output, (h_n, c_n) = stack.rnn(pack(vectors, lengths))  # h_n, c_n (2L, B, H) in batch order
+        output, (h_n, c_n) = call_lstm_module(stack.rnn, vectors)
+    else:  # h_n, c_n (2L, B, H) in batch order
+        packed_output, (h_n, c_n) = call_lstm_module(stack.rnn, pack(vectors, lengths))
         output = unpack(packed_output, time)
     if not final_states:
         return top_layer_into([output], out), None, None

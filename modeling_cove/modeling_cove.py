@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput
+from transformers.utils import logging
 
 from . import lstm_kernels  # as a module: its device-type constants are switched at run time (tests, users)
 from .lstm_kernels import LSTM_IMPLEMENTATION_CHOICES  # `from .x import` is what the remote-code loader follows
@@ -22,6 +23,8 @@ from .embeddings import CoveInputChecks, CoveWordEmbeddings, HostRead, lengths_f
 from .hub import checkpoint_code, raise_for_unreadable_weights
 from .modeling_cove_bilm_encoder import CoveBiLMEncoder
 from .tokenization_cove import check_tokenizer_matches
+
+logger = logging.get_logger(__name__)
 
 __all__ = ["assemble_features", "CoveEncoder", "CoveModel", "CoveModelOutput", "CovePreTrainedModel", "encoder_class"]
 
@@ -230,6 +233,9 @@ class CovePreTrainedModel(PreTrainedModel):
         says the rest)."""
         return resize_source_vocabulary(self, new_num_tokens, pad_to_multiple_of)
 
+    # a pretraining model (translation, the biLM), whose purpose is to train the encoder: a frozen one is warned of
+    trains_encoder = False
+
     def freeze_frozen_parts(self):
         """Apply `config.freeze_embeddings` / `config.freeze_encoder` (`requires_grad=False`)."""
         cove = self.cove_encoder_model()
@@ -239,6 +245,11 @@ class CovePreTrainedModel(PreTrainedModel):
                 cove.char_ngram_embeddings.weight.requires_grad_(False)
         if self.config.freeze_encoder:
             cove.encoder.requires_grad_(False)
+            if self.trains_encoder:
+                logger.warning_once(
+                    f"{type(self).__name__}: config.freeze_encoder=True (the default, for the downstream heads) keeps "
+                    "the encoder fixed, so training updates only the output layers; to pretrain the encoder build "
+                    "the model from CoveConfig(..., freeze_encoder=False)")
         return self
 
     @classmethod

@@ -34,7 +34,7 @@ from .configuration_cove import CoveConfig
 from .layers import (assemble_head_inputs, encoder_needs_grad, head_init_, masked_softmax, maxout, pair_segments,
                      require, rows_where, run_bilstm, run_encoder_checked, scalar_mix_for, segment_gather,
                      segment_scatter)
-from .embeddings import HostRead, lengths_from_mask, require_tensor
+from .embeddings import HostRead, lengths_from_mask, require_features, require_tensor
 from .modeling_cove import CoveModel, CovePreTrainedModel
 
 
@@ -446,6 +446,8 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         for k in self.layer_indices:
             state = cove_hidden_states[k]
             shape = (batch, time, self.config.encoder_output_size)
+            if state is not None:
+                require_features(state, f"cove_hidden_states[{k}]", self.cove.embeddings.weight.dtype)
             if state is None or tuple(state.shape) != shape:
                 got = None if state is None else tuple(state.shape)
                 raise ValueError(
@@ -513,7 +515,7 @@ class CoveForSequenceClassification(CovePreTrainedModel):
             else:
                 problem_type = "multi_label_classification"
         if problem_type == "single_label_classification":
-            if labels.dim() != 1 or labels.shape[0] != batch:
+            if tuple(labels.shape) not in ((batch,), (batch, 1)):  # (B, 1): flattened, as transformers' heads do
                 raise ValueError(
                     f"labels must have shape ({batch},) for single_label_classification, got {tuple(labels.shape)} "
                     "(multi-hot labels: float, shape (batch, num_labels), problem_type='multi_label_classification')"
@@ -684,7 +686,7 @@ class CoveForSequenceClassification(CovePreTrainedModel):
         """The loss of `problem_type` (None without labels): mean cross-entropy, mean squared error, or
         `BCEWithLogitsLoss` averaged over batch and labels."""
         if problem_type == "single_label_classification":
-            return nn.functional.cross_entropy(logits, labels.long())
+            return nn.functional.cross_entropy(logits, labels.reshape(-1).long())
         if problem_type == "regression":
             return nn.functional.mse_loss(logits.reshape(labels.shape), labels.to(logits.dtype))
         if problem_type == "multi_label_classification":

@@ -59,6 +59,8 @@ class CoveForBidirectionalLM(CovePreTrainedModel):
     over the source vocabulary, shared by the two directions unless `config.bilm_tie_softmax` is False.
     `AutoModel.from_pretrained` of its checkpoint gives the encoder alone (the output layer is reported unused)."""
 
+    trains_encoder = True
+
     def __init__(self, config: CoveConfig):
         super().__init__(config)
         if config.encoder_type != "bilm":

@@ -50,9 +50,9 @@ from torch import nn
 from transformers.modeling_outputs import QuestionAnsweringModelOutput
 
 from .configuration_cove import DCN_INPUT_CHOICES, CoveConfig
-from .layers import (assemble_head_inputs, masked_softmax, maxout, pair_segments, require, rows_where, run_bilstm,
-                     run_encoder_checked, segment_gather, segment_scatter, valid_steps)
-from .embeddings import HostRead, lengths_from_mask
+from .layers import (assemble_head_inputs, encoder_needs_grad, masked_softmax, maxout, pair_segments, require, rows_where,
+                     run_bilstm, run_encoder_checked, segment_gather, segment_scatter, valid_steps)
+from .embeddings import HostRead, lengths_from_mask, require_features, require_tensor
 from .lstm_kernels import to_device_async
 from .modeling_cove import CoveModel, CovePreTrainedModel
 
@@ -397,9 +397,6 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
                     f"{name} after tokenization?)")  # (bound now: the check is read after the loop)
         return question, context
 
-    def encoder_is_frozen(self) -> bool:
-        return not any(p.requires_grad for p in self.cove.parameters())
-
     def run_cove(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """MT-LSTM outputs used by the DCN for one right-padded segment: ids (B, L) or word vectors (B, L, D) with
         its (B, L) mask -> (B, L, cove_size), zero at padding (the last layer; first and last with
@@ -419,7 +416,7 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         """`run_cove` of a segment cut from inputs `forward` has checked already: the encoder does not check it
         again. eq. 5: CoVe(w) = MT-LSTM(GloVe(w)), (B, L, cove_size). `host_lengths`: the mask's row sums on the
         host, where the caller has them."""
-        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.encoder_is_frozen()):
+        with torch.set_grad_enabled(encoder_needs_grad(self.cove, tokens)):
             hidden = run_encoder_checked(self.cove, tokens, mask.long(), True, host_lengths).hidden_states
             # the MT-LSTM parts of `config.feature_layout("dcn")`, in its order: [layer 1;] top layer
             layout = self.config.feature_layout("dcn")
@@ -488,6 +485,7 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         IGNORE_INDEX: "no answer in this window"."""
         if positions is None:
             return None
+        require_tensor(positions, name)
         if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
             raise TypeError(f"{name} must hold integer positions, got dtype {positions.dtype}")
         positions = positions.reshape(-1).to(device=context_positions.device, dtype=torch.long)
@@ -500,6 +498,7 @@ class CoveForQuestionAnswering(CovePreTrainedModel):
         """`cove_features`, when given, must be `compute_cove_features`' (B, T, cove_size) for inputs of `shape`."""
         if cove_features is None:
             return
+        require_features(cove_features, "cove_features", self.cove.embeddings.weight.dtype)
         expected = (*shape, self.cove_size)
         if self.cove_size == 0 or tuple(cove_features.shape) != expected:
             raise ValueError(

@@ -43,7 +43,7 @@ from transformers import GenerationMixin
 from transformers.modeling_outputs import Seq2SeqLMOutput
 
 from .configuration_cove import CoveConfig
-from .embeddings import HostRead, lengths_from_mask, require, rows_where
+from .embeddings import HostRead, lengths_from_mask, require, require_token_ids, rows_where
 from .modeling_cove import CoveModel, CoveModelOutput, CovePreTrainedModel
 
 TARGET_TOKENIZER_SUBFOLDER = "target_tokenizer"
@@ -210,6 +210,8 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
     trains on `nll_sum` / global batch size, the paper's loss across processes).
     """
 
+    trains_encoder = True
+
     def __init__(self, config: CoveConfig):
         if config.decoder_num_layers != config.num_hidden_layers:
             raise ValueError(
@@ -229,6 +231,7 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
         self.decoder = CoveDecoder(config)
         self.lm_head = nn.Linear(config.decoder_hidden_size, config.target_vocab_size)  # W_out, b_out
         self.post_init()
+        self.freeze_frozen_parts()
         if self.generation_config is not None:
             self.generation_config.decoder_start_token_id = config.decoder_start_token_id
             self.generation_config.bos_token_id = config.bos_token_id
@@ -525,6 +528,7 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
         if decoder_input_ids is not None and decoder_inputs_embeds is not None:
             raise ValueError("CoveForMachineTranslation takes decoder_input_ids or decoder_inputs_embeds, not both")
         if labels is not None:
+            require_token_ids(labels, "labels")
             if labels.dim() != 2 or labels.shape[0] != batch:
                 raise ValueError(f"labels must have shape (batch={batch}, time), got {tuple(labels.shape)}")
             self.check_target_ids(labels, "labels", allow_ignore_index=True)
@@ -539,6 +543,7 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
         elif decoder_input_ids is None:
             raise ValueError("CoveForMachineTranslation needs labels or decoder_input_ids (or decoder_inputs_embeds)")
         else:
+            require_token_ids(decoder_input_ids, "decoder_input_ids")
             if decoder_input_ids.dim() != 2 or decoder_input_ids.shape[0] != batch:
                 raise ValueError(
                     f"decoder_input_ids must have shape (batch={batch}, time), got "
@@ -593,7 +598,7 @@ class CoveForMachineTranslation(CovePreTrainedModel, GenerationMixin):
         without labels."""
         loss = nll_sum = num_tokens = None
         if labels is not None:
-            targets = labels.masked_fill(labels == self.config.pad_token_id, -100)
+            targets = labels.long().masked_fill(labels == self.config.pad_token_id, -100)  # (int32 ids too)
             nll_sum = nn.functional.cross_entropy(
                 logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=-100, reduction="sum"
             )

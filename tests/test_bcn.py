@@ -426,6 +426,13 @@ def test_loss_is_mean_cross_entropy_and_labels_are_checked():
         model(ids, mask, tt, labels=torch.tensor([0.0, 1.0, 1.0, 2.0]))
     with pytest.raises(TypeError, match="labels must be a torch.Tensor, got list"):
         model(ids, mask, tt, labels=[0, 2, 1, 2])
+    assert torch.equal(model(ids, mask, tt, labels=labels[:, None]).loss, out.loss)  # (B, 1): as transformers' heads
+    with pytest.raises(TypeError, match="token_type_ids must be a torch.Tensor, got list"):
+        model(ids, mask, tt.tolist())
+    states = model.compute_cove_hidden_states(input_ids=ids, attention_mask=mask, token_type_ids=tt)
+    with pytest.raises(TypeError, match=r"cove_hidden_states\[2\] must be floating-point features in the model's "
+                                        r"dtype torch.float32 .*got dtype torch.float64"):
+        model(ids, mask, tt, cove_hidden_states=tuple(None if h is None else h.double() for h in states))
 
 
 def test_encoder_and_vectors_frozen_and_kept_in_eval_mode():

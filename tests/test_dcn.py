@@ -460,6 +460,14 @@ def test_bad_inputs_give_clear_errors():
         model(input_ids=padded_ids, token_type_ids=padded_types.flip(1), attention_mask=padded_mask.flip(1))
     with pytest.raises(ValueError, match="cove_features must have shape"):
         model(input_ids=ids, token_type_ids=types, attention_mask=mask, cove_features=torch.zeros(1, 8, 3))
+    features = model.compute_cove_features(ids, mask, types)
+    with pytest.raises(TypeError, match=r"cove_features must be floating-point features in the model's dtype "
+                                        r"torch.float32 .*got dtype torch.float64"):
+        model(input_ids=ids, token_type_ids=types, attention_mask=mask, cove_features=features.double())
+    with pytest.raises(TypeError, match="token_type_ids must be a torch.Tensor, got list"):
+        model(input_ids=ids, token_type_ids=types.tolist(), attention_mask=mask)
+    with pytest.raises(TypeError, match="start_positions must be a torch.Tensor, got list"):
+        model(input_ids=ids, token_type_ids=types, attention_mask=mask, start_positions=[4], end_positions=[5])
     with pytest.raises(ValueError, match="outside"):
         model(input_ids=ids + 100, token_type_ids=types, attention_mask=mask)
     with pytest.raises(ValueError, match="dcn_input"):
@@ -702,6 +710,12 @@ def test_inputs_embeds_equal_the_ids_path_given_the_same_rows(dcn_input):
         torch.testing.assert_close(model.compute_cove_features(inputs_embeds=rows, attention_mask=mask,
                                                                token_type_ids=types),
                                    model.compute_cove_features(ids, mask, types), rtol=0, atol=0)
+    # gradients reach inputs_embeds, through the frozen MT-LSTM too (attributions): with dcn_input="cove" the word
+    # vectors reach the DCN only through it
+    rows = rows.requires_grad_()
+    model.eval()(inputs_embeds=rows, token_type_ids=types, attention_mask=mask).start_logits[0, 3].backward()
+    assert rows.grad is not None and rows.grad[0].abs().sum() > 0 and not rows.grad[1].any()
+    assert all(p.grad is None for p in model.cove.parameters())
 
 
 def test_inputs_embeds_bad_combinations_are_clear_errors():

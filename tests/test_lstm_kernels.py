@@ -106,6 +106,21 @@ def test_single_call_equals_the_reference(monkeypatch, name, lengths, time, fina
         assert got[0][1][lengths.index(0)].abs().max() == 0
 
 
+@pytest.mark.parametrize("lengths,time", [([4, 2], 4), ([3, 3], 3)], ids=["packed", "full"])
+def test_single_call_under_bf16_autocast_without_a_bf16_lstm_kernel(cpu_without_bf16_lstm, lengths, time):
+    """On a CPU without a bf16 LSTM kernel (simulated), "single_call" runs the LSTM in fp32 as every strategy does
+    (`call_lstm_module`), within bf16 rounding of the fp32 result."""
+    model = tiny_model("top")
+    embeds, mask = batch_inputs(lengths, time)
+    model.set_lstm_implementation("single_call")
+    with torch.no_grad():
+        reference = model(inputs_embeds=embeds, attention_mask=mask, output_final_states=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            fallback = model(inputs_embeds=embeds, attention_mask=mask, output_final_states=True)
+    for name in ("last_hidden_state", "final_hidden_state", "final_cell_state"):
+        torch.testing.assert_close(getattr(fallback, name).float(), getattr(reference, name), rtol=0, atol=0.02)
+
+
 @pytest.mark.parametrize("name,lengths,time", BATCHES, ids=[b[0] for b in BATCHES])
 @pytest.mark.parametrize("final_states", [True, False])
 def test_traceable_equals_the_reference_at_every_token(name, lengths, time, final_states):

@@ -744,6 +744,16 @@ def test_bad_inputs_give_clear_errors():
         model(input_ids=input_ids, attention_mask=attention_mask, labels=torch.tensor([11, EOS]))
     with pytest.raises(ValueError, match="needs labels or decoder_input_ids"):
         model(input_ids=input_ids, attention_mask=attention_mask)
+    with pytest.raises(TypeError, match=r"labels must be a torch.Tensor, got list"):
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=labels.tolist())
+    with pytest.raises(TypeError, match=r"labels must be integer token ids .*got dtype torch.float32"):
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=labels.float())
+    with pytest.raises(TypeError, match=r"decoder_input_ids must be integer token ids .*torch.float32"):
+        model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=labels.clamp(min=0).float())
+    # int32 ids, as a tokenizer or a collator may give them: the same loss as int64
+    torch.testing.assert_close(model(input_ids=input_ids, attention_mask=attention_mask, labels=labels.int()).loss,
+                               model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss,
+                               rtol=0, atol=0)
     # -100 is an ignore index for labels only: decoder inputs are embedded
     with pytest.raises(ValueError, match="decoder_input_ids contain -100: -100 marks ignored positions in labels"):
         model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=torch.tensor([[2, -100], [2, 5]]))
@@ -791,3 +801,28 @@ def test_bleu_module_offline():
     assert perfect == pytest.approx(100.0, abs=4e-13, rel=0)  # measured 4.3e-14
     with pytest.raises(ValueError, match="2 predictions but 1 raw_references"):
         bleu.compute(predictions=hyps, references=refs, raw_references=refs[:1])
+
+
+def test_a_pretraining_model_with_the_default_frozen_encoder_says_so(caplog):
+    """The config's freeze_encoder=True serves the downstream heads: a translation or biLM model built with it
+    trains only its output layers, which a warning names; one built with freeze_encoder=False trains the encoder."""
+    import logging
+
+    from modeling_cove import CoveForBidirectionalLM
+
+    logging.Logger.warning_once.cache_clear()  # (a test before may have logged it)
+    bilm = dict(encoder_type="bilm", target_vocab_size=24, bilm_softmax_cutoffs=[4, 9])
+    for model_class, overrides in ((CoveForMachineTranslation, {}), (CoveForBidirectionalLM, bilm)):
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            frozen = model_class(tiny_config(freeze_encoder=True, **overrides))
+        assert not any(p.requires_grad for p in frozen.cove.encoder.parameters())
+        assert f"{model_class.__name__}: config.freeze_encoder=True" in caplog.text
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            trained = model_class(tiny_config(**overrides))
+        assert all(p.requires_grad for p in trained.cove.encoder.parameters()) and "freeze_encoder" not in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        CoveModel(tiny_config(freeze_encoder=True))  # the encoder for the heads: frozen as it should be
+    assert "freeze_encoder" not in caplog.text
