@@ -52,6 +52,7 @@ def test_to_bioes_marks_single_and_last_words():
     assert to_bioes(iob2) == bioes
     assert to_bio(bioes) == iob2
     assert to_bioes([]) == [] and to_bio([]) == []
+    assert to_bioes(bioes) == bioes  # gold already in BIOES (a Hub dataset tagged so) is kept, not encoded twice
 
 
 def test_an_inside_tag_that_starts_a_chunk_is_read_as_conlleval_reads_it():

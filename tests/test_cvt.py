@@ -283,11 +283,21 @@ def test_cli_resumes_exactly(tiny_setup, tmp_path):
     (tmp_path / "b" / "run_settings.json").write_text(json.dumps(edited))
     with pytest.raises(ValueError, match="resolved_hyperparameters"):
         tg.train_tagger(settings(tiny_setup, tmp_path / "b", no_save_model=True, resume=True), cpu=True)
+    # a run begun by another number of processes: each held its own random states and share of every batch
+    assert run_settings["processes"] == 1
+    (tmp_path / "b" / "run_settings.json").write_text(json.dumps({**run_settings, "processes": 2}))
+    with pytest.raises(ValueError, match=r"'processes': \(2, 1\)"):
+        tg.train_tagger(settings(tiny_setup, tmp_path / "b", no_save_model=True, resume=True), cpu=True)
+    (tmp_path / "b" / "run_settings.json").write_text(json.dumps(run_settings))
     assert resumed["global_step"] == straight["global_step"]
     assert [h["train_loss"] for h in resumed["epochs"]] == pytest.approx([h["train_loss"] for h in straight["epochs"]],
                                                                         abs=0, rel=0)
     a, b = (load_file(tmp_path / name / "best_state.safetensors") for name in ("a", "b"))
     assert all(torch.equal(a[k], b[k]) for k in a)
+    (tmp_path / "b" / "best_state.safetensors").unlink()  # a finished run's folder copied without it
+    (tmp_path / "b" / "metrics.json").unlink()
+    with pytest.raises(RuntimeError, match="best_state.safetensors, the best epoch's weights, is missing"):
+        tg.train_tagger(settings(tiny_setup, tmp_path / "b", no_save_model=True, resume=True), cpu=True)
 
 
 @pytest.mark.slow
@@ -450,6 +460,11 @@ def test_a_datasets_id_task_reads_the_hub_layout(monkeypatch):
                                                                                                       "O"]
     with pytest.raises(ValueError, match="name the tag column"):
         tg.load_task("hf:eriktks/conll2003", data_dir=None)
+    # the metric follows the tags, not the column's name: per-token accuracy for tags without B-/I- prefixes
+    upos = datasets.Features({"tokens": datasets.Sequence(datasets.Value("string")),
+                              "tags": datasets.Sequence(datasets.ClassLabel(names=["DET", "NOUN", "VERB"]))})
+    split = datasets.Dataset.from_dict({"tokens": [["the", "dog", "runs"]], "tags": [[0, 1, 2]]}, upos)
+    assert tg.load_task("hf:some/treebank@tags", data_dir=None)[1] == "accuracy"
 
 
 def test_an_encoder_that_does_not_load_is_one_clear_error(tmp_path):

@@ -228,6 +228,25 @@ def test_bad_hyperparameters_are_named(tiny_setup, tmp_path):
         tg.train_tagger(settings(tiny_setup, tmp_path / "b", hyperparameters='{"warmup": 3}'), cpu=True)
     with pytest.raises(ValueError, match="optimizer"):
         tg.train_tagger(settings(tiny_setup, tmp_path / "c", hyperparameters='{"optimizer": "lamb"}'), cpu=True)
+    # each caught before anything trains, named with what it must be (a JSON string "false" is not a switch)
+    for bad, requirement in (({"full_module": "false"}, "true or false"), ({"eval_batch_size": 0}, "an int >= 1"),
+                             ({"epochs": 0}, "an int >= 1"), ({"max_grad_norm": None}, "a number > 0"),
+                             ({"hidden_size": 2.5}, "an int >= 1"), ({"unlabeled_max_length": 0}, "an int >= 1"),
+                             ({"early_stopping_patience": -1}, "an int >= 0")):
+        key = next(iter(bad))
+        with pytest.raises(ValueError, match=rf"tiny.yaml with --hyperparameters: hyperparameter {key}=.* must be "
+                                             rf"{requirement}"):
+            tg.load_hyperparameters(settings(tiny_setup, tmp_path / "d", hyperparameters=json.dumps(bad)))
+    # task sampling picks a multi-task run's tasks only within a budget of labelled steps
+    sqrt = json.dumps({"task_sampling": "sqrt"})
+    with pytest.raises(ValueError, match="task_sampling='sqrt' must be 'proportional' for a multi-task run without "
+                                         "labelled_steps"):
+        tg.load_hyperparameters(settings(tiny_setup, tmp_path / "d", task=["conll2000", "ewt_upos"],
+                                         hyperparameters=sqrt))
+    assert tg.load_hyperparameters(settings(tiny_setup, tmp_path / "d", hyperparameters=sqrt))  # one task: moot
+    assert tg.load_hyperparameters(settings(tiny_setup, tmp_path / "d", task=["conll2000", "ewt_upos"],
+                                            hyperparameters=json.dumps({"task_sampling": "sqrt", "labelled_steps": 40})
+                                            ))["task_sampling"] == "sqrt"
 
 
 def test_hyperparameters_json_reaches_the_run_and_a_flag_beats_it(tiny_setup, tmp_path):

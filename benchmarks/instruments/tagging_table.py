@@ -269,7 +269,8 @@ def can_resume(runs_dir: Path | str, run: TableRun, data_dir=None) -> bool:
             or not same_recipe(started.get("resolved_hyperparameters"), run)):
         return False
     planned = {"unlabeled": run.settings().get("unlabeled"), **({"data_dir": data_dir} if data_dir else {}),
-               "encoder_weights": checkpoint_weights(Path(run.encoder).resolve())}  # as the tagger hashes it now
+               "encoder_weights": checkpoint_weights(Path(run.encoder).resolve()),  # as the tagger hashes it now
+               "processes": 1}  # the runner launches each run as one process
     return (all(RESUME_SAME[key](started.get(key), value) for key, value in planned.items())
             and not other_weights(read_json(folder / "metrics.json"), run))
 

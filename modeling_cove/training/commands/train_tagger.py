@@ -152,7 +152,10 @@ RESUME_KEYS = ("task", "encoder", "input", "data_dir", "cvt", "unlabeled", "unla
                "limit_sentences", "label_scheme", "hyperparameters")
 # resume keys newer than some run folders, at the value such a folder's run had (`check_run_folder`'s defaults)
 ADDED_SETTINGS = {"label_scheme": None, "hyperparameters": None, "encoder_weights": None,
-                  "resolved_hyperparameters": None}
+                  "resolved_hyperparameters": None, "processes": None}
+# resume keys that are not flags: what the run read and resolved, and how many processes ran it (each holds its own
+# random states, and the batches are split over them: another count would not continue exactly)
+RECORDED_KEYS = ("encoder_weights", "resolved_hyperparameters", "processes")
 
 
 def same_sources(first, now) -> bool:
@@ -179,6 +182,7 @@ def resolved_hyperparameters(hp: dict) -> dict:
 # hyperparameters as resolved from the preset's file (`same_hyperparameters`)
 RESUME_SAME = {"data_dir": same_place, "unlabeled": same_sources, "encoder": same_place,
                "encoder_weights": lambda first, now: first is None or first == now,
+               "processes": lambda first, now: first is None or first == now,
                "resolved_hyperparameters": same_hyperparameters}
 
 
@@ -201,30 +205,51 @@ def load_hyperparameters(settings: TaggerSettings) -> dict:
     hp, source, _ = load_settings(HYPERPARAMETER_DEFAULTS, settings.preset or settings.task[0], "tagging",
                                   extra_keys=("task", "description"), optional=not settings.preset)
     hp = resolve_settings(hp, extra, overrides, where="--hyperparameters")  # the JSON as one more preset layer
-    check_hyperparameters(hp, source)
+    where = f"{source} with --hyperparameters" if extra else source
+    check_hyperparameters(hp, where)
+    sampling = HYPERPARAMETER_DEFAULTS["task_sampling"]
+    if len(settings.task) > 1 and hp["task_sampling"] != sampling and hp["labelled_steps"] is None:
+        raise ValueError(f"{where}: hyperparameter task_sampling={hp['task_sampling']!r} must be {sampling!r} for a "
+                         "multi-task run without labelled_steps (an epoch takes every task's batches once; the "
+                         "sampling picks tasks only for a budget of labelled steps)")
     hp["source"] = source
     return hp
 
 
 def check_hyperparameters(hp: dict, where: str) -> None:
-    """A ValueError naming the key and `where` it came from for a value outside its range or choices."""
+    """A ValueError naming the key and `where` it came from for a value of the wrong type (a preset or
+    --hyperparameters is JSON or YAML: "false" is a string, not a switch) or outside its range or choices."""
     def bad(key, requirement):
         raise ValueError(f"{where}: hyperparameter {key}={hp[key]!r} must be {requirement}")
+
+    def number(value) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
 
     for key, choices in HYPERPARAMETER_CHOICES.items():
         if hp[key] not in choices:
             bad(key, f"one of {choices}")
-    rates, counts = ["ema_decay", "label_smoothing", "dropout", "momentum"], ["eval_every", "batch_size"]
-    rates += ["unlabeled_dropout"] if hp["unlabeled_dropout"] is not None else []  # None: the model's dropout
+    for key in ("full_module", "boundary_tokens", "train_word_vectors"):
+        if not isinstance(hp[key], bool):
+            bad(key, "true or false")
+    counts = ["epochs", "batch_size", "eval_batch_size", "hidden_size", "module_dim", "max_length",
+              "unlabeled_max_length", "eval_every"]
     counts += ["labelled_steps"] if hp["labelled_steps"] is not None else []  # None: the run counts epochs
-    for key in rates:
-        if not 0 <= hp[key] < 1:
-            bad(key, "in [0, 1)")
     for key in counts:
-        if not isinstance(hp[key], int) or hp[key] < 1:
+        if not isinstance(hp[key], int) or isinstance(hp[key], bool) or hp[key] < 1:
             bad(key, "an int >= 1")
-    if hp["warmup_steps"] < 0 or hp["lr_decay"] < 0:
-        bad("warmup_steps" if hp["warmup_steps"] < 0 else "lr_decay", ">= 0")
+    for key in ("early_stopping_patience", "warmup_steps"):  # patience 0: no early stopping
+        if not isinstance(hp[key], int) or isinstance(hp[key], bool) or hp[key] < 0:
+            bad(key, "an int >= 0")
+    rates = ["ema_decay", "label_smoothing", "dropout", "momentum"]
+    rates += ["unlabeled_dropout"] if hp["unlabeled_dropout"] is not None else []  # None: the model's dropout
+    for key in rates:
+        if not number(hp[key]) or not 0 <= hp[key] < 1:
+            bad(key, "a number in [0, 1)")
+    for key in ("learning_rate", "max_grad_norm"):
+        if not number(hp[key]) or not hp[key] > 0:
+            bad(key, "a number > 0")
+    if not number(hp["lr_decay"]) or hp["lr_decay"] < 0:
+        bad("lr_decay", "a number >= 0")
 
 
 def load_task(task: str, data_dir, limit: Optional[int] = None):
@@ -239,7 +264,8 @@ def load_task(task: str, data_dir, limit: Optional[int] = None):
             raise ValueError(f"--task {task!r}: name the tag column, hf:<id>[:<config>]@<tag column>")
         dataset_id, _, config_name = source.partition(":")
         splits = tagging_data.from_hub_dataset(datasets.load_dataset(dataset_id, config_name or None), tag_column)
-        kind = "accuracy" if "pos" in tag_column else "f1"
+        tags = {tag for sentence in splits["train"]["tags"] for tag in sentence}
+        kind = "f1" if tagging_data.uses_chunk_tags(tags) else "accuracy"  # spans (B-/I- tags), else per-token tags
     else:
         if task not in tagging_data.TAGGING_TASKS:
             raise ValueError(f"unknown task {task!r}: choose from {sorted(tagging_data.TAGGING_TASKS)} or "
@@ -652,6 +678,9 @@ class TaggerLoop(AccelerateLoop):
             if file_problem(best):  # a machine lost before the file was written out
                 raise RuntimeError(f"{best}, the best epoch's weights, is {file_problem(best)}: start the run again")
             self.unwrapped.load_state_dict(load_file(str(best)))
+        elif any(h["complete"] for h in self.state.history):  # each complete epoch's evaluation may have written it
+            raise RuntimeError(f"{best}, the best epoch's weights, is missing although the run has complete epochs "
+                               "(a run folder copied without it?): start the run again")
         elif self.average is not None:  # no complete epoch: the averaged weights as they stand
             self.average.apply()
         results, splits = {}, ("validation",) if self.settings.no_test else ("validation", "test")
@@ -820,9 +849,9 @@ def train_tagger(settings: TaggerSettings, argv=None, cpu: bool = False) -> dict
     # None. A resume over other weights at the same path (an encoder pretrained again) is refused.
     encoder_weights = weights_fingerprint(settings.encoder) if Path(settings.encoder).is_dir() else None
     current = {**settings.resume_settings(), "encoder_weights": encoder_weights,
-               "resolved_hyperparameters": resolved_hyperparameters(hp)}
-    check_run_folder(settings.output_dir, current, RESUME_KEYS + ("encoder_weights", "resolved_hyperparameters"),
-                     settings.resume, settings.overwrite, defaults=ADDED_SETTINGS, same=RESUME_SAME)
+               "resolved_hyperparameters": resolved_hyperparameters(hp), "processes": accelerator.num_processes}
+    check_run_folder(settings.output_dir, current, RESUME_KEYS + RECORDED_KEYS, settings.resume, settings.overwrite,
+                     defaults=ADDED_SETTINGS, same=RESUME_SAME)
     tokenizer = load_tokenizer(settings.encoder)
     tasks, unlabeled = prepare_tasks(settings, tokenizer, hp)
     training = build_training(settings, hp, tasks, tokenizer)

@@ -376,7 +376,10 @@ def to_bioes(tags: list) -> list:
     Chunks are found as conlleval and seqeval's default mode find them: a chunk starts at B-X, or at an I-X that
     follows O or a tag of another type (IOB1 style; none of the three tasks' files has one), and continues over the
     I-X after it. `to_bio` inverts it exactly on IOB2; an I-X that starts a chunk comes back as B-X, the same chunk.
+    A sentence already in BIOES (any E-/S- tag: every chunk there has one) is returned as it is.
     """
+    if any(isinstance(tag, str) and tag.startswith(("E-", "S-")) for tag in tags):
+        return list(tags)
     bioes = []
     for position, tag in enumerate(tags):
         if not tag.startswith(CHUNK_PREFIXES):
