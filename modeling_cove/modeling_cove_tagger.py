@@ -194,8 +194,10 @@ class CoveForTokenClassification(CovePreTrainedModel):
             require(lengths <= limit, f"a sentence is longer than config.tagger_max_length={limit} tokens",
                     lambda: f"row(s) {rows_where(lengths > limit)} of this batch have "
                     f"{[int(n) for n in lengths[lengths > limit]]} tokens, more than config.tagger_max_length="
-                    f"{limit}: split the text into sentences (truncation would leave words unlabelled), or raise "
-                    "config.tagger_max_length (None: no limit)")
+                    f"{limit} (the token-classification pipeline runs a list longest first: rows count in its "
+                    "batches, not in the list given): split the text into sentences (truncation would leave words "
+                    f"unlabelled), give the pipeline stride= with a tokenizer whose model_max_length is <= {limit} "
+                    "(it then tags windows), or raise config.tagger_max_length (None: no limit)")
         if token_type_ids is not None:
             require_tensor(token_type_ids, "token_type_ids")
             first, _ = pair_segments(attention_mask, token_type_ids)  # (B, T) each; checks the shape

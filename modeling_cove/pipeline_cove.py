@@ -250,16 +250,20 @@ class CoveFeatureExtractionPipeline(CheckedTokenizer, FeatureExtractionPipeline)
             if not_texts:
                 raise TypeError(f"feature extraction takes a text or a list of texts: item(s) {not_texts[:10]} of "
                                 f"{len(texts)} are not strings (the first: {texts[not_texts[0]]!r:.80})")
-        if not isinstance(texts, (list, tuple)) or len(texts) < 2:
+        if not isinstance(texts, (list, tuple)):
             return super().__call__(*args, **kwargs)
-        tokenize_kwargs = {**self._preprocess_params, **self._sanitize_parameters(**kwargs)[0]}
+        def fresh(kwargs):  # the stock _sanitize_parameters writes into tokenize_kwargs: each call its own copy
+            return {**kwargs, "tokenize_kwargs": dict(kwargs["tokenize_kwargs"])} if kwargs.get("tokenize_kwargs") \
+                else kwargs
+
+        tokenize_kwargs = {**self._preprocess_params, **self._sanitize_parameters(**fresh(kwargs))[0]}
         encodings = self.tokenizer(list(texts), **tokenize_kwargs)  # one batched call, lists of ids per text
         keys = [k for k in encodings.keys() if k in ("input_ids", "attention_mask", "token_type_ids")]
         lengths = [len(ids) for ids in encodings["input_ids"]]
         # longest first: batches of near-equal lengths; texts without tokens never reach the model
         order = [i for i in order_longest_first(lengths) if lengths[i] > 0]
         items = [PreTokenized({k: encodings[k][i] for k in keys}) for i in order]
-        outputs = super().__call__(items, **kwargs) if items else []
+        outputs = super().__call__(items, **fresh(kwargs)) if items else []
         results = [None] * len(texts)
         for position, i in enumerate(order):
             results[i] = outputs[position]

@@ -437,6 +437,17 @@ def test_cli_multi_task_run_exports_a_tagger_per_task(tiny_setup, tmp_path):
     for task, kind in (("conll2000", "B-NP"), ("ewt_upos", "NOUN")):
         tagger = AutoModelForTokenClassification.from_pretrained(tmp_path / "multi" / "best" / task)
         assert kind in tagger.config.label2id
+    # the saved tokenizer's windows fit the tagger (what the pipeline cuts a long text into, given `stride`)
+    from transformers import AutoTokenizer, pipeline
+
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "multi" / "best" / "ewt_upos")
+    assert tokenizer.model_max_length == tagger.config.tagger_max_length == 512
+    tagger.config.tagger_max_length = tokenizer.model_max_length = 12  # a short limit, as a tagger saved with it
+    text = "the dog runs in the park . " * 5  # 35 tokens: windows of 12 overlapping by 4
+    tagged = pipeline("token-classification", model=tagger, tokenizer=tokenizer, stride=4,
+                      aggregation_strategy="simple", ignore_labels=[])(text)
+    assert tagged and all(text[item["start"]:item["end"]] == item["word"] for item in tagged)
+    assert max(item["end"] for item in tagged) > len(" ".join(text.split()[:12]))  # past the first window
 
 
 def test_a_datasets_id_task_reads_the_hub_layout(monkeypatch):

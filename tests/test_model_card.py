@@ -376,6 +376,18 @@ def test_card_never_shows_the_configured_epochs_as_run(checkpoint, tmp_path):
     assert "epochs=15" not in text
 
 
+def test_the_card_describes_the_encoder_and_tokens_its_config_holds(checkpoint):
+    """The encoder line and the limits follow the config: an MT-LSTM over fixed vectors, lower-cased, by default; a
+    biLM over trained vectors, cased, when the config says so."""
+    default = str(generate.build_card(sst2_record(checkpoint), bcn_config(checkpoint), "org/x"))
+    assert "- **Encoder:** MT-LSTM, 2-layer biLSTM with 4 units per direction over fixed 8-d word vectors" in default
+    assert "- English only, lower-cased word-level tokens" in default
+    config = {**bcn_config(checkpoint), "encoder_type": "bilm", "lowercase": False, "freeze_embeddings": False}
+    other = str(generate.build_card(sst2_record(checkpoint), config, "org/x"))
+    assert "- **Encoder:** ELMo-style biLM, 2-layer biLSTM with 4 units per direction over trained 8-d" in other
+    assert "- English only, word-level tokens" in other and "lower-cased" not in other
+
+
 def test_a_free_text_encoder_label_is_not_a_claim_of_pretraining(checkpoint):
     text = str(generate.build_card(bcn_over_vocab_record(checkpoint, "runs/vocab"), bcn_config(checkpoint), "org/x"))
     assert "pretrained as" not in text and "← comparable setting" not in text

@@ -293,6 +293,11 @@ def test_cove_feature_extraction_pipeline_equals_each_text_alone_in_input_order(
     with pytest.raises(ValueError, match="no tokens"):
         extractor("")
     assert extractor([]) == []  # a list in, as many results out
+    assert extractor([""]) == [[[]]] and extractor(["", FEATURE_TEXTS[0]])[0] == [[]]  # a list of one as of more
+    # truncation as a keyword beside tokenize_kwargs, as the stock pipeline takes it; the caller's dict untouched
+    cut = {"max_length": 3}
+    short = extractor(FEATURE_TEXTS[:2], truncation=True, tokenize_kwargs=cut, return_tensors=True)
+    assert [f.shape[1] for f in short] == [3, 2] and cut == {"max_length": 3}  # ("a dog": 2 tokens)
     with pytest.raises(TypeError, match=r"item\(s\) \[1\] of 2 are not strings \(the first: None\)"):
         extractor([FEATURE_TEXTS[0], None])
 

@@ -329,7 +329,7 @@ def test_exported_encoder_loads_with_auto_classes(reference_run):
 
 def test_export_with_another_vocabulary(toy, reference_run, tmp_path):
     """--vocab-from: the same MT-LSTM over another vocabulary built from the same vectors; other vectors refused."""
-    from transformers import AutoModel
+    from transformers import AutoModel, AutoTokenizer
 
     from modeling_cove.build import create_cove_checkpoint
     from modeling_cove.tokenization_cove import SPECIAL_TOKENS
@@ -345,6 +345,10 @@ def test_export_with_another_vocabulary(toy, reference_run, tmp_path):
     trained = AutoModel.from_pretrained(reference_run / "encoder")
     assert exported.config.vocab_size == len(SPECIAL_TOKENS) + 5 and exported.config.freeze_encoder
     torch.testing.assert_close(exported.embeddings.weight, matrix, rtol=0, atol=0)
+    # the export's own tokenizer is the one it accepts (its fingerprint is the new vocabulary's, not the MT run's)
+    assert exported.config.vocabulary_fingerprint == encoder.config.vocabulary_fingerprint
+    vectors = exported.encode(["a dog"], AutoTokenizer.from_pretrained(tmp_path / "export"))
+    assert vectors[0].shape == (2, exported.config.encoder_output_size)
     for name, tensor in trained.encoder.state_dict().items():
         assert torch.equal(exported.encoder.state_dict()[name], tensor)
 
@@ -354,6 +358,24 @@ def test_export_with_another_vocabulary(toy, reference_run, tmp_path):
     tokenizer.save_pretrained(tmp_path / "other")
     with pytest.raises(ValueError, match="different word vectors"):
         export_encoder(reference_run / "mt", tmp_path / "bad", vocab_from=tmp_path / "other")
+
+
+def test_export_of_a_run_that_trained_its_word_vectors_is_frozen(reference_run, tmp_path):
+    """An MT run may train its word vectors (--config-overrides '{"freeze_embeddings": false}'): the exported
+    encoder is CoVe as the heads read it, every part fixed, its trained vectors kept."""
+    import shutil
+
+    from transformers import AutoModel
+
+    shutil.copytree(reference_run / "mt", tmp_path / "mt")
+    config = json.loads((tmp_path / "mt" / "config.json").read_text())
+    (tmp_path / "mt" / "config.json").write_text(json.dumps({**config, "freeze_embeddings": False}))
+    export_encoder(tmp_path / "mt", tmp_path / "export")
+    exported = AutoModel.from_pretrained(tmp_path / "export")
+    assert exported.config.freeze_embeddings and not any(p.requires_grad for p in exported.parameters())
+    trained = AutoModel.from_pretrained(reference_run / "encoder")
+    torch.testing.assert_close(exported.embeddings.weight, trained.embeddings.weight, rtol=0, atol=0)
+    assert not (tmp_path / "export.tmp").exists()
 
 
 def test_bad_arguments(toy, tmp_path):

@@ -58,8 +58,8 @@ def main(argv=None):
     try:
         out = export_encoder(args.mt_checkpoint, args.output_dir, metrics=metrics, vocab_from=args.vocab_from,
                              name=args.name, downstream=downstream)
-    except (FileNotFoundError, ValueError) as err:  # no checkpoint, not a translation model's, vocabularies differ
-        fail(err)
+    except (FileNotFoundError, ValueError, RuntimeError) as err:  # no checkpoint, not a translation model's,
+        fail(err)  # vocabularies differ, or the export's own check failed
     print(f"exported encoder -> {out}")
 
 

@@ -29,6 +29,7 @@ without a token counted wrong) and exact resume inside an epoch on the shared pr
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from dataclasses import dataclass
@@ -743,7 +744,10 @@ def save_taggers(loop: TaggerLoop, metrics: dict) -> None:
         folder = loop.output_dir / "best" if len(loop.tasks) == 1 else loop.output_dir / "best" / task.name
         model = loop.unwrapped.export_task_model(task.name, task.labels)
         model.save_pretrained(folder)
-        loop.tokenizer.save_pretrained(folder)
+        # the tagger reads at most tagger_max_length tokens: a pipeline given `stride` cuts its windows to this
+        tokenizer = copy.copy(loop.tokenizer)
+        tokenizer.model_max_length = min(tokenizer.model_max_length, model.config.tagger_max_length)
+        tokenizer.save_pretrained(folder)
         test = metrics["results"][task.name]["test"]
         figures = ([{"type": "f1", "value": round(100 * test["f1"], 2)},
                     {"type": "precision", "value": round(100 * test["precision"], 2)},

@@ -12,9 +12,12 @@ the SAME vectors file (checked on the shared words): the encoder was trained on 
 from __future__ import annotations
 
 import copy
+import shutil
 from pathlib import Path
 
 import torch
+
+from ...tokenization_cove import check_tokenizer_matches
 
 from .cards import encoder_export_card
 from .cards_record import read_config
@@ -46,8 +49,9 @@ def swap_vocabulary(state: dict, config, tokenizer, vocab_from):
             raise ValueError(f"{vocab_from} was built from different word vectors than the MT training run: "
                              "the encoder only makes sense with the vectors it was trained on")
     state = {**other.state_dict(), **{k: v for k, v in state.items() if k.startswith("encoder.")}}
-    config.vocab_size = other.config.vocab_size
-    config.char_ngram_dim = other.config.char_ngram_dim
+    # the vocabulary's own: its size, n-gram table, fingerprint and casing (what a tokenizer is checked against)
+    for field in ("vocab_size", "char_ngram_dim", "vocabulary_fingerprint", "lowercase"):
+        setattr(config, field, getattr(other.config, field))
     return state, new_tokenizer
 
 
@@ -56,7 +60,9 @@ def check_export(folder: Path, model, same_vocabulary: bool):
     from transformers import AutoModel, AutoTokenizer
 
     reloaded = AutoModel.from_pretrained(folder).eval()
-    sample = AutoTokenizer.from_pretrained(folder)(["a man in a blue shirt is playing a guitar ."], return_tensors="pt")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    check_tokenizer_matches(reloaded.config, tokenizer)  # the export's tokenizer is the one its checks accept
+    sample = tokenizer(["a man in a blue shirt is playing a guitar ."], return_tensors="pt")
     with torch.no_grad():
         got = reloaded(input_ids=sample["input_ids"], attention_mask=sample["attention_mask"]).last_hidden_state
         if same_vocabulary:  # compared on the CPU, as the export reloads (a GPU's kernels round differently)
@@ -100,7 +106,7 @@ def encoder_config(model):
         config = model.config.__class__.from_dict(model.config.to_dict())
         config.output_final_states = False  # the MT model's True: only its decoder needs them (faster path without)
         config.is_encoder_decoder = False
-    config.freeze_encoder = True
+    config.freeze_encoder = config.freeze_embeddings = True  # CoVe as the heads read it: fixed (a run may train both)
     config.architectures = ["CoveModel"]
     return config
 
@@ -143,5 +149,9 @@ def export_encoder(source, output_dir, metrics: dict = None, vocab_from=None, na
                         downstream=downstream).save(tmp / "README.md")
     if metrics:
         write_json(tmp / EXPORT_METRICS_FILES[objective], metrics)
-    check_export(tmp, model, same_vocabulary=vocab_from is None)
+    try:
+        check_export(tmp, model, same_vocabulary=vocab_from is None)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # nothing half-checked is left beside the output
+        raise
     return commit_tmp(tmp, output_dir)
