@@ -189,8 +189,10 @@ def test_file_splits_are_disjoint_by_english_sentence_and_deterministic(toy):
     assert not (normal["train"] & normal["validation"] or normal["train"] & normal["test"]
                 or normal["validation"] & normal["test"])
     assert all(len(sides[split]) >= 8 for split in ("validation", "test"))
-    assert sum(len(texts) for texts in sides.values()) == 60 + 4  # 60 + 4 lines, none excluded here
     stats = corpora.stats["corpora"]["pairs"]
+    # 60 + 4 lines, none excluded here; the training pairs that share a sentence with Multi30k's validation or test
+    # split left the mixture (the toy corpora draw on one small vocabulary)
+    assert sum(len(texts) for texts in sides.values()) == 60 + 4 - stats["heldout_overlap_pairs"]["multi30k"]
     assert stats["pairs_in_file"] == 64 and stats["heldout_pairs_per_split"] == 8
     again = load_corpora(settings)
     assert again.evaluation["pairs"]["validation"]["src"] == pairs["validation"]["src"]
@@ -213,7 +215,16 @@ def test_the_mixture_is_every_training_pair_shuffled_by_the_seed(toy):
     pairs = read_parallel_file(toy / "pairs.tsv")
     carved = [pairs[i] for i in range(len(pairs)) if pairs["src"][i] not in
               set(corpora.evaluation["pairs"]["validation"]["src"]) | set(corpora.evaluation["pairs"]["test"]["src"])]
-    expected = sorted([(r["src"], r["tgt"], 0) for r in multi30k] + [(r["src"], r["tgt"], 1) for r in carved])
+
+    def heldout(name):  # a corpus's validation and test sentences, both languages, compared normalised
+        return {normalize_sentence(text) for split in ("validation", "test") for side in ("src", "tgt")
+                for text in corpora.evaluation[name][split][side]}
+
+    def apart(rows, other):  # training pairs that share no sentence with the other corpus's held-out ones
+        return [r for r in rows if not {normalize_sentence(r["src"]), normalize_sentence(r["tgt"])} & heldout(other)]
+
+    expected = sorted([(r["src"], r["tgt"], 0) for r in apart(multi30k, "pairs")]
+                      + [(r["src"], r["tgt"], 1) for r in apart(carved, "multi30k")])
     assert sorted(zip(mixture["src"], mixture["tgt"], mixture["corpus"])) == expected
     assert mixture["corpus"][:20] != sorted(mixture["corpus"][:20])  # mixed, not one corpus after the other
     other = load_corpora(settings_of(mt_args(toy, "x", "--heldout-pairs", "8", "--seed", "5"))).train
@@ -223,6 +234,29 @@ def test_the_mixture_is_every_training_pair_shuffled_by_the_seed(toy):
     # one corpus: its training split in its own order (as a run on it alone always read it)
     single = load_corpora(settings_of(mt_args(toy, "x")[:-3] + ["--dataset", "multi30k"])).train
     assert single["src"] == multi30k["src"] and set(single["corpus"]) == {0}
+
+
+def test_no_corpus_trains_on_another_corpus_held_out_sentences(toy, tmp_path):
+    """Two files that share sentences: each carves its own splits apart, and the mixture keeps none of the other's
+    validation or test sentences (either language, compared normalised), counted per corpus."""
+    lines = toy_pairs(7, 40)
+    (tmp_path / "a.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    shared = [line.upper() for line in lines[:30]]  # written otherwise: the same sentences once normalised
+    (tmp_path / "b.tsv").write_text("\n".join(toy_pairs(8, 30) + shared) + "\n", encoding="utf-8")
+    argv = mt_args(toy, "x", "--heldout-pairs", "6")
+    corpora = load_corpora(settings_of(argv[:argv.index("--corpora")] + [
+        "--corpora", str(tmp_path / "a.tsv"), str(tmp_path / "b.tsv"), "--heldout-pairs", "6"]))
+    heldout = {name: {normalize_sentence(text) for split in ("validation", "test")
+                      for side in ("src", "tgt") for text in corpora.evaluation[name][split][side]}
+               for name in ("a", "b")}
+    dropped = 0
+    for index, name, other in ((0, "a", "b"), (1, "b", "a")):
+        rows = [i for i, corpus in enumerate(corpora.train["corpus"]) if corpus == index]
+        trained = {normalize_sentence(corpora.train[side][i]) for i in rows for side in ("src", "tgt")}
+        assert not trained & heldout[other], name
+        assert len(rows) == corpora.stats["corpora"][name]["pairs"]["train"]
+        dropped += corpora.stats["corpora"][name]["heldout_overlap_pairs"].get(other, 0)
+    assert dropped > 0  # the shared sentences put some of one's held-out sentences in the other's train
 
 
 def test_exclusion_drops_exactly_the_matching_pairs_and_counts_them(toy):
@@ -236,7 +270,8 @@ def test_exclusion_drops_exactly_the_matching_pairs_and_counts_them(toy):
     assert pairs["excluded_pairs_by_source"] == {"trec6": 2, str(toy / "exclude.txt"): 1}
     kept_file = [s for s, c in zip(corpora.train["src"], corpora.train["corpus"]) if c == 1] + [
         s for split in ("validation", "test") for s in corpora.evaluation["pairs"][split]["src"]]
-    assert len(kept_file) == 64 - 3 and "Who discovered Americas?" in kept_file
+    overlap = pairs["heldout_overlap_pairs"].get("multi30k", 0)  # (test_no_corpus_trains_on_another_corpus_...)
+    assert len(kept_file) == 64 - 3 - overlap and "Who discovered Americas?" in kept_file
     assert not {"Who discovered America?", "WHO  discovered America!", "The dog is white."} & set(kept_file)
     # Multi30k: the training pairs whose English is the sentence file's second line (counted independently here);
     # its own validation and test splits stay whole
@@ -247,9 +282,10 @@ def test_exclusion_drops_exactly_the_matching_pairs_and_counts_them(toy):
     assert expected >= 1
     multi30k = stats["corpora"]["multi30k"]
     assert multi30k["excluded_pairs"] == {"train": expected}
-    assert multi30k["pairs"] == {"train": len(train_en) - expected, "validation": 16, "test": 16}
+    overlap = multi30k["heldout_overlap_pairs"].get("pairs", 0)
+    assert multi30k["pairs"] == {"train": len(train_en) - expected - overlap, "validation": 16, "test": 16}
     kept_multi30k = [s for s, c in zip(corpora.train["src"], corpora.train["corpus"]) if c == 0]
-    assert len(kept_multi30k) == len(train_en) - expected
+    assert len(kept_multi30k) == len(train_en) - expected - overlap
     assert all(reference_normal_form(s) != target for s in kept_multi30k)
 
 

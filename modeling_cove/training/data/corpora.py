@@ -18,6 +18,9 @@ key of its figures in metrics.json and data_stats.json, is the dataset's name or
   sentence file) is dropped; data_stats.json counts them per corpus and split, and per source over the splits. A
   named dataset keeps its own validation and test splits whole, so that its figures stay those of the published
   splits (Multi30k's captions, for one, share sentences with SNLI's test premises).
+- Held-out splits across corpora (`load_corpora`): with two corpora or more, a training pair of one that shares a
+  sentence of either language with another's validation or test split is dropped (data_stats.json:
+  `heldout_overlap_pairs`, by that corpus), so no corpus's figures are measured on sentences the mixture trains on.
 - The mixture (`load_corpora`): every corpus's training pairs, concatenated in the order of the corpora and shuffled
   with the run's seed (a single named dataset keeps its order, as a run on it alone always did); `limit_train` then
   keeps its first pairs. Its column `corpus` holds each pair's corpus index.
@@ -249,6 +252,29 @@ def _drop_excluded(splits, excluded: ExcludedSentences, checked) -> dict:
     return {"excluded_pairs": dropped, "excluded_pairs_by_source": by_source}
 
 
+def _drop_other_corpora_heldout(names: list, read: list) -> None:
+    """Each corpus's training pairs that share a sentence of either language (`normalize_sentence`) with another
+    corpus's validation or test split are dropped, and counted in its statistics (`heldout_overlap_pairs`, by the
+    other corpus): the carving keeps a file's own splits apart, this keeps every corpus's apart from the mixture."""
+    heldout = [{side: {normalize_sentence(text) for split in EVAL_SPLITS
+                       for text in column_lists(splits[split], side)[0]} for side in ("src", "tgt")}
+               for splits, _ in read]
+    for index, (splits, info) in enumerate(read):
+        english, german = column_lists(splits["train"], "src", "tgt")
+        keys = [(normalize_sentence(en), normalize_sentence(de)) for en, de in zip(english, german)]
+        counts, dropped = {}, set()
+        for other, (name, sentences) in enumerate(zip(names, heldout)):
+            if other == index:
+                continue
+            hits = {row for row, (en, de) in enumerate(keys) if en in sentences["src"] or de in sentences["tgt"]}
+            if hits - dropped:
+                counts[name] = len(hits - dropped)
+            dropped |= hits
+        if dropped:
+            splits["train"] = splits["train"].select([row for row in range(len(keys)) if row not in dropped])
+        info["heldout_overlap_pairs"] = counts
+
+
 def load_corpora(settings: dict) -> MTCorpora:
     """The corpora of `settings["corpora"]` read, carved, deduplicated (`exclude_test_sentences`,
     `exclude_sentences`), cut to `limit_eval` per evaluation split, and mixed (`limit_train`); see the module
@@ -259,10 +285,15 @@ def load_corpora(settings: dict) -> MTCorpora:
     names = corpus_names(settings["corpora"])
     excluded = ExcludedSentences.read(settings["exclude_test_sentences"], settings["exclude_sentences"],
                                       settings["data_dir"])
-    trains, evaluation, stats = [], {}, {}
-    for index, (spec, name) in enumerate(zip(settings["corpora"], names)):
+    read = []
+    for spec, name in zip(settings["corpora"], names):
         splits, info = _corpus_splits(spec, settings)
         info.update(_drop_excluded(splits, excluded, ("train",) if spec in NAMED_CORPORA else SPLITS))
+        read.append((splits, info))
+    if len(read) > 1:
+        _drop_other_corpora_heldout(names, read)
+    trains, evaluation, stats = [], {}, {}
+    for index, (name, (splits, info)) in enumerate(zip(names, read)):
         for split in EVAL_SPLITS:
             if settings["limit_eval"]:
                 splits[split] = splits[split].select(range(min(settings["limit_eval"], len(splits[split]))))
