@@ -4,7 +4,7 @@ and commit that collected it; each run keeps its own). benchmarks/RESULTS.md is 
 
     python benchmarks/collect_results.py          # classification.json (mean ± std over seeds, each column minus the
                                                # vectors paired by seed), mt_multi30k.json, squad.json,
-                                               # main_cove_small.json, main_embedded.json (+ .md),
+                                               # main_cove_small.json, main_embedded.json,
                                                # bilm_pretraining.json (+ .png), sample_efficiency.png
     python benchmarks/collect_results.py --merge  # add runs/' BCN runs to the classification.json there is
 

@@ -27,7 +27,7 @@ BCN_POOLING_CHOICES = ("max", "mean", "min", "self")
 DCN_INPUT_CHOICES = ("vectors+cove", "vectors", "cove")
 TAGGER_INPUT_CHOICES = ("vectors+cove", "vectors", "cove", "vectors+scalar_mix")
 LSTM_IMPLEMENTATION_CHOICES = ("auto", "reference", "unpacked", "single_call")  # modeling_cove/lstm_kernels.py
-ENCODER_TYPE_CHOICES = ("mt_lstm", "bilm")  # CoveModel's encoder module (modeling_cove.ENCODER_CLASSES)
+ENCODER_TYPE_CHOICES = ("mt_lstm", "bilm")  # CoveModel's encoder module (modeling_cove.encoder_class)
 
 
 # eq. 6's parts, in the order they always take in a per-token feature vector w~ (FeatureLayout)

@@ -134,3 +134,11 @@ def test_two_processes_train_like_one(tiny_squad, tmp_path, alone_with_the_cores
     assert (first["loss"], first["grad_norm"]) == pytest.approx((one["log_history"][0]["loss"],
                                                                   one["log_history"][0]["grad_norm"]), rel=1e-5)
     assert last["eval_loss"] == pytest.approx(one["log_history"][1]["eval_loss"], rel=1e-5)
+
+
+def test_the_checkpoint_flag_takes_the_other_commands_name_too():
+    """--encoder, as cove-train-classifier and cove-train-tagger name the encoder they build on, is --checkpoint."""
+    from modeling_cove.training.common.cli import parse_options
+
+    for flag in ("--checkpoint", "--encoder"):
+        assert parse_options(QAOptions, [flag, "runs/cove", "--output-dir", "out"]).checkpoint == "runs/cove"

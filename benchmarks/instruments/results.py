@@ -744,6 +744,6 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
         main_report = runs / run_dir / "report.json"
         found = json.loads(main_report.read_text()) if main_report.exists() else {}
         if found and not found.get("quick"):
+            # the figures only: the run's REPORT.md links its curves inside the run folder, which stays behind
             written.append(write_json(out / f"{name}.json", {"commit": found.get("git"), **found}))
-            shutil.copyfile(main_report.with_name("REPORT.md"), out / f"{name}.md")
     return written

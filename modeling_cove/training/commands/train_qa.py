@@ -89,7 +89,8 @@ class QAConfigError(ValueError):
 class QAOptions:
     """One DCN run; the fields are the flags of cove-train-qa (None: the settings yaml's value)."""
 
-    checkpoint: str = option("CoVe checkpoint directory (tokenizer + vectors + MT-LSTM)", REQUIRED)
+    checkpoint: str = option("CoVe checkpoint directory (tokenizer + vectors + MT-LSTM); --encoder, as the other "
+                             "commands name it", REQUIRED, aliases=["--encoder"])
     output_dir: str = option("run folder: model/, eval_results.json, predictions.json, metrics.json, curves.png",
                              REQUIRED)
     data_dir: Optional[str] = option("local data folder laid out as docs/data.md describes (default: Hub ids)",
