@@ -116,6 +116,11 @@ def test_resume_after_a_cut_continues_exactly(setup, whole_run, capsys):
     # the command's main, in this process: it stops before any work
     status, err = exit_of(train_bilm.main, arguments(setup, "cut", "--resume", "--seq-len", "7"), capsys)
     assert status == 2 and "different data/batching/model settings" in err
+    started = json.loads((root / "cut" / "run_settings.json").read_text())
+    assert started["processes"] == 1  # another number of processes holds other random states: refused too
+    (root / "cut" / "run_settings.json").write_text(json.dumps({**started, "processes": 2}))
+    status, err = exit_of(train_bilm.main, arguments(setup, "cut", "--resume"), capsys)
+    assert status == 2 and "'processes': (2, 1)" in err
 
 
 def test_corpus_windows_and_heldout(setup, tmp_path):

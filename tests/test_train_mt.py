@@ -553,6 +553,11 @@ def test_resume_refuses_other_model_settings_and_config_typos(toy, tmp_path):
             run(common_args(toy, out, "--resume", *extra))
     with pytest.raises(MTSetupError, match="'config_overrides'"):
         run(common_args(toy, out, "--resume", overrides={"decoder_dropout": 0.5}))
+    # a run begun by two processes (each with its own random states and share of the batch) is not resumed by one;
+    # a run that recorded no count (older than the key) is taken as it is
+    (out / "run_settings.json").write_text(json.dumps({**resolve_mt_settings(args, {}), "processes": 2}))
+    with pytest.raises(MTSetupError, match=r"'processes': \(2, 1\)"):
+        run(common_args(toy, out, "--resume"))
     with pytest.raises(ValueError, match=r"'decoder_hiden_size' is not a CoveConfig field \(did you mean "
                                          r"'decoder_hidden_size'\?\)"):
         run(common_args(toy, tmp_path / "typo", overrides={"decoder_hiden_size": 8}))

@@ -43,7 +43,7 @@ from ..data.texts import LOCAL_CORPORA, corpus_texts
 from ..publishing.export import export_encoder
 from ..loops.accelerate_loop import (
     AccelerateLoop, LoopState, StopLimits, check_run_folder, end_run, epoch_batches, make_accelerator, make_optimizer,
-    rank_share, start_run_folder)
+    rank_share, same_if_recorded, start_run_folder)
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import write_json
 
@@ -235,8 +235,10 @@ def evaluate(model, store: WindowStore, batch_size: int, accelerator) -> dict:
 def prepare_output_dir(settings: BiLMSettings, accelerator) -> None:
     """Refuse a non-empty folder without resume/overwrite and a resume with other RESUME_KEYS; clear it with
     overwrite; record the settings (what resume compares against)."""
-    current = {k: getattr(settings, k) for k in RESUME_KEYS}
-    check_run_folder(settings.output_dir, current, RESUME_KEYS, settings.resume, settings.overwrite)
+    # and the number of processes: each holds its own random states, and the global batch is split over them
+    current = {**{k: getattr(settings, k) for k in RESUME_KEYS}, "processes": accelerator.num_processes}
+    check_run_folder(settings.output_dir, current, RESUME_KEYS + ("processes",), settings.resume, settings.overwrite,
+                     defaults={"processes": None}, same={"processes": same_if_recorded})
     start_run_folder(accelerator, settings.output_dir, current, settings.resume)
 
 

@@ -78,7 +78,7 @@ from ..data.translation import build_mt_checkpoint, prepare_splits, tokenize_cor
 from ..loops.mt_schedule import resolve_min_lr
 from ..common.files import write_json
 from ..common.presets import load_preset, resolve_settings
-from ..loops.accelerate_loop import (check_run_folder, make_accelerator, same_place, same_places,
+from ..loops.accelerate_loop import (check_run_folder, make_accelerator, same_if_recorded, same_place, same_places,
                                      start_run_folder)
 
 __all__ = ["check_config_fields", "check_output_dir", "load_model_preset", "main", "MTArguments", "MTData",
@@ -127,7 +127,7 @@ def same_corpora(first, now) -> bool:
 # resume keys compared otherwise than with ==: folders and files in any spelling of their place (`same_place`),
 # datasets by name
 RESUME_SAME = {"data_dir": same_place, "init_from": same_place, "vectors": same_place,
-               "exclude_sentences": same_places, "corpora": same_corpora}
+               "exclude_sentences": same_places, "corpora": same_corpora, "processes": same_if_recorded}
 PRESET_SECTIONS = ("name", "description", "data", "config", "training", "vectors", "paper")
 
 
@@ -337,9 +337,11 @@ def check_output_dir(args: MTArguments, settings: dict):
     added since the first run counts at the value that run had), a new run an empty folder (or overwrite); the
     vectors file, the corpora's files and the sentence files must exist."""
     added_since = {"corpora": [settings["dataset"]], "heldout_pairs": DEFAULTS["heldout_pairs"],
-                   "exclude_test_sentences": [], "exclude_sentences": [], "early_stopping_patience": 0}
-    # with early stopping the validation BLEU decides which epoch the run keeps: its beam is fixed by the first run
-    keys = RESUME_KEYS + (("eval_num_beams",) if settings["early_stopping_patience"] else ())
+                   "exclude_test_sentences": [], "exclude_sentences": [], "early_stopping_patience": 0,
+                   "processes": None}
+    # with early stopping the validation BLEU decides which epoch the run keeps: its beam is fixed by the first run;
+    # the number of processes: each holds its own random states, and the global batch is split over them
+    keys = RESUME_KEYS + ("processes",) + (("eval_num_beams",) if settings["early_stopping_patience"] else ())
     try:
         check_run_folder(args.output_dir, settings, keys, args.resume, args.overwrite, defaults=added_since,
                          same=RESUME_SAME)
@@ -420,6 +422,7 @@ def train_mt(args: MTArguments, on_step: Callable | None = None, command: str | 
 
         datasets.disable_progress_bars()
         transformers.logging.set_verbosity_error()
+    settings["processes"] = accelerator.num_processes
     check_output_dir(args, settings)
     start_time = time.time()
     corpora = load_corpora(settings)  # a wrong data_dir or corpus fails here, before the output folder is touched

@@ -46,8 +46,8 @@ from ..loops import stopping
 from ..loops.cvt import CrossViewOptions, TaggerTraining, view_counts
 from ..loops.tagger_schedule import TASK_SAMPLING, StepBudgetBatches, UnlabelledStream, WeightAverage, lr_factor
 from ..loops.accelerate_loop import (BEST_STATE_FILE, AccelerateLoop, LoopState, StopLimits, check_run_folder, end_run,
-                                     epoch_batches, make_accelerator, make_optimizer, rank_share, same_place,
-                                     same_places, same_with_defaults, start_run_folder)
+                                     epoch_batches, make_accelerator, make_optimizer, rank_share, same_if_recorded,
+                                     same_place, same_places, same_with_defaults, start_run_folder)
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
 from ..common.files import atomic_path, file_problem, write_json
 from ..data.texts import is_text_file
@@ -182,8 +182,7 @@ def resolved_hyperparameters(hp: dict) -> dict:
 # place; the encoder's weights (sha256) only where the first run recorded them (older runs did not); the
 # hyperparameters as resolved from the preset's file (`same_hyperparameters`)
 RESUME_SAME = {"data_dir": same_place, "unlabeled": same_sources, "encoder": same_place,
-               "encoder_weights": lambda first, now: first is None or first == now,
-               "processes": lambda first, now: first is None or first == now,
+               "encoder_weights": same_if_recorded, "processes": same_if_recorded,
                "resolved_hyperparameters": same_hyperparameters}
 
 

@@ -44,8 +44,8 @@ from . import stopping
 
 __all__ = ["AccelerateLoop", "BEST_STATE_FILE", "check_run_folder", "checkpoint_dirs", "epoch_batches", "LoopState",
            "end_run", "make_accelerator", "make_optimizer", "rank_share", "read_state", "restore_checkpoint",
-           "RUN_SETTINGS_FILE", "same_place", "same_places", "same_with_defaults", "save_checkpoint", "start_run_folder",
-           "state_file", "stop_reason", "StopLimits"]
+           "RUN_SETTINGS_FILE", "same_if_recorded", "same_place", "same_places", "same_with_defaults",
+           "save_checkpoint", "start_run_folder", "state_file", "stop_reason", "StopLimits"]
 
 STATE_FILE = "pretraining_state.json"
 BEST_STATE_FILE = "best_state.safetensors"  # in the run folder: the weights of the best epoch (the loops that keep it)
@@ -272,6 +272,11 @@ def same_place(first, now) -> bool:
     if first is None or now is None:
         return first is now
     return Path(first).resolve() == Path(now).resolve()
+
+
+def same_if_recorded(first, now) -> bool:
+    """A resume key compared only where the first run recorded it (older runs did not): equal, or unrecorded."""
+    return first is None or first == now
 
 
 def same_with_defaults(first: dict | None, now: dict, defaults: dict) -> bool:
