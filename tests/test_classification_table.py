@@ -199,7 +199,8 @@ class FakeBcnRun(BcnRun):
             "ok": f"import pathlib; p = pathlib.Path({str(out)!r}); p.mkdir(parents=True, exist_ok=True); "
                   f"(p / 'metrics.json').write_text({json.dumps(metrics(self))!r})",
             "fail": "raise SystemExit(1)",
-            "sleep": "import time; time.sleep(60)",
+            "sleep": f"import os, pathlib, time; pathlib.Path({str(out)!r} + '.pid').write_text(str(os.getpid())); "
+                     "time.sleep(60)",
         }[self.behaviour]
         return [sys.executable, "-c", program]
 
@@ -278,6 +279,36 @@ def test_the_script_runs_every_cell_into_its_own_family_with_its_cpu_hours(tmp_p
         out, err = capsys.readouterr()
         assert exit_info.value.code == 2 and err.startswith(f"error: --table {table} ") and message in err
         assert "train_classifier" not in out
+
+
+def test_a_terminated_pool_stops_its_runs(tmp_path):
+    """SIGTERM to a runner (a `kill`, a session's end) stops the runs it started, as its deadline does, instead of
+    leaving them running into folders the next runner starts again."""
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers are set in the main thread only (the pool sets none elsewhere)")
+    encoder, runs_dir = encoder_folder(tmp_path), tmp_path / "bcn"
+    run = FakeBcnRun("trec6", "vectors+cove-t", 1, encoder, behaviour="sleep")
+    pid_file = Path(f"{runs_dir / run.folder}.pid")
+
+    def terminate_once_started():
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    before = signal.getsignal(signal.SIGTERM)
+    threading.Thread(target=terminate_once_started, daemon=True).start()
+    with pytest.raises(SystemExit) as stopped:
+        run_pool([run], runs_dir, "data", run_finished, None, parallel=1, log=lambda line: None)
+    assert stopped.value.code == 128 + signal.SIGTERM
+    child = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)  # terminated and reaped by the pool
+    assert signal.getsignal(signal.SIGTERM) is before
 
 
 def test_two_roles_over_the_same_weights_stop_the_runner(tmp_path, capsys):

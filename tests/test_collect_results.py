@@ -404,6 +404,17 @@ def test_a_cell_never_mixes_encoders(tmp_path):
         collect_results(runs2, out, merge=True)
 
 
+def test_a_cell_with_two_runs_of_one_seed_is_refused(tmp_path):
+    """A leftover copy of a run folder (its name no longer the table's) would join the cell as a second run of its
+    seed, counted in n while the pairing kept one of them: refused, naming the seed and both commands."""
+    runs = tmp_path / "runs"
+    write_run(runs, "bcn/trec6/vectors-seed1", "trec6", "vectors", 1, 0.2, 0.90, 0.9)
+    write_run(runs, "bcn/trec6/vectors-seed1-old", "trec6", "vectors", 1, 0.2, 0.80, 0.8)
+    write_run(runs, "bcn/trec6/vectors-seed2", "trec6", "vectors", 2, 0.2, 0.91, 0.9)
+    with pytest.raises(ValueError, match=r"trec6 / vectors: seed\(s\) \[1\] have two runs .*vectors-seed1-old"):
+        collect_results(runs, tmp_path / "out")
+
+
 def test_sample_efficiency_curve_and_png(tmp_path):
     """--train-fraction runs in runs/bcn-fraction make the curve per task and column, the full-data point taken
     from the main table on the same seeds; they stay out of the subsampled table; --merge keeps earlier fractions."""

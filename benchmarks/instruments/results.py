@@ -478,6 +478,11 @@ def check_one_encoder(label: str, records: list) -> None:
 def summarize(task: str, column: str, records: list) -> dict:
     """A table cell: its runs (sorted by seed) with mean ± std over them (and the scalar mix's learned weights)."""
     records = sorted(records, key=lambda r: r["seed"])
+    seeds = [r["seed"] for r in records]
+    twice = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    if twice:  # a leftover copy of a run folder (or two folders of one column): one run a seed, or the pairs lie
+        raise ValueError(f"{task} / {column}: seed(s) {twice} have two runs (their commands: "
+                         f"{[r.get('command') for r in records if r['seed'] in twice]}); keep one run a seed")
     check_one_encoder(f"{task} / {column}", records)
     entry = {"runs": records,
              "test_accuracy": mean_std([r["test_accuracy"] for r in records]),
@@ -613,7 +618,9 @@ CLASSIFICATION_COLUMNS = {
 COVE_T_WHAT = ("The CoVe-T comparison: BCN test accuracy (%) per task and input column, mean ± std over seeds, over "
                "vectors, CoVe-S and CoVe-T checkpoints all made afresh for it (the table's CoVe-S checkpoint is gone: "
                "CoVe-S is pretrained again by its command with CoVe-T's test-sentence exclusion, so that the two "
-               "differ in their corpora alone), every run of it new; its pairs by "
+               "train on the same exclusion: they differ in their corpora and in how long they train, CoVe-S its "
+               "3 epochs, CoVe-T up to 8 with its best epoch kept, the 5-epoch CoVe-S the control for length), "
+               "every run of it new; its pairs by "
                "seed with a 95% t interval; never merged with the table's runs (results)")
 COVE_T_COLUMNS = {
     "vectors": "stand-in vectors, frozen",

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +85,7 @@ def run_pool(runs: list, runs_dir: Path | str, data_dir: str, finished: Callable
         return outcome
     deadline = None if deadline_minutes is None else time.monotonic() + 60 * deadline_minutes
     running = {}  # folder -> (run, process)
+    handlers = stop_on_signals()
     try:
         while queue or running:
             for name, (run, process) in list(running.items()):  # first collect what has ended
@@ -104,10 +107,27 @@ def run_pool(runs: list, runs_dir: Path | str, data_dir: str, finished: Callable
                 running[run.folder] = (run, process)
                 log(f"{'resume' if resume else 'start'} {run.folder}")
             time.sleep(1)
-    finally:  # the deadline, an error or an interrupt: no run outlives the pool
+    finally:  # the deadline, an error, an interrupt or a termination signal: no run outlives the pool
         stop(running, outcome, log, resumable is not None)
         outcome["not_started"] = [run.folder for run in queue]
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
     return outcome
+
+
+def _exit_on_signal(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def stop_on_signals() -> dict:
+    """SIGTERM and SIGHUP (a `kill`, a closed terminal or session) raise SystemExit in the pool, so that its `finally`
+    stops the runs it started (Python's default would exit at once and leave them running, writing into folders a
+    later pool starts again); a signal ignored already (SIGHUP under `nohup`) stays ignored. Returns the handlers
+    replaced. Only the main thread may set handlers: elsewhere none."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {signum: signal.signal(signum, _exit_on_signal) for signum in (signal.SIGTERM, signal.SIGHUP)
+            if signal.getsignal(signum) is signal.SIG_DFL}
 
 
 def report(outcome: dict, collect: str):
