@@ -262,6 +262,21 @@ def test_columns_versus_vectors_paired_by_seed(tmp_path):
                                                                    "lower_on": 1}
 
 
+def test_runs_that_trained_otherwise_are_no_pair(tmp_path):
+    """A column of 10-epoch runs against the vectors' 15-epoch runs of the same seeds differs in more than its input:
+    no pair is given (epochs 15 and 15.0 are the same)."""
+    runs = tmp_path / "runs"
+    for seed in (1, 2):
+        write_run(runs, f"bcn/trec50/vectors-seed{seed}", "trec50", "vectors", seed, 0.2, 0.80, 0.8)
+        write_run(runs, f"bcn/trec50/vectors+cove-seed{seed}", "trec50", "vectors+cove", seed, 0.2, 0.78, 0.8,
+                  hyperparameters={"epochs": 10, "dropout": 0.2})
+        write_run(runs, f"bcn/trec50/random-seed{seed}", "trec50", "random", seed, 0.2, 0.70, 0.7,
+                  hyperparameters={"epochs": 15.0, "dropout": 0.2})
+    collect_results(runs, tmp_path / "out")
+    table = json.loads((tmp_path / "out" / "classification.json").read_text())["versus_vectors"]["trec50"]
+    assert list(table) == ["random - vectors"]
+
+
 def test_subsampled_table_keeps_run_families_apart(tmp_path):
     """Subset runs of another encoder variant (bcn-gpu) or of the dropout search (bcn-dropout) are not pooled into
     the subsampled table; runs of one column with another encoder or other hyperparameters get their own cell."""

@@ -63,9 +63,22 @@ MT_KEYS = ("command", "commit", "preset", "machine", "settings", "config", "trai
            "wall_seconds", "test", "test_by_corpus")  # metrics.json's figures (not its per-step loss log)
 
 
+PAIRED_SETTINGS = ("epochs", "dropout")  # what two runs of one seed must share to be a pair (the seed fixes the rest)
+
+
+def same_training(run_a: dict, run_b: dict) -> bool:
+    """Whether two run records trained alike (`PAIRED_SETTINGS`; epochs compared as numbers: 15 is 15.0)."""
+    return all(run_a.get(key) == run_b.get(key) or (run_a.get(key) is not None and run_b.get(key) is not None
+                                                     and float(run_a[key]) == float(run_b[key]))
+               for key in PAIRED_SETTINGS)
+
+
 def paired_entry(runs_a: list, runs_b: list):
     """Column a minus column b on test and best validation accuracy (paired_difference); None without a shared
-    seed."""
+    seed, or when runs of a shared seed trained otherwise (`same_training`: 10 epochs against 15 is no pair)."""
+    by_seed = {r["seed"]: r for r in runs_b}
+    if any(r["seed"] in by_seed and not same_training(r, by_seed[r["seed"]]) for r in runs_a):
+        return None
     test = paired_difference(runs_a, runs_b, "test_accuracy")
     if not test:
         return None
