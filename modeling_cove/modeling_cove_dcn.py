@@ -50,8 +50,8 @@ from torch import nn
 from transformers.modeling_outputs import QuestionAnsweringModelOutput
 
 from .configuration_cove import DCN_INPUT_CHOICES, CoveConfig
-from .layers import (assemble_head_inputs, encoder_needs_grad, masked_softmax, maxout, pair_segments, require, rows_where,
-                     run_bilstm, run_encoder_checked, segment_gather, segment_scatter, valid_steps)
+from .layers import (assemble_head_inputs, encoder_needs_grad, masked_softmax, maxout, pair_segments, require,
+                     rows_where, run_bilstm, run_encoder_checked, segment_gather, segment_scatter, valid_steps)
 from .embeddings import HostRead, lengths_from_mask, require_features, require_tensor
 from .lstm_kernels import to_device_async
 from .modeling_cove import CoveModel, CovePreTrainedModel

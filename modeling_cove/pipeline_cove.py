@@ -252,6 +252,7 @@ class CoveFeatureExtractionPipeline(CheckedTokenizer, FeatureExtractionPipeline)
                                 f"{len(texts)} are not strings (the first: {texts[not_texts[0]]!r:.80})")
         if not isinstance(texts, (list, tuple)):
             return super().__call__(*args, **kwargs)
+
         def fresh(kwargs):  # the stock _sanitize_parameters writes into tokenize_kwargs: each call its own copy
             return {**kwargs, "tokenize_kwargs": dict(kwargs["tokenize_kwargs"])} if kwargs.get("tokenize_kwargs") \
                 else kwargs

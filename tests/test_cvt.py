@@ -265,7 +265,8 @@ def test_cli_run_writes_the_tagger_metrics_and_curves(tiny_setup, tmp_path):
 
 def test_cli_resumes_exactly(tiny_setup, tmp_path):
     """A run stopped at step 5 and resumed, with its data folder and encoder spelled otherwise (relative instead of
-    absolute: the same places), ends as the run straight through; over other encoder weights it is refused."""
+    absolute: the same places), ends as the run straight through; over other encoder weights, other hyperparameters
+    or another number of processes it is refused, and a finished run whose best weights file is gone is an error."""
     straight = tg.train_tagger(settings(tiny_setup, tmp_path / "a", no_save_model=True), cpu=True)
     tg.train_tagger(settings(tiny_setup, tmp_path / "b", no_save_model=True, max_steps=5, save_steps=1), cpu=True)
     data_dir, encoder, _ = tiny_setup
@@ -296,7 +297,7 @@ def test_cli_resumes_exactly(tiny_setup, tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
     (tmp_path / "b" / "best_state.safetensors").unlink()  # a finished run's folder copied without it
     (tmp_path / "b" / "metrics.json").unlink()
-    with pytest.raises(RuntimeError, match="best_state.safetensors, the best epoch's weights, is missing"):
+    with pytest.raises(RuntimeError, match=r"best_state.safetensors \(the best epoch's weights\) is missing"):
         tg.train_tagger(settings(tiny_setup, tmp_path / "b", no_save_model=True, resume=True), cpu=True)
 
 

@@ -419,7 +419,7 @@ def test_a_run_stopped_inside_an_epoch_resumes_to_the_uninterrupted_result(tmp_p
     optimizer.write_bytes(bytes(optimizer.stat().st_size))
     capsys.readouterr()
     from_three = train(**common, output_dir=str(cut), resume=True, threads=1)
-    assert f"resume: passed over {optimizer.parent}: optimizer.pt not a whole torch.save" in capsys.readouterr().out
+    assert f"resume: passed over {optimizer.parent}: optimizer.pt: not a whole torch.save" in capsys.readouterr().out
     assert from_three["resumed_from_step"] == 3 and from_three["test"] == whole["test"]
 
     resumed = train(**common, output_dir=str(out), resume=True, threads=1)
@@ -493,11 +493,11 @@ def test_a_moved_run_resumed_at_its_end_tests_its_best_checkpoint(tmp_path, monk
     assert (resumed["test"], resumed["best"]) == (whole["test"], whole["best"])
     best = tmp_path / "best-lost" / "checkpoints" / "checkpoint-5"
     (best / "config.json").write_bytes(bytes((best / "config.json").stat().st_size))  # read by the Trainer too
-    with pytest.raises(tc.ResumeError, match=r"checkpoint-10 records its best checkpoint .*checkpoint-5, which is "
-                                             r"config.json not valid JSON.*--overwrite runs it again"):
+    with pytest.raises(tc.ResumeError, match=r"checkpoint-10 records its best checkpoint .*checkpoint-5, not whole "
+                                             r"\(config.json: not valid JSON.*--overwrite runs it again"):
         train(**common, epochs=2, output_dir=str(tmp_path / "best-lost"), resume=True)
     shutil.rmtree(best)
-    with pytest.raises(tc.ResumeError, match="checkpoint-5, which is missing"):
+    with pytest.raises(tc.ResumeError, match=r"checkpoint-5, not whole \(folder missing\)"):
         train(**common, epochs=2, output_dir=str(tmp_path / "best-lost"), resume=True)
 
 
@@ -531,8 +531,8 @@ def test_the_last_checkpoint_is_the_newest_whole_one(tmp_path):
     assert last_checkpoint(tmp_path) == str(tmp_path / "checkpoint-6")
     assert last_checkpoint(tmp_path, world_size=2) == str(tmp_path / "checkpoint-3")
     assert {path.name: problem for path, problem in incomplete_checkpoints(tmp_path).items()} == {
-        "checkpoint-9": "no weights (*.safetensors)", "checkpoint-12": "trainer_state.json missing",
-        "checkpoint-15": "optimizer.pt not a whole torch.save archive (no zip directory at its end)"}
+        "checkpoint-9": "no weights (*.safetensors)", "checkpoint-12": "trainer_state.json: missing",
+        "checkpoint-15": "optimizer.pt: not a whole torch.save archive (no zip directory at its end)"}
     assert [path.name for path in incomplete_checkpoints(tmp_path, world_size=2)] == [
         "checkpoint-6", "checkpoint-9", "checkpoint-12", "checkpoint-15"]
 

@@ -375,7 +375,19 @@ def test_export_of_a_run_that_trained_its_word_vectors_is_frozen(reference_run, 
     assert exported.config.freeze_embeddings and not any(p.requires_grad for p in exported.parameters())
     trained = AutoModel.from_pretrained(reference_run / "encoder")
     torch.testing.assert_close(exported.embeddings.weight, trained.embeddings.weight, rtol=0, atol=0)
-    assert not (tmp_path / "export.tmp").exists()
+
+
+def test_a_failed_export_check_leaves_nothing_beside_the_output(reference_run, tmp_path, monkeypatch):
+    """An export whose own check fails is an error and leaves neither the output nor its temporary folder."""
+    from modeling_cove.training.publishing import export
+
+    def failing_check(folder, model, same_vocabulary):
+        raise RuntimeError("exported encoder does not reproduce the trained model's encoder outputs")
+
+    monkeypatch.setattr(export, "check_export", failing_check)
+    with pytest.raises(RuntimeError, match="does not reproduce"):
+        export_encoder(reference_run / "mt", tmp_path / "export")
+    assert not (tmp_path / "export").exists() and not (tmp_path / "export.tmp").exists()
 
 
 def test_bad_arguments(toy, tmp_path):
@@ -699,12 +711,13 @@ def test_a_resume_past_a_cut_short_checkpoint_replays_to_the_same_best_epoch(toy
     capsys.readouterr()
     monkeypatch.setattr(mt_loop, "compute_bleu", ScriptedBleu(script, first_epoch=3))
     again = run(common_args(toy, out, *quick, "--max-epochs", "8", "--resume"))
-    assert f"passed over {newest}: model.safetensors it has" in capsys.readouterr().out
+    assert f"passed over {newest}: model.safetensors: not a whole safetensors file" in capsys.readouterr().out
     assert (again["best_epoch"], again["stop_reason"]) == (whole["best_epoch"], whole["stop_reason"])
     for name, tensor in weights(tmp_path / "whole").items():
         assert torch.equal(weights(out)[name], tensor), name
     (out / "best_state.safetensors").write_bytes(bytes(64))  # the best weights themselves cut short
-    with pytest.raises(RuntimeError, match="best_state.safetensors, the best epoch's weights, is .*start it again"):
+    with pytest.raises(RuntimeError, match=r"best_state.safetensors \(the best epoch's weights\) is not whole "
+                                           r"\(not a whole safetensors file .*start it again"):
         run(common_args(toy, out, *quick, "--max-epochs", "9", "--resume"))
 
 

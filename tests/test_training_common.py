@@ -54,7 +54,7 @@ def test_file_problem_tells_a_checkpoint_file_cut_short_or_zero_filled(tmp_path)
     assert [files.file_problem(tmp_path / name) for name in whole] == [None] * 4
     assert files.file_problem(tmp_path / "empty.txt") == "empty"
     assert files.file_problem(tmp_path / "absent.pt") == "missing"
-    reasons = {".safetensors": "the end is missing", ".pt": "not a whole torch.save archive",
+    reasons = {".safetensors": "not a whole safetensors file (it has", ".pt": "not a whole torch.save archive",
                ".json": "not valid JSON"}
     for name in whole[:3]:
         data = (tmp_path / name).read_bytes()

@@ -16,7 +16,7 @@ runs/bcn*/ folders, one cell per setup; the CoVe-T comparison in runs/bcn-cove-t
 (`instruments.classification_table` plans it: vectors, CoVe-S and CoVe-T runs made afresh together, never mixed with
 the table's), classification.json's section `cove_t_comparison`; runs/cove-small/metrics.json (`train_mt.py`),
 runs/bilm/metrics.json (`train_bilm.py`), runs/dcn-squad-*/metrics.json (`train_qa.py`), runs/main-cove-small/ and
-runs/main/ report.json + REPORT.md (`main.py`, full size only).
+runs/main/ report.json (`main.py`, full size only).
 """
 
 import functools

@@ -580,7 +580,7 @@ def resume_checkpoint(options: ClassifierOptions, output_dir: Path, settings: di
         return None
     state = trainer_state(checkpoint)
     best = checkpoint_folder(Path(checkpoint).parent, state.best_global_step) if state.best_global_step else None
-    best_problem = best and (checkpoint_problem(best, settings["world_size"]) if best.is_dir() else "missing")
+    best_problem = best and (checkpoint_problem(best, settings["world_size"]) if best.is_dir() else "folder missing")
     # the Trainer's flag at the checkpoint: set by early stopping and at the last step
     ended = state.stateful_callbacks.get("TrainerControl", {}).get("args", {}).get("should_training_stop")
     past_its_epochs = state.global_step >= state.max_steps and whole_epoch(state.epoch)
@@ -591,7 +591,7 @@ def resume_checkpoint(options: ClassifierOptions, output_dir: Path, settings: di
                               "--overwrite runs it again")
         checkpoint, state = str(best), trainer_state(best)
     elif best_problem:  # the weights the run's test figures come from
-        raise ResumeError(f"--resume: {checkpoint} records its best checkpoint {best}, which is {best_problem}: "
+        raise ResumeError(f"--resume: {checkpoint} records its best checkpoint {best}, not whole ({best_problem}): "
                           "--overwrite runs it again")
     if settings["hyperparameters"]["sampling"] == "group_by_length" and not whole_epoch(state.epoch):
         raise ResumeError(f"--resume: {checkpoint} lies inside an epoch, and group_by_length sampling draws each "

@@ -179,8 +179,8 @@ def resolved_hyperparameters(hp: dict) -> dict:
 
 
 # resume keys compared otherwise than with ==: the data folder and the unlabelled files in any spelling of their
-# place; the encoder's weights (sha256) only where the first run recorded them (older runs did not); the
-# hyperparameters as resolved from the preset's file (`same_hyperparameters`)
+# place; the encoder's weights (sha256) and the number of processes only where the first run recorded them (older
+# runs did not); the hyperparameters as resolved from the preset's file (`same_hyperparameters`)
 RESUME_SAME = {"data_dir": same_place, "unlabeled": same_sources, "encoder": same_place,
                "encoder_weights": same_if_recorded, "processes": same_if_recorded,
                "resolved_hyperparameters": same_hyperparameters}
@@ -676,10 +676,11 @@ class TaggerLoop(AccelerateLoop):
         accelerator.wait_for_everyone()
         if best.is_file():
             if file_problem(best):  # a machine lost before the file was written out
-                raise RuntimeError(f"{best}, the best epoch's weights, is {file_problem(best)}: start the run again")
+                raise RuntimeError(f"{best} (the best epoch's weights) is not whole ({file_problem(best)}): start "
+                                   "the run again")
             self.unwrapped.load_state_dict(load_file(str(best)))
         elif any(h["complete"] for h in self.state.history):  # each complete epoch's evaluation may have written it
-            raise RuntimeError(f"{best}, the best epoch's weights, is missing although the run has complete epochs "
+            raise RuntimeError(f"{best} (the best epoch's weights) is missing although the run has complete epochs "
                                "(a run folder copied without it?): start the run again")
         elif self.average is not None:  # no complete epoch: the averaged weights as they stand
             self.average.apply()

@@ -67,7 +67,6 @@ def write_json(path: Path | str, payload) -> Path:
     return write_text(path, json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
-
 # torch.save writes a zip archive (whatever the suffix the caller chose); its directory, at the end, is written last
 TORCH_SUFFIXES = (".bin", ".pkl", ".pt", ".pth")
 
@@ -90,7 +89,8 @@ def file_problem(path: Path | str) -> str | None:
             return "not valid JSON (cut short?)"
         return None
     if path.suffix == ".safetensors":
-        return safetensors_file_problem(path)
+        problem = safetensors_file_problem(path)
+        return None if problem is None else f"not a whole safetensors file ({problem})"
     if path.suffix in TORCH_SUFFIXES:
         return None if zipfile.is_zipfile(path) else "not a whole torch.save archive (no zip directory at its end)"
     return None if path.stat().st_size else "empty"

@@ -20,7 +20,8 @@ key of its figures in metrics.json and data_stats.json, is the dataset's name or
   splits (Multi30k's captions, for one, share sentences with SNLI's test premises).
 - Held-out splits across corpora (`load_corpora`): with two corpora or more, a training pair of one that shares a
   sentence of either language with another's validation or test split is dropped (data_stats.json:
-  `heldout_overlap_pairs`, by that corpus), so no corpus's figures are measured on sentences the mixture trains on.
+  `heldout_overlap_pairs`, keyed by the other corpus), so no corpus's figures are measured on sentences the mixture
+  trains on.
 - The mixture (`load_corpora`): every corpus's training pairs, concatenated in the order of the corpora and shuffled
   with the run's seed (a single named dataset keeps its order, as a run on it alone always did); `limit_train` then
   keeps its first pairs. Its column `corpus` holds each pair's corpus index.

@@ -323,11 +323,11 @@ def _checkpoint_problem(folder: Path) -> str | None:
     before the rename leaves no such folder; one of an older layout may) or a file cut short (`file_problem`: a
     machine lost before the system wrote the renamed files out can leave one)."""
     if state_file(folder) is None:
-        return f"no {STATE_FILE}"
+        return f"{STATE_FILE}: missing"
     for path in sorted(folder.iterdir()):
         problem = file_problem(path) if path.is_file() else None
         if problem:
-            return f"{path.name} {problem}"
+            return f"{path.name}: {problem}"
     return None
 
 

@@ -214,8 +214,8 @@ class MTPretraining(AccelerateLoop):
             return None
         problem = file_problem(path)
         if problem:
-            raise RuntimeError(f"{path}, the best epoch's weights, is {problem}: the run cannot keep its best epoch; "
-                               "start it again")
+            raise RuntimeError(f"{path} (the best epoch's weights) is not whole ({problem}): the run cannot keep its "
+                               "best epoch; start it again")
         with safe_open(str(path), "pt") as f:
             metadata = f.metadata() or {}
         return {key: int(metadata[key]) for key in ("epoch", "global_step") if key in metadata}

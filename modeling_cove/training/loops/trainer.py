@@ -135,13 +135,13 @@ def checkpoint_problem(folder: Path | str, world_size: int = 1) -> str | None:
     rng = ["rng_state.pth"] if world_size <= 1 else [f"rng_state_{rank}.pth" for rank in range(world_size)]
     missing = [name for name in (*CHECKPOINT_FILES, *rng) if not (folder / name).is_file()]
     if missing:
-        return f"{missing[0]} missing"
+        return f"{missing[0]}: missing"
     if not any(folder.glob("*.safetensors")):
         return "no weights (*.safetensors)"
     for path in sorted(folder.iterdir()):
         problem = file_problem(path) if path.is_file() else None
         if problem:
-            return f"{path.name} {problem}"
+            return f"{path.name}: {problem}"
     return None
 
 
