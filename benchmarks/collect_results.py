@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from modeling_cove.training.common.cli import option, parse_options
+from modeling_cove.training.common.cli import fail, option, parse_options
 from instruments.results import collect_results
 from modeling_cove.training.common.run_info import command_line
 
@@ -41,7 +41,11 @@ class CollectArguments:
 def main(argv=None):
     args = parse_options(CollectArguments, argv, description=__doc__)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    for path in collect_results(Path(args.runs), Path(args.out), merge=args.merge, command=command_line()):
+    try:
+        written = collect_results(Path(args.runs), Path(args.out), merge=args.merge, command=command_line())
+    except ValueError as err:  # runs the collection refuses to pool or to record (the message names them)
+        fail(err)
+    for path in written:
         print("wrote", path)
 
 

@@ -491,6 +491,29 @@ def test_bilm_pretraining_record(tmp_path):
     assert (out / "bilm_pretraining.png").read_bytes() == b"png"
 
 
+def test_the_cove_s_record_is_replaced_only_by_a_run_over_its_vocabulary(tmp_path):
+    """runs/cove-small holds either recipe's CoVe-S (the table's over runs/vocab-all, the taggers' over
+    runs/vocab-tagging): a run over another vocabulary than the record's is refused, naming both."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    (runs / "cove-small").mkdir(parents=True)
+
+    def pretrained_over(vocabulary, bleu):
+        (runs / "cove-small" / "metrics.json").write_text(json.dumps({
+            "command": "cove-train-mt", "commit": "abc", "data": {"source_vocab_from": vocabulary},
+            "test": {"bleu": bleu}}))
+
+    pretrained_over("runs/vocab-all", 30.37)
+    collect_results(runs, out)
+    pretrained_over("/elsewhere/vocab-all", 30.5)  # the same vocabulary given from another folder
+    collect_results(runs, out)
+    assert json.loads((out / "mt_multi30k.json").read_text())["test"]["bleu"] == 30.5
+    pretrained_over("runs/vocab-tagging", 30.40)
+    with pytest.raises(ValueError, match=r"mt_multi30k.json records a CoVe-S pretrained over /elsewhere/vocab-all, "
+                                         r"the run found over runs/vocab-tagging"):
+        collect_results(runs, out)
+    assert json.loads((out / "mt_multi30k.json").read_text())["test"]["bleu"] == 30.5
+
+
 def test_sample_efficiency_full_point_only_over_the_fractions_encoder(tmp_path):
     """The curve's full-data point comes from the table's runs only when they read the fractions' encoder (by folder,
     and by weights where both record them): fractions over another pretraining get no full-data point, and the

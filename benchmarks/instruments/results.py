@@ -512,6 +512,19 @@ def summarize(task: str, column: str, records: list) -> dict:
     return entry
 
 
+def check_same_vocabulary(path: Path, record: dict) -> None:
+    """A ValueError unless the pretraining `record` was pretrained over the vocabulary of the record at `path` (when
+    there is one): runs/cove-small is where two recipes write (the table's CoVe-S over runs/vocab-all, the taggers'
+    over runs/vocab-tagging), and a record of one must not replace the other's."""
+    if not path.exists():
+        return
+    before = json.loads(path.read_text()).get("data", {}).get("source_vocab_from")
+    now = record.get("data", {}).get("source_vocab_from")
+    if before and now and Path(before).name != Path(now).name:
+        raise ValueError(f"{path} records a CoVe-S pretrained over {before}, the run found over {now}: another "
+                         "recipe's run (move it out of runs/cove-small, or the record away, to collect it)")
+
+
 def mt_record(metrics_path: Path) -> dict:
     m = json.loads(metrics_path.read_text())
     return {k: m[k] for k in MT_KEYS if k in m}
@@ -750,6 +763,7 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
     if mt.exists():
         record = dict(mt_record(mt), paper_test_bleu=papers.mt_bleu("multi30k")["bleu"], bar_test_bleu=30.0,
                       curve_png="mt_multi30k.png")
+        check_same_vocabulary(out / "mt_multi30k.json", record)
         written.append(write_json(out / "mt_multi30k.json", record))  # the run's own command and commit
         if (runs / "cove-small" / "curves.png").exists():
             shutil.copyfile(runs / "cove-small" / "curves.png", out / "mt_multi30k.png")
