@@ -385,6 +385,7 @@ def test_the_card_describes_the_encoder_and_tokens_its_config_holds(checkpoint):
     config = {**bcn_config(checkpoint), "encoder_type": "bilm", "lowercase": False, "freeze_embeddings": False}
     other = str(generate.build_card(sst2_record(checkpoint), config, "org/x"))
     assert "- **Encoder:** ELMo-style biLM, 2-layer biLSTM with 4 units per direction over trained 8-d" in other
+    assert "(BCN, eqs. 7–16) over a frozen biLM encoder" in other and "MT-LSTM encoder" not in other
     assert "- English only, word-level tokens" in other and "lower-cased" not in other
 
 

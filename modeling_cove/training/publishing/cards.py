@@ -23,7 +23,7 @@ marked comparable only when the setting is. `build_card` checks the parsed card'
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Optional
@@ -189,7 +189,10 @@ def _recipe(record: dict, config: dict) -> tuple:
     name = (config.get("architectures") or [record["model"]["architecture"]])[0]
     if name not in ARCHITECTURES:
         raise CardError(f"no model card recipe for architecture {name!r}; known: {sorted(ARCHITECTURES)}")
-    return name, ARCHITECTURES[name]
+    recipe = ARCHITECTURES[name]
+    if config.get("encoder_type") == "bilm":  # the head sits on the ELMo-style biLM in the MT-LSTM's place
+        recipe = replace(recipe, what=recipe.what.replace("MT-LSTM", "biLM"))
+    return name, recipe
 
 
 def _output_size(config: dict) -> int:
