@@ -199,8 +199,7 @@ class CoveForTokenClassification(CovePreTrainedModel):
                     f"unlabelled), give the pipeline stride= with a tokenizer whose model_max_length is <= {limit} "
                     "(it then tags windows), or raise config.tagger_max_length (None: no limit)")
         if token_type_ids is not None:
-            require_tensor(token_type_ids, "token_type_ids")
-            first, _ = pair_segments(attention_mask, token_type_ids)  # (B, T) each; checks the shape
+            first, _ = pair_segments(attention_mask, token_type_ids)  # (B, T) each; checks the tensor and its shape
             pair = attention_mask.bool() & ~first  # tokens of any segment but the first
             require(~pair.any(dim=1), "a tagger reads one sentence per row, but a row is a pair",
                     lambda: f"row(s) {rows_where(pair.any(dim=1))} have second-text tokens (token_type_ids 1): "

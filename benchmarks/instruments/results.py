@@ -67,10 +67,11 @@ PAIRED_SETTINGS = ("epochs", "dropout")  # what two runs of one seed must share 
 
 
 def same_training(run_a: dict, run_b: dict) -> bool:
-    """Whether two run records trained alike (`PAIRED_SETTINGS`; epochs compared as numbers: 15 is 15.0)."""
-    return all(run_a.get(key) == run_b.get(key) or (run_a.get(key) is not None and run_b.get(key) is not None
-                                                     and float(run_a[key]) == float(run_b[key]))
-               for key in PAIRED_SETTINGS)
+    """Whether two run records trained alike (`PAIRED_SETTINGS`; numbers compared as numbers: 15 epochs is 15.0)."""
+    def value(run, key):
+        return float(run[key]) if isinstance(run.get(key), (int, float)) else run.get(key)
+
+    return all(value(run_a, key) == value(run_b, key) for key in PAIRED_SETTINGS)
 
 
 def paired_entry(runs_a: list, runs_b: list):

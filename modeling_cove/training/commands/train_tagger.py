@@ -45,11 +45,12 @@ from ..common.presets import load_settings, resolve_settings
 from ..loops import stopping
 from ..loops.cvt import CrossViewOptions, TaggerTraining, view_counts
 from ..loops.tagger_schedule import TASK_SAMPLING, StepBudgetBatches, UnlabelledStream, WeightAverage, lr_factor
-from ..loops.accelerate_loop import (BEST_STATE_FILE, AccelerateLoop, LoopState, StopLimits, check_run_folder, end_run,
-                                     epoch_batches, make_accelerator, make_optimizer, rank_share, same_if_recorded,
-                                     same_place, same_places, same_with_defaults, start_run_folder)
+from ..loops.accelerate_loop import (BEST_STATE_FILE, AccelerateLoop, LoopState, StopLimits, check_best_state,
+                                     check_run_folder, end_run, epoch_batches, make_accelerator, make_optimizer,
+                                     rank_share, same_if_recorded, same_place, same_places, same_with_defaults,
+                                     start_run_folder)
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
-from ..common.files import atomic_path, file_problem, write_json
+from ..common.files import atomic_path, write_json
 from ..data.texts import is_text_file
 from ..publishing.cards_record import weights_fingerprint
 
@@ -675,9 +676,7 @@ class TaggerLoop(AccelerateLoop):
         best = self.output_dir / BEST_STATE_FILE
         accelerator.wait_for_everyone()
         if best.is_file():
-            if file_problem(best):  # a machine lost before the file was written out
-                raise RuntimeError(f"{best} (the best epoch's weights) is not whole ({file_problem(best)}): start "
-                                   "the run again")
+            check_best_state(best)
             self.unwrapped.load_state_dict(load_file(str(best)))
         elif any(h["complete"] for h in self.state.history):  # each complete epoch's evaluation may have written it
             raise RuntimeError(f"{best} (the best epoch's weights) is missing although the run has complete epochs "

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from ...hub import safetensors_file_problem
 
-__all__ = ["atomic_path", "atomic_text_file", "commit_tmp", "file_problem", "fresh_tmp", "write_json", "write_text"]
+__all__ = ["atomic_path", "atomic_text_file", "commit_tmp", "file_problem", "folder_problem", "fresh_tmp", "write_json",
+           "write_text"]
 
 
 def fresh_tmp(folder: Path | str) -> Path:
@@ -94,3 +95,12 @@ def file_problem(path: Path | str) -> str | None:
     if path.suffix in TORCH_SUFFIXES:
         return None if zipfile.is_zipfile(path) else "not a whole torch.save archive (no zip directory at its end)"
     return None if path.stat().st_size else "empty"
+
+
+def folder_problem(folder: Path | str) -> str | None:
+    """The first file of `folder` (by name) that is not whole, as "<name>: <its `file_problem`>"; None when none is."""
+    for path in sorted(Path(folder).iterdir()):
+        problem = file_problem(path) if path.is_file() else None
+        if problem:
+            return f"{path.name}: {problem}"
+    return None

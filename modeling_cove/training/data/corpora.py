@@ -268,9 +268,10 @@ def _drop_other_corpora_heldout(names: list, read: list) -> None:
             if other == index:
                 continue
             hits = {row for row, (en, de) in enumerate(keys) if en in sentences["src"] or de in sentences["tgt"]}
-            if hits - dropped:
-                counts[name] = len(hits - dropped)
-            dropped |= hits
+            new = hits - dropped  # a pair counts for the first corpus it meets
+            if new:
+                counts[name] = len(new)
+            dropped |= new
         if dropped:
             splits["train"] = splits["train"].select([row for row in range(len(keys)) if row not in dropped])
         info["heldout_overlap_pairs"] = counts

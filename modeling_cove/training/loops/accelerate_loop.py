@@ -39,13 +39,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..common.files import commit_tmp, file_problem, fresh_tmp, write_json
+from ..common.files import commit_tmp, file_problem, folder_problem, fresh_tmp, write_json
 from . import stopping
 
-__all__ = ["AccelerateLoop", "BEST_STATE_FILE", "check_run_folder", "checkpoint_dirs", "epoch_batches", "LoopState",
-           "end_run", "make_accelerator", "make_optimizer", "rank_share", "read_state", "restore_checkpoint",
-           "RUN_SETTINGS_FILE", "same_if_recorded", "same_place", "same_places", "same_with_defaults",
-           "save_checkpoint", "start_run_folder", "state_file", "stop_reason", "StopLimits"]
+__all__ = ["AccelerateLoop", "BEST_STATE_FILE", "check_best_state", "check_run_folder", "checkpoint_dirs",
+           "epoch_batches", "LoopState", "end_run", "make_accelerator", "make_optimizer", "rank_share", "read_state",
+           "restore_checkpoint", "RUN_SETTINGS_FILE", "same_if_recorded", "same_place", "same_places",
+           "same_with_defaults", "save_checkpoint", "start_run_folder", "state_file", "stop_reason", "StopLimits"]
 
 STATE_FILE = "pretraining_state.json"
 BEST_STATE_FILE = "best_state.safetensors"  # in the run folder: the weights of the best epoch (the loops that keep it)
@@ -274,6 +274,15 @@ def same_place(first, now) -> bool:
     return Path(first).resolve() == Path(now).resolve()
 
 
+def check_best_state(path: Path) -> None:
+    """A RuntimeError naming `path`, the best epoch's weights (`BEST_STATE_FILE`), when it is not whole
+    (`file_problem`: a machine lost before it was written out) instead of a failure deep in safetensors."""
+    problem = file_problem(path)
+    if problem:
+        raise RuntimeError(f"{path} (the best epoch's weights) is not whole ({problem}): the run cannot keep its "
+                           "best epoch; start it again")
+
+
 def same_if_recorded(first, now) -> bool:
     """A resume key compared only where the first run recorded it (older runs did not): equal, or unrecorded."""
     return first is None or first == now
@@ -324,20 +333,19 @@ def _checkpoint_problem(folder: Path) -> str | None:
     machine lost before the system wrote the renamed files out can leave one)."""
     if state_file(folder) is None:
         return f"{STATE_FILE}: missing"
-    for path in sorted(folder.iterdir()):
-        problem = file_problem(path) if path.is_file() else None
-        if problem:
-            return f"{path.name}: {problem}"
-    return None
+    return folder_problem(folder)
+
+
+def _step_folders(output_dir: Path | str) -> list:
+    """The checkpoint folders (checkpoints/step-N) of a run, complete or not, oldest first."""
+    root = Path(output_dir) / "checkpoints"
+    found = [d for d in root.iterdir() if re.fullmatch(r"step-\d+", d.name)] if root.is_dir() else []
+    return sorted(found, key=lambda d: int(d.name.split("-")[1]))
 
 
 def checkpoint_dirs(output_dir: Path | str) -> list:
     """The complete checkpoints of a run, oldest first: each with its state file, no file cut short."""
-    root = Path(output_dir) / "checkpoints"
-    if not root.is_dir():
-        return []
-    dirs = [d for d in root.iterdir() if re.fullmatch(r"step-\d+", d.name) and _checkpoint_problem(d) is None]
-    return sorted(dirs, key=lambda d: int(d.name.split("-")[1]))
+    return [d for d in _step_folders(output_dir) if _checkpoint_problem(d) is None]
 
 
 def read_state(checkpoint: Path | str) -> LoopState:
@@ -375,11 +383,12 @@ def save_checkpoint(accelerator, output_dir: Path | str, state: LoopState, keep:
 def restore_checkpoint(accelerator, output_dir: Path | str) -> LoopState | None:
     """Load the newest complete checkpoint of `output_dir` into the prepared objects (Accelerate) and return its
     state; None when there is none."""
-    checkpoints = checkpoint_dirs(output_dir)
-    newest = int(checkpoints[-1].name.split("-")[1]) if checkpoints else -1
-    for folder in sorted(Path(output_dir, "checkpoints").glob("step-*")):
-        if re.fullmatch(r"step-\d+", folder.name) and int(folder.name.split("-")[1]) > newest:
-            accelerator.print(f"resume: passed over {folder}: {_checkpoint_problem(folder)}")
+    folders = _step_folders(output_dir)
+    problems = [_checkpoint_problem(folder) for folder in folders]
+    checkpoints = [folder for folder, problem in zip(folders, problems) if problem is None]
+    newest = folders.index(checkpoints[-1]) if checkpoints else -1
+    for folder, problem in list(zip(folders, problems))[newest + 1:]:
+        accelerator.print(f"resume: passed over {folder}: {problem}")
     if not checkpoints:
         return None
     accelerator.load_state(str(checkpoints[-1]))  # model, optimizer, scheduler, RNG states of every process

@@ -21,10 +21,10 @@ from ..publishing.export import export_encoder
 from ..data.translation import collate
 from .mt_eval import compute_bleu, decode_split, evaluate_perplexity, parameters_sha256
 from .mt_schedule import PerplexitySchedule
-from .accelerate_loop import (BEST_STATE_FILE, AccelerateLoop, LoopState, StopLimits, end_run, epoch_batches,
-                              make_optimizer, rank_share)
+from .accelerate_loop import (BEST_STATE_FILE, AccelerateLoop, LoopState, StopLimits, check_best_state, end_run,
+                              epoch_batches, make_optimizer, rank_share)
 from ..common.run_info import command_line, git_commit, machine_info, plot_curves
-from ..common.files import atomic_path, file_problem, write_json
+from ..common.files import atomic_path, write_json
 from . import stopping
 
 CONFIG_FIELDS = ("vocab_size", "target_vocab_size", "hidden_size", "decoder_hidden_size", "decoder_embedding_dim",
@@ -212,10 +212,7 @@ class MTPretraining(AccelerateLoop):
         path = self.output_dir / BEST_STATE_FILE
         if not path.is_file():
             return None
-        problem = file_problem(path)
-        if problem:
-            raise RuntimeError(f"{path} (the best epoch's weights) is not whole ({problem}): the run cannot keep its "
-                               "best epoch; start it again")
+        check_best_state(path)
         with safe_open(str(path), "pt") as f:
             metadata = f.metadata() or {}
         return {key: int(metadata[key]) for key in ("epoch", "global_step") if key in metadata}
@@ -234,7 +231,11 @@ class MTPretraining(AccelerateLoop):
             return
         if (state.epoch, state.step_in_epoch, state.global_step) == (best["epoch"], 0, best["global_step"]):
             self._save_best()  # the weights now are the best's, whatever the file holds
-        elif not self._best_is_saved() and (self._saved_best() or {}).get("global_step", -1) <= state.global_step:
+            return
+        saved = self._saved_best() or {}
+        if saved.get("global_step", -1) > state.global_step:
+            return  # saved past the checkpoint resumed from: the replay writes it again
+        if saved != {k: best[k] for k in ("epoch", "global_step")}:
             raise RuntimeError(f"{self.output_dir / BEST_STATE_FILE} does not hold the weights of epoch "
                                f"{best['epoch']}, the best validation BLEU, and the checkpoint resumed from is past "
                                "it: the run cannot keep its best epoch; start it again")

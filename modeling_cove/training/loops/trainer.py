@@ -15,7 +15,7 @@ from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME, TRAINER_STATE_N
 from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from ..common.files import file_problem
+from ..common.files import folder_problem
 from . import stopping
 
 __all__ = ["checkpoint_folder", "checkpoint_problem", "checkpoint_step", "complete_checkpoint", "EpochTimer",
@@ -138,11 +138,7 @@ def checkpoint_problem(folder: Path | str, world_size: int = 1) -> str | None:
         return f"{missing[0]}: missing"
     if not any(folder.glob("*.safetensors")):
         return "no weights (*.safetensors)"
-    for path in sorted(folder.iterdir()):
-        problem = file_problem(path) if path.is_file() else None
-        if problem:
-            return f"{path.name}: {problem}"
-    return None
+    return folder_problem(folder)
 
 
 def complete_checkpoint(folder: Path | str, world_size: int = 1) -> bool:
