@@ -13,7 +13,9 @@ by default: `vectors+cove-t` (beside the word vectors) and `cove-t` (alone: TREC
         --downstream runs/cove-t/downstream.json
 
 A section that is missing, or holds no pair of the columns, gives no row; no row at all is an error (exit 2, nothing
-written). With --encoder (the checkpoint the card is for), every run of a column that gives rows must have recorded
+written), and so is a comparison not complete: each pair the two plans make of the columns
+(`instruments.classification_table.PLAN`, `instruments.tagging_table.COVE_T_ROW_COLUMNS`) must be there on all its
+planned seeds, unless --partial (a card of the comparison so far: each row names its seeds). With --encoder (the checkpoint the card is for), every run of a column that gives rows must have recorded
 that checkpoint's weights (sha256): rows measured over a CoVe-T pretrained again since are an error, not its card's. The
 file is validated by the package's schema (`publishing.downstream.write_downstream`) before it is written.
 """
@@ -23,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from instruments.results import COVE_T_SECTION
+from instruments import tagging, tagging_table
+from instruments.classification_table import PLAN
+from instruments.results import COVE_T_PAIRS, COVE_T_SECTION
 from modeling_cove.training.common.cli import REQUIRED, fail, option, parse_options
 from modeling_cove.training.publishing.cards_record import weights_fingerprint
 from modeling_cove.training.publishing.downstream import DOWNSTREAM_SCHEMA_VERSION, write_downstream
@@ -45,6 +49,34 @@ class CardDownstreamArguments:
                           str(RESULTS / "tagging.json"))
     encoder: Optional[str] = option("the checkpoint the card is for: every run of the column must have recorded its "
                                     "weights' sha256")
+    partial: bool = option("write the rows found even where a planned pair or seed is missing", False)
+
+
+def planned_pairs(encoder_columns) -> dict:
+    """(model, task, a, b) -> the seeds planned for it: each pair of the BCN and the tagger comparisons (COVE_T_PAIRS
+    of each) whose first column is one of `encoder_columns`, over the seeds both its columns are planned for."""
+    planned = {}
+    for task, cells in PLAN.items():
+        for a, b in COVE_T_PAIRS:
+            if a in encoder_columns and a in cells and b in cells:
+                planned[("BCN", task, a, b)] = list(range(1, min(cells[a], cells[b]) + 1))
+    for task, columns in tagging_table.COVE_T_ROW_COLUMNS.items():
+        for a, b in tagging.COVE_T_PAIRS:
+            if a in encoder_columns and a in columns and b in columns:
+                planned[("tagger", task, a, b)] = list(range(1, tagging_table.COVE_T_SEEDS[task] + 1))
+    return planned
+
+
+def check_complete(rows: list, encoder_columns) -> None:
+    """A ValueError naming each planned pair (`planned_pairs`) that `rows` lack or hold on other seeds."""
+    found = {(r["model"], r["task"], r["column"]["name"], r["compared"]["name"]): r["difference"]["seeds"]
+             for r in rows}
+    missing = [f"{model} {task} {a} - {b}: seeds {found.get((model, task, a, b), [])} of {seeds}"
+               for (model, task, a, b), seeds in planned_pairs(encoder_columns).items()
+               if found.get((model, task, a, b)) != seeds]
+    if missing:
+        raise ValueError("the comparison is not complete (run and collect the rest, or --partial): "
+                         + "; ".join(missing))
 
 
 def column(name: str, cell: dict, key: str) -> dict:
@@ -144,6 +176,8 @@ def main(argv=None):
     try:
         weights = weights_fingerprint(args.encoder) if args.encoder else None
         data = card_downstream(Path(args.classification), Path(args.tagging), args.encoder_column, weights)
+        if not args.partial:
+            check_complete(data["rows"], args.encoder_column)
         path = write_downstream(args.output, data)
     except ValueError as err:  # DownstreamError is one
         fail(err)

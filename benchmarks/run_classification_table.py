@@ -47,7 +47,8 @@ class RunClassificationTableArguments:
     cove_s: str = option("CoVe-S, the encoder of vectors+cove and cove", DEFAULT_ENCODERS["cove_s"])
     cove_t: str = option("CoVe-T, the encoder of vectors+cove-t and cove-t", DEFAULT_ENCODERS["cove_t"])
     cove_s_5_epochs: str = option("the 5-epoch CoVe-S of vectors+cove-s-5-epochs", DEFAULT_ENCODERS["cove_s_5_epochs"])
-    trec50: bool = option(f"also TREC-50 ({', '.join(OPTIONAL['trec50'])}, 3 seeds each)", False)
+    trec50: bool = option(f"also TREC-50 ({', '.join(OPTIONAL['trec50'])}, 3 seeds each; --tasks trec50 "
+                          "implies it)", False)
     tasks: Optional[list[str]] = option("only these tasks", choices=[*PLAN, *OPTIONAL])
     columns: Optional[list[str]] = option("only these columns", choices=list(COLUMN_ENCODERS))
 
@@ -65,7 +66,7 @@ def main(argv=None):
         check_one_vocabulary(encoders)  # every column, the pairs' vectors column too
     except ValueError as err:
         fail(str(err))
-    runs = table_runs(encoders, args.tasks, args.columns, args.trec50)
+    runs = table_runs(encoders, args.tasks, args.columns, args.trec50 or "trec50" in (args.tasks or ()))
     table = read_table(args.table) if pool.dry_run else {}
     resumable = functools.partial(can_resume, data_dir=args.data_dir)
     outcome = run_pool(runs, runs_dir, args.data_dir, run_finished, resumable, parallel=pool.parallel,

@@ -84,9 +84,11 @@ class RunTaggingTableArguments:
 
 def collect_command(flag: str, runs_dir: str, default: str) -> str:
     """The collect_tagging.py command of a table selected by `flag` (--recipe, --cove-t) whose runs went to
-    `runs_dir` (its own --runs-dir when not the `default` folder)."""
+    `runs_dir` (relative to the working folder): its --runs-dir, as an absolute path, unless that is the repository's
+    `default` folder, the one the collector reads by default."""
     collect = ["python", "benchmarks/collect_tagging.py", flag, "--merge"]
-    return shlex.join(collect + (["--runs-dir", runs_dir] if runs_dir != default else []))
+    here = Path(runs_dir).resolve()
+    return shlex.join(collect + (["--runs-dir", str(here)] if here != (REPO / default).resolve() else []))
 
 
 def plan(args: RunTaggingTableArguments) -> tuple:

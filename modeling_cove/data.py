@@ -31,8 +31,8 @@ from typing import Optional
 
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
 
-__all__ = ["first_words", "HUB_IDS", "load_classification", "load_squad", "load_translation", "open_text",
-           "ptb_tree_leaves", "read_parallel_file", "read_tsv_splits", "squad_article_split", "squad_rows", "TASKS"]
+__all__ = ["first_words", "HUB_IDS", "load_classification", "load_squad", "load_translation", "MULTI30K_SPLIT_FILES",
+           "open_text", "ptb_tree_leaves", "read_parallel_file", "read_tsv_splits", "squad_article_split", "squad_rows", "TASKS"]
 
 VALIDATION_SEED = 13
 VALIDATION_FRACTION = 0.1
@@ -178,6 +178,10 @@ def read_parallel_file(path) -> Dataset:
     return Dataset.from_dict({"src": src, "tgt": tgt}, features=TRANSLATION_FEATURES)
 
 
+# Multi30k's splits as local files (<stem>.en.gz, <stem>.de.gz); the Hub copy's test split is the same 2016 Flickr set
+MULTI30K_SPLIT_FILES = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
+
+
 def load_translation(data_dir: Optional[str] = None, name: str = "multi30k") -> DatasetDict:
     """English->German pairs as DatasetDict(train, validation, test) with columns `src`, `tgt` (raw text).
 
@@ -197,7 +201,7 @@ def load_translation(data_dir: Optional[str] = None, name: str = "multi30k") -> 
             raise ValueError(f"local translation data is only available for multi30k, not {name!r}")
         folder = _check_data_dir(data_dir, "multi30k")
         splits = {}
-        for split, stem in (("train", "train"), ("validation", "val"), ("test", "test_2016_flickr")):
+        for split, stem in MULTI30K_SPLIT_FILES.items():
             src = _read_lines(folder / f"{stem}.en.gz")
             tgt = _read_lines(folder / f"{stem}.de.gz")
             if len(src) != len(tgt):

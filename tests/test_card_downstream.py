@@ -40,8 +40,9 @@ def results(tmp_path_factory):
 
 
 def convert(results, out, *extra):
+    """The fixture's comparison is a part of the plan's (its seeds and tasks): --partial."""
     script.main(["--classification", str(results / "classification.json"), "--tagging", str(results / "tagging.json"),
-                 "--output", str(out), *extra])
+                 "--output", str(out), "--partial", *extra])
     return load_downstream(out)
 
 
@@ -51,7 +52,7 @@ def spread(values):
 
 def test_the_pairs_of_cove_t_become_the_cards_rows(results, tmp_path, capsys):
     data = convert(results, tmp_path / "downstream.json")
-    assert capsys.readouterr().out == f"wrote 6 rows of vectors+cove-t, cove-t -> {tmp_path / 'downstream.json'}\n"
+    assert capsys.readouterr().out == f"wrote 7 rows of vectors+cove-t, cove-t -> {tmp_path / 'downstream.json'}\n"
     commit = json.loads((results / "classification.json").read_text())["cove_t_comparison"]["commit"]
     assert data["source"] == (f"classification.json section cove_t_comparison, collected at commit {commit}; "
                               f"tagging.json section cove_t_comparison, collected at commit {commit}")
@@ -60,6 +61,7 @@ def test_the_pairs_of_cove_t_become_the_cards_rows(results, tmp_path, capsys):
         ("snli", "BCN", "test accuracy (%)", "vectors+cove-t", "vectors"),  # the collector's task order
         ("trec6", "BCN", "test accuracy (%)", "vectors+cove-t", "vectors"),
         ("trec6", "BCN", "test accuracy (%)", "vectors+cove-t", "vectors+cove"),
+        ("trec6", "BCN", "test accuracy (%)", "vectors+cove-t", "vectors+cove-s-5-epochs"),  # the length control
         ("trec6", "BCN", "test accuracy (%)", "cove-t", "cove"),  # CoVe-T alone beside CoVe-S alone
         ("conll2000", "tagger", "test F1 (%)", "vectors+cove-t", "supervised"),
         ("conll2000", "tagger", "test F1 (%)", "vectors+cove-t", "vectors+cove")]
@@ -74,7 +76,7 @@ def test_the_pairs_of_cove_t_become_the_cards_rows(results, tmp_path, capsys):
         assert row["column"]["seeds"] == row["compared"]["seeds"] == row["difference"]["seeds"] == \
             list(range(1, seeds + 1)) and row["difference"]["n"] == seeds
     assert rows[0]["difference"] == {"mean": 1.0, "low": None, "high": None, "n": 1, "seeds": [1]}  # 91 - 90
-    for row in rows[1:3]:
+    for row in rows[1:4]:
         mean, _, (low, high), _, _ = by_hand("vectors+cove-t", row["compared"]["name"])
         found = row["difference"]
         assert found["mean"] == pytest.approx(mean, abs=0.005)
@@ -82,8 +84,8 @@ def test_the_pairs_of_cove_t_become_the_cards_rows(results, tmp_path, capsys):
 
     tagger = {"supervised": (95.0, 95.2, 94.9), "vectors+cove": (95.4, 95.5, 95.6),  # cove_t_runs' test F1 in %
               "vectors+cove-t": (95.7, 95.4, 95.8)}
-    assert rows[3]["difference"]["mean"] == pytest.approx(by_hand("cove-t", "cove")[0], abs=0.005)
-    for row in rows[4:]:
+    assert rows[4]["difference"]["mean"] == pytest.approx(by_hand("cove-t", "cove")[0], abs=0.005)
+    for row in rows[5:]:
         compared = row["compared"]["name"]
         assert (row["column"]["mean"], row["column"]["std"]) == spread(tagger["vectors+cove-t"])
         assert (row["compared"]["mean"], row["compared"]["std"]) == spread(tagger[compared])
@@ -159,4 +161,19 @@ def test_rows_measured_over_other_weights_than_the_cards_encoder_are_refused(res
     status, err = exit_of(script.main, argv, capsys)
     assert status == 2 and err.startswith(f"error: {tmp_path / 'one-unrecorded.json'}: the vectors+cove-t runs")
     assert len(convert(results, out, "--classification", str(patched["classification.json"]), "--tagging",
-                       str(patched["tagging.json"]), "--encoder", str(encoder))["rows"]) == 6
+                       str(patched["tagging.json"]), "--encoder", str(encoder))["rows"]) == 7
+
+
+def test_a_comparison_short_of_its_plan_is_refused_unless_partial(results, tmp_path, capsys):
+    """Without --partial every pair the plans make of the card's columns must be there on all its planned seeds:
+    the fixture's (TREC-6 on 3 seeds of 10, SNLI on 1 of 5, no SST-2, CoNLL-2000 on 3 of 5) ends the command naming
+    what is short, and writes nothing."""
+    out = tmp_path / "downstream.json"
+    argv = ["--classification", str(results / "classification.json"), "--tagging", str(results / "tagging.json"),
+            "--output", str(out)]
+    status, err = exit_of(script.main, argv, capsys)
+    assert status == 2 and err.startswith("error: the comparison is not complete") and not out.exists()
+    assert "BCN trec6 vectors+cove-t - vectors: seeds [1, 2, 3] of [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]" in err
+    assert "BCN sst2 vectors+cove-t - vectors+cove: seeds [] of [1, 2, 3]" in err
+    assert "BCN trec6 cove-t - cove" not in err  # planned on seeds 1-3: complete
+    assert "tagger conll2000 vectors+cove-t - supervised: seeds [1, 2, 3] of [1, 2, 3, 4, 5]" in err

@@ -39,7 +39,7 @@ def metrics(run: BcnRun, **extra) -> dict:
     """metrics.json as cove-train-classifier writes it, the keys the plan and the collector read."""
     return {"task": run.task, "column": plan.bcn_input(run.column), "seed": run.seed, "encoder": run.encoder,
             "command": "cove-train-classifier", "git": {"commit": "b" * 40, "dirty": False}, "limit": None,
-            "max_steps": -1, "subsample": None, "hyperparameters": {"epochs": 15, "dropout": 0.2},
+            "max_steps": -1, "subsample": None, "hyperparameters": load_hyperparameters(run.task),
             "seconds_per_epoch_mean": 70.0, "test": {"accuracy": 0.9, "macro_f1": 0.89},
             "best": {"validation_accuracy": 0.88}, "machine": CPU, **extra}
 
@@ -97,7 +97,8 @@ def test_a_cell_is_finished_by_a_full_run_of_its_input_seed_and_encoder_checkpoi
     assert not run_finished(tmp_path, run)
     path.parent.mkdir(parents=True)
     for wrong in ({"test": None}, {"limit": 200}, {"max_steps": 5}, {"subsample": {"train": "10 of 20"}},
-                  {"encoder": "runs/cove-small/encoder"}, {"column": "cove"}, {"seed": 3}, {"task": "snli"}):
+                  {"encoder": "runs/cove-small/encoder"}, {"column": "cove"}, {"seed": 3}, {"task": "snli"},
+                  {"hyperparameters": {**load_hyperparameters("trec6"), "epochs": 10}}):  # the yaml edited since
         path.write_text(json.dumps({key: value for key, value in {**metrics(run), **wrong}.items()
                                     if value is not None or key != "test"}))
         assert not run_finished(tmp_path, run), wrong
@@ -105,6 +106,9 @@ def test_a_cell_is_finished_by_a_full_run_of_its_input_seed_and_encoder_checkpoi
     assert not run_finished(tmp_path, run)
     path.write_text(json.dumps(metrics(run, encoder=str(Path("runs/cove-t/encoder").resolve()))))
     assert run_finished(tmp_path, run)  # no checkpoint there to compare with: its folder decides
+    hyperparameters = {k: v for k, v in load_hyperparameters("trec6").items() if k != "max_length"}  # added since
+    path.write_text(json.dumps(metrics(run, encoder=run.encoder, hyperparameters=hyperparameters)))
+    assert run_finished(tmp_path, run)  # a key added since counts at its default
 
 
 def test_a_run_over_a_checkpoint_pretrained_again_since_is_not_finished(tmp_path):
@@ -155,6 +159,9 @@ def test_a_stopped_run_resumes_where_its_start_had_the_plans_settings_and_weight
     (folder / "run_settings.json").write_text(json.dumps({**started, "hyperparameters": hyperparameters}))
     assert plan.can_resume(runs_dir, run, str(data))
     (folder / "run_settings.json").write_text(json.dumps(started))
+    (folder / "metrics.json").write_bytes(b"\0" * 64)  # written when its machine went: that run ended, start afresh
+    assert not plan.can_resume(runs_dir, run, str(data))
+    (folder / "metrics.json").unlink()
 
     def malformed_yaml(options):
         raise PresetError("configuration/tasks/trec6.yaml: unknown key 'epoch'")
@@ -267,6 +274,9 @@ def test_the_script_runs_every_cell_into_its_own_family_with_its_cpu_hours(tmp_p
     assert f"about {6 * 100 * 15 / 3600:.1f} CPU-hours" in out  # 6 runs left, each 15 epochs of 100 s
     assert "'not_started': 3" in out and "'skipped': 3" in out
     assert f"then: python benchmarks/collect_results.py --merge --runs {tmp_path / 'runs'}" in out
+    script["main"](["--data-dir", "DATA", "--runs-dir", str(runs_dir), "--table", str(table), "--tasks", "trec50",
+                    "--columns", "vectors", "--dry-run"])  # --tasks trec50 implies --trec50
+    assert capsys.readouterr().out.count("skip trec50/vectors-seed") == 3  # (no word vectors here)
     for wrong in (["--tasks", "imdb"], ["--runs-dir", str(tmp_path / "bcn")]):  # not a task; not the family's folder
         with pytest.raises(SystemExit) as exit_info:
             script["main"](["--data-dir", "DATA", *wrong])

@@ -255,11 +255,12 @@ def test_columns_versus_vectors_paired_by_seed(tmp_path):
     half = 4.303 * statistics.stdev(diffs) / 3 ** 0.5  # t(0.975, df 2)
     mean = statistics.mean(diffs)
     assert cove["test_accuracy"] == {"seeds": [1, 2, 3], "mean": round(mean, 2), "higher_on": 1, "lower_on": 2,
+                                     "unpaired": {"a": [4], "b": []},  # seed 4: vectors+cove alone ran it
                                      "std": round(statistics.stdev(diffs), 2),
                                      "ci95": [round(mean - half, 2), round(mean + half, 2)]}
     assert cove["validation_accuracy"]["mean"] == -1.0 and cove["validation_accuracy"]["std"] == 0.0
     assert table["trec6"]["random - vectors"]["test_accuracy"] == {"seeds": [2], "mean": -7.0, "higher_on": 0,
-                                                                   "lower_on": 1}
+                                                                   "lower_on": 1, "unpaired": {"a": [], "b": [1, 3]}}
 
 
 def test_runs_that_trained_otherwise_are_no_pair(tmp_path):
@@ -362,6 +363,18 @@ def test_collected_files_name_the_machines_their_runs_ran_on(tmp_path):
     assert merged["machine"] == ["Xeon VM: seeds 1-3", "AMD EPYC (25/17/1)",
                                  "Intel(R) Xeon(R) Processor (6/207/2) + NVIDIA H200"]
     assert merged["reconstructed"] is True and merged["reconstructed_from"] == {"machine": "RESULTS.md at abc"}
+
+
+def test_a_pair_over_a_column_with_two_runs_of_one_seed_is_refused():
+    """paired_difference pairs by seed: a column holding two runs of one seed has no one pair for it, so it raises
+    naming the seed instead of pairing one of them."""
+    from modeling_cove.training.common.stats import paired_difference
+
+    once, twice = [{"seed": 1, "x": 1.0}, {"seed": 2, "x": 2.0}], [{"seed": 2, "x": 1.0}, {"seed": 2, "x": 3.0}]
+    with pytest.raises(ValueError, match=r"column b holds two runs of seed\(s\) \[2\]"):
+        paired_difference(once, twice, "x")
+    assert paired_difference(once, once[1:], "x") == {"seeds": [2], "mean": 0.0, "higher_on": 0, "lower_on": 0,
+                                                      "unpaired": {"a": [1], "b": []}}
 
 
 def test_bilm_runs_are_the_vectors_bilm_column_paired_with_vectors(tmp_path):
@@ -702,7 +715,8 @@ def test_the_cove_t_comparison_is_a_section_of_its_own_paired_by_seed(tmp_path):
             (encoder, round(100 * test, 2)) for test in tests]
     pairs = section["versus_vectors"]["trec6"]
     assert list(pairs) == ["vectors+cove - vectors", "vectors+cove-t - vectors", "vectors+cove-s-5-epochs - vectors",
-                           "vectors+cove-t - vectors+cove", "cove-t - cove"]
+                           "vectors+cove-t - vectors+cove", "cove-t - cove",
+                           "vectors+cove-t - vectors+cove-s-5-epochs", "vectors+cove-s-5-epochs - vectors+cove"]
     for name, entry in pairs.items():
         mean, std, ci95, higher, lower = by_hand(*name.split(" - "))
         for key in ("test_accuracy", "validation_accuracy"):  # validation = test - 2 on every run
@@ -838,6 +852,66 @@ def test_the_cove_t_comparison_records_the_pretraining_of_its_encoders(tmp_path)
     assert section["pretraining"] == {"runs/cove-t/encoder": {
         **{k: v for k, v in metrics.items() if k != "loss_log"}, "curve_png": "mt_cove-t.png"}}
     assert (out / "mt_cove-t.png").read_bytes() == b"png"
+
+    # --merge from a runs folder without the MT run: a seed added, the record of the section kept
+    later = tmp_path / "later"
+    write_main_table(later)
+    write_cove_t_family(later, columns={"vectors+cove-t": COVE_T_RUNS["vectors+cove-t"]}, seeds=(4,))
+    collect_results(later, out, merge=True, command="later")
+    merged = json.loads((out / "classification.json").read_text())["cove_t_comparison"]
+    assert merged["command"] == "later" and merged["pretraining"] == section["pretraining"]
+    assert [r["seed"] for r in merged["results"]["trec6"]["vectors+cove-t"]["runs"]] == [1, 2, 3, 4]
+    # --merge from one without any of the family's runs: the section stays as it is
+    empty = tmp_path / "empty"
+    write_main_table(empty)
+    collect_results(empty, out, merge=True, command="empty")
+    assert json.loads((out / "classification.json").read_text())["cove_t_comparison"] == merged
+
+
+def test_the_cove_t_comparison_refuses_runs_over_weights_its_checkpoint_no_longer_holds(tmp_path):
+    """A column's runs recorded the sha256 of its checkpoint's weights; pretrained again since (the folder, beside
+    runs/ as the runs name it, holds other weights), the collection stops naming both; the same weights pass."""
+    import hashlib
+
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    write_main_table(runs)
+    columns = {"vectors+cove-t": COVE_T_RUNS["vectors+cove-t"]}
+    encoder = tmp_path / COVE_T_RUNS["vectors+cove-t"][1]
+    encoder.mkdir(parents=True)
+    (encoder / "config.json").write_text("{}")
+    (encoder / "model.safetensors").write_bytes(b"CoVe-T pretrained again")
+    write_cove_t_family(runs, columns=columns)
+    with pytest.raises(ValueError, match=r"cove_t_comparison / vectors\+cove-t: its runs read runs/cove-t/encoder "
+                                         r"with weights c3c3c3c3c3c3, which now holds "):
+        collect_results(runs, out, command="collect")
+    sha = hashlib.sha256(b"CoVe-T pretrained again").hexdigest()
+    later = tmp_path / "later"
+    write_main_table(later)
+    write_cove_t_family(later, columns={"vectors+cove-t": (*columns["vectors+cove-t"][:2], sha,
+                                                           columns["vectors+cove-t"][3])})
+    (tmp_path / "runs").rename(tmp_path / "old")
+    later.rename(runs)
+    collect_results(runs, out, command="collect")
+    assert json.loads((out / "classification.json").read_text())["cove_t_comparison"]["encoders"][
+        "vectors+cove-t"] == {"encoder": "runs/cove-t/encoder", "encoder_weights": sha}
+
+
+def test_the_cove_t_comparison_refuses_a_task_whose_runs_trained_otherwise(tmp_path):
+    """Every run of a task follows its yaml; a run of 10 epochs among 15-epoch ones (a yaml edited between them)
+    would lose its pairs without a word: the collection stops naming the runs of each setting. An unreadable
+    metrics.json stops it naming the file."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    write_main_table(runs)
+    write_cove_t_family(runs)
+    path = runs / "bcn-cove-t" / "trec6" / "vectors-seed2" / "metrics.json"
+    metrics = json.loads(path.read_text())
+    path.write_text(json.dumps({**metrics, "hyperparameters": {**metrics["hyperparameters"], "epochs": 10}}))
+    with pytest.raises(ValueError, match=r"cove_t_comparison / trec6: the runs trained otherwise .*\{'epochs': '10', "
+                                         r"'dropout': '0.2'\}: \['vectors 2'\]"):
+        collect_results(runs, out, command="collect")
+    path.write_bytes(b"\0" * 16)  # a machine gone while it was written
+    with pytest.raises(ValueError, match=f"{path}: not a JSON file"):
+        collect_results(runs, out, command="collect")
 
 
 def test_the_cove_t_comparison_pairs_runs_on_one_kind_of_device(tmp_path):

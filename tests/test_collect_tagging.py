@@ -207,6 +207,18 @@ def test_the_cove_t_comparison_pairs_runs_on_one_kind_of_device(tmp_path):
         collect_cove_t(runs, tmp_path / "tagging.json")
 
 
+def test_a_cell_with_two_runs_of_one_seed_is_refused(tmp_path):
+    """A leftover copy of a run folder under another name (vectors+cove-t-seed6 holding seed 1's run) would count
+    seed 1 twice in the mean and pair one of the two at random: the collection stops, naming the seed."""
+    runs = tmp_path / "tag-cove-t"
+    cove_t_runs(runs)
+    copy = runs / "conll2000" / "vectors+cove-t-seed6"
+    copy.mkdir()
+    (copy / "metrics.json").write_text((runs / "conll2000" / "vectors+cove-t-seed1" / "metrics.json").read_text())
+    with pytest.raises(ValueError, match=r"conll2000/vectors\+cove-t: seed\(s\) \[1\] have two runs"):
+        collect_cove_t(runs, tmp_path / "tagging.json")
+
+
 def test_a_cell_over_two_encoder_weights_is_refused(tmp_path, capsys):
     """CoVe-T's vectors+cove-t seeds over two pretrainings of CoVe-T (the sha256 each run recorded): one cell, one
     encoder; runs older than the record join any; the command line says so in one line, exit 2."""

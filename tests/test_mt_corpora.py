@@ -378,8 +378,10 @@ def test_two_corpora_run_records_per_corpus_metrics_and_resumes_exactly(toy, tmp
     assert "validation_source_unk_rate" in pairs_stats and "validation_target_unk_rate" in pairs_stats
     table = mt_results_table(metrics)  # the exported encoder's card: each corpus's test figures, named
     assert "Validation: multi30k's (the first corpus" in table
-    for corpus, figures in metrics["test_by_corpus"].items():
-        assert f"Test on {corpus}: BLEU {figures['bleu']:.2f} " in table
+    held_out = f"{test_pairs:,} pairs held out of `{pairs_stats['read_from']}`, no English sentence on two splits"
+    for corpus, split in (("multi30k", "its test split `test_2016_flickr`, 16 pairs"), ("pairs", held_out)):
+        figures = metrics["test_by_corpus"][corpus]  # each named with the pairs it is on
+        assert f"Test on {corpus} ({split}): BLEU {figures['bleu']:.2f} " in table
     data = mt_corpora_text(metrics["settings"], stats)  # and each corpus's pairs and exclusions
     kept, in_file = pairs_stats["train_pairs_kept"], pairs_stats["pairs_in_file"]
     assert f"`pairs`: {kept:,} training pairs of {in_file:,} in the file" in data

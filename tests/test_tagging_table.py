@@ -215,6 +215,10 @@ def test_the_script_runs_the_cove_t_comparison_into_its_own_folder(tmp_path, cap
                           (["--rows", "conll2000", "--columns", "vectors+cove"], "runs/cove-small/encoder")):
         script["main"](["--data-dir", "DATA", "--runs-dir", str(tmp_path / "runs"), *flags, "--dry-run"])
         assert f"skip conll2000/vectors+cove-seed1: no encoder checkpoint at {cove_s}" in capsys.readouterr().out
+    script["main"](["--data-dir", "DATA", "--vocab", vocab, "--cove-encoder", vocab, "--cove-t-encoder", str(cove_t),
+                    "--dry-run"])  # runs/tag-cove-t here, not the repository's: the collector is told where
+    assert (f"then: python benchmarks/collect_tagging.py --cove-t --merge --runs-dir {tmp_path / 'runs/tag-cove-t'}"
+            in capsys.readouterr().out)
     for wrong in (["--recipe", "cvt-paper"], ["--rows", "wnut17"], ["--columns", "cvt"]):
         with pytest.raises(SystemExit) as exit_info:
             script["main"](["--data-dir", "DATA", "--cove-t-encoder", str(cove_t), *wrong])

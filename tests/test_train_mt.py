@@ -439,6 +439,7 @@ def test_init_from_checkpoint_keeps_word_vectors_fixed(toy, tmp_path):
     encoder, tokenizer = create_cove_checkpoint(words, matrix, hidden_size=4, seed=3)
     encoder.save_pretrained(tmp_path / "vocab")
     tokenizer.save_pretrained(tmp_path / "vocab")
+    (tmp_path / "vocab" / "build_info.json").write_text(json.dumps({"vectors": str(toy / "vectors.txt")}))
     out = tmp_path / "run"
     run(["--output-dir", str(out), "--data-dir", str(toy / "data"), "--init-from", str(tmp_path / "vocab"),
                    "--config-overrides", json.dumps({"decoder_hidden_size": 8, "decoder_embedding_dim": 6}),
@@ -450,6 +451,7 @@ def test_init_from_checkpoint_keeps_word_vectors_fixed(toy, tmp_path):
     assert not torch.equal(trained["cove.encoder.rnn.weight_ih_l0"], start["encoder.rnn.weight_ih_l0"])
     stats = json.loads((out / "metrics.json").read_text())["data"]
     assert stats["source_vocab_size"] == len(tokenizer) and stats["source_vocab_from"] == str(tmp_path / "vocab")
+    assert stats["source_vectors"] == str(toy / "vectors.txt")  # cove-build-vocab's record: the card names it
 
 
 def test_init_from_that_is_no_checkpoint_is_named(toy, tmp_path, capsys):
@@ -740,7 +742,8 @@ def test_resume_finds_the_data_in_another_spelling_of_its_place(toy, tmp_path, m
 
 def test_encoder_card_names_the_vectors_of_an_init_from_checkpoint(tmp_path):
     """A run started --init-from a cove-build-vocab checkpoint: the card names the vectors file that checkpoint was
-    built from (its build_info.json), so a stand-in is said to be one; without that file, the checkpoint's folder."""
+    built from (the run's data record, else its build_info.json), so a stand-in is said to be one; without either, the
+    checkpoint's folder."""
     from modeling_cove import CoveConfig
 
     config = CoveConfig(vocab_size=10, word_vector_dim=8, hidden_size=4)
@@ -753,3 +756,7 @@ def test_encoder_card_names_the_vectors_of_an_init_from_checkpoint(tmp_path):
             "840B.") in card
     (vocab / "build_info.json").unlink()
     assert f"- Word vectors (fixed): `{vocab}`." in str(encoder_export_card("mt", config, metrics, path=Path("enc")))
+    # a run that recorded its vectors in its data record (exported from another folder than it ran in): that file
+    metrics["data"] = {"source_vectors": "data/vectors/w2v-lower-300d.txt.xz"}
+    assert ("- Word vectors (fixed): `data/vectors/w2v-lower-300d.txt.xz`. Stand-in word2vec vectors, NOT GloVe "
+            "840B.") in str(encoder_export_card("mt", config, metrics, path=Path("enc")))

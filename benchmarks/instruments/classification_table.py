@@ -46,11 +46,12 @@ from pathlib import Path
 
 import torch
 
-from modeling_cove.training.commands.train_classifier import (ClassifierOptions, ResumeError, load_hyperparameters,
+from modeling_cove.training.commands.train_classifier import (HYPERPARAMETER_DEFAULTS, NOT_HYPERPARAMETERS,
+                                                             ClassifierOptions, ResumeError, load_hyperparameters,
                                                              resume_checkpoint, run_hyperparameters, run_settings)
 from modeling_cove.training.common.cli import parse_options
 from modeling_cove.training.common.presets import PresetError
-from modeling_cove.training.loops.accelerate_loop import RUN_SETTINGS_FILE
+from modeling_cove.training.loops.accelerate_loop import RUN_SETTINGS_FILE, same_with_defaults
 from modeling_cove.training.publishing.cards_record import CheckpointError
 
 from .results import COVE_T_SECTION, ENCODER_COLUMNS, TABLE_COLUMNS, checkpoint_weights, smoke_run
@@ -152,7 +153,8 @@ def check_one_vocabulary(encoders: dict) -> None:
 
 def run_finished(runs_dir: Path | str, run: BcnRun) -> bool:
     """Whether `run`'s folder holds its finished run: a metrics.json with test figures (train_classifier writes it
-    once the run is done) of a full run (not a smoke run, not on random subsets) with the cell's input, task, seed
+    once the run is done) of a full run (not a smoke run, not on random subsets) with the cell's input, task, seed,
+    the hyperparameters its task yaml gives now (an edited yaml makes the run stale, as its resume would be refused)
     and encoder folder, and, where that checkpoint is there, the sha256 of its weights now (a checkpoint pretrained
     again since makes the run stale)."""
     metrics = read_json(Path(runs_dir) / run.folder / "metrics.json")
@@ -160,6 +162,9 @@ def run_finished(runs_dir: Path | str, run: BcnRun) -> bool:
         return False
     planned = run.settings()
     if any(metrics.get(key) != planned[key] for key in ("task", "column", "seed")):
+        return False
+    hyperparameters = {k: v for k, v in load_hyperparameters(run.task).items() if k not in NOT_HYPERPARAMETERS}
+    if not same_with_defaults(metrics.get("hyperparameters") or {}, hyperparameters, HYPERPARAMETER_DEFAULTS):
         return False
     if metrics.get("encoder") is None or Path(metrics["encoder"]).resolve() != Path(run.encoder).resolve():
         return False
@@ -171,9 +176,12 @@ def can_resume(runs_dir: Path | str, run: BcnRun, data_dir: str) -> bool:
     """Whether an unfinished `run` (planned over `data_dir`) continues from where it stopped: cove-train-classifier's
     own check (`resume_checkpoint`) takes its command with --resume, on one process on this machine's kind of device
     (the settings its folder's run_settings.json recorded, the hyperparameters the task yaml gives now, the encoder's
-    weights as that checkpoint has them now); else it starts afresh."""
-    if not (Path(runs_dir) / run.folder / RUN_SETTINGS_FILE).is_file():
-        return False  # never started
+    weights as that checkpoint has them now); else it starts afresh, as it does when its folder holds a metrics.json
+    that `run_finished` did not take (cut short, or a run of other settings: cove-train-classifier refuses to resume
+    a folder holding one)."""
+    folder = Path(runs_dir) / run.folder
+    if not (folder / RUN_SETTINGS_FILE).is_file() or (folder / "metrics.json").exists():
+        return False  # never started, or a run ended there
     options = parse_options(ClassifierOptions, run.arguments(data_dir, runs_dir, 1, resume=True))
     try:
         planned = run_settings(options, run_hyperparameters(options), world_size=1,

@@ -53,8 +53,10 @@ RUN_FOLDER = re.compile(r"(?P<column>.+?)(-[df][0-9.]+)?-seed(?P<seed>[0-9]+)") 
 COVE_T_FOLDER = "bcn-cove-t"  # runs/bcn-cove-t/<task>/<column>-seed<N>: the CoVe-T comparison's own family
 COVE_T_SECTION = "cove_t_comparison"  # its section of classification.json
 # The CoVe-T comparison's paired blocks (classification.json's cove_t_comparison.versus_vectors): each (a, b) as "a - b"
+# (the 5-epoch CoVe-S against CoVe-T and CoVe-S: what training length alone gives, on the same seeds)
 COVE_T_PAIRS = (("vectors+cove", "vectors"), ("vectors+cove-t", "vectors"), ("vectors+cove-s-5-epochs", "vectors"),
-                ("vectors+cove-t", "vectors+cove"), ("cove-t", "cove"))
+                ("vectors+cove-t", "vectors+cove"), ("cove-t", "cove"),
+                ("vectors+cove-t", "vectors+cove-s-5-epochs"), ("vectors+cove-s-5-epochs", "vectors+cove"))
 SAMPLE_EFFICIENCY_FOLDER = "bcn-fraction"  # runs/bcn-fraction/<task>/<column>-f<fraction>-seed<N> (--train-fraction)
 BILM_KEYS = ("command", "commit", "settings", "machine", "data", "epochs", "global_step", "train_seconds",
              "train_tokens", "train_tokens_per_second", "wall_seconds")  # metrics.json less the per-step loss log
@@ -237,7 +239,10 @@ def full_runs(runs: Path, pattern: str, subsampled: bool | None = False, exclude
         family = metrics_path.relative_to(runs).parts[0]  # the run family: runs/<folder>/<task>/<run>
         if family in exclude:
             continue
-        m = json.loads(metrics_path.read_text())
+        try:
+            m = json.loads(metrics_path.read_text())
+        except json.JSONDecodeError as error:  # cut short or zero-filled (a machine gone while it was written)
+            raise ValueError(f"{metrics_path}: not a JSON file ({error}); run that cell again") from None
         m["_folder"] = family
         if smoke_run(m):
             continue
@@ -489,15 +494,22 @@ def check_one_encoder(label: str, records: list) -> None:
         raise ValueError(f"{label}: {mismatch}; one table cell needs one encoder: rerun the seeds or collect them apart")
 
 
+def check_cell_runs(label: str, records: list) -> None:
+    """Raise ValueError unless a table cell's `records` hold one run a seed and read one encoder (check_one_encoder).
+    Two runs of a seed come from a leftover copy of a run folder (or two folders of one column): the mean would count
+    that seed twice and the pairs by seed would read one of them."""
+    seeds = [r["seed"] for r in records]
+    twice = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    if twice:
+        raise ValueError(f"{label}: seed(s) {twice} have two runs (their commands: "
+                         f"{[r.get('command') for r in records if r['seed'] in twice]}); keep one run a seed")
+    check_one_encoder(label, records)
+
+
 def summarize(task: str, column: str, records: list) -> dict:
     """A table cell: its runs (sorted by seed) with mean ± std over them (and the scalar mix's learned weights)."""
     records = sorted(records, key=lambda r: r["seed"])
-    seeds = [r["seed"] for r in records]
-    twice = sorted({seed for seed in seeds if seeds.count(seed) > 1})
-    if twice:  # a leftover copy of a run folder (or two folders of one column): one run a seed, or the pairs lie
-        raise ValueError(f"{task} / {column}: seed(s) {twice} have two runs (their commands: "
-                         f"{[r.get('command') for r in records if r['seed'] in twice]}); keep one run a seed")
-    check_one_encoder(f"{task} / {column}", records)
+    check_cell_runs(f"{task} / {column}", records)
     entry = {"runs": records,
              "test_accuracy": mean_std([r["test_accuracy"] for r in records]),
              "test_macro_f1": mean_std([r["test_macro_f1"] for r in records]),
@@ -666,17 +678,44 @@ def collect_cove_t(runs: Path) -> dict:
     return collect_classification(runs, f"{COVE_T_FOLDER}/*/*-seed*/metrics.json")
 
 
-def cove_t_comparison(results: dict, stamp: dict, runs: Path, out: Path) -> dict:
+def check_one_training(label: str, records: list) -> None:
+    """Raise ValueError when `records` (the runs of one task of the CoVe-T comparison, every column) trained otherwise
+    (PAIRED_SETTINGS): the plan gives them all the task yaml's, so two settings mean a run of another plan, whose
+    pairs paired_entry would leave out without a word."""
+    found = {}
+    for r in records:
+        found.setdefault(tuple(str(r.get(key)) for key in PAIRED_SETTINGS), []).append(f"{r['column']} {r['seed']}")
+    if len(found) > 1:
+        held = "; ".join(f"{dict(zip(PAIRED_SETTINGS, key))}: {runs}" for key, runs in found.items())
+        raise ValueError(f"{label}: the runs trained otherwise (columns and seeds by setting: {held}); one task, one "
+                         "training: run the odd ones again with the task's settings")
+
+
+def check_current_weights(label: str, encoder: str, encoder_weights: str | None, runs: Path) -> None:
+    """Raise ValueError when the checkpoint a column's runs read (`encoder`, relative to the repository beside
+    `runs`) now holds other weights than the sha256 they recorded (`encoder_weights`): it was pretrained again since,
+    and its pretraining record would sit beside runs of the old weights. A checkpoint not there is not checked."""
+    now = checkpoint_weights((runs.parent / encoder).resolve())
+    if encoder_weights and now and now != encoder_weights:
+        raise ValueError(f"{label}: its runs read {encoder} with weights {encoder_weights[:12]}, which now holds "
+                         f"{now[:12]} (pretrained again): run them again (benchmarks/run_classification_table.py "
+                         "reruns stale runs) or collect where the old checkpoint is")
+
+
+def cove_t_comparison(results: dict, stamp: dict, runs: Path, out: Path, earlier: dict | None = None) -> dict:
     """classification.json's section of the CoVe-T comparison (COVE_T_SECTION) over its cells (`results`, task ->
     column -> cell): what it is, the collection's command and commit (`stamp`), the machines its runs ran on, its
     columns, per column the encoder its runs read (folder and the weights' sha256 they recorded; one encoder a column
-    over every task, else ValueError), the MT pretraining record of each encoder found under `runs`
-    (`pretraining_records`: its BLEU per corpus, test-sentence exclusions and <unk> rates, best epoch; curves copied
-    to `out`), the cells, and per task its pairs by seed (COVE_T_PAIRS, "a - b")."""
+    over every task, and the weights that checkpoint holds now where it is there, else ValueError), the MT
+    pretraining record of each encoder found under `runs` (`pretraining_records`: its BLEU per corpus, test-sentence
+    exclusions and <unk> rates, best epoch; curves copied to `out`), else the one of the section collected before
+    (`earlier`), the cells, and per task its pairs by seed (COVE_T_PAIRS, "a - b"). A task whose runs trained
+    otherwise is refused (`check_one_training`)."""
     by_column = {}
     for task, columns in results.items():
-        check_one_device_kind(f"cove_t_comparison / {task}", [(run_device_kind(r), r["seed"])
-                                                               for cell in columns.values() for r in cell["runs"]])
+        task_runs = [dict(r, column=column) for column, cell in columns.items() for r in cell["runs"]]
+        check_one_device_kind(f"cove_t_comparison / {task}", [(run_device_kind(r), r["seed"]) for r in task_runs])
+        check_one_training(f"cove_t_comparison / {task}", task_runs)
         for column, cell in columns.items():
             by_column.setdefault(column, []).extend(cell["runs"])
     encoders = {}
@@ -685,10 +724,13 @@ def cove_t_comparison(results: dict, stamp: dict, runs: Path, out: Path) -> dict
         encoders[column] = {"encoder": records[0]["encoder"],
                             "encoder_weights": next((r["encoder_weights"] for r in records if r.get("encoder_weights")),
                                                     None)}
+        check_current_weights(f"cove_t_comparison / {column}", **encoders[column], runs=runs)
+    folders = {e["encoder"] for e in encoders.values()}
+    kept = {folder: record for folder, record in ((earlier or {}).get("pretraining") or {}).items() if folder in folders}
     return {"what": COVE_T_WHAT, **stamp,
             "machine": run_machines([r.get("machine") for records in by_column.values() for r in records]),
             "columns": {column: COVE_T_COLUMNS.get(column) for column in encoders}, "encoders": encoders,
-            "pretraining": pretraining_records(runs, {e["encoder"] for e in encoders.values()}, out),
+            "pretraining": {**kept, **pretraining_records(runs, folders, out)},
             "results": results, "versus_vectors": head_to_head(results, COVE_T_PAIRS)}
 
 
@@ -721,8 +763,9 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
     runs to the classification.json already in `out` (a run replaces the one of the same task, column and seed; the
     others stay and every mean is computed again) instead of replacing it; the CoVe-T comparison's runs
     (runs/bcn-cove-t) go to the file's section COVE_T_SECTION (cove_t_comparison), with `merge` over that section's
-    runs alike, never into the table; with none of its runs under `runs`, the section the file has stays as it is
-    (with or without `merge`, as the tagging collector keeps tagging.json's). `command` is recorded in every file."""
+    runs alike (and the MT records it holds of encoders not under `runs`), never into the table; with none of its
+    runs under `runs`, the section the file has stays as it is, with or without `merge` (as the tagging collector
+    keeps tagging.json's). `command` is recorded in every file."""
     runs, out = Path(runs), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     stamp = {"command": command, "commit": git_commit()}
@@ -749,9 +792,10 @@ def collect_results(runs: Path | str, out: Path | str, merge: bool = False, comm
         report.pop(COVE_T_SECTION, None)  # the old file's: a family of its own, never merged with the table
         found = provenance(run_machines([run.get("machine") for run in table_runs(report)]), old)
         body = {**stamp, **found, **{k: v for k, v in report.items() if k not in (*stamp, *PROVENANCE)}}
-        cove_t = merge_runs_table(old.get(COVE_T_SECTION, {}).get("results", {}), cove_t)  # old: {} without merge
-        if cove_t:
-            body[COVE_T_SECTION] = cove_t_comparison(cove_t, stamp, runs, out)
+        if cove_t:  # with `merge`, over the section's runs (old: {} without)
+            earlier = old.get(COVE_T_SECTION, {})
+            body[COVE_T_SECTION] = cove_t_comparison(merge_runs_table(earlier.get("results", {}), cove_t), stamp,
+                                                     runs, out, earlier)
         elif existing.exists():  # none of its runs here: the section the file has stays (not the table's to drop)
             kept = json.loads(existing.read_text()).get(COVE_T_SECTION)
             if kept:

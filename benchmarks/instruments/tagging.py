@@ -30,7 +30,7 @@ from modeling_cove.training.common.stats import mean_std, paired_difference
 from modeling_cove.training.common.run_info import git_commit
 from modeling_cove.training.common.files import write_json
 
-from .results import COVE_T_SECTION, check_one_device_kind, check_one_encoder, device_kind, run_device_kind
+from .results import COVE_T_SECTION, check_cell_runs, check_one_device_kind, device_kind, run_device_kind
 
 logger = logging.getLogger(__name__)
 
@@ -148,12 +148,13 @@ def read_runs(runs_dir: Path | str, detail: bool = False) -> tuple[list, list]:
 
 
 def cell(records: list) -> dict:
-    """A table cell over one row, task and column: its runs sorted by seed and mean ± std (n) with the values; runs
-    that recorded the sha256 of different encoder weights are refused (`results.check_one_encoder`)."""
+    """A table cell over one row, task and column: its runs sorted by seed and mean ± std (n) with the values; two
+    runs of one seed, or runs that recorded the sha256 of different encoder weights, are refused
+    (`results.check_cell_runs`)."""
     records = sorted(records, key=lambda r: r["seed"])
     first = records[0]
-    check_one_encoder(f"{first['row']}/{first['task'] + '/' if first['row'] == MULTITASK else ''}{first['column']}",
-                      records)
+    check_cell_runs(f"{first['row']}/{first['task'] + '/' if first['row'] == MULTITASK else ''}{first['column']}",
+                    records)
     kind = records[0]["metric"]
     entry = {"task": records[0]["task"], "metric": kind}
     for split in ("test", "validation"):

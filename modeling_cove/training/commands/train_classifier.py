@@ -69,12 +69,11 @@ from ..loops.trainer import (EpochTimer, FindBestCheckpoint, checkpoint_folder, 
                              training_arguments, whole_epoch)
 
 __all__ = ["attach_features", "build_model", "build_trainer", "check_run", "ClassifierOptions", "COLUMNS",
-           "curve_panels", "epoch_records", "evaluate_best", "finish_run", "fit", "load_hyperparameters",
-           "load_metrics", "main", "make_compute_metrics", "make_training_arguments", "prepare_splits",
-           "remove_previous_outputs", "RESUME_KEYS", "RESUME_SAME", "resume_checkpoint", "ResumeError",
-           "run_hyperparameters", "run_settings",
-           "scalar_mix_weights", "subsample_splits", "TASKS", "tokenize_splits",
-           "train_classifier", "write_eval_results"]
+           "curve_panels", "epoch_records", "evaluate_best", "finish_run", "fit", "HYPERPARAMETER_DEFAULTS",
+           "load_hyperparameters", "load_metrics", "main", "make_compute_metrics", "make_training_arguments",
+           "NOT_HYPERPARAMETERS", "prepare_splits", "remove_previous_outputs", "RESUME_KEYS", "RESUME_SAME",
+           "resume_checkpoint", "ResumeError", "run_hyperparameters", "run_settings", "scalar_mix_weights",
+           "subsample_splits", "TASKS", "tokenize_splits", "train_classifier", "write_eval_results"]
 
 TASK_CONFIG_DIR = CONFIGURATION / "tasks"
 TASKS = ("sst2", "sst5", "trec6", "trec50", "imdb", "snli", "tsv")

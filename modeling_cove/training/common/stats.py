@@ -21,7 +21,14 @@ def mean_std(values, digits: int = 2):
 def paired_difference(runs_a: list, runs_b: list, key: str) -> dict | None:
     """Column a minus column b on the seeds both ran (each run a dict with "seed" and `key`; a seed gives both
     columns the same data and batch order): mean and std of the per-seed differences, a 95% t interval of the mean
-    (from two seeds on), and on how many seeds a is higher or lower. None when no seed is shared."""
+    (from two seeds on), on how many seeds a is higher or lower, and the seeds only one column ran ("unpaired", where
+    there are some: left out of the pairs). None when no seed is shared; ValueError when a column holds two runs of
+    one seed (which one would pair is arbitrary)."""
+    for name, runs in (("a", runs_a), ("b", runs_b)):
+        seeds = [r["seed"] for r in runs]
+        if len(set(seeds)) < len(seeds):
+            raise ValueError(f"paired_difference: column {name} holds two runs of seed(s) "
+                             f"{sorted({s for s in seeds if seeds.count(s) > 1})}; pairs need one run a seed")
     a, b = {r["seed"]: r[key] for r in runs_a}, {r["seed"]: r[key] for r in runs_b}
     seeds = sorted(set(a) & set(b))
     if not seeds:
@@ -30,6 +37,8 @@ def paired_difference(runs_a: list, runs_b: list, key: str) -> dict | None:
     mean = statistics.mean(diffs)
     entry = {"seeds": seeds, "mean": round(mean, 2), "higher_on": sum(d > 0 for d in diffs),
              "lower_on": sum(d < 0 for d in diffs)}
+    if set(a) != set(b):
+        entry["unpaired"] = {"a": sorted(set(a) - set(b)), "b": sorted(set(b) - set(a))}
     if len(diffs) > 1:
         std = statistics.stdev(diffs)
         df = len(diffs) - 1

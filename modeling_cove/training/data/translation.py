@@ -72,7 +72,12 @@ def _source_from_checkpoint(path):
     encoder, tokenizer = load_cove_checkpoint(path, flag="--init-from")
     vocab = tokenizer.get_vocab()
     with_vector = {w for w, i in vocab.items() if bool(encoder.embeddings.weight[i].abs().sum() > 0)}
-    return encoder, tokenizer, with_vector, {"source_vocab_from": str(path)}
+    info = {"source_vocab_from": str(path)}
+    try:  # the vectors file the checkpoint was built from (cove-build-vocab's record): the card names it
+        info["source_vectors"] = str(json.loads((Path(path) / "build_info.json").read_text())["vectors"])
+    except (OSError, ValueError, KeyError, TypeError):  # a checkpoint of another kind (an exported encoder)
+        pass
+    return encoder, tokenizer, with_vector, info
 
 
 def build_source_side(settings: dict, src_counts: Counter, lowercase: bool):

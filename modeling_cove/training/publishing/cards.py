@@ -31,6 +31,7 @@ from typing import Optional
 import jinja2
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from ...data import MULTI30K_SPLIT_FILES
 from ...hub import MANIFEST
 from ..common import papers
 from .cards_record import (  # re-exported: the card and its inputs have one import path
@@ -497,7 +498,8 @@ def encoder_export_card(objective: str, config, metrics: Optional[dict], *, path
 
 def _mt_export_sections(config, metrics: dict, path: Path, name: str) -> dict:
     settings = metrics.get("settings", {})
-    vectors = settings.get("vectors") or _init_vectors(settings.get("init_from")) or "unknown"
+    vectors = (settings.get("vectors") or metrics.get("data", {}).get("source_vectors")
+               or _init_vectors(settings.get("init_from")) or "unknown")
     return dict(
         name=name, path=str(path), config=config, settings=settings, run_data=metrics.get("data", {}),
         vectors=vectors, stand_in="w2v-lower" in str(vectors), optimisation=optimisation_text(settings),
@@ -507,8 +509,9 @@ def _mt_export_sections(config, metrics: dict, path: Path, name: str) -> dict:
 
 
 def _init_vectors(init_from) -> str | None:
-    """The word vectors of a run started from a vocabulary checkpoint (--init-from): the vectors file its
-    build_info.json names (cove-build-vocab writes it), else the checkpoint's folder; None without one."""
+    """The word vectors of a run started from a vocabulary checkpoint (--init-from) that recorded none in its data
+    record (runs before it did): the vectors file its build_info.json names (cove-build-vocab writes it; the folder
+    as the run recorded it, from the folder the export runs in), else the checkpoint's folder; None without one."""
     if not init_from:
         return None
     try:
@@ -572,13 +575,26 @@ def mt_results_table(metrics: dict) -> str:
     if names:
         lines.append("")
         lines.append(f"Validation: {names[0]}'s (the first corpus; it drives the lr schedule).")
+    corpora = metrics.get("data", {}).get("corpora") or {}
     for index, figures in enumerate([by_corpus[name] for name in names] or ([test] if test else [])):
-        where = f" on {names[index]}" if names else ""
+        where = f" on {names[index]} ({test_split_text(names[index], corpora.get(names[index], {}))})" if names else ""
         lines.append("")
         lines.append(f"Test{where}: BLEU {figures['bleu']:.2f} (uncased, tokenized, as the paper reports; beam "
                      f"{figures['num_beams']}), detokenized sacreBLEU {figures['sacrebleu']:.2f} "
                      f"(`{figures['sacrebleu_signature']}`), perplexity {figures['perplexity']:.2f}.")
     return "\n".join(lines)
+
+
+def test_split_text(name: str, stats: dict) -> str:
+    """Which pairs a corpus's test figures are on, from its data record (`stats`): Multi30k's own test split, or the
+    pairs a run held out of a parallel file (by distinct English sentence)."""
+    pairs = stats.get("pairs", {}).get("test")
+    size = f"{pairs:,} pairs" if isinstance(pairs, int) else "pairs"
+    if "heldout_pairs_per_split" in stats:
+        return f"{size} held out of `{stats.get('read_from', name)}`, no English sentence on two splits"
+    if name == "multi30k":
+        return f"its test split `{MULTI30K_SPLIT_FILES['test']}`, {size}"
+    return f"its test split, {size}"
 
 
 def optimisation_text(settings: dict) -> str:
