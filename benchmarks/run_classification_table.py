@@ -77,7 +77,8 @@ def main(argv=None):
         print(f"about {hours:.1f} CPU-hours at most for the {len(left) - len(unknown)} runs left with a CPU record of "
               f"their task and input" + (f"; no CPU record for {' '.join(unknown)}" if unknown else ""))
     collect = ["python", "benchmarks/collect_results.py", "--merge"]
-    report(outcome, shlex.join(collect + (["--runs", str(runs_dir.parent)] if runs_dir.parent != Path("runs") else [])))
+    root = runs_dir.parent.resolve()  # --runs when not the repository's runs/, collect_results.py's default
+    report(outcome, shlex.join(collect + (["--runs", str(root)] if root != (REPO / "runs").resolve() else [])))
 
 
 def read_table(path: str) -> dict:

@@ -906,12 +906,15 @@ def test_the_cove_t_comparison_refuses_a_task_whose_runs_trained_otherwise(tmp_p
     path = runs / "bcn-cove-t" / "trec6" / "vectors-seed2" / "metrics.json"
     metrics = json.loads(path.read_text())
     path.write_text(json.dumps({**metrics, "hyperparameters": {**metrics["hyperparameters"], "epochs": 10}}))
-    with pytest.raises(ValueError, match=r"cove_t_comparison / trec6: the runs trained otherwise .*\{'epochs': '10', "
-                                         r"'dropout': '0.2'\}: \['vectors 2'\]"):
+    with pytest.raises(ValueError, match=r"cove_t_comparison / trec6: the runs trained otherwise .*\{'epochs': 10.0, "
+                                         r"'dropout': 0.2\}: \['vectors 2'\]"):
         collect_results(runs, out, command="collect")
-    path.write_bytes(b"\0" * 16)  # a machine gone while it was written
-    with pytest.raises(ValueError, match=f"{path}: not a JSON file"):
-        collect_results(runs, out, command="collect")
+    path.write_text(json.dumps({**metrics, "hyperparameters": {**metrics["hyperparameters"], "epochs": 15.0}}))
+    collect_results(runs, out, command="collect")  # --epochs 15 beside the yaml's 15: one training
+    for cut in (b"\0" * 16, '{"task": "trec6", "é'.encode()[:-1]):  # a machine gone while it was written
+        path.write_bytes(cut)
+        with pytest.raises(ValueError, match=f"{path}: not a JSON file"):
+            collect_results(runs, out, command="collect")
 
 
 def test_the_cove_t_comparison_pairs_runs_on_one_kind_of_device(tmp_path):

@@ -27,8 +27,9 @@ runs/cove-s-dedup's.
 
 No run of the table joins a cell or a pair here. Every cell of the plan is run, on one kind of machine, over the
 same checkpoints (one per role: DEFAULT_ENCODERS, each with weights of its own: `check_distinct_encoders`), but
-- those whose folder holds a finished run of the cell (not a smoke run, not on random subsets, same task, input, seed
-  and encoder folder, and the weights' sha256 that checkpoint has now): done;
+- those whose folder holds a finished run of the cell (not a smoke run, not on random subsets, same task, input, seed,
+  the hyperparameters the task yaml gives now, the encoder folder, and the weights' sha256 that checkpoint has now):
+  done;
 - those whose encoder checkpoint is missing: skipped and named.
 A run stopped (the deadline, a machine gone) continues from its last checkpoint next time (`can_resume`:
 cove-train-classifier --resume), or starts afresh when its settings are no longer the plan's.

@@ -68,12 +68,15 @@ MT_KEYS = ("command", "commit", "preset", "machine", "settings", "config", "trai
 PAIRED_SETTINGS = ("epochs", "dropout")  # what two runs of one seed must share to be a pair (the seed fixes the rest)
 
 
-def same_training(run_a: dict, run_b: dict) -> bool:
-    """Whether two run records trained alike (`PAIRED_SETTINGS`; numbers compared as numbers: 15 epochs is 15.0)."""
-    def value(run, key):
-        return float(run[key]) if isinstance(run.get(key), (int, float)) else run.get(key)
+def training(run: dict) -> tuple:
+    """A run record's `PAIRED_SETTINGS` values, numbers as floats (15 epochs, from a yaml, is 15.0, from --epochs)."""
+    return tuple(float(run[key]) if isinstance(run.get(key), (int, float)) else run.get(key)
+                 for key in PAIRED_SETTINGS)
 
-    return all(value(run_a, key) == value(run_b, key) for key in PAIRED_SETTINGS)
+
+def same_training(run_a: dict, run_b: dict) -> bool:
+    """Whether two run records trained alike (`training`)."""
+    return training(run_a) == training(run_b)
 
 
 def paired_entry(runs_a: list, runs_b: list):
@@ -230,6 +233,15 @@ def run_column(m: dict, folder: Path | str) -> str:
     return column
 
 
+def read_metrics(path: Path) -> dict:
+    """A run's metrics.json; ValueError naming it when it does not read as JSON (cut short or zero-filled: a machine
+    gone while it was written; cut inside a UTF-8 character too)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+        raise ValueError(f"{path}: not a JSON file ({error}); run that cell again") from None
+
+
 def full_runs(runs: Path, pattern: str, subsampled: bool | None = False, exclude=()):
     """(metrics, record) for each finished BCN run matching `pattern` under runs/ but in the run families (runs/
     folders) named in `exclude`, left out before anything of theirs is read; smoke runs (--limit, --max-steps) are
@@ -239,10 +251,7 @@ def full_runs(runs: Path, pattern: str, subsampled: bool | None = False, exclude
         family = metrics_path.relative_to(runs).parts[0]  # the run family: runs/<folder>/<task>/<run>
         if family in exclude:
             continue
-        try:
-            m = json.loads(metrics_path.read_text())
-        except json.JSONDecodeError as error:  # cut short or zero-filled (a machine gone while it was written)
-            raise ValueError(f"{metrics_path}: not a JSON file ({error}); run that cell again") from None
+        m = read_metrics(metrics_path)
         m["_folder"] = family
         if smoke_run(m):
             continue
@@ -684,7 +693,7 @@ def check_one_training(label: str, records: list) -> None:
     pairs paired_entry would leave out without a word."""
     found = {}
     for r in records:
-        found.setdefault(tuple(str(r.get(key)) for key in PAIRED_SETTINGS), []).append(f"{r['column']} {r['seed']}")
+        found.setdefault(training(r), []).append(f"{r['column']} {r['seed']}")
     if len(found) > 1:
         held = "; ".join(f"{dict(zip(PAIRED_SETTINGS, key))}: {runs}" for key, runs in found.items())
         raise ValueError(f"{label}: the runs trained otherwise (columns and seeds by setting: {held}); one task, one "
@@ -692,10 +701,15 @@ def check_one_training(label: str, records: list) -> None:
 
 
 def check_current_weights(label: str, encoder: str, encoder_weights: str | None, runs: Path) -> None:
-    """Raise ValueError when the checkpoint a column's runs read (`encoder`, relative to the repository beside
-    `runs`) now holds other weights than the sha256 they recorded (`encoder_weights`): it was pretrained again since,
-    and its pretraining record would sit beside runs of the old weights. A checkpoint not there is not checked."""
-    now = checkpoint_weights((runs.parent / encoder).resolve())
+    """Raise ValueError when the checkpoint a column's runs read (`encoder`, as they recorded it: relative to the
+    folder their runner ran in, the repository, whose runs/ is `runs` by default) now holds other weights than the
+    sha256 they recorded (`encoder_weights`): it was pretrained again since, and its pretraining record would sit
+    beside runs of the old weights. A checkpoint not beside `runs` is not checked, and a warning says so."""
+    folder = runs.parent / encoder
+    now = checkpoint_weights(folder.resolve())
+    if not folder.is_dir():
+        logger.warning("%s: no checkpoint at %s: the weights its runs recorded are not checked against it (runs "
+                       "collected away from the folder their runner ran in?)", label, folder)
     if encoder_weights and now and now != encoder_weights:
         raise ValueError(f"{label}: its runs read {encoder} with weights {encoder_weights[:12]}, which now holds "
                          f"{now[:12]} (pretrained again): run them again (benchmarks/run_classification_table.py "

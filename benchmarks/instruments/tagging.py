@@ -30,7 +30,8 @@ from modeling_cove.training.common.stats import mean_std, paired_difference
 from modeling_cove.training.common.run_info import git_commit
 from modeling_cove.training.common.files import write_json
 
-from .results import COVE_T_SECTION, check_cell_runs, check_one_device_kind, device_kind, run_device_kind
+from .results import (COVE_T_SECTION, check_cell_runs, check_one_device_kind, device_kind, read_metrics,
+                      run_device_kind)
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ def read_runs(runs_dir: Path | str, detail: bool = False) -> tuple[list, list]:
         if not name:
             continue
         folder = f"{path.parent.parent.name}/{path.parent.name}"
-        metrics = json.loads(path.read_text())
+        metrics = read_metrics(path)
         settings = metrics.get("settings") or {}
         why = (smoke_reason(settings) or (None if "results" in metrics else "unfinished: no results yet")
                or ("validation only (--no-test): no test scores" if settings.get("no_test") else None))
