@@ -378,7 +378,7 @@ def test_two_corpora_run_records_per_corpus_metrics_and_resumes_exactly(toy, tmp
     assert "validation_source_unk_rate" in pairs_stats and "validation_target_unk_rate" in pairs_stats
     table = mt_results_table(metrics)  # the exported encoder's card: each corpus's test figures, named
     assert "Validation: multi30k's (the first corpus" in table
-    held_out = f"{test_pairs:,} pairs held out of `{pairs_stats['read_from']}`, no English sentence on two splits"
+    held_out = f"{test_pairs:,} pairs held out of `{pairs_stats['read_from']}`"
     for corpus, split in (("multi30k", "its test split `test_2016_flickr`, 16 pairs"), ("pairs", held_out)):
         figures = metrics["test_by_corpus"][corpus]  # each named with the pairs it is on
         assert f"Test on {corpus} ({split}): BLEU {figures['bleu']:.2f} " in table

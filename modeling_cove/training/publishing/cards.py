@@ -587,11 +587,11 @@ def mt_results_table(metrics: dict) -> str:
 
 def test_split_text(name: str, stats: dict) -> str:
     """Which pairs a corpus's test figures are on, from its data record (`stats`): Multi30k's own test split, or the
-    pairs a run held out of a parallel file (by distinct English sentence)."""
+    pairs a run held out of a parallel file (how: the corpora list, `mt_corpora_text`)."""
     pairs = stats.get("pairs", {}).get("test")
     size = f"{pairs:,} pairs" if isinstance(pairs, int) else "pairs"
     if "heldout_pairs_per_split" in stats:
-        return f"{size} held out of `{stats.get('read_from', name)}`, no English sentence on two splits"
+        return f"{size} held out of `{stats.get('read_from', name)}`"
     if name == "multi30k":
         return f"its test split `{MULTI30K_SPLIT_FILES['test']}`, {size}"
     return f"its test split, {size}"
