@@ -9,7 +9,8 @@ counts as finished: `instruments.classification_table`.
 
 Run it from the repository root (the encoder folders are recorded as given). Before: the checkpoints of its four
 roles, made afresh for it: the word vectors (runs/vocab-all), CoVe-S with CoVe-T's test-sentence exclusion
-(runs/cove-s-dedup) and its 5-epoch continuation (runs/cove-s-dedup-5ep; their commands:
+(runs/cove-s-dedup) and its 5-epoch counterpart (runs/cove-s-dedup-5ep, a run of its own whose first 3 epochs are
+runs/cove-s-dedup's; their commands:
 `instruments.classification_table`), CoVe-T (cove-train-mt --preset cove-t ... --output-dir runs/cove-t); runs whose
 encoder is missing are skipped, and two roles over the same weights stop the command. DATA: a local data folder laid
 out as docs/data.md describes. Each run writes runs/bcn-cove-t/<task>/<column>-seed<N>/ and its log beside it; a

@@ -19,7 +19,8 @@ Gradient-norm clip 5; batch 64 sentences (global, split over the processes); pai
 vocabularies <= 50k per side; fixed source word vectors; loss = summed token NLL / batch size. Batches are
 length-grouped with the order a function of (seed, epoch) only, so --resume replays it exactly (`accelerate_loop`,
 `loops/mt.py`); it takes the first run's settings again (RESUME_KEYS: data, model, optimizer, lr schedule, clipping,
-early stopping), folders and files compared by place, not spelling; the budget and the evaluation settings may change.
+early stopping), folders and files compared by place, not spelling; the budget and the evaluation settings may change
+(but --eval-num-beams with --early-stopping-patience: it picks the best epoch).
 Options outside the paper, off by default: --start-decay-at N (also halve from epoch N on, OpenNMT-py's
 -start_decay_at), --time-budget-minutes, --optimizer adam (e.g. --lr 0.001; --min-lr defaults to 3e-05 then),
 --early-stopping-patience N (stop once the first corpus's validation BLEU has not risen for N epochs; the best-BLEU
@@ -47,7 +48,8 @@ pairs) whose English side is one of those sentences, compared the same way; data
 and reports the <unk> rates of both sides on the mixture and on each corpus's splits. CoVe-T (preset cove-t; it stops
 once Multi30k's validation BLEU has not risen for 2 epochs, --early-stopping-patience, and keeps its best epoch):
     cove-train-mt --preset cove-t --data-dir DATA --init-from runs/vocab-all --output-dir runs/cove-t --save-steps 200
-    cove-train-mt --corpora multi30k pairs.tsv.xz --exclude-test-sentences trec6 sst2 snli ...   # the same by flags
+    cove-train-mt --corpora multi30k pairs.tsv.xz --exclude-test-sentences trec6 sst2 snli ...   # your own file
+    by flags: on the DEFAULTS (SGD lr 1.0, up to 30 epochs, no early stopping), not the preset's settings
 
 Outputs in --output-dir:
     mt/                  the MT checkpoint at the end (AutoModelForSeq2SeqLM; source tokenizer; target_tokenizer/):
