@@ -15,9 +15,10 @@ by default: `vectors+cove-t` (beside the word vectors) and `cove-t` (alone: TREC
 A section that is missing, or holds no pair of the columns, gives no row; no row at all is an error (exit 2, nothing
 written), and so is a comparison not complete: each pair the two plans make of the columns
 (`instruments.classification_table.PLAN`, `instruments.tagging_table.COVE_T_ROW_COLUMNS`) must be there on all its
-planned seeds, unless --partial (a card of the comparison so far: each row names its seeds). With --encoder (the checkpoint the card is for), every run of a column that gives rows must have recorded
-that checkpoint's weights (sha256): rows measured over a CoVe-T pretrained again since are an error, not its card's. The
-file is validated by the package's schema (`publishing.downstream.write_downstream`) before it is written.
+planned seeds, unless --partial (a card of the comparison so far: each row names its seeds). With --encoder (the
+checkpoint the card is for), every run of a column that gives rows must have recorded that checkpoint's weights
+(sha256): rows measured over a CoVe-T pretrained again since are an error, not its card's. The file is validated
+by the package's schema (`publishing.downstream.write_downstream`) before it is written.
 """
 
 import json

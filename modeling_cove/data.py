@@ -32,7 +32,8 @@ from typing import Optional
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
 
 __all__ = ["first_words", "HUB_IDS", "load_classification", "load_squad", "load_translation", "MULTI30K_SPLIT_FILES",
-           "open_text", "ptb_tree_leaves", "read_parallel_file", "read_tsv_splits", "squad_article_split", "squad_rows", "TASKS"]
+           "open_text", "ptb_tree_leaves", "read_parallel_file", "read_tsv_splits", "squad_article_split", "squad_rows",
+           "TASKS"]
 
 VALIDATION_SEED = 13
 VALIDATION_FRACTION = 0.1

@@ -49,7 +49,7 @@ and reports the <unk> rates of both sides on the mixture and on each corpus's sp
 once Multi30k's validation BLEU has not risen for 2 epochs, --early-stopping-patience, and keeps its best epoch):
     cove-train-mt --preset cove-t --data-dir DATA --init-from runs/vocab-all --output-dir runs/cove-t --save-steps 200
     cove-train-mt --corpora multi30k pairs.tsv.xz --exclude-test-sentences trec6 sst2 snli ...   # your own file
-    by flags: on the DEFAULTS (SGD lr 1.0, up to 30 epochs, no early stopping), not the preset's settings
+    # by flags: on the DEFAULTS (SGD lr 1.0, up to 30 epochs, no early stopping), not the preset's settings
 
 Outputs in --output-dir:
     mt/                  the MT checkpoint at the end (AutoModelForSeq2SeqLM; source tokenizer; target_tokenizer/):
