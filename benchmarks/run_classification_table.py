@@ -29,7 +29,7 @@ from instruments.classification_table import (COLUMN_ENCODERS, DEFAULT_ENCODERS,
                                               check_distinct_encoders, check_one_vocabulary, cpu_hours, run_finished,
                                               table_runs)
 from instruments.results import COVE_T_FOLDER
-from instruments.run_pool import PoolArguments, report, run_pool
+from instruments.run_pool import PoolArguments, folder_flag, report, run_pool
 from modeling_cove.training.common.cli import REQUIRED, fail, option, parse_options
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,9 +77,8 @@ def main(argv=None):
         hours, unknown = cpu_hours(left, table)
         print(f"about {hours:.1f} CPU-hours at most for the {len(left) - len(unknown)} runs left with a CPU record of "
               f"their task and input" + (f"; no CPU record for {' '.join(unknown)}" if unknown else ""))
-    collect = ["python", "benchmarks/collect_results.py", "--merge"]
-    root = runs_dir.parent.resolve()  # --runs when not the repository's runs/, collect_results.py's default
-    report(outcome, shlex.join(collect + (["--runs", str(root)] if root != (REPO / "runs").resolve() else [])))
+    report(outcome, shlex.join(["python", "benchmarks/collect_results.py", "--merge",
+                                *folder_flag("--runs", runs_dir.parent, "runs")]))
 
 
 def read_table(path: str) -> dict:

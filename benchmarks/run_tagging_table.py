@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Optional
 
 from instruments.classification_table import DEFAULT_ENCODERS, check_distinct_encoders, check_one_vocabulary
-from instruments.run_pool import PoolArguments, report
+from instruments.run_pool import PoolArguments, folder_flag, report
 from instruments.tagging import read_report, records_of
 from instruments.tagging_recipe import RECIPE_KEYS, recipe_runs, resolved_recipes
 from instruments.tagging_table import COLUMN_FLAGS, COVE_T_ROW_COLUMNS, ROW_COLUMNS, cove_t_runs, run_table, table_runs
@@ -86,9 +86,8 @@ def collect_command(flag: str, runs_dir: str, default: str) -> str:
     """The collect_tagging.py command of a table selected by `flag` (--recipe, --cove-t) whose runs went to
     `runs_dir` (relative to the working folder): its --runs-dir, as an absolute path, unless that is the repository's
     `default` folder, the one the collector reads by default."""
-    collect = ["python", "benchmarks/collect_tagging.py", flag, "--merge"]
-    here = Path(runs_dir).resolve()
-    return shlex.join(collect + (["--runs-dir", str(here)] if here != (REPO / default).resolve() else []))
+    return shlex.join(["python", "benchmarks/collect_tagging.py", flag, "--merge",
+                       *folder_flag("--runs-dir", runs_dir, default)])
 
 
 def plan(args: RunTaggingTableArguments) -> tuple:

@@ -27,7 +27,7 @@ import shutil
 from pathlib import Path
 
 from modeling_cove.training.common import papers
-from modeling_cove.training.common.stats import mean_std, paired_difference
+from modeling_cove.training.common.stats import mean_std, paired_difference, repeated_seeds
 from modeling_cove.training.publishing.cards_record import CheckpointError, weights_fingerprint
 from modeling_cove.training.common.run_info import git_commit, plot_curves
 from modeling_cove.training.common.files import write_json
@@ -507,8 +507,7 @@ def check_cell_runs(label: str, records: list) -> None:
     """Raise ValueError unless a table cell's `records` hold one run a seed and read one encoder (check_one_encoder).
     Two runs of a seed come from a leftover copy of a run folder (or two folders of one column): the mean would count
     that seed twice and the pairs by seed would read one of them."""
-    seeds = [r["seed"] for r in records]
-    twice = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    twice = repeated_seeds(records)
     if twice:
         raise ValueError(f"{label}: seed(s) {twice} have two runs (their commands: "
                          f"{[r.get('command') for r in records if r['seed'] in twice]}); keep one run a seed")
@@ -706,10 +705,11 @@ def check_current_weights(label: str, encoder: str, encoder_weights: str | None,
     sha256 they recorded (`encoder_weights`): it was pretrained again since, and its pretraining record would sit
     beside runs of the old weights. A checkpoint not beside `runs` is not checked, and a warning says so."""
     folder = runs.parent / encoder
-    now = checkpoint_weights(folder.resolve())
     if not folder.is_dir():
         logger.warning("%s: no checkpoint at %s: the weights its runs recorded are not checked against it (runs "
                        "collected away from the folder their runner ran in?)", label, folder)
+        return
+    now = checkpoint_weights(folder.resolve())
     if encoder_weights and now and now != encoder_weights:
         raise ValueError(f"{label}: its runs read {encoder} with weights {encoder_weights[:12]}, which now holds "
                          f"{now[:12]} (pretrained again): run them again (benchmarks/run_classification_table.py "

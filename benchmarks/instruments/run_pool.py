@@ -130,6 +130,16 @@ def stop_on_signals() -> dict:
             if signal.getsignal(signum) is signal.SIG_DFL}
 
 
+REPO = Path(__file__).resolve().parents[2]  # the repository, whose runs/ the collectors read by default
+
+
+def folder_flag(flag: str, folder: Path | str, default: str) -> list:
+    """The flag that points a collect command at `folder` (relative to the working folder), as an absolute path; none
+    when it is the repository's `default` folder, the one the collector reads without it."""
+    here = Path(folder).resolve()
+    return [] if here == (REPO / default).resolve() else [flag, str(here)]
+
+
 def report(outcome: dict, collect: str):
     """A runner script's last lines: how many runs each outcome has, the command that collects them (`collect`), and
     the failed runs, then exit status 1 when any failed."""

@@ -7,7 +7,7 @@ import statistics
 
 from scipy.stats import t as student_t  # scipy comes with scikit-learn
 
-__all__ = ["mean_std", "paired_difference"]
+__all__ = ["mean_std", "paired_difference", "repeated_seeds"]
 
 
 def mean_std(values, digits: int = 2):
@@ -18,6 +18,12 @@ def mean_std(values, digits: int = 2):
             "std": round(statistics.stdev(values), digits) if len(values) > 1 else 0.0, "n": len(values)}
 
 
+def repeated_seeds(runs: list) -> list:
+    """The seeds that more than one of `runs` (each a dict with "seed") ran, sorted."""
+    seeds = [r["seed"] for r in runs]
+    return sorted({seed for seed in seeds if seeds.count(seed) > 1})
+
+
 def paired_difference(runs_a: list, runs_b: list, key: str) -> dict | None:
     """Column a minus column b on the seeds both ran (each run a dict with "seed" and `key`; a seed gives both
     columns the same data and batch order): mean and std of the per-seed differences, a 95% t interval of the mean
@@ -25,10 +31,9 @@ def paired_difference(runs_a: list, runs_b: list, key: str) -> dict | None:
     there are some: left out of the pairs). None when no seed is shared; ValueError when a column holds two runs of
     one seed (which one would pair is arbitrary)."""
     for name, runs in (("a", runs_a), ("b", runs_b)):
-        seeds = [r["seed"] for r in runs]
-        if len(set(seeds)) < len(seeds):
-            raise ValueError(f"paired_difference: column {name} holds two runs of seed(s) "
-                             f"{sorted({s for s in seeds if seeds.count(s) > 1})}; pairs need one run a seed")
+        if repeated_seeds(runs):
+            raise ValueError(f"paired_difference: column {name} holds two runs of seed(s) {repeated_seeds(runs)}; "
+                             "pairs need one run a seed")
     a, b = {r["seed"]: r[key] for r in runs_a}, {r["seed"]: r[key] for r in runs_b}
     seeds = sorted(set(a) & set(b))
     if not seeds:
