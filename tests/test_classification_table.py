@@ -104,6 +104,9 @@ def test_a_cell_is_finished_by_a_full_run_of_its_input_seed_and_encoder_checkpoi
         assert not run_finished(tmp_path, run), wrong
     path.write_text(json.dumps(metrics(run))[:50])  # being written
     assert not run_finished(tmp_path, run)
+    written = json.dumps({**metrics(run), "command": "é"}, ensure_ascii=False).encode()
+    path.write_bytes(written[:written.index("é".encode()) + 1])  # cut inside the two bytes of é
+    assert not run_finished(tmp_path, run)
     path.write_text(json.dumps(metrics(run, encoder=str(Path("runs/cove-t/encoder").resolve()))))
     assert run_finished(tmp_path, run)  # no checkpoint there to compare with: its folder decides
     hyperparameters = {k: v for k, v in load_hyperparameters("trec6").items() if k != "max_length"}  # added since

@@ -38,8 +38,8 @@ class PoolArguments:
 def read_json(path: Path) -> dict | None:
     """A run's JSON file (metrics.json, run_settings.json), None when it is not there or cannot be read yet."""
     try:
-        return json.loads(path.read_text()) if path.is_file() else None
-    except json.JSONDecodeError:  # being written right now, or cut off
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except ValueError:  # being written right now, or cut off (JSONDecodeError; UnicodeDecodeError inside a character)
         return None
 
 
