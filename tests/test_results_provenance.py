@@ -21,7 +21,8 @@ PAPERS = REPO / "configuration" / "papers"  # the papers' numbers, typed once
 FIGURE = re.compile(r"(?<![\w/.#])[−+-]?\d[\d,]*\.\d+(?![\w/]|\.\d)")
 # "mean ± std (n)" and "mean [low, high] (higher/n higher)" (or "(higher)", "(higher; ...)"): figures of one summary
 SPREAD = re.compile(r"(?<![\w/.#])([−+-]?\d[\d,]*\.\d+) ± (\d+\.\d+)(?: \((\d+)\))?")
-INTERVAL = re.compile(r"(?<![\w/.#])([−+-]?\d+\.\d+) \[([−+-]?\d+\.\d+), ([−+-]?\d+\.\d+)\](?: \((\d+)(?:/(\d+) higher)?)?")
+INTERVAL = re.compile(r"(?<![\w/.#])([−+-]?\d+\.\d+) \[([−+-]?\d+\.\d+), ([−+-]?\d+\.\d+)\]"
+                      r"(?: \((\d+)(?:/(\d+) higher)?)?")
 
 
 def load(path):
@@ -87,6 +88,14 @@ def record_numbers(value):
             yield from record_numbers(item)
 
 
+def shown_as(figure: str, value: float) -> bool:
+    """The record's value written at the figure's precision (half a last digit either way), as itself, as a
+    percentage (a fraction F1 of 0.2592 is the page's 25.92) or bytes as MB; the sign is the page's (+2.85 for 2.85)."""
+    digits = len(figure.split(".")[1])
+    target = abs(float(figure.replace("−", "-").replace(",", "")))
+    return any(abs(abs(scaled) - target) <= 0.5 * 10 ** -digits + 1e-9 for scaled in (value, 100 * value, value / 1e6))
+
+
 def sst5_epoch_ratio(record) -> float:
     """Mean timed SST-5 epoch seconds with every head LSTM packed / unpacked (bcn_cli_training.json)."""
     seconds = {side: [run["epoch_train_seconds"] for run in record["runs"]
@@ -107,7 +116,8 @@ DERIVED = {
     r"([\d.]+) on the H200's 4–10": lambda records: statistics.mean(
         run["test_accuracy"] for run in records["classification.json"]["results"]["trec6"]["vectors"]["runs"]
         if 4 <= run["seed"] <= 10),
-    r"old [\d.]+ ± ([\d.]+)": lambda records: statistics.stdev(fidelity_accuracies(records["fidelity.json"], "before")),
+    r"old [\d.]+ ± ([\d.]+)": lambda records: statistics.stdev(
+        fidelity_accuracies(records["fidelity.json"], "before")),
     r"paper forms [\d.]+ ± ([\d.]+)": lambda records: statistics.stdev(
         fidelity_accuracies(records["fidelity.json"], "paper")),
     r"paired \+[\d.]+ ± ([\d.]+)": lambda records: statistics.stdev(
@@ -158,14 +168,6 @@ def mask(text: str, match, groups) -> str:
     return text
 
 
-def shown_as(figure: str, value: float) -> bool:
-    """The record's value written at the figure's precision (half a last digit either way), as itself, as a
-    percentage (a fraction F1 of 0.2592 is the page's 25.92) or bytes as MB; the sign is the page's (+2.85 for 2.85)."""
-    digits = len(figure.split(".")[1])
-    target = abs(float(figure.replace("−", "-").replace(",", "")))
-    return any(abs(abs(scaled) - target) <= 0.5 * 10 ** -digits + 1e-9 for scaled in (value, 100 * value, value / 1e6))
-
-
 def page_sections():
     """(title, records the section cites, table rows as cell lists, prose lines outside tables and code blocks) for
     each `## ` section of RESULTS.md."""
@@ -178,13 +180,44 @@ def page_sections():
         yield lines[0], set(re.findall(r"results/([\w.+-]+\.json)", section)), rows, prose
 
 
+def line_figures(line: str, summary_row: bool, records: dict, paper_numbers: list):
+    """(how many figures the line states, the ones its records do not hold): computed ones against DERIVED, "mean ±
+    std (n)" and intervals as summaries of the records, a summary row's paper column against the papers' numbers,
+    any other decimal figure as a value of the records (a summary row: its score and interval columns only)."""
+    checked, stale = 0, []
+    for pattern, compute in DERIVED.items():
+        for match in re.finditer(pattern, line):
+            checked += 1
+            if not shown_as(match.group(1), compute(records)):
+                stale.append(f"{match.group(1)} is not its computation")
+            line = mask(line, match, (1,))  # checked: hidden from the checks below
+    cells = line.split(" | ")
+    text = " ".join(cells[1:2] + cells[3:4]) if summary_row else line
+    found = [summary for record in records.values() for summary in summaries(record)]
+    for pattern, in_records in ((SPREAD, spread_in), (INTERVAL, interval_in)):
+        for match in pattern.finditer(text):
+            checked += 1
+            if not in_records(match, found):
+                stale.append(f"{match.group(0)} is no summary of {sorted(records)}")
+            text = mask(text, match, (1, 2, 3))
+    papers = [(figure, paper_numbers) for figure in FIGURE.findall(cells[2])] if summary_row else []
+    values = [number for record in records.values() for number in record_numbers(record)]
+    for figure, holders in papers + [(figure, values) for figure in FIGURE.findall(text.replace("`", " "))]:
+        checked += 1
+        if not any(shown_as(figure, value) for value in holders):
+            stale.append(f"{figure} not in {PAPERS.name}/" if holders is paper_numbers else
+                         f"{figure} not in {sorted(records)}")
+    return checked, stale
+
+
 def test_results_page_states_its_records_figures():
     """Every decimal figure RESULTS.md states is a value of the records cited beside it, at the precision shown: a
     summary row's (its score and interval columns; the first names the system) in the records that row names, its
-    paper column's in configuration/papers/, any other line's in its section's records. A figure the page computes from a record
-    is in DERIVED and computed here. A stale figure, a mistyped one, or one whose record is gone fails, naming its line;
-    one moved to another cell of the same record does not (the check does not know which field a cell reads)."""
-    stale, checked_figures = [], 0
+    paper column's in configuration/papers/, any other line's in its section's records. A figure the page computes
+    from a record is in DERIVED and computed here. A stale figure, a mistyped one, or one whose record is gone fails,
+    naming its line; one moved to another cell of the same record does not (the check does not know which field a
+    cell reads)."""
+    stale, checked = [], 0
     paper_numbers = [number for path in sorted(PAPERS.glob("*.yaml"))
                      for number in record_numbers(yaml.safe_load(path.read_text(encoding="utf-8")))]
     for title, section_records, rows, prose in page_sections():
@@ -193,32 +226,9 @@ def test_results_page_states_its_records_figures():
         for line, row in lines:
             names = set(re.findall(r"results/([\w.+-]+\.json)", line.split(" | ")[-1])) if summary and row \
                 else section_records
-            records = {name: load(RESULTS / name) for name in names}
-            masked = line  # each computed figure checked against its computation, then hidden from the plain check
-            for pattern, compute in DERIVED.items():
-                for match in re.finditer(pattern, line):
-                    checked_figures += 1
-                    if not shown_as(match.group(1), compute(records)):
-                        stale.append(f"{title[:40]} | {line[:60]}: {match.group(1)} is not its computation")
-                    masked = mask(masked, match, (1,))
-            cells = masked.split(" | ")
-            checked = " ".join(cells[1:2] + cells[3:4]) if summary and row else masked
-            found = [d for record in records.values() for d in summaries(record)]
-            for pattern, in_records in ((SPREAD, spread_in), (INTERVAL, interval_in)):
-                for match in pattern.finditer(checked):
-                    checked_figures += 1
-                    if not in_records(match, found):
-                        stale.append(f"{title[:40]} | {line[:60]}: {match.group(0)} is no summary of {sorted(names)}")
-                    checked = mask(checked, match, (1, 2, 3))
-            if summary and row:  # the paper column: numbers of configuration/papers/
-                for figure in FIGURE.findall(cells[2]):
-                    checked_figures += 1
-                    if not any(shown_as(figure, value) for value in paper_numbers):
-                        stale.append(f"{title[:40]} | {line[:60]}: paper {figure} not in {PAPERS.name}/")
-            values = [number for record in records.values() for number in record_numbers(record)]
-            for figure in FIGURE.findall(checked.replace("`", " ")):
-                checked_figures += 1
-                if not any(shown_as(figure, value) for value in values):
-                    stale.append(f"{title[:40]} | {line[:60]}: {figure} not in {sorted(names)}")
+            count, wrong = line_figures(line, summary and row, {name: load(RESULTS / name) for name in names},
+                                        paper_numbers)
+            checked += count
+            stale += [f"{title[:40]} | {line[:60]}: {message}" for message in wrong]
     assert stale == []
-    assert checked_figures > 500, checked_figures  # the whole page, not a parse that found nothing
+    assert checked > 500, checked  # the whole page, not a parse that found nothing
