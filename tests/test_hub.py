@@ -1511,3 +1511,52 @@ def test_unreadable_weights_without_a_broken_file_still_names_the_checkpoint(bui
         raise_for_unreadable_weights(cause, str(folder))
     with pytest.raises(OSError, match="cannot load the weights of org/absent: some other read failure.*force_down"):
         raise_for_unreadable_weights(cause, "org/absent", cache_dir=tmp_path / "empty")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# docs/usage.md as a user runs it
+# ----------------------------------------------------------------------------------------------------------------
+
+USAGE_DOC = REPO / "docs" / "usage.md"
+TAGGER_REPO = "org/cove-tagger"
+# after the page's block: what its comments promise, as JSON
+USAGE_CHECKS = """
+import json
+print("USAGE " + json.dumps({
+    "hidden": list(out.last_hidden_state.shape), "layers": len(enc(**batch, output_hidden_states=True).hidden_states),
+    "ids": list(batch["input_ids"].shape), "vectors": [list(v.shape) for v in enc.encode(["a dog ran .", "a"], tok)],
+    "tokens": [len(tok(text)["input_ids"]) for text in ("a dog ran .", "a")], "bf16": str(vectors[0].dtype),
+    "final": enc(**batch, output_final_states=True).final_hidden_state is not None,
+    "features": len(pipeline("feature-extraction", model="org/cove-large")("The cat sat .")[0]),
+    "single": clf("A gripping , beautifully shot film ."), "pair": clf({"text": "a dog ran .", "text_pair": "a"}),
+    "qa": sorted(qa(question="Who won?", context="The Broncos won the game.")),
+    "ner": ner(["Paris, France is nice.", ""], batch_size=2)}, default=str))
+"""
+
+
+def test_usage_page_runs_as_written(built, tmp_path):
+    """The Python block of docs/usage.md, word for word, in a fresh process with the package installed, its Hub ids
+    served from an offline cache of this module's tiny models (the encoder, the BCN, the DCN, the tagger); then what
+    its comments promise: (B, T, D) states, three hidden states, one tensor a text from `encode`, bf16 under autocast,
+    final states on request, a label for a text and for a pair, the answer's fields, [] for an empty text."""
+    blocks = re.findall(r"```python\n(.*?)```", USAGE_DOC.read_text(encoding="utf-8"), flags=re.S)
+    assert len(blocks) == 1, f"{USAGE_DOC.name}: one python block expected, found {len(blocks)}"
+    hf_home = tmp_path / "hf_home"
+    for repo, key in ((BASE_REPO, "base"), (BCN_REPO, "bcn"), (DCN_REPO, "dcn")):
+        build_offline_cache(hf_home, repo, built[f"{key}_stage"].folder)
+    build_offline_cache(hf_home, TAGGER_REPO, built["tagger_ckpt"])
+    script = tmp_path / "usage.py"
+    script.write_text(blocks[0] + USAGE_CHECKS, encoding="utf-8")
+    run = subprocess.run([sys.executable, str(script)], env=offline_env(hf_home), cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-4000:]
+    shown = json.loads(run.stdout.split("USAGE ", 1)[1])
+    config = built["base"].config
+    assert shown["hidden"][:2] == shown["ids"] and shown["layers"] == 3 and shown["final"]
+    assert shown["vectors"][0][1] == shown["hidden"][2] and [v[0] for v in shown["vectors"]] == shown["tokens"]
+    assert shown["bf16"] == "torch.bfloat16" and shown["features"] == shown["hidden"][1]
+    assert shown["hidden"][2] in (2 * config.hidden_size, config.word_vector_dim + 2 * config.hidden_size)
+    # a text gives a list of one label, a pair (a dict) the label itself, as transformers' pipeline gives for BERT
+    assert len(shown["single"]) == 1 and shown["single"][0]["label"] in LABELS and shown["pair"]["label"] in LABELS
+    assert shown["qa"] == ["answer", "end", "score", "start"]
+    assert len(shown["ner"]) == 2 and shown["ner"][1] == []
