@@ -1513,16 +1513,16 @@ def test_unreadable_weights_without_a_broken_file_still_names_the_checkpoint(bui
         raise_for_unreadable_weights(cause, "org/absent", cache_dir=tmp_path / "empty")
 
 
+
 # ----------------------------------------------------------------------------------------------------------------
-# docs/usage.md as a user runs it
+# The pages' Python blocks as a user runs them
 # ----------------------------------------------------------------------------------------------------------------
 
-USAGE_DOC = REPO / "docs" / "usage.md"
 TAGGER_REPO = "org/cove-tagger"
-# after the page's block: what its comments promise, as JSON
+# after a page's block: what its comments promise, printed as JSON
 USAGE_CHECKS = """
 import json
-print("USAGE " + json.dumps({
+print("SHOWN " + json.dumps({
     "hidden": list(out.last_hidden_state.shape), "layers": len(enc(**batch, output_hidden_states=True).hidden_states),
     "ids": list(batch["input_ids"].shape), "vectors": [list(v.shape) for v in enc.encode(["a dog ran .", "a"], tok)],
     "tokens": [len(tok(text)["input_ids"]) for text in ("a dog ran .", "a")], "bf16": str(vectors[0].dtype),
@@ -1532,25 +1532,41 @@ print("USAGE " + json.dumps({
     "qa": sorted(qa(question="Who won?", context="The Broncos won the game.")),
     "ner": ner(["Paris, France is nice.", ""], batch_size=2)}, default=str))
 """
+TAGGING_CHECKS = """
+import json
+local = pipeline("token-classification", model="runs/tag/c2k/best", aggregation_strategy="simple")
+every = dict(ignore_labels=[])  # a random tiny tagger may tag all "O", which the default leaves out
+print("SHOWN " + json.dumps({"one": local("Paris, France is nice.", **every),
+                             "batch": local(["Paris, France is nice.", ""], batch_size=2, **every),
+                             "split": local(["Paris,", "don't"], is_split_into_words=True, **every),
+                             "remote": type(tagger).__name__}, default=str))
+"""
 
 
-def test_usage_page_runs_as_written(built, tmp_path):
-    """The Python block of docs/usage.md, word for word, in a fresh process with the package installed, its Hub ids
-    served from an offline cache of this module's tiny models (the encoder, the BCN, the DCN, the tagger); then what
-    its comments promise: (B, T, D) states, three hidden states, one tensor a text from `encode`, bf16 under autocast,
-    final states on request, a label for a text and for a pair, the answer's fields, [] for an empty text."""
-    blocks = re.findall(r"```python\n(.*?)```", USAGE_DOC.read_text(encoding="utf-8"), flags=re.S)
-    assert len(blocks) == 1, f"{USAGE_DOC.name}: one python block expected, found {len(blocks)}"
+def run_page_block(page: str, built, tmp_path, checks: str) -> dict:
+    """The one Python block of docs/<page>, word for word and then `checks`, in a fresh process with the package
+    installed: its Hub ids (org/cove-large, -bcn-sst2, -dcn-squad, -tagger) served from an offline cache of this
+    module's tiny models, its local path runs/tag/c2k/best the tiny tagger's folder. What `checks` printed."""
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "docs" / page).read_text(encoding="utf-8"), flags=re.S)
+    assert len(blocks) == 1, f"{page}: one python block expected, found {len(blocks)}"
     hf_home = tmp_path / "hf_home"
     for repo, key in ((BASE_REPO, "base"), (BCN_REPO, "bcn"), (DCN_REPO, "dcn")):
         build_offline_cache(hf_home, repo, built[f"{key}_stage"].folder)
     build_offline_cache(hf_home, TAGGER_REPO, built["tagger_ckpt"])
-    script = tmp_path / "usage.py"
-    script.write_text(blocks[0] + USAGE_CHECKS, encoding="utf-8")
+    shutil.copytree(built["tagger_ckpt"], tmp_path / "runs" / "tag" / "c2k" / "best")
+    script = tmp_path / "page.py"
+    script.write_text(blocks[0] + checks, encoding="utf-8")
     run = subprocess.run([sys.executable, str(script)], env=offline_env(hf_home), cwd=tmp_path, capture_output=True,
                          text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-4000:]
-    shown = json.loads(run.stdout.split("USAGE ", 1)[1])
+    return json.loads(run.stdout.split("SHOWN ", 1)[1])
+
+
+def test_usage_page_runs_as_written(built, tmp_path):
+    """docs/usage.md's block, then what its comments promise: (B, T, D) states, three hidden states, one tensor a
+    text from `encode`, bf16 under autocast, final states on request, a label for a text and for a pair, the
+    answer's fields, [] for an empty text."""
+    shown = run_page_block("usage.md", built, tmp_path, USAGE_CHECKS)
     config = built["base"].config
     assert shown["hidden"][:2] == shown["ids"] and shown["layers"] == 3 and shown["final"]
     assert shown["vectors"][0][1] == shown["hidden"][2] and [v[0] for v in shown["vectors"]] == shown["tokens"]
@@ -1560,3 +1576,17 @@ def test_usage_page_runs_as_written(built, tmp_path):
     assert len(shown["single"]) == 1 and shown["single"][0]["label"] in LABELS and shown["pair"]["label"] in LABELS
     assert shown["qa"] == ["answer", "end", "score", "start"]
     assert len(shown["ner"]) == 2 and shown["ner"][1] == []
+
+
+def test_tagging_page_runs_as_written(built, tmp_path):
+    """docs/tagging.md's block (a saved tagger's folder, then a Hub id), then what its comments promise: entities
+    with their word and character span in the text, [] for a text without tokens, pre-split words."""
+    shown = run_page_block("tagging.md", built, tmp_path, TAGGING_CHECKS)
+    text = "Paris, France is nice."
+    assert shown["one"] and all(text[e["start"]:e["end"]] == e["word"] and e["entity_group"] in ("NP", "O")
+                                for e in shown["one"])
+    assert shown["batch"][0] == shown["one"] and shown["batch"][1] == []
+    # pre-split words: one result a sentence (transformers' own pipeline wraps a single sentence so too), its groups
+    # covering the words in order
+    assert len(shown["split"]) == 1 and "".join(e["word"] for e in shown["split"][0]).replace(" ", "") == "Paris,don't"
+    assert shown["remote"] == "CoveTokenClassificationPipeline"
