@@ -282,6 +282,35 @@ def test_hub_folder_and_predictions(job):
                                                           abs=1e-3)
 
 
+# after the README's Quickstart block: what its comments promise, printed as JSON
+QUICKSTART_CHECKS = """
+import json
+states = out.last_hidden_state
+print("SHOWN " + json.dumps({"states": list(states.shape), "tokens": len(tok("The cat sat .")["input_ids"]),
+                             "sizes": [cove.config.word_vector_dim, 2 * cove.config.hidden_size],
+                             "label": clf("The soup was really delicious .")}))
+"""
+
+
+@pytest.mark.slow
+def test_readme_quickstart_runs_as_written(job, tmp_path):
+    """The README's Quickstart block, word for word, in a fresh process beside the main job's run folder (as
+    runs/main): the encoder's states, one a token, CoVe(w) or [GloVe(w); CoVe(w)] wide; a label from the BCN."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", readme.split("## Quickstart", 1)[1], flags=re.S)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "main").symlink_to(job["dir"], target_is_directory=True)
+    script = tmp_path / "quickstart.py"
+    script.write_text(blocks[0] + QUICKSTART_CHECKS, encoding="utf-8")
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env(), capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    shown = json.loads(run.stdout.split("SHOWN ", 1)[1])
+    (word, cove), (batch, tokens, width) = shown["sizes"], shown["states"]
+    assert batch == 1 and tokens == shown["tokens"] and width in (cove, word + cove)
+    assert len(shown["label"]) == 1 and shown["label"][0]["label"] in ("negative", "positive")
+
+
 @pytest.mark.slow
 def test_rerun_skips_every_stage(job):
     third = job["third"]
