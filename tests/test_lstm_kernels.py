@@ -4,6 +4,11 @@ gradients, on ragged, sorted, unsorted, empty-row and single-row batches; the di
 override."""
 
 import copy
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,6 +16,7 @@ import torch
 from modeling_cove import CoveConfig, CoveForSequenceClassification, CoveModel, lstm_kernels
 
 pytestmark = pytest.mark.usefixtures("single_thread")
+REPO = Path(__file__).resolve().parents[1]
 
 # (name, per-row token counts, padded length): every batch kind the strategies must serve
 BATCHES = [
@@ -238,3 +244,23 @@ def test_pack_and_unpack_equal_torchs_without_reading_the_order_back(lengths, ke
     output, _ = torch.nn.LSTM(3, 2, batch_first=True)(packed)
     assert torch.equal(lstm_kernels.unpack(output, max(lengths) + 1),
                        pad_packed_sequence(output, batch_first=True, total_length=max(lengths) + 1)[0])
+
+
+@pytest.mark.skipif(not lstm_kernels.lstm_kernel_supports("cpu", torch.bfloat16),
+                    reason="the block of docs/bf16.md forces the bf16 LSTM kernel on, which this CPU lacks")
+def test_bf16_page_block_runs_and_its_errors_are_bf16_rounding():
+    """docs/bf16.md's measuring block, word for word, in a fresh process (it sets the kernel switch): with the bf16
+    kernel and with the fp32 fallback forced, the largest difference from fp32 over the real tokens. The fallback
+    runs the LSTM in fp32 and rounds its outputs to bf16 (8 significant bits), so it stays within that rounding of
+    the largest value, as the page says; the kernel, bf16 all through, within a few times that."""
+    page = REPO / "docs" / "bf16.md"
+    block = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)[0]
+    run = subprocess.run([sys.executable, "-c", block + "print('LARGEST', ref[mask.bool()].abs().max().item())"],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    errors = dict(re.findall(r"^(True|False) tensor\(([\d.e-]+)", run.stdout, flags=re.M))
+    largest = float(re.search(r"LARGEST ([\d.e-]+)", run.stdout).group(1))
+    assert set(errors) == {"True", "False"}, run.stdout
+    rounding = largest * 2.0 ** -8  # bf16's relative rounding error, at the largest value
+    assert 0 < float(errors["False"]) <= rounding, (errors, rounding)
+    assert float(errors["True"]) <= 4 * rounding, (errors, rounding)
