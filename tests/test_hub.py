@@ -1513,7 +1513,6 @@ def test_unreadable_weights_without_a_broken_file_still_names_the_checkpoint(bui
         raise_for_unreadable_weights(cause, "org/absent", cache_dir=tmp_path / "empty")
 
 
-
 # ----------------------------------------------------------------------------------------------------------------
 # The pages' Python blocks as a user runs them
 # ----------------------------------------------------------------------------------------------------------------
@@ -1539,7 +1538,9 @@ every = dict(ignore_labels=[])  # a random tiny tagger may tag all "O", which th
 print("SHOWN " + json.dumps({"one": local("Paris, France is nice.", **every),
                              "batch": local(["Paris, France is nice.", ""], batch_size=2, **every),
                              "split": local(["Paris,", "don't"], is_split_into_words=True, **every),
-                             "remote": type(tagger).__name__}, default=str))
+                             "remote": type(tagger).__name__, "remote_one": tagger("Paris, France is nice.", **every),
+                             "folder_one": pipeline("token-classification", model="runs/tag/c2k/best")(
+                                 "Paris, France is nice.", **every)}, default=str))
 """
 
 
@@ -1556,8 +1557,9 @@ def run_page_block(page: str, built, tmp_path, checks: str) -> dict:
     shutil.copytree(built["tagger_ckpt"], tmp_path / "runs" / "tag" / "c2k" / "best")
     script = tmp_path / "page.py"
     script.write_text(blocks[0] + checks, encoding="utf-8")
-    run = subprocess.run([sys.executable, str(script)], env=offline_env(hf_home), cwd=tmp_path, capture_output=True,
-                         text=True, timeout=300)
+    env = {**offline_env(hf_home), "OMP_NUM_THREADS": "1"}  # one core, as the test workers beside it
+    run = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
     assert run.returncode == 0, run.stderr[-4000:]
     return json.loads(run.stdout.split("SHOWN ", 1)[1])
 
@@ -1589,4 +1591,5 @@ def test_tagging_page_runs_as_written(built, tmp_path):
     # pre-split words: one result a sentence (transformers' own pipeline wraps a single sentence so too), its groups
     # covering the words in order
     assert len(shown["split"]) == 1 and "".join(e["word"] for e in shown["split"][0]).replace(" ", "") == "Paris,don't"
-    assert shown["remote"] == "CoveTokenClassificationPipeline"
+    # the Hub id (the same tiny tagger, from the cache) tags as the folder does
+    assert shown["remote"] == "CoveTokenClassificationPipeline" and shown["remote_one"] == shown["folder_one"]

@@ -4,19 +4,19 @@ gradients, on ragged, sorted, unsorted, empty-row and single-row batches; the di
 override."""
 
 import copy
+import math
 import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
+from conftest import REPO
 
 from modeling_cove import CoveConfig, CoveForSequenceClassification, CoveModel, lstm_kernels
 
 pytestmark = pytest.mark.usefixtures("single_thread")
-REPO = Path(__file__).resolve().parents[1]
 
 # (name, per-row token counts, padded length): every batch kind the strategies must serve
 BATCHES = [
@@ -248,19 +248,20 @@ def test_pack_and_unpack_equal_torchs_without_reading_the_order_back(lengths, ke
 
 @pytest.mark.skipif(not lstm_kernels.lstm_kernel_supports("cpu", torch.bfloat16),
                     reason="the block of docs/bf16.md forces the bf16 LSTM kernel on, which this CPU lacks")
-def test_bf16_page_block_runs_and_its_errors_are_bf16_rounding():
+def test_bf16_page_block_runs_within_its_tolerances():
     """docs/bf16.md's measuring block, word for word, in a fresh process (it sets the kernel switch): with the bf16
-    kernel and with the fp32 fallback forced, the largest difference from fp32 over the real tokens. The fallback
-    runs the LSTM in fp32 and rounds its outputs to bf16 (8 significant bits), so it stays within that rounding of
-    the largest value, as the page says; the kernel, bf16 all through, within a few times that."""
-    page = REPO / "docs" / "bf16.md"
-    block = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)[0]
+    kernel and with the fp32 fallback forced, the largest difference from fp32 over the real tokens, in units of one
+    bf16 rounding at the largest value (half the spacing of bf16 numbers there). The fallback rounds each layer's
+    fp32 output, the first layer's carried through the second: within 3 (measured 1.3); the kernel, bf16 all
+    through, within 8 (measured 3.3); both above 0 (bf16 did run)."""
+    page = (REPO / "docs" / "bf16.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```python\n(.*?)```", page, flags=re.S) if "_LSTM_KERNEL_SUPPORT[" in b)
     run = subprocess.run([sys.executable, "-c", block + "print('LARGEST', ref[mask.bool()].abs().max().item())"],
                          capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert run.returncode == 0, run.stderr[-3000:]
-    errors = dict(re.findall(r"^(True|False) tensor\(([\d.e-]+)", run.stdout, flags=re.M))
+    errors = {kernel: float(error) for kernel, error in
+              re.findall(r"^(True|False) tensor\(([\d.e-]+)", run.stdout, flags=re.M)}
     largest = float(re.search(r"LARGEST ([\d.e-]+)", run.stdout).group(1))
+    rounding = 2.0 ** (math.floor(math.log2(largest)) - 8)  # half a bf16 spacing (8 significant bits) at `largest`
     assert set(errors) == {"True", "False"}, run.stdout
-    rounding = largest * 2.0 ** -8  # bf16's relative rounding error, at the largest value
-    assert 0 < float(errors["False"]) <= rounding, (errors, rounding)
-    assert float(errors["True"]) <= 4 * rounding, (errors, rounding)
+    assert 0 < errors["False"] <= 3 * rounding and 0 < errors["True"] <= 8 * rounding, (errors, rounding)
