@@ -12,8 +12,9 @@ line. What "beside it" means, and how precise each check is (docs/results_method
 - a figure the page computes (a mean over some seeds, a ratio of two timings): DERIVED, computed here.
 
 The loose part: a figure checked only as "a value of the records" passes if any value of those records rounds to it,
-so a figure copied from the wrong field of the same records can pass; the tables of summaries and the heads' table
-are checked field by field.
+so a figure copied from the wrong field of the same records can pass; the summaries and the heads' table are checked
+field by field. Not checked: integers outside the heads' table, figures in scientific notation (2.6e-7), the lines
+above the first `## ` and the code blocks.
 """
 
 import json
