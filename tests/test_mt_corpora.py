@@ -18,6 +18,7 @@ from conftest import exit_of, require_data
 from datasets import Dataset, DatasetDict
 from test_train_mt import DE, EN, TINY, arguments, run, weights, write_toy_corpus
 
+from modeling_cove import CoveConfig
 from modeling_cove.data import load_translation, read_parallel_file
 from modeling_cove.training.commands import train_mt as train_mt_command
 from modeling_cove.training.commands.train_mt import (MTSetupError, check_output_dir, load_model_preset,
@@ -27,7 +28,7 @@ from modeling_cove.training.data.corpora import (CorpusError, carve_heldout, che
 from modeling_cove.training.data.translation import prepare_splits
 from modeling_cove.training.loops import mt as mt_loop
 from modeling_cove.training.loops.accelerate_loop import checkpoint_dirs, read_state
-from modeling_cove.training.publishing.cards import mt_corpora_text, mt_results_table
+from modeling_cove.training.publishing.cards import encoder_export_card, mt_corpora_text, mt_results_table
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -291,7 +292,6 @@ def test_exclusion_drops_exactly_the_matching_pairs_and_counts_them(toy):
 
 def test_unk_rates_of_the_mixture_and_of_each_corpus():
     """Rates in percent of the tokens (</s> not counted), per corpus and over the mixture, against a hand count."""
-    from modeling_cove import CoveConfig
     from modeling_cove.tokenization_cove import build_cove_tokenizer
 
     source = build_cove_tokenizer(["a", "dog", "runs"])
@@ -518,10 +518,29 @@ def test_the_card_lists_corpora_with_their_licence_and_only_real_exclusions():
         "match several: snli 2).",
         "  - `pairs`: 9 training pairs of 1,500 in the file; validation and test carved from it (2 and 3 pairs; no "
         f"English or German sentence on two sides). Licence: {licence}."]
-    # one corpus: only its licence, when it has one
+    # one corpus: its dropped pairs and its licence, each when it has one
     assert mt_corpora_text({"corpus_licences": {"pairs": licence}}, {"corpora": {"pairs": stats}}) == \
         f"- Licence of the `pairs` data: {licence}."
     assert mt_corpora_text({}, {"corpora": {"pairs": stats}}) == "" == mt_corpora_text({}, {})
+    assert mt_corpora_text({}, {"corpora": {"multi30k": named}}) == (
+        "- Of the `multi30k` training pairs, 2 pairs dropped whose English side is a test sentence of an evaluation "
+        "task (train 2; matches by task, a pair may match several: snli 2).")
+
+
+def test_the_card_says_why_training_pairs_were_dropped():
+    """The MT data line counts the pairs dropped as too long and as empty (a record without those counts, from
+    before they were kept, reads as it did); a one-corpus run that dropped test sentences says so below it."""
+    data = {"train_pairs_kept": 28425, "train_pairs_dropped_too_long": 3, "train_pairs_dropped_empty": 0,
+            "corpora": {"multi30k": {"excluded_pairs": {"train": 575}, "excluded_pairs_by_source": {"snli": 575}}}}
+    card = encoder_export_card("mt", CoveConfig(vocab_size=10, word_vector_dim=4, hidden_size=2),
+                               {"settings": {"dataset": "multi30k", "max_length": 75}, "data": data}, path="x")
+    assert ("- MT data: multi30k (English→German), 28,425 training pairs (3 dropped as longer than 75 tokens, 0 as "
+            "empty).\n- Of the `multi30k` training pairs, 575 pairs dropped whose English side is a test sentence of "
+            "an evaluation task (train 575; matches by task, a pair may match several: snli 575).") in card.text
+    old = encoder_export_card("mt", CoveConfig(vocab_size=10, word_vector_dim=4, hidden_size=2),
+                              {"settings": {"dataset": "multi30k", "max_length": 75},
+                               "data": {"train_pairs_kept": 29000}}, path="x")
+    assert "29000 training pairs after dropping pairs longer than 75 tokens." in old.text
 
 
 def test_the_cove_t_mixture_drops_the_test_sentences_docs_data_md_counts():

@@ -505,6 +505,7 @@ def _mt_export_sections(config, metrics: dict, path: Path, name: str) -> dict:
         vectors=vectors, stand_in="w2v-lower" in str(vectors), optimisation=optimisation_text(settings),
         progress=pretraining_progress_text(metrics), results=mt_results_table(metrics), citation=papers.citation(),
         corpora=mt_corpora_text(settings, metrics.get("data", {})),
+        training_pairs=training_pairs_text(settings, metrics.get("data", {})),
     )
 
 
@@ -520,38 +521,62 @@ def _init_vectors(init_from) -> str | None:
         return str(init_from)
 
 
+def _count(value) -> str:
+    """A count as a card writes it (1,234), "?" where the record has none."""
+    return f"{value:,}" if isinstance(value, int) else "?"
+
+
+def training_pairs_text(settings: dict, run_data: dict) -> str:
+    """How many training pairs a translation run kept and why it dropped the others (too long, empty); a run whose
+    record has no such counts (before it kept them) word for word as its card said then."""
+    kept, too_long = run_data.get("train_pairs_kept"), run_data.get("train_pairs_dropped_too_long")
+    max_length = settings.get("max_length", "?")
+    if too_long is None:
+        return (f"{run_data.get('train_pairs_kept', '?')} training pairs after dropping pairs longer than {max_length} "
+                "tokens")
+    return (f"{_count(kept)} training pairs ({_count(too_long)} dropped as longer than {max_length} tokens, "
+            f"{_count(run_data.get('train_pairs_dropped_empty'))} as empty)")
+
+
+def excluded_pairs_text(stats: dict) -> str:
+    """The pairs of a corpus dropped because their English side is a test sentence of an evaluation task (by split,
+    and by task), or "" when none was."""
+    dropped = stats.get("excluded_pairs") or {}
+    total = sum(dropped.values())
+    if not total:
+        return ""
+    by_task = ", ".join(f"{task} {_count(n)}" for task, n in (stats.get("excluded_pairs_by_source") or {}).items() if n)
+    return (f"{_count(total)} pair{'s' if total != 1 else ''} dropped whose English side is a test sentence of an "
+            f"evaluation task (" + ", ".join(f"{split} {_count(n)}" for split, n in dropped.items()) +
+            (f"; matches by task, a pair may match several: {by_task}" if by_task else "") + ")")
+
+
 def mt_corpora_text(settings: dict, run_data: dict) -> str:
     """The translation corpora of a run (data_stats.json's "corpora") as Markdown list items: for a run on several,
     per corpus its training pairs, its held-out splits, the pairs dropped because their English side is a test
     sentence of an evaluation task (by split and task), its training tokens' `<unk>` rates on each side and the
-    licence the preset gave it; for a run on one, only
-    its licence when one was given ("" otherwise)."""
+    licence the preset gave it; for a run on one, those dropped pairs and its licence, each when there is one ("" when
+    neither is)."""
     corpora = run_data.get("corpora") or {}
     licences = settings.get("corpus_licences") or {}
     if len(corpora) < 2:
-        return "\n".join(f"- Licence of the `{name}` data: {licences[name]}." for name in corpora if name in licences)
-
-    def count(value) -> str:
-        return f"{value:,}" if isinstance(value, int) else "?"
+        lines = [f"- Of the `{name}` training pairs, {excluded_pairs_text(stats)}." for name, stats in corpora.items()
+                 if excluded_pairs_text(stats)]
+        return "\n".join(lines + [f"- Licence of the `{name}` data: {licences[name]}." for name in corpora
+                                  if name in licences])
 
     lines = [f"- Corpora, shuffled into one mixture (seed {settings.get('seed', '?')}):"]
     for name, stats in corpora.items():
         pairs = stats.get("pairs", {})
-        text = f"  - `{name}`: {count(stats.get('train_pairs_kept', pairs.get('train')))} training pairs"
-        held_out = f"{count(pairs.get('validation'))} and {count(pairs.get('test'))} pairs"
+        text = f"  - `{name}`: {_count(stats.get('train_pairs_kept', pairs.get('train')))} training pairs"
+        held_out = f"{_count(pairs.get('validation'))} and {_count(pairs.get('test'))} pairs"
         if "pairs_in_file" in stats:
-            text += (f" of {count(stats['pairs_in_file'])} in the file; validation and test carved from it "
+            text += (f" of {_count(stats['pairs_in_file'])} in the file; validation and test carved from it "
                      f"({held_out}; no English or German sentence on two sides)")
         else:
             text += f"; its own validation and test splits ({held_out})"
-        dropped = stats.get("excluded_pairs") or {}
-        total = sum(dropped.values())
-        if total:
-            by_task = ", ".join(f"{task} {count(n)}" for task, n in (stats.get("excluded_pairs_by_source") or {})
-                                .items() if n)
-            text += (f"; {count(total)} pair{'s' if total != 1 else ''} dropped whose English side is a test sentence "
-                     f"of an evaluation task (" + ", ".join(f"{split} {count(n)}" for split, n in dropped.items()) +
-                     (f"; matches by task, a pair may match several: {by_task}" if by_task else "") + ")")
+        if excluded_pairs_text(stats):
+            text += "; " + excluded_pairs_text(stats)
         if "train_source_unk_rate" in stats and "train_target_unk_rate" in stats:
             text += (f"; `<unk>`: {stats['train_source_unk_rate']:g}% of its English and "
                      f"{stats['train_target_unk_rate']:g}% of its German training tokens")
