@@ -31,8 +31,8 @@ def paired_difference(runs_a: list, runs_b: list, key: str) -> dict | None:
     there are some: left out of the pairs). None when no seed is shared; ValueError when a column holds two runs of
     one seed (which one would pair is arbitrary)."""
     for name, runs in (("a", runs_a), ("b", runs_b)):
-        if repeated_seeds(runs):
-            raise ValueError(f"paired_difference: column {name} holds two runs of seed(s) {repeated_seeds(runs)}; "
+        if twice := repeated_seeds(runs):
+            raise ValueError(f"paired_difference: column {name} holds two runs of seed(s) {twice}; "
                              "pairs need one run a seed")
     a, b = {r["seed"]: r[key] for r in runs_a}, {r["seed"]: r[key] for r in runs_b}
     seeds = sorted(set(a) & set(b))

@@ -560,8 +560,8 @@ def mt_corpora_text(settings: dict, run_data: dict) -> str:
     corpora = run_data.get("corpora") or {}
     licences = settings.get("corpus_licences") or {}
     if len(corpora) < 2:
-        lines = [f"- Of the `{name}` training pairs, {excluded_pairs_text(stats)}." for name, stats in corpora.items()
-                 if excluded_pairs_text(stats)]
+        excluded = {name: excluded_pairs_text(stats) for name, stats in corpora.items()}
+        lines = [f"- Of the `{name}` training pairs, {text}." for name, text in excluded.items() if text]
         return "\n".join(lines + [f"- Licence of the `{name}` data: {licences[name]}." for name in corpora
                                   if name in licences])
 
@@ -575,8 +575,8 @@ def mt_corpora_text(settings: dict, run_data: dict) -> str:
                      f"({held_out}; no English or German sentence on two sides)")
         else:
             text += f"; its own validation and test splits ({held_out})"
-        if excluded_pairs_text(stats):
-            text += "; " + excluded_pairs_text(stats)
+        if excluded := excluded_pairs_text(stats):
+            text += "; " + excluded
         if "train_source_unk_rate" in stats and "train_target_unk_rate" in stats:
             text += (f"; `<unk>`: {stats['train_source_unk_rate']:g}% of its English and "
                      f"{stats['train_target_unk_rate']:g}% of its German training tokens")
